@@ -1,0 +1,20 @@
+"""dynnets: dynamic (define-by-run) and static (define-then-run) neural networks
+on numpy and Numba, built from one table of primitives."""
+from .autograd import (AnomalyError, GradcheckError, Parameter, ShapeError, Tensor, detect_anomaly,
+                       enable_grad, gradcheck, is_grad_enabled, no_grad)
+from .autograd.ops import *  # noqa: F401,F403
+from .autograd.ops import __all__ as _ops_all
+from .io import load, save
+
+__version__ = "0.1.0"
+
+__all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError", "no_grad", "enable_grad",
+           "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", *_ops_all]
+
+
+def __getattr__(name):
+    # subpackages load on first use, so `import dynnets` stays light
+    import importlib
+    if name in ("nn", "optim", "static", "models", "data", "train"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'dynnets' has no attribute {name!r}")

@@ -1,0 +1,450 @@
+"""Public ops. Each is a thin call of :func:`bind` on a primitive from the table;
+composites (``square``, ``split``, ``dropout``, ``min``...) are written in
+primitives. The functions work on eager tensors and on symbolic static-graph
+values alike, because both go through ``bind``.
+
+This module also installs the arithmetic dunders and op methods on
+:class:`~dynnets.autograd.tensor.Tensor`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import primitives as P
+from .engine import bind
+from .tensor import Parameter, Tensor
+
+__all__ = [
+    "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "uniform", "arange",
+    "add", "sub", "mul", "div", "pow", "neg", "matmul", "linear", "exp", "log", "tanh", "sigmoid", "relu",
+    "sqrt", "abs", "clip", "maximum", "minimum", "where", "square", "sum", "mean", "max", "min", "reshape",
+    "transpose", "broadcast_to", "getitem", "take", "concat", "cat", "stack", "split", "softmax", "log_softmax",
+    "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf",
+    "astype", "flatten", "squeeze", "unsqueeze",
+]
+
+_f32 = np.float32
+
+
+def _rng(rng):
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(rng)
+
+
+# --- creation ----------------------------------------------------------------
+
+def tensor(data, requires_grad=False, dtype=None, name=None):
+    """A new leaf tensor (copies ``data``).
+
+    ``dtype`` defaults to float32, except that integer and boolean numpy
+    arrays keep their dtype (so index arrays stay integers).
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is None:
+        arr = np.array(data)
+        if arr.dtype.kind not in "biu" or not isinstance(data, np.ndarray):
+            arr = arr.astype(_f32)
+    else:
+        arr = np.array(data, dtype=dtype)
+    return Tensor(arr, requires_grad=requires_grad, name=name)
+
+
+def as_tensor(x, dtype=None):
+    """``x`` if it is already a Tensor, else a constant tensor without copying when possible."""
+    if isinstance(x, Tensor):
+        return x
+    return Tensor(np.asarray(x, dtype=dtype))
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def zeros(*shape, dtype=_f32, requires_grad=False):
+    return Tensor(np.zeros(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=_f32, requires_grad=False):
+    return Tensor(np.ones(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def full(shape, value, dtype=_f32, requires_grad=False):
+    return Tensor(np.full(shape, value, dtype=dtype), requires_grad=requires_grad)
+
+
+def zeros_like(x, requires_grad=False):
+    return Tensor(np.zeros_like(np.asarray(x)), requires_grad=requires_grad)
+
+
+def ones_like(x, requires_grad=False):
+    return Tensor(np.ones_like(np.asarray(x)), requires_grad=requires_grad)
+
+
+def arange(*args, dtype=None):
+    return Tensor(np.arange(*args, dtype=dtype))
+
+
+def randn(*shape, rng=None, dtype=_f32, requires_grad=False):
+    """Standard normal samples; ``rng`` is a seed or a ``numpy.random.Generator``."""
+    arr = _rng(rng).standard_normal(_shape_arg(shape)).astype(dtype)
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def uniform(*shape, low=0.0, high=1.0, rng=None, dtype=_f32, requires_grad=False):
+    """Uniform samples on [low, high); ``rng`` is a seed or a ``numpy.random.Generator``."""
+    arr = _rng(rng).uniform(low, high, _shape_arg(shape)).astype(dtype)
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+# --- elementwise ---------------------------------------------------------------
+
+def add(x, y):
+    return bind(P.add_p, x, y)
+
+
+def sub(x, y):
+    return bind(P.sub_p, x, y)
+
+
+def mul(x, y):
+    return bind(P.mul_p, x, y)
+
+
+def div(x, y):
+    return bind(P.div_p, x, y)
+
+
+def pow(x, y):
+    return bind(P.pow_p, x, y)
+
+
+def neg(x):
+    return bind(P.neg_p, x)
+
+
+def exp(x):
+    return bind(P.exp_p, x)
+
+
+def log(x):
+    return bind(P.log_p, x)
+
+
+def tanh(x):
+    return bind(P.tanh_p, x)
+
+
+def sigmoid(x):
+    return bind(P.sigmoid_p, x)
+
+
+def relu(x):
+    return bind(P.relu_p, x)
+
+
+def sqrt(x):
+    return bind(P.sqrt_p, x)
+
+
+def abs(x):
+    return bind(P.abs_p, x)
+
+
+def clip(x, lo=None, hi=None):
+    return bind(P.clip_p, x, lo=lo, hi=hi)
+
+
+def maximum(x, y):
+    return bind(P.maximum_p, x, y)
+
+
+def minimum(x, y):
+    return bind(P.minimum_p, x, y)
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` else ``y``; gradients flow to ``x`` and ``y`` only."""
+    if isinstance(condition, Tensor):
+        condition = condition.data
+    return bind(P.where_p, np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False)
+                else condition, x, y)
+
+
+def square(x):
+    return bind(P.mul_p, x, x)
+
+
+def astype(x, dtype):
+    return bind(P.astype_p, x, dtype=np.dtype(dtype))
+
+
+# --- reductions ------------------------------------------------------------------
+
+def _axis(axis):
+    if isinstance(axis, list):
+        return tuple(axis)
+    return axis
+
+
+def sum(x, axis=None, keepdims=False):
+    return bind(P.sum_p, x, axis=_axis(axis), keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    return bind(P.mean_p, x, axis=_axis(axis), keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    return bind(P.max_p, x, axis=_axis(axis), keepdims=keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    return neg(max(neg(x), axis=axis, keepdims=keepdims))
+
+
+# --- shapes and indexing --------------------------------------------------------
+
+def reshape(x, *shape):
+    return bind(P.reshape_p, x, shape=_shape_arg(shape))
+
+
+def flatten(x):
+    return reshape(x, -1)
+
+
+def squeeze(x, axis):
+    shp = list(x.shape)
+    del shp[axis]
+    return reshape(x, *shp)
+
+
+def unsqueeze(x, axis):
+    shp = list(x.shape)
+    shp.insert(axis if axis >= 0 else len(shp) + axis + 1, 1)
+    return reshape(x, *shp)
+
+
+def transpose(x, *axes):
+    axes = _shape_arg(axes) if axes else None
+    return bind(P.transpose_p, x, axes=axes)
+
+
+def broadcast_to(x, shape):
+    return bind(P.broadcast_to_p, x, shape=tuple(shape))
+
+
+def _index_arg(index):
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def getitem(x, index):
+    """``x[index]`` with ints, slices, None, Ellipsis and integer arrays (gather)."""
+    return bind(P.getitem_p, x, index=_index_arg(index))
+
+
+def take(x, indices):
+    """Rows of ``x`` at integer ``indices`` (gather along axis 0)."""
+    if isinstance(indices, Tensor):
+        indices = indices.data
+    return bind(P.take_p, x, np.asarray(indices) if not getattr(indices, "_is_symbolic", False) else indices)
+
+
+def concat(xs, axis=0):
+    return bind(P.concat_p, *xs, axis=axis)
+
+
+cat = concat
+
+
+def stack(xs, axis=0):
+    return bind(P.stack_p, *xs, axis=axis)
+
+
+def split(x, sections, axis=0):
+    """Split into ``sections`` equal parts (an int) or at the given sizes (a list),
+    as ``torch.split``'s list form; returns a list of tensors."""
+    n = x.shape[axis]
+    if isinstance(sections, int):
+        if n % sections:
+            raise P.ShapeError(f"split: axis {axis} of size {n} cannot be split into {sections} equal parts")
+        sizes = [n // sections] * sections
+    else:
+        sizes = list(sections)
+        if builtins_sum(sizes) != n:
+            raise P.ShapeError(f"split: sizes {sizes} do not add up to x.shape[{axis}]={n}")
+    out = []
+    start = 0
+    nd = len(x.shape)
+    ax = axis % nd
+    for s in sizes:
+        idx = (slice(None),) * ax + (slice(start, start + s),)
+        out.append(getitem(x, idx))
+        start += s
+    return out
+
+
+# --- linear algebra --------------------------------------------------------------
+
+def matmul(x, w):
+    return bind(P.matmul_p, x, w)
+
+
+def linear(x, weight, bias):
+    """``x @ weight.T + bias`` (weight is (out_features, in_features), as PyTorch)."""
+    return bind(P.linear_p, x, weight, bias)
+
+
+# --- softmax, losses, embedding, dropout ----------------------------------------
+
+def softmax(x, axis=-1):
+    return bind(P.softmax_p, x, axis=axis)
+
+
+def log_softmax(x, axis=-1):
+    return bind(P.log_softmax_p, x, axis=axis)
+
+
+def cross_entropy(logits, targets, mask=None, reduction="mean"):
+    """Softmax cross-entropy of ``logits`` (N, C) against integer class
+    ``targets`` (N,), fused in one Numba kernel.
+
+    ``mask`` (N,) weights each row (0 drops it); ``reduction`` is 'mean' (over
+    the mask's total weight), 'sum' or 'none' (per-row losses).
+    """
+    if isinstance(targets, Tensor):
+        targets = targets.data
+    if not getattr(targets, "_is_symbolic", False):
+        targets = np.asarray(targets)
+    if mask is None:
+        loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, reduction=reduction)
+    else:
+        if isinstance(mask, Tensor):
+            mask = mask.data
+        if not getattr(mask, "_is_symbolic", False):
+            mask = np.asarray(mask, dtype=logits.dtype)
+        loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, mask, reduction=reduction)
+    return loss
+
+
+def embedding(weight, ids):
+    """Rows of ``weight`` for integer ``ids``; the gradient is row-sparse."""
+    if isinstance(ids, Tensor):
+        ids = ids.data
+    if not getattr(ids, "_is_symbolic", False):
+        ids = np.asarray(ids)
+    return bind(P.embedding_p, weight, ids)
+
+
+def dropout(x, p, rng, training=True):
+    """Inverted dropout: zero each element with probability ``p`` and scale the
+    rest by 1/(1-p). ``rng`` (a ``numpy.random.Generator`` or seed) draws the
+    mask, so runs are reproducible."""
+    if not training or p == 0:
+        return x
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    keep = _rng(rng).random(x.shape) >= p
+    mask = keep.astype(x.dtype) * np.asarray(1.0 / (1.0 - p), dtype=x.dtype)
+    return bind(P.mul_p, x, mask)
+
+
+# --- fused cells -------------------------------------------------------------------
+
+def lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    """One fused LSTM step (PyTorch ``LSTMCell`` maths); returns (h', c')."""
+    h2, c2, _ = bind(P.lstm_cell_p, x, h, c, w_ih, w_hh, b_ih, b_hh)
+    return h2, c2
+
+
+def gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
+    """One fused GRU step (PyTorch ``GRUCell`` maths); returns h'."""
+    return bind(P.gru_cell_p, x, h, w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
+    """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14); returns (h, c)."""
+    h, c, _ = bind(P.tree_lstm_cell_p, h_l, h_r, c_l, c_r, w, b)
+    return h, c
+
+
+def tree_lstm_leaf(x, w, b):
+    """Tree-LSTM leaf node(s) from input ``x``; returns (h, c)."""
+    h, c, _ = bind(P.tree_lstm_leaf_p, x, w, b)
+    return h, c
+
+
+# --- Tensor methods ---------------------------------------------------------------
+
+import builtins as _b  # noqa: E402
+
+builtins_sum = _b.sum
+
+
+def _install(cls):
+    """Give ``cls`` (Tensor, and static symbolic values) the operator methods."""
+    cls.__add__ = lambda self, o: bind(P.add_p, self, o)
+    cls.__radd__ = lambda self, o: bind(P.add_p, o, self)
+    cls.__sub__ = lambda self, o: bind(P.sub_p, self, o)
+    cls.__rsub__ = lambda self, o: bind(P.sub_p, o, self)
+    cls.__mul__ = lambda self, o: bind(P.mul_p, self, o)
+    cls.__rmul__ = lambda self, o: bind(P.mul_p, o, self)
+    cls.__truediv__ = lambda self, o: bind(P.div_p, self, o)
+    cls.__rtruediv__ = lambda self, o: bind(P.div_p, o, self)
+    cls.__pow__ = lambda self, o: bind(P.pow_p, self, o)
+    cls.__rpow__ = lambda self, o: bind(P.pow_p, o, self)
+    cls.__neg__ = lambda self: bind(P.neg_p, self)
+    cls.__matmul__ = lambda self, o: bind(P.matmul_p, self, o)
+    cls.__rmatmul__ = lambda self, o: bind(P.matmul_p, o, self)
+    cls.__getitem__ = getitem
+    cls.sum = sum
+    cls.mean = mean
+    cls.max = max
+    cls.min = min
+    cls.exp = exp
+    cls.log = log
+    cls.tanh = tanh
+    cls.sigmoid = sigmoid
+    cls.relu = relu
+    cls.sqrt = sqrt
+    cls.abs = abs
+    cls.clip = clip
+    cls.softmax = softmax
+    cls.log_softmax = log_softmax
+    cls.reshape = reshape
+    cls.view = reshape
+    cls.flatten = flatten
+    cls.squeeze = squeeze
+    cls.unsqueeze = unsqueeze
+    cls.transpose = transpose
+    cls.T = property(lambda self: transpose(self))
+    cls.matmul = matmul
+    cls.pow = pow
+    cls.square = square
+
+
+_install(Tensor)
+
+
+def _compare(op):
+    def f(self, other):
+        o = other.data if isinstance(other, Tensor) else other
+        return Tensor(op(self.data, o))
+    return f
+
+
+Tensor.__lt__ = _compare(np.less)
+Tensor.__le__ = _compare(np.less_equal)
+Tensor.__gt__ = _compare(np.greater)
+Tensor.__ge__ = _compare(np.greater_equal)
+Tensor.argmax = lambda self, axis=None: Tensor(np.argmax(self.data, axis=axis))
+Parameter.__hash__ = Tensor.__hash__

@@ -1,0 +1,1078 @@
+"""The table of primitives: the only home of forward rules, shape rules and gradients.
+
+Every primitive is declared once with :func:`defprim`:
+
+``impl(*arrays, **attrs)``
+    the forward computation on numpy arrays (or a Numba kernel from
+    :mod:`dynnets.autograd.kernels`);
+``shape(*avals, **attrs)``
+    the shape/dtype rule, which is also the input check: it raises
+    :class:`ShapeError` naming the op, the argument, what was expected and what
+    was received. Static graphs run it at construction time; eager mode runs it
+    to explain a failing forward. ``avals`` have ``.shape`` (dimensions may be
+    ``None`` = unknown) and ``.dtype``;
+``vjps``
+    one vector-Jacobian product per input, each a plain function
+    ``vjp(g, inputs, out, **attrs) -> gradient of that input`` (``None`` for a
+    non-differentiable input), in the manner of HIPS autograd's ``defvjp``. Or
+    ``joint_vjp(g, inputs, out, **attrs) -> tuple`` for fused primitives whose
+    input gradients share work. Because a VJP is a function of arrays only, the
+    static graph binds it as a node (:func:`vjp_primitive`), so eager and static
+    gradients are the same code.
+
+``grep "vjp" primitives.py`` lists every gradient in the project.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import kernels as K
+
+__all__ = ["Primitive", "PRIMITIVES", "defprim", "ShapeError", "RowSparse", "Aval",
+           "unbroadcast", "check_shapes", "vjp_primitive"]
+
+
+class ShapeError(ValueError):
+    """Bad input to an op: names the op, the argument, expected and received."""
+
+
+class Aval(NamedTuple):
+    """Abstract value: what a shape rule sees of an input."""
+    shape: tuple
+    dtype: object
+
+
+class Primitive:
+    __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results",
+                 "differentiable", "scalar", "doc", "nondiff_args")
+
+    def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
+                 differentiable=True, scalar=None, nondiff_args=()):
+        self.name = name
+        self.impl = impl
+        self.shape = shape
+        self.vjps = tuple(vjps) if vjps is not None else None
+        self.joint_vjp = joint_vjp
+        self.multiple_results = multiple_results
+        self.differentiable = differentiable
+        self.scalar = scalar          # scalar expression template, for elementwise fusion
+        self.nondiff_args = tuple(nondiff_args)
+        self.doc = impl.__doc__
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+    def bind(self, *args, **attrs):
+        from .engine import bind
+        return bind(self, *args, **attrs)
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def defprim(name, impl, shape, vjp=None, joint_vjp=None, multiple_results=False,
+            differentiable=True, scalar=None, nondiff_args=()):
+    """Declare a primitive: forward, shape rule and VJP(s) together.
+
+    ``vjp`` is a tuple with one function (or ``None``) per input.
+    ``scalar`` is an optional template such as ``"math.tanh({0})"`` that lets
+    the static compiler fuse chains of elementwise ops into one Numba kernel.
+    """
+    if name in PRIMITIVES:
+        raise ValueError(f"defprim: primitive {name!r} is already defined")
+    if differentiable and vjp is None and joint_vjp is None:
+        raise ValueError(f"defprim: differentiable primitive {name!r} needs vjp= or joint_vjp=")
+    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results, differentiable, scalar, nondiff_args)
+    PRIMITIVES[name] = p
+    return p
+
+
+class RowSparse:
+    """A row-sparse gradient: ``dense[rows] = values`` (rows may repeat until
+    :meth:`coalesce`). Embedding gradients use it so a step touches only the
+    rows a batch used."""
+
+    __slots__ = ("rows", "values", "shape")
+
+    def __init__(self, rows, values, shape):
+        self.rows = rows
+        self.values = values
+        self.shape = tuple(shape)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def add(self, other):
+        return RowSparse(np.concatenate([self.rows, other.rows]),
+                         np.concatenate([self.values, other.values]), self.shape)
+
+    def add_to_dense(self, dense):
+        out = np.array(dense, dtype=np.result_type(dense, self.values), copy=True)
+        np.add.at(out, self.rows, self.values)
+        return out
+
+    def coalesce(self):
+        """Unique sorted rows with summed values."""
+        rows, inv = np.unique(self.rows, return_inverse=True)
+        if len(rows) == len(self.rows):
+            order = np.argsort(self.rows, kind="stable")
+            return RowSparse(self.rows[order], self.values[order], self.shape)
+        vals = K.embedding_bwd(inv.astype(np.int64), np.ascontiguousarray(self.values), len(rows))
+        return RowSparse(rows, vals, self.shape)
+
+    def to_dense(self):
+        out = np.zeros(self.shape, dtype=self.values.dtype)
+        np.add.at(out, self.rows, self.values)
+        return out
+
+    def __mul__(self, c):
+        return RowSparse(self.rows, self.values * c, self.shape)
+
+    def __repr__(self):
+        return f"RowSparse(rows={len(self.rows)}, shape={self.shape})"
+
+
+# --------------------------------------------------------------------------
+# shape-rule helpers
+# --------------------------------------------------------------------------
+
+def _fmt(shape):
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def broadcast_shapes(op, *shapes, names=None):
+    """numpy broadcasting with unknown (None) dimensions; raises ShapeError."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for k in range(1, ndim + 1):
+        dim = 1
+        for s in shapes:
+            if k > len(s):
+                continue
+            d = s[-k]
+            if d == 1:
+                continue
+            if dim == 1:
+                dim = d
+            elif d is None:
+                continue
+            elif dim is None:
+                dim = d
+            elif d != dim:
+                names = names or [f"input {i}" for i in range(len(shapes))]
+                desc = ", ".join(f"{n}.shape={_fmt(s)}" for n, s in zip(names, shapes))
+                raise ShapeError(f"{op}: shapes cannot be broadcast together: {desc}")
+        out.append(dim)
+    return tuple(reversed(out))
+
+
+def _rtype(*dts):
+    try:
+        return np.result_type(*dts)
+    except TypeError:
+        return np.result_type(*[np.asarray(d).dtype if not isinstance(d, np.dtype) else d for d in dts])
+
+
+def _aval_of(x):
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return Aval(tuple(x.shape), x.dtype)
+    if isinstance(x, (bool, int, float)):
+        return Aval((), x)           # a weak Python scalar: numpy promotion keeps the other dtype
+    a = np.asarray(x)
+    return Aval(a.shape, a.dtype)
+
+
+def check_shapes(prim, args, attrs):
+    """Run ``prim``'s shape rule on concrete arguments (raises ShapeError)."""
+    return prim.shape(*[_aval_of(a) for a in args], **attrs)
+
+
+def _dt(a):
+    d = a.dtype
+    return d if isinstance(d, np.dtype) else np.asarray(d).dtype
+
+
+def _norm_axis(op, axis, ndim):
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{op}: axis {a} is out of range for an input with {ndim} dimensions")
+        out.append(a % ndim)
+    return tuple(out)
+
+
+_SENTINEL = 7919     # stands in for an unknown dimension when a rule evaluates numpy on a dummy
+
+
+def _dummy(shape, dtype):
+    real = tuple(_SENTINEL if d is None else d for d in shape)
+    return np.broadcast_to(np.zeros((), dtype=_dt(Aval((), dtype)) if not isinstance(dtype, np.dtype) else dtype), real)
+
+
+def _undummy(shape):
+    return tuple(None if d == _SENTINEL else d for d in shape)
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` down to ``shape`` (the adjoint of numpy broadcasting)."""
+    if g.shape == shape:
+        return g
+    nd = g.ndim - len(shape)
+    if nd > 0:
+        g = g.sum(axis=tuple(range(nd)))
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g
+
+
+# --------------------------------------------------------------------------
+# elementwise primitives
+# --------------------------------------------------------------------------
+
+def _unary_shape(name, float_only=True):
+    def rule(x):
+        if float_only and _dt(x).kind not in "fc":
+            raise ShapeError(f"{name}: expected a floating-point input, got dtype {_dt(x)}")
+        return Aval(tuple(x.shape), _dt(x))
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+def _binary_shape(name):
+    def rule(x, y):
+        return Aval(broadcast_shapes(name, x.shape, y.shape, names=["x", "y"]), _rtype(x.dtype, y.dtype))
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+def _shp(a):
+    return np.shape(a)
+
+
+add_p = defprim(
+    "add", np.add, _binary_shape("add"),
+    vjp=(lambda g, ins, out: unbroadcast(g, _shp(ins[0])),
+         lambda g, ins, out: unbroadcast(g, _shp(ins[1]))),
+    scalar="({0} + {1})")
+
+sub_p = defprim(
+    "sub", np.subtract, _binary_shape("sub"),
+    vjp=(lambda g, ins, out: unbroadcast(g, _shp(ins[0])),
+         lambda g, ins, out: unbroadcast(-g, _shp(ins[1]))),
+    scalar="({0} - {1})")
+
+mul_p = defprim(
+    "mul", np.multiply, _binary_shape("mul"),
+    vjp=(lambda g, ins, out: unbroadcast(g * ins[1], _shp(ins[0])),
+         lambda g, ins, out: unbroadcast(g * ins[0], _shp(ins[1]))),
+    scalar="({0} * {1})")
+
+div_p = defprim(
+    "div", np.true_divide, _binary_shape("div"),
+    vjp=(lambda g, ins, out: unbroadcast(g / ins[1], _shp(ins[0])),
+         lambda g, ins, out: unbroadcast(-g * out / ins[1], _shp(ins[1]))),
+    scalar="({0} / {1})")
+
+
+def _pow_vjp_y(g, ins, out):
+    x = ins[0]
+    # d/dy x**y = log(x) x**y, defined for x > 0; 0 where x == 0 (as PyTorch).
+    logx = np.log(np.where(x > 0, x, 1))
+    return unbroadcast(g * out * logx, _shp(ins[1]))
+
+
+pow_p = defprim(
+    "pow", np.power, _binary_shape("pow"),
+    vjp=(lambda g, ins, out: unbroadcast(g * ins[1] * np.power(ins[0], ins[1] - 1), _shp(ins[0])),
+         _pow_vjp_y),
+    scalar="({0} ** {1})")
+
+maximum_p = defprim(
+    "maximum", np.maximum, _binary_shape("maximum"),
+    # ties split the gradient evenly, so the VJP is the average of both one-sided derivatives
+    vjp=(lambda g, ins, out: unbroadcast(g * ((ins[0] > ins[1]) + 0.5 * (ins[0] == ins[1])), _shp(ins[0])),
+         lambda g, ins, out: unbroadcast(g * ((ins[1] > ins[0]) + 0.5 * (ins[0] == ins[1])), _shp(ins[1]))),
+    scalar="max({0}, {1})")
+
+minimum_p = defprim(
+    "minimum", np.minimum, _binary_shape("minimum"),
+    vjp=(lambda g, ins, out: unbroadcast(g * ((ins[0] < ins[1]) + 0.5 * (ins[0] == ins[1])), _shp(ins[0])),
+         lambda g, ins, out: unbroadcast(g * ((ins[1] < ins[0]) + 0.5 * (ins[0] == ins[1])), _shp(ins[1]))),
+    scalar="min({0}, {1})")
+
+neg_p = defprim("neg", np.negative, _unary_shape("neg", float_only=False),
+                vjp=(lambda g, ins, out: -g,), scalar="(-{0})")
+
+exp_p = defprim("exp", np.exp, _unary_shape("exp"),
+                vjp=(lambda g, ins, out: g * out,), scalar="math.exp({0})")
+
+log_p = defprim("log", np.log, _unary_shape("log"),
+                vjp=(lambda g, ins, out: g / ins[0],), scalar="math.log({0})")
+
+tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh"),
+                 vjp=(lambda g, ins, out: g * (1 - out * out),), scalar="math.tanh({0})")
+
+
+def _sigmoid(x):
+    """Numerically stable logistic function."""
+    # exp of a non-positive argument never overflows
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(np.result_type(x), copy=False)
+
+
+sigmoid_p = defprim("sigmoid", _sigmoid, _unary_shape("sigmoid"),
+                    vjp=(lambda g, ins, out: g * out * (1 - out),),
+                    scalar="(1.0 / (1.0 + math.exp(-{0})) if {0} >= 0 else math.exp({0}) / (1.0 + math.exp({0})))")
+
+
+def _relu(x):
+    return np.maximum(x, 0)
+
+
+relu_p = defprim("relu", _relu, _unary_shape("relu"),
+                 vjp=(lambda g, ins, out: g * (ins[0] > 0),), scalar="max({0}, 0.0)")
+
+sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt"),
+                 vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})")
+
+abs_p = defprim("abs", np.abs, _unary_shape("abs", float_only=False),
+                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})")
+
+
+def _clip(x, lo=None, hi=None):
+    return np.clip(x, lo, hi)
+
+
+def _clip_shape(x, lo=None, hi=None):
+    if lo is not None and hi is not None and lo > hi:
+        raise ShapeError(f"clip: lo={lo} is greater than hi={hi}")
+    return Aval(tuple(x.shape), _dt(x))
+
+
+def _clip_vjp(g, ins, out, lo=None, hi=None):
+    x = ins[0]
+    m = np.ones(x.shape, dtype=bool)
+    if lo is not None:
+        m &= x >= lo
+    if hi is not None:
+        m &= x <= hi
+    return g * m
+
+
+clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,))
+
+
+def _where_shape(c, x, y):
+    if _dt(c).kind != "b":
+        raise ShapeError(f"where: condition must be boolean, got dtype {_dt(c)}")
+    return Aval(broadcast_shapes("where", c.shape, x.shape, y.shape, names=["condition", "x", "y"]),
+                _rtype(x.dtype, y.dtype))
+
+
+where_p = defprim(
+    "where", np.where, _where_shape,
+    vjp=(None,
+         lambda g, ins, out: unbroadcast(np.where(ins[0], g, 0).astype(g.dtype, copy=False), _shp(ins[1])),
+         lambda g, ins, out: unbroadcast(np.where(ins[0], 0, g).astype(g.dtype, copy=False), _shp(ins[2]))),
+    nondiff_args=(0,))
+
+
+def _astype(x, dtype):
+    return np.asarray(x).astype(dtype, copy=False)
+
+
+astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.dtype(dtype)),
+                   vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),))
+
+# --------------------------------------------------------------------------
+# reductions
+# --------------------------------------------------------------------------
+
+
+def _reduce_shape(name):
+    def rule(x, axis=None, keepdims=False):
+        ax = _norm_axis(name, axis, len(x.shape))
+        if ax is None:
+            shp = (1,) * len(x.shape) if keepdims else ()
+        elif keepdims:
+            shp = tuple(1 if i in ax else d for i, d in enumerate(x.shape))
+        else:
+            shp = tuple(d for i, d in enumerate(x.shape) if i not in ax)
+        dt = _dt(x)
+        if name == "mean" and dt.kind not in "fc":
+            dt = np.dtype(np.float64)
+        return Aval(shp, dt)
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+def _expand_to(g, shape, axis, keepdims):
+    if axis is not None and not keepdims:
+        g = np.expand_dims(g, axis)
+    return np.broadcast_to(g, shape)
+
+
+def _sum(x, axis=None, keepdims=False):
+    return np.sum(x, axis=axis, keepdims=keepdims)
+
+
+def _mean(x, axis=None, keepdims=False):
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _count(shape, axis):
+    if axis is None:
+        return int(np.prod(shape))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    return int(np.prod([shape[a] for a in axes]))
+
+
+sum_p = defprim("sum", _sum, _reduce_shape("sum"),
+                vjp=(lambda g, ins, out, axis=None, keepdims=False:
+                     _expand_to(g, np.shape(ins[0]), axis, keepdims),))
+
+mean_p = defprim("mean", _mean, _reduce_shape("mean"),
+                 vjp=(lambda g, ins, out, axis=None, keepdims=False:
+                      _expand_to(g / _count(np.shape(ins[0]), axis), np.shape(ins[0]), axis, keepdims),))
+
+
+def _max(x, axis=None, keepdims=False):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _max_vjp(g, ins, out, axis=None, keepdims=False):
+    x = ins[0]
+    o = out if (keepdims or axis is None and np.ndim(out) == x.ndim) else (
+        np.expand_dims(out, axis) if axis is not None else out)
+    mask = (x == o)
+    # ties share the gradient evenly (the subgradient PyTorch's amax uses)
+    count = mask.sum(axis=axis, keepdims=True)
+    gg = g if (keepdims or axis is None) else np.expand_dims(g, axis)
+    return (mask * (gg / count)).astype(x.dtype, copy=False)
+
+
+def _max_shape(x, axis=None, keepdims=False):
+    ax = _norm_axis("max", axis, len(x.shape))
+    for a in (ax or range(len(x.shape))):
+        if x.shape[a] == 0:
+            raise ShapeError(f"max: cannot reduce over axis {a} of size 0 (x.shape={_fmt(x.shape)})")
+    return _reduce_shape("max")(x, axis, keepdims)
+
+
+max_p = defprim("max", _max, _max_shape, vjp=(_max_vjp,))
+
+# --------------------------------------------------------------------------
+# shapes and indexing
+# --------------------------------------------------------------------------
+
+
+def _reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+def _reshape_shape(x, shape):
+    shape = tuple(shape)
+    if sum(1 for d in shape if d == -1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got shape={shape}")
+    if any(d is None for d in x.shape):
+        known = [d for d in x.shape]
+        if -1 in shape:
+            return Aval(tuple(None if d == -1 else d for d in shape), _dt(x))
+        return Aval(shape, _dt(x))
+    n = int(np.prod(x.shape))
+    if -1 in shape:
+        rest = int(np.prod([d for d in shape if d != -1]))
+        if rest == 0 or n % rest:
+            raise ShapeError(f"reshape: cannot reshape x.shape={_fmt(x.shape)} ({n} elements) into shape={shape}")
+        shape = tuple(n // rest if d == -1 else d for d in shape)
+    elif int(np.prod(shape)) != n:
+        raise ShapeError(f"reshape: cannot reshape x.shape={_fmt(x.shape)} ({n} elements) into shape={shape}")
+    return Aval(shape, _dt(x))
+
+
+reshape_p = defprim("reshape", _reshape, _reshape_shape,
+                    vjp=(lambda g, ins, out, shape: g.reshape(np.shape(ins[0])),))
+
+
+def _transpose(x, axes=None):
+    return np.transpose(x, axes)
+
+
+def _transpose_shape(x, axes=None):
+    nd = len(x.shape)
+    if axes is None:
+        return Aval(tuple(reversed(x.shape)), _dt(x))
+    axes = tuple(axes)
+    if sorted(a % nd if -nd <= a < nd else a for a in axes) != list(range(nd)):
+        raise ShapeError(f"transpose: axes={axes} is not a permutation of the {nd} dimensions of x.shape={_fmt(x.shape)}")
+    return Aval(tuple(x.shape[a] for a in axes), _dt(x))
+
+
+def _transpose_vjp(g, ins, out, axes=None):
+    if axes is None:
+        return np.transpose(g)
+    return np.transpose(g, np.argsort([a % g.ndim for a in axes]))
+
+
+transpose_p = defprim("transpose", _transpose, _transpose_shape, vjp=(_transpose_vjp,))
+
+
+def _broadcast_to(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+def _broadcast_to_shape(x, shape):
+    out = broadcast_shapes("broadcast_to", x.shape, tuple(shape), names=["x", "shape"])
+    if out != tuple(shape):
+        raise ShapeError(f"broadcast_to: x.shape={_fmt(x.shape)} cannot be broadcast to shape={tuple(shape)}")
+    return Aval(tuple(shape), _dt(x))
+
+
+broadcast_to_p = defprim("broadcast_to", _broadcast_to, _broadcast_to_shape,
+                         vjp=(lambda g, ins, out, shape: unbroadcast(g, np.shape(ins[0])),))
+
+
+def _is_basic(index):
+    idx = index if isinstance(index, tuple) else (index,)
+    for i in idx:
+        if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))):
+            return False
+    return True
+
+
+def _getitem(x, index):
+    return x[index]
+
+
+def _getitem_shape(x, index):
+    try:
+        res = _dummy(x.shape, x.dtype)[index]
+    except IndexError as e:
+        raise ShapeError(f"getitem: index {index!r} is invalid for x.shape={_fmt(x.shape)}: {e}") from None
+    return Aval(_undummy(res.shape), _dt(x))
+
+
+def _getitem_vjp(g, ins, out, index):
+    x = ins[0]
+    gx = np.zeros(np.shape(x), dtype=g.dtype)
+    if _is_basic(index):
+        gx[index] = g
+    else:
+        np.add.at(gx, index, g)     # repeated indices accumulate
+    return gx
+
+
+getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,))
+
+
+def _take(x, idx):
+    """Rows of ``x`` at integer indices ``idx`` (a gather along axis 0)."""
+    return x[idx]
+
+
+def _take_shape(x, idx):
+    if _dt(idx).kind not in "iu":
+        raise ShapeError(f"take: indices must be integers, got dtype {_dt(idx)}")
+    if len(x.shape) < 1:
+        raise ShapeError("take: x must have at least one dimension")
+    return Aval(tuple(idx.shape) + tuple(x.shape[1:]), _dt(x))
+
+
+def _take_vjp(g, ins, out):
+    x, idx = ins
+    gx = np.zeros(np.shape(x), dtype=g.dtype)
+    np.add.at(gx, idx, g)
+    return gx
+
+
+take_p = defprim("take", _take, _take_shape, vjp=(_take_vjp, None), nondiff_args=(1,))
+
+
+def _concat(*xs, axis=0):
+    return np.concatenate(xs, axis=axis)
+
+
+def _concat_shape(*xs, axis=0):
+    if not xs:
+        raise ShapeError("concat: expected at least one input")
+    nd = len(xs[0].shape)
+    ax = _norm_axis("concat", axis, nd)[0]
+    total = 0
+    for i, x in enumerate(xs):
+        if len(x.shape) != nd:
+            raise ShapeError(f"concat: input {i} has {len(x.shape)} dimensions, input 0 has {nd} "
+                             f"(shapes {[_fmt(x.shape) for x in xs]})")
+        for d in range(nd):
+            if d != ax and x.shape[d] is not None and xs[0].shape[d] is not None and x.shape[d] != xs[0].shape[d]:
+                raise ShapeError(f"concat: input {i}.shape={_fmt(x.shape)} does not match input 0.shape="
+                                 f"{_fmt(xs[0].shape)} outside axis {axis}")
+        total = None if (total is None or x.shape[ax] is None) else total + x.shape[ax]
+    shp = list(xs[0].shape)
+    shp[ax] = total
+    return Aval(tuple(shp), _rtype(*[x.dtype for x in xs]))
+
+
+def _concat_vjp(g, ins, out, axis=0):
+    sizes = np.cumsum([np.shape(x)[axis] for x in ins])[:-1]
+    return tuple(np.split(g, sizes, axis=axis))
+
+
+concat_p = defprim("concat", _concat, _concat_shape, joint_vjp=_concat_vjp)
+
+
+def _stack(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+def _stack_shape(*xs, axis=0):
+    if not xs:
+        raise ShapeError("stack: expected at least one input")
+    s0 = xs[0].shape
+    for i, x in enumerate(xs):
+        if len(x.shape) != len(s0) or any(a is not None and b is not None and a != b for a, b in zip(x.shape, s0)):
+            raise ShapeError(f"stack: input {i}.shape={_fmt(x.shape)} does not match input 0.shape={_fmt(s0)}")
+    nd = len(s0) + 1
+    ax = _norm_axis("stack", axis, nd)[0]
+    shp = list(s0)
+    shp.insert(ax, len(xs))
+    return Aval(tuple(shp), _rtype(*[x.dtype for x in xs]))
+
+
+def _stack_vjp(g, ins, out, axis=0):
+    return tuple(np.moveaxis(g, axis, 0))
+
+
+stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp)
+
+# --------------------------------------------------------------------------
+# linear algebra
+# --------------------------------------------------------------------------
+
+
+def _matmul_shape(x, w):
+    xs, ws = tuple(x.shape), tuple(w.shape)
+    if len(xs) == 0 or len(ws) == 0:
+        raise ShapeError(f"matmul: inputs must have at least one dimension, got x.shape={_fmt(xs)}, w.shape={_fmt(ws)}")
+    xk = xs[-1]
+    wk = ws[0] if len(ws) == 1 else ws[-2]
+    if xk is not None and wk is not None and xk != wk:
+        wname = "w.shape[0]" if len(ws) == 1 else ("w.shape[0]" if len(ws) == 2 else "w.shape[-2]")
+        raise ShapeError(f"matmul: x.shape[-1]={xk} does not match {wname}={wk} "
+                         f"(x.shape={_fmt(xs)}, w.shape={_fmt(ws)})")
+    xb = xs[:-2] if len(xs) > 1 else ()
+    wb = ws[:-2] if len(ws) > 1 else ()
+    batch = broadcast_shapes("matmul", xb, wb, names=["x batch", "w batch"])
+    shp = batch + (xs[-2:-1] if len(xs) > 1 else ()) + (ws[-1:] if len(ws) > 1 else ())
+    return Aval(shp, _rtype(x.dtype, w.dtype))
+
+
+def _matmul_vjp_x(g, ins, out):
+    x, w = ins
+    if w.ndim == 1:
+        gx = np.multiply.outer(g, w) if x.ndim > 1 else g * w
+    elif x.ndim == 1:
+        gx = np.matmul(g[..., None, :], np.swapaxes(w, -1, -2))[..., 0, :]
+    else:
+        gx = np.matmul(g, np.swapaxes(w, -1, -2))
+    return unbroadcast(gx, x.shape)
+
+
+def _matmul_vjp_w(g, ins, out):
+    x, w = ins
+    if x.ndim == 1:
+        gw = np.multiply.outer(x, g) if w.ndim > 1 else g * x
+        if w.ndim > 2:
+            gw = np.matmul(x[:, None], g[..., None, :])
+    elif w.ndim == 1:
+        gw = np.matmul(np.swapaxes(x, -1, -2), g[..., None])[..., 0]
+    elif x.ndim == 2 and w.ndim == 2:
+        gw = x.T @ g
+    else:
+        gw = np.matmul(np.swapaxes(x, -1, -2), g)
+    return unbroadcast(gw, w.shape)
+
+
+matmul_p = defprim("matmul", np.matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w))
+
+
+def _linear(x, w, b):
+    """``x @ w.T + b`` with ``w`` of shape (out, in), as ``torch.nn.functional.linear``."""
+    return x @ w.T + b
+
+
+def _linear_shape(x, w, b):
+    if len(w.shape) != 2:
+        raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got w.shape={_fmt(w.shape)}")
+    if x.shape[-1] is not None and w.shape[1] is not None and x.shape[-1] != w.shape[1]:
+        raise ShapeError(f"linear: x.shape[-1]={x.shape[-1]} does not match weight.shape[1]={w.shape[1]} "
+                         f"(x.shape={_fmt(x.shape)}, weight.shape={_fmt(w.shape)})")
+    if tuple(b.shape) not in ((w.shape[0],), ()) and b.shape != (1, w.shape[0]):
+        raise ShapeError(f"linear: bias.shape={_fmt(b.shape)} does not match weight.shape[0]={w.shape[0]}")
+    return Aval(tuple(x.shape[:-1]) + (w.shape[0],), _rtype(x.dtype, w.dtype))
+
+
+def _linear_vjp(g, ins, out):
+    x, w, b = ins
+    x2 = x.reshape(-1, x.shape[-1])
+    g2 = g.reshape(-1, g.shape[-1])
+    gw = g2.T @ x2
+    gx = (g2 @ w).reshape(x.shape)
+    gb = g2.sum(0) if np.ndim(b) else g2.sum()
+    return gx, gw, np.reshape(gb, np.shape(b))
+
+
+linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp)
+
+# --------------------------------------------------------------------------
+# softmax family, losses, embedding
+# --------------------------------------------------------------------------
+
+
+def _softmax(x, axis=-1):
+    if x.ndim == 2 and (axis == -1 or axis == 1) and x.flags.c_contiguous:
+        return K.softmax_fwd(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis=-1):
+    if x.ndim == 2 and (axis == -1 or axis == 1) and x.flags.c_contiguous:
+        return K.log_softmax_fwd(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    s = x - m
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+def _softmax_shape(name):
+    def rule(x, axis=-1):
+        _norm_axis(name, axis, len(x.shape))
+        if _dt(x).kind != "f":
+            raise ShapeError(f"{name}: expected a floating-point input, got dtype {_dt(x)}")
+        return Aval(tuple(x.shape), _dt(x))
+    return rule
+
+
+softmax_p = defprim(
+    "softmax", _softmax, _softmax_shape("softmax"),
+    vjp=(lambda g, ins, out, axis=-1: out * (g - (g * out).sum(axis=axis, keepdims=True)),))
+
+log_softmax_p = defprim(
+    "log_softmax", _log_softmax, _softmax_shape("log_softmax"),
+    vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),))
+
+
+def _xent(logits, targets, weights=None, reduction="mean"):
+    """Softmax cross-entropy over rows; returns (loss, probs). ``weights`` (N,)
+    masks rows (0 drops a row); 'mean' divides by the total weight."""
+    n, c = logits.shape
+    t = np.asarray(targets)
+    if t.dtype != np.int64:
+        t = t.astype(np.int64)
+    if n and (t.min() < 0 or t.max() >= c):
+        bad = t[(t < 0) | (t >= c)][0]
+        raise ShapeError(f"cross_entropy: target {bad} is out of range for {c} classes")
+    w = np.ones(n, dtype=logits.dtype) if weights is None else np.asarray(weights, dtype=logits.dtype)
+    losses, probs = K.softmax_xent_fwd(np.ascontiguousarray(logits), t, np.ascontiguousarray(w))
+    if reduction == "none":
+        loss = losses
+    elif reduction == "sum":
+        loss = np.asarray(losses.sum(), dtype=logits.dtype)
+    else:
+        total = w.sum()
+        loss = np.asarray(losses.sum() / total if total > 0 else 0.0, dtype=logits.dtype)
+    return loss, probs
+
+
+def _xent_shape(logits, targets, weights=None, reduction="mean"):
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if len(logits.shape) != 2:
+        raise ShapeError(f"cross_entropy: logits must be 2-D (N, C), got logits.shape={_fmt(logits.shape)}")
+    if _dt(targets).kind not in "iu":
+        raise ShapeError(f"cross_entropy: targets must be integer class indices, got dtype {_dt(targets)}")
+    if len(targets.shape) != 1 or (targets.shape[0] is not None and logits.shape[0] is not None
+                                   and targets.shape[0] != logits.shape[0]):
+        raise ShapeError(f"cross_entropy: targets.shape={_fmt(targets.shape)} does not match "
+                         f"logits.shape[0]={logits.shape[0]}")
+    if weights is not None and tuple(weights.shape) != (targets.shape[0],):
+        raise ShapeError(f"cross_entropy: mask.shape={_fmt(weights.shape)} does not match "
+                         f"targets.shape={_fmt(targets.shape)}")
+    shp = (logits.shape[0],) if reduction == "none" else ()
+    return Aval(shp, _dt(logits)), Aval(tuple(logits.shape), _dt(logits))
+
+
+def _xent_vjp(g, ins, out, reduction="mean"):
+    logits, targets = ins[0], ins[1]
+    weights = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    gl = g[0]
+    n = logits.shape[0]
+    w = np.ones(n, dtype=logits.dtype) if weights is None else np.asarray(weights, dtype=logits.dtype)
+    if reduction == "none":
+        grow = np.ascontiguousarray(gl, dtype=logits.dtype)
+    else:
+        scale = gl if reduction == "sum" else (gl / w.sum() if w.sum() > 0 else 0 * gl)
+        grow = np.full(n, scale, dtype=logits.dtype)
+    t = np.asarray(targets).astype(np.int64, copy=False)
+    dlogits = K.softmax_xent_bwd(out[1], t, np.ascontiguousarray(w), grow)
+    return (dlogits, None) + ((None,) if len(ins) > 2 else ())
+
+
+softmax_cross_entropy_p = defprim(
+    "softmax_cross_entropy", _xent, _xent_shape, joint_vjp=_xent_vjp,
+    multiple_results=True, nondiff_args=(1, 2))
+
+
+def _embedding(weight, ids):
+    """Rows of ``weight`` (V, D) for integer ``ids`` of any shape."""
+    return weight[ids]
+
+
+def _embedding_shape(weight, ids):
+    if len(weight.shape) != 2:
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got weight.shape={_fmt(weight.shape)}")
+    if _dt(ids).kind not in "iu":
+        raise ShapeError(f"embedding: ids must be integers, got dtype {_dt(ids)}")
+    return Aval(tuple(ids.shape) + (weight.shape[1],), _dt(weight))
+
+
+def _embedding_vjp(g, ins, out):
+    weight, ids = ins
+    flat = np.asarray(ids).reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
+        raise ShapeError(f"embedding: id out of range for {weight.shape[0]} embeddings")
+    rows, inv = np.unique(flat, return_inverse=True)
+    vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(g.reshape(flat.size, -1)),
+                           len(rows))
+    return RowSparse(rows, vals, weight.shape)
+
+
+embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None),
+                      nondiff_args=(1,))
+
+# --------------------------------------------------------------------------
+# fused recurrent cells (Numba kernels)
+# --------------------------------------------------------------------------
+
+
+def _c(a):
+    return np.ascontiguousarray(a)
+
+
+def _check_cell(name, x, h, hidden, gates, w_ih, w_hh, extra=()):
+    def bad(msg):
+        raise ShapeError(f"{name}: {msg}")
+    if len(x.shape) != 2:
+        bad(f"x must be 2-D (batch, input_size), got x.shape={_fmt(x.shape)}")
+    if len(w_ih.shape) != 2 or w_ih.shape[0] != gates * hidden:
+        bad(f"weight_ih.shape={_fmt(w_ih.shape)} should be ({gates}*hidden_size, input_size) "
+            f"with hidden_size={hidden}")
+    if x.shape[1] != w_ih.shape[1]:
+        bad(f"x.shape[1]={x.shape[1]} does not match weight_ih.shape[1]={w_ih.shape[1]}")
+    if tuple(w_hh.shape) != (gates * hidden, hidden):
+        bad(f"weight_hh.shape={_fmt(w_hh.shape)} should be ({gates * hidden}, {hidden})")
+    if len(h.shape) != 2 or h.shape[1] != hidden or (None not in (h.shape[0], x.shape[0]) and h.shape[0] != x.shape[0]):
+        bad(f"h.shape={_fmt(h.shape)} should be ({x.shape[0]}, {hidden})")
+    for nm, a, want in extra:
+        if tuple(a.shape) != want and not (len(a.shape) == len(want) and all(
+                p is None or q is None or p == q for p, q in zip(a.shape, want))):
+            bad(f"{nm}.shape={_fmt(a.shape)} should be {_fmt(want)}")
+
+
+def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
+    Returns (h', c', acts) where acts are saved gate activations."""
+    gates = x @ w_ih.T
+    gates += h @ w_hh.T
+    gates += b_ih
+    gates += b_hh
+    return K.lstm_cell_fwd(_c(gates), _c(c))
+
+
+def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    H = w_hh.shape[1]
+    _check_cell("lstm_cell", x, h, H, 4, w_ih, w_hh,
+                [("c", c, tuple(h.shape)), ("bias_ih", b_ih, (4 * H,)), ("bias_hh", b_hh, (4 * H,))])
+    dt = _rtype(x.dtype, w_ih.dtype)
+    return Aval(tuple(h.shape), dt), Aval(tuple(h.shape), dt), Aval((h.shape[0], 4 * H), dt)
+
+
+def _zeros_if_none(g, like):
+    return np.zeros_like(like) if g is None else _c(g)
+
+
+def _lstm_cell_vjp(g, ins, out):
+    x, h, c, w_ih, w_hh, b_ih, b_hh = ins
+    hn, cn, acts = out
+    dgates, dc = K.lstm_cell_bwd(_zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c), cn)
+    db = dgates.sum(0)
+    return (dgates @ w_ih, dgates @ w_hh, dc, dgates.T @ x, dgates.T @ h, db, db)
+
+
+lstm_cell_p = defprim("lstm_cell", _lstm_cell, _lstm_cell_shape, joint_vjp=_lstm_cell_vjp,
+                      multiple_results=True)
+
+
+def _gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
+    """PyTorch ``GRUCell`` (r, z, n chunks). Returns (h', acts, gh)."""
+    gi = x @ w_ih.T
+    gi += b_ih
+    gh = h @ w_hh.T
+    gh += b_hh
+    hn, acts = K.gru_cell_fwd(_c(gi), _c(gh), _c(h))
+    return hn, acts, gh
+
+
+def _gru_cell_shape(x, h, w_ih, w_hh, b_ih, b_hh):
+    H = w_hh.shape[1]
+    _check_cell("gru_cell", x, h, H, 3, w_ih, w_hh, [("bias_ih", b_ih, (3 * H,)), ("bias_hh", b_hh, (3 * H,))])
+    dt = _rtype(x.dtype, w_ih.dtype)
+    return Aval(tuple(h.shape), dt), Aval((h.shape[0], 3 * H), dt), Aval((h.shape[0], 3 * H), dt)
+
+
+def _gru_cell_vjp(g, ins, out):
+    x, h, w_ih, w_hh, b_ih, b_hh = ins
+    hn, acts, gh = out
+    dgi, dgh, dh = K.gru_cell_bwd(_zeros_if_none(g[0], hn), acts, gh, _c(h))
+    dh = dh + dgh @ w_hh
+    return (dgi @ w_ih, dh, dgi.T @ x, dgh.T @ h, dgi.sum(0), dgh.sum(0))
+
+
+gru_cell_p = defprim("gru_cell", _gru_cell, _gru_cell_shape, joint_vjp=_gru_cell_vjp, multiple_results=True)
+
+
+def _tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
+    """Binary constituency Tree-LSTM node (Tai et al. 2015, eqs. 9-14, N = 2, no
+    input at internal nodes), for a batch of nodes:
+
+    z = [h_l; h_r] W + b, split into i, f_l, f_r, o, u;
+    c = i*u + f_l*c_l + f_r*c_r;  h = o*tanh(c).
+
+    ``w`` has shape (2H, 5H). Returns (h, c, acts).
+    """
+    hcat = np.concatenate((h_l, h_r), axis=1)
+    z = hcat @ w
+    z += b
+    return K.tree_lstm_fwd(_c(z), _c(c_l), _c(c_r))
+
+
+def _tree_lstm_cell_shape(h_l, h_r, c_l, c_r, w, b):
+    H = h_l.shape[1] if len(h_l.shape) == 2 else None
+    if len(h_l.shape) != 2:
+        raise ShapeError(f"tree_lstm_cell: h_l must be 2-D (nodes, hidden), got h_l.shape={_fmt(h_l.shape)}")
+    for nm, a in (("h_r", h_r), ("c_l", c_l), ("c_r", c_r)):
+        if len(a.shape) != 2 or a.shape[1] != H or (None not in (a.shape[0], h_l.shape[0]) and a.shape[0] != h_l.shape[0]):
+            raise ShapeError(f"tree_lstm_cell: {nm}.shape={_fmt(a.shape)} does not match h_l.shape={_fmt(h_l.shape)}")
+    if tuple(w.shape) != (2 * H, 5 * H):
+        raise ShapeError(f"tree_lstm_cell: w.shape={_fmt(w.shape)} should be ({2 * H}, {5 * H}) for hidden size {H}")
+    if tuple(b.shape) != (5 * H,):
+        raise ShapeError(f"tree_lstm_cell: b.shape={_fmt(b.shape)} should be ({5 * H},)")
+    dt = _rtype(h_l.dtype, w.dtype)
+    n = h_l.shape[0]
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, 5 * H), dt)
+
+
+def _tree_lstm_cell_vjp(g, ins, out):
+    h_l, h_r, c_l, c_r, w, b = ins
+    h, c, acts = out
+    dz, dcl, dcr = K.tree_lstm_bwd(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, _c(c_l), _c(c_r), c)
+    H = h.shape[1]
+    dhcat = dz @ w.T
+    hcat = np.concatenate((h_l, h_r), axis=1)
+    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, hcat.T @ dz, dz.sum(0))
+
+
+tree_lstm_cell_p = defprim("tree_lstm_cell", _tree_lstm_cell, _tree_lstm_cell_shape,
+                           joint_vjp=_tree_lstm_cell_vjp, multiple_results=True)
+
+
+def _tree_lstm_leaf(x, w, b):
+    """Tree-LSTM leaf (input only, no children): z = x W + b split into i, o, u;
+    c = i*u; h = o*tanh(c). ``w`` has shape (E, 3H). Returns (h, c, acts)."""
+    z = x @ w
+    z += b
+    return K.tree_lstm_leaf_fwd(_c(z))
+
+
+def _tree_lstm_leaf_shape(x, w, b):
+    if len(x.shape) != 2:
+        raise ShapeError(f"tree_lstm_leaf: x must be 2-D (nodes, input_size), got x.shape={_fmt(x.shape)}")
+    if len(w.shape) != 2 or w.shape[0] != x.shape[1] or (w.shape[1] is not None and w.shape[1] % 3):
+        raise ShapeError(f"tree_lstm_leaf: w.shape={_fmt(w.shape)} should be ({x.shape[1]}, 3*hidden)")
+    H = w.shape[1] // 3
+    if tuple(b.shape) != (3 * H,):
+        raise ShapeError(f"tree_lstm_leaf: b.shape={_fmt(b.shape)} should be ({3 * H},)")
+    dt = _rtype(x.dtype, w.dtype)
+    n = x.shape[0]
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, 3 * H), dt)
+
+
+def _tree_lstm_leaf_vjp(g, ins, out):
+    x, w, b = ins
+    h, c, acts = out
+    dz = K.tree_lstm_leaf_bwd(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, c)
+    return (dz @ w.T, x.T @ dz, dz.sum(0))
+
+
+tree_lstm_leaf_p = defprim("tree_lstm_leaf", _tree_lstm_leaf, _tree_lstm_leaf_shape,
+                           joint_vjp=_tree_lstm_leaf_vjp, multiple_results=True)
+
+
+# --------------------------------------------------------------------------
+# VJPs as primitives (for the static graph's symbolic gradients)
+# --------------------------------------------------------------------------
+
+_VJP_PRIMS: dict = {}
+
+
+def vjp_primitive(prim, i=None):
+    """A primitive whose forward *is* ``prim``'s VJP for input ``i`` (or the
+    joint VJP when ``i`` is None). Inputs: (g, *prim_inputs, out) where ``g``
+    and ``out`` are tuples packed as separate arguments for multiple-result
+    primitives: (g_0..g_k, x_0..x_n, out_0..out_k). Not itself differentiable
+    (no second-order gradients)."""
+    key = (prim.name, i)
+    p = _VJP_PRIMS.get(key)
+    if p is not None:
+        return p
+    fn = prim.joint_vjp if i is None else prim.vjps[i]
+
+    def impl(*args, _n_in, **attrs):
+        if prim.multiple_results:
+            nout = (len(args) - _n_in) // 2
+            g = tuple(args[:nout])
+            ins = args[nout:nout + _n_in]
+            out = tuple(args[nout + _n_in:])
+        else:
+            g, ins, out = args[0], args[1:1 + _n_in], args[1 + _n_in]
+        r = fn(g, ins, out, **attrs)
+        if type(r) is RowSparse:
+            r = r.to_dense()
+        if i is None:
+            r = tuple(None if a is None else (a.to_dense() if type(a) is RowSparse else a) for a in r)
+        return r
+
+    def shape(*avals, _n_in, **attrs):
+        if prim.multiple_results:
+            nout = (len(avals) - _n_in) // 2
+            ins = avals[nout:nout + _n_in]
+        else:
+            ins = avals[1:1 + _n_in]
+        if i is None:
+            return tuple(Aval(tuple(a.shape), _dt(a)) for a in ins)
+        return Aval(tuple(ins[i].shape), _dt(ins[i]))
+
+    name = f"vjp_{prim.name}" + ("" if i is None else f"_{i}")
+    p = Primitive(name, impl, shape, multiple_results=(i is None), differentiable=False)
+    _VJP_PRIMS[key] = p
+    return p
+
+
+VJP_PRIMITIVES = _VJP_PRIMS
