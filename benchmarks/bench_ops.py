@@ -1,0 +1,233 @@
+"""Eager-mode speed: per-op overhead and the fused LSTM cell, against PyTorch and numpy.
+
+1. ``tanh(x @ W + b).sum()`` forward + backward, x (1, 150), W (150, 150),
+   b (150,), float32, W and b require grad: dynnets vs PyTorch CPU (one
+   thread) vs the same maths written by hand in numpy (the floor: no graph).
+2. LSTM cell forward + backward (input 300, hidden 150, batch 1 and 25; x, h,
+   c and all weights require grad; loss = h'.sum() + c'.sum()): the fused
+   Numba primitive ``ops.lstm_cell`` vs the same cell composed from dynnets
+   primitives (matmul, add, getitem, sigmoid, tanh, mul) vs
+   ``torch.nn.LSTMCell``.
+
+Every contender resets its gradients (``= None``) each call. Contenders run
+interleaved in one process; each figure is the median over ``--repeats``
+rounds of ``--number`` calls. Run::
+
+    python benchmarks/bench_ops.py --seed 0 --repeats 30
+
+The script re-executes itself once without OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE
+(it prints so); ``--keep-env`` keeps them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import fmt_us, interleaved, markdown_table, median_us, setup, torch_or_none  # noqa: E402
+
+
+def _parser():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0, help="seed of all inputs and weights")
+    ap.add_argument("--repeats", type=int, default=30, help="timed rounds per contender (median reported)")
+    ap.add_argument("--number", type=int, default=0, help="calls per round (0: chosen per case)")
+    ap.add_argument("--only", choices=["overhead", "lstm"], help="run one case")
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if importable")
+    ap.add_argument("--keep-env", action="store_true", help="do not unset OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE")
+    return ap
+
+
+# --------------------------------------------------------------------------
+# 1. per-op overhead
+# --------------------------------------------------------------------------
+
+def overhead_contenders(seed, torch):
+    import numpy as np
+
+    from dynnets.autograd import ops
+    from dynnets.autograd.tensor import Tensor
+
+    rng = np.random.default_rng(seed)
+    x0 = rng.standard_normal((1, 150)).astype(np.float32)
+    W0 = (rng.standard_normal((150, 150)) / np.sqrt(150)).astype(np.float32)
+    b0 = rng.standard_normal(150).astype(np.float32)
+
+    x = Tensor(x0.copy())
+    W = Tensor(W0.copy(), requires_grad=True)
+    b = Tensor(b0.copy(), requires_grad=True)
+
+    def dynnets_step():
+        W._grad = None
+        b._grad = None
+        ops.tanh(x @ W + b).sum().backward()
+        return W._grad, b._grad
+
+    hand = {}
+
+    def numpy_step():
+        hand.clear()                                   # the same "zero_grad" as the others
+        t = np.tanh(x0 @ W0 + b0)
+        t.sum()
+        dz = 1 - t * t                                 # d sum / d t = 1
+        hand["W"] = x0.T @ dz
+        hand["b"] = dz.sum(0)
+        return hand["W"], hand["b"]
+
+    out = {"dynnets": dynnets_step, "numpy (hand-written)": numpy_step}
+    if torch is not None:
+        tx = torch.from_numpy(x0.copy())
+        tW = torch.from_numpy(W0.copy()).requires_grad_()
+        tb = torch.from_numpy(b0.copy()).requires_grad_()
+
+        def torch_step():
+            tW.grad = None
+            tb.grad = None
+            torch.tanh(tx @ tW + tb).sum().backward()
+            return tW.grad, tb.grad
+
+        out["pytorch"] = torch_step
+    # the contenders must compute the same thing
+    ref = numpy_step()
+    for name, f in out.items():
+        gW, gb = f()
+        gW = np.asarray(gW.numpy() if hasattr(gW, "numpy") else gW)
+        gb = np.asarray(gb.numpy() if hasattr(gb, "numpy") else gb)
+        if not (np.allclose(gW, ref[0], atol=1e-4) and np.allclose(gb, ref[1], atol=1e-4)):
+            raise SystemExit(f"bench_ops: {name} computes different gradients from the numpy reference")
+    return out
+
+
+# --------------------------------------------------------------------------
+# 2. LSTM cell
+# --------------------------------------------------------------------------
+
+def lstm_contenders(seed, batch, torch, I=300, H=150):
+    import numpy as np
+
+    from dynnets.autograd import ops
+    from dynnets.autograd.tensor import Tensor
+
+    rng = np.random.default_rng(seed)
+    k = 1 / np.sqrt(H)
+    arrs = {
+        "x": rng.standard_normal((batch, I)).astype(np.float32),
+        "h": rng.standard_normal((batch, H)).astype(np.float32),
+        "c": rng.standard_normal((batch, H)).astype(np.float32),
+        "w_ih": rng.uniform(-k, k, (4 * H, I)).astype(np.float32),
+        "w_hh": rng.uniform(-k, k, (4 * H, H)).astype(np.float32),
+        "b_ih": rng.uniform(-k, k, 4 * H).astype(np.float32),
+        "b_hh": rng.uniform(-k, k, 4 * H).astype(np.float32),
+    }
+    names = list(arrs)
+
+    fused = {n: Tensor(a.copy(), requires_grad=True) for n, a in arrs.items()}
+
+    def fused_step():
+        for t in fused.values():
+            t._grad = None
+        h2, c2 = ops.lstm_cell(*(fused[n] for n in names))
+        (h2.sum() + c2.sum()).backward()
+        return fused
+
+    # The composed cell keeps its weights pre-transposed, (in, 4H), as a user
+    # writing it from matmuls would; that spares it two transposes per step.
+    comp = {n: Tensor((a.T if n.startswith("w_") else a).copy(), requires_grad=True) for n, a in arrs.items()}
+
+    def composed_step():
+        for t in comp.values():
+            t._grad = None
+        x, h, c, wi, wh, bi, bh = (comp[n] for n in names)
+        gates = x @ wi + h @ wh + bi + bh
+        i = ops.sigmoid(gates[:, :H])
+        f = ops.sigmoid(gates[:, H:2 * H])
+        g = ops.tanh(gates[:, 2 * H:3 * H])
+        o = ops.sigmoid(gates[:, 3 * H:])
+        c2 = f * c + i * g
+        h2 = o * ops.tanh(c2)
+        (h2.sum() + c2.sum()).backward()
+        return comp
+
+    out = {"fused (ops.lstm_cell)": fused_step, "composed (dynnets ops)": composed_step}
+
+    if torch is not None:
+        cell = torch.nn.LSTMCell(I, H)
+        with torch.no_grad():
+            for n in ("w_ih", "w_hh", "b_ih", "b_hh"):
+                getattr(cell, "weight_" + n[2:] if n.startswith("w_") else "bias_" + n[2:]).copy_(
+                    torch.from_numpy(arrs[n]))
+        tin = {n: torch.from_numpy(arrs[n].copy()).requires_grad_() for n in ("x", "h", "c")}
+        params = list(cell.parameters())
+
+        def torch_step():
+            for p in params:
+                p.grad = None
+            for t in tin.values():
+                t.grad = None
+            h2, c2 = cell(tin["x"], (tin["h"], tin["c"]))
+            (h2.sum() + c2.sum()).backward()
+            return cell, tin
+
+        out["torch.nn.LSTMCell"] = torch_step
+
+    # agreement check: gradients of x and w_ih
+    fused_step()
+    composed_step()
+    checks = [("x", fused["x"]._grad, comp["x"]._grad), ("w_ih", fused["w_ih"]._grad, comp["w_ih"]._grad.T)]
+    if torch is not None:
+        torch_step()
+        checks += [("x (torch)", fused["x"]._grad, tin["x"].grad.numpy()),
+                   ("w_ih (torch)", fused["w_ih"]._grad, cell.weight_ih.grad.numpy())]
+    for what, a, b in checks:
+        if not np.allclose(a, b, atol=1e-4, rtol=1e-3):
+            raise SystemExit(f"bench_ops: LSTM contenders disagree on the gradient of {what}")
+    return out
+
+
+def main(argv=None):
+    opts = _parser().parse_args(argv)
+    setup(__file__, keep_env=opts.keep_env)
+    torch = None if opts.no_torch else torch_or_none(threads=1)
+    print(f"# torch: {'not used' if torch is None else torch.__version__ + ', 1 thread'}; "
+          f"seed {opts.seed}, {opts.repeats} rounds; medians in microseconds per forward+backward; "
+          "timings are noisy on a shared machine")
+
+    rows = []
+    if opts.only in (None, "overhead"):
+        cont = overhead_contenders(opts.seed, torch)
+        t = interleaved(cont, opts.repeats, opts.number or 200, warmup=2)
+        med = {n: median_us(v) for n, v in t.items()}
+        d = med["dynnets"]
+        print("\n## 1. eager per-op overhead: tanh(x @ W + b).sum(), x (1,150), W (150,150), float32")
+        for n, v in med.items():
+            print(f"{n:<24}{v:9.1f} us   ({d / v:5.2f}x dynnets/this)")
+        ratio_t = f"{d / med['pytorch']:.2f}" if "pytorch" in med else "n/a"
+        rows.append(["tanh(x@W+b).sum() fwd+bwd (1x150)", fmt_us(d),
+                     fmt_us(med["pytorch"]) if "pytorch" in med else "n/a",
+                     fmt_us(med["numpy (hand-written)"]) + " (numpy by hand)", ratio_t])
+
+    if opts.only in (None, "lstm"):
+        for batch in (1, 25):
+            cont = lstm_contenders(opts.seed, batch, torch)
+            number = opts.number or (50 if batch == 1 else 20)
+            t = interleaved(cont, opts.repeats, number, warmup=2)
+            med = {n: median_us(v) for n, v in t.items()}
+            f = med["fused (ops.lstm_cell)"]
+            c = med["composed (dynnets ops)"]
+            print(f"\n## 2. LSTM cell fwd+bwd, input 300, hidden 150, batch {batch}, float32")
+            for n, v in med.items():
+                print(f"{n:<24}{v:9.1f} us   ({f / v:5.2f}x fused/this)")
+            print(f"composed/fused speed-up: {c / f:.2f}x")
+            tt = med.get("torch.nn.LSTMCell")
+            rows.append([f"LSTM cell fwd+bwd, batch {batch} (fused)", fmt_us(f),
+                         fmt_us(tt) if tt else "n/a", fmt_us(c) + " (composed dynnets)",
+                         f"{f / tt:.2f}" if tt else "n/a"])
+
+    print("\n## markdown (shared 2-core machine; medians, us per forward+backward)\n")
+    print(markdown_table(["case", "dynnets", "PyTorch 1 thread", "other", "dynnets / PyTorch"], rows))
+
+
+if __name__ == "__main__":
+    main()
