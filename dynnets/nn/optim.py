@@ -1,0 +1,467 @@
+"""Optimizers with PyTorch's update rules, param groups and state_dict.
+
+Updates are written into ``p.data`` in place, so every holder of the array
+(a tied weight, a static graph's feed) sees the new values, and gradients are
+only read, never modified (another tensor may hold the same array).
+
+Row-sparse gradients
+--------------------
+An :class:`~dynnets.nn.Embedding` produces a
+:class:`~dynnets.autograd.RowSparse` gradient (``p._grad``) that lists only
+the rows a batch looked up, possibly repeated. Where the maths allows, a step
+then reads and writes only those rows (after summing repeats), so a 20,000 x
+300 vocabulary costs no more per step than the rows used:
+
+* ``SGD`` without momentum and without weight decay: ``p[rows] -= lr * g``;
+* ``Adagrad`` without weight decay: the accumulator only changes on rows
+  whose gradient is nonzero, exactly as PyTorch's sparse Adagrad;
+* ``Adam(lazy=True)``: only the touched rows' moments and parameters are
+  updated (PyTorch's ``SparseAdam``; the step counter, and so the bias
+  correction, is per parameter). Rows not in the batch keep their moments
+  instead of decaying them, which is what makes this differ from dense Adam.
+
+Otherwise (momentum, weight decay, non-lazy Adam) the update touches every row
+by definition, and the gradient is densified first. The results of the sparse
+paths are identical to densifying and taking the dense step.
+
+State
+-----
+``state_dict()`` returns ``{"state": {index: {name: array or int}},
+"param_groups": [{hyperparameters..., "params": [indices]}]}`` with copies of
+the state arrays; it round-trips through :func:`dynnets.save` /
+:func:`dynnets.load` (which turn the integer keys into strings; both forms load).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autograd.primitives import RowSparse
+from ..autograd.tensor import Tensor
+from .utils import clip_grad_norm_
+
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "clip_grad_norm_"]
+
+_REQUIRED = object()
+
+
+def _coalesced(g):
+    """``g`` (RowSparse) with unique sorted rows; duplicates summed."""
+    rows = g.rows
+    if rows.size > 1 and not np.all(rows[1:] > rows[:-1]):
+        return g.coalesce()
+    return g
+
+
+class Optimizer:
+    """Base class: parameter groups, state, ``zero_grad``, ``state_dict``.
+
+    Parameters
+    ----------
+    params : iterable of Tensors, or of dicts
+        Either the parameters, or param groups: dicts with a ``"params"``
+        entry and any hyperparameters that override the defaults for that
+        group (e.g. a separate learning rate for embeddings).
+    defaults : dict
+        Hyperparameters of groups that do not set them.
+    """
+
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.param_groups = []
+        self.state = {}
+        if isinstance(params, Tensor):
+            raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, "
+                            f"got a single Tensor (wrap it in a list)")
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    # --- groups -----------------------------------------------------------------
+    def add_param_group(self, group):
+        """Add a dict with ``"params"`` and optional hyperparameters."""
+        name = type(self).__name__
+        if not isinstance(group, dict):
+            raise TypeError(f"{name}: a param group must be a dict, got {type(group).__name__}")
+        if "params" not in group:
+            raise KeyError(f"{name}: a param group needs a 'params' entry")
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        mine = set()
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name}: parameter {i} of group {len(self.param_groups)} must be a Tensor, "
+                                f"got {type(p).__name__}")
+            if p.data.dtype.kind != "f":
+                raise TypeError(f"{name}: parameter {i} of group {len(self.param_groups)} has dtype "
+                                f"{p.data.dtype}; only floating-point tensors can be optimized")
+            if id(p) in mine:
+                raise ValueError(f"{name}: parameter {i} appears twice in group {len(self.param_groups)}")
+            if id(p) in seen:
+                raise ValueError(f"{name}: parameter {i} of group {len(self.param_groups)} is already in "
+                                 f"another param group")
+            mine.add(id(p))
+        new = {"params": params}
+        for k, v in self.defaults.items():
+            if k in group:
+                new[k] = group[k]
+            elif v is _REQUIRED:
+                raise ValueError(f"{name}: param group {len(self.param_groups)} does not set required "
+                                 f"hyperparameter {k!r}")
+            else:
+                new[k] = v
+        for k, v in group.items():
+            if k not in new:
+                new[k] = v
+        self._check_group(new)
+        self.param_groups.append(new)
+
+    def _check_group(self, group):
+        """Validate a group's hyperparameters; subclasses raise ValueError."""
+
+    def _bad(self, what, value, want):
+        raise ValueError(f"{type(self).__name__}: {what} must be {want}, got {value!r}")
+
+    # --- gradients ----------------------------------------------------------------
+    def zero_grad(self, set_to_none=True):
+        """Drop every parameter's gradient (or set it to zeros)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none or p._grad is None:
+                    p._grad = None
+                else:
+                    p._grad = np.zeros_like(p.data)
+
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient. ``closure``, if
+        given, is called first (with gradients enabled) and its loss returned."""
+        loss = None
+        if closure is not None:
+            from ..autograd.engine import enable_grad
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            self._step_group(group)
+        return loss
+
+    def _step_group(self, group):
+        raise NotImplementedError
+
+    # --- state ------------------------------------------------------------------
+    def state_dict(self):
+        """``{"state": {index: {...}}, "param_groups": [...]}`` with parameters
+        replaced by their position (counting across groups) and state arrays
+        copied."""
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            ids = []
+            for p in g["params"]:
+                index[id(p)] = len(index)
+                ids.append(index[id(p)])
+            entry = {k: v for k, v in g.items() if k != "params"}
+            entry["params"] = ids
+            groups.append(entry)
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state.get(p)
+                if st:
+                    state[index[id(p)]] = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in st.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore hyperparameters and state saved by :meth:`state_dict` (or
+        loaded back by :func:`dynnets.load`). The optimizer must have been
+        built over the same parameters in the same group structure."""
+        name = type(self).__name__
+        if not isinstance(state_dict, dict) or "param_groups" not in state_dict or "state" not in state_dict:
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups', "
+                             f"got {type(state_dict).__name__}"
+                             + (f" with keys {sorted(state_dict)}" if isinstance(state_dict, dict) else ""))
+        saved = list(state_dict["param_groups"])
+        if len(saved) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: the state has {len(saved)} param groups, "
+                             f"the optimizer has {len(self.param_groups)}")
+        params = []
+        for i, (sg, g) in enumerate(zip(saved, self.param_groups)):
+            if len(sg["params"]) != len(g["params"]):
+                raise ValueError(f"{name}.load_state_dict: param group {i} has {len(sg['params'])} parameters "
+                                 f"in the state and {len(g['params'])} in the optimizer")
+            params.extend(zip((int(k) for k in sg["params"]), g["params"]))
+        by_index = dict(params)
+        new_state = {}
+        for k, st in state_dict["state"].items():
+            k = int(k)
+            if k not in by_index:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {k}, which no param group lists")
+            p = by_index[k]
+            entry = {}
+            for sk, v in st.items():
+                if isinstance(v, np.ndarray) and v.ndim:
+                    if v.shape != p.data.shape:
+                        raise ValueError(f"{name}.load_state_dict: state {sk!r} of parameter {k} has shape "
+                                         f"{v.shape}, the parameter has shape {p.data.shape}")
+                    v = np.array(v, dtype=p.data.dtype, copy=True)
+                elif isinstance(v, (np.ndarray, np.generic)):
+                    v = v.item()
+                entry[sk] = v
+            new_state[p] = entry
+        for sg, g in zip(saved, self.param_groups):
+            for k, v in sg.items():
+                if k != "params":
+                    g[k] = tuple(v) if isinstance(v, list) else v
+        self.state = new_state
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        return "\n".join(lines) + "\n)"
+
+
+# ---------------------------------------------------------------------------
+# update rules on blocks: the full arrays for a dense step, the gathered rows
+# for a sparse one, so both paths run the same arithmetic
+# ---------------------------------------------------------------------------
+
+
+def _rows_apply(p, rows, states, update, *args):
+    """Gather ``rows`` of ``p.data`` and of each state array, run
+    ``update(p_block, *state_blocks, *args)`` on the gathered blocks in place,
+    and scatter them back."""
+    data = p.data
+    pb = data[rows]
+    blocks = [s[rows] for s in states]
+    update(pb, *blocks, *args)
+    data[rows] = pb
+    for s, b in zip(states, blocks):
+        s[rows] = b
+
+
+def _sgd_update(pb, gb, lr):
+    pb -= lr * gb
+
+
+def _adagrad_update(pb, sb, gb, clr, eps):
+    sb += gb * gb
+    std = np.sqrt(sb)
+    std += eps
+    np.divide(gb, std, out=std)
+    std *= clr
+    pb -= std
+
+
+def _adam_update(pb, mb, vb, gb, b1, b2, step_size, sqrt_bc2, eps):
+    mb *= b1
+    mb += (1.0 - b1) * gb
+    vb *= b2
+    sq = gb * gb
+    sq *= 1.0 - b2
+    vb += sq
+    denom = np.sqrt(vb)
+    denom /= sqrt_bc2
+    denom += eps
+    np.divide(mb, denom, out=denom)
+    denom *= step_size
+    pb -= denom
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum (as ``torch.optim.SGD``).
+
+    With gradient g (plus ``weight_decay * p`` when weight decay is set):
+    ``buf = g`` on the first step, then ``buf = momentum * buf + (1 - dampening) * g``;
+    the update direction is ``buf``, or ``g + momentum * buf`` with
+    ``nesterov=True``; ``p -= lr * direction``.
+
+    Parameters
+    ----------
+    params : iterable of Tensors or param-group dicts
+    lr : float
+    momentum : float, default 0
+    dampening : float, default 0
+    weight_decay : float, default 0 (L2 penalty added to the gradient)
+    nesterov : bool, default False (needs momentum > 0 and dampening = 0)
+
+    Row-sparse gradients are applied to their rows only when momentum and
+    weight decay are 0; otherwise they are densified.
+    """
+
+    def __init__(self, params, lr=_REQUIRED, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov))
+
+    def _check_group(self, g):
+        if not g["lr"] >= 0:
+            self._bad("lr", g["lr"], "non-negative")
+        if not g["momentum"] >= 0:
+            self._bad("momentum", g["momentum"], "non-negative")
+        if not g["weight_decay"] >= 0:
+            self._bad("weight_decay", g["weight_decay"], "non-negative")
+        if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
+            self._bad("nesterov", g["nesterov"], "False unless momentum > 0 and dampening = 0")
+
+    def _step_group(self, group):
+        lr = float(group["lr"])
+        mom = float(group["momentum"])
+        damp = float(group["dampening"])
+        wd = float(group["weight_decay"])
+        nesterov = bool(group["nesterov"])
+        state = self.state
+        for p in group["params"]:
+            g = p._grad
+            if g is None:
+                continue
+            if type(g) is RowSparse:
+                if mom == 0.0 and wd == 0.0:
+                    g = _coalesced(g)
+                    _rows_apply(p, g.rows, (), _sgd_update, g.values, lr)
+                    continue
+                g = g.to_dense()
+            if wd:
+                g = g + wd * p.data
+            if mom:
+                st = state.get(p)
+                if st is None:
+                    st = state[p] = {}
+                buf = st.get("momentum_buffer")
+                if buf is None:
+                    buf = st["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
+                else:
+                    buf *= mom
+                    buf += (1.0 - damp) * g if damp else g
+                g = g + mom * buf if nesterov else buf
+            _sgd_update(p.data, g, lr)
+
+
+class Adagrad(Optimizer):
+    """Adagrad (Duchi et al. 2011), as ``torch.optim.Adagrad``.
+
+    ``clr = lr / (1 + (t - 1) * lr_decay)`` at step t (counted per parameter);
+    ``g += weight_decay * p``; ``sum += g * g``;
+    ``p -= clr * g / (sqrt(sum) + eps)``.
+
+    Parameters
+    ----------
+    params : iterable of Tensors or param-group dicts
+    lr : float, default 0.01
+    lr_decay : float, default 0
+    weight_decay : float, default 0
+    initial_accumulator_value : float, default 0 (initial value of ``sum``)
+    eps : float, default 1e-10
+
+    A row-sparse gradient without weight decay updates only its rows' ``sum``
+    and parameters (PyTorch's sparse Adagrad); with weight decay it is densified.
+    """
+
+    def __init__(self, params, lr=0.01, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, eps=eps))
+
+    def _check_group(self, g):
+        for k in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
+            if not g[k] >= 0:
+                self._bad(k, g[k], "non-negative")
+
+    def _step_group(self, group):
+        lr = float(group["lr"])
+        decay = float(group["lr_decay"])
+        wd = float(group["weight_decay"])
+        eps = float(group["eps"])
+        init = float(group["initial_accumulator_value"])
+        state = self.state
+        for p in group["params"]:
+            g = p._grad
+            if g is None:
+                continue
+            st = state.get(p)
+            if st is None:
+                st = state[p] = {"step": 0, "sum": np.full(p.data.shape, init, dtype=p.data.dtype)}
+            st["step"] += 1
+            clr = lr / (1.0 + (st["step"] - 1) * decay)
+            if type(g) is RowSparse:
+                if not wd:
+                    g = _coalesced(g)
+                    _rows_apply(p, g.rows, (st["sum"],), _adagrad_update, g.values, clr, eps)
+                    continue
+                g = g.to_dense()
+            if wd:
+                g = g + wd * p.data
+            _adagrad_update(p.data, st["sum"], g, clr, eps)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba 2015) with bias correction, as ``torch.optim.Adam``.
+
+    At step t (counted per parameter), with ``g += weight_decay * p``:
+    ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+    ``p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
+
+    Parameters
+    ----------
+    params : iterable of Tensors or param-group dicts
+    lr : float, default 1e-3
+    betas : (float, float), default (0.9, 0.999)
+    eps : float, default 1e-8
+    weight_decay : float, default 0 (L2 penalty added to the gradient, not AdamW)
+    lazy : bool, default False
+        For row-sparse gradients, update only the rows in the gradient: their
+        moments and parameters, as ``torch.optim.SparseAdam``; rows not looked
+        up keep their moments (they are not decayed) and their values. The step
+        counter t still counts every step of the parameter. With weight decay
+        the penalty is added on the touched rows only. Dense gradients always
+        take the ordinary dense step. With ``lazy=False`` a row-sparse gradient
+        is densified and every row's moments decay, exactly as dense Adam.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, lazy=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, lazy=lazy))
+
+    def _check_group(self, g):
+        for k in ("lr", "eps", "weight_decay"):
+            if not g[k] >= 0:
+                self._bad(k, g[k], "non-negative")
+        b = g["betas"]
+        if len(b) != 2 or not all(0.0 <= float(x) < 1.0 for x in b):
+            self._bad("betas", b, "a pair of numbers in [0, 1)")
+
+    def _step_group(self, group):
+        lr = float(group["lr"])
+        b1, b2 = (float(x) for x in group["betas"])
+        eps = float(group["eps"])
+        wd = float(group["weight_decay"])
+        lazy = bool(group["lazy"])
+        state = self.state
+        for p in group["params"]:
+            g = p._grad
+            if g is None:
+                continue
+            st = state.get(p)
+            if st is None:
+                st = state[p] = {"step": 0, "exp_avg": np.zeros_like(p.data), "exp_avg_sq": np.zeros_like(p.data)}
+            t = st["step"] = st["step"] + 1
+            step_size = lr / (1.0 - b1 ** t)
+            sqrt_bc2 = math.sqrt(1.0 - b2 ** t)
+            if type(g) is RowSparse:
+                if lazy:
+                    g = _coalesced(g)
+                    vals = g.values
+                    if wd:
+                        vals = vals + wd * p.data[g.rows]
+                    _rows_apply(p, g.rows, (st["exp_avg"], st["exp_avg_sq"]), _adam_update, vals,
+                                b1, b2, step_size, sqrt_bc2, eps)
+                    continue
+                g = g.to_dense()
+            if wd:
+                g = g + wd * p.data
+            _adam_update(p.data, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps)

@@ -1,0 +1,115 @@
+"""Gradient utilities: global-norm clipping and calling a module with
+substituted parameters."""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from ..autograd.primitives import RowSparse
+from ..autograd.tensor import Tensor
+
+__all__ = ["clip_grad_norm_", "functional_call"]
+
+
+def _params_list(parameters):
+    if isinstance(parameters, Tensor):
+        return [parameters]
+    return list(parameters)
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scale gradients so their global norm is at most ``max_norm`` (as
+    ``torch.nn.utils.clip_grad_norm_``).
+
+    The norm is taken over all gradients together, as if concatenated into one
+    vector. A row-sparse gradient contributes the norm of its coalesced values
+    (duplicate rows summed first); its ``_grad`` is replaced by the coalesced
+    form. Gradients are never modified in place (another tensor may hold the
+    same array): each clipped ``p._grad`` is reassigned to a new array.
+
+    Parameters
+    ----------
+    parameters : Tensor or iterable of Tensors
+        Tensors without a gradient are ignored.
+    max_norm : float
+    norm_type : float
+        2.0 (default), any p > 0, or ``math.inf`` (the largest absolute value).
+    error_if_nonfinite : bool
+        Raise ``RuntimeError`` if the total norm is NaN or inf.
+
+    Returns
+    -------
+    float
+        The total norm of the gradients before clipping.
+    """
+    params = [p for p in _params_list(parameters) if p._grad is not None]
+    max_norm = float(max_norm)
+    norm_type = float(norm_type)
+    if max_norm < 0:
+        raise ValueError(f"clip_grad_norm_: max_norm must be non-negative, got {max_norm}")
+    if not norm_type > 0:
+        raise ValueError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type}")
+    if not params:
+        return 0.0
+    vals = []
+    for p in params:
+        g = p._grad
+        if type(g) is RowSparse:
+            g = g.coalesce()
+            p._grad = g
+            g = g.values
+        vals.append(g.reshape(-1))
+    if norm_type == math.inf:
+        total = max(float(np.max(np.abs(v))) if v.size else 0.0 for v in vals)
+    elif norm_type == 2.0:
+        # per-tensor dot products in the gradient's dtype (BLAS), summed in Python floats
+        total = math.sqrt(sum(float(np.dot(v, v)) for v in vals))
+    else:
+        total = sum(float(np.sum(np.abs(v) ** norm_type)) for v in vals) ** (1.0 / norm_type)
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is {total}; "
+                           f"pass error_if_nonfinite=False to clip anyway")
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        for p in params:
+            g = p._grad
+            if type(g) is RowSparse:
+                p._grad = RowSparse(g.rows, g.values * coef, g.shape)
+            else:
+                p._grad = g * coef
+    return total
+
+
+@contextlib.contextmanager
+def _substituted(module, params):
+    lookup = dict(module.named_modules())
+    saved = []
+    try:
+        for name, value in params.items():
+            owner_name, _, attr = name.rpartition(".")
+            owner = lookup.get(owner_name)
+            if owner is None or attr not in owner._parameters:
+                raise KeyError(f"functional_call: {type(module).__name__} has no parameter {name!r}")
+            saved.append((owner, attr, owner.__dict__[attr]))
+            # bypass Module.__setattr__: the registered Parameter stays registered
+            object.__setattr__(owner, attr, value)
+        yield
+    finally:
+        for owner, attr, old in reversed(saved):
+            object.__setattr__(owner, attr, old)
+
+
+def functional_call(module, params, *args, **kwargs):
+    """Call ``module(*args, **kwargs)`` with some parameters replaced by the
+    tensors in ``params`` (dotted name -> Tensor), as
+    ``torch.func.functional_call``. The module is restored afterwards, even on
+    error. Useful to check a module's gradients against finite differences::
+
+        names = [n for n, _ in cell.named_parameters()]
+        gradcheck(lambda x, *ps: functional_call(cell, dict(zip(names, ps)), x),
+                  [x] + [p.data for p in cell.parameters()])
+    """
+    with _substituted(module, params):
+        return module(*args, **kwargs)
