@@ -54,17 +54,17 @@ def _value(fn, ts, weights):
 
 def numerical_grad(fn, ts, weights, i, eps):
     x = ts[i].data
-    g = np.zeros_like(x)
-    flat = x.reshape(-1)
-    gf = g.reshape(-1)
-    for k in range(flat.size):
-        orig = flat[k]
-        flat[k] = orig + eps
+    g = np.zeros(x.shape, dtype=x.dtype)
+    # index in place: x.reshape(-1) would be a copy for a non-contiguous x, and
+    # perturbing the copy would leave fn's input untouched
+    for k in np.ndindex(x.shape):
+        orig = x[k]
+        x[k] = orig + eps
         fp = _value(fn, ts, weights)
-        flat[k] = orig - eps
+        x[k] = orig - eps
         fm = _value(fn, ts, weights)
-        flat[k] = orig
-        gf[k] = (fp - fm) / (2 * eps)
+        x[k] = orig
+        g[k] = (fp - fm) / (2 * eps)
     return g
 
 

@@ -294,17 +294,23 @@ pow_p = defprim(
          _pow_vjp_y),
     scalar="({0} ** {1})")
 
+
+def _select_vjp(g, win, tie, shape):
+    # Ties split the gradient evenly (the average of both one-sided derivatives).
+    # Multiplying by the bool masks, not by 0.5*mask, keeps g's dtype (float32).
+    return unbroadcast(g * win + (g * 0.5) * tie, shape)
+
+
 maximum_p = defprim(
     "maximum", np.maximum, _binary_shape("maximum"),
-    # ties split the gradient evenly, so the VJP is the average of both one-sided derivatives
-    vjp=(lambda g, ins, out: unbroadcast(g * ((ins[0] > ins[1]) + 0.5 * (ins[0] == ins[1])), _shp(ins[0])),
-         lambda g, ins, out: unbroadcast(g * ((ins[1] > ins[0]) + 0.5 * (ins[0] == ins[1])), _shp(ins[1]))),
+    vjp=(lambda g, ins, out: _select_vjp(g, ins[0] > ins[1], ins[0] == ins[1], _shp(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ins[1] > ins[0], ins[0] == ins[1], _shp(ins[1]))),
     scalar="max({0}, {1})")
 
 minimum_p = defprim(
     "minimum", np.minimum, _binary_shape("minimum"),
-    vjp=(lambda g, ins, out: unbroadcast(g * ((ins[0] < ins[1]) + 0.5 * (ins[0] == ins[1])), _shp(ins[0])),
-         lambda g, ins, out: unbroadcast(g * ((ins[1] < ins[0]) + 0.5 * (ins[0] == ins[1])), _shp(ins[1]))),
+    vjp=(lambda g, ins, out: _select_vjp(g, ins[0] < ins[1], ins[0] == ins[1], _shp(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ins[1] < ins[0], ins[0] == ins[1], _shp(ins[1]))),
     scalar="min({0}, {1})")
 
 neg_p = defprim("neg", np.negative, _unary_shape("neg", float_only=False),

@@ -1,0 +1,667 @@
+"""Table-driven checks of every primitive in ``PRIMITIVES``.
+
+``SAMPLES`` maps each primitive's name to a generator of sample cases; a test
+asserts that its keys equal the table's, so a new primitive cannot land
+without samples. On every sample, in float64:
+
+* the VJPs agree with central finite differences (``gradcheck``);
+* each VJP returns a gradient of its input's shape and dtype (eager
+  accumulation would broadcast a wrong shape away, so it is checked directly);
+* the shape rule predicts the forward output's shape and dtype, also for
+  float32 inputs and with unknown (``None``) leading dimensions, as the static
+  graph uses it.
+
+``BAD`` gives inputs each shape rule must reject with a ``ShapeError`` that
+names the op.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dynnets.autograd import ops
+from dynnets.autograd.engine import bind
+from dynnets.autograd.gradcheck import gradcheck
+from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes
+from dynnets.autograd.tensor import Tensor
+
+
+class Case:
+    """One sample application of a primitive.
+
+    ``args`` are arrays or Python scalars; float arrays whose position is not
+    in ``const`` (nor in the primitive's ``nondiff_args``) are differentiated.
+    ``outputs`` selects the results that carry gradients for
+    multiple-result primitives (the rest are saved residuals such as gate
+    activations, which the VJPs by design ignore).
+    """
+
+    def __init__(self, id, *args, const=(), outputs=None, tol=None, **attrs):
+        self.id = id
+        self.args = args
+        self.attrs = attrs
+        self.const = set(const)
+        self.outputs = outputs
+        self.tol = tol or {}
+
+    def diff_positions(self, prim):
+        return [i for i, a in enumerate(self.args)
+                if i not in self.const and i not in prim.nondiff_args
+                and isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+
+
+def _r(rng):
+    """Normal samples in float64."""
+    return lambda *shape: np.asarray(rng.standard_normal(shape))
+
+
+def _pos(rng):
+    """Positive samples, away from 0 (log, sqrt, pow bases, divisors)."""
+    return lambda *shape: np.asarray(rng.uniform(0.5, 2.0, shape))
+
+
+def _away(rng, gap=0.1):
+    """Samples with |x| >= gap, for kinks at 0 (abs, relu)."""
+    def draw(*shape):
+        x = rng.uniform(gap, 2.0, shape)
+        return np.asarray(x * rng.choice([-1.0, 1.0], size=shape))
+    return draw
+
+
+def _binary(name, pos_y=False):
+    def gen(rng):
+        r = _r(rng)
+        y = _pos(rng) if pos_y else r
+        return [
+            Case("same", r(3, 4), y(3, 4)),
+            Case("row-broadcast", r(3, 4), y(4)),
+            Case("both-broadcast", r(2, 1, 3), y(4, 1)),
+            Case("scalar-array", r(), y(2, 3)),
+            Case("keepdim-1", r(3, 1), y(1, 5)),
+            Case("python-scalar", r(2, 3), 1.5 if pos_y else -0.7, const=(1,)),
+        ]
+    return gen
+
+
+def _unary(draw_kind):
+    def gen(rng):
+        draw = {"normal": _r(rng), "pos": _pos(rng), "away": _away(rng)}[draw_kind]
+        return [Case("2d", draw(3, 4)), Case("0d", draw()), Case("3d", draw(2, 1, 3))]
+    return gen
+
+
+def _pow(rng):
+    r, p = _r(rng), _pos(rng)
+    return [
+        Case("tensor-exponent", p(3, 4), r(3, 4)),
+        Case("tensor-exponent-broadcast", p(3, 4), r(4)),
+        Case("scalar-base-tensor-exponent", np.asarray(1.7), r(2, 3)),
+        Case("const-int-exponent-negative-base", r(3, 4), 3.0, const=(1,)),
+        Case("const-fractional-exponent", p(5), 0.5, const=(1,)),
+    ]
+
+
+def _maxmin(rng):
+    # no ties here: ties are a documented convention (test_max_ties_split_gradient)
+    r = _r(rng)
+    return [Case("same", r(3, 4), r(3, 4)), Case("broadcast", r(2, 3), r(3)),
+            Case("python-scalar", r(4), 0.1, const=(1,))]
+
+
+def _clip(rng):
+    x = np.array([[-2.0, -0.5, 0.3], [0.9, 1.7, -1.2]])
+    return [Case("both", x, lo=-1.0, hi=1.0), Case("lo-only", x, lo=0.0), Case("hi-only", x, hi=0.5)]
+
+
+def _where(rng):
+    r = _r(rng)
+    c = rng.random((3, 4)) > 0.5
+    return [Case("same", c, r(3, 4), r(3, 4)), Case("broadcast", c, r(4), r(3, 1)),
+            Case("scalar-branch", c[0], r(4), np.asarray(0.5))]
+
+
+def _astype(rng):
+    r = _r(rng)
+    return [Case("f64->f64", r(3, 2), dtype=np.dtype(np.float64)),
+            Case("f64->f32", r(3, 2), dtype=np.dtype(np.float32), tol=dict(eps=1e-3, atol=1e-3, rtol=1e-3))]
+
+
+def _reduce(name):
+    def gen(rng):
+        r = _r(rng)
+        x = r(2, 3, 4)
+        return [Case("all", x), Case("axis0", x, axis=0), Case("axis-neg", x, axis=-1),
+                Case("axes", x, axis=(0, 2)), Case("keepdims", x, axis=1, keepdims=True),
+                Case("all-keepdims", x, axis=None, keepdims=True), Case("1d", r(5), axis=0)]
+    return gen
+
+
+def _reshape(rng):
+    r = _r(rng)
+    return [Case("flat", r(2, 3), shape=(6,)), Case("minus-one", r(2, 3, 2), shape=(3, -1)),
+            Case("to-scalar", r(1, 1), shape=())]
+
+
+def _transpose(rng):
+    r = _r(rng)
+    return [Case("reverse", r(2, 3)), Case("perm", r(2, 3, 4), axes=(1, 2, 0)),
+            Case("neg-axes", r(2, 3, 4), axes=(-1, 0, 1))]
+
+
+def _broadcast_to(rng):
+    r = _r(rng)
+    return [Case("lead", r(3), shape=(2, 3)), Case("inner", r(3, 1), shape=(3, 4)),
+            Case("scalar", r(), shape=(2, 2))]
+
+
+def _getitem(rng):
+    r = _r(rng)
+    x = r(5, 3)
+    return [
+        Case("int", x, index=2),
+        Case("slice", x, index=(slice(1, 4), slice(None, None, 2))),
+        Case("newaxis-ellipsis", r(2, 3, 4), index=(Ellipsis, None, 1)),
+        Case("negative-int", x, index=-1),
+        Case("int-array-repeats", x, index=np.array([0, 2, 2, 4, 0])),
+        Case("2d-int-array", x, index=np.array([[1, 1], [3, 0]])),
+        Case("pair-of-arrays-repeats", x, index=(np.array([0, 0, 4]), np.array([1, 1, 2]))),
+        Case("bool-mask", x, index=np.array([True, False, True, True, False])),
+    ]
+
+
+def _take(rng):
+    r = _r(rng)
+    return [Case("repeats", r(5, 3), np.array([1, 1, 4, 0, 1])),
+            Case("2d-indices", r(4, 2), np.array([[0, 3], [3, 3]])),
+            Case("1d-x", r(6), np.array([5, 0, 5]))]
+
+
+def _concat(rng):
+    r = _r(rng)
+    return [Case("axis0", r(2, 3), r(1, 3), r(4, 3)), Case("axis1", r(2, 1), r(2, 3), axis=1),
+            Case("axis-neg", r(2, 2, 1), r(2, 2, 2), axis=-1), Case("single", r(3))]
+
+
+def _stack(rng):
+    r = _r(rng)
+    return [Case("axis0", r(2, 3), r(2, 3), r(2, 3)), Case("axis1", r(2, 3), r(2, 3), axis=1),
+            Case("axis-neg", r(3), r(3), axis=-1), Case("scalars", r(), r())]
+
+
+def _matmul(rng):
+    r = _r(rng)
+    return [
+        Case("2d@2d", r(3, 4), r(4, 2)),
+        Case("1d@2d", r(4), r(4, 2)),
+        Case("2d@1d", r(3, 4), r(4)),
+        Case("1d@1d", r(4), r(4)),
+        Case("batched-3d@2d", r(2, 3, 4), r(4, 2)),
+        Case("batched-3d@3d", r(2, 3, 4), r(2, 4, 5)),
+        Case("broadcast-batch", r(2, 1, 3, 4), r(5, 4, 2)),
+        Case("1d@3d", r(4), r(2, 4, 3)),
+        Case("3d@1d", r(2, 3, 4), r(4)),
+        Case("row-vector", r(1, 5), r(5, 5)),
+    ]
+
+
+def _linear(rng):
+    r = _r(rng)
+    return [Case("2d", r(3, 4), r(2, 4), r(2)), Case("3d-x", r(2, 3, 4), r(5, 4), r(5)),
+            Case("1d-x", r(4), r(3, 4), r(3)), Case("scalar-bias", r(3, 4), r(2, 4), r())]
+
+
+def _softmaxes(rng):
+    r = _r(rng)
+    return [Case("rows", r(3, 5)), Case("axis0", r(3, 5), axis=0), Case("3d", r(2, 3, 4), axis=1),
+            Case("1d", r(4)), Case("non-contiguous", r(5, 3).T)]
+
+
+def _xent(rng):
+    r = _r(rng)
+    n, c = 5, 4
+    t = rng.integers(0, c, n)
+    t[1] = t[0]                                     # a repeated class
+    mask = np.array([1.0, 0.0, 1.0, 0.5, 1.0])
+    out = []
+    for red in ("mean", "sum", "none"):
+        out.append(Case(f"{red}", r(n, c), t, reduction=red, outputs=(0,)))
+        out.append(Case(f"{red}-mask", r(n, c), t, mask, reduction=red, outputs=(0,)))
+    out.append(Case("mean-all-masked", r(2, 3), np.array([0, 2]), np.zeros(2), reduction="mean", outputs=(0,)))
+    return out
+
+
+def _embedding(rng):
+    r = _r(rng)
+    return [Case("repeats", r(6, 3), np.array([1, 4, 1, 1, 0])),
+            Case("2d-ids", r(5, 2), np.array([[0, 4], [4, 4], [2, 0]])),
+            Case("int32-ids", r(4, 3), np.array([3, 3, 1], dtype=np.int32))]
+
+
+def _lstm(rng):
+    r = _r(rng)
+    B, I, H = 3, 4, 2
+    k = 0.7
+    return [Case("b3", r(B, I), r(B, H), r(B, H), k * r(4 * H, I), k * r(4 * H, H), r(4 * H), r(4 * H),
+                 outputs=(0, 1)),
+            Case("b1", r(1, I), r(1, H), r(1, H), k * r(4 * H, I), k * r(4 * H, H), r(4 * H), r(4 * H),
+                 outputs=(0, 1))]
+
+
+def _gru(rng):
+    r = _r(rng)
+    B, I, H = 3, 4, 2
+    k = 0.7
+    return [Case("b3", r(B, I), r(B, H), k * r(3 * H, I), k * r(3 * H, H), r(3 * H), r(3 * H), outputs=(0,)),
+            Case("b1", r(1, I), r(1, H), k * r(3 * H, I), k * r(3 * H, H), r(3 * H), r(3 * H), outputs=(0,))]
+
+
+def _tree(rng):
+    r = _r(rng)
+    N, H = 3, 2
+    return [Case("n3", r(N, H), r(N, H), r(N, H), r(N, H), 0.7 * r(2 * H, 5 * H), r(5 * H), outputs=(0, 1)),
+            Case("n1", r(1, H), r(1, H), r(1, H), r(1, H), 0.7 * r(2 * H, 5 * H), r(5 * H), outputs=(0, 1))]
+
+
+def _leaf(rng):
+    r = _r(rng)
+    N, E, H = 3, 4, 2
+    return [Case("n3", r(N, E), 0.7 * r(E, 3 * H), r(3 * H), outputs=(0, 1)),
+            Case("n1", r(1, E), 0.7 * r(E, 3 * H), r(3 * H), outputs=(0, 1))]
+
+
+SAMPLES = {
+    "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div", pos_y=True),
+    "pow": _pow, "maximum": _maxmin, "minimum": _maxmin,
+    "neg": _unary("normal"), "exp": _unary("normal"), "log": _unary("pos"), "tanh": _unary("normal"),
+    "sigmoid": _unary("normal"), "relu": _unary("away"), "sqrt": _unary("pos"), "abs": _unary("away"),
+    "clip": _clip, "where": _where, "astype": _astype,
+    "sum": _reduce("sum"), "mean": _reduce("mean"), "max": _reduce("max"),
+    "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
+    "getitem": _getitem, "take": _take, "concat": _concat, "stack": _stack,
+    "matmul": _matmul, "linear": _linear, "softmax": _softmaxes, "log_softmax": _softmaxes,
+    "softmax_cross_entropy": _xent, "embedding": _embedding,
+    "lstm_cell": _lstm, "gru_cell": _gru, "tree_lstm_cell": _tree, "tree_lstm_leaf": _leaf,
+}
+
+
+def _cases():
+    out = []
+    for name in sorted(PRIMITIVES):
+        gen = SAMPLES.get(name)
+        if gen is None:
+            continue            # test_every_primitive_has_samples fails, naming it
+        seed = sum(map(ord, name))
+        for case in gen(np.random.default_rng(seed)):
+            out.append(pytest.param(name, case, id=f"{name}-{case.id}"))
+    return out
+
+
+CASES = _cases()
+
+
+def test_every_primitive_has_samples():
+    missing = sorted(set(PRIMITIVES) - set(SAMPLES))
+    stale = sorted(set(SAMPLES) - set(PRIMITIVES))
+    assert not missing, f"primitives without gradient samples in tests/autograd/test_primitives.py SAMPLES: {missing}"
+    assert not stale, f"SAMPLES has entries for primitives that are not in the table: {stale}"
+
+
+def _fn(prim, case, diff):
+    """A function of the differentiated inputs only; the rest are constants."""
+    def fn(*ts):
+        args = list(case.args)
+        for k, t in zip(diff, ts):
+            args[k] = t
+        out = bind(prim, *args, **case.attrs)
+        if case.outputs is not None:
+            return tuple(out[k] for k in case.outputs)
+        return out
+    return fn
+
+
+@pytest.mark.parametrize("name,case", CASES)
+def test_gradcheck(name, case):
+    prim = PRIMITIVES[name]
+    if not prim.differentiable:
+        pytest.skip(f"{name} is not differentiable")
+    diff = case.diff_positions(prim)
+    assert diff, f"sample {name}-{case.id} has no differentiable input"
+    gradcheck(_fn(prim, case, diff), [case.args[k] for k in diff], **case.tol)
+
+
+def _vjp_outputs(prim, case, args, out, rng):
+    """Random cotangent for the outputs, zeros... rather None for residual outputs."""
+    if prim.multiple_results:
+        return tuple(rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype)
+                     if case.outputs is None or k in case.outputs else None
+                     for k, o in enumerate(out))
+    return rng.standard_normal(np.shape(out)).astype(np.asarray(out).dtype)
+
+
+def _run_vjps(prim, case, args):
+    rng = np.random.default_rng(1)
+    out = prim.impl(*args, **case.attrs)
+    g = _vjp_outputs(prim, case, args, out, rng)
+    diff = case.diff_positions(prim)
+    if prim.joint_vjp is not None:
+        grads = prim.joint_vjp(g, tuple(args), out, **case.attrs)
+        assert len(grads) == len(args), f"{prim.name}: joint_vjp returned {len(grads)} gradients for {len(args)} inputs"
+        return {k: grads[k] for k in diff}
+    return {k: prim.vjps[k](g, tuple(args), out, **case.attrs) for k in diff}
+
+
+def _as32(a):
+    return a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name,case", CASES)
+def test_vjp_shape_and_dtype(name, case, dtype):
+    prim = PRIMITIVES[name]
+    args = [(_as32(a) if dtype == np.float32 else a) for a in case.args]
+    for k, gk in _run_vjps(prim, case, args).items():
+        a = args[k]
+        if gk is None:
+            continue
+        gshape = gk.shape if type(gk) is RowSparse else np.shape(gk)
+        gdtype = gk.dtype if type(gk) is RowSparse else np.asarray(gk).dtype
+        assert tuple(gshape) == a.shape, f"{name}-{case.id}: gradient of input {k} has shape {gshape}, input {a.shape}"
+        assert gdtype == a.dtype, f"{name}-{case.id}: gradient of input {k} has dtype {gdtype}, input {a.dtype}"
+
+
+def _check_aval(name, case, aval, out, what):
+    avals = aval if isinstance(aval, tuple) and not isinstance(aval, Aval) else (aval,)
+    outs = out if isinstance(out, tuple) else (out,)
+    assert len(avals) == len(outs), f"{name}-{case.id}: shape rule gives {len(avals)} results, forward {len(outs)}"
+    for k, (a, o) in enumerate(zip(avals, outs)):
+        o = np.asarray(o)
+        assert tuple(a.shape) == o.shape, f"{name}-{case.id} ({what}) result {k}: rule {a.shape}, forward {o.shape}"
+        assert np.dtype(a.dtype) == o.dtype, f"{name}-{case.id} ({what}) result {k}: rule {a.dtype}, forward {o.dtype}"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name,case", CASES)
+def test_shape_rule_matches_forward(name, case, dtype):
+    prim = PRIMITIVES[name]
+    args = [(_as32(a) if dtype == np.float32 else a) for a in case.args]
+    out = prim.impl(*args, **case.attrs)
+    _check_aval(name, case, check_shapes(prim, args, case.attrs), out, np.dtype(dtype).name)
+
+
+# Inputs that are weights (known shapes in a static graph) rather than data.
+WEIGHT_ARGS = {"linear": (1, 2), "embedding": (0,), "lstm_cell": (3, 4, 5, 6), "gru_cell": (2, 3, 4, 5),
+               "tree_lstm_cell": (4, 5), "tree_lstm_leaf": (1, 2)}
+# The output shape depends on the values of a boolean mask, which must match
+# the dimension it masks, so an unknown dimension cannot be checked.
+DATA_DEPENDENT = {"getitem-bool-mask"}
+
+
+@pytest.mark.parametrize("name,case", CASES)
+def test_shape_rule_with_unknown_batch(name, case):
+    """The static graph feeds rules unknown (None) dimensions: with the leading
+    dimension of every data input unknown, the rule must still accept the
+    input, and every dimension it does report must be the true one."""
+    if f"{name}-{case.id}" in DATA_DEPENDENT:
+        pytest.skip("output shape depends on index values")
+    prim = PRIMITIVES[name]
+    avals = []
+    for k, a in enumerate(case.args):
+        if k in WEIGHT_ARGS.get(name, ()):
+            avals.append(Aval(a.shape, a.dtype))
+        elif isinstance(a, np.ndarray) and a.ndim >= 1:
+            avals.append(Aval((None,) + a.shape[1:], a.dtype))
+        elif isinstance(a, np.ndarray):
+            avals.append(Aval((), a.dtype))
+        else:
+            avals.append(Aval((), a))
+    try:
+        res = prim.shape(*avals, **case.attrs)
+    except ShapeError as e:
+        pytest.fail(f"{name}-{case.id}: rule rejects unknown leading dims: {e}")
+    out = prim.impl(*case.args, **case.attrs)
+    res = res if isinstance(res, tuple) and not isinstance(res, Aval) else (res,)
+    outs = out if isinstance(out, tuple) else (out,)
+    for a, o in zip(res, outs):
+        o = np.asarray(o)
+        assert len(a.shape) == o.ndim, f"{name}-{case.id}: rule rank {a.shape} vs forward {o.shape}"
+        for d, od in zip(a.shape, o.shape):
+            assert d is None or d == od, f"{name}-{case.id}: rule {a.shape} vs forward {o.shape}"
+
+
+# --------------------------------------------------------------------------
+# bad inputs: the shape rule is the input check and names the op
+# --------------------------------------------------------------------------
+
+def _z(*shape, dtype=np.float64):
+    return np.zeros(shape, dtype=dtype)
+
+
+_I = np.array([0, 1])
+# name -> list of (args, attrs, message fragment); checked through the rule and through eager bind
+BAD = {
+    "add": [((_z(2, 3), _z(4, 3)), {}, "add: shapes cannot be broadcast together: x.shape=(2, 3), y.shape=(4, 3)")],
+    "sub": [((_z(2), _z(3)), {}, "sub: shapes cannot be broadcast")],
+    "mul": [((_z(2, 3), _z(2)), {}, "mul: shapes cannot be broadcast")],
+    "div": [((_z(5), _z(4, 3)), {}, "div: shapes cannot be broadcast")],
+    "pow": [((_z(2), _z(3)), {}, "pow: shapes cannot be broadcast")],
+    "maximum": [((_z(2), _z(3)), {}, "maximum: shapes cannot be broadcast")],
+    "minimum": [((_z(2), _z(3)), {}, "minimum: shapes cannot be broadcast")],
+    "exp": [((_I,), {}, "exp: expected a floating-point input, got dtype int64")],
+    "log": [((_I,), {}, "log: expected a floating-point input")],
+    "tanh": [((_I,), {}, "tanh: expected a floating-point input")],
+    "sigmoid": [((_I,), {}, "sigmoid: expected a floating-point input")],
+    "relu": [((_I,), {}, "relu: expected a floating-point input")],
+    "sqrt": [((_I,), {}, "sqrt: expected a floating-point input")],
+    "clip": [((_z(3),), {"lo": 1.0, "hi": 0.0}, "clip: lo=1.0 is greater than hi=0.0")],
+    "where": [((_z(3), _z(3), _z(3)), {}, "where: condition must be boolean"),
+              ((np.ones(2, bool), _z(3), _z(3)), {}, "where: shapes cannot be broadcast")],
+    "sum": [((_z(2, 3),), {"axis": 2}, "sum: axis 2 is out of range for an input with 2 dimensions")],
+    "mean": [((_z(2, 3),), {"axis": -3}, "mean: axis -3 is out of range")],
+    "max": [((_z(2, 0),), {"axis": 1}, "max: cannot reduce over axis 1 of size 0"),
+            ((_z(2),), {"axis": 1}, "max: axis 1 is out of range")],
+    "reshape": [((_z(2, 3),), {"shape": (4, 2)}, "reshape: cannot reshape x.shape=(2, 3) (6 elements) into shape=(4, 2)"),
+                ((_z(2, 3),), {"shape": (-1, -1)}, "reshape: only one dimension can be -1")],
+    "transpose": [((_z(2, 3),), {"axes": (0, 0)}, "transpose: axes=(0, 0) is not a permutation")],
+    "broadcast_to": [((_z(3),), {"shape": (3, 2)}, "broadcast_to:")],
+    "getitem": [((_z(2, 3),), {"index": 5}, "getitem: index 5 is invalid for x.shape=(2, 3)"),
+                ((_z(2, 3),), {"index": (0, 0, 0)}, "getitem:")],
+    "take": [((_z(3, 2), _z(2)), {}, "take: indices must be integers, got dtype float64")],
+    "concat": [((_z(2, 3), _z(2, 4)), {}, "concat: input 1.shape=(2, 4) does not match input 0.shape=(2, 3)"),
+               ((_z(2, 3), _z(3)), {}, "concat: input 1 has 1 dimensions")],
+    "stack": [((_z(2, 3), _z(3, 2)), {}, "stack: input 1.shape=(3, 2) does not match input 0.shape=(2, 3)")],
+    "matmul": [((_z(2, 3), _z(4, 5)), {}, "matmul: x.shape[-1]=3 does not match w.shape[0]=4"),
+               ((_z(2, 2, 3), _z(3, 4, 5)), {}, "matmul: x.shape[-1]=3 does not match w.shape[-2]=4"),
+               ((_z(2, 2, 3), _z(3, 3, 5)), {}, "matmul: shapes cannot be broadcast"),
+               ((_z(), _z(3)), {}, "matmul: inputs must have at least one dimension")],
+    "linear": [((_z(2, 3), _z(4, 5), _z(4)), {}, "linear: x.shape[-1]=3 does not match weight.shape[1]=5"),
+               ((_z(2, 3), _z(4, 3), _z(5)), {}, "linear: bias.shape=(5,) does not match weight.shape[0]=4")],
+    "softmax": [((_z(2, 3),), {"axis": 2}, "softmax: axis 2 is out of range"),
+                ((_I,), {}, "softmax: expected a floating-point input")],
+    "log_softmax": [((_z(2, 3),), {"axis": -3}, "log_softmax: axis -3 is out of range")],
+    "softmax_cross_entropy": [
+        ((_z(2, 3), _I.astype(float)), {}, "cross_entropy: targets must be integer class indices"),
+        ((_z(2, 3), np.array([0, 1, 2])), {}, "cross_entropy: targets.shape=(3,) does not match logits.shape[0]=2"),
+        ((_z(3), _I), {}, "cross_entropy: logits must be 2-D (N, C)"),
+        ((_z(2, 3), _I, _z(3)), {}, "cross_entropy: mask.shape=(3,) does not match targets.shape=(2,)"),
+        ((_z(2, 3), _I), {"reduction": "avg"}, "cross_entropy: reduction must be 'mean', 'sum' or 'none'")],
+    "embedding": [((_z(4), _I), {}, "embedding: weight must be 2-D"),
+                  ((_z(4, 2), _z(2)), {}, "embedding: ids must be integers")],
+    "lstm_cell": [((_z(1, 3), _z(1, 2), _z(1, 2), _z(8, 4), _z(8, 2), _z(8), _z(8)), {},
+                   "lstm_cell: x.shape[1]=3 does not match weight_ih.shape[1]=4"),
+                  ((_z(1, 3), _z(1, 2), _z(1, 2), _z(8, 3), _z(8, 2), _z(7), _z(8)), {},
+                   "lstm_cell: bias_ih.shape=(7,) should be (8,)")],
+    "gru_cell": [((_z(1, 3), _z(1, 2), _z(6, 3), _z(7, 2), _z(6), _z(6)), {},
+                  "gru_cell: weight_hh.shape=(7, 2) should be (6, 2)")],
+    "tree_lstm_cell": [((_z(1, 2), _z(1, 2), _z(1, 2), _z(1, 2), _z(4, 8), _z(10)), {},
+                        "tree_lstm_cell: w.shape=(4, 8) should be (4, 10)"),
+                       ((_z(1, 2), _z(1, 3), _z(1, 2), _z(1, 2), _z(4, 10), _z(10)), {},
+                        "tree_lstm_cell: h_r.shape=(1, 3) does not match h_l.shape=(1, 2)")],
+    "tree_lstm_leaf": [((_z(1, 3), _z(4, 6), _z(6)), {}, "tree_lstm_leaf: w.shape=(4, 6) should be (3, 3*hidden)")],
+    "astype": [],
+}
+# Primitives that accept every input their numpy implementation accepts.
+NO_BAD_INPUT = {"neg": "any numeric dtype", "abs": "any numeric dtype",
+                "astype": "any array can be cast to any dtype numpy knows"}
+
+BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
+             for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]
+
+
+def test_every_primitive_has_bad_inputs():
+    missing = sorted(n for n in PRIMITIVES if not BAD.get(n) and n not in NO_BAD_INPUT)
+    assert not missing, f"primitives without a bad-input case in BAD (or a reason in NO_BAD_INPUT): {missing}"
+
+
+@pytest.mark.parametrize("name,args,attrs,msg", BAD_CASES)
+def test_shape_rule_rejects_bad_input(name, args, attrs, msg):
+    prim = PRIMITIVES[name]
+    with pytest.raises(ShapeError) as info:
+        check_shapes(prim, args, attrs)
+    assert msg in str(info.value), f"{name}: message {str(info.value)!r} lacks {msg!r}"
+
+
+@pytest.mark.parametrize("name,args,attrs,msg", BAD_CASES)
+def test_eager_bad_input_raises_named_shape_error(name, args, attrs, msg):
+    """Eager mode runs the forward directly; if numpy accepts the input (e.g.
+    exp of integers) the op simply computes, otherwise the error must be the
+    shape rule's."""
+    prim = PRIMITIVES[name]
+    ts = [Tensor(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+    try:
+        with np.errstate(all="ignore"):
+            bind(prim, *ts, **attrs)
+    except ShapeError as e:
+        assert msg in str(e), f"{name}: message {str(e)!r} lacks {msg!r}"
+    except Exception as e:  # noqa: BLE001 - the point is to show what leaked
+        pytest.fail(f"{name}: eager bad input raised {type(e).__name__}: {e} instead of ShapeError")
+
+
+def test_eager_matmul_message_exact():
+    with pytest.raises(ShapeError, match=r"^matmul: x.shape\[-1\]=3 does not match w.shape\[0\]=4"):
+        ops.matmul(ops.zeros(2, 3), ops.zeros(4, 5))
+
+
+# --------------------------------------------------------------------------
+# conventions that finite differences cannot see
+# --------------------------------------------------------------------------
+
+def test_max_ties_split_gradient_evenly():
+    """At a tie, ``max`` passes the gradient in equal shares to every maximal
+    element (PyTorch's ``amax`` convention): a valid subgradient that keeps
+    the total."""
+    x = ops.tensor([1.0, 3.0, 3.0, 2.0], requires_grad=True)
+    ops.max(x).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [0, 0.5, 0.5, 0])
+    y = ops.tensor([[2.0, 2.0], [1.0, 5.0]], requires_grad=True)
+    (ops.max(y, axis=1) * ops.tensor([1.0, 10.0])).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [[0.5, 0.5], [0, 10.0]])
+
+
+def test_maximum_minimum_ties_split_gradient():
+    x = ops.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = ops.tensor([1.0, 5.0, 0.0], requires_grad=True)
+    (ops.maximum(x, y) + 2 * ops.minimum(x, y)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.5, 2.0, 1.0])
+    np.testing.assert_allclose(y.grad.numpy(), [1.5, 1.0, 2.0])
+
+
+def test_pow_exponent_gradient_at_zero_base_is_zero():
+    x = ops.tensor([0.0, 2.0], dtype=np.float64, requires_grad=True)
+    y = ops.tensor([2.0, 3.0], dtype=np.float64, requires_grad=True)
+    (x ** y).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [0.0, 8 * np.log(2)])
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 12.0])
+
+
+def test_embedding_gradient_is_row_sparse_and_sums_repeats():
+    w = ops.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    out = ops.embedding(w, np.array([2, 0, 2, 2]))
+    (out * ops.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+    assert type(w._grad) is RowSparse
+    dense = w.grad.numpy()
+    np.testing.assert_allclose(dense[2], [0 + 6 + 9, 1 + 7 + 10, 2 + 8 + 11])
+    np.testing.assert_allclose(dense[0], [3, 4, 5])
+    np.testing.assert_allclose(dense[[1, 3]], 0)
+    assert set(w._grad.rows.tolist()) <= {0, 2}
+
+
+def test_cross_entropy_reductions_and_mask_agree_with_numpy():
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((4, 3))
+    t = np.array([0, 2, 2, 1])
+    mask = np.array([1.0, 0.0, 1.0, 1.0])
+    lp = logits - logits.max(1, keepdims=True)
+    lp = lp - np.log(np.exp(lp).sum(1, keepdims=True))
+    per = -lp[np.arange(4), t]
+    L = ops.tensor(logits, dtype=np.float64)
+    np.testing.assert_allclose(ops.cross_entropy(L, t, reduction="none").numpy(), per, rtol=1e-12)
+    np.testing.assert_allclose(ops.cross_entropy(L, t, reduction="sum").item(), per.sum(), rtol=1e-12)
+    np.testing.assert_allclose(ops.cross_entropy(L, t).item(), per.mean(), rtol=1e-12)
+    np.testing.assert_allclose(ops.cross_entropy(L, t, mask=mask).item(), (per * mask).sum() / 3, rtol=1e-12)
+    np.testing.assert_allclose(ops.cross_entropy(L, t, mask=mask, reduction="none").numpy(), per * mask,
+                               rtol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# composites from ops (split is getitem; min is neg/max/neg; square is mul)
+# --------------------------------------------------------------------------
+
+def test_split_concat_roundtrip_gradients():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 4))
+
+    def f(t):
+        a, b, c = ops.split(t, [1, 3, 1], axis=0)
+        p, q = ops.split(t, 2, axis=1)
+        return ops.concat([c * 2.0, a, b ** 2], axis=0).sum() + (p * q).sum()
+
+    gradcheck(f, [x])
+    parts = ops.split(ops.tensor(x), [2, 3])
+    assert [p.shape for p in parts] == [(2, 4), (3, 4)]
+    with pytest.raises(ShapeError, match="split: sizes"):
+        ops.split(ops.tensor(x), [2, 2])
+    with pytest.raises(ShapeError, match="split: axis 0 of size 5 cannot be split into 2 equal parts"):
+        ops.split(ops.tensor(x), 2)
+
+
+def test_composite_ops_gradcheck():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4))
+    gradcheck(lambda t: ops.min(t, axis=1), [x])
+    gradcheck(lambda t: ops.square(t), [x])
+    gradcheck(lambda t: ops.unsqueeze(ops.squeeze(t[None], 0), -1), [x])
+    gradcheck(lambda t: t.T @ t, [x])
+    gradcheck(lambda t: ops.stack(list(t), axis=1), [x])
+    gradcheck(lambda t: t[np.array([0, 0, 2])][:, np.array([3, 3])], [x])
+
+
+# --------------------------------------------------------------------------
+# a few hypothesis examples: random broadcastable shapes for the binary ops
+# --------------------------------------------------------------------------
+
+@st.composite
+def _broadcast_pair(draw):
+    nd = draw(st.integers(0, 3))
+    out = [draw(st.integers(1, 3)) for _ in range(nd)]
+    def side():
+        keep = draw(st.integers(0, nd))
+        return tuple(1 if draw(st.booleans()) else d for d in out[nd - keep:])
+    return side(), side()
+
+
+@settings(max_examples=12, deadline=None)
+@given(_broadcast_pair(), st.sampled_from(["add", "sub", "mul", "div", "pow", "maximum", "where"]),
+       st.integers(0, 2 ** 31 - 1))
+def test_binary_broadcasting_hypothesis(shapes, name, seed):
+    rng = np.random.default_rng(seed)
+    sx, sy = shapes
+    x = rng.uniform(0.5, 2.0, sx) if name in ("pow", "div") else rng.standard_normal(sx)
+    y = rng.uniform(0.5, 2.0, sy) if name == "div" else rng.standard_normal(sy)
+    if name == "where":
+        cond = rng.random(sy) > 0.5
+        gradcheck(lambda a, b: ops.where(cond, a, b), [x, y])
+    else:
+        prim = PRIMITIVES[name]
+        gradcheck(lambda a, b: bind(prim, a, b), [x, y])
