@@ -159,6 +159,8 @@ class Module:
             if unexpected:
                 parts.append(f"unexpected keys: {unexpected}")
             raise KeyError(f"load_state_dict for {type(self).__name__}: " + "; ".join(parts))
+        # check every shape before copying anything, so a failed load leaves the model as it was
+        todo = []
         for k, (m, name, is_param) in own.items():
             if k not in state:
                 continue
@@ -168,6 +170,8 @@ class Module:
             if v.shape != cur.shape:
                 raise ValueError(f"load_state_dict for {type(self).__name__}: size mismatch for {k}: "
                                  f"checkpoint has shape {v.shape}, the model has {cur.shape}")
+            todo.append((m, name, is_param, v, cur))
+        for m, name, is_param, v, cur in todo:
             if is_param:
                 # in place, so optimizers holding the Parameter keep seeing it
                 m._parameters[name].data[...] = v

@@ -1,0 +1,182 @@
+"""Module: registration, dotted names, shared parameters, modes, state_dict."""
+
+import numpy as np
+import pytest
+
+import dynnets as dn
+from dynnets import nn
+
+
+class Block(nn.Module):
+    def __init__(self, rng):
+        super().__init__()
+        self.fc = nn.Linear(3, 4, rng=rng)
+        self.drop = nn.Dropout(0.5, rng=rng)
+        self.scale = nn.Parameter(np.ones(4, dtype=np.float32))
+        self.register_buffer("count", np.zeros(2, dtype=np.int64))
+        self.not_a_param = dn.tensor([1.0, 2.0])     # a plain Tensor is not registered
+
+    def forward(self, x):
+        return self.drop(self.fc(x)) * self.scale
+
+
+class Net(nn.Module):
+    def __init__(self, rng=0):
+        super().__init__()
+        self.block = Block(rng)
+        self.layers = nn.ModuleList([nn.Linear(4, 4, rng=rng), nn.Linear(4, 2, rng=rng)])
+        self.head = self.layers[1]                   # the same module reached twice
+
+    def forward(self, x):
+        h = self.block(x)
+        for m in self.layers:
+            h = m(h)
+        return h
+
+
+def test_registration_and_dotted_names():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["block.scale", "block.fc.weight", "block.fc.bias", "layers.0.weight", "layers.0.bias",
+                     "layers.1.weight", "layers.1.bias"]
+    assert [n for n, _ in net.named_children()] == ["block", "layers", "head"]
+    assert "not_a_param" not in dict(net.block.named_parameters())
+    assert [n for n, _ in net.named_buffers()] == ["block.count"]
+    assert net.num_parameters() == 4 + 12 + 4 + 16 + 4 + 8 + 2
+
+
+def test_shared_parameters_listed_once():
+    a = nn.Linear(3, 3, rng=0)
+    seq = nn.Sequential(a, nn.Tanh(), a)
+    assert len(list(seq.parameters())) == 2
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 3, rng=0)
+            self.out = nn.Linear(3, 5, rng=1)
+            self.out.weight = self.emb.weight        # weight tying
+
+    t = Tied()
+    params = list(t.parameters())
+    assert len(params) == 2                          # tied weight once, plus out.bias
+    assert [n for n, _ in t.named_parameters()] == ["emb.weight", "out.bias"]
+
+
+def test_reassigning_attribute_unregisters():
+    net = Net()
+    net.block.scale = None
+    assert "block.scale" not in dict(net.named_parameters())
+    net.block.fc = nn.Identity()
+    assert "block.fc.weight" not in dict(net.named_parameters())
+    del net.layers
+    assert [n for n, _ in net.named_children()] == ["block", "head"]
+
+
+def test_assign_before_init_is_a_clear_error():
+    class Bad(nn.Module):
+        def __init__(self):
+            self.w = nn.Parameter(np.zeros(2))
+
+    with pytest.raises(AttributeError, match="Module.__init__"):
+        Bad()
+
+
+def test_train_eval_propagate():
+    net = Net()
+    assert all(m.training for m in net.modules())
+    assert net.eval() is net
+    assert not any(m.training for m in net.modules())
+    x = np.ones((2, 3), dtype=np.float32)
+    np.testing.assert_array_equal(net(x).data, net(x).data)   # dropout is the identity in eval mode
+    net.train()
+    assert all(m.training for m in net.modules())
+    net.block.train(False)
+    assert not net.block.drop.training and net.layers.training
+
+
+def test_zero_grad():
+    net = Net()
+    x = np.ones((2, 3), dtype=np.float32)
+    net(x).sum().backward()
+    assert all(p._grad is not None for p in net.parameters())
+    net.zero_grad(set_to_none=False)
+    assert all(np.all(p._grad == 0) for p in net.parameters())
+    net.zero_grad()
+    assert all(p._grad is None for p in net.parameters())
+
+
+def test_state_dict_round_trip():
+    a, b = Net(rng=1), Net(rng=2)
+    sd = a.state_dict()
+    # as torch: a module's own parameters, then its buffers, then its children
+    assert list(sd) == ["block.scale", "block.count", "block.fc.weight", "block.fc.bias", "layers.0.weight",
+                        "layers.0.bias", "layers.1.weight", "layers.1.bias"]
+    sd["block.count"] = np.array([3, 4])
+    w_before = b.block.fc.weight.data                # the array object optimizers hold
+    assert b.load_state_dict(sd) == ([], [])
+    for k, v in b.state_dict().items():
+        np.testing.assert_array_equal(v, sd[k])
+    assert b.block.fc.weight.data is w_before        # loaded in place
+    x = np.ones((2, 3), dtype=np.float32)
+    a.eval(), b.eval()
+    np.testing.assert_array_equal(a(x).data, b(x).data)
+    # state_dict holds copies
+    sd["block.fc.weight"][...] = 0
+    assert np.any(b.block.fc.weight.data != 0)
+
+
+def test_load_state_dict_errors():
+    net = Net()
+    sd = net.state_dict()
+    missing = dict(sd)
+    del missing["layers.0.bias"]
+    with pytest.raises(KeyError, match=r"missing keys: \['layers.0.bias'\]"):
+        net.load_state_dict(missing)
+    extra = dict(sd, **{"layers.9.weight": np.zeros(2)})
+    with pytest.raises(KeyError, match=r"unexpected keys: \['layers.9.weight'\]"):
+        net.load_state_dict(extra)
+    both = dict(missing, **{"zzz": np.zeros(1)})
+    with pytest.raises(KeyError, match=r"missing keys: \['layers.0.bias'\]; unexpected keys: \['zzz'\]"):
+        net.load_state_dict(both)
+    assert net.load_state_dict(both, strict=False) == (["layers.0.bias"], ["zzz"])
+
+    bad = dict(sd)
+    bad["layers.1.weight"] = np.zeros((3, 4), dtype=np.float32)
+    bad["block.fc.weight"] = np.full((4, 3), 7.0, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"size mismatch for layers.1.weight: checkpoint has shape \(3, 4\), "
+                                         r"the model has \(2, 4\)"):
+        net.load_state_dict(bad)
+    # nothing was copied by the failed load
+    assert not np.any(net.block.fc.weight.data == 7.0)
+
+
+def test_sequential_and_modulelist():
+    rng = np.random.default_rng(0)
+    seq = nn.Sequential(nn.Linear(3, 5, rng=rng), nn.ReLU(), nn.Linear(5, 2, rng=rng), nn.Sigmoid())
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w0, b0 = seq[0].weight.data, seq[0].bias.data
+    w2, b2 = seq[2].weight.data, seq[2].bias.data
+    expected = 1 / (1 + np.exp(-(np.maximum(x @ w0.T + b0, 0) @ w2.T + b2)))
+    np.testing.assert_allclose(seq(x).data, expected, rtol=1e-5, atol=1e-6)
+    assert len(seq) == 4 and isinstance(seq[-1], nn.Sigmoid)
+    assert isinstance(seq[:2], nn.Sequential) and seq[:2][0] is seq[0]
+    with pytest.raises(IndexError, match="out of range for 4 modules"):
+        seq[4]
+    with pytest.raises(TypeError, match="must be a Module"):
+        nn.Sequential(nn.Tanh(), lambda z: z)
+    from collections import OrderedDict
+    named = nn.Sequential(OrderedDict(enc=nn.Linear(3, 3, rng=0), act=nn.Tanh()))
+    assert [n for n, _ in named.named_parameters()] == ["enc.weight", "enc.bias"]
+
+    ml = nn.ModuleList([nn.Linear(2, 2, rng=i) for i in range(3)])
+    ml.append(nn.Linear(2, 1, rng=9))
+    ml.insert(0, nn.Tanh())
+    assert [n for n, _ in ml.named_children()] == ["0", "1", "2", "3", "4"]
+    del ml[0]
+    assert [n for n, _ in ml.named_parameters()][:2] == ["0.weight", "0.bias"]
+    assert len(ml) == 4 and ml[-1].out_features == 1
+    with pytest.raises(TypeError, match="must be Modules"):
+        ml.append(3)
+    with pytest.raises(NotImplementedError):
+        ml(1)
