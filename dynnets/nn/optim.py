@@ -419,7 +419,10 @@ class Adam(Optimizer):
         moments and parameters, as ``torch.optim.SparseAdam``; rows not looked
         up keep their moments (they are not decayed) and their values. The step
         counter t still counts every step of the parameter. With weight decay
-        the penalty is added on the touched rows only. Dense gradients always
+        the penalty is added on the touched rows only. One difference from
+        SparseAdam: eps is added after the bias correction, as in dense Adam
+        (SparseAdam adds it before), so that a lazy step on a gradient touching
+        every row equals the dense step; with eps -> 0 the two agree exactly. Dense gradients always
         take the ordinary dense step. With ``lazy=False`` a row-sparse gradient
         is densified and every row's moments decay, exactly as dense Adam.
     """
