@@ -64,6 +64,9 @@ class _CellBase(Module):
     def _state(self, h, batch, unbatched, what="hx"):
         """A given state reshaped to 2-D, or zeros (batch, H) when ``h`` is None."""
         if h is None:
+            if batch is None:
+                raise ValueError(f"{type(self).__name__}: the batch size of the input is unknown (a symbolic "
+                                 f"value), so the zero initial state cannot be made; pass {what} explicitly")
             return np.zeros((batch, self.hidden_size), dtype=self.weight_ih.data.dtype)
         if isinstance(h, (list, tuple)) or not hasattr(h, "shape"):
             raise TypeError(f"{type(self).__name__}: {what} must be an array or Tensor, got {type(h).__name__}")

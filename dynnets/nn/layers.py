@@ -101,8 +101,10 @@ class Embedding(Module):
     num_embeddings, embedding_dim : int
     padding_idx : int or None
         If given, that row is initialised to zeros and receives no gradient
-        (its value is still returned by lookups, as in PyTorch). Negative
-        values count from the end.
+        in eager mode (its value is still returned by lookups, as in
+        PyTorch). Negative values count from the end. With symbolic
+        (static-graph) ids the ids are unknown when the graph is built, so the
+        lookup is not masked there.
     rng : int, Generator or None
     dtype : numpy float dtype, default float32
 
@@ -164,10 +166,8 @@ class Embedding(Module):
         """ids (...) integers -> (..., embedding_dim)."""
         out = ops.embedding(self.weight, ids)
         pad = self.padding_idx
-        if pad is None or not out.requires_grad:
-            return out
         idx = ids.data if isinstance(ids, Tensor) else ids
-        if getattr(idx, "_is_symbolic", False):
+        if pad is None or getattr(idx, "_is_symbolic", False) or not out.requires_grad:
             return out
         is_pad = np.asarray(idx) == pad
         if not is_pad.any():
