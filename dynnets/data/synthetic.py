@@ -557,8 +557,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.stats is not None:
         from .sst import load_sst
 
+        print("| split | trees | tokens | length min / median / mean / p90 / max | 100+ tokens | max height "
+              "| root labels 0/1/2/3/4 | bag of words wrong | trees where negation / intensifier / contrast changes a value |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, trees in load_sst(a.stats).items():
-            print(name, treebank_stats(trees))
+            st = treebank_stats(trees)
+            c = st["constructions"]
+            print(f"| {name} | {st['trees']} | {st['tokens']} | {st['length_min']} / {st['length_median']:g} / "
+                  f"{st['length_mean']} / {st['length_p90']:.0f} / {st['length_max']} | {st['n_100_plus']} | "
+                  f"{st['height_max']} | {'/'.join(str(v) for v in st['root_labels'].values())} | "
+                  f"{100 * st['bag_of_words_wrong']:.0f}% | {c.get('negation', 0)} / {c.get('intensifier', 0)} / "
+                  f"{c.get('contrast', 0)} |")
         return 0
     if a.out is None:
         p.error("--out DIR (or --stats DIR) is required")
