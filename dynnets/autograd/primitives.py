@@ -24,11 +24,14 @@ Every primitive is declared once with :func:`defprim`:
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from . import kernels as K
+from . import kernels_tree as KT
+from . import reference as _twin
 
 __all__ = ["Primitive", "PRIMITIVES", "defprim", "ShapeError", "RowSparse", "Aval",
            "unbroadcast", "check_shapes", "vjp_primitive"]
@@ -223,12 +226,15 @@ def unbroadcast(g, shape):
     """Sum ``g`` down to ``shape`` (the adjoint of numpy broadcasting)."""
     if g.shape == shape:
         return g
+    # np.add.reduce rather than g.sum: the ufunc method skips ~0.4 us of Python
     nd = g.ndim - len(shape)
     if nd > 0:
-        g = g.sum(axis=tuple(range(nd)))
+        g = np.add.reduce(g, axis=tuple(range(nd)))
+        if g.shape == shape:
+            return g
     axes = tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1)
     if axes:
-        g = g.sum(axis=axes, keepdims=True)
+        g = np.add.reduce(g, axis=axes, keepdims=True)
     return g
 
 
@@ -253,7 +259,11 @@ def _binary_shape(name):
 
 
 def _shp(a):
-    return np.shape(a)
+    # the attribute, not np.shape (a dispatched Python function, ~0.1 us per call)
+    try:
+        return a.shape
+    except AttributeError:
+        return np.shape(a)
 
 
 add_p = defprim(
@@ -420,33 +430,42 @@ def _reduce_shape(name):
 
 
 def _expand_to(g, shape, axis, keepdims):
+    """Adjoint of a reduction: ``g`` repeated along the reduced axes."""
     if axis is not None and not keepdims:
         g = np.expand_dims(g, axis)
-    return np.broadcast_to(g, shape)
+    # A fresh array rather than np.broadcast_to's read-only view: broadcast_to
+    # costs ~1.8 us of Python per call, empty+copyto ~0.5 us, and the result is
+    # writeable, so a leaf can keep it without another copy.
+    out = np.empty(shape, dtype=g.dtype)
+    np.copyto(out, g)
+    return out
 
 
 def _sum(x, axis=None, keepdims=False):
-    return np.sum(x, axis=axis, keepdims=keepdims)
+    # the ufunc method directly: np.sum adds ~0.8 us of Python dispatch
+    return np.add.reduce(x, axis=axis, keepdims=keepdims)
 
 
 def _mean(x, axis=None, keepdims=False):
+    if getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        return np.add.reduce(x, axis=axis, keepdims=keepdims) / _count(x.shape, axis)
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
 def _count(shape, axis):
     if axis is None:
-        return int(np.prod(shape))
+        return math.prod(shape)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
-    return int(np.prod([shape[a] for a in axes]))
+    return math.prod(shape[a] for a in axes)
 
 
 sum_p = defprim("sum", _sum, _reduce_shape("sum"),
                 vjp=(lambda g, ins, out, axis=None, keepdims=False:
-                     _expand_to(g, np.shape(ins[0]), axis, keepdims),))
+                     _expand_to(g, _shp(ins[0]), axis, keepdims),))
 
 mean_p = defprim("mean", _mean, _reduce_shape("mean"),
                  vjp=(lambda g, ins, out, axis=None, keepdims=False:
-                      _expand_to(g / _count(np.shape(ins[0]), axis), np.shape(ins[0]), axis, keepdims),))
+                      _expand_to(g / _count(_shp(ins[0]), axis), _shp(ins[0]), axis, keepdims),))
 
 
 def _max(x, axis=None, keepdims=False):
@@ -662,6 +681,24 @@ stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp)
 # --------------------------------------------------------------------------
 
 
+def _tdot(a, b):
+    """``a.T @ b`` for 2-D ``a`` (k, m) and ``b`` (k, n): the weight gradient of
+    a product over a batch of k rows."""
+    if a.shape[0] == 1:
+        # With a contracted dimension of 1, np.matmul leaves BLAS for a slow
+        # loop: (600,1)@(1,300) float32 takes 177 us, np.dot 17 us (measured).
+        return np.dot(a.T, b)
+    return a.T @ b
+
+
+def _matmul(x, w):
+    if type(x) is np.ndarray and type(w) is np.ndarray and x.ndim == 2 and w.ndim == 2:
+        # np.dot: the same product for 2-D operands, without matmul's slow
+        # path at k == 1 (see _tdot), and ~0.3 us less call overhead
+        return np.dot(x, w)
+    return np.matmul(x, w)
+
+
 def _matmul_shape(x, w):
     xs, ws = tuple(x.shape), tuple(w.shape)
     if len(xs) == 0 or len(ws) == 0:
@@ -699,13 +736,13 @@ def _matmul_vjp_w(g, ins, out):
     elif w.ndim == 1:
         gw = np.matmul(np.swapaxes(x, -1, -2), g[..., None])[..., 0]
     elif x.ndim == 2 and w.ndim == 2:
-        gw = x.T @ g
+        gw = _tdot(x, g)
     else:
         gw = np.matmul(np.swapaxes(x, -1, -2), g)
     return unbroadcast(gw, w.shape)
 
 
-matmul_p = defprim("matmul", np.matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w))
+matmul_p = defprim("matmul", _matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w))
 
 
 def _linear(x, w, b):
@@ -728,7 +765,7 @@ def _linear_vjp(g, ins, out):
     x, w, b = ins
     x2 = x.reshape(-1, x.shape[-1])
     g2 = g.reshape(-1, g.shape[-1])
-    gw = g2.T @ x2
+    gw = _tdot(g2, x2)
     gx = (g2 @ w).reshape(x.shape)
     gb = g2.sum(0) if np.ndim(b) else g2.sum()
     return gx, gw, np.reshape(gb, np.shape(b))
@@ -892,6 +929,15 @@ def _check_cell(name, x, h, hidden, gates, w_ih, w_hh, extra=()):
             bad(f"{nm}.shape={_fmt(a.shape)} should be {_fmt(want)}")
 
 
+# The Numba cell kernels evaluate exp/tanh one scalar at a time (libm, ~9 ns
+# each) while numpy's float ufuncs are SIMD-vectorised, so past a few hundred
+# elements the numpy twin (reference.py, the kernels' tested specification) is
+# faster. Measured for the LSTM, H=150, float32: B=1 fwd 6.7 us (kernel) vs
+# 19 us (twin), bwd 2.4 vs 13 us; B=25 fwd 166 vs 43 us, bwd 56 vs 29 us.
+_TWIN_FWD_MIN = 512       # B*H at and above which forwards use the twin
+_TWIN_BWD_MIN = 1024      # B*H at and above which backwards use the twin
+
+
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
     Returns (h', c', acts) where acts are saved gate activations."""
@@ -899,7 +945,9 @@ def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     gates += h @ w_hh.T
     gates += b_ih
     gates += b_hh
-    return K.lstm_cell_fwd(_c(gates), _c(c))
+    if c.size >= _TWIN_FWD_MIN:
+        return _twin.lstm_cell_fwd(gates, c)
+    return K.lstm_cell_fwd(gates, _c(c))
 
 
 def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
@@ -917,9 +965,10 @@ def _zeros_if_none(g, like):
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
-    dgates, dc = K.lstm_cell_bwd(_zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c), cn)
+    bwd = _twin.lstm_cell_bwd if cn.size >= _TWIN_BWD_MIN else K.lstm_cell_bwd
+    dgates, dc = bwd(_zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c), cn)
     db = dgates.sum(0)
-    return (dgates @ w_ih, dgates @ w_hh, dc, dgates.T @ x, dgates.T @ h, db, db)
+    return (dgates @ w_ih, dgates @ w_hh, dc, _tdot(dgates, x), _tdot(dgates, h), db, db)
 
 
 lstm_cell_p = defprim("lstm_cell", _lstm_cell, _lstm_cell_shape, joint_vjp=_lstm_cell_vjp,
@@ -948,7 +997,7 @@ def _gru_cell_vjp(g, ins, out):
     hn, acts, gh = out
     dgi, dgh, dh = K.gru_cell_bwd(_zeros_if_none(g[0], hn), acts, gh, _c(h))
     dh = dh + dgh @ w_hh
-    return (dgi @ w_ih, dh, dgi.T @ x, dgh.T @ h, dgi.sum(0), dgh.sum(0))
+    return (dgi @ w_ih, dh, _tdot(dgi, x), _tdot(dgh, h), dgi.sum(0), dgh.sum(0))
 
 
 gru_cell_p = defprim("gru_cell", _gru_cell, _gru_cell_shape, joint_vjp=_gru_cell_vjp, multiple_results=True)
@@ -992,7 +1041,7 @@ def _tree_lstm_cell_vjp(g, ins, out):
     H = h.shape[1]
     dhcat = dz @ w.T
     hcat = np.concatenate((h_l, h_r), axis=1)
-    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, hcat.T @ dz, dz.sum(0))
+    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, _tdot(hcat, dz), dz.sum(0))
 
 
 tree_lstm_cell_p = defprim("tree_lstm_cell", _tree_lstm_cell, _tree_lstm_cell_shape,
@@ -1024,7 +1073,7 @@ def _tree_lstm_leaf_vjp(g, ins, out):
     x, w, b = ins
     h, c, acts = out
     dz = K.tree_lstm_leaf_bwd(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, c)
-    return (dz @ w.T, x.T @ dz, dz.sum(0))
+    return (dz @ w.T, _tdot(x, dz), dz.sum(0))
 
 
 tree_lstm_leaf_p = defprim("tree_lstm_leaf", _tree_lstm_leaf, _tree_lstm_leaf_shape,
@@ -1082,3 +1131,629 @@ def vjp_primitive(prim, i=None):
 
 
 VJP_PRIMITIVES = _VJP_PRIMS
+
+
+# --------------------------------------------------------------------------
+# level-batched tree models, packed sequences, per-row splitting (issue 4).
+# Kernels: kernels_tree.py (numpy twins in reference_tree.py). Each "levels"
+# primitive runs a whole minibatch schedule (dynnets.data.batching.TreeBatch):
+# one fused kernel call and one matrix product per level, children read from
+# the state rows of earlier levels; its VJP walks the levels in reverse and
+# forms each weight gradient with one matrix product over all nodes.
+# --------------------------------------------------------------------------
+
+
+def _split_rows(x):
+    """The rows of ``x`` (n, ...) as n arrays of shape (1, ...): a recursive
+    model reads its per-word inputs with one node instead of n ``getitem``s
+    (whose VJPs would each allocate an (n, ...) gradient)."""
+    return tuple(x[i:i + 1] for i in range(x.shape[0]))
+
+
+def _split_rows_shape(x):
+    if len(x.shape) < 1:
+        raise ShapeError("split_rows: x must have at least one dimension, got a 0-d input")
+    if x.shape[0] is None:
+        raise ShapeError(f"split_rows: x.shape[0] (the number of results) must be known, got x.shape={_fmt(x.shape)}")
+    return tuple(Aval((1,) + tuple(x.shape[1:]), _dt(x)) for _ in range(x.shape[0]))
+
+
+def _split_rows_vjp(g, ins, out):
+    x = ins[0]
+    dt = next((gi.dtype for gi in g if gi is not None), np.asarray(x).dtype)
+    gx = np.zeros(np.shape(x), dtype=dt)
+    for i, gi in enumerate(g):
+        if gi is not None:
+            gx[i] = gi[0]
+    return (gx,)
+
+
+split_rows_p = defprim("split_rows", _split_rows, _split_rows_shape, joint_vjp=_split_rows_vjp,
+                       multiple_results=True)
+
+
+def _level_bounds(op, offsets, n_leaves, n_nodes):
+    """Validate level offsets; return them as a list of Python ints."""
+    off = np.asarray(offsets)
+    if off.ndim != 1 or len(off) < 2:
+        raise ShapeError(f"{op}: offsets must be 1-D with at least 2 entries (0, n_leaves, ...), "
+                         f"got shape {off.shape}")
+    o = off.tolist()
+    if o[0] != 0 or o[1] != n_leaves or o[-1] != n_nodes or any(b < a for a, b in zip(o, o[1:])):
+        raise ShapeError(f"{op}: offsets must rise from 0 through n_leaves={n_leaves} (offsets[1]) to "
+                         f"n_nodes={n_nodes} (offsets[-1]); got {o[:4]}{'...' if len(o) > 4 else ''} "
+                         f"ending in {o[-1]}")
+    return o
+
+
+def _check_children(op, name, children, offsets, n_leaves, parent_of=None):
+    """Every child index must be a node of an earlier level than its parent."""
+    if children.size == 0:
+        return
+    off = np.asarray(offsets)
+    # level start of each internal node (rows of left/right, or of edges via parent_of)
+    starts = np.repeat(off[1:-1], np.diff(off[1:]))
+    if parent_of is not None:
+        starts = starts[parent_of]
+    bad = (children < 0) | (children >= starts)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ShapeError(f"{op}: {name}[{k}]={int(children[k])} is not a node of an earlier level than its "
+                         f"parent (whose level starts at node {int(starts[k])})")
+
+
+def _check_index(op, name, a):
+    if len(a.shape) != 1 or _dt(a).kind not in "iu":
+        raise ShapeError(f"{op}: {name} must be a 1-D integer array, got shape {_fmt(a.shape)} and dtype {_dt(a)}")
+
+
+def _check_state(op, h0, c0=None):
+    if len(h0.shape) != 2:
+        raise ShapeError(f"{op}: h0 must be 2-D (n_leaves, hidden), got h0.shape={_fmt(h0.shape)}")
+    if c0 is not None and (len(c0.shape) != 2 or c0.shape[1] != h0.shape[1] or (
+            None not in (c0.shape[0], h0.shape[0]) and c0.shape[0] != h0.shape[0])):
+        raise ShapeError(f"{op}: c0.shape={_fmt(c0.shape)} does not match h0.shape={_fmt(h0.shape)}")
+    return h0.shape[1]
+
+
+def _check_param(op, name, a, want):
+    if tuple(a.shape) != tuple(want):
+        raise ShapeError(f"{op}: {name}.shape={_fmt(a.shape)} should be {_fmt(want)}")
+
+
+def _sum_dims(a, b):
+    return None if a is None or b is None else a + b
+
+
+def _f(a, dt):
+    """C-contiguous array of dtype ``dt`` (the kernels take one float dtype)."""
+    return np.ascontiguousarray(a, dtype=dt)
+
+
+def _tree_lstm_levels(h0, c0, w, b, left, right, offsets):
+    """Binary Tree-LSTM (Tai et al. 2015, eqs. 9-14) over a whole level
+    schedule: level 0 (the leaves) is given as ``h0, c0``; each later level
+    computes ``z = [h_l; h_r] @ w + b`` for all its nodes in one product and
+    one fused kernel call.
+
+    Parameters
+    ----------
+    h0, c0 : (n_leaves, H)
+    w : (2H, 5H), chunks i, f_l, f_r, o, u;  b : (5H,)
+    left, right : (n_internal,) int
+        Global indices of the children of node ``n_leaves + j``.
+    offsets : (n_levels + 1,) int
+        Level ``k`` is nodes ``offsets[k]:offsets[k+1]``; ``offsets[1] == n_leaves``.
+
+    Returns
+    -------
+    h, c : (n_nodes, H)
+        States of every node, in the schedule's order.
+    hcat : (n_internal, 2H), acts : (n_internal, 5H)
+        Saved for the backward pass.
+    """
+    n0, H = h0.shape
+    ni = left.shape[0]
+    N = n0 + ni
+    off = _level_bounds("tree_lstm_levels", offsets, n0, N)
+    _check_children("tree_lstm_levels", "left", left, offsets, n0)
+    _check_children("tree_lstm_levels", "right", right, offsets, n0)
+    dt = np.result_type(h0, c0, w, b)
+    h = np.empty((N, H), dtype=dt)
+    c = np.empty((N, H), dtype=dt)
+    h[:n0] = h0
+    c[:n0] = c0
+    hcat = np.empty((ni, 2 * H), dtype=dt)
+    acts = np.empty((ni, 5 * H), dtype=dt)
+    w = _f(w, dt)
+    b = _f(b, dt)
+    left = _f(left, np.int64)
+    right = _f(right, np.int64)
+    for k in range(1, len(off) - 1):
+        lo, hi = off[k], off[k + 1]
+        if hi == lo:
+            continue
+        r0, r1 = lo - n0, hi - n0
+        lk, rk = left[r0:r1], right[r0:r1]
+        KT.gather_pairs(h, lk, rk, hcat[r0:r1])
+        KT.tree_lstm_level_fwd(hcat[r0:r1] @ w, b, c, lk, rk, lo, h, acts[r0:r1])
+    return h, c, hcat, acts
+
+
+def _tree_lstm_levels_shape(h0, c0, w, b, left, right, offsets):
+    op = "tree_lstm_levels"
+    H = _check_state(op, h0, c0)
+    _check_param(op, "w", w, (2 * H, 5 * H))
+    _check_param(op, "b", b, (5 * H,))
+    for nm, a in (("left", left), ("right", right), ("offsets", offsets)):
+        _check_index(op, nm, a)
+    if None not in (left.shape[0], right.shape[0]) and left.shape[0] != right.shape[0]:
+        raise ShapeError(f"{op}: left.shape={_fmt(left.shape)} does not match right.shape={_fmt(right.shape)}")
+    dt = _rtype(h0.dtype, c0.dtype, w.dtype, b.dtype)
+    n, ni = _sum_dims(h0.shape[0], left.shape[0]), left.shape[0]
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((ni, 2 * H), dt), Aval((ni, 5 * H), dt)
+
+
+def _grad_buffer(g, like):
+    """A writable copy of an output gradient (zeros for None) to accumulate into."""
+    return np.zeros_like(like) if g is None else np.array(g, dtype=like.dtype, copy=True, order="C")
+
+
+def _tree_lstm_levels_vjp(g, ins, out):
+    h0, c0, w, b, left, right, offsets = ins
+    h, c, hcat, acts = out
+    n0 = h0.shape[0]
+    off = np.asarray(offsets).tolist()
+    dh = _grad_buffer(g[0], h)
+    dc = _grad_buffer(g[1], c)
+    dz = np.empty_like(acts)
+    wt = _f(w, h.dtype).T
+    left = _f(left, np.int64)
+    right = _f(right, np.int64)
+    for k in range(len(off) - 2, 0, -1):
+        lo, hi = off[k], off[k + 1]
+        if hi == lo:
+            continue
+        r0, r1 = lo - n0, hi - n0
+        lk, rk = left[r0:r1], right[r0:r1]
+        KT.tree_lstm_level_bwd(dh, dc, acts[r0:r1], c, lk, rk, lo, dz[r0:r1])
+        KT.scatter_pairs_add(dz[r0:r1] @ wt, lk, rk, dh)
+    return (dh[:n0].astype(np.asarray(h0).dtype, copy=False), dc[:n0].astype(np.asarray(c0).dtype, copy=False),
+            (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False), dz.sum(0).astype(np.asarray(b).dtype, copy=False),
+            None, None, None)
+
+
+tree_lstm_levels_p = defprim("tree_lstm_levels", _tree_lstm_levels, _tree_lstm_levels_shape,
+                             joint_vjp=_tree_lstm_levels_vjp, multiple_results=True, nondiff_args=(4, 5, 6))
+
+
+def _tree_rnn_levels(h0, w, b, left, right, offsets):
+    """Recursive neural network (Socher et al. 2011) over a level schedule:
+    ``h = tanh([h_l; h_r] @ w + b)`` for all nodes of a level in one product
+    and one kernel call.
+
+    Parameters
+    ----------
+    h0 : (n_leaves, H)
+    w : (2H, H);  b : (H,)
+    left, right, offsets : as in :func:`_tree_lstm_levels`
+
+    Returns
+    -------
+    h : (n_nodes, H)
+    hcat : (n_internal, 2H)
+        Saved for the backward pass.
+    """
+    n0, H = h0.shape
+    ni = left.shape[0]
+    N = n0 + ni
+    off = _level_bounds("tree_rnn_levels", offsets, n0, N)
+    _check_children("tree_rnn_levels", "left", left, offsets, n0)
+    _check_children("tree_rnn_levels", "right", right, offsets, n0)
+    dt = np.result_type(h0, w, b)
+    h = np.empty((N, H), dtype=dt)
+    h[:n0] = h0
+    hcat = np.empty((ni, 2 * H), dtype=dt)
+    w = _f(w, dt)
+    b = _f(b, dt)
+    left = _f(left, np.int64)
+    right = _f(right, np.int64)
+    for k in range(1, len(off) - 1):
+        lo, hi = off[k], off[k + 1]
+        if hi == lo:
+            continue
+        r0, r1 = lo - n0, hi - n0
+        KT.gather_pairs(h, left[r0:r1], right[r0:r1], hcat[r0:r1])
+        KT.tanh_rows_fwd(hcat[r0:r1] @ w, b, lo, h)
+    return h, hcat
+
+
+def _tree_rnn_levels_shape(h0, w, b, left, right, offsets):
+    op = "tree_rnn_levels"
+    H = _check_state(op, h0)
+    _check_param(op, "w", w, (2 * H, H))
+    _check_param(op, "b", b, (H,))
+    for nm, a in (("left", left), ("right", right), ("offsets", offsets)):
+        _check_index(op, nm, a)
+    if None not in (left.shape[0], right.shape[0]) and left.shape[0] != right.shape[0]:
+        raise ShapeError(f"{op}: left.shape={_fmt(left.shape)} does not match right.shape={_fmt(right.shape)}")
+    dt = _rtype(h0.dtype, w.dtype, b.dtype)
+    return Aval((_sum_dims(h0.shape[0], left.shape[0]), H), dt), Aval((left.shape[0], 2 * H), dt)
+
+
+def _tree_rnn_levels_vjp(g, ins, out):
+    h0, w, b, left, right, offsets = ins
+    h, hcat = out
+    n0 = h0.shape[0]
+    off = np.asarray(offsets).tolist()
+    dh = _grad_buffer(g[0], h)
+    dz = np.empty((hcat.shape[0], h.shape[1]), dtype=h.dtype)
+    wt = _f(w, h.dtype).T
+    left = _f(left, np.int64)
+    right = _f(right, np.int64)
+    for k in range(len(off) - 2, 0, -1):
+        lo, hi = off[k], off[k + 1]
+        if hi == lo:
+            continue
+        r0, r1 = lo - n0, hi - n0
+        KT.tanh_rows_bwd(dh, h, lo, dz[r0:r1])
+        KT.scatter_pairs_add(dz[r0:r1] @ wt, left[r0:r1], right[r0:r1], dh)
+    return (dh[:n0].astype(np.asarray(h0).dtype, copy=False), (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False),
+            dz.sum(0).astype(np.asarray(b).dtype, copy=False), None, None, None)
+
+
+tree_rnn_levels_p = defprim("tree_rnn_levels", _tree_rnn_levels, _tree_rnn_levels_shape,
+                            joint_vjp=_tree_rnn_levels_vjp, multiple_results=True, nondiff_args=(3, 4, 5))
+
+
+def _childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
+    """Child-sum Tree-LSTM (Tai et al. 2015, eqs. 2-8; no input at internal
+    nodes) over a level schedule with any number of children per node.
+
+    Per level: h̃ = Σ_k h_k; [i, o, u] from ``h̃ @ u_iou + b_iou``; one forget
+    gate per child from ``h_k @ u_f + b_f``; c = i*u + Σ_k f_k*c_k; h = o*tanh(c).
+
+    Parameters
+    ----------
+    h0, c0 : (n_leaves, H)
+    u_iou : (H, 3H);  u_f : (H, H);  b_iou : (3H,);  b_f : (H,)
+    child_ptr : (n_internal + 1,) int
+        CSR: the children of node ``n_leaves + j`` are
+        ``child_idx[child_ptr[j]:child_ptr[j+1]]`` (a level's edges are contiguous).
+    child_idx : (n_edges,) int
+    offsets : (n_levels + 1,) int
+
+    Returns
+    -------
+    h, c : (n_nodes, H)
+    hsum : (n_internal, H), hch : (n_edges, H), acts : (n_internal, 3H), facts : (n_edges, H)
+        Saved for the backward pass.
+    """
+    n0, H = h0.shape
+    ni = child_ptr.shape[0] - 1
+    N = n0 + ni
+    off = _level_bounds("childsum_levels", offsets, n0, N)
+    ptr = _f(child_ptr, np.int64)
+    idx = _f(child_idx, np.int64)
+    E = idx.shape[0]
+    if ptr[0] != 0 or ptr[-1] != E or np.any(np.diff(ptr) < 1):
+        raise ShapeError(f"childsum_levels: child_ptr must rise from 0 to len(child_idx)={E} with at least one "
+                         f"child per internal node; got child_ptr[0]={int(ptr[0])}, child_ptr[-1]={int(ptr[-1])}")
+    _check_children("childsum_levels", "child_idx", idx, offsets, n0,
+                    parent_of=np.repeat(np.arange(ni), np.diff(ptr)))
+    dt = np.result_type(h0, c0, u_iou, u_f, b_iou, b_f)
+    h = np.empty((N, H), dtype=dt)
+    c = np.empty((N, H), dtype=dt)
+    h[:n0] = h0
+    c[:n0] = c0
+    hsum = np.empty((ni, H), dtype=dt)
+    hch = np.empty((E, H), dtype=dt)
+    acts = np.empty((ni, 3 * H), dtype=dt)
+    facts = np.empty((E, H), dtype=dt)
+    u_iou, u_f, b_iou, b_f = _f(u_iou, dt), _f(u_f, dt), _f(b_iou, dt), _f(b_f, dt)
+    for k in range(1, len(off) - 1):
+        lo, hi = off[k], off[k + 1]
+        if hi == lo:
+            continue
+        r0, r1 = lo - n0, hi - n0
+        p = ptr[r0:r1 + 1]
+        e0, e1 = int(p[0]), int(p[-1])
+        ix = idx[e0:e1]
+        KT.childsum_gather(h, p, ix, hsum[r0:r1], hch[e0:e1])
+        KT.childsum_level_fwd(hsum[r0:r1] @ u_iou, hch[e0:e1] @ u_f, b_iou, b_f, c, p, ix, lo, h,
+                              acts[r0:r1], facts[e0:e1])
+    return h, c, hsum, hch, acts, facts
+
+
+def _childsum_levels_shape(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
+    op = "childsum_levels"
+    H = _check_state(op, h0, c0)
+    _check_param(op, "u_iou", u_iou, (H, 3 * H))
+    _check_param(op, "u_f", u_f, (H, H))
+    _check_param(op, "b_iou", b_iou, (3 * H,))
+    _check_param(op, "b_f", b_f, (H,))
+    for nm, a in (("child_ptr", child_ptr), ("child_idx", child_idx), ("offsets", offsets)):
+        _check_index(op, nm, a)
+    dt = _rtype(h0.dtype, c0.dtype, u_iou.dtype, u_f.dtype, b_iou.dtype, b_f.dtype)
+    ni = None if child_ptr.shape[0] is None else child_ptr.shape[0] - 1
+    n = _sum_dims(h0.shape[0], ni)
+    E = child_idx.shape[0]
+    return (Aval((n, H), dt), Aval((n, H), dt), Aval((ni, H), dt), Aval((E, H), dt), Aval((ni, 3 * H), dt),
+            Aval((E, H), dt))
+
+
+def _childsum_levels_vjp(g, ins, out):
+    h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets = ins
+    h, c, hsum, hch, acts, facts = out
+    n0 = h0.shape[0]
+    off = np.asarray(offsets).tolist()
+    ptr = _f(child_ptr, np.int64)
+    idx = _f(child_idx, np.int64)
+    dh = _grad_buffer(g[0], h)
+    dc = _grad_buffer(g[1], c)
+    dziou = np.empty_like(acts)
+    dzf = np.empty_like(facts)
+    ut_iou = _f(u_iou, h.dtype).T
+    ut_f = _f(u_f, h.dtype).T
+    for k in range(len(off) - 2, 0, -1):
+        lo, hi = off[k], off[k + 1]
+        if hi == lo:
+            continue
+        r0, r1 = lo - n0, hi - n0
+        p = ptr[r0:r1 + 1]
+        e0, e1 = int(p[0]), int(p[-1])
+        ix = idx[e0:e1]
+        KT.childsum_level_bwd(dh, dc, acts[r0:r1], facts[e0:e1], c, p, ix, lo, dziou[r0:r1], dzf[e0:e1])
+        KT.childsum_scatter_add(dziou[r0:r1] @ ut_iou, dzf[e0:e1] @ ut_f, p, ix, dh)
+
+    def cast(a, like):
+        return a.astype(np.asarray(like).dtype, copy=False)
+    return (cast(dh[:n0], h0), cast(dc[:n0], c0), cast(hsum.T @ dziou, u_iou), cast(hch.T @ dzf, u_f),
+            cast(dziou.sum(0), b_iou), cast(dzf.sum(0), b_f), None, None, None)
+
+
+childsum_levels_p = defprim("childsum_levels", _childsum_levels, _childsum_levels_shape,
+                            joint_vjp=_childsum_levels_vjp, multiple_results=True, nondiff_args=(6, 7, 8))
+
+
+def _seq_steps(op, batch_sizes, total):
+    """Validate packed batch sizes; return (sizes, offsets) as lists of ints."""
+    bs = np.asarray(batch_sizes)
+    if bs.ndim != 1 or bs.dtype.kind not in "iu":
+        raise ShapeError(f"{op}: batch_sizes must be a 1-D integer array, got shape {bs.shape} and dtype {bs.dtype}")
+    sizes = bs.tolist()
+    if any(s < 1 for s in sizes) or any(b > a for a, b in zip(sizes, sizes[1:])):
+        raise ShapeError(f"{op}: batch_sizes must be positive and non-increasing (sequences sorted by "
+                         f"decreasing length), got {sizes[:8]}{'...' if len(sizes) > 8 else ''}")
+    if sum(sizes) != total:
+        raise ShapeError(f"{op}: batch_sizes add up to {sum(sizes)} but the packed input has {total} rows")
+    offs = [0] * len(sizes)
+    for t in range(1, len(sizes)):
+        offs[t] = offs[t - 1] + sizes[t - 1]
+    return sizes, offs
+
+
+def _prev_rows(sizes, offs):
+    """Packed row of each row's previous time step, for rows of steps >= 1 (in order)."""
+    if len(sizes) < 2:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.arange(offs[t - 1], offs[t - 1] + sizes[t], dtype=np.int64)
+                           for t in range(1, len(sizes))])
+
+
+def _seq_shape(op, gates, gx, w_hh, b_hh, batch_sizes):
+    if len(gx.shape) != 2:
+        raise ShapeError(f"{op}: gx must be 2-D (total_steps, {gates}*hidden), got gx.shape={_fmt(gx.shape)}")
+    if len(w_hh.shape) != 2 or w_hh.shape[0] != gates * w_hh.shape[1]:
+        raise ShapeError(f"{op}: w_hh.shape={_fmt(w_hh.shape)} should be ({gates}*hidden, hidden)")
+    H = w_hh.shape[1]
+    if gx.shape[1] != gates * H:
+        raise ShapeError(f"{op}: gx.shape[1]={gx.shape[1]} does not match {gates}*hidden={gates * H} "
+                         f"(w_hh.shape={_fmt(w_hh.shape)})")
+    _check_param(op, "b_hh", b_hh, (gates * H,))
+    _check_index(op, "batch_sizes", batch_sizes)
+    return H, _rtype(gx.dtype, w_hh.dtype, b_hh.dtype)
+
+
+def _lstm_seq(gx, w_hh, b_hh, batch_sizes):
+    """LSTM over packed variable-length sequences (time-major, sequences
+    sorted by decreasing length, as ``torch.nn.utils.rnn.pack_padded_sequence``):
+    step t runs only the ``batch_sizes[t]`` sequences still running. Zero
+    initial state; PyTorch ``LSTMCell`` maths.
+
+    Parameters
+    ----------
+    gx : (total, 4H)
+        Input projections ``x W_ih^T + b_ih`` of every packed step (one matrix
+        product for the whole batch, outside).
+    w_hh : (4H, H);  b_hh : (4H,)
+    batch_sizes : (T,) int
+
+    Returns
+    -------
+    h, c : (total, H)
+        States of every packed step.
+    acts : (total, 4H)
+        Saved gate activations.
+    """
+    sizes, offs = _seq_steps("lstm_seq", batch_sizes, gx.shape[0])
+    H = w_hh.shape[1]
+    dt = np.result_type(gx, w_hh, b_hh)
+    gx = _f(gx, dt)
+    wt = _f(w_hh, dt).T
+    b = _f(b_hh, dt)
+    total = gx.shape[0]
+    h = np.empty((total, H), dtype=dt)
+    c = np.empty((total, H), dtype=dt)
+    acts = np.empty((total, 4 * H), dtype=dt)
+    prev = -1
+    for n, o in zip(sizes, offs):
+        if prev < 0:
+            pre = gx[o:o + n]
+        else:
+            pre = h[prev:prev + n] @ wt
+            pre += gx[o:o + n]
+        KT.lstm_step_fwd(pre, b, c, prev, o, h, acts)
+        prev = o
+    return h, c, acts
+
+
+def _lstm_seq_shape(gx, w_hh, b_hh, batch_sizes):
+    H, dt = _seq_shape("lstm_seq", 4, gx, w_hh, b_hh, batch_sizes)
+    n = gx.shape[0]
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, 4 * H), dt)
+
+
+def _lstm_seq_vjp(g, ins, out):
+    gx, w_hh, b_hh, batch_sizes = ins
+    h, c, acts = out
+    sizes, offs = _seq_steps("lstm_seq", batch_sizes, h.shape[0])
+    dh = _grad_buffer(g[0], h)
+    dc = _grad_buffer(g[1], c)
+    dg = np.empty_like(acts)
+    w = _f(w_hh, h.dtype)
+    for t in range(len(sizes) - 1, -1, -1):
+        n, o = sizes[t], offs[t]
+        prev = offs[t - 1] if t else -1
+        KT.lstm_step_bwd(dh, dc, acts, c, prev, o, n, dg)
+        if prev >= 0:
+            dh[prev:prev + n] += dg[o:o + n] @ w
+    b0 = sizes[0] if sizes else 0
+    gw = dg[b0:].T @ h[_prev_rows(sizes, offs)]
+    return (dg.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
+            dg.sum(0).astype(np.asarray(b_hh).dtype, copy=False), None)
+
+
+lstm_seq_p = defprim("lstm_seq", _lstm_seq, _lstm_seq_shape, joint_vjp=_lstm_seq_vjp, multiple_results=True,
+                     nondiff_args=(3,))
+
+
+def _gru_seq(gx, w_hh, b_hh, batch_sizes):
+    """GRU over packed variable-length sequences (see :func:`_lstm_seq`),
+    PyTorch ``GRUCell`` maths (chunks r, z, n; reset gate applied after the
+    recurrent product).
+
+    Parameters
+    ----------
+    gx : (total, 3H)
+        ``x W_ih^T + b_ih`` of every packed step.
+    w_hh : (3H, H);  b_hh : (3H,)
+    batch_sizes : (T,) int
+
+    Returns
+    -------
+    h : (total, H)
+    acts : (total, 3H), gh : (total, 3H)
+        Saved for the backward pass.
+    """
+    sizes, offs = _seq_steps("gru_seq", batch_sizes, gx.shape[0])
+    H = w_hh.shape[1]
+    dt = np.result_type(gx, w_hh, b_hh)
+    gx = _f(gx, dt)
+    wt = _f(w_hh, dt).T
+    b = _f(b_hh, dt)
+    total = gx.shape[0]
+    h = np.empty((total, H), dtype=dt)
+    acts = np.empty((total, 3 * H), dtype=dt)
+    gh = np.empty((total, 3 * H), dtype=dt)
+    prev = -1
+    for n, o in zip(sizes, offs):
+        if prev < 0:
+            gh[o:o + n] = b
+        else:
+            np.matmul(h[prev:prev + n], wt, out=gh[o:o + n])
+            gh[o:o + n] += b
+        KT.gru_step_fwd(gx[o:o + n], gh[o:o + n], h, prev, o, acts)
+        prev = o
+    return h, acts, gh
+
+
+def _gru_seq_shape(gx, w_hh, b_hh, batch_sizes):
+    H, dt = _seq_shape("gru_seq", 3, gx, w_hh, b_hh, batch_sizes)
+    n = gx.shape[0]
+    return Aval((n, H), dt), Aval((n, 3 * H), dt), Aval((n, 3 * H), dt)
+
+
+def _gru_seq_vjp(g, ins, out):
+    gx, w_hh, b_hh, batch_sizes = ins
+    h, acts, gh = out
+    sizes, offs = _seq_steps("gru_seq", batch_sizes, h.shape[0])
+    dh = _grad_buffer(g[0], h)
+    dgi = np.empty_like(acts)
+    dgh = np.empty_like(acts)
+    w = _f(w_hh, h.dtype)
+    for t in range(len(sizes) - 1, -1, -1):
+        n, o = sizes[t], offs[t]
+        prev = offs[t - 1] if t else -1
+        KT.gru_step_bwd(dh, acts, gh, h, prev, o, n, dgi, dgh)
+        if prev >= 0:
+            dh[prev:prev + n] += dgh[o:o + n] @ w
+    b0 = sizes[0] if sizes else 0
+    gw = dgh[b0:].T @ h[_prev_rows(sizes, offs)]
+    return (dgi.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
+            dgh.sum(0).astype(np.asarray(b_hh).dtype, copy=False), None)
+
+
+gru_seq_p = defprim("gru_seq", _gru_seq, _gru_seq_shape, joint_vjp=_gru_seq_vjp, multiple_results=True,
+                    nondiff_args=(3,))
+
+
+def _rnn_seq(gx, w_hh, b_hh, batch_sizes):
+    """Elman RNN ``h_t = tanh(gx_t + h_{t-1} W_hh^T + b_hh)`` over packed
+    variable-length sequences (see :func:`_lstm_seq`); zero initial state.
+
+    Parameters
+    ----------
+    gx : (total, H)
+        ``x W_ih^T + b_ih`` of every packed step.
+    w_hh : (H, H);  b_hh : (H,)
+    batch_sizes : (T,) int
+
+    Returns
+    -------
+    h : (total, H)
+    """
+    sizes, offs = _seq_steps("rnn_seq", batch_sizes, gx.shape[0])
+    H = w_hh.shape[1]
+    dt = np.result_type(gx, w_hh, b_hh)
+    gx = _f(gx, dt)
+    wt = _f(w_hh, dt).T
+    b = _f(b_hh, dt)
+    h = np.empty((gx.shape[0], H), dtype=dt)
+    prev = -1
+    for n, o in zip(sizes, offs):
+        if prev < 0:
+            pre = gx[o:o + n]
+        else:
+            pre = h[prev:prev + n] @ wt
+            pre += gx[o:o + n]
+        KT.tanh_rows_fwd(pre, b, o, h)
+        prev = o
+    return h
+
+
+def _rnn_seq_shape(gx, w_hh, b_hh, batch_sizes):
+    H, dt = _seq_shape("rnn_seq", 1, gx, w_hh, b_hh, batch_sizes)
+    return Aval((gx.shape[0], H), dt)
+
+
+def _rnn_seq_vjp(g, ins, out):
+    gx, w_hh, b_hh, batch_sizes = ins
+    h = out
+    sizes, offs = _seq_steps("rnn_seq", batch_sizes, h.shape[0])
+    dh = _grad_buffer(g, h)
+    dz = np.empty_like(h)
+    w = _f(w_hh, h.dtype)
+    for t in range(len(sizes) - 1, -1, -1):
+        n, o = sizes[t], offs[t]
+        KT.tanh_rows_bwd(dh, h, o, dz[o:o + n])
+        if t:
+            prev = offs[t - 1]
+            dh[prev:prev + n] += dz[o:o + n] @ w
+    b0 = sizes[0] if sizes else 0
+    gw = dz[b0:].T @ h[_prev_rows(sizes, offs)]
+    return (dz.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
+            dz.sum(0).astype(np.asarray(b_hh).dtype, copy=False), None)
+
+
+rnn_seq_p = defprim("rnn_seq", _rnn_seq, _rnn_seq_shape, joint_vjp=_rnn_seq_vjp, nondiff_args=(3,))

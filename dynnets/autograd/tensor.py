@@ -130,8 +130,7 @@ class Tensor:
         vector-Jacobian product). The graph is freed afterwards unless
         ``retain_graph=True``.
         """
-        from .engine import backward
-        backward(self, gradient, retain_graph)
+        _engine_backward(self, gradient, retain_graph)
 
     def __repr__(self):
         body = np.array2string(self.data, precision=4, separator=", ", threshold=20,
@@ -162,6 +161,14 @@ class Tensor:
     def __iter__(self):
         for i in range(len(self.data)):
             yield self[i]
+
+
+def _engine_backward(root, gradient, retain_graph):
+    # replaced by dynnets.autograd.engine.backward when the engine is imported
+    # (the engine imports this module, so tensor.py cannot import it at the top;
+    # a per-call import statement costs ~0.4 us)
+    from .engine import backward
+    backward(root, gradient, retain_graph)
 
 
 class Parameter(Tensor):

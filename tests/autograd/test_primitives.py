@@ -665,3 +665,28 @@ def test_binary_broadcasting_hypothesis(shapes, name, seed):
     else:
         prim = PRIMITIVES[name]
         gradcheck(lambda a, b: bind(prim, a, b), [x, y])
+
+
+@pytest.mark.parametrize("name", ["lstm_cell"])
+def test_fused_cells_numpy_twin_path(name, monkeypatch):
+    """Large batches run the cells' numpy twins instead of the Numba kernels
+    (faster there); force that path on the small samples and check it too."""
+    import dynnets.autograd.primitives as P
+    monkeypatch.setattr(P, "_TWIN_FWD_MIN", 0)
+    monkeypatch.setattr(P, "_TWIN_BWD_MIN", 0)
+    prim = PRIMITIVES[name]
+    for case in SAMPLES[name](np.random.default_rng(5)):
+        diff = case.diff_positions(prim)
+        gradcheck(_fn(prim, case, diff), [case.args[k] for k in diff])
+        monkeypatch.setattr(P, "_TWIN_FWD_MIN", 10 ** 9)
+        monkeypatch.setattr(P, "_TWIN_BWD_MIN", 10 ** 9)
+        kernel_out = prim.impl(*case.args)
+        monkeypatch.setattr(P, "_TWIN_FWD_MIN", 0)
+        monkeypatch.setattr(P, "_TWIN_BWD_MIN", 0)
+        for a, b in zip(prim.impl(*case.args), kernel_out):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_python_scalar_matmul_is_shape_error():
+    with pytest.raises(ShapeError, match="matmul: inputs must have at least one dimension"):
+        bind(PRIMITIVES["matmul"], 2.0, np.ones(3))
