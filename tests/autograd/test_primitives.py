@@ -271,6 +271,51 @@ def _leaf(rng):
             Case("n1", r(1, E), 0.7 * r(E, 3 * H), r(3 * H), outputs=(0, 1))]
 
 
+# a forest of two binary trees, ((a b) c) and (d e): leaves 0-4, level 1 = {5: (0, 1), 6: (3, 4)}, level 2 = {7: (5, 2)}
+_LEFT, _RIGHT, _OFFSETS = np.array([0, 3, 5]), np.array([1, 4, 2]), np.array([0, 5, 7, 8])
+# n-ary: node 5 has children (0, 1, 2), node 6 the single child 3, node 7 children (5, 4, 6)
+_PTR, _IDX = np.array([0, 3, 4, 7]), np.array([0, 1, 2, 3, 5, 4, 6])
+_BATCH_SIZES = np.array([3, 2, 2, 1])     # packed lengths 4, 3, 1
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _tree_levels(rng):
+    r = _r(rng)
+    H = 2
+    return [Case("forest", r(5, H), r(5, H), 0.7 * r(2 * H, 5 * H), r(5 * H), _LEFT, _RIGHT, _OFFSETS,
+                 outputs=(0, 1)),
+            Case("leaves-only", r(3, H), r(3, H), 0.7 * r(2 * H, 5 * H), r(5 * H), _NONE, _NONE, np.array([0, 3]),
+                 outputs=(0, 1))]
+
+
+def _tree_rnn_levels(rng):
+    r = _r(rng)
+    H = 3
+    return [Case("forest", r(5, H), 0.7 * r(2 * H, H), r(H), _LEFT, _RIGHT, _OFFSETS, outputs=(0,))]
+
+
+def _childsum_levels(rng):
+    r = _r(rng)
+    H = 2
+    return [Case("nary", r(5, H), r(5, H), 0.7 * r(H, 3 * H), 0.7 * r(H, H), r(3 * H), r(H), _PTR, _IDX, _OFFSETS,
+                 outputs=(0, 1))]
+
+
+def _seqs(gates, outputs):
+    def gen(rng):
+        r = _r(rng)
+        H = 2
+        return [Case("packed", r(8, gates * H), 0.7 * r(gates * H, H), r(gates * H), _BATCH_SIZES, outputs=outputs),
+                Case("one-step", r(2, gates * H), 0.7 * r(gates * H, H), r(gates * H), np.array([2]),
+                     outputs=outputs)]
+    return gen
+
+
+def _split_rows(rng):
+    r = _r(rng)
+    return [Case("rows", r(3, 4)), Case("3d", r(2, 1, 3))]
+
+
 SAMPLES = {
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div", pos_y=True),
     "pow": _pow, "maximum": _maxmin, "minimum": _maxmin,
@@ -283,6 +328,9 @@ SAMPLES = {
     "matmul": _matmul, "linear": _linear, "softmax": _softmaxes, "log_softmax": _softmaxes,
     "softmax_cross_entropy": _xent, "embedding": _embedding,
     "lstm_cell": _lstm, "gru_cell": _gru, "tree_lstm_cell": _tree, "tree_lstm_leaf": _leaf,
+    "tree_lstm_levels": _tree_levels, "tree_rnn_levels": _tree_rnn_levels,
+    "childsum_levels": _childsum_levels, "lstm_seq": _seqs(4, (0, 1)), "gru_seq": _seqs(3, (0,)),
+    "rnn_seq": _seqs(1, None), "split_rows": _split_rows,
 }
 
 
@@ -392,10 +440,13 @@ def test_shape_rule_matches_forward(name, case, dtype):
 
 # Inputs that are weights (known shapes in a static graph) rather than data.
 WEIGHT_ARGS = {"linear": (1, 2), "embedding": (0,), "lstm_cell": (3, 4, 5, 6), "gru_cell": (2, 3, 4, 5),
-               "tree_lstm_cell": (4, 5), "tree_lstm_leaf": (1, 2)}
+               "tree_lstm_cell": (4, 5), "tree_lstm_leaf": (1, 2),
+               "tree_lstm_levels": (2, 3), "tree_rnn_levels": (1, 2), "childsum_levels": (2, 3, 4, 5),
+               "lstm_seq": (1, 2), "gru_seq": (1, 2), "rnn_seq": (1, 2)}
 # The output shape depends on the values of a boolean mask, which must match
 # the dimension it masks, so an unknown dimension cannot be checked.
-DATA_DEPENDENT = {"getitem-bool-mask"}
+# split_rows returns one result per row: its rule needs the number of rows.
+DATA_DEPENDENT = {"getitem-bool-mask", "split_rows-rows", "split_rows-3d"}
 
 
 @pytest.mark.parametrize("name,case", CASES)
@@ -499,6 +550,19 @@ BAD = {
                        ((_z(1, 2), _z(1, 3), _z(1, 2), _z(1, 2), _z(4, 10), _z(10)), {},
                         "tree_lstm_cell: h_r.shape=(1, 3) does not match h_l.shape=(1, 2)")],
     "tree_lstm_leaf": [((_z(1, 3), _z(4, 6), _z(6)), {}, "tree_lstm_leaf: w.shape=(4, 6) should be (3, 3*hidden)")],
+    "tree_lstm_levels": [((_z(5, 2), _z(5, 2), _z(4, 8), _z(10), _LEFT, _RIGHT, _OFFSETS), {},
+                          "tree_lstm_levels: w.shape=(4, 8) should be (4, 10)"),
+                         ((_z(5, 2), _z(4, 2), _z(4, 10), _z(10), _LEFT, _RIGHT, _OFFSETS), {},
+                          "tree_lstm_levels: c0.shape=(4, 2) does not match h0.shape=(5, 2)")],
+    "tree_rnn_levels": [((_z(5, 2), _z(4, 3), _z(2), _LEFT, _RIGHT, _OFFSETS), {},
+                         "tree_rnn_levels: w.shape=(4, 3) should be (4, 2)")],
+    "childsum_levels": [((_z(5, 2), _z(5, 2), _z(2, 6), _z(2, 2), _z(6), _z(3), _PTR, _IDX, _OFFSETS), {},
+                         "childsum_levels: b_f.shape=(3,) should be (2,)")],
+    "lstm_seq": [((_z(8, 8), _z(8, 2), _z(6), _BATCH_SIZES), {}, "lstm_seq: b_hh.shape=(6,) should be (8,)"),
+                 ((_z(8, 8), _z(8, 2), _z(8), _z(4)), {}, "lstm_seq: batch_sizes must be a 1-D integer array")],
+    "gru_seq": [((_z(8, 6), _z(6, 3), _z(6), _BATCH_SIZES), {}, "gru_seq: w_hh.shape=(6, 3) should be (3*hidden, hidden)")],
+    "rnn_seq": [((_z(8, 3), _z(2, 2), _z(2), _BATCH_SIZES), {}, "rnn_seq: gx.shape[1]=3 does not match 1*hidden=2")],
+    "split_rows": [((_z(),), {}, "split_rows: x must have at least one dimension")],
     "astype": [],
 }
 # Primitives that accept every input their numpy implementation accepts.

@@ -1,0 +1,183 @@
+"""Plain-numpy twins of :mod:`dynnets.autograd.kernels_tree`: the specification.
+
+Same names, signatures and output buffers as the kernels, written as readable
+vectorised numpy (see the kernels' docstrings for shapes). Scatters use
+``np.add.at`` so repeated indices accumulate, as the kernels' sequential loops do.
+"""
+
+import numpy as np
+
+__all__ = [
+    "gather_pairs",
+    "scatter_pairs_add",
+    "tree_lstm_level_fwd",
+    "tree_lstm_level_bwd",
+    "tanh_rows_fwd",
+    "tanh_rows_bwd",
+    "childsum_gather",
+    "childsum_level_fwd",
+    "childsum_level_bwd",
+    "childsum_scatter_add",
+    "lstm_step_fwd",
+    "lstm_step_bwd",
+    "gru_step_fwd",
+    "gru_step_bwd",
+    "sigmoid_rows",
+    "tanh_rows",
+]
+
+
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def sigmoid_rows(x):
+    return _sigmoid(x).astype(x.dtype)
+
+
+def tanh_rows(x):
+    return np.tanh(x)
+
+
+def gather_pairs(h_all, left, right, out):
+    H = h_all.shape[1]
+    out[:, :H] = h_all[left]
+    out[:, H:] = h_all[right]
+
+
+def scatter_pairs_add(g, left, right, dh_all):
+    H = dh_all.shape[1]
+    np.add.at(dh_all, left, g[:, :H])
+    np.add.at(dh_all, right, g[:, H:])
+
+
+def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
+    n = z.shape[0]
+    H = h_all.shape[1]
+    a = z + b
+    i, fl, fr, o = (_sigmoid(a[:, k * H:(k + 1) * H]) for k in range(4))
+    u = np.tanh(a[:, 4 * H:])
+    c = i * u + fl * c_all[left] + fr * c_all[right]
+    c_all[lo:lo + n] = c
+    h_all[lo:lo + n] = o * np.tanh(c)
+    acts[:] = np.concatenate([i, fl, fr, o, u], axis=1)
+
+
+def tree_lstm_level_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
+    n = acts.shape[0]
+    H = c_all.shape[1]
+    i, fl, fr, o, u = (acts[:, k * H:(k + 1) * H] for k in range(5))
+    t = np.tanh(c_all[lo:lo + n])
+    dh = dh_all[lo:lo + n]
+    dct = dc_all[lo:lo + n] + dh * o * (1 - t * t)
+    dz[:] = np.concatenate([dct * u * i * (1 - i), dct * c_all[left] * fl * (1 - fl),
+                            dct * c_all[right] * fr * (1 - fr), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+    np.add.at(dc_all, left, dct * fl)
+    np.add.at(dc_all, right, dct * fr)
+
+
+def tanh_rows_fwd(z, b, lo, h_all):
+    h_all[lo:lo + z.shape[0]] = np.tanh(z + b)
+
+
+def tanh_rows_bwd(dh_all, h_all, lo, dz):
+    n = dz.shape[0]
+    h = h_all[lo:lo + n]
+    dz[:] = dh_all[lo:lo + n] * (1 - h * h)
+
+
+def _edge_owner(ptr):
+    """Row (0..n-1) of the node owning each edge of a level."""
+    return np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+
+
+def childsum_gather(h_all, ptr, idx, hsum, hch):
+    hch[:] = h_all[idx]
+    hsum[:] = 0
+    np.add.at(hsum, _edge_owner(ptr), hch)
+
+
+def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, facts):
+    n = ziou.shape[0]
+    H = h_all.shape[1]
+    a = ziou + b_iou
+    i, o = _sigmoid(a[:, :H]), _sigmoid(a[:, H:2 * H])
+    u = np.tanh(a[:, 2 * H:])
+    f = _sigmoid(zf + b_f)
+    c = i * u
+    np.add.at(c, _edge_owner(ptr), f * c_all[idx])
+    c_all[lo:lo + n] = c
+    h_all[lo:lo + n] = o * np.tanh(c)
+    acts[:] = np.concatenate([i, o, u], axis=1)
+    facts[:] = f
+
+
+def childsum_level_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, dzf):
+    n = acts.shape[0]
+    H = c_all.shape[1]
+    i, o, u = acts[:, :H], acts[:, H:2 * H], acts[:, 2 * H:]
+    t = np.tanh(c_all[lo:lo + n])
+    dh = dh_all[lo:lo + n]
+    dct = dc_all[lo:lo + n] + dh * o * (1 - t * t)
+    dziou[:] = np.concatenate([dct * u * i * (1 - i), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+    de = dct[_edge_owner(ptr)]
+    dzf[:] = de * c_all[idx] * facts * (1 - facts)
+    np.add.at(dc_all, idx, de * facts)
+
+
+def childsum_scatter_add(dhsum, dhch, ptr, idx, dh_all):
+    np.add.at(dh_all, idx, dhsum[_edge_owner(ptr)] + dhch)
+
+
+def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
+    n = pre.shape[0]
+    H = h_all.shape[1]
+    a = pre + b
+    i, f, o = _sigmoid(a[:, :H]), _sigmoid(a[:, H:2 * H]), _sigmoid(a[:, 3 * H:])
+    g = np.tanh(a[:, 2 * H:3 * H])
+    c_prev = c_all[prev:prev + n] if prev >= 0 else 0.0
+    c = f * c_prev + i * g
+    c_all[off:off + n] = c
+    h_all[off:off + n] = o * np.tanh(c)
+    acts[off:off + n] = np.concatenate([i, f, g, o], axis=1)
+
+
+def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
+    H = c_all.shape[1]
+    a = acts[off:off + n]
+    i, f, g, o = (a[:, k * H:(k + 1) * H] for k in range(4))
+    t = np.tanh(c_all[off:off + n])
+    dh = dh_all[off:off + n]
+    dct = dc_all[off:off + n] + dh * o * (1 - t * t)
+    cp = c_all[prev:prev + n] if prev >= 0 else np.zeros_like(dct)
+    dg[off:off + n] = np.concatenate([dct * g * i * (1 - i), dct * cp * f * (1 - f), dct * i * (1 - g * g),
+                                      dh * t * o * (1 - o)], axis=1)
+    if prev >= 0:
+        dc_all[prev:prev + n] += dct * f
+
+
+def gru_step_fwd(gi, gh, h_all, prev, off, acts):
+    n = gi.shape[0]
+    H = h_all.shape[1]
+    r = _sigmoid(gi[:, :H] + gh[:, :H])
+    z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+    nn = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+    hp = h_all[prev:prev + n] if prev >= 0 else 0.0
+    h_all[off:off + n] = (1 - z) * nn + z * hp
+    acts[off:off + n] = np.concatenate([r, z, nn], axis=1)
+
+
+def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
+    H = h_all.shape[1]
+    a = acts[off:off + n]
+    r, z, nn = a[:, :H], a[:, H:2 * H], a[:, 2 * H:]
+    d = dh_all[off:off + n]
+    hp = h_all[prev:prev + n] if prev >= 0 else np.zeros_like(d)
+    dp_n = d * (1 - z) * (1 - nn * nn)
+    dp_r = dp_n * gh[off:off + n, 2 * H:] * r * (1 - r)
+    dp_z = d * (hp - nn) * z * (1 - z)
+    dgi[off:off + n] = np.concatenate([dp_r, dp_z, dp_n], axis=1)
+    dgh[off:off + n] = np.concatenate([dp_r, dp_z, dp_n * r], axis=1)
+    if prev >= 0:
+        dh_all[prev:prev + n] += d * z
