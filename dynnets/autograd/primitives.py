@@ -932,10 +932,26 @@ def _check_cell(name, x, h, hidden, gates, w_ih, w_hh, extra=()):
 # The Numba cell kernels evaluate exp/tanh one scalar at a time (libm, ~9 ns
 # each) while numpy's float ufuncs are SIMD-vectorised, so past a few hundred
 # elements the numpy twin (reference.py, the kernels' tested specification) is
-# faster. Measured for the LSTM, H=150, float32: B=1 fwd 6.7 us (kernel) vs
-# 19 us (twin), bwd 2.4 vs 13 us; B=25 fwd 166 vs 43 us, bwd 56 vs 29 us.
-_TWIN_FWD_MIN = 512       # B*H at and above which forwards use the twin
-_TWIN_BWD_MIN = 1024      # B*H at and above which backwards use the twin
+# faster; below, the kernel's single pass wins. Thresholds are B*H (rows times
+# hidden size) at and above which the twin runs, from float32 timings at
+# H=150 (kernel vs twin, us): lstm fwd B=1 6.7/19, B=25 166/43; lstm bwd B=1
+# 2.4/13, B=25 56/29; gru fwd B=4 12/26, B=25 72/37 (gru bwd: kernel always
+# faster); tree fwd B=4 25/48, B=25 197/54; tree bwd B=4 12/26, B=25 67/36;
+# leaf fwd B=4 20/20, B=25 138/30; leaf bwd B=4 7.6/17, B=25 43/23.
+_TWIN_MIN = {
+    "lstm_cell_fwd": 512, "lstm_cell_bwd": 1024,
+    "gru_cell_fwd": 2048, "gru_cell_bwd": None,
+    "tree_lstm_fwd": 1024, "tree_lstm_bwd": 2048,
+    "tree_lstm_leaf_fwd": 600, "tree_lstm_leaf_bwd": 2048,
+}
+
+
+def _cell_kernel(name, n):
+    """Kernel ``name`` from kernels.py, or its numpy twin when ``n`` = B*H is large."""
+    lim = _TWIN_MIN[name]
+    if lim is not None and n >= lim:
+        return getattr(_twin, name)
+    return getattr(K, name)
 
 
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
@@ -945,9 +961,7 @@ def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     gates += h @ w_hh.T
     gates += b_ih
     gates += b_hh
-    if c.size >= _TWIN_FWD_MIN:
-        return _twin.lstm_cell_fwd(gates, c)
-    return K.lstm_cell_fwd(gates, _c(c))
+    return _cell_kernel("lstm_cell_fwd", c.size)(gates, _c(c))
 
 
 def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
@@ -965,8 +979,7 @@ def _zeros_if_none(g, like):
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
-    bwd = _twin.lstm_cell_bwd if cn.size >= _TWIN_BWD_MIN else K.lstm_cell_bwd
-    dgates, dc = bwd(_zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c), cn)
+    dgates, dc = _cell_kernel("lstm_cell_bwd", cn.size)(_zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c), cn)
     db = dgates.sum(0)
     return (dgates @ w_ih, dgates @ w_hh, dc, _tdot(dgates, x), _tdot(dgates, h), db, db)
 
@@ -981,7 +994,7 @@ def _gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
     gi += b_ih
     gh = h @ w_hh.T
     gh += b_hh
-    hn, acts = K.gru_cell_fwd(_c(gi), _c(gh), _c(h))
+    hn, acts = _cell_kernel("gru_cell_fwd", h.size)(gi, gh, _c(h))
     return hn, acts, gh
 
 
@@ -995,7 +1008,7 @@ def _gru_cell_shape(x, h, w_ih, w_hh, b_ih, b_hh):
 def _gru_cell_vjp(g, ins, out):
     x, h, w_ih, w_hh, b_ih, b_hh = ins
     hn, acts, gh = out
-    dgi, dgh, dh = K.gru_cell_bwd(_zeros_if_none(g[0], hn), acts, gh, _c(h))
+    dgi, dgh, dh = _cell_kernel("gru_cell_bwd", hn.size)(_zeros_if_none(g[0], hn), acts, gh, _c(h))
     dh = dh + dgh @ w_hh
     return (dgi @ w_ih, dh, _tdot(dgi, x), _tdot(dgh, h), dgi.sum(0), dgh.sum(0))
 
@@ -1015,7 +1028,7 @@ def _tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
     hcat = np.concatenate((h_l, h_r), axis=1)
     z = hcat @ w
     z += b
-    return K.tree_lstm_fwd(_c(z), _c(c_l), _c(c_r))
+    return _cell_kernel("tree_lstm_fwd", c_l.size)(z, _c(c_l), _c(c_r))
 
 
 def _tree_lstm_cell_shape(h_l, h_r, c_l, c_r, w, b):
@@ -1037,7 +1050,7 @@ def _tree_lstm_cell_shape(h_l, h_r, c_l, c_r, w, b):
 def _tree_lstm_cell_vjp(g, ins, out):
     h_l, h_r, c_l, c_r, w, b = ins
     h, c, acts = out
-    dz, dcl, dcr = K.tree_lstm_bwd(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, _c(c_l), _c(c_r), c)
+    dz, dcl, dcr = _cell_kernel("tree_lstm_bwd", c.size)(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, _c(c_l), _c(c_r), c)
     H = h.shape[1]
     dhcat = dz @ w.T
     hcat = np.concatenate((h_l, h_r), axis=1)
@@ -1053,7 +1066,7 @@ def _tree_lstm_leaf(x, w, b):
     c = i*u; h = o*tanh(c). ``w`` has shape (E, 3H). Returns (h, c, acts)."""
     z = x @ w
     z += b
-    return K.tree_lstm_leaf_fwd(_c(z))
+    return _cell_kernel("tree_lstm_leaf_fwd", z.size // 3)(z)
 
 
 def _tree_lstm_leaf_shape(x, w, b):
@@ -1072,7 +1085,7 @@ def _tree_lstm_leaf_shape(x, w, b):
 def _tree_lstm_leaf_vjp(g, ins, out):
     x, w, b = ins
     h, c, acts = out
-    dz = K.tree_lstm_leaf_bwd(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, c)
+    dz = _cell_kernel("tree_lstm_leaf_bwd", c.size)(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, c)
     return (dz @ w.T, _tdot(x, dz), dz.sum(0))
 
 

@@ -731,22 +731,21 @@ def test_binary_broadcasting_hypothesis(shapes, name, seed):
         gradcheck(lambda a, b: bind(prim, a, b), [x, y])
 
 
-@pytest.mark.parametrize("name", ["lstm_cell"])
+@pytest.mark.parametrize("name", ["lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf"])
 def test_fused_cells_numpy_twin_path(name, monkeypatch):
     """Large batches run the cells' numpy twins instead of the Numba kernels
-    (faster there); force that path on the small samples and check it too."""
+    (faster there); force each path on the small samples: both must pass
+    gradcheck and agree."""
     import dynnets.autograd.primitives as P
-    monkeypatch.setattr(P, "_TWIN_FWD_MIN", 0)
-    monkeypatch.setattr(P, "_TWIN_BWD_MIN", 0)
+    always = {k: (None if v is None else 0) for k, v in P._TWIN_MIN.items()}
+    never = {k: None for k in P._TWIN_MIN}
     prim = PRIMITIVES[name]
     for case in SAMPLES[name](np.random.default_rng(5)):
         diff = case.diff_positions(prim)
-        gradcheck(_fn(prim, case, diff), [case.args[k] for k in diff])
-        monkeypatch.setattr(P, "_TWIN_FWD_MIN", 10 ** 9)
-        monkeypatch.setattr(P, "_TWIN_BWD_MIN", 10 ** 9)
+        monkeypatch.setattr(P, "_TWIN_MIN", never)
         kernel_out = prim.impl(*case.args)
-        monkeypatch.setattr(P, "_TWIN_FWD_MIN", 0)
-        monkeypatch.setattr(P, "_TWIN_BWD_MIN", 0)
+        monkeypatch.setattr(P, "_TWIN_MIN", always)
+        gradcheck(_fn(prim, case, diff), [case.args[k] for k in diff])
         for a, b in zip(prim.impl(*case.args), kernel_out):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
