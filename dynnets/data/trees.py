@@ -581,8 +581,20 @@ def parse_tree(text: str, *, num_classes: int | None = 5, int_labels: bool = Tru
     TreeParseError
         Naming path, line and column, what was expected and what was found.
     """
-    labels = _Labels(num_classes, int_labels)
+    key = (num_classes, int_labels)
+    labels = _LABEL_TABLES.get(key)
+    if labels is None:
+        labels = _Labels(num_classes, int_labels)
+        if int_labels and num_classes is not None:
+            _LABEL_TABLES[key] = labels
     return _parse(text, labels, path, line)
+
+
+# Token -> label tables for bounded integer labels, shared by parse_tree calls.
+# Besides saving work, reusing them keeps parse_tree from allocating a
+# GC-tracked object per call, which would let the GC run (expensively, over a
+# large heap of trees) between the calls of a parsing loop.
+_LABEL_TABLES: dict[tuple[int | None, bool], _Labels] = {}
 
 
 def _parse(text: str, labels: _Labels, path: str, line: int) -> Tree:
@@ -641,15 +653,15 @@ class TreeReader:
         lineno = 0
         with open(self.path, encoding="utf-8-sig") as f:
             while True:
-                lines = f.readlines(self.chunk_bytes)
-                if not lines:
-                    break
-                trees: list[Tree] = []
                 error: TreeParseError | None = None
                 enabled = gc.isenabled()
                 if enabled:
                     gc.disable()
                 try:
+                    # Every GC-tracked allocation of this loop happens inside
+                    # the pause, or each chunk would start with a collection.
+                    trees: list[Tree] = []
+                    lines = f.readlines(self.chunk_bytes)
                     for line in lines:
                         lineno += 1
                         if not line.strip(_ASCII_SPACE):
@@ -665,11 +677,14 @@ class TreeReader:
                                 self.skipped.append(e)
                                 continue
                         trees.append(tree)
+                    chunk = iter(trees)
                 finally:
                     if enabled:
                         gc.enable()
+                if not lines:
+                    break
                 self.lines_read = lineno
-                yield from trees
+                yield from chunk
                 if error is not None:
                     raise error
         if self.skipped:
