@@ -21,7 +21,7 @@ from heapq import heappush as _heappush
 import numpy as np
 
 from . import tensor as _tensor_module
-from .primitives import RowSparse, ShapeError, check_shapes
+from .primitives import OuterSum, RowSparse, ShapeError, check_shapes
 from .tensor import Parameter, Tensor
 
 __all__ = [
@@ -262,6 +262,10 @@ def _check_finite(prim, out, where, which=None):
 def _add(old, new):
     if old is None:
         return new
+    if type(old) is OuterSum:
+        return old.add(new.to_dense() if type(new) is RowSparse else new)
+    if type(new) is OuterSum:
+        return new.add(old.to_dense() if type(old) is RowSparse else old)
     if type(old) is RowSparse:
         return old.add(new) if type(new) is RowSparse else old.add_to_dense(new)
     if type(new) is RowSparse:
@@ -270,6 +274,9 @@ def _add(old, new):
 
 
 def _accumulate_leaf(t, g):
+    if type(g) is OuterSum:
+        t._grad = _add(t._grad, g)     # stays factored until backward's last step
+        return
     if type(g) is not RowSparse:
         d = t.data
         if g.dtype != d.dtype:
@@ -332,8 +339,8 @@ def backward(root, gradient=None, retain_graph=False):
             n.g = None
             prim = n.prim
             if prim.multiple_results:
-                gn = tuple(x.to_dense() if type(x) is RowSparse else x for x in gn)
-            elif type(gn) is RowSparse:
+                gn = tuple(x.to_dense() if type(x) is RowSparse or type(x) is OuterSum else x for x in gn)
+            elif type(gn) is RowSparse or type(gn) is OuterSum:
                 gn = gn.to_dense()
             parents = n.parents
             attrs = n.attrs
@@ -382,6 +389,10 @@ def backward(root, gradient=None, retain_graph=False):
         raise
     for p, gi in leaves:
         _accumulate_leaf(p, gi)
+    for p, gi in leaves:
+        if type(gi) is OuterSum and type(p._grad) is OuterSum:
+            # all factors of this parameter in one matrix product
+            p._grad = p._grad.to_dense(p.data.dtype)
 
 
 _tensor_module._engine_backward = backward

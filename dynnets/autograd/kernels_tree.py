@@ -53,6 +53,10 @@ __all__ = [
     "gru_step_bwd",
     "sigmoid_rows",
     "tanh_rows",
+    "tree_lstm_node_fwd",
+    "tree_lstm_node_bwd",
+    "tree_lstm_leaf_node_fwd",
+    "tree_lstm_leaf_node_bwd",
 ]
 
 # fastmath without 'nnan'/'ninf'/'reassoc': NaN must still propagate (anomaly
@@ -725,3 +729,183 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
             dgh[g, 2 * H + j] = dp_n * rr
             if prev >= 0:
                 dh_all[prev + r, j] += d * z
+
+
+# --------------------------------------------------------------------------
+# Tree-LSTM nodes with packed states s = [h | c], for per-node (recursive)
+# execution: fresh outputs, like kernels.py
+# --------------------------------------------------------------------------
+
+
+@njit(cache=True, fastmath=_FM, nogil=True)
+def tree_lstm_node_fwd(z, b, s_l, s_r):
+    """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14, N = 2) on packed
+    states: the maths of :func:`tree_lstm_level_fwd` for n independent nodes.
+
+    Parameters
+    ----------
+    z : (n, 5H) array
+        ``[h_l; h_r] @ U`` (without the bias), chunks i, f_l, f_r, o, u.
+    b : (5H,) array
+    s_l, s_r : (n, 2H) arrays
+        Children's states ``[h | c]``.
+
+    Returns
+    -------
+    s : (n, 2H) array
+        ``[h | c]`` of the nodes.
+    acts : (n, 5H) array
+        ``[i, f_l, f_r, o, u]``.
+    """
+    n = z.shape[0]
+    H = s_l.shape[1] // 2
+    G = 5 * H
+    s = np.empty((n, 2 * H), dtype=z.dtype)
+    acts = np.empty((n, G), dtype=z.dtype)
+    a = np.empty(G, dtype=z.dtype)
+    w = np.empty(G)
+    e = np.empty(G)
+    em = np.empty(G)
+    kb = np.empty(G, dtype=np.int64)
+    for r in range(n):
+        for j in range(G):
+            a[j] = z[r, j] + b[j]
+        act = acts[r]
+        _sigmoid_into(a, act, w, e, em, kb, 4 * H)
+        _tanh_into(a[4 * H:], act[4 * H:], w, e, em, kb, H)
+        for j in range(H):
+            s[r, H + j] = act[j] * act[4 * H + j] + act[H + j] * s_l[r, H + j] + act[2 * H + j] * s_r[r, H + j]
+        _tanh_into(s[r, H:], s[r, :H], w, e, em, kb, H)
+        for j in range(H):
+            s[r, j] *= act[3 * H + j]
+    return s, acts
+
+
+@njit(cache=True, fastmath=_FM, nogil=True)
+def tree_lstm_node_bwd(ds, acts, s_l, s_r, s):
+    """Vector-Jacobian product of :func:`tree_lstm_node_fwd`.
+
+    Parameters
+    ----------
+    ds : (n, 2H) array
+        Gradient of ``[h | c]``.
+    acts : (n, 5H) array
+    s_l, s_r, s : (n, 2H) arrays
+        Children's states and the node's state (forward inputs and output).
+
+    Returns
+    -------
+    dz : (n, 5H) array
+        Gradient of the gate pre-activations.
+    ds_l, ds_r : (n, 2H) arrays
+        The children's cell gradients in columns H:2H; columns 0:H are zero
+        (the caller adds the ``dz @ U.T`` part).
+    """
+    n = acts.shape[0]
+    H = s.shape[1] // 2
+    dz = np.empty((n, 5 * H), dtype=acts.dtype)
+    ds_l = np.zeros((n, 2 * H), dtype=acts.dtype)
+    ds_r = np.zeros((n, 2 * H), dtype=acts.dtype)
+    w = np.empty(H)
+    e = np.empty(H)
+    em = np.empty(H)
+    kb = np.empty(H, dtype=np.int64)
+    tc = np.empty(H, dtype=acts.dtype)
+    for r in range(n):
+        _tanh_into(s[r, H:], tc, w, e, em, kb, H)
+        for j in range(H):
+            i = acts[r, j]
+            fl = acts[r, H + j]
+            fr = acts[r, 2 * H + j]
+            o = acts[r, 3 * H + j]
+            u = acts[r, 4 * H + j]
+            t = tc[j]
+            dh = ds[r, j]
+            dct = ds[r, H + j] + dh * o * (1.0 - t * t)
+            dz[r, j] = dct * u * i * (1.0 - i)
+            dz[r, H + j] = dct * s_l[r, H + j] * fl * (1.0 - fl)
+            dz[r, 2 * H + j] = dct * s_r[r, H + j] * fr * (1.0 - fr)
+            dz[r, 3 * H + j] = dh * t * o * (1.0 - o)
+            dz[r, 4 * H + j] = dct * i * (1.0 - u * u)
+            ds_l[r, H + j] = dct * fl
+            ds_r[r, H + j] = dct * fr
+    return dz, ds_l, ds_r
+
+
+@njit(cache=True, fastmath=_FM, nogil=True)
+def tree_lstm_leaf_node_fwd(z, b):
+    """Tree-LSTM leaf(s) on packed states: a = z + b split into i, o, u;
+    c = σ(a_i)*tanh(a_u); h = σ(a_o)*tanh(c).
+
+    Parameters
+    ----------
+    z : (n, 3H) array
+        ``x @ W`` (without the bias).
+    b : (3H,) array
+
+    Returns
+    -------
+    s : (n, 2H) array
+        ``[h | c]``.
+    acts : (n, 3H) array
+        ``[i, o, u]``.
+    """
+    n = z.shape[0]
+    H = z.shape[1] // 3
+    G = 3 * H
+    s = np.empty((n, 2 * H), dtype=z.dtype)
+    acts = np.empty((n, G), dtype=z.dtype)
+    a = np.empty(G, dtype=z.dtype)
+    w = np.empty(G)
+    e = np.empty(G)
+    em = np.empty(G)
+    kb = np.empty(G, dtype=np.int64)
+    for r in range(n):
+        for j in range(G):
+            a[j] = z[r, j] + b[j]
+        act = acts[r]
+        _sigmoid_into(a, act, w, e, em, kb, 2 * H)
+        _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
+        for j in range(H):
+            s[r, H + j] = act[j] * act[2 * H + j]
+        _tanh_into(s[r, H:], s[r, :H], w, e, em, kb, H)
+        for j in range(H):
+            s[r, j] *= act[H + j]
+    return s, acts
+
+
+@njit(cache=True, fastmath=_FM, nogil=True)
+def tree_lstm_leaf_node_bwd(ds, acts, s):
+    """Vector-Jacobian product of :func:`tree_lstm_leaf_node_fwd`.
+
+    Parameters
+    ----------
+    ds : (n, 2H) array
+    acts : (n, 3H) array
+    s : (n, 2H) array
+
+    Returns
+    -------
+    dz : (n, 3H) array
+    """
+    n = acts.shape[0]
+    H = s.shape[1] // 2
+    dz = np.empty((n, 3 * H), dtype=acts.dtype)
+    w = np.empty(H)
+    e = np.empty(H)
+    em = np.empty(H)
+    kb = np.empty(H, dtype=np.int64)
+    tc = np.empty(H, dtype=acts.dtype)
+    for r in range(n):
+        _tanh_into(s[r, H:], tc, w, e, em, kb, H)
+        for j in range(H):
+            i = acts[r, j]
+            o = acts[r, H + j]
+            u = acts[r, 2 * H + j]
+            t = tc[j]
+            dh = ds[r, j]
+            dct = ds[r, H + j] + dh * o * (1.0 - t * t)
+            dz[r, j] = dct * u * i * (1.0 - i)
+            dz[r, H + j] = dh * t * o * (1.0 - o)
+            dz[r, 2 * H + j] = dct * i * (1.0 - u * u)
+    return dz

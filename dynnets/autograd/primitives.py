@@ -33,7 +33,7 @@ from . import kernels as K
 from . import kernels_tree as KT
 from . import reference as _twin
 
-__all__ = ["Primitive", "PRIMITIVES", "defprim", "ShapeError", "RowSparse", "Aval",
+__all__ = ["Primitive", "PRIMITIVES", "defprim", "ShapeError", "RowSparse", "OuterSum", "Aval",
            "unbroadcast", "check_shapes", "vjp_primitive"]
 
 
@@ -136,6 +136,62 @@ class RowSparse:
 
     def __repr__(self):
         return f"RowSparse(rows={len(self.rows)}, shape={self.shape})"
+
+
+class OuterSum:
+    """A weight gradient kept in factors: ``base + Σ_k lhs[k].T @ rhs[k]``.
+
+    A cell applied to one tree node at a time has, per node, a rank-1 weight
+    gradient. Formed one by one, each is a full (in, out) outer product plus a
+    full-size addition -- for a (300, 750) Tree-LSTM weight more work than the
+    node's forward and backward together. The per-node VJPs return their
+    factors instead; eager ``backward`` concatenates them and forms the sum
+    with one matrix product when the sweep ends, so a parameter's ``_grad`` is
+    never an ``OuterSum`` after ``backward`` returns. ``np.asarray`` (and
+    :meth:`to_dense`) give the dense gradient.
+
+    Only the engine accumulates these objects; :meth:`add` extends ``self`` in place.
+    """
+
+    __slots__ = ("lhs", "rhs", "shape", "base")
+
+    def __init__(self, lhs, rhs, shape, base=None):
+        self.lhs = list(lhs)          # (k_i, in) arrays
+        self.rhs = list(rhs)          # (k_i, out) arrays
+        self.shape = tuple(shape)
+        self.base = base              # dense (in, out) array or None
+
+    @property
+    def dtype(self):
+        return np.result_type(self.lhs[0], self.rhs[0]) if self.lhs else self.base.dtype
+
+    def add(self, other):
+        """``self + other`` for another OuterSum or a dense array (in place)."""
+        if type(other) is OuterSum:
+            self.lhs.extend(other.lhs)
+            self.rhs.extend(other.rhs)
+            other = other.base
+            if other is None:
+                return self
+        self.base = other if self.base is None else self.base + other
+        return self
+
+    def to_dense(self, dtype=None):
+        if not self.lhs:
+            out = np.zeros(self.shape, dtype=dtype or self.dtype)
+        else:
+            a = self.lhs[0] if len(self.lhs) == 1 else np.concatenate(self.lhs)
+            b = self.rhs[0] if len(self.rhs) == 1 else np.concatenate(self.rhs)
+            out = np.dot(a.T, b)      # np.dot: matmul is ~10x slower when a has one row
+        if self.base is not None:
+            out += self.base
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.to_dense(dtype)
+
+    def __repr__(self):
+        return f"OuterSum(factors={len(self.lhs)}, shape={self.shape})"
 
 
 # --------------------------------------------------------------------------
@@ -1121,10 +1177,11 @@ def vjp_primitive(prim, i=None):
         else:
             g, ins, out = args[0], args[1:1 + _n_in], args[1 + _n_in]
         r = fn(g, ins, out, **attrs)
-        if type(r) is RowSparse:
+        if type(r) is RowSparse or type(r) is OuterSum:
             r = r.to_dense()
         if i is None:
-            r = tuple(None if a is None else (a.to_dense() if type(a) is RowSparse else a) for a in r)
+            r = tuple(None if a is None else (a.to_dense() if type(a) is RowSparse or type(a) is OuterSum else a)
+                      for a in r)
         return r
 
     def shape(*avals, _n_in, **attrs):
@@ -1770,3 +1827,96 @@ def _rnn_seq_vjp(g, ins, out):
 
 
 rnn_seq_p = defprim("rnn_seq", _rnn_seq, _rnn_seq_shape, joint_vjp=_rnn_seq_vjp, nondiff_args=(3,))
+
+
+def _tree_lstm_node(s_l, s_r, w, b):
+    """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14) on packed states
+    ``s = [h | c]``, for per-node (recursive) execution: the maths of
+    :func:`_tree_lstm_levels` and ``tree_lstm_cell`` with one state tensor per
+    node. Its VJP returns the weight gradient as :class:`OuterSum` factors,
+    formed once per backward instead of once per node.
+
+    Parameters
+    ----------
+    s_l, s_r : (n, 2H)
+    w : (2H, 5H), chunks i, f_l, f_r, o, u;  b : (5H,)
+
+    Returns
+    -------
+    s : (n, 2H)
+    acts : (n, 5H)
+        Saved gate activations.
+    """
+    H = s_l.shape[1] // 2
+    z = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1) @ w
+    return KT.tree_lstm_node_fwd(z, b, s_l, s_r)
+
+
+def _tree_lstm_node_shape(s_l, s_r, w, b):
+    op = "tree_lstm_node"
+    if len(s_l.shape) != 2 or (s_l.shape[1] is not None and s_l.shape[1] % 2):
+        raise ShapeError(f"{op}: s_l must be 2-D (nodes, 2*hidden) holding [h | c], got s_l.shape={_fmt(s_l.shape)}")
+    if len(s_r.shape) != 2 or s_r.shape[1] != s_l.shape[1] or (
+            None not in (s_l.shape[0], s_r.shape[0]) and s_l.shape[0] != s_r.shape[0]):
+        raise ShapeError(f"{op}: s_r.shape={_fmt(s_r.shape)} does not match s_l.shape={_fmt(s_l.shape)}")
+    H = s_l.shape[1] // 2
+    _check_param(op, "w", w, (2 * H, 5 * H))
+    _check_param(op, "b", b, (5 * H,))
+    dt = _rtype(s_l.dtype, s_r.dtype, w.dtype, b.dtype)
+    return Aval((s_l.shape[0], 2 * H), dt), Aval((s_l.shape[0], 5 * H), dt)
+
+
+def _tree_lstm_node_vjp(g, ins, out):
+    s_l, s_r, w, b = ins
+    s, acts = out
+    H = s.shape[1] // 2
+    dz, ds_l, ds_r = KT.tree_lstm_node_bwd(_zeros_if_none(g[0], s), acts, s_l, s_r, s)
+    dhcat = dz @ w.T
+    ds_l[:, :H] = dhcat[:, :H]
+    ds_r[:, :H] = dhcat[:, H:]
+    hcat = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1)
+    return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), np.add.reduce(dz, axis=0)
+
+
+tree_lstm_node_p = defprim("tree_lstm_node", _tree_lstm_node, _tree_lstm_node_shape,
+                           joint_vjp=_tree_lstm_node_vjp, multiple_results=True)
+
+
+def _tree_lstm_leaf_node(x, w, b):
+    """Tree-LSTM leaf(s) from input rows ``x`` on packed states ``[h | c]``
+    (``tree_lstm_leaf`` maths; the weight gradient as :class:`OuterSum`).
+
+    Parameters
+    ----------
+    x : (n, E)
+    w : (E, 3H), chunks i, o, u;  b : (3H,)
+
+    Returns
+    -------
+    s : (n, 2H)
+    acts : (n, 3H)
+    """
+    return KT.tree_lstm_leaf_node_fwd(x @ w, b)
+
+
+def _tree_lstm_leaf_node_shape(x, w, b):
+    op = "tree_lstm_leaf_node"
+    if len(x.shape) != 2:
+        raise ShapeError(f"{op}: x must be 2-D (nodes, input_size), got x.shape={_fmt(x.shape)}")
+    if len(w.shape) != 2 or w.shape[0] != x.shape[1] or (w.shape[1] is not None and w.shape[1] % 3):
+        raise ShapeError(f"{op}: w.shape={_fmt(w.shape)} should be ({x.shape[1]}, 3*hidden)")
+    H = w.shape[1] // 3
+    _check_param(op, "b", b, (3 * H,))
+    dt = _rtype(x.dtype, w.dtype, b.dtype)
+    return Aval((x.shape[0], 2 * H), dt), Aval((x.shape[0], 3 * H), dt)
+
+
+def _tree_lstm_leaf_node_vjp(g, ins, out):
+    x, w, b = ins
+    s, acts = out
+    dz = KT.tree_lstm_leaf_node_bwd(_zeros_if_none(g[0], s), acts, s)
+    return dz @ w.T, OuterSum((x,), (dz,), w.shape), np.add.reduce(dz, axis=0)
+
+
+tree_lstm_leaf_node_p = defprim("tree_lstm_leaf_node", _tree_lstm_leaf_node, _tree_lstm_leaf_node_shape,
+                                joint_vjp=_tree_lstm_leaf_node_vjp, multiple_results=True)

@@ -311,6 +311,18 @@ def _seqs(gates, outputs):
     return gen
 
 
+def _tree_node(rng):
+    r = _r(rng)
+    H = 2
+    return [Case("n3", r(3, 2 * H), r(3, 2 * H), 0.7 * r(2 * H, 5 * H), r(5 * H), outputs=(0,)),
+            Case("n1", r(1, 2 * H), r(1, 2 * H), 0.7 * r(2 * H, 5 * H), r(5 * H), outputs=(0,))]
+
+
+def _leaf_node(rng):
+    r = _r(rng)
+    return [Case("n3", r(3, 4), 0.7 * r(4, 6), r(6), outputs=(0,)), Case("n1", r(1, 4), 0.7 * r(4, 6), r(6), outputs=(0,))]
+
+
 def _split_rows(rng):
     r = _r(rng)
     return [Case("rows", r(3, 4)), Case("3d", r(2, 1, 3))]
@@ -331,6 +343,7 @@ SAMPLES = {
     "tree_lstm_levels": _tree_levels, "tree_rnn_levels": _tree_rnn_levels,
     "childsum_levels": _childsum_levels, "lstm_seq": _seqs(4, (0, 1)), "gru_seq": _seqs(3, (0,)),
     "rnn_seq": _seqs(1, None), "split_rows": _split_rows,
+    "tree_lstm_node": _tree_node, "tree_lstm_leaf_node": _leaf_node,
 }
 
 
@@ -442,7 +455,8 @@ def test_shape_rule_matches_forward(name, case, dtype):
 WEIGHT_ARGS = {"linear": (1, 2), "embedding": (0,), "lstm_cell": (3, 4, 5, 6), "gru_cell": (2, 3, 4, 5),
                "tree_lstm_cell": (4, 5), "tree_lstm_leaf": (1, 2),
                "tree_lstm_levels": (2, 3), "tree_rnn_levels": (1, 2), "childsum_levels": (2, 3, 4, 5),
-               "lstm_seq": (1, 2), "gru_seq": (1, 2), "rnn_seq": (1, 2)}
+               "lstm_seq": (1, 2), "gru_seq": (1, 2), "rnn_seq": (1, 2),
+               "tree_lstm_node": (2, 3), "tree_lstm_leaf_node": (1, 2)}
 # The output shape depends on the values of a boolean mask, which must match
 # the dimension it masks, so an unknown dimension cannot be checked.
 # split_rows returns one result per row: its rule needs the number of rows.
@@ -563,6 +577,9 @@ BAD = {
     "gru_seq": [((_z(8, 6), _z(6, 3), _z(6), _BATCH_SIZES), {}, "gru_seq: w_hh.shape=(6, 3) should be (3*hidden, hidden)")],
     "rnn_seq": [((_z(8, 3), _z(2, 2), _z(2), _BATCH_SIZES), {}, "rnn_seq: gx.shape[1]=3 does not match 1*hidden=2")],
     "split_rows": [((_z(),), {}, "split_rows: x must have at least one dimension")],
+    "tree_lstm_node": [((_z(1, 4), _z(1, 4), _z(4, 8), _z(10)), {}, "tree_lstm_node: w.shape=(4, 8) should be (4, 10)"),
+                       ((_z(1, 3), _z(1, 3), _z(2, 5), _z(5)), {}, "tree_lstm_node: s_l must be 2-D (nodes, 2*hidden)")],
+    "tree_lstm_leaf_node": [((_z(1, 3), _z(4, 6), _z(6)), {}, "tree_lstm_leaf_node: w.shape=(4, 6) should be (3, 3*hidden)")],
     "astype": [],
 }
 # Primitives that accept every input their numpy implementation accepts.
