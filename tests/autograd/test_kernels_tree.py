@@ -1,0 +1,141 @@
+"""Kernels of ``kernels_tree`` against their numpy twins in ``reference_tree``.
+
+The kernels write into output buffers, so every array argument is compared
+after the call, as well as the returned values. Runs the same with
+``NUMBA_DISABLE_JIT=1`` (the kernels are then plain Python). Gradients of the
+primitives built on these kernels are checked against finite differences in
+``test_primitives.py``.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+
+from dynnets.autograd import kernels_tree as K
+from dynnets.autograd import reference_tree as R
+
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+NAMES = sorted(n for n, f in vars(K).items()
+               if not n.startswith("_") and callable(f) and getattr(f, "__module__", None) == K.__name__)
+TOL = {np.float64: dict(rtol=1e-12, atol=1e-13), np.float32: dict(rtol=2e-5, atol=2e-6)}
+H = 3
+
+# a level of two binary nodes (5 = (0, 1), 6 = (3, 0)): index 0 appears twice
+LEFT, RIGHT, LO = np.array([0, 3]), np.array([1, 0]), 5
+# a level of two n-ary nodes whose edges are numbered from 3: node 0 has children 0, 1, 2; node 1 has child 4
+PTR, IDX = np.array([3, 6, 7]), np.array([0, 1, 2, 4])
+
+
+def make_args(name, rng, dtype):
+    def r(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    def p(*shape):          # gate activations in (0, 1)
+        return rng.uniform(0.05, 0.95, shape).astype(dtype)
+
+    N = 8
+    if name == "gather_pairs":
+        return r(N, H), LEFT, RIGHT, np.zeros((2, 2 * H), dtype)
+    if name == "scatter_pairs_add":
+        return r(2, 2 * H), LEFT, RIGHT, r(N, H)
+    if name == "tree_lstm_level_fwd":
+        return r(2, 5 * H), r(5 * H), r(N, H), LEFT, RIGHT, LO, r(N, H), np.zeros((2, 5 * H), dtype)
+    if name == "tree_lstm_level_bwd":
+        return r(N, H), r(N, H), p(2, 5 * H), r(N, H), LEFT, RIGHT, LO, np.zeros((2, 5 * H), dtype)
+    if name == "tanh_rows_fwd":
+        return r(2, H), r(H), LO, r(N, H)
+    if name == "tanh_rows_bwd":
+        return r(N, H), r(N, H), LO, np.zeros((2, H), dtype)
+    if name == "childsum_gather":
+        return r(N, H), PTR, IDX, np.zeros((2, H), dtype), np.zeros((4, H), dtype)
+    if name == "childsum_level_fwd":
+        return (r(2, 3 * H), r(4, H), r(3 * H), r(H), r(N, H), PTR, IDX, LO, r(N, H), np.zeros((2, 3 * H), dtype),
+                np.zeros((4, H), dtype))
+    if name == "childsum_level_bwd":
+        return (r(N, H), r(N, H), p(2, 3 * H), p(4, H), r(N, H), PTR, IDX, LO, np.zeros((2, 3 * H), dtype),
+                np.zeros((4, H), dtype))
+    if name == "childsum_scatter_add":
+        return r(2, H), r(4, H), PTR, IDX, r(N, H)
+    if name == "lstm_step_fwd":
+        return r(2, 4 * H), r(4 * H), r(N, H), 1, 4, r(N, H), r(N, 4 * H)
+    if name == "lstm_step_bwd":
+        return r(N, H), r(N, H), p(N, 4 * H), r(N, H), 1, 4, 2, r(N, 4 * H)
+    if name == "gru_step_fwd":
+        return r(2, 3 * H), r(2, 3 * H), r(N, H), 1, 4, r(N, 3 * H)
+    if name == "gru_step_bwd":
+        return r(N, H), p(N, 3 * H), r(N, 3 * H), r(N, H), 1, 4, 2, r(N, 3 * H), r(N, 3 * H)
+    if name in ("sigmoid_rows", "tanh_rows"):
+        return (r(4, 7) * 10,)
+    if name == "tree_lstm_node_fwd":
+        return r(2, 5 * H), r(5 * H), r(2, 2 * H), r(2, 2 * H)
+    if name == "tree_lstm_node_bwd":
+        return r(2, 2 * H), p(2, 5 * H), r(2, 2 * H), r(2, 2 * H), r(2, 2 * H)
+    if name == "tree_lstm_leaf_node_fwd":
+        return r(2, 3 * H), r(3 * H)
+    if name == "tree_lstm_leaf_node_bwd":
+        return r(2, 2 * H), p(2, 3 * H), r(2, 2 * H)
+    raise KeyError(name)
+
+
+def _compare(name, got, want, tol):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), f"{name}: result arity"
+        for k, (g, w) in enumerate(zip(got, want)):
+            _compare(f"{name}[{k}]", g, w, tol)
+    elif isinstance(want, np.ndarray):
+        assert got.shape == want.shape and got.dtype == want.dtype, \
+            f"{name}: got {got.shape} {got.dtype}, twin {want.shape} {want.dtype}"
+        np.testing.assert_allclose(got, want, err_msg=name, **tol)
+    else:
+        assert got == want, f"{name}: {got!r} vs {want!r}"
+
+
+def test_every_kernel_has_a_twin():
+    missing = [n for n in NAMES if not callable(getattr(R, n, None))]
+    assert not missing, f"kernels without a numpy twin in reference_tree.py: {missing}"
+    assert sorted(K.__all__) == NAMES and sorted(R.__all__) == NAMES
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", NAMES)
+def test_kernel_matches_twin(name, dtype):
+    args = make_args(name, np.random.default_rng(sum(map(ord, name))), dtype)
+    a_k, a_r = copy.deepcopy(args), copy.deepcopy(args)
+    got = getattr(K, name)(*a_k)
+    want = getattr(R, name)(*a_r)
+    _compare(name, got, want, TOL[dtype])
+    for k, (x, y) in enumerate(zip(a_k, a_r)):      # output buffers and in-place accumulations
+        if isinstance(x, np.ndarray):
+            _compare(f"{name} argument {k}", x, y, TOL[dtype])
+
+
+EDGE = np.array([-1000.0, -745.0, -100.0, -88.8, -30.0, -1.0, -1e-9, -1e-300, 0.0, 1e-300, 1e-12, 0.5, 1.0,
+                 20.0, 30.0, 88.8, 100.0, 1000.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_activations_at_extreme_inputs(dtype):
+    """The branch-free exponential: full relative accuracy from tiny to huge
+    inputs (no overflow, no cancellation near 0)."""
+    x = EDGE.astype(dtype)[None, :]
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(-np.abs(EDGE))
+        sig = np.where(EDGE >= 0, 1 / (1 + e), e / (1 + e))
+    rtol = 1e-14 if dtype == np.float64 else 1e-6
+    s = K.sigmoid_rows(x)[0].astype(np.float64)
+    t = K.tanh_rows(x)[0].astype(np.float64)
+    tiny = 1e-300 if dtype == np.float64 else 1e-37      # below: subnormal or zero, compared absolutely
+    finite = sig > tiny
+    np.testing.assert_allclose(s[finite], sig.astype(dtype).astype(np.float64)[finite], rtol=rtol)
+    assert np.all(s[~finite] <= tiny) and np.all(s >= 0) and np.all(s <= 1)
+    np.testing.assert_allclose(t, np.tanh(x[0].astype(np.float64)), rtol=rtol, atol=0)
+
+
+def test_activations_propagate_nan():
+    x = np.array([[np.nan, 0.3, -np.inf, np.inf]])
+    s, t = K.sigmoid_rows(x)[0], K.tanh_rows(x)[0]
+    assert np.isnan(s[0]) and np.isnan(t[0])
+    np.testing.assert_allclose(s[1:], [1 / (1 + np.exp(-0.3)), 0.0, 1.0], atol=1e-300)
+    np.testing.assert_allclose(t[1:], [np.tanh(0.3), -1.0, 1.0])
