@@ -1,0 +1,172 @@
+"""Define-then-run static graphs in the TensorFlow 1.x manner, built from the
+same primitive table, kernels and VJPs as eager dynnets.
+
+    import dynnets.static as tf
+
+    x = tf.placeholder((None,), name="x")
+    y_target = tf.placeholder((None,), name="y")
+    w = tf.Variable(0.1); b = tf.Variable(0.3)
+    loss = tf.reduce_mean(tf.square(w * x + b - y_target))
+    train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run([train_op, loss], {x: [1, 2, 3, 4], y_target: [2, 4, 6, 8]})
+
+Every dynnets op (``dynnets.linear``, ``dynnets.lstm_cell``...) and operator
+works on symbolic values; the TF1 names below are thin aliases. See
+:mod:`.graph` (the graph), :mod:`.session` (plans), :mod:`.passes` (the
+compile step), :mod:`.backward` (symbolic gradients), :mod:`.train`
+(optimizers) and :mod:`.trace` (from eager code to a graph).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import ops as _ops
+from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
+from ..autograd.ops import __all__ as _ops_all
+from ..autograd.primitives import Aval, ShapeError, _dt
+from . import nn, passes, train
+from .backward import gradients
+from .graph import (FeedError, Graph, GraphError, Operation, OpError, UninitializedVariableError, Value, Variable,
+                    StaticPrimitive, constant, get_default_graph, global_variables, global_variables_initializer,
+                    group, placeholder, reset_default_graph, trainable_variables, variables_initializer)
+from .session import Session
+from .trace import TracedFunction, trace
+
+float16 = np.float16
+float32 = np.float32
+float64 = np.float64
+int32 = np.int32
+int64 = np.int64
+bool_ = np.bool_
+
+__all__ = [
+    "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
+    "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
+    "trainable_variables", "group", "gradients", "trace", "TracedFunction", "nn", "train", "passes",
+    "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
+    "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
+    "clip_by_value", "float32", "float64", "int32", "int64", "identity", *_ops_all,
+]
+
+
+def _axis(axis, reduction_indices):
+    if axis is None:
+        axis = reduction_indices
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _named(v, name):
+    if name is not None and isinstance(v, Value):
+        v.name = v.graph._unique_name(name)
+    return v
+
+
+def reduce_sum(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    """Sum over ``axis`` (all axes by default), as ``tf.reduce_sum``."""
+    keepdims = keep_dims if keep_dims is not None else keepdims
+    return _named(_ops.sum(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
+
+
+def reduce_mean(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    keepdims = keep_dims if keep_dims is not None else keepdims
+    return _named(_ops.mean(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
+
+
+def reduce_max(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    keepdims = keep_dims if keep_dims is not None else keepdims
+    return _named(_ops.max(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
+
+
+def reduce_min(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    keepdims = keep_dims if keep_dims is not None else keepdims
+    return _named(_ops.min(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
+
+
+def square(x, name=None):
+    return _named(_ops.square(x), name)
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """``a @ b`` with TF1's transpose flags (2-D)."""
+    if transpose_a:
+        a = _ops.transpose(a)
+    if transpose_b:
+        b = _ops.transpose(b)
+    return _named(_ops.matmul(a, b), name)
+
+
+def add(x, y, name=None):
+    return _named(_ops.add(x, y), name)
+
+
+def subtract(x, y, name=None):
+    return _named(_ops.sub(x, y), name)
+
+
+def multiply(x, y, name=None):
+    return _named(_ops.mul(x, y), name)
+
+
+def divide(x, y, name=None):
+    return _named(_ops.div(x, y), name)
+
+
+def negative(x, name=None):
+    return _named(_ops.neg(x), name)
+
+
+def identity(x, name=None):
+    """``x`` itself (a graph node gets a new name only when ``name`` is given)."""
+    return _named(_ops.reshape(x, *x.shape), name) if name is not None else x
+
+
+def cast(x, dtype, name=None):
+    return _named(_ops.astype(x, dtype), name)
+
+
+def gather(params, indices, name=None):
+    """Rows of ``params`` at integer ``indices`` (axis 0)."""
+    return _named(_ops.take(params, indices), name)
+
+
+def concat(values, axis, name=None):
+    return _named(_ops.concat(list(values), axis=axis), name)
+
+
+def stack(values, axis=0, name=None):
+    return _named(_ops.stack(list(values), axis=axis), name)
+
+
+def reshape(tensor, shape, name=None):
+    return _named(_ops.reshape(tensor, *tuple(shape)), name)
+
+
+def transpose(a, perm=None, name=None):
+    return _named(_ops.transpose(a, *perm) if perm is not None else _ops.transpose(a), name)
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    return _named(_ops.clip(t, clip_value_min, clip_value_max), name)
+
+
+def _fill_like(x, value):
+    return np.full(np.shape(x), value, dtype=np.result_type(x))
+
+
+_fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tuple(x.shape), _dt(x)))
+
+
+def zeros_like(x, name=None):
+    """Zeros of ``x``'s shape and dtype (no gradient flows through)."""
+    if not isinstance(x, Value):
+        return _ops.zeros_like(x)
+    return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
+
+
+def ones_like(x, name=None):
+    if not isinstance(x, Value):
+        return _ops.ones_like(x)
+    return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)

@@ -1,0 +1,735 @@
+"""Static (define-then-run) graphs: an append-only list of SSA equations.
+
+A :class:`Graph` holds equations ``outs = prim(ins, **attrs)`` in creation
+order (which is a topological order). ``ins`` and ``outs`` are integer value
+ids; every value is produced exactly once (SSA) and an equation is never
+changed after it was added, so a compiled plan stays valid however many nodes
+are added later. Sources are equations too: placeholders, Variables,
+constants and *live parameters* (eager Parameters captured by
+:func:`dynnets.static.trace`, read from ``param.data`` at every run).
+
+Ops are the eager ops: every function of :mod:`dynnets.autograd.ops` and every
+operator works on a symbolic :class:`Value`, because ``bind`` hands any call
+with a symbolic argument to :func:`_symbolic_bind`, which runs the primitive's
+shape rule at construction time (a shape error is raised where the user wrote
+the op, naming it and the line) and appends one equation.
+
+Effectful equations (variable updates, initialisers, ``group``) have
+``prim.effect`` set; their implementation receives the session's variable
+storage as first argument. Variables' values live in the :class:`Session`
+(as in TF1: two sessions on one graph have separate values).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+from ..autograd import engine as _engine
+from ..autograd import ops as _ops
+from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _aval_of, _dt, _fmt
+from ..autograd.tensor import Parameter, Tensor
+
+__all__ = [
+    "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
+    "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
+    "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
+    "UninitializedVariableError", "OpError", "is_symbolic",
+]
+
+
+class GraphError(ValueError):
+    """A node used with the wrong graph, or something fed that is not a placeholder."""
+
+
+class FeedError(ValueError):
+    """A placeholder not fed, or fed a value of the wrong shape or dtype."""
+
+
+class UninitializedVariableError(RuntimeError):
+    """A Variable read before its initialiser ran in this session."""
+
+
+class OpError(RuntimeError):
+    """An op failed while a plan ran; names the op and where it was created."""
+
+
+class StaticPrimitive(Primitive):
+    """A primitive of the static graph that is not in the shared table:
+    sources, effects (``effect=True``: ``impl(storage, *args, **attrs)``) and
+    compiler helpers. None is differentiable."""
+
+    __slots__ = ("effect", "source")
+
+    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False):
+        super().__init__(name, impl, shape, multiple_results=multiple_results, differentiable=False)
+        self.effect = effect
+        self.source = source
+
+
+def _no_impl(*a, **k):
+    raise AssertionError("source equations are executed by the session, not called")
+
+
+def _no_shape(*a, **k):
+    raise AssertionError("source equations carry their aval")
+
+
+placeholder_p = StaticPrimitive("placeholder", _no_impl, _no_shape, source="placeholder")
+variable_p = StaticPrimitive("variable", _no_impl, _no_shape, source="variable")
+constant_p = StaticPrimitive("constant", _no_impl, _no_shape, source="constant")
+param_p = StaticPrimitive("param", _no_impl, _no_shape, source="param")
+SOURCES = (placeholder_p, variable_p, constant_p, param_p)
+
+
+class Eqn:
+    """One equation: ``outs = prim(*ins, **attrs)``. ``site`` is the
+    (file, line) of the user code that created it; ``buf`` is a buffer slot
+    assigned by the memory plan (``None``: allocate)."""
+
+    __slots__ = ("prim", "ins", "outs", "attrs", "name", "site", "buf")
+
+    def __init__(self, prim, ins, outs, attrs, name, site=None, buf=None):
+        self.prim = prim
+        self.ins = ins
+        self.outs = outs
+        self.attrs = attrs
+        self.name = name
+        self.site = site
+        self.buf = buf
+
+    def replace(self, **kw):
+        e = Eqn(self.prim, self.ins, self.outs, self.attrs, self.name, self.site, self.buf)
+        for k, v in kw.items():
+            setattr(e, k, v)
+        return e
+
+    def __repr__(self):
+        outs = ", ".join(f"v{o}" for o in self.outs)
+        ins = ", ".join(f"v{i}" for i in self.ins)
+        return f"{outs} = {self.prim.name}({ins})  # {self.name}"
+
+
+# --------------------------------------------------------------------------
+# symbolic values
+# --------------------------------------------------------------------------
+
+
+class Value:
+    """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
+    shape (dimensions may be ``None``) and a dtype, and supports every dynnets
+    op and operator. Its value exists only inside :meth:`Session.run`."""
+
+    __slots__ = ("graph", "id", "name", "sparse", "_dense")
+    _is_symbolic = True
+    __array_ufunc__ = None          # ndarray (op) Value -> Value's reflected operator
+    __array_priority__ = 2000
+
+    def __init__(self, graph, vid, name, sparse=False):
+        self.graph = graph
+        self.id = vid
+        self.name = name
+        self.sparse = sparse        # the runtime value is a RowSparse gradient
+        self._dense = None
+
+    @property
+    def shape(self):
+        return self.graph.avals[self.id].shape
+
+    @property
+    def dtype(self):
+        return _dt(self.graph.avals[self.id])
+
+    @property
+    def ndim(self):
+        return len(self.graph.avals[self.id].shape)
+
+    @property
+    def op(self):
+        """The equation that produces this value."""
+        return self.graph.producer[self.id]
+
+    def get_shape(self):
+        return self.shape
+
+    def __bool__(self):
+        raise TypeError(
+            f"Value '{self.name}' has no value while the graph is built, so it cannot be used as a Python "
+            f"bool: Python control flow in a static graph or a traced function may depend on shapes "
+            f"(x.shape), not on values")
+
+    def __len__(self):
+        d = self.shape[0] if self.shape else None
+        if d is None:
+            raise TypeError(f"len() of Value '{self.name}' with shape {_fmt(self.shape)}: first dimension unknown")
+        return d
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __index__(self):
+        raise TypeError(f"Value '{self.name}' cannot be used as a Python index while the graph is built")
+
+    def __repr__(self):
+        return f"<{type(self).__name__} '{self.name}' shape={_fmt(self.shape)} dtype={self.dtype}>"
+
+    def eval(self, feed_dict=None, session=None):
+        """``session.run(self, feed_dict)`` (as TF1's ``Tensor.eval``)."""
+        if session is None:
+            raise ValueError(f"eval of '{self.name}': pass session= (there is no default session)")
+        return session.run(self, feed_dict)
+
+
+_ops._install(Value)
+
+
+def is_symbolic(x):
+    return getattr(x, "_is_symbolic", False) and isinstance(x, Value)
+
+
+class Operation(Value):
+    """A node run for its effect (a train op, an initialiser, ``group``):
+    fetching it returns ``None``."""
+
+    __slots__ = ()
+
+    def run(self, session, feed_dict=None):
+        return session.run(self, feed_dict)
+
+    def __repr__(self):
+        return f"<Operation '{self.name}'>"
+
+
+class Variable(Value):
+    """A value that persists across :meth:`Session.run` calls (TF1's
+    ``tf.Variable``).
+
+    Parameters
+    ----------
+    initial_value : array_like or callable
+        The value the initialiser assigns (a callable is called once, now).
+        Python floats become float32, as in eager dynnets.
+    name : str, optional
+    trainable : bool
+        Listed by :func:`trainable_variables` (the optimizers' default).
+    dtype : numpy dtype, optional
+    graph : Graph, optional
+        Defaults to the default graph.
+    """
+
+    __slots__ = ("initial_value", "trainable", "index", "_init_op")
+
+    def __init__(self, initial_value, name=None, trainable=True, dtype=None, graph=None):
+        if callable(initial_value):
+            initial_value = initial_value()
+        if is_symbolic(initial_value):
+            raise TypeError(f"Variable {name or ''}: initial_value must be an array, not the symbolic value "
+                            f"'{initial_value.name}'")
+        if isinstance(initial_value, Tensor):
+            initial_value = initial_value.data
+        if dtype is not None:
+            arr = np.array(initial_value, dtype=dtype)
+        else:
+            arr = np.array(initial_value)
+            if not isinstance(initial_value, np.ndarray) and arr.dtype == np.float64:
+                arr = arr.astype(np.float32)
+        arr.setflags(write=False)    # the session copies it at initialisation
+        g = graph if graph is not None else get_default_graph()
+        self.initial_value = arr
+        self.trainable = bool(trainable)
+        self._init_op = None
+        g._add_variable(self, name)
+
+    @property
+    def initializer(self):
+        """The op that initialises this variable alone."""
+        if self._init_op is None:
+            self._init_op = variables_initializer([self])
+        return self._init_op
+
+    def value(self):
+        return self
+
+    def read_value(self):
+        return self
+
+    def assign(self, value):
+        """An op setting this variable to ``value``; fetching it gives the new value."""
+        return _assign(self, value, "assign")
+
+    def assign_add(self, value):
+        return _assign(self, value, "assign_add")
+
+    def assign_sub(self, value):
+        return _assign(self, value, "assign_sub")
+
+    def load(self, value, session):
+        """Set this variable's value in ``session`` without building an op."""
+        session._load_variable(self, value)
+
+    def __repr__(self):
+        return f"<Variable '{self.name}' shape={_fmt(self.shape)} dtype={self.dtype}>"
+
+
+# --------------------------------------------------------------------------
+# the graph
+# --------------------------------------------------------------------------
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP_DIRS = (os.path.join(_PKG, "static"), os.path.join(_PKG, "autograd"))
+
+
+def _user_site():
+    """(file, line) of the innermost frame outside dynnets' static/autograd code."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_SKIP_DIRS):
+        f = f.f_back
+    if f is None:
+        return None
+    return (f.f_code.co_filename, f.f_lineno)
+
+
+def _site_str(site):
+    if site is None:
+        return ""
+    return f" (created at {os.path.basename(site[0])}:{site[1]})"
+
+
+class Graph:
+    """An append-only SSA graph of equations.
+
+    ``eqns`` lists the equations in creation order; ``avals[i]`` is value
+    ``i``'s abstract value (shape with ``None`` for unknown dims, dtype);
+    ``producer[i]`` its equation and ``values[i]`` its symbolic handle.
+
+    The compiler's passes produce *derived* graphs (``root`` is the user's
+    graph, ``outputs`` the value ids the program must compute); a pass never
+    modifies its input.
+    """
+
+    def __init__(self):
+        self.eqns = []
+        self.avals = []
+        self.values = []
+        self.producer = []
+        self.outputs = ()
+        self.root = self
+        self.variables = []
+        self.placeholders = []
+        self._names = {}
+        self._scalar_consts = {}
+        self._params = {}
+        self._collections = {}
+
+    # --- construction -----------------------------------------------------------
+    def _unique_name(self, base):
+        n = self._names.get(base)
+        if n is None:
+            self._names[base] = 1
+            return base
+        while True:
+            name = f"{base}_{n}"
+            n += 1
+            if name not in self._names:
+                self._names[base] = n
+                self._names[name] = 1
+                return name
+
+    def _new_value(self, aval, name, cls=Value, obj=None, sparse=False):
+        vid = len(self.avals)
+        self.avals.append(aval)
+        if obj is None:
+            obj = cls.__new__(cls)
+        Value.__init__(obj, self, vid, name, sparse)
+        self.values.append(obj)
+        self.producer.append(None)
+        return obj
+
+    def _append(self, prim, ins, attrs, out_avals, name=None, cls=Value, obj=None, site=None, sparse=False):
+        """Append one equation; returns its Value (a tuple for multiple results)."""
+        if self is not self.root:
+            raise GraphError("cannot add nodes to a derived (compiled) graph")
+        name = self._unique_name(name or prim.name)
+        if prim.multiple_results:
+            outs = tuple(self._new_value(a, f"{name}:{k}") for k, a in enumerate(out_avals))
+        else:
+            outs = (self._new_value(out_avals, name, cls, obj, sparse),)
+        eqn = Eqn(prim, tuple(ins), tuple(v.id for v in outs), attrs, name, site)
+        for v in outs:
+            self.producer[v.id] = eqn
+        self.eqns.append(eqn)
+        return outs if prim.multiple_results else outs[0]
+
+    def _const(self, value):
+        """A constant node; Python scalars are kept weak (as numpy does), and
+        each distinct scalar is one node per graph."""
+        tp = type(value)
+        if tp is float or tp is int or tp is bool or value is None:
+            key = (tp, value)
+            v = self._scalar_consts.get(key)
+            if v is None:
+                aval = Aval((), value) if value is not None else Aval((), np.dtype(object))
+                v = self._append(constant_p, (), {"value": value}, aval, name="Const")
+                self._scalar_consts[key] = v
+            return v
+        if isinstance(value, RowSparse):
+            raise TypeError("a RowSparse gradient cannot be a graph constant")
+        arr = np.array(value, copy=True) if not isinstance(value, np.generic) else value
+        if isinstance(arr, np.ndarray):
+            arr.setflags(write=False)
+        return self._append(constant_p, (), {"value": arr}, Aval(tuple(np.shape(arr)), arr.dtype), name="Const")
+
+    def _add_variable(self, var, name):
+        aval = Aval(tuple(var.initial_value.shape), var.initial_value.dtype)
+        var.index = len(self.variables)
+        self._append(variable_p, (), {"var": var}, aval, name=name or "Variable", obj=var, site=_user_site())
+        self.variables.append(var)
+
+    def _param(self, p):
+        """The live-parameter source for eager tensor ``p`` (one per tensor)."""
+        v = self._params.get(id(p))
+        if v is None:
+            aval = Aval(tuple(p.data.shape), p.data.dtype)
+            v = self._append(param_p, (), {"param": p}, aval, name=p.name or "param")
+            self._params[id(p)] = v
+        return v
+
+    # --- defaults -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the default graph inside the ``with`` block."""
+        _DEFAULT.append(self)
+        try:
+            yield self
+        finally:
+            _DEFAULT.pop()
+
+    # --- inspection --------------------------------------------------------------
+    def __len__(self):
+        return len(self.eqns)
+
+    def get_operations(self):
+        return list(self.eqns)
+
+    def get_value_by_name(self, name):
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(f"graph has no value named {name!r}")
+
+    def add_to_collection(self, name, value):
+        self._collections.setdefault(name, []).append(value)
+
+    def get_collection(self, name):
+        return list(self._collections.get(name, ()))
+
+    # --- derived graphs (the compiler's) ------------------------------------------
+    def derive(self, eqns, outputs=None, avals=None):
+        """A derived graph with other equations (same value ids)."""
+        g = Graph.__new__(Graph)
+        g.root = self.root
+        g.eqns = eqns
+        g.outputs = self.outputs if outputs is None else tuple(outputs)
+        g.avals = self.avals if avals is None else avals
+        g.values = self.root.values
+        g.producer = None
+        g.variables = self.root.variables
+        g.placeholders = self.root.placeholders
+        return g
+
+    def with_outputs(self, outputs):
+        """The program 'compute ``outputs`` (Values or ids)' over this graph."""
+        ids = []
+        for o in outputs:
+            if isinstance(o, Value):
+                if o.graph is not self.root:
+                    raise GraphError(f"with_outputs: '{o.name}' belongs to another graph")
+                ids.append(o.id)
+            else:
+                ids.append(int(o))
+        d = self.derive(list(self.eqns), ids)
+        if self is self.root:
+            d.producer = self.producer      # a full view: the root's value -> equation list applies
+        return d
+
+    def producers(self):
+        """value id -> equation (the root's list, or a dict for a derived graph)."""
+        if self.producer is not None:
+            return self.producer
+        return {o: e for e in self.eqns for o in e.outs}
+
+    def __repr__(self):
+        lines = [f"Graph({len(self.eqns)} equations, outputs={['v%d' % o for o in self.outputs]})"]
+        lines += ["  " + repr(e) for e in self.eqns[:200]]
+        if len(self.eqns) > 200:
+            lines.append(f"  ... {len(self.eqns) - 200} more")
+        return "\n".join(lines)
+
+
+_DEFAULT: list = []
+_GLOBAL = [Graph()]
+
+
+def get_default_graph():
+    """The innermost ``graph.as_default()`` graph, else the global default."""
+    return _DEFAULT[-1] if _DEFAULT else _GLOBAL[0]
+
+
+def reset_default_graph():
+    """Replace the global default graph by a new, empty one."""
+    if _DEFAULT:
+        raise RuntimeError("reset_default_graph: cannot reset inside a graph.as_default() block")
+    _GLOBAL[0] = Graph()
+    return _GLOBAL[0]
+
+
+# --------------------------------------------------------------------------
+# binding primitives to symbolic values
+# --------------------------------------------------------------------------
+
+_TRACE: list = []     # graphs of the active traces (innermost last)
+
+
+def _graph_of(args, prim):
+    g = None
+    for i, a in enumerate(args):
+        if isinstance(a, Value):
+            if g is None:
+                g = a.graph
+            elif a.graph is not g:
+                raise GraphError(f"{prim.name}: input {i} '{a.name}' belongs to another graph than the other inputs")
+    if g is None:
+        g = _TRACE[-1] if _TRACE else get_default_graph()
+    return g
+
+
+def _input_id(g, a, i, prim):
+    if isinstance(a, Value):
+        if a.sparse:
+            a = _densified(a)
+        return a.id
+    if isinstance(a, Tensor):
+        if getattr(a, "_is_symbolic", False) or (a.requires_grad and a._node is None):
+            if not _TRACE or _TRACE[-1] is not g:
+                raise GraphError(f"{prim.name}: input {i} is an eager Parameter, which can be captured only "
+                                 f"while tracing (dynnets.static.trace)")
+            return g._param(a).id
+        if a.requires_grad:
+            raise GraphError(
+                f"{prim.name}: input {i} is an eager tensor computed from Parameters that the trace was not "
+                f"told about; pass them to trace(..., params=) or grads_of= so they are traced live")
+        return g._const(a.data).id
+    return g._const(a).id
+
+
+def _symbolic_bind(prim, args, attrs):
+    """Append ``prim(*args, **attrs)`` to the graph of its symbolic arguments."""
+    g = _graph_of(args, prim)
+    ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
+    avals = g.avals
+    try:
+        out = prim.shape(*[avals[i] for i in ins], **attrs)
+    except ShapeError as e:
+        site = _user_site()
+        raise ShapeError(f"{e}{_site_str(site)}").with_traceback(None) from None
+    except (TypeError, ValueError, IndexError) as e:
+        site = _user_site()
+        raise ShapeError(f"{prim.name}: invalid inputs {[str(Aval(tuple(avals[i].shape), _dt(avals[i]))) for i in ins]}"
+                         f" or attributes {attrs}: {e}{_site_str(site)}").with_traceback(None) from None
+    return g._append(prim, ins, attrs, out, site=_user_site())
+
+
+_engine.set_symbolic_handler(_symbolic_bind)
+
+
+# --------------------------------------------------------------------------
+# helper primitives of the static graph
+# --------------------------------------------------------------------------
+
+
+def _densify(x):
+    return x.to_dense() if type(x) is RowSparse else x
+
+
+densify_p = StaticPrimitive("densify", _densify, lambda x: Aval(tuple(x.shape), _dt(x)))
+
+
+def _densified(v):
+    if v._dense is None:
+        v._dense = v.graph._append(densify_p, (v.id,), {}, Aval(tuple(v.shape), v.dtype), name=f"{v.name}/dense")
+    return v._dense
+
+
+# --------------------------------------------------------------------------
+# public constructors
+# --------------------------------------------------------------------------
+
+def _is_dtype_like(x):
+    if x is None or isinstance(x, (list, tuple)):
+        return False
+    try:
+        np.dtype(x)
+        return True
+    except TypeError:
+        return False
+
+
+def placeholder(shape, dtype=np.float32, name=None):
+    """A value fed at :meth:`Session.run` time.
+
+    Parameters
+    ----------
+    shape : tuple
+        Dimensions; ``None`` marks one unknown until fed (e.g. ``(None, 3)``).
+        TF1's argument order ``placeholder(dtype, shape)`` is accepted too.
+    dtype : numpy dtype, default float32
+    name : str, optional
+    """
+    if _is_dtype_like(shape) and not _is_dtype_like(dtype):
+        shape, dtype = dtype, shape
+    elif _is_dtype_like(shape) and dtype is np.float32:
+        raise ValueError(f"placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3]); "
+                         f"got only a dtype {shape!r}")
+    if shape is None:
+        raise ValueError("placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3])")
+    shape = tuple(None if d is None else int(d) for d in shape)
+    dt = np.dtype(dtype)
+    g = get_default_graph()
+    v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=_user_site())
+    g.placeholders.append(v)
+    return v
+
+
+def constant(value, dtype=None, name=None):
+    """A constant node. Python numbers and lists become float32 when they are
+    floats (as :func:`dynnets.tensor`), integer arrays keep their dtype."""
+    if isinstance(value, Tensor):
+        value = value.data
+    if dtype is not None:
+        arr = np.array(value, dtype=dtype)
+    else:
+        arr = np.array(value)
+        if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
+            arr = arr.astype(np.float32)
+    arr.setflags(write=False)
+    g = get_default_graph()
+    return g._append(constant_p, (), {"value": arr}, Aval(arr.shape, arr.dtype), name=name or "Const")
+
+
+def global_variables(graph=None):
+    return list((graph or get_default_graph()).variables)
+
+
+def trainable_variables(graph=None):
+    return [v for v in (graph or get_default_graph()).variables if v.trainable]
+
+
+# --- effects -------------------------------------------------------------------
+
+
+def _init_impl(S, vars):
+    for v in vars:
+        S[v.index] = np.array(v.initial_value, copy=True)
+
+
+init_p = StaticPrimitive("init_variables", _init_impl, lambda vars: Aval((), None), effect=True)
+
+
+def variables_initializer(var_list, name="init"):
+    """An op that (re)sets every variable in ``var_list`` to its initial value."""
+    var_list = list(var_list)
+    if not var_list:
+        g = get_default_graph()
+    else:
+        g = var_list[0].graph
+    for v in var_list:
+        if not isinstance(v, Variable):
+            raise TypeError(f"variables_initializer: {v!r} is not a Variable")
+        if v.graph is not g:
+            raise GraphError(f"variables_initializer: '{v.name}' belongs to another graph")
+    return g._append(init_p, (), {"vars": tuple(var_list)}, Aval((), None), name=name, cls=Operation)
+
+
+def global_variables_initializer(graph=None):
+    """An op initialising every variable of the (default) graph that exists now."""
+    g = graph or get_default_graph()
+    with g.as_default():
+        return variables_initializer(g.variables)
+
+
+def _group_impl(S, *args):
+    return None
+
+
+group_p = StaticPrimitive("group", _group_impl, lambda *a: Aval((), None), effect=True)
+
+
+def group(*inputs, name="group"):
+    """An op that runs all ``inputs`` (as ``tf.group``)."""
+    if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
+        inputs = tuple(inputs[0])
+    g = None
+    for x in inputs:
+        if not isinstance(x, Value):
+            raise TypeError(f"group: {x!r} is not a graph node")
+        if g is None:
+            g = x.graph
+        elif x.graph is not g:
+            raise GraphError(f"group: '{x.name}' belongs to another graph")
+    g = g or get_default_graph()
+    return g._append(group_p, tuple(x.id for x in inputs), {}, Aval((), None), name=name, cls=Operation)
+
+
+def _assign_impl(S, value, var, mode):
+    cur = S[var.index]
+    if mode == "assign":
+        cur[...] = value
+    elif mode == "assign_add":
+        cur += value
+    else:
+        cur -= value
+    return cur
+
+
+def _assign_shape(value, var, mode):
+    want = var.graph.avals[var.id]
+    if not _shape_fits(tuple(value.shape), want.shape, exact=(mode == "assign")):
+        raise ShapeError(f"{mode}: value.shape={_fmt(value.shape)} does not match variable '{var.name}'.shape="
+                         f"{_fmt(want.shape)}")
+    return want
+
+
+assign_p = StaticPrimitive("assign", _assign_impl, _assign_shape, effect=True)
+
+
+def _shape_fits(got, want, exact=True):
+    if exact:
+        return len(got) == len(want) and all(a is None or b is None or a == b for a, b in zip(got, want))
+    try:
+        np.broadcast_shapes(tuple(1 if d is None else d for d in got), tuple(want))
+    except ValueError:
+        return False
+    return len(got) <= len(want)
+
+
+def _assign(var, value, mode):
+    g = var.graph
+    if isinstance(value, Value) and value.graph is not g:
+        raise GraphError(f"{mode}: value '{value.name}' belongs to another graph than variable '{var.name}'")
+    vid = value.id if isinstance(value, Value) else g._const(np.asarray(value, dtype=var.dtype)).id
+    attrs = {"var": var, "mode": mode}
+    out = _assign_shape(g.avals[vid], var, mode)
+    return g._append(assign_p, (vid,), attrs, out, name=f"{var.name}/{mode}", site=_user_site())
+
+
+def effect_variables(eqn):
+    """Variables an effectful equation reads (they must be initialised)."""
+    a = eqn.attrs
+    if eqn.prim is init_p:
+        return ()
+    if "var" in a:
+        return (a["var"],) + tuple(a.get("slots", ()))
+    return tuple(a.get("vars", ())) + tuple(a.get("slots", ()))

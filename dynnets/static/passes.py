@@ -1,0 +1,641 @@
+"""Compiler passes. Each pass is a function ``Graph -> Graph`` that never
+modifies its input: it returns a derived graph (or the same graph when there
+was nothing to do).
+
+The session's pipeline for one plan (fetches, fed placeholders, fed shapes)::
+
+    prune -> infer_shapes -> fold_constants -> cse -> eliminate_dead_code
+          -> schedule -> fuse_elementwise -> plan_memory -> (codegen in session.py)
+
+``evaluate`` is the reference interpreter (unoptimised execution, one
+``prim.impl`` call per equation) that the tests compare compiled plans with.
+
+Measured thresholds (shared 2-core machine, float32, numpy 2.4, numba 0.68;
+``python benchmarks/bench_static.py --only fusion`` prints the table again):
+
+* a fused Numba kernel beats numpy on chains of *cheap* arithmetic (add, sub,
+  mul, div, neg, abs, maximum, minimum, relu, sqrt): the masked-state update
+  ``m*h + (1-m)*hp`` runs 1.3x faster at 16 elements and 2-2.6x faster from
+  4096 elements on (the kernel writes once instead of four temporaries);
+* a kernel is *slower* for transcendental ops: Numba calls scalar libm where
+  numpy uses SIMD, ``exp(a)*b`` was 2x slower at 1024 elements and 4x slower
+  from 16384 on (``tanh`` 25x slower) - so exp, log, tanh, sigmoid and pow end
+  a fused group instead of joining it;
+* Python dispatch of the fused wrapper costs about 1-2 us, and the first use
+  of a new expression costs a Numba compilation (0.1-0.5 s; later plans with
+  the same expression reuse it from ``_KERNELS``), so fusion only runs on
+  arrays of at least ``FUSE_MIN_SIZE`` = 2048 elements and never for the
+  small graphs whose compile time matters;
+* ``out=`` buffers change little below about 16k elements (numpy's small
+  allocations come from a cache), so ``plan_memory`` only plans buffers for
+  arrays of at least ``MEMORY_MIN_SIZE`` = 4096 elements.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from ..autograd import primitives as P
+from ..autograd.primitives import Aval, ShapeError, _dt, _fmt
+from .graph import (SOURCES, Eqn, StaticPrimitive, _site_str, constant_p, param_p, placeholder_p,
+                    variable_p)
+
+__all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",
+           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "FUSE_MIN_SIZE", "MEMORY_MIN_SIZE",
+           "FUSIBLE"]
+
+FUSE_MIN_SIZE = 2048
+MEMORY_MIN_SIZE = 4096
+
+# elementwise primitives cheap enough to gain from fusion (see the module docstring)
+FUSIBLE = frozenset(p for p in (P.add_p, P.sub_p, P.mul_p, P.div_p, P.neg_p, P.abs_p, P.maximum_p,
+                                P.minimum_p, P.relu_p, P.sqrt_p))
+
+
+# --------------------------------------------------------------------------
+# pruning and dead code
+# --------------------------------------------------------------------------
+
+def _live(g):
+    live = set(g.outputs)
+    keep = []
+    for e in reversed(g.eqns):
+        for o in e.outs:
+            if o in live:
+                keep.append(e)
+                live.update(e.ins)
+                break
+    keep.reverse()
+    return keep
+
+
+def prune(g):
+    """The subgraph ``g.outputs`` need: equations not on a path to an output
+    are dropped (effects included: as in TF1, a run executes only what its
+    fetches need). Walks back from the outputs, so its cost is the size of
+    the result, not of the graph."""
+    prod = g.producers()
+    keep = {}
+    stack = list(g.outputs)
+    for o in stack:
+        try:
+            ok = prod[o] is not None
+        except (KeyError, IndexError):
+            ok = False
+        if not ok:
+            raise ValueError(f"prune: output v{o} is not produced by the graph")
+    while stack:
+        v = stack.pop()
+        e = prod[v]
+        k = e.outs[0]
+        if k in keep:
+            continue
+        keep[k] = e
+        for i in e.ins:
+            if prod[i].outs[0] not in keep:
+                stack.append(i)
+    # value ids grow with creation order, so sorting by them is a topological order
+    return g.derive([keep[k] for k in sorted(keep)])
+
+
+def eliminate_dead_code(g):
+    """Drop equations whose results nothing uses (left behind by folding and
+    CSE). Returns ``g`` itself when nothing is dead."""
+    keep = _live(g)
+    return g if len(keep) == len(g.eqns) else g.derive(keep)
+
+
+# --------------------------------------------------------------------------
+# shapes
+# --------------------------------------------------------------------------
+
+def infer_shapes(g, input_avals=None):
+    """Re-run the shape rules where fed shapes refine the declared ones.
+
+    ``input_avals`` maps placeholder ids to the fed :class:`Aval`. Rules only
+    run for equations downstream of a changed aval, so a graph fed with its
+    declared shapes costs one dictionary pass. Raises :class:`ShapeError`
+    naming the op and the line that created it.
+    """
+    changed = {}
+    if input_avals:
+        for pid, a in input_avals.items():
+            old = g.avals[pid]
+            if tuple(old.shape) != tuple(a.shape) or _dt(old) != _dt(a):
+                changed[pid] = a
+    if not changed:
+        return g
+    avals = {o: g.avals[o] for e in g.eqns for o in e.outs}
+    avals.update(changed)
+    dirty = set(changed)
+    for e in g.eqns:
+        if e.prim in SOURCES:
+            continue
+        if not any(i in dirty for i in e.ins):
+            continue
+        try:
+            out = e.prim.shape(*[avals[i] for i in e.ins], **e.attrs)
+        except ShapeError as err:
+            raise ShapeError(f"{err} [op '{e.name}'{_site_str(e.site)}, with the fed shapes]") from None
+        outs = out if e.prim.multiple_results else (out,)
+        for o, a in zip(e.outs, outs):
+            if tuple(avals[o].shape) != tuple(a.shape) or _dt(avals[o]) != _dt(a):
+                avals[o] = a
+                dirty.add(o)
+    return g.derive(list(g.eqns), avals=avals)
+
+
+# --------------------------------------------------------------------------
+# constant folding and CSE
+# --------------------------------------------------------------------------
+
+def _foldable(e):
+    p = e.prim
+    return not (p in SOURCES or getattr(p, "effect", False))
+
+
+def fold_constants(g, max_size=1 << 16):
+    """Evaluate equations whose inputs are all constants now, replacing them
+    by constant sources (results larger than ``max_size`` elements stay
+    computed, so a plan does not hold big arrays twice)."""
+    const = {}
+    new = None
+    for k, e in enumerate(g.eqns):
+        if e.prim is constant_p:
+            const[e.outs[0]] = e.attrs["value"]
+            continue
+        if not e.ins or not _foldable(e) or not all(i in const for i in e.ins):
+            if new is not None:
+                new.append(e)
+            continue
+        if any(g.values[o].sparse for o in e.outs):
+            if new is not None:
+                new.append(e)
+            continue
+        try:
+            res = e.prim.impl(*[const[i] for i in e.ins], **e.attrs)
+        except Exception:
+            # leave it to run time, where the error is reported with the op's name
+            if new is not None:
+                new.append(e)
+            continue
+        outs = res if e.prim.multiple_results else (res,)
+        if any(isinstance(r, P.RowSparse) or np.size(r) > max_size for r in outs if r is not None):
+            if new is not None:
+                new.append(e)
+            continue
+        if new is None:
+            new = list(g.eqns[:k])
+        for o, r in zip(e.outs, outs):
+            if isinstance(r, np.ndarray):
+                r.setflags(write=False)
+            const[o] = r
+            new.append(Eqn(constant_p, (), (o,), {"value": r}, e.name + "/folded", e.site))
+    return g if new is None else g.derive(new)
+
+
+def _freeze(x):
+    """A hashable key for an attribute value (None if it has none)."""
+    if isinstance(x, np.ndarray):
+        if x.size > 256:
+            return ("nd-id", id(x))
+        return ("nd", x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, slice):
+        return ("slice", _freeze(x.start), _freeze(x.stop), _freeze(x.step))
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__,) + tuple(_freeze(i) for i in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple((k, _freeze(v)) for k, v in sorted(x.items()))
+    if isinstance(x, (float, int, bool, str, type(None), np.generic, np.dtype, type)) or x is Ellipsis:
+        return (type(x).__name__, x)
+    try:
+        hash(x)
+    except TypeError:
+        return ("id", id(x))
+    return ("obj", x)
+
+
+def _cse_key(e, ins):
+    p = e.prim
+    if p is constant_p:
+        v = e.attrs["value"]
+        if isinstance(v, np.ndarray) and v.size > 64:
+            return None
+        return (p, _freeze(v))
+    if p in SOURCES or getattr(p, "effect", False):
+        return None
+    attrs = e.attrs
+    if not attrs:
+        return (p, ins)
+    try:
+        items = tuple(attrs.items())
+        hash(items)
+        # equal hashable attrs of different types (1 vs 1.0 vs True) must not merge
+        return (p, ins, items, tuple(type(v) for _, v in items))
+    except TypeError:
+        return (p, ins, _freeze(attrs))
+
+
+def cse(g):
+    """Common-subexpression elimination: equations with the same primitive,
+    inputs and attributes are computed once (equal small constants are
+    merged too; effects and sources are never merged)."""
+    seen = {}
+    sub = {}
+    new = []
+    for e in g.eqns:
+        ins = tuple(sub.get(i, i) for i in e.ins) if sub else e.ins
+        key = _cse_key(e, ins)
+        if key is not None:
+            other = seen.get(key)
+            if other is not None and len(other.outs) == len(e.outs):
+                for a, b in zip(e.outs, other.outs):
+                    sub[a] = b
+                continue
+            seen[key] = e
+        new.append(e if ins is e.ins else e.replace(ins=ins))
+    if not sub:
+        return g
+    return g.derive(new, outputs=[sub.get(o, o) for o in g.outputs])
+
+
+# --------------------------------------------------------------------------
+# scheduling
+# --------------------------------------------------------------------------
+
+def schedule(g):
+    """Order equations so every effect (variable update, initialiser) runs
+    after all pure computations that do not depend on an effect: a run reads
+    the variables as they were when it started (snapshot semantics)."""
+    tainted = set()
+    first, later = [], []
+    for e in g.eqns:
+        if getattr(e.prim, "effect", False) or any(i in tainted for i in e.ins):
+            tainted.update(e.outs)
+            later.append(e)
+        else:
+            first.append(e)
+    if not later or all(getattr(e.prim, "effect", False) for e in later) and g.eqns[-len(later):] == later:
+        return g
+    return g.derive(first + later)
+
+
+# --------------------------------------------------------------------------
+# fusion of elementwise chains into Numba kernels
+# --------------------------------------------------------------------------
+
+_KERNELS: dict = {}      # generated source -> compiled kernel (a cache across plans and sessions)
+KERNEL_STATS = {"compiled": 0, "reused": 0}
+
+
+def _concrete(shape):
+    return all(d is not None for d in shape)
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _bcast_to(shape, out_shape):
+    """True when ``shape`` broadcasts to ``out_shape`` without growing it."""
+    if len(shape) > len(out_shape):
+        return False
+    for a, b in zip(reversed(shape), reversed(out_shape)):
+        if a != b and a != 1:
+            return False
+    return True
+
+
+def _kernel_source(nd, patterns, body, n_scalars):
+    """Source of an N-d elementwise kernel; ``patterns[k][d]`` is True where
+    array input ``k`` is broadcast along dimension ``d`` (indexed with 0)."""
+    idx = [f"i{d}" for d in range(nd)]
+    args = ["out"] + [f"a{k}" for k in range(len(patterns))] + [f"s{k}" for k in range(n_scalars)]
+    lines = [f"def kernel({', '.join(args)}):"]
+    ind = "    "
+    for d in range(nd):
+        lines.append(f"{ind}for i{d} in range(out.shape[{d}]):")
+        ind += "    "
+    for k, pat in enumerate(patterns):
+        sub = ", ".join("0" if b else idx[d] for d, b in enumerate(pat))
+        lines.append(f"{ind}x{k} = a{k}[{sub}]")
+    for ln in body:
+        lines.append(ind + ln)
+    lines.append(f"{ind}out[{', '.join(idx)}] = t{len(body) - 1}")
+    return "\n".join(lines) + "\n"
+
+
+def _compile_kernel(src):
+    k = _KERNELS.get(src)
+    if k is not None:
+        KERNEL_STATS["reused"] += 1
+        return k
+    from numba import njit
+    ns = {"math": math, "np": np}
+    exec(compile(src, f"<dynnets fused kernel {len(_KERNELS)}>", "exec"), ns)
+    k = njit(cache=False, nogil=True, error_model="numpy")(ns["kernel"])
+    _KERNELS[src] = k
+    KERNEL_STATS["compiled"] += 1
+    return k
+
+
+def _fused_primitive(kernel, src, out_aval, reshapes, n_arrays, scalars_dtype):
+    shape = tuple(out_aval.shape)
+    dtype = np.dtype(out_aval.dtype)
+    cast = scalars_dtype.type
+
+    def impl(*args, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        arrs = [a if r is None else np.reshape(a, r) for a, r in zip(args[:n_arrays], reshapes)]
+        kernel(out, *arrs, *[cast(s) for s in args[n_arrays:]])
+        return out
+
+    def shape_rule(*avals, **attrs):
+        return out_aval
+
+    p = StaticPrimitive("fused", impl, shape_rule)
+    p.scalar = src
+    return p
+
+
+def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
+    """Fuse trees of cheap elementwise equations (``FUSIBLE``) whose result
+    has at least ``min_size`` elements into one generated Numba kernel.
+
+    A group is grown backwards from a root: an input joins when its producer
+    is fusible, has the same dtype, broadcasts to the root's shape and is
+    used by nothing else (so no intermediate must be materialised). Python
+    scalars become kernel arguments (cast to the group's dtype), so ``x*2``
+    and ``x*3`` share one compiled kernel. Groups of one equation stay numpy.
+    """
+    prod = {}
+    uses = defaultdict(int)
+    for e in g.eqns:
+        for o in e.outs:
+            prod[o] = e
+        for i in e.ins:
+            uses[i] += 1
+    for o in g.outputs:
+        uses[o] += 1
+    avals = g.avals
+
+    def fusible(e):
+        if e.prim not in FUSIBLE:
+            return False
+        a = avals[e.outs[0]]
+        return _concrete(a.shape) and isinstance(a.dtype, np.dtype) and a.dtype.kind == "f"
+
+    absorbed = set()
+    groups = {}
+    for e in reversed(g.eqns):
+        if id(e) in absorbed or not fusible(e):
+            continue
+        root_aval = avals[e.outs[0]]
+        if _size(root_aval.shape) < min_size:
+            continue
+        dt = root_aval.dtype
+        members = []
+        stack = [e]
+        ok = True
+        while stack:
+            m = stack.pop()
+            members.append(m)
+            for i in m.ins:
+                pe = prod.get(i)
+                if pe is None or pe.prim is constant_p:
+                    a = avals[i]
+                    if not (pe is not None and isinstance(pe.attrs["value"], (float, int))
+                            and not isinstance(pe.attrs["value"], bool)):
+                        if not (_concrete(a.shape) and _bcast_to(tuple(a.shape), tuple(root_aval.shape))
+                                and _dt(a) == dt):
+                            ok = False
+                    continue
+                if (fusible(pe) and uses[i] == 1 and id(pe) not in absorbed and avals[i].dtype == dt
+                        and _bcast_to(tuple(avals[i].shape), tuple(root_aval.shape))):
+                    stack.append(pe)
+                else:
+                    a = avals[i]
+                    if not (_concrete(a.shape) and _bcast_to(tuple(a.shape), tuple(root_aval.shape))
+                            and _dt(a) == dt):
+                        ok = False
+        if not ok or len(members) < 2:
+            continue
+        for m in members:
+            absorbed.add(id(m))
+        groups[id(e)] = members
+    if not groups:
+        return g
+
+    new = []
+    nd_cache = {}
+    for e in g.eqns:
+        if id(e) in absorbed and id(e) not in groups:
+            continue
+        if id(e) not in groups:
+            new.append(e)
+            continue
+        members = groups[id(e)]
+        member_outs = {m.outs[0] for m in members}
+        order = [m for m in g.eqns if id(m) in {id(x) for x in members}]
+        root_shape = tuple(avals[e.outs[0]].shape)
+        nd = len(root_shape)
+        arrays, scalars, names = [], [], {}
+        body = []
+        for m in order:
+            terms = []
+            for i in m.ins:
+                if i in member_outs:
+                    terms.append(names[i])
+                    continue
+                pe = prod.get(i)
+                if pe is not None and pe.prim is constant_p and isinstance(pe.attrs["value"], (float, int)):
+                    if i not in names:
+                        names[i] = f"s{len(scalars)}"
+                        scalars.append(i)
+                    terms.append(names[i])
+                    continue
+                if i not in names:
+                    names[i] = f"x{len(arrays)}"
+                    arrays.append(i)
+                terms.append(names[i])
+            t = f"t{len(body)}"
+            body.append(f"{t} = {m.prim.scalar.format(*terms)}")
+            names[m.outs[0]] = t
+        patterns, reshapes = [], []
+        for i in arrays:
+            shp = tuple(avals[i].shape)
+            full = (1,) * (nd - len(shp)) + shp
+            patterns.append(tuple(a == 1 and b != 1 for a, b in zip(full, root_shape)))
+            reshapes.append(None if full == shp else full)
+        src = _kernel_source(nd, patterns, body, len(scalars))
+        kernel = nd_cache.get(src) or _compile_kernel(src)
+        nd_cache[src] = kernel
+        prim = _fused_primitive(kernel, src, avals[e.outs[0]], reshapes, len(arrays), np.dtype(avals[e.outs[0]].dtype))
+        new.append(Eqn(prim, tuple(arrays) + tuple(scalars), e.outs,
+                       {}, "fused(" + "+".join(m.prim.name for m in order) + ")", e.site))
+    return g.derive(new)
+
+
+# --------------------------------------------------------------------------
+# memory plan
+# --------------------------------------------------------------------------
+
+def _writes_out(e):
+    p = e.prim
+    return (isinstance(p.impl, np.ufunc) and not p.multiple_results) or p.name == "fused"
+
+
+def plan_memory(g, min_size=MEMORY_MIN_SIZE):
+    """Liveness analysis assigning reusable ``out=`` buffers.
+
+    Equations whose implementation writes into a caller's array (numpy
+    ufuncs, fused kernels) and whose result has at least ``min_size`` elements
+    get a buffer slot (``eqn.buf``); a slot is reused once every value that
+    may alias it is dead. Any other op's result is assumed to alias all its
+    inputs (views, ``unbroadcast`` returning its argument...), which keeps a
+    buffer alive as long as anything might look at it. Values fetched by the
+    program get no buffer; an output that may alias one is listed in
+    ``meta['copy_outputs']`` so the session copies it out. ``meta['buffers']``
+    maps slots to (shape, dtype).
+    """
+    eqns = g.eqns
+    last = {}
+    for k, e in enumerate(eqns):
+        for i in e.ins:
+            last[i] = k
+    inf = len(eqns) + 1
+    outs = set(g.outputs)
+    for o in outs:
+        last[o] = inf
+    alias = {}
+    holders = defaultdict(int)
+    free = defaultdict(list)
+    buffers = {}
+    new = []
+    changed = False
+
+    def release(v):
+        for b in alias.get(v, ()):
+            holders[b] -= 1
+            if holders[b] == 0:
+                free[buffers[b]].append(b)
+
+    for k, e in enumerate(eqns):
+        buf = None
+        if (e.prim not in SOURCES and not getattr(e.prim, "effect", False) and _writes_out(e)
+                and e.outs[0] not in outs and not g.values[e.outs[0]].sparse):
+            a = g.avals[e.outs[0]]
+            if (isinstance(a.dtype, np.dtype) and _concrete(a.shape) and a.dtype.kind in "fiub"
+                    and _size(a.shape) >= min_size):
+                inplace = e.prim.name != "fused"
+                if inplace:
+                    for i in set(e.ins):
+                        if last.get(i) == k:
+                            release(i)
+                            last[i] = -1
+                key = (tuple(a.shape), a.dtype.str)
+                if free[key]:
+                    buf = free[key].pop()
+                else:
+                    buf = len(buffers)
+                    buffers[buf] = key
+        if buf is not None:
+            alias[e.outs[0]] = (buf,)
+            holders[buf] += 1
+            new.append(e.replace(buf=buf))
+            changed = True
+        else:
+            if e.prim in SOURCES or _writes_out(e):
+                al = ()
+            else:
+                s = set()
+                for i in e.ins:
+                    s.update(alias.get(i, ()))
+                al = tuple(s)
+            for o in e.outs:
+                alias[o] = al
+                for b in al:
+                    holders[b] += 1
+            new.append(e if e.buf is None else e.replace(buf=None))
+        for i in set(e.ins):
+            if last.get(i) == k:
+                release(i)
+        for o in e.outs:
+            if o not in last:
+                release(o)
+    copy_outputs = {o for o in g.outputs if alias.get(o)}
+    out = g.derive(new) if changed else g
+    if out is g:
+        out = g.derive(list(eqns))
+    out.meta = {"buffers": {b: (s, np.dtype(d)) for b, (s, d) in buffers.items()},
+                "copy_outputs": copy_outputs}
+    return out
+
+
+# --------------------------------------------------------------------------
+# reference interpreter and the whole pipeline
+# --------------------------------------------------------------------------
+
+def evaluate(g, feeds=None, storage=None):
+    """Unoptimised execution of every equation of ``g`` in order; returns the
+    values of ``g.outputs`` (a list). ``feeds`` maps placeholder ids (or
+    Values) to arrays, ``storage`` maps variable indices to arrays."""
+    feeds = {(k.id if hasattr(k, "id") else k): v for k, v in (feeds or {}).items()}
+    storage = {} if storage is None else storage
+    env = {}
+    for e in g.eqns:
+        p = e.prim
+        if p is placeholder_p:
+            if e.outs[0] not in feeds:
+                raise KeyError(f"evaluate: placeholder '{e.name}' not fed")
+            r = feeds[e.outs[0]]
+        elif p is variable_p:
+            r = storage[e.attrs["var"].index]
+        elif p is constant_p:
+            r = e.attrs["value"]
+        elif p is param_p:
+            r = e.attrs["param"].data
+        elif getattr(p, "effect", False):
+            r = p.impl(storage, *[env[i] for i in e.ins], **e.attrs)
+        else:
+            r = p.impl(*[env[i] for i in e.ins], **e.attrs)
+        if p.multiple_results:
+            for o, x in zip(e.outs, r):
+                env[o] = x
+        else:
+            env[e.outs[0]] = r
+    return [env[o] for o in g.outputs]
+
+
+def optimize(g, input_avals=None, fuse_min_size=FUSE_MIN_SIZE, memory_min_size=MEMORY_MIN_SIZE,
+             passes=None, timings=None):
+    """Run the pipeline on program ``g`` (a graph with outputs). ``passes``
+    (names) restricts it, for tests; ``timings`` (a dict) receives seconds per
+    pass."""
+    import time
+    pipeline = [
+        ("prune", prune),
+        ("infer_shapes", lambda x: infer_shapes(x, input_avals)),
+        ("fold_constants", fold_constants),
+        ("cse", cse),
+        ("eliminate_dead_code", eliminate_dead_code),
+        ("schedule", schedule),
+        ("fuse_elementwise", lambda x: fuse_elementwise(x, fuse_min_size)),
+        ("plan_memory", lambda x: plan_memory(x, memory_min_size)),
+    ]
+    for name, fn in pipeline:
+        if passes is not None and name not in passes and name != "prune":
+            continue
+        t0 = time.perf_counter()
+        g = fn(g)
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+    if not hasattr(g, "meta"):
+        g.meta = {"buffers": {}, "copy_outputs": set()}
+    return g
