@@ -1,0 +1,300 @@
+"""Shared pieces of the eager models: thin ops over the issue-4 primitives,
+per-example precomputation and minibatch collation, the classifier head.
+
+Precomputation happens once per example (:meth:`prepare`), so an epoch only
+concatenates arrays (:meth:`collate`): no per-node Python per epoch in the
+level-batched path, and the recursive path's per-node loop reads a ready list
+of child indices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..autograd import primitives as P
+from ..autograd.engine import bind, no_grad
+from ..data.batching import TreeArrays, TreeBatch, merge
+
+__all__ = ["split_rows", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels", "tree_lstm_node",
+           "tree_lstm_leaf_node", "lstm_seq", "gru_seq", "rnn_seq", "TreeExample", "TreeMiniBatch",
+           "prepare_trees", "collate_trees", "SentenceExample", "PackedBatch", "pack_sentences",
+           "prepare_sentences", "ModelBase", "uniform_param"]
+
+
+# --------------------------------------------------------------------------
+# ops (index arrays are constants: they carry no gradient)
+# --------------------------------------------------------------------------
+
+
+def split_rows(x):
+    """Rows of ``x`` (n, D) as n tensors of shape (1, D), one graph node."""
+    return bind(P.split_rows_p, x)
+
+
+def tree_lstm_levels(h0, c0, w, b, left, right, offsets):
+    """Binary Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
+    h, c, _, _ = bind(P.tree_lstm_levels_p, h0, c0, w, b, left, right, offsets)
+    return h, c
+
+
+def tree_rnn_levels(h0, w, b, left, right, offsets):
+    """Tree-RNN ``tanh([h_l; h_r] @ w + b)`` over a level schedule; returns h (n_nodes, H)."""
+    return bind(P.tree_rnn_levels_p, h0, w, b, left, right, offsets)[0]
+
+
+def childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
+    """Child-sum Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
+    out = bind(P.childsum_levels_p, h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets)
+    return out[0], out[1]
+
+
+def tree_lstm_node(s_l, s_r, w, b):
+    """Binary Tree-LSTM node on packed states ``[h | c]`` (n, 2H) -> (n, 2H)."""
+    return bind(P.tree_lstm_node_p, s_l, s_r, w, b)[0]
+
+
+def tree_lstm_leaf_node(x, w, b):
+    """Tree-LSTM leaf from input rows ``x`` (n, E) -> packed states (n, 2H)."""
+    return bind(P.tree_lstm_leaf_node_p, x, w, b)[0]
+
+
+def lstm_seq(gx, w_hh, b_hh, batch_sizes):
+    """Packed LSTM; returns the hidden state of every packed step (total, H)."""
+    return bind(P.lstm_seq_p, gx, w_hh, b_hh, batch_sizes)[0]
+
+
+def gru_seq(gx, w_hh, b_hh, batch_sizes):
+    """Packed GRU; returns the hidden state of every packed step (total, H)."""
+    return bind(P.gru_seq_p, gx, w_hh, b_hh, batch_sizes)[0]
+
+
+def rnn_seq(gx, w_hh, b_hh, batch_sizes):
+    """Packed Elman RNN (tanh); returns every packed step's state (total, H)."""
+    return bind(P.rnn_seq_p, gx, w_hh, b_hh, batch_sizes)
+
+
+# --------------------------------------------------------------------------
+# trees
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class TreeExample:
+    """One tree, precomputed once.
+
+    Attributes
+    ----------
+    arrays : TreeArrays
+        Postorder arrays (labels, heights, CSR children, word ids).
+    children : tuple of tuples
+        Children (postorder indices) of each postorder node; ``()`` for leaves.
+    leaf_ids : (n_tokens,) int64
+        Word ids of the leaves, left to right (= their postorder order).
+    """
+
+    arrays: TreeArrays
+    children: tuple
+    leaf_ids: np.ndarray
+
+    @property
+    def n_tokens(self):
+        return self.arrays.n_leaves
+
+    @property
+    def label(self):
+        return int(self.arrays.labels[-1])
+
+
+def prepare_trees(trees, vocab):
+    """:class:`TreeExample` for each tree (node labels as given, e.g. 0-4)."""
+    out = []
+    for t in trees:
+        a = TreeArrays.from_tree(t, vocab)
+        ptr, idx = a.child_ptr.tolist(), a.child_idx.tolist()
+        children = tuple(tuple(idx[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1))
+        out.append(TreeExample(a, children, a.word_ids[a.word_ids >= 0]))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class TreeMiniBatch:
+    """A minibatch of trees: the examples (recursive execution) and their
+    level schedule (level-batched execution).
+
+    Attributes
+    ----------
+    examples : list of TreeExample
+    schedule : TreeBatch
+    postorder_labels : (n_nodes,) int64
+        Node labels tree after tree, each tree in postorder.
+    postorder_roots : (n_trees,) int64
+        Row of each root in that order.
+    root_labels : (n_trees,) int64
+    lengths : (n_trees,) int64
+        Tokens per sentence.
+    """
+
+    examples: list
+    schedule: TreeBatch
+    postorder_labels: np.ndarray
+    postorder_roots: np.ndarray
+    root_labels: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def n_trees(self):
+        return self.schedule.n_trees
+
+
+def collate_trees(examples):
+    """Merge precomputed trees into a :class:`TreeMiniBatch`."""
+    sched = merge([e.arrays for e in examples])
+    labels = np.concatenate([e.arrays.labels for e in examples])
+    roots = sched.tree_offsets[1:] - 1
+    return TreeMiniBatch(list(examples), sched, labels, roots, labels[roots], sched.n_tokens.copy())
+
+
+# --------------------------------------------------------------------------
+# sentences
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SentenceExample:
+    """Word ids of one sentence and its label (an SST tree's root label)."""
+
+    ids: np.ndarray
+    label: int
+
+    @property
+    def n_tokens(self):
+        return len(self.ids)
+
+
+def prepare_sentences(trees, vocab):
+    """:class:`SentenceExample` for each tree: its leaf words and root label."""
+    ids = getattr(vocab, "ids", None)
+    out = []
+    for t in trees:
+        words = t.words()
+        arr = ids(words) if ids is not None else np.fromiter((vocab[w] for w in words), dtype=np.int64)
+        out.append(SentenceExample(arr, int(t.label)))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class PackedBatch:
+    """Sentences packed time-major with no padding, longest first (the layout
+    of ``torch.nn.utils.rnn.pack_padded_sequence``), built from sentences in
+    any order; results come back in the caller's order.
+
+    Attributes
+    ----------
+    ids : (total,) int64
+        Word ids of every packed step: step t holds token t of the
+        ``batch_sizes[t]`` longest sentences.
+    batch_sizes : (T,) int64
+        Sentences still running at each step (non-increasing).
+    last : (B,) int64
+        Packed row of each sentence's last token, in the caller's order: its
+        final state in the forward direction and, because a reversed sentence
+        has the same length, also in the backward direction.
+    reverse : (total,) int64
+        Packed row of the token that the reversed sentences read at each row
+        (row (t, j) reads token L_j - 1 - t of sentence j).
+    labels : (B,) int64
+    lengths : (B,) int64
+    """
+
+    ids: np.ndarray
+    batch_sizes: np.ndarray
+    last: np.ndarray
+    reverse: np.ndarray
+    labels: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def n_trees(self):
+        return len(self.labels)
+
+
+def pack_sentences(seqs, labels=None):
+    """Pack sentences of word ids (any order, any lengths >= 1) into a :class:`PackedBatch`."""
+    B = len(seqs)
+    if B == 0:
+        raise ValueError("pack_sentences: expected at least one sentence, got an empty batch")
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=B)
+    if lengths.min() < 1:
+        raise ValueError(f"pack_sentences: sentence {int(np.argmin(lengths))} is empty; every sentence needs a token")
+    order = np.argsort(-lengths, kind="stable")
+    L = lengths[order]
+    T = int(L[0])
+    padded = np.zeros((B, T), dtype=np.int64)
+    for j, i in enumerate(order.tolist()):
+        padded[j, :L[j]] = seqs[i]
+    steps = np.arange(T)
+    mask = steps[:, None] < L[None, :]              # (T, B): step t of sorted sentence j exists
+    batch_sizes = mask.sum(1)
+    offs = np.zeros(T, dtype=np.int64)
+    np.cumsum(batch_sizes[:-1], out=offs[1:])
+    ids = padded.T[mask]
+    t_idx, j_idx = np.nonzero(mask)                 # packed rows in order
+    reverse = offs[L[j_idx] - 1 - t_idx] + j_idx
+    rank = np.empty(B, dtype=np.int64)
+    rank[order] = np.arange(B)
+    last = offs[lengths - 1] + rank
+    lab = np.zeros(B, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
+    return PackedBatch(ids, batch_sizes.astype(np.int64), last, reverse, lab, lengths)
+
+
+# --------------------------------------------------------------------------
+# model base
+# --------------------------------------------------------------------------
+
+
+def uniform_param(rng, shape, bound, dtype):
+    from ..nn.module import Parameter
+    return Parameter(rng.uniform(-bound, bound, shape).astype(dtype))
+
+
+class ModelBase:
+    """Mixin of the eager models' training protocol (see :mod:`dynnets.train`).
+
+    Subclasses define ``prepare``, ``collate``, ``logits_and_labels`` and set
+    ``kind`` and ``config`` (the constructor's keyword arguments, plain
+    values, so that a checkpoint can rebuild the model).
+    """
+
+    is_static = False
+    kind = None
+
+    def make_batch(self, trees, vocab):
+        """``collate(prepare(trees, vocab))`` (the protocol shared with the static models)."""
+        return self.collate(self.prepare(trees, vocab))
+
+    def _eval_logits(self, batch, nodes):
+        was = self.training
+        self.eval()
+        try:
+            with no_grad():
+                logits, labels = self.logits_and_labels(batch, nodes=nodes)
+        finally:
+            self.train(was)
+        return logits.data, labels
+
+    @staticmethod
+    def _softmax(z):
+        z = np.asarray(z, dtype=np.float64)
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict_proba(self, batch):
+        """Class probabilities of each sentence (tree root), (n_sentences, C), in batch order."""
+        logits, _ = self._eval_logits(batch, nodes=False)
+        return self._softmax(logits)
+
+    def embedding_parameters(self):
+        """Parameters that get the embedding learning rate (and no L2)."""
+        return [self.embedding.weight]

@@ -1,0 +1,121 @@
+"""Sentence classifiers over variable-length sequences: RNN, GRU and LSTM,
+uni- or bidirectional, with no padding.
+
+A minibatch of sentences in any order is packed time-major, longest first
+(:func:`~dynnets.models.common.pack_sentences`, the layout of PyTorch's
+``pack_padded_sequence`` without asking the caller to sort): step t computes
+only the sentences that are still running. The input projections of all
+steps are one matrix product; the recurrence is one primitive per direction
+(``lstm_seq`` / ``gru_seq`` / ``rnn_seq``) whose forward and VJP loop over
+the steps with one product and one fused kernel call each. The backward
+direction reads the same packed rows in reverse token order (same lengths,
+so the same layout), and each sentence is classified from its final states.
+So every sentence gets exactly what it would get alone (tested).
+
+Parameters follow ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` names and layouts
+(``weight_ih_l0`` (G*H, E), ``weight_hh_l0`` (G*H, H), ``bias_ih_l0``,
+``bias_hh_l0``, and ``*_reverse`` for the backward direction).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import nn
+from ..autograd import ops
+from .common import ModelBase, gru_seq, lstm_seq, pack_sentences, prepare_sentences, rnn_seq, uniform_param
+
+__all__ = ["SequenceClassifier"]
+
+CELLS = {"lstm": (4, lstm_seq), "gru": (3, gru_seq), "rnn": (1, rnn_seq)}
+
+
+class SequenceClassifier(ModelBase, nn.Module):
+    """Embedding -> (bi)directional RNN/GRU/LSTM -> final states -> softmax.
+
+    Parameters
+    ----------
+    vocab_size : int
+    embed_dim : int, default 300
+    hidden : int, default 150
+    num_classes : int, default 5
+    cell : {"lstm", "gru", "rnn"}
+    bidirectional : bool
+    dropout : float
+        Dropout on the final states before the classifier.
+    embed_dropout : float
+        Dropout on word vectors.
+    embed_init : float or None
+        Word vectors ~ U(-embed_init, embed_init); None gives N(0, 1).
+    seed : int
+    dtype : str
+    """
+
+    def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, cell="lstm", bidirectional=False,
+                 dropout=0.0, embed_dropout=0.0, embed_init=None, seed=0, dtype="float32"):
+        nn.Module.__init__(self)
+        if cell not in CELLS:
+            raise ValueError(f"SequenceClassifier: cell must be one of {sorted(CELLS)}, got {cell!r}")
+        self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
+                           num_classes=int(num_classes), cell=cell, bidirectional=bool(bidirectional),
+                           dropout=float(dropout), embed_dropout=float(embed_dropout),
+                           embed_init=None if embed_init is None else float(embed_init), seed=int(seed),
+                           dtype=str(np.dtype(dtype)))
+        self.cell = cell
+        self.bidirectional = bool(bidirectional)
+        self.hidden = H = int(hidden)
+        G, self._seq = CELLS[cell]
+        dt = np.dtype(dtype)
+        rng = np.random.default_rng([seed, 0])
+        self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
+        if embed_init is not None:
+            self.embedding.weight.data[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
+        bound = 1.0 / math.sqrt(H)            # torch.nn.LSTM's initialisation
+        self._dirs = ["l0"] + (["l0_reverse"] if self.bidirectional else [])
+        for d in self._dirs:
+            setattr(self, f"weight_ih_{d}", uniform_param(rng, (G * H, embed_dim), bound, dt))
+            setattr(self, f"weight_hh_{d}", uniform_param(rng, (G * H, H), bound, dt))
+            setattr(self, f"bias_ih_{d}", uniform_param(rng, (G * H,), bound, dt))
+            setattr(self, f"bias_hh_{d}", uniform_param(rng, (G * H,), bound, dt))
+        self.out = nn.Linear(H * len(self._dirs), num_classes, rng=rng, dtype=dt)
+        self.embed_drop = nn.Dropout(embed_dropout, rng=np.random.default_rng([seed, 1]))
+        self.drop = nn.Dropout(dropout, rng=np.random.default_rng([seed, 2]))
+
+    @property
+    def kind(self):
+        return ("bi" if self.bidirectional else "") + self.cell
+
+    # --- protocol -------------------------------------------------------------------
+    def prepare(self, trees, vocab):
+        """Word ids and root label of each tree (once per dataset)."""
+        return prepare_sentences(trees, vocab)
+
+    def collate(self, examples):
+        """A PackedBatch (no padding) of sentences in the given order."""
+        return pack_sentences([e.ids for e in examples], [e.label for e in examples])
+
+    def final_states(self, batch):
+        """Final hidden state(s) of each sentence, (B, H) or (B, 2H), in batch order."""
+        x = self.embed_drop(self.embedding(batch.ids))          # (total, E)
+        outs = []
+        for d in self._dirs:
+            xd = x if d == "l0" else ops.take(x, batch.reverse)
+            gx = ops.linear(xd, getattr(self, f"weight_ih_{d}"), getattr(self, f"bias_ih_{d}"))
+            h = self._seq(gx, getattr(self, f"weight_hh_{d}"), getattr(self, f"bias_hh_{d}"), batch.batch_sizes)
+            outs.append(ops.take(h, batch.last))
+        return outs[0] if len(outs) == 1 else ops.concat(outs, axis=1)
+
+    def logits_and_labels(self, batch, nodes=False):
+        return self.out(self.drop(self.final_states(batch))), batch.labels
+
+    def loss(self, batch):
+        """Mean cross-entropy over the sentences (a scalar Tensor)."""
+        logits, labels = self.logits_and_labels(batch)
+        return ops.cross_entropy(logits, labels)
+
+    def forward(self, batch):
+        return self.loss(batch)
+
+    def extra_repr(self):
+        return f"{self.kind}, hidden={self.hidden}"

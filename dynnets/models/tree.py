@@ -1,0 +1,291 @@
+"""Tree models over parse trees, each with two executions of the same parameters.
+
+* ``TreeLSTM``: the binary constituency Tree-LSTM of Tai et al. 2015 (eqs.
+  9-14: separate forget gates for the left and right child, words only at the
+  leaves).
+* ``TreeRNN``: the recursive neural network ``h = tanh(W [h_l; h_r] + b)``
+  (Socher et al. 2011), leaves ``h = tanh(W_x x + b_x)``.
+* ``ChildSumTreeLSTM``: the child-sum Tree-LSTM of Tai et al. 2015 (eqs. 2-8)
+  for nodes with any number of children.
+
+``mode`` selects the execution (it may be changed at any time; the parameters
+are the same):
+
+``"recursive"``
+    the natural define-by-run code: one tree at a time, one graph node per
+    tree node, children before parents (a postorder loop; no Python
+    recursion, so any depth works);
+``"level"``
+    level-batched: all nodes of a minibatch at the same height in one fused
+    kernel call per level, from the :class:`~dynnets.data.batching.TreeBatch`
+    schedule.
+
+Both give the same loss and gradients (tests/models/test_tree.py). A softmax
+classifier reads every node (``classify="all"``, as SST is trained on all
+node labels) or only the roots (``classify="root"``); the loss is the sum of
+the classified nodes' cross-entropies divided by the number of trees.
+Dropout (inverted) applies to the word vectors (``embed_dropout``) and to the
+states before the classifier (``dropout``).
+
+Weights use the ``x @ W`` layout, ``W`` of shape (in, out).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import nn
+from ..autograd import ops
+from .common import (ModelBase, childsum_levels, collate_trees, prepare_trees, split_rows, tree_lstm_leaf_node,
+                     tree_lstm_levels, tree_lstm_node, tree_rnn_levels, uniform_param)
+
+__all__ = ["TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM"]
+
+MODES = ("recursive", "level")
+
+
+class TreeModel(ModelBase, nn.Module):
+    """Base of the tree models: embedding, dropout, classifier, the protocol.
+
+    Parameters
+    ----------
+    vocab_size : int
+    embed_dim : int, default 300
+    hidden : int, default 150
+    num_classes : int, default 5
+    mode : {"level", "recursive"}
+    classify : {"all", "root"}
+    dropout : float
+        Dropout on node states before the classifier.
+    embed_dropout : float
+        Dropout on word vectors.
+    embed_init : float or None
+        Word vectors ~ U(-embed_init, embed_init); None gives N(0, 1) (PyTorch's default).
+    seed : int
+        Initial weights and dropout masks.
+    dtype : str
+        "float32" (default) or "float64".
+    """
+
+    needs_binary = True
+
+    def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, mode="level", classify="all",
+                 dropout=0.0, embed_dropout=0.0, embed_init=None, seed=0, dtype="float32"):
+        nn.Module.__init__(self)
+        if mode not in MODES:
+            raise ValueError(f"{type(self).__name__}: mode must be one of {MODES}, got {mode!r}")
+        if classify not in ("all", "root"):
+            raise ValueError(f"{type(self).__name__}: classify must be 'all' or 'root', got {classify!r}")
+        self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
+                           num_classes=int(num_classes), mode=mode, classify=classify, dropout=float(dropout),
+                           embed_dropout=float(embed_dropout),
+                           embed_init=None if embed_init is None else float(embed_init), seed=int(seed),
+                           dtype=str(np.dtype(dtype)))
+        self.mode = mode
+        self.classify = classify
+        self.hidden = int(hidden)
+        self.num_classes = int(num_classes)
+        dt = np.dtype(dtype)
+        rng = np.random.default_rng([seed, 0])
+        self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
+        if embed_init is not None:
+            self.embedding.weight.data[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
+        self._build(rng, dt, embed_dim, self.hidden)
+        self.out = nn.Linear(self.hidden, num_classes, rng=rng, dtype=dt)
+        self.embed_drop = nn.Dropout(embed_dropout, rng=np.random.default_rng([seed, 1]))
+        self.drop = nn.Dropout(dropout, rng=np.random.default_rng([seed, 2]))
+
+    # --- protocol -------------------------------------------------------------------
+    def prepare(self, trees, vocab):
+        """Per-tree precomputation (once per dataset): a list of TreeExample."""
+        return prepare_trees(trees, vocab)
+
+    def collate(self, examples):
+        """A TreeMiniBatch (level schedule + examples) from precomputed trees."""
+        batch = collate_trees(examples)
+        if self.needs_binary and batch.schedule.left is None and batch.schedule.n_internal:
+            k = next(i for i, e in enumerate(examples) if np.any(e.arrays.n_children[e.arrays.n_children > 0] != 2))
+            raise ValueError(f"{type(self).__name__}: tree {k} of the batch has a node with other than two "
+                             f"children; this model needs binary trees (see dynnets.data.trees.binarize, "
+                             f"or use ChildSumTreeLSTM)")
+        return batch
+
+    def node_states(self, batch):
+        """Hidden states of every node, (n_nodes, H), and their labels and root rows.
+
+        Level mode orders nodes as the schedule (level by level); recursive
+        mode tree after tree, each in postorder.
+        """
+        if self.mode == "level":
+            s = batch.schedule
+            return self._level(s), s.labels, s.root_index
+        return self._recursive(batch.examples), batch.postorder_labels, batch.postorder_roots
+
+    def logits_and_labels(self, batch, nodes=True):
+        h, labels, roots = self.node_states(batch)
+        if not nodes or self.classify == "root":
+            h = ops.take(h, roots)
+            labels = labels[roots]
+        return self.out(self.drop(h)), labels
+
+    def loss(self, batch):
+        """Sum of the classified nodes' cross-entropies / number of trees (a scalar Tensor)."""
+        logits, labels = self.logits_and_labels(batch)
+        return ops.cross_entropy(logits, labels, reduction="sum") * (1.0 / batch.n_trees)
+
+    def predict_nodes(self, batch):
+        """Probabilities of every node, (n_nodes, C), and the node labels."""
+        logits, labels = self._eval_logits(batch, nodes=True)
+        return self._softmax(logits), labels
+
+    def forward(self, batch):
+        return self.loss(batch)
+
+    def _embed(self, ids):
+        return self.embed_drop(self.embedding(ids))
+
+    def extra_repr(self):
+        c = self.config
+        return f"vocab={c['vocab_size']}, embed={c['embed_dim']}, hidden={c['hidden']}, mode={self.mode}"
+
+
+def _init(rng, shape, fan_in, dt):
+    return uniform_param(rng, shape, 1.0 / math.sqrt(fan_in), dt)
+
+
+class TreeLSTM(TreeModel):
+    """Binary constituency Tree-LSTM (Tai et al. 2015, eqs. 9-14).
+
+    Leaves: [i, o, u] = x W_leaf + b_leaf, c = σ(i) tanh(u), h = σ(o) tanh(c).
+    Internal nodes: [i, f_l, f_r, o, u] = [h_l; h_r] U + b,
+    c = σ(i) tanh(u) + σ(f_l) c_l + σ(f_r) c_r, h = σ(o) tanh(c).
+
+    Parameters: ``w_leaf`` (E, 3H), ``b_leaf`` (3H,), ``U`` (2H, 5H), ``b`` (5H,);
+    see :class:`TreeModel` for the rest.
+    """
+
+    kind = "treelstm"
+
+    def _build(self, rng, dt, E, H):
+        self.w_leaf = _init(rng, (E, 3 * H), E, dt)
+        self.b_leaf = _init(rng, (3 * H,), E, dt)
+        self.U = _init(rng, (2 * H, 5 * H), 2 * H, dt)
+        self.b = _init(rng, (5 * H,), 2 * H, dt)
+
+    def _level(self, s):
+        H = self.hidden
+        s0 = tree_lstm_leaf_node(self._embed(s.leaf_word_ids), self.w_leaf, self.b_leaf)
+        h, _ = tree_lstm_levels(s0[:, :H], s0[:, H:], self.U, self.b, s.left, s.right, s.level_offsets)
+        return h
+
+    def _recursive(self, examples):
+        U, b, w_leaf, b_leaf = self.U, self.b, self.w_leaf, self.b_leaf
+        states = []
+        for e in examples:
+            xs = split_rows(self._embed(e.leaf_ids))
+            mine = []
+            k = 0
+            for kids in e.children:
+                if kids:
+                    s = tree_lstm_node(mine[kids[0]], mine[kids[1]], U, b)
+                else:
+                    s = tree_lstm_leaf_node(xs[k], w_leaf, b_leaf)
+                    k += 1
+                mine.append(s)
+            states.extend(mine)
+        return ops.concat(states, axis=0)[:, :self.hidden]
+
+
+class TreeRNN(TreeModel):
+    """Recursive neural network (Socher et al. 2011): leaves
+    h = tanh(x W_leaf + b_leaf), internal nodes h = tanh([h_l; h_r] W + b).
+
+    Parameters: ``w_leaf`` (E, H), ``b_leaf`` (H,), ``W`` (2H, H), ``b`` (H,).
+    """
+
+    kind = "treernn"
+
+    def _build(self, rng, dt, E, H):
+        self.w_leaf = _init(rng, (E, H), E, dt)
+        self.b_leaf = _init(rng, (H,), E, dt)
+        self.W = _init(rng, (2 * H, H), 2 * H, dt)
+        self.b = _init(rng, (H,), 2 * H, dt)
+
+    def _level(self, s):
+        h0 = ops.tanh(ops.matmul(self._embed(s.leaf_word_ids), self.w_leaf) + self.b_leaf)
+        return tree_rnn_levels(h0, self.W, self.b, s.left, s.right, s.level_offsets)
+
+    def _recursive(self, examples):
+        W, b, w_leaf, b_leaf = self.W, self.b, self.w_leaf, self.b_leaf
+        states = []
+        for e in examples:
+            xs = split_rows(self._embed(e.leaf_ids))
+            mine = []
+            k = 0
+            for kids in e.children:
+                if kids:
+                    h = ops.tanh(ops.concat([mine[kids[0]], mine[kids[1]]], axis=1) @ W + b)
+                else:
+                    h = ops.tanh(xs[k] @ w_leaf + b_leaf)
+                    k += 1
+                mine.append(h)
+            states.extend(mine)
+        return ops.concat(states, axis=0)
+
+
+class ChildSumTreeLSTM(TreeModel):
+    """Child-sum Tree-LSTM (Tai et al. 2015, eqs. 2-8) for any number of
+    children; words only at the leaves (internal nodes have x = 0).
+
+    Leaves: as :class:`TreeLSTM` with ``w_iou``/``b_iou``. Internal node with
+    children k: h̃ = Σ_k h_k; [i, o, u] = h̃ U_iou + b_iou;
+    f_k = σ(h_k U_f + b_f); c = σ(i) tanh(u) + Σ_k f_k c_k; h = σ(o) tanh(c).
+
+    Parameters: ``w_iou`` (E, 3H), ``b_iou`` (3H,) (shared by leaves and
+    internal nodes, as in eqs. 3-5 with x = 0), ``u_iou`` (H, 3H), ``u_f`` (H, H), ``b_f`` (H,).
+    """
+
+    kind = "childsum"
+    needs_binary = False
+
+    def _build(self, rng, dt, E, H):
+        self.w_iou = _init(rng, (E, 3 * H), E, dt)
+        self.b_iou = _init(rng, (3 * H,), E, dt)
+        self.u_iou = _init(rng, (H, 3 * H), H, dt)
+        self.u_f = _init(rng, (H, H), H, dt)
+        self.b_f = _init(rng, (H,), H, dt)
+
+    def _level(self, s):
+        H = self.hidden
+        s0 = tree_lstm_leaf_node(self._embed(s.leaf_word_ids), self.w_iou, self.b_iou)
+        h, _ = childsum_levels(s0[:, :H], s0[:, H:], self.u_iou, self.u_f, self.b_iou, self.b_f,
+                               s.child_ptr, s.child_idx, s.level_offsets)
+        return h
+
+    def _node(self, kids):
+        """One internal node from its children's packed states, with plain ops."""
+        H = self.hidden
+        hc = kids[0] if len(kids) == 1 else ops.concat(kids, axis=0)      # (k, 2H)
+        hk, ck = hc[:, :H], hc[:, H:]
+        iou = ops.sum(hk, axis=0, keepdims=True) @ self.u_iou + self.b_iou
+        i, o, u = ops.sigmoid(iou[:, :H]), ops.sigmoid(iou[:, H:2 * H]), ops.tanh(iou[:, 2 * H:])
+        f = ops.sigmoid(hk @ self.u_f + self.b_f)
+        c = i * u + ops.sum(f * ck, axis=0, keepdims=True)
+        return ops.concat([o * ops.tanh(c), c], axis=1)
+
+    def _recursive(self, examples):
+        states = []
+        for e in examples:
+            xs = split_rows(self._embed(e.leaf_ids))
+            mine = []
+            k = 0
+            for kids in e.children:
+                if kids:
+                    s = self._node([mine[j] for j in kids])
+                else:
+                    s = tree_lstm_leaf_node(xs[k], self.w_iou, self.b_iou)
+                    k += 1
+                mine.append(s)
+            states.extend(mine)
+        return ops.concat(states, axis=0)[:, :self.hidden]
