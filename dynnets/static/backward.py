@@ -103,7 +103,8 @@ def vjp_call_info(prim):
         if p is prim:
             fwd = P.PRIMITIVES[name]
             fn = fwd.joint_vjp if i is None else fwd.vjps[i]
-            info = (fn, fwd.multiple_results, i is None, (name, i) in SPARSE_VJPS)
+            # a joint VJP may return factored (OuterSum) or row-sparse parts: densify them as vjp_primitive does
+            info = (fn, fwd.multiple_results, i is None, i is None or (name, i) in SPARSE_VJPS)
             _INFO[prim] = info
             return info
     return None

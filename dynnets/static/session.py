@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, RowSparse, ShapeError, _dt, _fmt
+from ..autograd.primitives import Aval, OuterSum, RowSparse, ShapeError, _dt, _fmt
 from . import passes as _passes
 from .backward import vjp_call_info
 from .graph import (FeedError, GraphError, Operation, OpError, UninitializedVariableError, Value, _site_str,
@@ -41,7 +41,13 @@ _perf = time.perf_counter
 
 
 def _dense(x):
-    return x.to_dense() if type(x) is RowSparse else x
+    tp = type(x)
+    return x.to_dense() if tp is RowSparse or tp is OuterSum else x
+
+
+def _dense_all(r):
+    """A joint VJP's gradients with factored or row-sparse parts densified."""
+    return tuple(_dense(x) for x in r)
 
 
 def _cp(x):
@@ -448,7 +454,7 @@ class Session:
     def _tier2(self, plan):
         """Replace ``plan.fn`` by generated straight-line Python."""
         t0 = _perf()
-        ns = {"S": self._storage, "_dense": _dense, "_cp": _cp}
+        ns = {"S": self._storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp}
         for s, c in plan.consts.items():
             ns[f"v{s}"] = c
         lines = []
@@ -487,7 +493,7 @@ class Session:
                         gs, xs, os_ = a[0], "(" + "".join(x + ", " for x in a[1:1 + n_in]) + ")", a[1 + n_in]
                     call = f"F{k}({gs}, {xs}, {os_}{kw})"
                     if densify:
-                        call = f"_dense({call})"
+                        call = f"_dense_all({call})" if multi else f"_dense({call})"
                 else:
                     extra = ""
                     if ins.extra is not None:
@@ -627,7 +633,7 @@ def _step(ins, S):
             kw["out"] = ins.extra
         if kind == "vjp":
             fwd_multi, n_out, n_in, densify = ins.extra
-            post = _dense if densify else None
+            post = (_dense_all if ins.eqn.prim.multiple_results else _dense) if densify else None
             if fwd_multi:
                 def call(env):
                     return fn(tuple(env[i] for i in a[:n_out]), tuple(env[i] for i in a[n_out:n_out + n_in]),

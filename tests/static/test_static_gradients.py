@@ -102,5 +102,6 @@ def test_static_gradients_equal_eager(name, case):
                 assert gv is None or np.allclose(gv, 0), f"{name}: input {k} has a static gradient but no eager one"
                 continue
             assert gv is not None, f"{name}: input {k} has an eager gradient but no static one"
+            assert isinstance(gv, (np.ndarray, np.generic)), f"{name}: fetched gradient is a {type(gv).__name__}"
             np.testing.assert_allclose(gv, eg.data, rtol=1e-10, atol=1e-10,
                                        err_msg=f"{name}-{case.id}: gradient of input {k} (optimize={optimize})")
