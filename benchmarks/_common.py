@@ -32,27 +32,37 @@ __all__ = ["ROOT", "setup", "interleaved", "median_us", "torch_or_none", "markdo
            "fmt_us"]
 
 
-def setup(script, keep_env=False):
+def setup(script, keep_env=False, blas_threads=1):
     """Prepare a benchmark process; returns a dict describing the environment.
 
     Unless ``keep_env`` is true, re-executes ``script`` (with the same argv)
     without OpenBLAS tuning variables the first time through; the child finds
     the marker variable and carries on. BLAS reads these variables when it is
     loaded, so they cannot be changed from inside a process that has numpy.
+    ``blas_threads`` (default 1, like ``torch.set_num_threads(1)`` for the
+    PyTorch contenders) sets ``OPENBLAS_NUM_THREADS`` the same way; 0 leaves
+    OpenBLAS's default (one thread per core), which on a loaded shared machine
+    makes every product wait for a busy core.
     """
-    removed = {k: os.environ[k] for k in _SCRUB if k in os.environ}
-    if removed and not keep_env and os.environ.get(_MARK) is None:
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
-        env[_MARK] = ";".join(f"{k}={v}" for k, v in removed.items())
-        sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable, str(Path(script).resolve()), *sys.argv[1:]], env)
+    if os.environ.get(_MARK) is None:
+        env = dict(os.environ)
+        removed = {} if keep_env else {k: env.pop(k) for k in _SCRUB if k in env}
+        if blas_threads:
+            env["OPENBLAS_NUM_THREADS"] = str(blas_threads)
+        if env != dict(os.environ):
+            env[_MARK] = ";".join(f"{k}={v}" for k, v in removed.items()) or "-"
+            sys.stdout.flush()
+            os.execve(sys.executable, [sys.executable, str(Path(script).resolve()), *sys.argv[1:]], env)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    info = {"reexec": os.environ.get(_MARK), "kept": {k: os.environ[k] for k in _SCRUB if k in os.environ}}
-    if info["reexec"]:
-        print(f"# re-executed with {info['reexec']} unset from the environment (numpy/OpenBLAS default core detection)")
-    elif info["kept"]:
-        print(f"# running with {info['kept']} as set in the environment (--keep-env)")
+    mark = os.environ.get(_MARK)
+    info = {"reexec": mark, "kept": {k: os.environ[k] for k in _SCRUB if k in os.environ},
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
+    if mark and mark != "-":
+        print(f"# re-executed with {mark} unset from the environment (numpy/OpenBLAS default core detection)")
+    if info["kept"]:
+        print(f"# running with {info['kept']} as set in the environment")
+    print(f"# OPENBLAS_NUM_THREADS={info['blas_threads'] or 'unset (OpenBLAS default)'}")
     print(f"# python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cpus; {blas_info()}")
     return info
 

@@ -16,7 +16,8 @@ rounds of ``--number`` calls. Run::
     python benchmarks/bench_ops.py --seed 0 --repeats 30
 
 The script re-executes itself once without OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE
-(it prints so); ``--keep-env`` keeps them.
+(it prints so; ``--keep-env`` keeps them) and with OPENBLAS_NUM_THREADS=1, so
+numpy's BLAS, like PyTorch, uses one thread (``--blas-threads``).
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def _parser():
     ap.add_argument("--only", choices=["overhead", "lstm"], help="run one case")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if importable")
     ap.add_argument("--keep-env", action="store_true", help="do not unset OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="OPENBLAS_NUM_THREADS for numpy (default 1, as torch's 1 thread; 0 = OpenBLAS default)")
     return ap
 
 
@@ -190,25 +193,29 @@ def lstm_contenders(seed, batch, torch, I=300, H=150):
 
 def main(argv=None):
     opts = _parser().parse_args(argv)
-    setup(__file__, keep_env=opts.keep_env)
+    setup(__file__, keep_env=opts.keep_env, blas_threads=opts.blas_threads)
     torch = None if opts.no_torch else torch_or_none(threads=1)
     print(f"# torch: {'not used' if torch is None else torch.__version__ + ', 1 thread'}; "
           f"seed {opts.seed}, {opts.repeats} rounds; medians in microseconds per forward+backward; "
           "timings are noisy on a shared machine")
 
     rows = []
+    targets = []
     if opts.only in (None, "overhead"):
         cont = overhead_contenders(opts.seed, torch)
         t = interleaved(cont, opts.repeats, opts.number or 200, warmup=2)
         med = {n: median_us(v) for n, v in t.items()}
         d = med["dynnets"]
+        hand = med["numpy (hand-written)"]
         print("\n## 1. eager per-op overhead: tanh(x @ W + b).sum(), x (1,150), W (150,150), float32")
         for n, v in med.items():
             print(f"{n:<24}{v:9.1f} us   ({d / v:5.2f}x dynnets/this)")
-        ratio_t = f"{d / med['pytorch']:.2f}" if "pytorch" in med else "n/a"
-        rows.append(["tanh(x@W+b).sum() fwd+bwd (1x150)", fmt_us(d),
-                     fmt_us(med["pytorch"]) if "pytorch" in med else "n/a",
-                     fmt_us(med["numpy (hand-written)"]) + " (numpy by hand)", ratio_t])
+        tt = med.get("pytorch")
+        if tt:
+            targets.append(f"overhead: dynnets/PyTorch = {d / tt:.2f} (target <= 1.0, goal 0.5): "
+                           f"{'met' if d <= tt else 'NOT met'}")
+        rows.append(["`tanh(x@W+b).sum()` fwd+bwd, x 1x150", fmt_us(d), fmt_us(tt) if tt else "n/a",
+                     f"{fmt_us(hand)} (numpy by hand)", f"{d / tt:.2f}" if tt else "n/a"])
 
     if opts.only in (None, "lstm"):
         for batch in (1, 25):
@@ -222,13 +229,21 @@ def main(argv=None):
             for n, v in med.items():
                 print(f"{n:<24}{v:9.1f} us   ({f / v:5.2f}x fused/this)")
             print(f"composed/fused speed-up: {c / f:.2f}x")
+            targets.append(f"LSTM batch {batch}: composed/fused = {c / f:.2f} (target >= 2): "
+                           f"{'met' if c >= 2 * f else 'NOT met'}")
             tt = med.get("torch.nn.LSTMCell")
-            rows.append([f"LSTM cell fwd+bwd, batch {batch} (fused)", fmt_us(f),
-                         fmt_us(tt) if tt else "n/a", fmt_us(c) + " (composed dynnets)",
+            if tt:
+                targets.append(f"LSTM batch {batch}: fused/PyTorch = {f / tt:.2f} (target <= 1.0): "
+                               f"{'met' if f <= tt else 'NOT met'}")
+            rows.append([f"LSTM cell fwd+bwd, batch {batch}, fused `lstm_cell`", fmt_us(f),
+                         fmt_us(tt) if tt else "n/a", f"{fmt_us(c)} (composed, {c / f:.2f}x fused)",
                          f"{f / tt:.2f}" if tt else "n/a"])
 
+    print("\n## targets")
+    for line in targets:
+        print(line)
     print("\n## markdown (shared 2-core machine; medians, us per forward+backward)\n")
-    print(markdown_table(["case", "dynnets", "PyTorch 1 thread", "other", "dynnets / PyTorch"], rows))
+    print(markdown_table(["case", "dynnets", "PyTorch 1 thread", "reference", "dynnets / PyTorch"], rows))
 
 
 if __name__ == "__main__":

@@ -1013,11 +1013,15 @@ def _cell_kernel(name, n):
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
     Returns (h', c', acts) where acts are saved gate activations."""
-    gates = x @ w_ih.T
-    gates += h @ w_hh.T
-    gates += b_ih
-    gates += b_hh
-    return _cell_kernel("lstm_cell_fwd", c.size)(gates, _c(c))
+    # gates.T = W_ih x.T + W_hh h.T: single-threaded OpenBLAS runs this
+    # weight-on-the-left product 10-30% faster than x @ W_ih.T (measured,
+    # float32, B=25: 300->600 72 vs 105 us, 150->600 37 vs 52 us); the copy back
+    # to C order costs ~3 us.
+    gt = w_ih @ x.T
+    gt += w_hh @ h.T
+    gt += b_ih[:, None]
+    gt += b_hh[:, None]
+    return _cell_kernel("lstm_cell_fwd", c.size)(np.ascontiguousarray(gt.T), _c(c))
 
 
 def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
