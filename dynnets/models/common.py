@@ -273,15 +273,15 @@ class ModelBase:
         """``collate(prepare(trees, vocab))`` (the protocol shared with the static models)."""
         return self.collate(self.prepare(trees, vocab))
 
-    def _eval_logits(self, batch, nodes):
+    def _eval(self, fn, *args):
+        """``fn(*args)`` in eval mode without recording, restoring the mode after."""
         was = self.training
         self.eval()
         try:
             with no_grad():
-                logits, labels = self.logits_and_labels(batch, nodes=nodes)
+                return fn(*args)
         finally:
             self.train(was)
-        return logits.data, labels
 
     @staticmethod
     def _softmax(z):
@@ -292,8 +292,8 @@ class ModelBase:
 
     def predict_proba(self, batch):
         """Class probabilities of each sentence (tree root), (n_sentences, C), in batch order."""
-        logits, _ = self._eval_logits(batch, nodes=False)
-        return self._softmax(logits)
+        logits, _ = self._eval(self.logits_and_labels, batch, "roots")
+        return self._softmax(logits.data)
 
     def embedding_parameters(self):
         """Parameters that get the embedding learning rate (and no L2)."""

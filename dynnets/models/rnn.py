@@ -106,7 +106,9 @@ class SequenceClassifier(ModelBase, nn.Module):
             outs.append(ops.take(h, batch.last))
         return outs[0] if len(outs) == 1 else ops.concat(outs, axis=1)
 
-    def logits_and_labels(self, batch, nodes=False):
+    def logits_and_labels(self, batch, which="loss"):
+        """Logits (B, C) and labels of the sentences (``which`` is accepted for
+        the protocol shared with tree models: a sentence has one output)."""
         return self.out(self.drop(self.final_states(batch))), batch.labels
 
     def loss(self, batch):

@@ -122,9 +122,12 @@ class TreeModel(ModelBase, nn.Module):
             return self._level(s), s.labels, s.root_index
         return self._recursive(batch.examples), batch.postorder_labels, batch.postorder_roots
 
-    def logits_and_labels(self, batch, nodes=True):
+    def logits_and_labels(self, batch, which="loss"):
+        """Logits and labels of the nodes the loss classifies (``which="loss"``:
+        every node or the roots, per ``classify``), of the roots (``"roots"``)
+        or of every node (``"nodes"``)."""
         h, labels, roots = self.node_states(batch)
-        if not nodes or self.classify == "root":
+        if which == "roots" or (which == "loss" and self.classify == "root"):
             h = ops.take(h, roots)
             labels = labels[roots]
         return self.out(self.drop(h)), labels
@@ -134,10 +137,20 @@ class TreeModel(ModelBase, nn.Module):
         logits, labels = self.logits_and_labels(batch)
         return ops.cross_entropy(logits, labels, reduction="sum") * (1.0 / batch.n_trees)
 
+    def predict_all(self, batch):
+        """One eval forward: root probabilities (n_trees, C), every node's
+        probabilities (n_nodes, C) and the node labels (n_nodes,)."""
+        def run():
+            h, labels, roots = self.node_states(batch)
+            return self.out(h).data, labels, roots
+        logits, labels, roots = self._eval(run)
+        p = self._softmax(logits)
+        return p[roots], p, labels
+
     def predict_nodes(self, batch):
         """Probabilities of every node, (n_nodes, C), and the node labels."""
-        logits, labels = self._eval_logits(batch, nodes=True)
-        return self._softmax(logits), labels
+        _, p, labels = self.predict_all(batch)
+        return p, labels
 
     def forward(self, batch):
         return self.loss(batch)

@@ -1,0 +1,456 @@
+"""Training and evaluation of sentiment classifiers: epochs, minibatches,
+optimizers, regularisation, early stopping on dev, checkpoints, logs.
+
+Programmatic API (the CLI calls these)::
+
+    from dynnets.train import TrainConfig, train, evaluate, load_checkpoint
+    model = build_model("treelstm", len(vocab), hidden=150)
+    result = train(model, train_trees, dev_trees, vocab, TrainConfig(epochs=8, seed=0, out_dir="runs/x"))
+    best = load_checkpoint("runs/x/best.npz")        # model + .vocab, weights of the best dev epoch
+    metrics = evaluate(best, dev_trees, best.vocab)
+
+Model protocols
+---------------
+An **eager** model (``model.is_static`` false; every model of
+:mod:`dynnets.models` except ``padded-lstm``) provides
+
+``prepare(trees, vocab) -> list``
+    per-example precomputation, done once per dataset (word ids, per-tree
+    schedule arrays);
+``collate(examples) -> batch``
+    a minibatch of prepared examples (a level schedule, a packed batch);
+``make_batch(trees, vocab) -> batch``
+    ``collate(prepare(trees, vocab))``;
+``loss(batch) -> Tensor``
+    the scalar training loss, with dropout when ``model.training``; the
+    trainer runs backward, clipping and the optimizer step;
+``predict_proba(batch) -> ndarray (n_sentences, C)``
+    root (sentence) class probabilities in batch order, in eval mode;
+``predict_all(batch) -> (root proba, node proba (n_nodes, C), node labels)``
+    tree models only: roots and every node from one forward (all-node accuracy);
+``embedding_parameters() -> list``
+    parameters that get the embedding learning rate and no L2;
+``kind``, ``config``
+    the registry name and constructor keyword arguments (checkpoints);
+and ``state_dict()``, ``load_state_dict()``, ``parameters()``, ``train()``, ``eval()`` (:class:`dynnets.nn.Module`).
+
+A **static** model (``model.is_static = True``, e.g. the padded baseline)
+provides ``make_batch(trees, vocab) -> batch``, ``train_step(batch) -> float``
+(forward, backward and update in one call, with its own optimizer),
+``predict_proba(batch)``, ``state_dict()``/``load_state_dict()``,
+``padding_stats()``/``reset_padding_stats()`` (logged per epoch), and for
+checkpoints ``kind`` and ``config``.
+
+Files (``out_dir``)
+-------------------
+``log.jsonl``
+    one JSON object per epoch (loss, speed, dev metrics), appended and
+    fsync'ed line by line;
+``best.npz``
+    the best dev epoch's checkpoint, written atomically: model kind, config,
+    vocabulary and weights, enough to rebuild the model
+    (:func:`load_checkpoint`).
+
+With the same seed, the same data and the same config, two runs give the
+same metrics (initial weights, batch order and dropout masks all derive from
+the seed; ``max_seconds`` is the exception, as it depends on speed).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from . import io as dio
+from .data.batching import BucketSampler
+from .data.vocab import Vocabulary
+from .metrics import DEFAULT_LENGTH_EDGES, classification_report
+from .nn.utils import clip_grad_norm_
+
+__all__ = ["TrainConfig", "TrainResult", "train", "evaluate", "predict", "make_optimizer", "save_checkpoint",
+           "load_checkpoint", "CHECKPOINT_FORMAT"]
+
+CHECKPOINT_FORMAT = "dynnets.checkpoint/1"
+SELECT_METRICS = ("root_fine", "root_binary", "all_nodes")
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of :func:`train` (defaults follow Tai et al. 2015).
+
+    Attributes
+    ----------
+    epochs : int
+        Maximum number of epochs.
+    batch_size : int
+        Sentences per minibatch.
+    optimizer : {"adagrad", "adam", "sgd"}
+    lr : float
+        Learning rate of every parameter except the word embeddings.
+    embedding_lr : float or None
+        Learning rate of the word embeddings (None: ``lr``).
+    weight_decay : float
+        L2 penalty (added to the gradient) on every parameter except the embeddings.
+    embedding_weight_decay : float
+        L2 penalty on the embeddings (a dense update of the whole table when > 0).
+    momentum : float
+        SGD momentum.
+    clip_norm : float or None
+        Clip the global gradient norm to this value before each step.
+    patience : int or None
+        Stop when the selection metric has not improved for this many epochs.
+    select : {"root_fine", "root_binary", "all_nodes"}
+        Dev metric for model selection and early stopping.
+    seed : int
+        Batch order (the model's seed sets weights and dropout).
+    bucket_batches : int
+        Length bucketing of the batch order: batches drawn from buckets of
+        ``bucket_batches`` batches of similar length (1: tightest); 0 for a
+        plain shuffle.
+    eval_batch_size : int
+    max_seconds : float or None
+        Stop after the first epoch that ends past this wall-clock budget
+        (makes the result depend on speed).
+    restore_best : bool
+        Load the best epoch's weights into the model when training ends.
+    progress : bool
+        tqdm progress bars (on stderr).
+    out_dir : str or None
+        Where ``log.jsonl`` and ``best.npz`` go (nothing written when None).
+    """
+
+    epochs: int = 10
+    batch_size: int = 25
+    optimizer: str = "adagrad"
+    lr: float = 0.05
+    embedding_lr: float | None = 0.1
+    weight_decay: float = 1e-4
+    embedding_weight_decay: float = 0.0
+    momentum: float = 0.0
+    clip_norm: float | None = None
+    patience: int | None = 3
+    select: str = "root_fine"
+    seed: int = 0
+    bucket_batches: int = 0
+    eval_batch_size: int = 250
+    max_seconds: float | None = None
+    restore_best: bool = True
+    progress: bool = True
+    out_dir: str | None = None
+
+    def __post_init__(self):
+        if self.optimizer not in ("adagrad", "adam", "sgd"):
+            raise ValueError(f"TrainConfig: optimizer must be 'adagrad', 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.select not in SELECT_METRICS:
+            raise ValueError(f"TrainConfig: select must be one of {SELECT_METRICS}, got {self.select!r}")
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"TrainConfig: {name} must be a positive integer, got {v!r}")
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"TrainConfig.from_dict: unknown keys {unknown}")
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    ``history`` has one dict per epoch (as in ``log.jsonl``); ``best`` is the
+    dev report of the best epoch; ``checkpoint`` the path of ``best.npz`` (or None).
+    """
+
+    history: list = field(default_factory=list)
+    best_epoch: int = 0
+    best: dict = field(default_factory=dict)
+    checkpoint: str | None = None
+    seconds: float = 0.0
+    stopped: str = ""
+
+
+# --------------------------------------------------------------------------
+# optimizers
+# --------------------------------------------------------------------------
+
+
+def make_optimizer(model, config):
+    """The optimizer of ``config`` over two param groups: word embeddings
+    (``embedding_lr``, ``embedding_weight_decay``; lazy row updates for Adam)
+    and everything else (``lr``, ``weight_decay``)."""
+    from . import optim
+    emb = list(model.embedding_parameters()) if hasattr(model, "embedding_parameters") else []
+    emb_ids = {id(p) for p in emb}
+    rest = [p for p in model.parameters() if id(p) not in emb_ids and p.requires_grad]
+    emb = [p for p in emb if p.requires_grad]
+    elr = config.lr if config.embedding_lr is None else config.embedding_lr
+    groups = [{"params": rest, "lr": config.lr, "weight_decay": config.weight_decay}]
+    if emb:
+        groups.append({"params": emb, "lr": elr, "weight_decay": config.embedding_weight_decay})
+    if config.optimizer == "adagrad":
+        return optim.Adagrad(groups, lr=config.lr)
+    if config.optimizer == "adam":
+        if emb:
+            groups[1]["lazy"] = True
+        return optim.Adam(groups, lr=config.lr)
+    return optim.SGD(groups, lr=config.lr, momentum=config.momentum)
+
+
+# --------------------------------------------------------------------------
+# evaluation
+# --------------------------------------------------------------------------
+
+
+def _batches(n, size):
+    return [list(range(i, min(n, i + size))) for i in range(0, n, size)]
+
+
+def _prepared(model, trees, vocab):
+    return model.prepare(trees, vocab) if hasattr(model, "prepare") else None
+
+
+def _batch(model, trees, examples, idx, vocab):
+    if examples is not None:
+        return model.collate([examples[i] for i in idx])
+    return model.make_batch([trees[i] for i in idx], vocab)
+
+
+def predict(model, trees, vocab, batch_size=250, examples=None, nodes=False):
+    """Root probabilities of every tree, (n_trees, C), in order; with
+    ``nodes=True`` also (node probabilities, node labels) of a tree model
+    (None for other models)."""
+    if examples is None:
+        examples = _prepared(model, trees, vocab)
+    n = len(trees) if trees is not None else len(examples)
+    roots, nprob, nlab = [], [], []
+    want_nodes = nodes and hasattr(model, "predict_all")
+    for idx in _batches(n, batch_size):
+        b = _batch(model, trees, examples, idx, vocab)
+        if want_nodes:
+            r, p, y = model.predict_all(b)          # one forward for roots and nodes
+            roots.append(r)
+            nprob.append(p)
+            nlab.append(y)
+        else:
+            roots.append(model.predict_proba(b))
+    root_p = np.concatenate(roots) if roots else np.zeros((0, 0))
+    if not nodes:
+        return root_p
+    if not want_nodes:
+        return root_p, None
+    return root_p, (np.concatenate(nprob), np.concatenate(nlab))
+
+
+def evaluate(model, trees, vocab, batch_size=250, edges=DEFAULT_LENGTH_EDGES, examples=None):
+    """Metrics of ``model`` on ``trees``: root fine-grained and binary (SST-2)
+    accuracy, all-node accuracy (tree models), confusion matrix, accuracy by
+    sentence length. See :func:`dynnets.metrics.classification_report`."""
+    root_p, node = predict(model, trees, vocab, batch_size, examples=examples, nodes=True)
+    labels = np.fromiter((t.label for t in trees), dtype=np.int64, count=len(trees))
+    lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+    if node is None:
+        return classification_report(root_p, labels, lengths, edges=edges)
+    return classification_report(root_p, labels, lengths, node[0], node[1], edges=edges)
+
+
+# --------------------------------------------------------------------------
+# checkpoints
+# --------------------------------------------------------------------------
+
+
+def save_checkpoint(path, model, vocab, **extra):
+    """Write model kind, config, vocabulary and weights (and ``extra`` plain
+    values) to ``path`` atomically (:func:`dynnets.io.save`)."""
+    kind = getattr(model, "kind", None)
+    config = getattr(model, "config", None)
+    if kind is None or config is None:
+        raise TypeError(f"save_checkpoint: {type(model).__name__} has no 'kind' and 'config' to rebuild it from")
+    state = {"format": CHECKPOINT_FORMAT, "kind": kind, "config": dict(config),
+             "vocab": vocab.to_dict() if vocab is not None else None,
+             "weights": {k: np.asarray(v) for k, v in model.state_dict().items()}, "extra": extra}
+    dio.save(state, path)
+
+
+def load_checkpoint(path):
+    """Rebuild the model saved by :func:`save_checkpoint`.
+
+    Returns the model (in eval mode) with attributes ``vocab`` (a
+    :class:`~dynnets.data.vocab.Vocabulary`) and ``checkpoint`` (the saved
+    extra values, e.g. epoch and dev metrics).
+    """
+    from .models import build_model
+    state = dio.load(path)
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        got = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"load_checkpoint: {path} is not a {CHECKPOINT_FORMAT} checkpoint (format {got!r})")
+    config = dict(state["config"])
+    vocab_size = config.pop("vocab_size")
+    model = build_model(state["kind"], vocab_size, **config)
+    model.load_state_dict(state["weights"])
+    v = state.get("vocab")
+    vocab = None
+    if v is not None:
+        words = list(v["words"])
+        counts = list(v.get("counts") or [])
+        vocab = Vocabulary(words, lowercase=bool(v["lowercase"]), min_freq=int(v.get("min_freq", 1)),
+                           counts={w: int(c) for w, c in zip(words, counts) if c})
+    model.vocab = vocab
+    model.checkpoint = state.get("extra") or {}
+    if hasattr(model, "eval"):
+        model.eval()
+    return model
+
+
+# --------------------------------------------------------------------------
+# training
+# --------------------------------------------------------------------------
+
+
+def _append_line(path, obj):
+    """One JSON line, flushed and fsync'ed (a crash loses at most the line being written)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(obj, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _progress(total, desc, enabled):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
+
+
+def _order(n, lengths, config, epoch):
+    if config.bucket_batches > 0:
+        return BucketSampler(lengths, config.batch_size, seed=config.seed,
+                             bucket_batches=config.bucket_batches).batches(epoch)
+    rng = np.random.default_rng([config.seed, epoch])
+    perm = rng.permutation(n).tolist()
+    return [perm[i:i + config.batch_size] for i in range(0, n, config.batch_size)]
+
+
+def _copy_state(model):
+    return {k: np.array(v, copy=True) for k, v in model.state_dict().items()}
+
+
+def train(model, train_trees, dev_trees, vocab, config=None):
+    """Train ``model`` on ``train_trees``, select on ``dev_trees``.
+
+    Parameters
+    ----------
+    model : an eager or static model (see the module docstring)
+    train_trees, dev_trees : lists of :class:`~dynnets.data.trees.Tree`
+    vocab : Vocabulary
+    config : TrainConfig, optional
+
+    Returns
+    -------
+    TrainResult
+    """
+    config = config or TrainConfig()
+    t_start = time.perf_counter()
+    out = Path(config.out_dir) if config.out_dir else None
+    log_path = ckpt_path = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        log_path = out / "log.jsonl"
+        ckpt_path = out / "best.npz"
+        if log_path.exists():
+            log_path.unlink()       # a fresh run's log, not appended to an old one
+        dio.atomic_write_text(out / "config.json", json.dumps(
+            {"train": config.to_dict(), "model": {"kind": getattr(model, "kind", None),
+                                                  "config": getattr(model, "config", None)}}, indent=1,
+            sort_keys=True))
+    static = bool(getattr(model, "is_static", False))
+    train_ex = None if static else model.prepare(train_trees, vocab)
+    dev_ex = None if static else _prepared(model, dev_trees, vocab)
+    lengths = [len(t.leaves()) for t in train_trees]
+    opt = None if static else make_optimizer(model, config)
+    params = [] if static else [p for p in model.parameters() if p.requires_grad]
+    result = TrainResult(checkpoint=str(ckpt_path) if ckpt_path else None)
+    best_score = -math.inf
+    best_state = None
+    since_best = 0
+    for epoch in range(1, config.epochs + 1):
+        batches = _order(len(train_trees), lengths, config, epoch)
+        if hasattr(model, "train"):
+            model.train()
+        if static and hasattr(model, "reset_padding_stats"):
+            model.reset_padding_stats()
+        bar = _progress(len(batches), f"epoch {epoch}", config.progress)
+        total_loss, seen, t0 = 0.0, 0, time.perf_counter()
+        for idx in batches:
+            batch = _batch(model, train_trees, train_ex, idx, vocab)
+            if static:
+                lv = float(model.train_step(batch))
+            else:
+                opt.zero_grad()
+                loss = model.loss(batch)
+                loss.backward()
+                if config.clip_norm:
+                    clip_grad_norm_(params, config.clip_norm)
+                opt.step()
+                lv = float(loss.item())
+            if not math.isfinite(lv):
+                raise FloatingPointError(f"train: loss became {lv} in epoch {epoch} (lower the learning rate, "
+                                         f"or clip gradients with clip_norm)")
+            total_loss += lv * len(idx)
+            seen += len(idx)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{total_loss / seen:.4f}", sent_s=f"{seen / (time.perf_counter() - t0):.0f}")
+        if bar is not None:
+            bar.close()
+        train_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        dev = evaluate(model, dev_trees, vocab, config.eval_batch_size, examples=dev_ex)
+        eval_s = time.perf_counter() - t1
+        score = dev.get(config.select)
+        if score is None:
+            raise ValueError(f"train: select={config.select!r} is not available for {type(model).__name__}")
+        improved = score > best_score
+        entry = {"epoch": epoch, "train_loss": total_loss / max(seen, 1), "train_seconds": round(train_s, 3),
+                 "train_sent_per_s": round(seen / train_s, 1) if train_s > 0 else None,
+                 "eval_seconds": round(eval_s, 3), "dev": dev, "best": improved,
+                 "elapsed": round(time.perf_counter() - t_start, 3)}
+        if static and hasattr(model, "padding_stats"):
+            entry["padding"] = model.padding_stats()
+        if improved:
+            best_score, since_best = score, 0
+            result.best_epoch, result.best = epoch, dev
+            best_state = _copy_state(model)
+            if ckpt_path is not None:
+                save_checkpoint(ckpt_path, model, vocab, epoch=epoch, dev=dev, train_config=config.to_dict())
+        else:
+            since_best += 1
+        result.history.append(entry)
+        if log_path is not None:
+            _append_line(log_path, entry)
+        if config.progress:
+            print(f"epoch {epoch}: loss {entry['train_loss']:.4f}  dev fine {dev['root_fine']:.4f}  binary "
+                  f"{dev['root_binary']:.4f}" + (f"  nodes {dev['all_nodes']:.4f}" if 'all_nodes' in dev else "")
+                  + f"  {entry['train_sent_per_s']} sent/s" + ("  *" if improved else ""), file=sys.stderr)
+        if config.patience is not None and since_best >= config.patience:
+            result.stopped = f"early stopping: no {config.select} improvement for {config.patience} epochs"
+            break
+        if config.max_seconds is not None and time.perf_counter() - t_start > config.max_seconds:
+            result.stopped = f"time budget of {config.max_seconds} s reached"
+            break
+    if config.restore_best and best_state is not None:
+        model.load_state_dict(best_state)
+    result.seconds = time.perf_counter() - t_start
+    return result
