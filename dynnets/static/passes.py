@@ -25,14 +25,20 @@ Measured thresholds (shared 2-core machine, float32, numpy 2.4, numba 0.68;
   of a new expression costs a Numba compilation (0.1-0.5 s; later plans with
   the same expression reuse it from ``_KERNELS``), so fusion only runs on
   arrays of at least ``FUSE_MIN_SIZE`` = 2048 elements and never for the
-  small graphs whose compile time matters;
+  small graphs whose compile time matters; the kernels' source is written to
+  ``$DYNNETS_CACHE_DIR/fused`` (default ``~/.cache/dynnets/fused``, off with
+  ``DYNNETS_NO_DISK_CACHE=1``) and compiled with Numba's ``cache=True``, so a
+  later process loads them instead of compiling;
 * ``out=`` buffers change little below about 16k elements (numpy's small
   allocations come from a cache), so ``plan_memory`` only plans buffers for
   arrays of at least ``MEMORY_MIN_SIZE`` = 4096 elements.
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -165,6 +171,8 @@ def fold_constants(g, max_size=1 << 16):
     for k, e in enumerate(g.eqns):
         if e.prim is constant_p:
             const[e.outs[0]] = e.attrs["value"]
+            if new is not None:
+                new.append(e)
             continue
         if not e.ins or not _foldable(e) or not all(i in const for i in e.ins):
             if new is not None:
@@ -330,15 +338,52 @@ def _kernel_source(nd, patterns, body, n_scalars):
     return "\n".join(lines) + "\n"
 
 
+def _cache_dir():
+    d = os.environ.get("DYNNETS_CACHE_DIR")
+    if d is None:
+        d = os.path.join(os.path.expanduser("~"), ".cache", "dynnets")
+    return os.path.join(d, "fused")
+
+
+def _load_cached(src):
+    """Compile ``src`` from a module file in the cache folder with Numba's
+    ``cache=True``, so a later process loads the machine code instead of
+    compiling again (0.1-0.5 s per kernel). None if the folder is unusable."""
+    if os.environ.get("DYNNETS_NO_DISK_CACHE"):
+        return None
+    import importlib.util
+
+    from ..io import atomic_write_text
+    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
+    folder = _cache_dir()
+    path = os.path.join(folder, f"k_{digest}.py")
+    try:
+        if not os.path.exists(path):
+            header = ("import math\nimport numpy as np\nfrom numba import njit\n\n\n"
+                      "@njit(cache=True, nogil=True, error_model=\"numpy\")\n")
+            atomic_write_text(path, header + src)
+        name = f"_dynnets_fused_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        # Numba's cache re-imports the defining module by name when it loads machine code
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod.kernel
+    except OSError:
+        return None
+
+
 def _compile_kernel(src):
     k = _KERNELS.get(src)
     if k is not None:
         KERNEL_STATS["reused"] += 1
         return k
-    from numba import njit
-    ns = {"math": math, "np": np}
-    exec(compile(src, f"<dynnets fused kernel {len(_KERNELS)}>", "exec"), ns)
-    k = njit(cache=False, nogil=True, error_model="numpy")(ns["kernel"])
+    k = _load_cached(src)
+    if k is None:
+        from numba import njit
+        ns = {"math": math, "np": np}
+        exec(compile(src, f"<dynnets fused kernel {len(_KERNELS)}>", "exec"), ns)
+        k = njit(cache=False, nogil=True, error_model="numpy")(ns["kernel"])
     _KERNELS[src] = k
     KERNEL_STATS["compiled"] += 1
     return k

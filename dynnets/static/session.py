@@ -347,14 +347,15 @@ class Session:
         slot = {}
         consts = {}
         instrs = []
-        for pid in feed_ids:
-            slot[pid] = len(slot)
-        # unused feeds still take an argument position
-        arg_slots = [slot[pid] for pid in feed_ids]
+        counter = [0]
 
         def new_slot(o):
-            slot[o] = len(slot)
+            slot[o] = counter[0]
+            counter[0] += 1
             return slot[o]
+
+        # every fed placeholder takes an argument position, used or not
+        arg_slots = [new_slot(pid) for pid in feed_ids]
 
         for pid in feed_ids:
             if pid in casts:
@@ -385,10 +386,11 @@ class Session:
             if p is placeholder_p:
                 continue
             if p is constant_p:
-                consts[new_slot(o)] = e.attrs["value"]
+                cs = new_slot(o)
+                consts[cs] = e.attrs["value"]
                 # constants are read-only, so only a constant fetched as it is gets copied (to be writable)
                 if o in out_set:
-                    instrs.append(_Ins("copy", (slot[o],), None, (slot[o],), None, e, None))
+                    instrs.append(_Ins("copy", (new_slot(o),), None, (cs,), None, e, None))
                 continue
             elif p is variable_p:
                 var = e.attrs["var"]
@@ -436,9 +438,9 @@ class Session:
         plan.instrs = instrs
         plan.consts = consts
         plan.arg_slots = arg_slots
-        plan.n_slots = len(slot)
+        plan.n_slots = counter[0]
         plan.ret = ret
-        plan.fn = _tier1(instrs, consts, arg_slots, len(slot), ret, self._storage)
+        plan.fn = _tier1(instrs, consts, arg_slots, counter[0], ret, self._storage)
         plan.tier = 1
         plan.runs = 0
         plan.total = 0.0
@@ -455,15 +457,19 @@ class Session:
         """Replace ``plan.fn`` by generated straight-line Python."""
         t0 = _perf()
         ns = {"S": self._storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp}
-        for s, c in plan.consts.items():
-            ns[f"v{s}"] = c
+        consts = plan.consts
+        for s, c in consts.items():
+            ns[f"C{s}"] = c
+
+        def nm(s):
+            return f"C{s}" if s in consts else f"v{s}"
         lines = []
         line_ins = {}
         for k, ins in enumerate(plan.instrs):
             kind = ins.kind
             multi = len(ins.outs) > 1 or (ins.eqn is not None and ins.eqn.prim.multiple_results)
             outs = ", ".join(f"v{o}" for o in ins.outs) + ("," if multi else "")
-            a = [f"v{i}" for i in ins.args]
+            a = [nm(i) for i in ins.args]
             if kind == "cast":
                 ns[f"D{k}"] = ins.fn
                 ln = f"{outs} = {a[0]}.astype(D{k})"
@@ -504,7 +510,7 @@ class Session:
             line_ins[len(lines) + 2] = k
             lines.append(ln)
         args = ", ".join(f"v{s}" for s in plan.arg_slots)
-        ret = _ret_source(plan.ret, ns)
+        ret = _ret_source(plan.ret, ns, consts)
         fname = f"<dynnets plan {id(plan):x}>"
         src = f"def _plan({args}):\n" + "".join(f"    {ln}\n" for ln in lines) + f"    return {ret}\n"
         exec(compile(src, fname, "exec"), ns)
@@ -569,20 +575,21 @@ def _ret_template(t, g, slot, flat, raw_sparse):
     return (tp, [_ret_template(s, g, slot, flat, raw_sparse) for s in items])
 
 
-def _ret_source(t, ns):
+def _ret_source(t, ns, consts):
     if t[0] == "none":
         return "None"
     if t[0] == "v":
-        return f"_dense(v{t[1]})" if t[2] else f"v{t[1]}"
+        v = f"C{t[1]}" if t[1] in consts else f"v{t[1]}"
+        return f"_dense({v})" if t[2] else v
     tp, items = t
     if tp is dict:
         parts = []
         for k, sub in items:
             kn = f"K{len(ns)}"
             ns[kn] = k
-            parts.append(f"{kn}: {_ret_source(sub, ns)}")
+            parts.append(f"{kn}: {_ret_source(sub, ns, consts)}")
         return "{" + ", ".join(parts) + "}"
-    inner = "".join(_ret_source(s, ns) + ", " for s in items)
+    inner = "".join(_ret_source(s, ns, consts) + ", " for s in items)
     return f"[{inner}]" if tp is list else f"({inner})"
 
 
@@ -625,8 +632,10 @@ def _step(ins, S):
         def step(env):
             env[o] = prm.data
     elif kind == "copy":
+        src = a[0]
+
         def step(env):
-            env[o] = _cp(env[o])
+            env[o] = _cp(env[src])
     else:
         kw = dict(kw) if kw else {}
         if kind == "call" and ins.extra is not None:
