@@ -558,7 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sst import load_sst
 
         print("| split | trees | tokens | length min / median / mean / p90 / max | 100+ tokens | max height "
-              "| root labels 0/1/2/3/4 | bag of words wrong | trees where negation / intensifier / contrast changes a value |")
+              "| root labels 0/1/2/3/4 | bag of words wrong "
+              "| trees where negation / intensifier / contrast changes a value |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for name, trees in load_sst(a.stats).items():
             st = treebank_stats(trees)

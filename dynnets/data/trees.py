@@ -727,7 +727,15 @@ def read_trees(path: str | os.PathLike, *, num_classes: int | None = 5, int_labe
     Returns
     -------
     TreeReader
-        Iterable of :class:`Tree`; memory use is one line at a time.
+        Iterable of :class:`Tree`; lines are read and parsed in chunks of
+        about 256 KiB, so memory use does not grow with the file.
+
+    Notes
+    -----
+    The parser pauses Python's cyclic GC while it builds a chunk of trees
+    (collections run between chunks, in the caller's code). A program that
+    keeps a large treebank alive for a long time can call ``gc.freeze()``
+    after loading to keep later full collections from revisiting it.
     """
     return TreeReader(path, num_classes=num_classes, int_labels=int_labels, on_error=on_error)
 
@@ -853,7 +861,8 @@ def from_networkx(graph, root: Any = None) -> Tree:
             stack.append((v, True))
             stack.extend((c, False) for c in reversed(ordered_children(v)))
     if seen != graph.number_of_nodes():
-        raise ValueError(f"from_networkx: {graph.number_of_nodes() - seen} node(s) are not reachable from root {root!r}")
+        raise ValueError(f"from_networkx: {graph.number_of_nodes() - seen} node(s) are not reachable "
+                         f"from root {root!r}")
     return results[0]
 
 

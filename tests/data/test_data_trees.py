@@ -401,3 +401,14 @@ def test_binarize_collapse_random(seed, n, factor):
     assert all(len(x.children) in (0, 2) for x in b.postorder())
     if all(len(x.children) in (0, 2) for x in t.postorder()):
         assert binarize(t, factor) == t
+
+
+def test_from_networkx_unreachable_component():
+    g = to_networkx(parse_tree("(1 (2 a) (3 b))"))
+    g.add_node("x", label=1)
+    g.add_node("y", label=2, word="w")
+    g.add_edge("x", "y")
+    g.add_edge("y", "x")  # a cycle away from the root: every node has one parent
+    g.graph["root"] = 0
+    with pytest.raises(ValueError, match="2 node\\(s\\) are not reachable from root 0"):
+        from_networkx(g)
