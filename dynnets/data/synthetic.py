@@ -441,25 +441,22 @@ class _Gen:
 
 
 def _struct_to_tree(s: _Struct) -> Tree:
-    """Build a labelled Tree from nested pairs (iteratively, labels by the rules)."""
-    # Each result: (tree, value, but-phrase flag)
-    results: list[tuple[Tree, int, bool]] = []
+    """Nested pairs of words -> Tree (iteratively), labelled by :func:`label_tree`."""
+    results: list[Tree] = []
     stack: list[tuple[_Struct, bool]] = [(s, False)]
     while stack:
         item, expanded = stack.pop()
         if isinstance(item, str):
-            v = LEXICON.get(item, 0)
-            results.append((_leaf(v + 2, item), v, False))
+            results.append(_leaf(2, item))
         elif expanded:
-            rt, rv, rb = results.pop()
-            lt, lv, _ = results.pop()
-            v, b = _combine(lv, lt.word, rv, rb)
-            results.append((_node(v + 2, (lt, rt)), v, b))
+            right = results.pop()
+            left = results.pop()
+            results.append(_node(2, (left, right)))
         else:
             stack.append((item, True))
             stack.append((item[1], False))
             stack.append((item[0], False))
-    return results[0][0]
+    return label_tree(results[0])
 
 
 def generate_trees(n: int, rng: np.random.Generator, config: SyntheticConfig | None = None) -> list[Tree]:
