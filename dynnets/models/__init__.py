@@ -15,13 +15,14 @@ __all__ = ["SequenceClassifier", "TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTr
 _SEQ = {"lstm": ("lstm", False), "gru": ("gru", False), "rnn": ("rnn", False),
         "bilstm": ("lstm", True), "bigru": ("gru", True), "birnn": ("rnn", True)}
 _TREE = {"treelstm": TreeLSTM, "treernn": TreeRNN, "childsum": ChildSumTreeLSTM}
-MODEL_KINDS = tuple(_TREE) + tuple(_SEQ) + ("padded-lstm",)
+MODEL_KINDS = tuple(_TREE) + tuple(_SEQ) + ("bow", "padded-lstm")
 
 
 def build_model(kind, vocab_size, **config):
     """A model by name: ``treelstm``, ``treernn``, ``childsum`` (tree models;
     ``mode="level"`` or ``"recursive"``), ``lstm``, ``gru``, ``rnn``,
-    ``bilstm``, ``bigru``, ``birnn`` (sequence classifiers), ``padded-lstm``
+    ``bilstm``, ``bigru``, ``birnn`` (sequence classifiers), ``bow`` (mean of
+    word vectors, :mod:`dynnets.models.bow`), ``padded-lstm``
     (the static padded baseline, :mod:`dynnets.models.padded`).
 
     ``config`` holds the constructor's keyword arguments (e.g. ``hidden=150``);
@@ -33,6 +34,9 @@ def build_model(kind, vocab_size, **config):
         cell, bi = _SEQ[kind]
         config = {k: v for k, v in config.items() if k not in ("cell", "bidirectional")}
         return SequenceClassifier(vocab_size, cell=cell, bidirectional=bi, **config)
+    if kind == "bow":
+        from .bow import BagOfWords
+        return BagOfWords(vocab_size, **config)
     if kind == "padded-lstm":
         from . import padded
         return padded.build(vocab_size, **config)
