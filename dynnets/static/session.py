@@ -467,7 +467,7 @@ class Session:
         line_ins = {}
         for k, ins in enumerate(plan.instrs):
             kind = ins.kind
-            multi = len(ins.outs) > 1 or (ins.eqn is not None and ins.eqn.prim.multiple_results)
+            multi = len(ins.outs) > 1 or (kind in ("call", "vjp", "effect") and ins.eqn.prim.multiple_results)
             outs = ", ".join(f"v{o}" for o in ins.outs) + ("," if multi else "")
             a = [nm(i) for i in ins.args]
             if kind == "cast":

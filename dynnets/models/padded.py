@@ -1,0 +1,374 @@
+"""The padded baseline: an LSTM sentiment classifier as a static graph, the way
+TensorFlow 1.x users wrote it.
+
+The graph is built once for a fixed ``batch_size`` and a fixed ``max_len``:
+every sentence is cut to its first ``max_len`` tokens and filled up with
+``<pad>`` (id 0) to ``max_len``; the last, partial batch of an epoch is filled
+with dummy rows (all ``<pad>``, weight 0) that count neither in the loss nor in
+the predictions. The LSTM is unrolled over ``max_len`` steps with the fused
+``lstm_cell`` primitive: embedding -> LSTM -> final state -> linear ->
+softmax cross-entropy on the root label.
+
+``masked=False`` is naive padded code: the pad steps feed the LSTM like words,
+so the final state has read ``max_len - n`` pads after the sentence.
+``masked=True`` carries the state through pad steps unchanged,
+``h_t = m_t * h_new + (1 - m_t) * h_{t-1}`` (and likewise ``c``), so the final
+state is the state after the last real token (the masked update is one fused
+Numba kernel per step in the compiled plan).
+
+Initial weights are those of the dynamic
+``SequenceClassifier(vocab_size, embed_dim, hidden_size, num_classes,
+cell="lstm", seed=seed)``: the same random draws in the same order, and
+``state_dict`` uses its names, so weights move between the two.
+
+The forward is written once (:func:`forward`) against dynnets ops; the static
+graph is that function applied to placeholders and Variables, and
+:meth:`PaddedLSTMClassifier.eager_loss_and_grads` applies it to eager tensors,
+so the two modes run the same computation (tested, and compared by
+``benchmarks/bench_static.py``).
+
+Training protocol of :mod:`dynnets.train` for static models: ``is_static``,
+``make_batch``, ``train_step``, ``predict_proba``, ``state_dict`` /
+``load_state_dict``, ``padding_stats`` / ``reset_padding_stats``, ``kind``,
+``config``. The optimizer is the model's own (a static train op): the word
+embeddings get no weight decay (as the dynamic models' embedding parameter
+group) and, with Adam, lazy row updates.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import static as ds
+from ..autograd import ops
+from ..autograd.tensor import Parameter
+from ..data.batching import pad_batch
+
+__all__ = ["PaddedLSTMClassifier", "PaddedBatch", "forward", "build", "pad_sentences"]
+
+PAD_ID = 0
+PARAM_NAMES = ("embedding.weight", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "out.weight",
+               "out.bias")
+
+
+@dataclass(frozen=True, eq=False)
+class PaddedBatch:
+    """Sentences padded to ``max_len`` in chunks of ``batch_size`` rows.
+
+    Attributes
+    ----------
+    ids : (n_chunks, max_len, batch_size) int64
+        Time-major word ids; ``<pad>`` (0) after the sentence and in dummy rows.
+    mask : (n_chunks, max_len, batch_size, 1) float32
+        1 on real tokens, 0 on pads.
+    labels : (n_chunks, batch_size) int64
+        Root labels (0 in dummy rows).
+    weights : (n_chunks, batch_size) float32
+        1 for real sentences, 0 for dummy rows.
+    n_sentences : int
+        Real sentences (rows beyond it are dummies).
+    n_real_steps : int
+        Real tokens kept, ``sum(min(len, max_len))``.
+    n_pad_steps : int
+        LSTM steps spent on padding: ``n_chunks * batch_size * max_len - n_real_steps``
+        (pads after sentences and the dummy rows' steps).
+    n_truncated : int
+        Sentences longer than ``max_len`` (their tail is cut).
+    """
+
+    ids: np.ndarray
+    mask: np.ndarray
+    labels: np.ndarray
+    weights: np.ndarray
+    n_sentences: int
+    n_real_steps: int
+    n_pad_steps: int
+    n_truncated: int
+
+    @property
+    def n_chunks(self):
+        return self.ids.shape[0]
+
+    def rows(self, k):
+        """Real rows in chunk ``k``."""
+        return int(self.weights[k].sum())
+
+
+def pad_sentences(id_lists, labels, batch_size, max_len):
+    """Pad/truncate sentences (sequences of ids) into a :class:`PaddedBatch`
+    with :func:`dynnets.data.batching.pad_batch`: sentences keep their first
+    ``max_len`` tokens (``truncate="post"``) and are padded after the last one;
+    dummy (empty, weight 0) rows fill the last chunk."""
+    n = len(id_lists)
+    if n == 0:
+        raise ValueError("pad_sentences: no sentences")
+    chunks = math.ceil(n / batch_size)
+    rows = chunks * batch_size
+    empty = np.zeros(0, np.int64)
+    pb = pad_batch(list(id_lists) + [empty] * (rows - n), max_len=max_len, truncate="post", pad_id=PAD_ID)
+    lab = np.zeros(rows, dtype=np.int64)
+    lab[:n] = np.asarray(labels, dtype=np.int64)
+    w = np.zeros(rows, dtype=np.float32)
+    w[:n] = 1.0
+    # time-major chunks: (chunks, T, B)
+    ids = np.ascontiguousarray(pb.ids.reshape(chunks, batch_size, max_len).transpose(0, 2, 1))
+    mask = np.ascontiguousarray(pb.mask.reshape(chunks, batch_size, max_len).transpose(0, 2, 1))[..., None]
+    real = int(pb.lengths.sum())
+    return PaddedBatch(ids, mask, lab.reshape(chunks, batch_size), w.reshape(chunks, batch_size), n, real,
+                       rows * max_len - real, int(pb.n_truncated))
+
+
+def forward(params, ids, mask, labels, weights, hidden_size, masked):
+    """The classifier as a function of dynnets ops: symbolic values build the
+    static graph, eager tensors compute.
+
+    Parameters
+    ----------
+    params : sequence
+        embedding (V, E), weight_ih (4H, E), weight_hh (4H, H), bias_ih (4H,),
+        bias_hh (4H,), out weight (C, H), out bias (C,).
+    ids : (T, B) int64;  mask : (T, B, 1) float32 (ignored unless ``masked``)
+    labels : (B,) int64;  weights : (B,) float32 (0 drops a row from the loss)
+
+    Returns
+    -------
+    loss (mean cross-entropy over rows of weight 1), probabilities (B, C)
+    """
+    E, w_ih, w_hh, b_ih, b_hh, W, b = params
+    T, B = ids.shape
+    dt = np.dtype(E.dtype)
+    h = np.zeros((B, hidden_size), dt)
+    c = h
+    for t in range(T):
+        x = ops.embedding(E, ids[t])
+        h2, c2 = ops.lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh)
+        if masked:
+            m = mask[t]
+            keep = 1.0 - m
+            h = m * h2 + keep * h
+            c = m * c2 + keep * c
+        else:
+            h, c = h2, c2
+    logits = ops.linear(h, W, b)
+    loss = ops.cross_entropy(logits, labels, mask=weights)
+    return loss, ops.softmax(logits)
+
+
+class PaddedLSTMClassifier:
+    """Padded, unrolled LSTM classifier as a static graph (see the module docstring).
+
+    Parameters
+    ----------
+    vocab_size : int
+    embed_dim : int, default 300
+    hidden_size : int, default 150
+    num_classes : int, default 5
+    batch_size : int, default 25
+        Rows of the graph; larger batches run as several steps of this size.
+    max_len : int, default 50
+        Unrolled steps; longer sentences are truncated.
+    masked : bool, default True
+    optimizer : {"adagrad", "adam", "sgd"}
+        Adagrad has PyTorch's defaults (accumulator 0, eps 1e-10), as the
+        dynamic models' optimizer.
+    lr : float, default 0.05
+    weight_decay : float, default 0
+        L2 penalty on every parameter except the word embeddings.
+    seed : int
+    """
+
+    is_static = True
+    kind = "padded-lstm"
+
+    def __init__(self, vocab_size, embed_dim=300, hidden_size=150, num_classes=5, batch_size=25, max_len=50,
+                 masked=True, optimizer="adagrad", lr=0.05, weight_decay=0.0, seed=0):
+        if optimizer not in ("adagrad", "adam", "sgd"):
+            raise ValueError(f"PaddedLSTMClassifier: optimizer must be 'adagrad', 'adam' or 'sgd', got {optimizer!r}")
+        for nm, v in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("hidden_size", hidden_size),
+                      ("num_classes", num_classes), ("batch_size", batch_size), ("max_len", max_len)):
+            if int(v) < 1:
+                raise ValueError(f"PaddedLSTMClassifier: {nm} must be a positive integer, got {v}")
+        self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden_size=int(hidden_size),
+                           num_classes=int(num_classes), batch_size=int(batch_size), max_len=int(max_len),
+                           masked=bool(masked), optimizer=optimizer, lr=float(lr), weight_decay=float(weight_decay),
+                           seed=int(seed))
+        self.vocab_size, self.embed_dim = int(vocab_size), int(embed_dim)
+        self.hidden_size, self.num_classes = int(hidden_size), int(num_classes)
+        self.batch_size, self.max_len, self.masked = int(batch_size), int(max_len), bool(masked)
+        self.training = True
+        self._initial = self._init_weights(int(seed))
+        self._build(optimizer, float(lr), float(weight_decay))
+        self.reset_padding_stats()
+
+    # --- weights ------------------------------------------------------------------
+    def _init_weights(self, seed):
+        """The draws of SequenceClassifier(cell="lstm") with the same seed, in its order."""
+        rng = np.random.default_rng([seed, 0])
+        V, E, H, C = self.vocab_size, self.embed_dim, self.hidden_size, self.num_classes
+        dt = np.float32
+        out = OrderedDict()
+        out["embedding.weight"] = rng.standard_normal((V, E)).astype(dt)
+        bound = 1.0 / math.sqrt(H)
+        out["weight_ih_l0"] = rng.uniform(-bound, bound, (4 * H, E)).astype(dt)
+        out["weight_hh_l0"] = rng.uniform(-bound, bound, (4 * H, H)).astype(dt)
+        out["bias_ih_l0"] = rng.uniform(-bound, bound, (4 * H,)).astype(dt)
+        out["bias_hh_l0"] = rng.uniform(-bound, bound, (4 * H,)).astype(dt)
+        out["out.weight"] = rng.uniform(-bound, bound, (C, H)).astype(dt)
+        out["out.bias"] = rng.uniform(-bound, bound, (C,)).astype(dt)
+        return out
+
+    def _build(self, optimizer, lr, wd):
+        T, B = self.max_len, self.batch_size
+        self.graph = g = ds.Graph()
+        with g.as_default():
+            self._ids = ds.placeholder((T, B), np.int64, name="ids")
+            self._mask = ds.placeholder((T, B, 1), np.float32, name="mask") if self.masked else None
+            self._labels = ds.placeholder((B,), np.int64, name="labels")
+            self._weights = ds.placeholder((B,), np.float32, name="weights")
+            self.variables = OrderedDict((k, ds.Variable(v, name=k)) for k, v in self._initial.items())
+            params = list(self.variables.values())
+            self._loss, self._probs = forward(params, self._ids, self._mask, self._labels, self._weights,
+                                              self.hidden_size, self.masked)
+            emb = self.variables["embedding.weight"]
+            rest = [v for v in params if v is not emb]
+            if optimizer == "adagrad":
+                o_rest = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10,
+                                                   weight_decay=wd, name="Adagrad")
+                o_emb = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10,
+                                                  name="Adagrad_emb")
+            elif optimizer == "adam":
+                o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam")
+                o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb")
+            else:
+                o_rest = ds.train.GradientDescentOptimizer(lr, weight_decay=wd, name="SGD")
+                o_emb = ds.train.GradientDescentOptimizer(lr, name="SGD_emb")
+            gv = o_rest.compute_gradients(self._loss, rest + [emb])
+            self._grads = OrderedDict((v.name, gr) for gr, v in gv)
+            self._train_op = ds.group(o_rest.apply_gradients(gv[:-1]), o_emb.apply_gradients(gv[-1:]),
+                                      name="train")
+            init = ds.global_variables_initializer()
+        self.session = ds.Session(g)
+        self.session.run(init)
+
+    # --- the static-model protocol -------------------------------------------------
+    def make_batch(self, trees, vocab):
+        """Pad/truncate the trees' leaf words into a :class:`PaddedBatch`."""
+        ids = getattr(vocab, "ids", None)
+        sents = [ids(t.words()) if ids is not None else [vocab[w] for w in t.words()] for t in trees]
+        return pad_sentences(sents, [int(t.label) for t in trees], self.batch_size, self.max_len)
+
+    def _feed(self, batch, k):
+        fd = {self._ids: batch.ids[k], self._labels: batch.labels[k], self._weights: batch.weights[k]}
+        if self.masked:
+            fd[self._mask] = batch.mask[k]
+        return fd
+
+    def _check(self, batch):
+        if batch.ids.shape[1:] != (self.max_len, self.batch_size):
+            raise ValueError(f"PaddedLSTMClassifier: batch was made for max_len={batch.ids.shape[1]}, "
+                             f"batch_size={batch.ids.shape[2]}; this model has max_len={self.max_len}, "
+                             f"batch_size={self.batch_size}")
+
+    def train_step(self, batch):
+        """Forward, backward and update: one ``Session.run`` of the train op per
+        chunk of ``batch_size`` rows. Returns the mean loss over the batch's
+        sentences."""
+        self._check(batch)
+        total = 0.0
+        for k in range(batch.n_chunks):
+            _, lv = self.session.run([self._train_op, self._loss], self._feed(batch, k))
+            total += float(lv) * batch.rows(k)
+        self._count(batch)
+        return total / batch.n_sentences
+
+    def predict_proba(self, batch):
+        """Root-class probabilities of the real sentences, (n_sentences, num_classes)."""
+        self._check(batch)
+        out = [self.session.run(self._probs, self._feed(batch, k))[:batch.rows(k)] for k in range(batch.n_chunks)]
+        self._count(batch)
+        return np.concatenate(out)
+
+    def _count(self, batch):
+        st = self._stats
+        st["pad_steps"] += batch.n_pad_steps
+        st["real_steps"] += batch.n_real_steps
+        st["truncated_sentences"] += batch.n_truncated
+        st["sentences"] += batch.n_sentences
+
+    def padding_stats(self):
+        """Steps and sentences processed (train_step and predict_proba) since
+        the last :meth:`reset_padding_stats`: ``pad_steps``, ``real_steps``,
+        ``truncated_sentences``, ``sentences``."""
+        return dict(self._stats)
+
+    def reset_padding_stats(self):
+        self._stats = {"pad_steps": 0, "real_steps": 0, "truncated_sentences": 0, "sentences": 0}
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def state_dict(self):
+        """Copies of the weights, named as ``SequenceClassifier(cell="lstm")``'s."""
+        return OrderedDict((k, self.session.variable_value(v)) for k, v in self.variables.items())
+
+    def load_state_dict(self, state, strict=True):
+        """Copy weights in (optimizer state is kept). Raises ``KeyError`` for
+        missing/unexpected names (``strict``) and ``ValueError`` for a shape
+        mismatch, before changing anything."""
+        missing = [k for k in self.variables if k not in state]
+        unexpected = [k for k in state if k not in self.variables]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict for PaddedLSTMClassifier: missing keys: {missing}; "
+                           f"unexpected keys: {unexpected}")
+        vals = {}
+        for k, v in self.variables.items():
+            if k not in state:
+                continue
+            arr = np.asarray(state[k].data if hasattr(state[k], "data") and not isinstance(state[k], np.ndarray)
+                             else state[k])
+            if arr.shape != tuple(v.shape):
+                raise ValueError(f"load_state_dict for PaddedLSTMClassifier: size mismatch for {k}: checkpoint has "
+                                 f"shape {arr.shape}, the model has {tuple(v.shape)}")
+            vals[k] = arr
+        for k, arr in vals.items():
+            self.variables[k].load(arr, self.session)
+        return missing, unexpected
+
+    # --- gradients without an update (tests, benchmarks) ----------------------------
+    def loss_and_grads(self, batch, chunk=0):
+        """Static forward + backward of one chunk, no update: (loss, {name: dense gradient})."""
+        self._check(batch)
+        lv, gs = self.session.run([self._loss, list(self._grads.values())], self._feed(batch, chunk))
+        return float(lv), OrderedDict(zip(self._grads, gs))
+
+    def eager_loss_and_grads(self, batch, chunk=0):
+        """The same chunk through :func:`forward` in eager mode, from the current
+        weights: (loss, {name: dense gradient})."""
+        self._check(batch)
+        params = [Parameter(v) for v in self.state_dict().values()]
+        mask = batch.mask[chunk] if self.masked else None
+        loss, _ = forward(params, batch.ids[chunk], mask, batch.labels[chunk], batch.weights[chunk],
+                          self.hidden_size, self.masked)
+        loss.backward()
+        return float(loss.data), OrderedDict(
+            (k, (p.grad.data if p.grad is not None else np.zeros_like(p.data))) for k, p in zip(self.variables, params))
+
+    def __repr__(self):
+        c = self.config
+        return (f"PaddedLSTMClassifier(vocab_size={c['vocab_size']}, embed_dim={c['embed_dim']}, hidden_size="
+                f"{c['hidden_size']}, batch_size={c['batch_size']}, max_len={c['max_len']}, masked={c['masked']})")
+
+
+def build(vocab_size, **config):
+    """``PaddedLSTMClassifier(vocab_size, **config)`` (the ``padded-lstm`` kind of
+    :func:`dynnets.models.build_model`; ``hidden`` is accepted for ``hidden_size``)."""
+    if "hidden" in config:
+        config["hidden_size"] = config.pop("hidden")
+    return PaddedLSTMClassifier(vocab_size, **config)
