@@ -28,9 +28,10 @@ from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, _dt
 from . import nn, passes, train
 from .backward import gradients
-from .graph import (FeedError, Graph, GraphError, Operation, OpError, UninitializedVariableError, Value, Variable,
-                    StaticPrimitive, constant, get_default_graph, global_variables, global_variables_initializer,
-                    group, placeholder, reset_default_graph, trainable_variables, variables_initializer)
+from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
+                    Value, Variable, argmax, compare, constant, get_default_graph, global_variables,
+                    global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
+                    variables_initializer)
 from .session import Session
 from .trace import TracedFunction, trace
 
@@ -48,8 +49,34 @@ __all__ = [
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
-    "clip_by_value", "float32", "float64", "int32", "int64", "identity", *_ops_all,
+    "clip_by_value", "float32", "float64", "int32", "int64", "identity", "argmax", "equal", "not_equal", "less",
+    "less_equal", "greater", "greater_equal", *_ops_all,
 ]
+
+
+def equal(x, y, name=None):
+    """Elementwise ``x == y`` (a boolean Value; ``==`` itself stays identity, as in TF1)."""
+    return _named(compare("equal", x, y), name)
+
+
+def not_equal(x, y, name=None):
+    return _named(compare("not_equal", x, y), name)
+
+
+def less(x, y, name=None):
+    return _named(compare("less", x, y), name)
+
+
+def less_equal(x, y, name=None):
+    return _named(compare("less_equal", x, y), name)
+
+
+def greater(x, y, name=None):
+    return _named(compare("greater", x, y), name)
+
+
+def greater_equal(x, y, name=None):
+    return _named(compare("greater_equal", x, y), name)
 
 
 def _axis(axis, reduction_indices):

@@ -563,6 +563,59 @@ def _densified(v):
     return v._dense
 
 
+# comparisons and argmax: non-differentiable static ops (as eager Tensors' comparisons)
+
+
+def _compare_prim(name, fn):
+    def shape(x, y):
+        from ..autograd.primitives import broadcast_shapes
+        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
+    return StaticPrimitive(name, fn, shape)
+
+
+COMPARE = {name: _compare_prim(name, fn) for name, fn in
+           (("less", np.less), ("less_equal", np.less_equal), ("greater", np.greater),
+            ("greater_equal", np.greater_equal), ("equal", np.equal), ("not_equal", np.not_equal))}
+
+
+def compare(name, x, y):
+    """``x <op> y`` elementwise as a boolean Value (no gradient flows)."""
+    g = x.graph if isinstance(x, Value) else y.graph
+    ins = [_input_id(g, a, i, COMPARE[name]) for i, a in enumerate((x, y))]
+    out = COMPARE[name].shape(g.avals[ins[0]], g.avals[ins[1]])
+    return g._append(COMPARE[name], ins, {}, out, site=_user_site())
+
+
+def _argmax(x, axis=None):
+    return np.argmax(x, axis=axis)
+
+
+def _argmax_shape(x, axis=None):
+    if axis is None:
+        return Aval((), np.dtype(np.int64))
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
+
+
+argmax_p = StaticPrimitive("argmax", _argmax, _argmax_shape)
+
+
+def argmax(x, axis=None):
+    """Index of the maximum (along ``axis``), int64; no gradient."""
+    g = x.graph
+    out = _argmax_shape(g.avals[x.id], axis)
+    return g._append(argmax_p, (x.id,), {"axis": axis}, out, site=_user_site())
+
+
+Value.__lt__ = lambda self, o: compare("less", self, o)
+Value.__le__ = lambda self, o: compare("less_equal", self, o)
+Value.__gt__ = lambda self, o: compare("greater", self, o)
+Value.__ge__ = lambda self, o: compare("greater_equal", self, o)
+Value.argmax = argmax
+
+
 # --------------------------------------------------------------------------
 # public constructors
 # --------------------------------------------------------------------------

@@ -23,9 +23,13 @@ Rules (the same as ``jax.jit``'s):
   arguments and on the structure of the inputs, not on the values of arrays:
   a symbolic value has no truth value (``if x.sum() > 0`` raises a TypeError
   that says so). Such code is unrolled for the traced signature.
-* Array arguments (numpy arrays, dynnets Tensors) become placeholders; other
-  arguments (numbers, strings, tuples...) are static: they are part of the
-  signature and baked into the graph.
+* Array arguments (numpy arrays, dynnets Tensors, lists) become placeholders;
+  other arguments (numbers, strings, tuples, and any hashable object such as a
+  prepared minibatch) are static: they are part of the signature (objects
+  without their own ``__eq__`` by identity) and baked into the graph, so a
+  tree's structure passed this way gives one trace per structure.
+* Randomness drawn while tracing (e.g. a dropout mask) is drawn once and
+  frozen into the graph: trace in eval mode, or pass masks as arguments.
 * Parameters: the Parameters in ``grads_of`` and ``params`` (a Module gives
   all of its parameters; when ``fn`` is a Module or a bound method of one its
   parameters are used) become graph inputs bound to the *live* arrays: each
@@ -79,6 +83,14 @@ def _param_list(x):
 _STATIC = (int, float, bool, str, bytes, type(None), tuple, frozenset)
 
 
+def _hashable(x):
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
 class _Entry:
     __slots__ = ("session", "fetches", "placeholders", "template", "n_out", "grad_pos")
 
@@ -120,7 +132,7 @@ class TracedFunction:
             elif isinstance(a, Tensor):
                 arrays.append(a.data)
                 sig.append((a.data.shape, a.data.dtype))
-            elif isinstance(a, _STATIC):
+            elif isinstance(a, _STATIC) or (not isinstance(a, (list, np.generic)) and _hashable(a)):
                 sig.append(("static", a))
             else:
                 arr = np.asarray(a)

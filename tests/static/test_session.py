@@ -423,3 +423,18 @@ def test_default_graph_and_tf1_names():
     assert mx.shape == (4, 1)
     assert ds.trainable_variables() == [w]
     ds.reset_default_graph()
+
+
+def test_comparisons_argmax_and_accuracy():
+    g = ds.Graph()
+    with g.as_default():
+        logits = ds.placeholder((None, 3), name="logits")
+        labels = ds.placeholder((None,), np.int64, name="labels")
+        pred = ds.argmax(logits, axis=1)
+        acc = ds.reduce_mean(ds.cast(ds.equal(pred, labels), np.float32))
+        pos = ds.where(logits > 0.0, logits, ds.zeros_like(logits))
+    with ds.Session(g) as sess:
+        lg = np.array([[1, 2, 0], [3, -1, 0], [0, 0, 5]], np.float32)
+        a, p, r = sess.run([acc, pred, pos], {logits: lg, labels: np.array([1, 0, 0])})
+    assert a == pytest.approx(2 / 3) and p.tolist() == [1, 0, 2]
+    np.testing.assert_array_equal(r, np.maximum(lg, 0))
