@@ -4,9 +4,11 @@ For every equation between ``xs`` and ``ys`` (in reverse order), the VJP of
 its primitive is bound as a node through :func:`primitives.vjp_primitive`,
 whose forward *is* the table's VJP function; eager ``backward`` calls the very
 same functions, so eager and static gradients are one implementation.
-Contributions to a value used several times are summed by one ``add_n`` node
-(as TF's ``AddN``), which also concatenates row-sparse embedding gradients
-instead of densifying them.
+Contributions to a value used several times are summed as they are produced:
+the second starts a sum (``add_n``, which the memory plan can give a reused
+buffer) and each further one is added into it in place right after its VJP
+(``accumulate``), while it is still in cache; row-sparse embedding gradients
+are kept apart and concatenated by one final ``add_n`` instead of densified.
 
 The only place a static gradient differs in form from the table's is sparsity:
 ``vjp_primitive`` densifies a :class:`RowSparse` result, so for the VJPs that
@@ -23,7 +25,7 @@ from ..autograd.engine import bind
 from ..autograd.primitives import Aval, RowSparse, _dt, _fmt, vjp_primitive
 from .graph import SOURCES, GraphError, StaticPrimitive, Value, _densified
 
-__all__ = ["gradients", "SPARSE_VJPS", "vjp_call_info", "add_n_p", "ones_like_p"]
+__all__ = ["gradients", "SPARSE_VJPS", "vjp_call_info", "add_n_p", "accumulate_p", "ones_like_p"]
 
 # (primitive name, input index) of table VJPs that return a RowSparse gradient
 SPARSE_VJPS = frozenset({("embedding", 0)})
@@ -36,18 +38,18 @@ def _ones_like(y):
 ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), _dt(y)))
 
 
-def _add_n(*xs):
-    """Sum of gradients; RowSparse terms are concatenated (all sparse) or
-    scattered into the dense sum."""
+def _add_n(*xs, out=None):
+    """Sum of gradients (a fresh array, or ``out``); RowSparse terms are
+    concatenated (all sparse) or scattered into the dense sum."""
     sparse = [x for x in xs if type(x) is RowSparse]
     if not sparse:
-        out = np.add(xs[0], xs[1])
+        if out is not None and all(np.shape(x) == out.shape for x in xs[:2]):
+            acc = np.add(xs[0], xs[1], out=out)
+        else:
+            acc = np.add(xs[0], xs[1])
         for x in xs[2:]:
-            if np.shape(x) == np.shape(out):
-                np.add(out, x, out=out)
-            else:
-                out = out + x
-        return out
+            acc = _accumulate(acc, x)
+        return acc
     if len(sparse) == len(xs):
         return RowSparse(np.concatenate([s.rows for s in sparse]),
                          np.concatenate([s.values for s in sparse]), sparse[0].shape)
@@ -60,6 +62,18 @@ def _add_n(*xs):
     return dense
 
 
+def _accumulate(acc, x):
+    """``acc + x``, in place when ``acc`` is a writable array of the sum's
+    shape and dtype. ``acc`` is always a sum this plan created (``add_n``'s
+    result or an earlier ``_accumulate``'s), read by nothing else, so writing
+    over it is safe; a read-only array (a folded constant) gets a fresh sum."""
+    if (type(acc) is np.ndarray and acc.flags.writeable and np.shape(x) == acc.shape
+            and np.result_type(acc, x) == acc.dtype):
+        acc += x
+        return acc
+    return acc + x
+
+
 def _add_n_shape(*xs):
     s = tuple(xs[0].shape)
     for i, x in enumerate(xs[1:], 1):
@@ -68,7 +82,10 @@ def _add_n_shape(*xs):
     return Aval(s, P._rtype(*[x.dtype for x in xs]))
 
 
-add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape)
+add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True)
+# each further gradient contribution is added as soon as it is computed, while it is still in
+# cache, into the sum add_n started (a single add_n at the end reads every term cold)
+accumulate_p = StaticPrimitive("accumulate", _accumulate, lambda acc, x: _add_n_shape(acc, x))
 
 _SPARSE_PRIMS: dict = {}
 _INFO: dict = {}
@@ -110,19 +127,51 @@ def vjp_call_info(prim):
     return None
 
 
-def _sum(g, terms, name):
-    if len(terms) == 1:
-        return terms[0]
-    sparse = all(t.sparse for t in terms)
-    aval = Aval(tuple(terms[0].shape), terms[0].dtype)
-    return g._append(add_n_p, tuple(t.id for t in terms), {}, aval, name=name, sparse=sparse)
+class _Cot:
+    """The gradient contributions to one value: a dense running sum (``owned``
+    once an add_n created it) and row-sparse terms kept for one final add_n."""
+
+    __slots__ = ("dense", "owned", "sparse", "total")
+
+    def __init__(self):
+        self.dense = None
+        self.owned = False
+        self.sparse = []
+        self.total = None
+
+
+def _contribute(g, c, r, name):
+    if r.sparse:
+        c.sparse.append(r)
+        return
+    if c.dense is None:
+        c.dense = r
+    elif not c.owned:
+        aval = Aval(tuple(r.shape), P._rtype(c.dense.dtype, r.dtype))
+        c.dense = g._append(add_n_p, (c.dense.id, r.id), {}, aval, name=name)
+        c.owned = True
+    else:
+        c.dense = g._append(accumulate_p, (c.dense.id, r.id), {}, Aval(tuple(c.dense.shape), c.dense.dtype),
+                            name=name)
+
+
+def _total(g, c, name):
+    if c.total is None:
+        terms = ([c.dense] if c.dense is not None else []) + c.sparse
+        if len(terms) == 1:
+            c.total = terms[0]
+        else:
+            sparse = c.dense is None
+            aval = Aval(tuple(terms[0].shape), P._rtype(*[t.dtype for t in terms]))
+            c.total = g._append(add_n_p, tuple(t.id for t in terms), {}, aval, name=name, sparse=sparse)
+    return c.total
 
 
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
-def _gradients(ys, xs, grad_ys=None):
+def _gradients_nogc(ys, xs, grad_ys=None):
     """Gradients of sum(ys) w.r.t. each of ``xs``, as Values that may be
     row-sparse (``.sparse``); ``None`` where an x does not reach the ys."""
     ys = _as_list(ys)
@@ -159,7 +208,17 @@ def _gradients(ys, xs, grad_ys=None):
                 break
 
     cot: dict = {}
-    summed: dict = {}
+
+    def contribute(o, r):
+        c = cot.get(o)
+        if c is None:
+            c = cot[o] = _Cot()
+        _contribute(g, c, r, f"gradients/{g.values[o].name}/acc")
+
+    def total(o):
+        c = cot.get(o)
+        return None if c is None else _total(g, c, f"gradients/{g.values[o].name}/add_n")
+
     with g.as_default():
         for y, gy in zip(ys, grad_ys):
             if y.id not in dep:
@@ -170,14 +229,7 @@ def _gradients(ys, xs, grad_ys=None):
                 gy = g._append(ones_like_p, (y.id,), {}, Aval(tuple(y.shape), y.dtype), name=f"gradients/{y.name}/ones")
             elif not isinstance(gy, Value):
                 gy = g._const(np.asarray(gy, dtype=y.dtype))
-            cot.setdefault(y.id, []).append(gy)
-
-        def total(o):
-            t = summed.get(o)
-            if t is None and o in cot:
-                t = _sum(g, cot[o], f"gradients/{g.values[o].name}/add_n")
-                summed[o] = t
-            return t
+            contribute(y.id, gy)
 
         for e in reversed(g.eqns[:len(g.eqns)]):
             if e.outs[0] > maxy:
@@ -206,7 +258,7 @@ def _gradients(ys, xs, grad_ys=None):
                 res = bind(vjp_primitive(p, None), *head, *ins, *tail, _n_in=n_in, **e.attrs)
                 vjp_call_info(vjp_primitive(p, None))
                 for k in need:
-                    cot.setdefault(e.ins[k], []).append(res[k])
+                    contribute(e.ins[k], res[k])
             else:
                 for k in need:
                     if (p.name, k) in SPARSE_VJPS:
@@ -217,8 +269,14 @@ def _gradients(ys, xs, grad_ys=None):
                         vp = vjp_primitive(p, k)
                         vjp_call_info(vp)
                         r = bind(vp, *head, *ins, *tail, _n_in=n_in, **e.attrs)
-                    cot.setdefault(e.ins[k], []).append(r)
+                    contribute(e.ins[k], r)
         return [total(x.id) for x in xs]
+
+
+def _gradients(ys, xs, grad_ys=None):
+    from .session import _no_gc
+    with _no_gc():
+        return _gradients_nogc(ys, xs, grad_ys)
 
 
 def gradients(ys, xs, grad_ys=None):

@@ -59,14 +59,17 @@ class OpError(RuntimeError):
 class StaticPrimitive(Primitive):
     """A primitive of the static graph that is not in the shared table:
     sources, effects (``effect=True``: ``impl(storage, *args, **attrs)``) and
-    compiler helpers. None is differentiable."""
+    compiler helpers. None is differentiable. ``out_arg``: the implementation
+    takes ``out=`` (a caller's array, for the memory plan) and returns a
+    fresh array otherwise."""
 
-    __slots__ = ("effect", "source")
+    __slots__ = ("effect", "source", "out_arg")
 
-    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False):
+    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False):
         super().__init__(name, impl, shape, multiple_results=multiple_results, differentiable=False)
         self.effect = effect
         self.source = source
+        self.out_arg = out_arg
 
 
 def _no_impl(*a, **k):

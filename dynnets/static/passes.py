@@ -404,7 +404,7 @@ def _fused_primitive(kernel, src, out_aval, reshapes, n_arrays, scalars_dtype):
     def shape_rule(*avals, **attrs):
         return out_aval
 
-    p = StaticPrimitive("fused", impl, shape_rule)
+    p = StaticPrimitive("fused", impl, shape_rule, out_arg=True)
     p.scalar = src
     return p
 
@@ -532,8 +532,9 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
 # --------------------------------------------------------------------------
 
 def _writes_out(e):
+    """Equations whose implementation takes ``out=`` and otherwise returns a fresh array."""
     p = e.prim
-    return (isinstance(p.impl, np.ufunc) and not p.multiple_results) or p.name == "fused"
+    return (isinstance(p.impl, np.ufunc) and not p.multiple_results) or getattr(p, "out_arg", False)
 
 
 def plan_memory(g, min_size=MEMORY_MIN_SIZE):
@@ -578,7 +579,9 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
             a = g.avals[e.outs[0]]
             if (isinstance(a.dtype, np.dtype) and _concrete(a.shape) and a.dtype.kind in "fiub"
                     and _size(a.shape) >= min_size):
-                inplace = e.prim.name != "fused"
+                # a ufunc may write over an input that dies here (numpy handles the overlap);
+                # a fused kernel or add_n reads inputs with other index patterns, so it may not
+                inplace = isinstance(e.prim.impl, np.ufunc)
                 if inplace:
                     for i in set(e.ins):
                         if last.get(i) == k:

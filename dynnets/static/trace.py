@@ -223,8 +223,7 @@ class TracedFunction:
                     if gr is not None:
                         grad_pos.append((k, len(fetches)))
                         fetches.append(gr)
-        sess = Session(g, optimize=self.optimize)
-        sess._raw_sparse = True
+        sess = Session(g, optimize=self.optimize, keep_sparse=True)
         entry = _Entry()
         entry.session = sess
         entry.fetches = fetches
