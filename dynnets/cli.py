@@ -1,0 +1,571 @@
+"""The ``dynnets`` command (also ``python -m dynnets``).
+
+Subcommands::
+
+    dynnets demo                      train Tree-LSTM, dynamic LSTM, padded static LSTM and a
+                                      bag of words on the shipped samples; print a comparison
+    dynnets train --model treelstm    train one model (on the samples unless --data DIR)
+    dynnets eval --checkpoint PATH    metrics of a checkpoint on a split
+    dynnets predict --checkpoint PATH "a sentence"   class probabilities (--nodes: every node)
+    dynnets compare                   padded static LSTM vs dynamic LSTM vs Tree-LSTM over seeds
+
+Bad arguments and missing or unreadable files end the command with one line
+on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
+(everything else); set ``DYNNETS_DEBUG=1`` for the traceback.
+
+Each command sets numpy's OpenBLAS to ``--blas-threads`` threads (default 1)
+while it runs: the models multiply small matrices, and on a loaded machine
+more BLAS threads make every product wait for a busy core (see
+:func:`dynnets.experiments.set_blas_threads` for the measurement).
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+__all__ = ["main", "build_parser", "add_compare_arguments", "run_compare", "COMPARE_DESCRIPTION"]
+
+_PROG = "dynnets"
+
+
+class _Exit(Exception):
+    """Ends a command with one line on stderr and an exit status."""
+
+    def __init__(self, message, status=1):
+        super().__init__(message)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (usage is in ``--help``)."""
+
+    def error(self, message):
+        raise _Exit(f"{self.prog}: error: {message} (see '{self.prog} --help')", 2)
+
+
+def _positive_int(s):
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
+    return v
+
+
+def _nonneg_int(s):
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
+    return v
+
+
+def _positive_float(s):
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}")
+    return v
+
+
+def _nonneg_float(s):
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}")
+    return v
+
+
+def _probability(s):
+    v = _nonneg_float(s)
+    if v >= 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {s!r}")
+    return v
+
+
+def _max_len(s):
+    if s in ("max", "p95", "median"):
+        return s
+    try:
+        return _positive_int(s)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, 'max', 'p95' or 'median', got {s!r}") from None
+
+
+def _data_dir(s):
+    p = Path(s)
+    if not p.exists():
+        raise argparse.ArgumentTypeError(f"data directory '{s}' does not exist")
+    if not p.is_dir():
+        raise argparse.ArgumentTypeError(f"'{s}' is not a directory (expected a folder with train.txt, dev.txt, "
+                                         f"test.txt)")
+    return p
+
+
+def _checkpoint(s):
+    p = Path(s)
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"no checkpoint file at '{s}'")
+    return p
+
+
+def _common(p, seed=True):
+    if seed:
+        p.add_argument("--seed", type=int, default=0, help="random seed: weights, batch order, dropout (default 0)")
+    p.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
+                   help="numpy OpenBLAS threads while the command runs; 0 leaves the default (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars or per-epoch lines")
+
+
+def _model_kinds():
+    from .models import MODEL_KINDS
+    return MODEL_KINDS
+
+
+def build_parser():
+    """The argument parser of the ``dynnets`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    top = _Parser(prog=_PROG, formatter_class=fmt,
+                  description="dynnets: dynamic (define-by-run) and static (define-then-run) neural networks on "
+                              "numpy and Numba, for tree and sequence models.",
+                  epilog="Run 'dynnets <command> --help' for a command's options. Start with 'dynnets demo'.")
+    from . import __version__
+    top.add_argument("--version", action="version", version=f"dynnets {__version__}")
+    sub = top.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+
+    # demo ------------------------------------------------------------------------------
+    d = sub.add_parser("demo", formatter_class=fmt, help="train 4 models briefly on the samples and compare them",
+                       description="Train a Tree-LSTM, a dynamic (packed) LSTM, a padded static LSTM (unrolled to "
+                                   "the 95th percentile of training lengths) and a bag-of-words baseline on the "
+                                   "sample treebank shipped in the package (no download), then print a table: "
+                                   "test accuracy (root fine-grained and binary), accuracy on the test sentences "
+                                   "with a negation or contrast, training speed (sentences/s) and the padded "
+                                   "model's wasted timesteps. About a minute on two cores.",
+                       epilog="The negation/contrast subset: sentences whose words include not, n't, never, hardly, "
+                              "no or but (dynnets.experiments.is_compositional). Sentences/s: median over epochs. "
+                              "Wasted steps: share of LSTM steps that read padding in a training epoch.")
+    _common(d)
+    d.add_argument("--epochs", type=_positive_int, default=10, help="epochs per model (default 10)")
+    d.add_argument("--hidden", type=_positive_int, default=64, help="hidden state width (default 64)")
+    d.add_argument("--embed-dim", type=_positive_int, default=64, help="word vector width (default 64)")
+    d.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="also write results.json and results.md into DIR")
+
+    # train -----------------------------------------------------------------------------
+    t = sub.add_parser("train", formatter_class=fmt, help="train one model and save its best checkpoint",
+                       description="Train a model on an SST-format treebank (train.txt, dev.txt, optional "
+                                   "test.txt; the shipped samples when --data is omitted), keep the epoch with the "
+                                   "best dev accuracy, and evaluate it on test. Writes DIR/best.npz (the "
+                                   "checkpoint), DIR/log.jsonl (one line per epoch), DIR/config.json and "
+                                   "DIR/metrics.json. Unset options take the library defaults "
+                                   "(dynnets.train.TrainConfig, the model's constructor).",
+                       epilog="Model options apply where the model has them: --mode and --classify for tree models "
+                              "(treelstm, treernn, childsum); --max-len for padded-lstm (an integer, or max, p95, "
+                              "median of the training lengths); --dropout/--embed-dropout for the eager models. "
+                              "padded-lstm trains with its own graph optimizer built from --optimizer, --lr and "
+                              "--weight-decay.")
+    t.add_argument("--model", required=True, choices=_model_kinds(), metavar="KIND",
+                   help="one of: " + ", ".join(_model_kinds()))
+    t.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
+                   help="SST-format folder (default: the shipped samples)")
+    t.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default runs/<model>)")
+    _common(t)
+    g = t.add_argument_group("training (dynnets.train.TrainConfig)")
+    g.add_argument("--epochs", type=_positive_int, help="maximum epochs (default 10)")
+    g.add_argument("--batch-size", type=_positive_int, help="sentences per minibatch (default 25)")
+    g.add_argument("--optimizer", choices=("adagrad", "adam", "sgd"), help="default adagrad")
+    g.add_argument("--lr", type=_positive_float, help="learning rate (default 0.05)")
+    g.add_argument("--embedding-lr", type=_positive_float, help="learning rate of the word vectors (default 0.1)")
+    g.add_argument("--weight-decay", type=_nonneg_float, help="L2 penalty, embeddings excluded (default 1e-4)")
+    g.add_argument("--momentum", type=_nonneg_float, help="SGD momentum (default 0)")
+    g.add_argument("--clip-norm", type=_positive_float, help="clip the global gradient norm (default: no clipping)")
+    g.add_argument("--patience", type=_nonneg_int,
+                   help="stop after this many epochs without dev improvement; 0 never stops early (default 3)")
+    g.add_argument("--select", choices=("root_fine", "root_binary", "all_nodes"),
+                   help="dev metric that picks the best epoch (default root_fine)")
+    g.add_argument("--bucket-batches", type=_nonneg_int,
+                   help="batch sentences of similar length, buckets of N batches; 0 shuffles (default 0)")
+    g.add_argument("--max-seconds", type=_positive_float, help="stop after the epoch that ends past this budget")
+    g = t.add_argument_group("model")
+    g.add_argument("--embed-dim", type=_positive_int, help="word vector width (default 300)")
+    g.add_argument("--hidden", type=_positive_int, help="hidden state width (default 150)")
+    g.add_argument("--dropout", type=_probability, help="dropout before the classifier (default 0)")
+    g.add_argument("--embed-dropout", type=_probability, help="dropout on word vectors (default 0)")
+    g.add_argument("--mode", choices=("level", "recursive"), help="tree models: execution (default level)")
+    g.add_argument("--classify", choices=("all", "root"), help="tree models: nodes in the loss (default all)")
+    g.add_argument("--max-len", type=_max_len, help="padded-lstm: unrolled steps (default 50)")
+    g.add_argument("--dtype", choices=("float32", "float64"), help="eager models: parameter dtype (default float32)")
+    g = t.add_argument_group("vocabulary")
+    g.add_argument("--min-freq", type=_positive_int, default=1, help="keep words seen this often (default 1)")
+    g.add_argument("--cased", action="store_true", help="keep case (default: lower-case every word)")
+
+    # eval ------------------------------------------------------------------------------
+    e = sub.add_parser("eval", formatter_class=fmt, help="metrics of a checkpoint on a split",
+                       description="Evaluate a checkpoint written by 'dynnets train': root fine-grained and binary "
+                                   "accuracy, all-node accuracy (tree models), the negation/contrast subset, "
+                                   "accuracy by sentence length and the confusion matrix.")
+    e.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
+    e.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
+                   help="SST-format folder (default: the shipped samples)")
+    e.add_argument("--split", choices=("train", "dev", "test", "all"), default=None,
+                   help="split to evaluate (default: test if present, else dev); all: every split found")
+    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument("--batch-size", type=_positive_int, default=250, help="sentences per forward (default 250)")
+    _common(e, seed=False)
+
+    # predict ---------------------------------------------------------------------------
+    p = sub.add_parser("predict", formatter_class=fmt, help="classify sentences with a checkpoint",
+                       description="Print the predicted class and the class probabilities of each sentence. A "
+                                   "sentence may be plain text, an unlabelled bracketed tree "
+                                   "'((it (is (not good))) .)' or an SST tree '(1 (2 it) ...)'.",
+                       epilog="Plain text is tokenized PTB-style (isn't -> is n't) and, for tree models, "
+                              "binarised by a fixed rule: split at every 'but' into a left-branching chain of "
+                              "clauses (a comma before 'but' stays on the left), each clause right-branching, "
+                              "sentence-final punctuation joined at the root "
+                              "(dynnets.experiments.sentence_tree).")
+    p.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
+    p.add_argument("sentences", nargs="+", metavar="SENTENCE", help="sentence(s) or bracketed tree(s)")
+    p.add_argument("--nodes", action="store_true", help="tree models: the prediction at every node")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p, seed=False)
+
+    # compare ---------------------------------------------------------------------------
+    c = sub.add_parser("compare", formatter_class=fmt, help="padded static LSTM vs dynamic LSTM vs Tree-LSTM",
+                       description=COMPARE_DESCRIPTION)
+    add_compare_arguments(c)
+    return top
+
+
+COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
+                       "the 95th percentile and the median length, the dynamic (packed) LSTM and the Tree-LSTM, "
+                       "each over several seeds: seconds per epoch, sentences/s, padding, truncated sentences, dev "
+                       "and test accuracy (mean and standard deviation), accuracy by length. Writes results.json "
+                       "(after every run), results.md and PNG plots (with matplotlib) into --out. 'dynnets compare' "
+                       "and experiments/compare_padded_vs_dynamic.py run the same code.")
+
+
+def add_compare_arguments(c):
+    """The options of ``dynnets compare`` (shared with experiments/compare_padded_vs_dynamic.py)."""
+    from .experiments import COMPARE_VARIANTS
+    c.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
+                   help="SST-format folder (default: the shipped samples); without test.txt only dev is reported")
+    c.add_argument("--out", type=Path, default=Path("results/compare"), metavar="DIR",
+                   help="output folder (default results/compare)")
+    _common(c)
+    c.add_argument("--seeds", type=_positive_int, default=3, metavar="N",
+                   help="number of seeds: --seed, --seed+1, ... (default 3)")
+    c.add_argument("--epochs", type=_positive_int, default=10, help="epochs per run (default 10)")
+    c.add_argument("--hidden", type=_positive_int, default=64, help="hidden width (default 64)")
+    c.add_argument("--embed-dim", type=_positive_int, default=64, help="word vector width (default 64)")
+    c.add_argument("--batch-size", type=_positive_int, default=25, help="sentences per batch (default 25)")
+    c.add_argument("--optimizer", choices=("adagrad", "adam", "sgd"), default="adam", help="default adam")
+    c.add_argument("--lr", type=_positive_float, default=0.01, help="learning rate (default 0.01)")
+    c.add_argument("--models", nargs="+", default=list(COMPARE_VARIANTS), metavar="NAME",
+                   choices=list(COMPARE_VARIANTS) + ["bow"],
+                   help="subset of: " + ", ".join(COMPARE_VARIANTS) + ", bow (default: all but bow)")
+    c.add_argument("--max-sentences", type=_positive_int, default=None, metavar="N",
+                   help="use the first N sentences of each split (quick runs)")
+    c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return c
+
+
+# --------------------------------------------------------------------------
+# commands
+# --------------------------------------------------------------------------
+
+
+def _cmd_demo(a):
+    from .experiments import demo, demo_table
+    t0 = time.perf_counter()
+    res = demo(seed=a.seed, epochs=a.epochs, out=a.out, progress=not a.no_progress, embed_dim=a.embed_dim,
+               hidden=a.hidden)
+    print(f"dynnets demo: {len(res['runs'])} models trained on the sample treebank ({res['data']}), seed {a.seed}, "
+          f"{a.epochs} epochs each, embed {a.embed_dim}, hidden {a.hidden}, Adam lr 0.01, batch 25.")
+    print()
+    print(demo_table(res))
+    print()
+    runs = {r["kind"]: r for r in res["runs"]}
+    split = "test" if "test" in res["runs"][0] else "dev"
+    tl, bow = runs.get("treelstm"), runs.get("bow")
+    C = len(res["runs"][0][split]["confusion"])
+    print(f"Chance is {100 / C:.0f}% fine-grained ({C} classes), 50% binary. The negation/contrast subset holds the "
+          f"{split} sentences with not, n't, never, hardly, no or but.")
+    if tl and bow:
+        a_t, a_b = tl[split]["compositional"]["root_fine"], bow[split]["compositional"]["root_fine"]
+        if a_t is not None and a_b is not None:
+            print(f"On it the Tree-LSTM scores {100 * a_t:.1f}% against {100 * a_b:.1f}% for the bag of words: "
+                  f"word counts cannot tell 'good but boring' from 'boring but good', the tree can.")
+    print("Sentences/s: median over training epochs (this machine, now); wasted steps: LSTM steps spent on padding "
+          "by the padded static graph.")
+    print(f"Total {time.perf_counter() - t0:.0f} s.")
+    if res["files"]:
+        print(f"Results written to {', '.join(res['files'])}")
+    return 0
+
+
+def _train_config(a, out):
+    from .train import TrainConfig
+    keys = ("epochs", "batch_size", "optimizer", "lr", "embedding_lr", "weight_decay", "momentum", "clip_norm",
+            "select", "bucket_batches", "max_seconds")
+    kw = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
+    if a.patience is not None:
+        kw["patience"] = a.patience or None
+    return TrainConfig(seed=a.seed, progress=not a.no_progress, out_dir=str(out), **kw)
+
+
+def _model_parameters(kind):
+    """Keyword arguments the constructor of ``kind`` accepts."""
+    from .models import bow, padded, rnn, tree
+    if kind in ("treelstm", "treernn", "childsum"):
+        cls = tree.TreeModel
+    elif kind == "bow":
+        cls = bow.BagOfWords
+    elif kind == "padded-lstm":
+        return set(inspect.signature(padded.PaddedLSTMClassifier.__init__).parameters) | {"hidden"}
+    else:
+        cls = rnn.SequenceClassifier
+    return set(inspect.signature(cls.__init__).parameters)
+
+
+_MODEL_FLAGS = {"embed_dim": "--embed-dim", "hidden": "--hidden", "dropout": "--dropout",
+                "embed_dropout": "--embed-dropout", "mode": "--mode", "classify": "--classify",
+                "max_len": "--max-len", "dtype": "--dtype"}
+
+
+def _model_options(a, kind, train_trees):
+    from .experiments import length_percentile
+    accepted = _model_parameters(kind)
+    cfg = {}
+    for key, flag in _MODEL_FLAGS.items():
+        v = getattr(a, key)
+        if v is None:
+            continue
+        if key not in accepted:
+            raise _Exit(f"dynnets train: error: {flag} does not apply to --model {kind}", 2)
+        cfg[key] = v
+    ml = cfg.get("max_len")
+    if isinstance(ml, str):
+        lengths = [len(t.leaves()) for t in train_trees]
+        cfg["max_len"] = max(lengths) if ml == "max" else length_percentile(train_trees, 95 if ml == "p95" else 50)
+    return cfg
+
+
+def _cmd_train(a):
+    from .data.vocab import Vocabulary
+    from .experiments import load_data, model_config, write_json
+    from .models import build_model
+    from .train import train
+    splits, name = load_data(a.data)
+    out = a.out if a.out is not None else Path("runs") / a.model
+    tc = _train_config(a, out)
+    cfg = model_config(a.model, tc, **_model_options(a, a.model, splits["train"]))
+    vocab = Vocabulary.from_trees(splits["train"], lowercase=not a.cased, min_freq=a.min_freq)
+    model = build_model(a.model, len(vocab), **cfg)
+    print(f"dynnets train: {a.model} on {name}: {len(splits['train'])} train / {len(splits['dev'])} dev sentences, "
+          f"vocabulary {len(vocab)}, seed {a.seed}", flush=True)
+    res = train(model, splits["train"], splits["dev"], vocab, tc)
+    if res.checkpoint is None or not Path(res.checkpoint).exists():
+        raise _Exit("dynnets train: error: no checkpoint was written (no epoch finished)", 1)
+    metrics = {"model": a.model, "config": dict(model.config), "data": name, "best_epoch": res.best_epoch,
+               "epochs": len(res.history), "stopped": res.stopped, "seconds": round(res.seconds, 3),
+               "dev_at_selection": res.best}
+    from .experiments import _split_report
+    metrics["dev"] = _split_report(model, splits["dev"], vocab)
+    reports = [("dev", metrics["dev"])]
+    if "test" in splits:
+        metrics["test"] = _split_report(model, splits["test"], vocab)
+        reports.append(("test", metrics["test"]))
+    write_json(Path(out) / "metrics.json", metrics)
+    print(f"best epoch {res.best_epoch} of {len(res.history)}" + (f" ({res.stopped})" if res.stopped else "")
+          + f", {res.seconds:.1f} s")
+    print(_metrics_table(reports))
+    print(f"checkpoint: {res.checkpoint}")
+    print(f"log: {Path(out) / 'log.jsonl'}; metrics: {Path(out) / 'metrics.json'}")
+    return 0
+
+
+def _load(path):
+    from .train import load_checkpoint
+    try:
+        model = load_checkpoint(path)
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise _Exit(f"cannot read checkpoint '{path}': {exc}", 1) from None
+    except (KeyError, TypeError) as exc:
+        raise _Exit(f"checkpoint '{path}' is incomplete or from another version: {exc}", 1) from None
+    if model.vocab is None:
+        raise _Exit(f"checkpoint '{path}' has no vocabulary; it cannot read sentences", 1)
+    return model
+
+
+def _fmt_pct(x):
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _metrics_table(reports):
+    lines = ["| split | sentences | root fine % | root binary % | all nodes % | negation/contrast fine % (n) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, r in reports:
+        c = r.get("compositional")
+        comp = "-" if c is None else f"{_fmt_pct(c['root_fine'])} ({c['n']})"
+        lines.append(f"| {name} | {r['n']} | {_fmt_pct(r['root_fine'])} | {_fmt_pct(r['root_binary'])} | "
+                     f"{_fmt_pct(r.get('all_nodes'))} | {comp} |")
+    return "\n".join(lines)
+
+
+def _cmd_eval(a):
+    from .data import load_samples, load_sst
+    from .experiments import _split_report
+    model = _load(a.checkpoint)
+    splits = load_samples() if a.data is None else load_sst(a.data)
+    if a.split == "all":
+        names = list(splits)
+    elif a.split is not None:
+        if a.split not in splits:
+            where = "the samples" if a.data is None else f"'{a.data}'"
+            raise _Exit(f"dynnets eval: error: {where} has no {a.split}.txt (found: {', '.join(splits)})", 1)
+        names = [a.split]
+    else:
+        names = ["test" if "test" in splits else "dev" if "dev" in splits else next(iter(splits))]
+    reports = []
+    for n in names:
+        r = _split_report(model, splits[n], model.vocab)
+        reports.append((n, r))
+    if a.json:
+        print(json.dumps({n: r for n, r in reports}, indent=1))
+        return 0
+    ck = model.checkpoint or {}
+    print(f"dynnets eval: {model.kind} from {a.checkpoint}" + (f" (epoch {ck['epoch']})" if "epoch" in ck else "")
+          + f" on {'the samples' if a.data is None else a.data}")
+    print(_metrics_table(reports))
+    from .experiments import CLASS_NAMES
+    for n, r in reports:
+        print(f"\n{n}: accuracy % by sentence length (tokens)")
+        print("| " + " | ".join(f"{b['bucket']} (n={b['n']})" for b in r["by_length"]) + " |")
+        print("|" + " ---: |" * len(r["by_length"]))
+        print("| " + " | ".join(_fmt_pct(b["accuracy"]) for b in r["by_length"]) + " |")
+        conf = r["confusion"]
+        names = CLASS_NAMES.get(len(conf), tuple(str(i) for i in range(len(conf))))
+        print(f"\n{n}: confusion matrix (rows: true class, columns: predicted)")
+        print("| true \\ predicted | " + " | ".join(f"{i}" for i in range(len(conf))) + " |")
+        print("| --- |" + " ---: |" * len(conf))
+        for i, row in enumerate(conf):
+            print(f"| {i} {names[i]} | " + " | ".join(str(v) for v in row) + " |")
+    return 0
+
+
+def _cmd_predict(a):
+    from .experiments import CLASS_NAMES, format_node_predictions, node_predictions, read_tree
+    model = _load(a.checkpoint)
+    results = []
+    for s in a.sentences:
+        try:
+            tree, how = read_tree(s)
+        except ValueError as exc:
+            raise _Exit(f"dynnets predict: error: {exc}", 1) from None
+        pred = node_predictions(model, tree, model.vocab)
+        pred["input"] = s
+        pred["tree"] = how
+        pred["unknown_words"] = [w for w in tree.words() if w not in model.vocab]
+        results.append(pred)
+    if a.json:
+        print(json.dumps(results, indent=1))
+        return 0
+    for i, pred in enumerate(results):
+        p = pred["root"]
+        names = CLASS_NAMES.get(len(p), tuple(str(k) for k in range(len(p))))
+        k = max(range(len(p)), key=p.__getitem__)
+        if i:
+            print()
+        print(f"sentence: {' '.join(pred['words'])}")
+        if pred["nodes"] is not None:
+            print(f"tree ({pred['tree']}): {_bare(read_tree(pred['input'])[0])}")
+        if pred["unknown_words"]:
+            print(f"unknown words: {', '.join(pred['unknown_words'])}")
+        print(f"predicted: {k} {names[k]}")
+        print("probabilities: " + "  ".join(f"{j} {names[j]} {q:.3f}" for j, q in enumerate(p)))
+        if a.nodes:
+            if pred["nodes"] is None:
+                print(f"(--nodes: {model.kind} is not a tree model; it predicts the sentence only)")
+            else:
+                print("nodes (class, name, probability, words):")
+                print(format_node_predictions(pred))
+    return 0
+
+
+def _bare(tree):
+    """The tree's bracket structure without labels."""
+    if tree.is_leaf:
+        return tree.word
+    return "(" + " ".join(_bare(c) for c in tree.children) + ")"
+
+
+def run_compare(a):
+    """Run the comparison for parsed ``compare`` options; prints the tables and where the files went."""
+    from .experiments import compare_padded_vs_dynamic, compare_markdown
+    res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
+                                    embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
+                                    optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
+                                    max_sentences=a.max_sentences, progress=not a.no_progress,
+                                    plots=not a.no_plots)
+    print(compare_markdown(res))
+    print(f"\nResults written to {', '.join(res['files'])}")
+    return 0
+
+
+_COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict": _cmd_predict,
+             "compare": run_compare}
+
+
+def main(argv=None):
+    """Run the ``dynnets`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    from .experiments import set_blas_threads
+    parser = build_parser()
+    command = None
+    old_threads = None
+    try:
+        a = parser.parse_args(argv)
+        command = a.command
+        if command is None:
+            parser.print_help()
+            return 2
+        if a.blas_threads:
+            old_threads = set_blas_threads(a.blas_threads)
+        return _COMMANDS[command](a)
+    except _Exit as exc:
+        msg = str(exc)
+        if not msg.startswith(_PROG):
+            msg = f"{_PROG} {command}: error: {msg}" if command else f"{_PROG}: error: {msg}"
+        print(msg, file=sys.stderr)
+        return exc.status
+    except SystemExit as exc:          # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print(f"{_PROG} {command or ''}: interrupted".replace("  ", " "), file=sys.stderr)
+        return 130
+    except (OSError, ValueError, LookupError, zipfile.BadZipFile, FloatingPointError) as exc:
+        if os.environ.get("DYNNETS_DEBUG"):
+            raise
+        where = f"{_PROG} {command}" if command else _PROG
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"{where}: error: {text}", file=sys.stderr)
+        return 1
+    finally:
+        if old_threads is not None:
+            set_blas_threads(old_threads)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1069 @@
+"""The experiments behind ``dynnets demo``, ``dynnets compare`` and the
+scripts in ``experiments/``: training runs with speed and padding figures,
+the padded-vs-dynamic comparison, per-node predictions of tree models, the
+static-vs-dynamic graph overhead, result files and plots.
+
+Everything here is library code: the command line (:mod:`dynnets.cli`) and
+the scripts are thin wrappers. Results are plain JSON-ready dicts, written
+atomically (:func:`dynnets.io.atomic_write_text`); plots need the optional
+``plot`` extra (matplotlib) and are skipped with a note without it.
+
+The compositional subset
+------------------------
+A sentence is *compositional* when its words include a negator
+(:data:`NEGATION_WORDS`: ``not``, ``n't``, ``never``, ``hardly``, ``no``) or
+the contrast word ``but`` (:data:`CONTRAST_WORDS`), compared in lower case.
+On the shipped sample treebank these are exactly the words whose rules make
+a bag of words fail (:mod:`dynnets.data.synthetic`), so accuracy on this
+subset separates models that read structure from those that count words.
+The rule looks only at words, so it applies unchanged to SST.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from . import io as dio
+from .data import load_samples, load_sst, samples_dir
+from .data.trees import Tree, parse_tree
+from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
+
+__all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional", "compositional_mask",
+           "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
+           "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "tokenize", "sentence_tree",
+           "read_tree", "node_predictions", "format_node_predictions", "SHOWCASE", "train_tree_rnn", "graph_overhead", "overhead_markdown",
+           "write_json", "save_figure", "have_matplotlib", "set_blas_threads", "machine_description"]
+
+NEGATION_WORDS = frozenset({"not", "n't", "never", "hardly", "no"})
+CONTRAST_WORDS = frozenset({"but"})
+_COMPOSITIONAL = NEGATION_WORDS | CONTRAST_WORDS
+
+#: Names of the classes for 5 (SST fine-grained) and 2 (binary) classes.
+CLASS_NAMES = {5: ("very negative", "negative", "neutral", "positive", "very positive"),
+               2: ("negative", "positive")}
+
+
+def _log(msg, enabled=True):
+    if enabled:
+        print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# environment
+# --------------------------------------------------------------------------
+
+
+def _openblas_libs():
+    """Loaded OpenBLAS libraries of this process (Linux: from /proc/self/maps)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line}
+    except OSError:
+        return []
+    return sorted(paths)
+
+
+def set_blas_threads(n):
+    """Set the thread count of numpy's OpenBLAS in this process; returns the
+    previous count, or None when no OpenBLAS with a known setter is loaded.
+
+    The models here multiply small matrices; with one BLAS thread per core on
+    a loaded two-core machine every product waits for a busy core. Measured
+    (shared machine, Tree-LSTM 64/64 on the samples, 8 epochs): 1.3 s with one
+    thread, 4.1 s and once 23 s with OpenBLAS's default. Environment variables
+    cannot do this once numpy is imported, so this calls OpenBLAS itself (as
+    threadpoolctl does).
+    """
+    import ctypes
+    for path in _openblas_libs():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas", "openblas"):
+            for suffix in ("64_", "", "_64_"):
+                try:
+                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}")
+                    put = getattr(lib, f"{prefix}_set_num_threads{suffix}")
+                except AttributeError:
+                    continue
+                get.restype = ctypes.c_int
+                put.argtypes = [ctypes.c_int]
+                old = int(get())
+                put(int(n))
+                return old
+    return None
+
+
+def machine_description():
+    """A short description of this machine and run environment (for result files)."""
+    threads = os.environ.get("OPENBLAS_NUM_THREADS")
+    return {"python": platform.python_version(), "machine": platform.machine(), "system": platform.system(),
+            "cpus": os.cpu_count(), "numpy": np.__version__,
+            "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+            "openblas_num_threads_env": threads,
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+# --------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------
+
+
+def is_compositional(tree):
+    """True when the sentence has a negator or "but" (see the module docstring)."""
+    return any(w.lower() in _COMPOSITIONAL for w in tree.words())
+
+
+def compositional_mask(trees):
+    """:func:`is_compositional` of each tree, a bool array (n,)."""
+    return np.fromiter((is_compositional(t) for t in trees), dtype=bool, count=len(trees))
+
+
+def load_data(data=None, max_sentences=None):
+    """The splits of an SST-format folder, or the shipped samples when ``data`` is None.
+
+    Parameters
+    ----------
+    data : path or None
+    max_sentences : int, optional
+        Keep only the first ``max_sentences`` trees of each split (quick runs).
+
+    Returns
+    -------
+    (splits, name) : (dict split -> list of Tree, str)
+        ``splits`` always has ``train`` and ``dev``; ``test`` when present.
+    """
+    if data is None:
+        splits, name = load_samples(), f"samples ({samples_dir()})"
+    else:
+        splits, name = load_sst(data), str(data)
+    missing = [s for s in ("train", "dev") if s not in splits]
+    if missing:
+        raise FileNotFoundError(f"load_data: '{data}' has no {' or '.join(m + '.txt' for m in missing)} "
+                                f"(train.txt and dev.txt are needed; test.txt is optional)")
+    if max_sentences is not None:
+        if max_sentences < 1:
+            raise ValueError(f"load_data: max_sentences must be >= 1, got {max_sentences}")
+        splits = {k: v[:max_sentences] for k, v in splits.items()}
+    return splits, name
+
+
+def length_percentile(trees, q):
+    """The ``q``-th percentile of sentence lengths (tokens), rounded up to an int."""
+    lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+    return int(math.ceil(np.percentile(lengths, q)))
+
+
+def padding_waste(trees, max_len, batch_size):
+    """Padding of one epoch of the padded static model over ``trees``.
+
+    Every batch is ``batch_size`` rows of exactly ``max_len`` steps (the
+    graph's fixed shape); the last batch is filled with empty rows. So, for
+    any batch order, the steps are ``ceil(n / batch_size) * batch_size * max_len``
+    of which ``sum(min(len, max_len))`` read a word.
+
+    Returns
+    -------
+    dict
+        ``steps``, ``real_steps``, ``pad_steps``, ``pad_fraction``,
+        ``truncated`` (sentences longer than ``max_len``), ``n``.
+    """
+    lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+    steps = math.ceil(len(lengths) / batch_size) * batch_size * int(max_len)
+    real = int(np.minimum(lengths, max_len).sum())
+    return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
+            "pad_fraction": (steps - real) / steps if steps else 0.0,
+            "truncated": int((lengths > max_len).sum()), "n": int(len(lengths))}
+
+
+# --------------------------------------------------------------------------
+# one training run
+# --------------------------------------------------------------------------
+
+TREE_KINDS = ("treelstm", "treernn", "childsum")
+
+
+def model_config(kind, train_config, **config):
+    """Model keyword arguments for ``build_model(kind, ...)`` from shared settings.
+
+    The padded static model owns its optimizer (a train op in its graph), so
+    its ``optimizer``, ``lr``, ``weight_decay`` and graph ``batch_size`` come
+    from ``train_config``; ``seed`` defaults to the training seed.
+    """
+    cfg = {k: v for k, v in config.items() if v is not None}
+    cfg.setdefault("seed", train_config.seed)
+    if kind == "padded-lstm":
+        cfg.setdefault("optimizer", train_config.optimizer)
+        cfg.setdefault("lr", train_config.lr)
+        cfg.setdefault("weight_decay", train_config.weight_decay)
+        cfg["batch_size"] = train_config.batch_size
+    return cfg
+
+
+def _subset_metrics(proba, trees, mask):
+    labels = np.fromiter((t.label for t in trees), dtype=np.int64, count=len(trees))
+    n = int(mask.sum())
+    if n == 0:
+        return {"n": 0, "root_fine": None, "root_binary": None, "n_binary": 0}
+    b, nb = root_binary_accuracy(proba[mask], labels[mask])
+    return {"n": n, "root_fine": root_fine_accuracy(proba[mask], labels[mask]), "root_binary": b if nb else None,
+            "n_binary": nb}
+
+
+def _split_report(model, trees, vocab):
+    """:func:`dynnets.train.evaluate`'s report plus the compositional subset, from one prediction pass."""
+    from .train import predict
+    root_p, node = predict(model, trees, vocab, nodes=True)
+    labels = np.fromiter((t.label for t in trees), dtype=np.int64, count=len(trees))
+    lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+    if node is None:
+        rep = classification_report(root_p, labels, lengths)
+    else:
+        rep = classification_report(root_p, labels, lengths, node[0], node[1])
+    rep["compositional"] = _subset_metrics(root_p, trees, compositional_mask(trees))
+    return rep
+
+
+def run_model(kind, splits, vocab, train_config, label=None, **config):
+    """Train one model and measure it.
+
+    Parameters
+    ----------
+    kind : str
+        A :func:`dynnets.models.build_model` kind.
+    splits : dict
+        ``train``, ``dev`` and optionally ``test`` lists of trees.
+    vocab : Vocabulary
+    train_config : TrainConfig
+    label : str, optional
+        Name in tables (default ``kind``).
+    **config
+        Model keyword arguments (see :func:`model_config`).
+
+    Returns
+    -------
+    dict
+        ``label``, ``kind``, ``config``, ``seed``, ``epochs`` (run),
+        ``best_epoch``, ``seconds`` (whole call), ``train_seconds`` (sum over
+        epochs), ``epoch_seconds`` (list), ``steady_epoch_seconds`` (mean
+        without the first epoch, which includes one-time Numba/plan
+        compilation, when there are several), ``sent_per_s`` (median over
+        epochs of the training throughput), ``padding`` (:func:`padding_waste`
+        on the training split for the padded model; zero steps wasted for the
+        others, which never pad), ``dev`` and ``test`` (reports of
+        :func:`dynnets.train.evaluate` plus ``compositional``), ``history``
+        (per epoch: train loss, dev fine and binary accuracy, seconds).
+    """
+    from .models import build_model
+    from .train import train
+    t0 = time.perf_counter()
+    cfg = model_config(kind, train_config, **config)
+    model = build_model(kind, len(vocab), **cfg)
+    result = train(model, splits["train"], splits["dev"], vocab, train_config)
+    hist = result.history
+    epoch_s = [h["train_seconds"] for h in hist]
+    rates = [h["train_sent_per_s"] for h in hist if h["train_sent_per_s"]]
+    if kind == "padded-lstm":
+        waste = padding_waste(splits["train"], model.max_len, model.batch_size)
+        waste["max_len"] = model.max_len
+    else:
+        n_tok = sum(len(t.leaves()) for t in splits["train"])
+        waste = {"steps": n_tok, "real_steps": n_tok, "pad_steps": 0, "pad_fraction": 0.0, "truncated": 0,
+                 "n": len(splits["train"]), "max_len": None}
+    out = {"label": label or kind, "kind": kind, "config": dict(model.config), "seed": train_config.seed,
+           "epochs": len(hist), "best_epoch": result.best_epoch, "stopped": result.stopped,
+           "train_seconds": round(sum(epoch_s), 3), "epoch_seconds": epoch_s,
+           "steady_epoch_seconds": round(float(np.mean(epoch_s[1:] if len(epoch_s) > 1 else epoch_s)), 4),
+           "sent_per_s": round(float(np.median(rates)), 1) if rates else None, "padding": waste,
+           "history": [{"epoch": h["epoch"], "train_loss": h["train_loss"], "dev_fine": h["dev"]["root_fine"],
+                        "dev_binary": h["dev"]["root_binary"], "train_seconds": h["train_seconds"]}
+                       for h in hist]}
+    out["dev"] = _split_report(model, splits["dev"], vocab)
+    if "test" in splits:
+        out["test"] = _split_report(model, splits["test"], vocab)
+        if kind == "padded-lstm":
+            out["padding"]["test_truncated"] = padding_waste(splits["test"], model.max_len, 1)["truncated"]
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    out["_model"] = model
+    return out
+
+
+def _public(run):
+    return {k: v for k, v in run.items() if not k.startswith("_")}
+
+
+# --------------------------------------------------------------------------
+# the demo
+# --------------------------------------------------------------------------
+
+#: (label, kind, extra model config) of the demo, in table order.
+DEMO_MODELS = (("Tree-LSTM (dynamic)", "treelstm", {}),
+               ("LSTM (dynamic, packed)", "lstm", {}),
+               ("LSTM (static, padded to p95)", "padded-lstm", {"max_len": "p95"}),
+               ("bag of words", "bow", {}))
+
+
+def demo(seed=0, epochs=10, out=None, progress=True, embed_dim=64, hidden=64, data=None, max_sentences=None,
+         models=DEMO_MODELS):
+    """Train the demo models briefly on the samples and measure them.
+
+    Every model: embeddings and states of width ``embed_dim``/``hidden``,
+    Adam (lr 0.01), batches of 25, ``epochs`` epochs, selection on dev
+    fine-grained accuracy. The padded LSTM is unrolled to the 95th percentile
+    of training lengths (longer sentences are cut).
+
+    Returns
+    -------
+    dict
+        ``data``, ``seed``, ``epochs``, ``machine``, ``runs`` (one
+        :func:`run_model` result per model, without the model object), and
+        ``files`` (written into ``out``: ``results.json``, ``results.md``).
+    """
+    from .data.vocab import Vocabulary
+    from .train import TrainConfig
+    splits, name = load_data(data, max_sentences)
+    vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
+    tc = TrainConfig(epochs=epochs, batch_size=25, optimizer="adam", lr=0.01, embedding_lr=0.01, patience=None,
+                     seed=seed, progress=progress)
+    res = {"data": name, "seed": seed, "epochs": epochs, "machine": machine_description(),
+           "command": f"dynnets demo --seed {seed} --epochs {epochs}", "runs": [], "files": []}
+    for i, (label, kind, extra) in enumerate(models, 1):
+        extra = dict(extra)
+        if extra.get("max_len") == "p95":
+            extra["max_len"] = length_percentile(splits["train"], 95)
+        _log(f"[{i}/{len(models)}] {label}: {kind}, embed {embed_dim}, hidden {hidden}, {epochs} epochs"
+             + (f", max_len {extra['max_len']}" if "max_len" in extra else ""), progress)
+        run = run_model(kind, splits, vocab, tc, label=label, embed_dim=embed_dim, hidden=hidden, **extra)
+        res["runs"].append(_public(run))
+        if out is not None:
+            _write_demo(res, out)
+    if out is not None:
+        res["files"] = _write_demo(res, out)
+    return res
+
+
+def _write_demo(res, out):
+    out = Path(out)
+    files = [out / "results.json", out / "results.md"]
+    write_json(files[0], res)
+    dio.atomic_write_text(files[1], demo_table(res) + "\n")
+    return [str(f) for f in files]
+
+
+def _pct(x, digits=1):
+    return "-" if x is None else f"{100 * x:.{digits}f}"
+
+
+def demo_table(res):
+    """The demo's comparison table (markdown)."""
+    split = "test" if res["runs"] and "test" in res["runs"][0] else "dev"
+    comp_n = res["runs"][0][split]["compositional"]["n"] if res["runs"] else 0
+    lines = [f"| model | {split} fine % | {split} binary % | negation/contrast fine % (n={comp_n}) "
+             f"| negation/contrast binary % | train sent/s | wasted steps % | truncated | train s |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in res["runs"]:
+        s = r[split]
+        c = s["compositional"]
+        pad = r["padding"]
+        trunc = f"{pad['truncated']}/{pad['n']}" if r["kind"] == "padded-lstm" else "0"
+        lines.append(f"| {r['label']} | {_pct(s['root_fine'])} | {_pct(s['root_binary'])} | {_pct(c['root_fine'])} "
+                     f"| {_pct(c['root_binary'])} | {r['sent_per_s']:.0f} | {_pct(pad['pad_fraction'])} | {trunc} "
+                     f"| {r['train_seconds']:.1f} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# padded vs dynamic
+# --------------------------------------------------------------------------
+
+COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "lstm", "treelstm")
+
+
+def _variant(name, train_trees):
+    """(label, kind, extra config) of a comparison variant."""
+    lengths = [len(t.leaves()) for t in train_trees]
+    if name == "padded-max":
+        return f"padded LSTM, max_len={max(lengths)} (max)", "padded-lstm", {"max_len": max(lengths)}
+    if name == "padded-p95":
+        m = length_percentile(train_trees, 95)
+        return f"padded LSTM, max_len={m} (p95)", "padded-lstm", {"max_len": m}
+    if name == "padded-median":
+        m = length_percentile(train_trees, 50)
+        return f"padded LSTM, max_len={m} (median)", "padded-lstm", {"max_len": m}
+    if name == "lstm":
+        return "dynamic LSTM (packed)", "lstm", {}
+    if name == "treelstm":
+        return "Tree-LSTM (level-batched)", "treelstm", {}
+    if name == "bow":
+        return "bag of words", "bow", {}
+    raise ValueError(f"compare: unknown model {name!r}; expected some of {', '.join(COMPARE_VARIANTS + ('bow',))}")
+
+
+def _mean_std(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": float(np.mean(xs)), "std": float(np.std(xs, ddof=1)) if len(xs) > 1 else 0.0, "n": len(xs)}
+
+
+def _summarise(runs, eval_split):
+    """Mean and standard deviation over seeds of each variant's figures."""
+    out = []
+    labels = list(dict.fromkeys(r["label"] for r in runs))
+    for lab in labels:
+        rs = [r for r in runs if r["label"] == lab]
+        s = {"label": lab, "kind": rs[0]["kind"], "seeds": [r["seed"] for r in rs],
+             "max_len": rs[0]["padding"].get("max_len"),
+             "epoch_seconds": _mean_std([r["steady_epoch_seconds"] for r in rs]),
+             "sent_per_s": _mean_std([r["sent_per_s"] for r in rs]),
+             "pad_fraction": _mean_std([r["padding"]["pad_fraction"] for r in rs]),
+             "truncated_train": rs[0]["padding"]["truncated"],
+             "truncated_eval": rs[0]["padding"].get("test_truncated"),
+             "n_train": rs[0]["padding"]["n"]}
+        for split in ("dev", "test"):
+            if split in rs[0]:
+                s[split] = {m: _mean_std([r[split][m] for r in rs]) for m in ("root_fine", "root_binary")}
+                s[split]["compositional_fine"] = _mean_std([r[split]["compositional"]["root_fine"] for r in rs])
+        buckets = rs[0][eval_split]["by_length"]
+        s["by_length"] = [{"bucket": b["bucket"], "n": b["n"],
+                           **_mean_std([r[eval_split]["by_length"][i]["accuracy"] for r in rs])}
+                          for i, b in enumerate(buckets)]
+        epochs = max(len(r["history"]) for r in rs)
+        s["learning_curve"] = [_mean_std([r["history"][e]["dev_fine"] for r in rs if len(r["history"]) > e])
+                               for e in range(epochs)]
+        out.append(s)
+    return out
+
+
+def _ms(d, scale=100.0, digits=1):
+    if d is None or d["mean"] is None:
+        return "-"
+    return f"{scale * d['mean']:.{digits}f} ± {scale * d['std']:.{digits}f}"
+
+
+def compare_markdown(res):
+    """Tables of a :func:`compare_padded_vs_dynamic` result (markdown)."""
+    summ = res["summary"]
+    ev = res["eval_split"]
+    lines = [f"Data: {res['data']}; seeds {res['seeds']}; {res['epochs']} epochs; embed {res['embed_dim']}, "
+             f"hidden {res['hidden']}; batch {res['batch_size']}; {res['optimizer']} lr {res['lr']}. "
+             f"Mean ± standard deviation over seeds. Machine: {res['machine']['cpus']} cpus, "
+             f"{res['machine']['date']} (shared machine: timings are noisy).", ""]
+    if not res["has_test"]:
+        lines += ["This data has no test split: accuracies are on dev only (the dev set also selects the "
+                  "best epoch, so they are optimistic).", ""]
+    acc_split = "test" if res["has_test"] else "dev"
+    lines += [f"| model | epoch s | train sent/s | padding % | truncated train / {ev} | dev fine % | dev binary % | "
+              + (f"test fine % | test binary % | " if res["has_test"] else "")
+              + f"{acc_split} negation/contrast fine % |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | " + ("---: | ---: | " if res["has_test"] else "")
+              + "---: |"]
+    for s in summ:
+        trunc = (f"{s['truncated_train']}/{s['n_train']} / {s['truncated_eval']}" if s["kind"] == "padded-lstm"
+                 else "0 / 0")
+        row = (f"| {s['label']} | {_ms(s['epoch_seconds'], 1, 2)} | {_ms(s['sent_per_s'], 1, 0)} | "
+               f"{_ms(s['pad_fraction'])} | {trunc} | {_ms(s['dev']['root_fine'])} | {_ms(s['dev']['root_binary'])} | ")
+        if res["has_test"]:
+            row += f"{_ms(s['test']['root_fine'])} | {_ms(s['test']['root_binary'])} | "
+        row += f"{_ms(s[acc_split]['compositional_fine'])} |"
+        lines.append(row)
+    buckets = [b["bucket"] for b in summ[0]["by_length"]] if summ else []
+    counts = [b["n"] for b in summ[0]["by_length"]] if summ else []
+    lines += ["", f"Fine-grained {ev} accuracy % by sentence length (tokens):", "",
+              "| model | " + " | ".join(f"{b} (n={n})" for b, n in zip(buckets, counts)) + " |",
+              "| --- | " + " | ".join("---:" for _ in buckets) + " |"]
+    for s in summ:
+        lines.append(f"| {s['label']} | " + " | ".join(_ms(b) for b in s["by_length"]) + " |")
+    lines += ["", "Epoch seconds: mean over epochs after the first (the first includes one-time compilation); "
+              "sentences/s: median over epochs of training throughput; padding: share of the padded model's "
+              "LSTM steps that read a pad in a training epoch (the dynamic models compute no padding)."]
+    return "\n".join(lines)
+
+
+def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2), epochs=10, embed_dim=64, hidden=64,
+                              batch_size=25, optimizer="adam", lr=0.01, variants=COMPARE_VARIANTS,
+                              max_sentences=None, progress=True, plots=True):
+    """The padded static LSTM (unrolled to the training maximum, the 95th
+    percentile and the median length) against the dynamic LSTM and the
+    Tree-LSTM, over several seeds.
+
+    Writes into ``out``: ``results.json`` (after every finished run, so an
+    interrupted run keeps what finished), ``results.md`` (tables), and with
+    matplotlib ``accuracy_by_length.png``, ``throughput.png`` and
+    ``learning_curves.png``.
+
+    Returns
+    -------
+    dict
+        Settings, ``runs`` (one :func:`run_model` result per variant and
+        seed), ``summary`` (mean/std per variant), ``files``.
+    """
+    from .data.vocab import Vocabulary
+    from .train import TrainConfig
+    splits, name = load_data(data, max_sentences)
+    vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
+    out = Path(out)
+    has_test = "test" in splits
+    eval_split = "test" if has_test else "dev"
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("compare: expected at least one seed")
+    specs = [_variant(v, splits["train"]) for v in variants]
+    res = {"experiment": "compare_padded_vs_dynamic", "data": name, "has_test": has_test, "eval_split": eval_split,
+           "seeds": seeds, "epochs": epochs, "embed_dim": embed_dim, "hidden": hidden, "batch_size": batch_size,
+           "optimizer": optimizer, "lr": lr, "machine": machine_description(), "runs": [], "summary": [],
+           "files": []}
+    total = len(specs) * len(seeds)
+    k = 0
+    for seed in seeds:
+        tc = TrainConfig(epochs=epochs, batch_size=batch_size, optimizer=optimizer, lr=lr, embedding_lr=lr,
+                         patience=None, seed=seed, progress=progress)
+        for label, kind, extra in specs:
+            k += 1
+            _log(f"[{k}/{total}] {label}, seed {seed}", progress)
+            run = run_model(kind, splits, vocab, tc, label=label, embed_dim=embed_dim, hidden=hidden, **extra)
+            res["runs"].append(_public(run))
+            res["summary"] = _summarise(res["runs"], eval_split)
+            write_json(out / "results.json", res)
+    files = [out / "results.json", out / "results.md"]
+    dio.atomic_write_text(files[1], compare_markdown(res) + "\n")
+    if plots:
+        files += _compare_plots(res, out, progress)
+    res["files"] = [str(f) for f in files]
+    write_json(out / "results.json", res)
+    return res
+
+
+# --------------------------------------------------------------------------
+# plots
+# --------------------------------------------------------------------------
+
+
+def have_matplotlib():
+    """True when the optional ``plot`` extra (matplotlib) is importable."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _figure(w=6.4, h=4.0):
+    # the object-oriented API: no pyplot, so no global figure state and no GUI backend
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(w, h), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig, path):
+    """Render ``fig`` to PNG in memory and write it atomically to ``path``."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    dio.atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def _plots_unavailable(progress):
+    _log("note: matplotlib is not installed (pip install 'dynnets[plot]'); plots skipped", True)
+    return []
+
+
+def _compare_plots(res, out, progress=True):
+    if not have_matplotlib():
+        return _plots_unavailable(progress)
+    summ = res["summary"]
+    files = []
+    fig = _figure()
+    ax = fig.add_subplot()
+    buckets = [b["bucket"] for b in summ[0]["by_length"]]
+    x = np.arange(len(buckets))
+    for s in summ:
+        m = [np.nan if b["mean"] is None else 100 * b["mean"] for b in s["by_length"]]
+        e = [0 if b["std"] is None else 100 * b["std"] for b in s["by_length"]]
+        ax.errorbar(x, m, yerr=e, marker="o", capsize=3, label=s["label"])
+    ax.set_xticks(x, [f"{b}\n(n={n['n']})" for b, n in zip(buckets, summ[0]["by_length"])])
+    ax.set_xlabel("sentence length (tokens)")
+    ax.set_ylabel(f"{res['eval_split']} fine-grained accuracy %")
+    ax.set_title("Accuracy by sentence length")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    files.append(save_figure(fig, out / "accuracy_by_length.png"))
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    y = [s["sent_per_s"]["mean"] or 0 for s in summ]
+    e = [s["sent_per_s"]["std"] or 0 for s in summ]
+    ax.barh(np.arange(len(summ)), y, xerr=e, capsize=3, color="tab:blue")
+    ax.set_yticks(np.arange(len(summ)), [s["label"] for s in summ], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("training sentences / s (median epoch, mean over seeds)")
+    ax.set_title("Training throughput")
+    ax.grid(alpha=0.3, axis="x")
+    files.append(save_figure(fig, out / "throughput.png"))
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    for s in summ:
+        m = [100 * c["mean"] for c in s["learning_curve"]]
+        ax.plot(np.arange(1, len(m) + 1), m, marker=".", label=s["label"])
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("dev fine-grained accuracy %")
+    ax.set_title("Learning curves (mean over seeds)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    files.append(save_figure(fig, out / "learning_curves.png"))
+    return files
+
+
+# --------------------------------------------------------------------------
+# sentences and per-node predictions
+# --------------------------------------------------------------------------
+
+_CLITIC = re.compile(r"^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$", re.IGNORECASE)
+_EDGE_PUNCT = "\"'`.,;:!?()[]{}"
+_FINAL = frozenset({".", "!", "?"})
+
+
+def tokenize(text):
+    """Split a plain sentence into PTB-style tokens: whitespace, then leading
+    and trailing punctuation, then clitics (``isn't`` -> ``is n't``,
+    ``film's`` -> ``film 's``)."""
+    out = []
+    for raw in text.split():
+        lead, trail = [], []
+        while raw and raw[0] in _EDGE_PUNCT and len(raw) > 1:
+            lead.append(raw[0])
+            raw = raw[1:]
+        while raw and raw[-1] in _EDGE_PUNCT and len(raw) > 1:
+            trail.append(raw[-1])
+            raw = raw[:-1]
+        body = [raw]
+        m = _CLITIC.match(raw)
+        if m:
+            body = [m.group(1), m.group(2)]
+        out += lead + [b for b in body if b] + trail[::-1]
+    return out
+
+
+def _right_branching(words):
+    """Right-branching tree over ``words``; a trailing comma joins at the top: ``((a (b c)) ,)``."""
+    tail = None
+    if len(words) > 1 and words[-1] == ",":
+        words, tail = words[:-1], words[-1]
+    t = Tree.leaf(2, words[-1])
+    for w in reversed(words[:-1]):
+        t = Tree.node(2, (Tree.leaf(2, w), t))
+    return t if tail is None else Tree.node(2, (t, Tree.leaf(2, tail)))
+
+
+def sentence_tree(text):
+    """A binary tree over a plain sentence (the fallback when no parse is given).
+
+    Rule: tokenize (:func:`tokenize`); split the sentence at every "but" into
+    a left-branching chain ``((c1 (but c2)) (but c3))``, a comma just before
+    "but" staying with the clause on its left; each clause is right-branching
+    (``(the (film (is good)))``), a trailing comma joined at its top;
+    sentence-final ``.``, ``!`` or ``?`` joins at the root. This mirrors how
+    English phrases nest to the right and how "but" joins clauses (the shape
+    of the sample treebank's trees); every node gets the neutral label 2.
+    """
+    words = tokenize(text)
+    if not words:
+        raise ValueError("sentence_tree: the sentence has no words")
+    final = None
+    if len(words) > 1 and words[-1] in _FINAL:
+        final = words.pop()
+    parts, cur = [], []
+    for w in words:
+        if w.lower() == "but" and cur:
+            parts.append(cur)
+            cur = [w]
+        else:
+            cur.append(w)
+    parts.append(cur)
+    tree = None
+    for p in parts:
+        if tree is None:
+            tree = _right_branching(p)
+        elif len(p) == 1:          # a trailing "but": just another word
+            tree = Tree.node(2, (tree, Tree.leaf(2, p[0])))
+        else:
+            tree = Tree.node(2, (tree, Tree.node(2, (Tree.leaf(2, p[0]), _right_branching(p[1:])))))
+    if final is not None:
+        tree = Tree.node(2, (tree, Tree.leaf(2, final)))
+    return tree
+
+
+def _unlabelled_brackets(text):
+    toks = re.findall(r"\(|\)|[^\s()]+", text)
+    stack = [[]]
+    for i, t in enumerate(toks):
+        if t == "(":
+            stack.append([])
+        elif t == ")":
+            if len(stack) < 2 or not stack[-1]:
+                raise ValueError(f"read_tree: unbalanced or empty brackets at token {i + 1} of {text!r}")
+            kids = stack.pop()
+            stack[-1].append(kids[0] if len(kids) == 1 else Tree.node(2, tuple(kids)))
+        else:
+            stack[-1].append(Tree.leaf(2, t))
+    if len(stack) != 1 or len(stack[0]) != 1:
+        raise ValueError(f"read_tree: expected one balanced bracketed tree, got {text!r}")
+    return stack[0][0]
+
+
+def read_tree(text):
+    """A tree from user input: an SST-style labelled tree ``(3 (2 it) (3 good))``,
+    an unlabelled bracketed tree ``((it (is good)) .)`` (labels 2), or a plain
+    sentence (:func:`sentence_tree`).
+
+    Returns
+    -------
+    (tree, how) : (Tree, str)
+        ``how`` is ``"labelled tree"``, ``"bracketed tree"`` or ``"fallback binarisation"``.
+    """
+    s = text.strip()
+    if not s:
+        raise ValueError("read_tree: empty input")
+    if s.startswith("("):
+        try:
+            return parse_tree(s), "labelled tree"
+        except ValueError:
+            return _unlabelled_brackets(s), "bracketed tree"
+    return sentence_tree(s), "fallback binarisation"
+
+
+def _names(C):
+    return CLASS_NAMES.get(C, tuple(str(i) for i in range(C)))
+
+
+def node_predictions(model, tree, vocab):
+    """Predictions of a model for one tree.
+
+    Returns
+    -------
+    dict
+        ``words``, ``root`` (class probabilities (C,)), and for tree models
+        ``nodes``: one dict per node in preorder with ``depth``, ``text``
+        (its words), ``gold`` (the tree's label), ``pred``, ``proba``.
+    """
+    from .train import predict
+    root = predict(model, [tree], vocab)[0]
+    out = {"words": tree.words(), "root": root.tolist(), "nodes": None}
+    if hasattr(model, "predict_all") and hasattr(model, "mode"):
+        old = model.mode
+        model.mode = "recursive"     # node rows then follow the tree's postorder
+        try:
+            _, node_p, _ = model.predict_all(model.make_batch([tree], vocab))
+        finally:
+            model.mode = old
+        post = tree.postorder()
+        row = {id(n): i for i, n in enumerate(post)}
+        nodes = []
+        stack = [(tree, 0)]
+        while stack:
+            n, d = stack.pop()
+            p = node_p[row[id(n)]]
+            nodes.append({"depth": d, "text": " ".join(n.words()), "gold": n.label, "pred": int(np.argmax(p)),
+                          "proba": p.tolist(), "leaf": n.is_leaf})
+            stack.extend((c, d + 1) for c in reversed(n.children))
+        out["nodes"] = nodes
+    return out
+
+
+def format_node_predictions(pred, show_gold=False, leaves=True):
+    """An indented listing of per-node predictions (from :func:`node_predictions`)."""
+    if pred["nodes"] is None:
+        return "(per-node predictions need a tree model)"
+    names = _names(len(pred["root"]))
+    lines = []
+    for n in pred["nodes"]:
+        if n["leaf"] and not leaves:
+            continue
+        g = f"  gold {n['gold']}" if show_gold else ""
+        mark = " !" if show_gold and n["gold"] != n["pred"] else ""
+        lines.append(f"{'  ' * n['depth']}{n['pred']} {names[n['pred']]:<13} {max(n['proba']):.2f}{g}{mark}  "
+                     f"{n['text']}")
+    return "\n".join(lines)
+
+
+#: Hand-written test sentences (dynnets.data.synthetic.HANDWRITTEN) that show negation and contrast.
+SHOWCASE = ("((it (is (not good))) .)", "((it (is (not bad))) .)", "(((the film) (is (good (but boring)))) .)",
+            "(((the film) (is (boring (but good)))) .)",
+            "(((((the acting) (is great)) ,) (but ((the script) (is terrible)))) .)",
+            "(((((the sequel) (is (not bad))) ,) (but (it (is (not (very good)))))) .)")
+
+
+def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, sentences=None, data=None,
+                   max_sentences=None, out=None, progress=True):
+    """Train a tree model on the samples and predict every node of a few sentences.
+
+    Parameters
+    ----------
+    kind : {"treelstm", "treernn", "childsum"}
+    sentences : list of str, optional
+        Trees or plain sentences (:func:`read_tree`); default :data:`SHOWCASE`,
+        hand-written test sentences labelled by the sample treebank's rules.
+    out : path, optional
+        Where ``results.json`` and ``nodes.txt`` go.
+
+    Returns
+    -------
+    dict
+        ``run`` (the :func:`run_model` figures), ``sentences`` (per-node
+        predictions with the gold labels of labelled inputs), ``text`` (the
+        listing), ``files``.
+    """
+    from .data.synthetic import from_brackets
+    from .data.vocab import Vocabulary
+    from .train import TrainConfig
+    if kind not in TREE_KINDS:
+        raise ValueError(f"train_tree_rnn: kind must be one of {TREE_KINDS}, got {kind!r}")
+    splits, name = load_data(data, max_sentences)
+    vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
+    tc = TrainConfig(epochs=epochs, batch_size=25, optimizer="adam", lr=0.01, embedding_lr=0.01, patience=None,
+                     seed=seed, progress=progress)
+    run = run_model(kind, splits, vocab, tc, embed_dim=embed_dim, hidden=hidden)
+    model = run.pop("_model")
+    items, blocks = [], []
+    for s in (sentences if sentences is not None else SHOWCASE):
+        tree, how = read_tree(s)
+        gold = how != "fallback binarisation"
+        if how == "bracketed tree" and data is None:
+            tree, gold = from_brackets(s), True      # labelled by the samples' rules
+        elif how == "bracketed tree":
+            gold = False
+        pred = node_predictions(model, tree, vocab)
+        pred.update(input=s, tree=how, has_gold=gold)
+        items.append(pred)
+        names = _names(len(pred["root"]))
+        k = int(np.argmax(pred["root"]))
+        head = f"{' '.join(pred['words'])}\n  predicted {k} {names[k]}" + (
+            f", gold {tree.label}" if gold else "")
+        blocks.append(head + "\n" + "\n".join("  " + ln for ln in format_node_predictions(pred, gold).split("\n")))
+    split = "test" if "test" in run else "dev"
+    text = (f"{kind} on {name}: {epochs} epochs, {split} fine {100 * run[split]['root_fine']:.1f}%, "
+            f"binary {100 * run[split]['root_binary']:.1f}%, all nodes {100 * run[split]['all_nodes']:.1f}%\n"
+            "Each line: predicted class, name, probability" + (", gold label ('!' when wrong)" if items and any(
+                i["has_gold"] for i in items) else "") + ", the words under the node.\n\n" + "\n\n".join(blocks))
+    res = {"experiment": "train_tree_rnn", "kind": kind, "data": name, "seed": seed, "epochs": epochs,
+           "machine": machine_description(), "run": _public(run), "sentences": items, "text": text, "files": []}
+    if out is not None:
+        out = Path(out)
+        files = [out / "results.json", out / "nodes.txt"]
+        dio.atomic_write_text(files[1], text + "\n")
+        res["files"] = [str(f) for f in files]
+        write_json(files[0], res)
+    return res
+
+
+# --------------------------------------------------------------------------
+# graph overhead
+# --------------------------------------------------------------------------
+
+
+def _layers(h, w, b, n, ops):
+    for _ in range(n):
+        h = ops.tanh(ops.matmul(h, w) + b)
+    return h
+
+
+def _time(fn, repeats):
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def graph_overhead(sizes=(1, 3, 10, 30, 100, 300), width=32, repeats=20, seed=0, out=None, progress=True,
+                   plots=True):
+    """What a static graph costs and saves against eager execution.
+
+    The model is a chain of ``n`` layers ``h = tanh(h @ W + b)`` (3 ops per
+    layer, shared ``W`` (width, width) and ``b``, one row), loss ``sum(h)``,
+    gradients of ``W`` and ``b``. For each ``n``:
+
+    * eager: forward + backward time (median of ``repeats``) and per forward op;
+    * static: graph construction time; compile time (first ``Session.run`` of
+      the fetch: passes and the tier-1 plan) and code generation (the second
+      run builds the straight-line tier-2 function); steady-state run time
+      (median of ``repeats`` later runs) and per op; modifying the graph
+      (appending one more layer and its gradients) and running the new fetch
+      once (compile + run);
+    * the break-even number of runs after which static (build + compile +
+      runs) has cost less than eager.
+
+    Returns
+    -------
+    dict
+        ``rows`` (one per size) and ``files`` (``results.json``,
+        ``results.md``, ``graph_overhead.png`` in ``out``).
+    """
+    from . import static as ds
+    from .autograd import ops
+    from .autograd.tensor import Parameter
+    rng = np.random.default_rng(seed)
+    W0 = (rng.standard_normal((width, width)) / math.sqrt(width)).astype(np.float32)
+    b0 = (0.1 * rng.standard_normal(width)).astype(np.float32)
+    x0 = rng.standard_normal((1, width)).astype(np.float32)
+    rows = []
+    res = {"experiment": "graph_overhead", "width": width, "repeats": repeats, "seed": seed,
+           "machine": machine_description(), "rows": rows, "files": []}
+    for n in sizes:
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"graph_overhead: sizes must be >= 1, got {n}")
+        w, b = Parameter(W0.copy()), Parameter(b0.copy())
+
+        def eager():
+            w._grad = None
+            b._grad = None
+            loss = ops.sum(_layers(x0, w, b, n, ops))
+            loss.backward()
+            return loss
+        eager()
+        eager_s = _time(eager, repeats)
+
+        t0 = time.perf_counter()
+        g = ds.Graph()
+        with g.as_default():
+            x = ds.placeholder((1, width), np.float32, name="x")
+            wv, bv = ds.Variable(W0.copy(), name="W"), ds.Variable(b0.copy(), name="b")
+            h = _layers(x, wv, bv, n, ops)
+            loss = ops.sum(h)
+            grads = ds.gradients(loss, [wv, bv])
+            init = ds.global_variables_initializer()
+        build_s = time.perf_counter() - t0
+        sess = ds.Session(g)
+        sess.run(init)
+        fetch = [loss, grads]
+        feed = {x: x0}
+        t0 = time.perf_counter()
+        sess.run(fetch, feed)
+        first_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sess.run(fetch, feed)
+        second_s = time.perf_counter() - t0
+        for _ in range(3):
+            sess.run(fetch, feed)
+        steady_s = _time(lambda: sess.run(fetch, feed), repeats)
+        st = [p for p in sess.stats if p["nodes_graph"]][-1]
+        with g.as_default():
+            t0 = time.perf_counter()
+            h2 = _layers(h, wv, bv, 1, ops)
+            loss2 = ops.sum(h2)
+            grads2 = ds.gradients(loss2, [wv, bv])
+            sess.run([loss2, grads2], feed)
+            modify_s = time.perf_counter() - t0
+        n_ops = 3 * n
+        setup = build_s + first_s + second_s
+        gain = eager_s - steady_s
+        rows.append({"layers": n, "forward_ops": n_ops, "graph_equations": st["nodes_graph"],
+                     "plan_equations": st["nodes_after"], "eager_ms": 1e3 * eager_s,
+                     "eager_us_per_op": 1e6 * eager_s / n_ops, "build_ms": 1e3 * build_s,
+                     "compile_ms": 1e3 * first_s, "codegen_ms": 1e3 * second_s, "static_run_ms": 1e3 * steady_s,
+                     "static_us_per_op": 1e6 * steady_s / n_ops, "modify_and_run_ms": 1e3 * modify_s,
+                     "break_even_runs": (math.ceil(setup / gain) if gain > 0 else None)})
+        sess.close()
+        _log(f"  {n:5d} layers: eager {1e3 * eager_s:8.3f} ms  static compile {1e3 * first_s:8.2f} ms, "
+             f"run {1e3 * steady_s:8.3f} ms", progress)
+        if out is not None:
+            write_json(Path(out) / "results.json", res)
+    if out is not None:
+        out = Path(out)
+        files = [out / "results.json", out / "results.md"]
+        dio.atomic_write_text(files[1], overhead_markdown(res) + "\n")
+        if plots:
+            files += _overhead_plot(res, out)
+        res["files"] = [str(f) for f in files]
+        write_json(files[0], res)
+    return res
+
+
+def overhead_markdown(res):
+    """The graph-overhead table (markdown)."""
+    m = res["machine"]
+    lines = [f"Chain of tanh(h @ W + b) layers, width {res['width']}, one row, forward + backward; medians of "
+             f"{res['repeats']} runs; {m['cpus']} cpus, {m['date']} (shared machine: timings are noisy).", "",
+             "| layers | fwd ops | eager ms | eager us/op | build ms | compile ms | codegen ms | static run ms | "
+             "static us/op | add a layer + run ms | break-even runs |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in res["rows"]:
+        be = "never" if r["break_even_runs"] is None else str(r["break_even_runs"])
+        lines.append(f"| {r['layers']} | {r['forward_ops']} | {r['eager_ms']:.3f} | {r['eager_us_per_op']:.1f} | "
+                     f"{r['build_ms']:.2f} | {r['compile_ms']:.2f} | {r['codegen_ms']:.2f} | "
+                     f"{r['static_run_ms']:.3f} | {r['static_us_per_op']:.1f} | {r['modify_and_run_ms']:.2f} | {be} |")
+    lines += ["", "compile: the first run of a new fetch (passes + tier-1 plan + that run); codegen: the second run "
+              "(generates the straight-line tier-2 function); break-even: runs after which build + compile + "
+              "codegen + static runs cost less than eager runs."]
+    return "\n".join(lines)
+
+
+def _overhead_plot(res, out):
+    if not have_matplotlib():
+        return _plots_unavailable(True)
+    rows = res["rows"]
+    ops_ = [r["forward_ops"] for r in rows]
+    fig = _figure(10, 4)
+    ax = fig.add_subplot(1, 2, 1)
+    ax.loglog(ops_, [r["compile_ms"] for r in rows], "o-", label="compile (first run)")
+    ax.loglog(ops_, [r["codegen_ms"] for r in rows], "s-", label="codegen (second run)")
+    ax.loglog(ops_, [r["modify_and_run_ms"] for r in rows], "^-", label="add a layer + run")
+    ax.loglog(ops_, [r["eager_ms"] for r in rows], "k--", label="eager forward+backward")
+    ax.set_xlabel("forward ops in the graph")
+    ax.set_ylabel("ms")
+    ax.set_title("One-time costs of a static graph")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax = fig.add_subplot(1, 2, 2)
+    ax.semilogx(ops_, [r["eager_us_per_op"] for r in rows], "o-", label="eager")
+    ax.semilogx(ops_, [r["static_us_per_op"] for r in rows], "s-", label="static (steady state)")
+    ax.set_xlabel("forward ops in the graph")
+    ax.set_ylabel("us per forward op (forward + backward)")
+    ax.set_title("Per-op cost")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return [save_figure(fig, out / "graph_overhead.png")]
+
+
+# --------------------------------------------------------------------------
+# files
+# --------------------------------------------------------------------------
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return o
+
+
+def write_json(path, obj):
+    """Write ``obj`` as indented JSON, atomically."""
+    dio.atomic_write_text(path, json.dumps(_jsonable(obj), indent=1, sort_keys=False) + "\n")
+    return Path(path)

@@ -1,0 +1,42 @@
+"""Static vs dynamic graph overhead: eager per-op cost, static compile time
+against graph size, the cost of modifying a graph and re-running it, and the
+steady-state run cost per op, with a plot.
+
+A thin script over :func:`dynnets.experiments.graph_overhead`::
+
+    python experiments/graph_overhead.py --out results/graph_overhead
+"""
+import argparse
+import sys
+from pathlib import Path
+
+from _util import blas_threads, report_files, setup
+
+setup()
+
+from dynnets.experiments import graph_overhead, overhead_markdown  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="graph_overhead.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seed", type=int, default=0, help="random weights and inputs (default 0)")
+    p.add_argument("--out", type=Path, default=Path("results/graph_overhead"), help="output folder")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1, 3, 10, 30, 100, 300],
+                   help="layers in the chain (3 forward ops each); default 1 3 10 30 100 300")
+    p.add_argument("--width", type=int, default=32, help="layer width (default 32)")
+    p.add_argument("--repeats", type=int, default=20, help="timed runs per figure, median reported (default 20)")
+    p.add_argument("--blas-threads", type=int, default=1, help="numpy OpenBLAS threads; 0 leaves the default")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plot")
+    a = p.parse_args(argv)
+    if min(a.sizes) < 1 or a.width < 1 or a.repeats < 1:
+        p.error("--sizes, --width and --repeats must be positive")
+    blas_threads(a.blas_threads)
+    res = graph_overhead(sizes=a.sizes, width=a.width, repeats=a.repeats, seed=a.seed, out=a.out,
+                         plots=not a.no_plots)
+    print(overhead_markdown(res))
+    report_files(res["files"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Train a Tree-LSTM (or Tree-RNN) on the sample sentences and print the
+predicted sentiment at every node of a few sentences, so a reader sees how
+negation ("not good") and contrast ("good but boring") are composed.
+
+A thin script over :func:`dynnets.experiments.train_tree_rnn`::
+
+    python experiments/train_tree_rnn.py --model treelstm --out results/tree_rnn
+    python experiments/train_tree_rnn.py --model treernn "the plot is not clever" "((it (is (very good))) .)"
+"""
+import argparse
+import sys
+from pathlib import Path
+
+from _util import blas_threads, report_files, setup
+
+setup()
+
+from dynnets.experiments import train_tree_rnn  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="train_tree_rnn.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("sentences", nargs="*", metavar="SENTENCE",
+                   help="plain sentences or bracketed trees (default: six hand-written test sentences)")
+    p.add_argument("--model", choices=("treelstm", "treernn", "childsum"), default="treelstm")
+    p.add_argument("--seed", type=int, default=0, help="weights and batch order (default 0)")
+    p.add_argument("--out", type=Path, default=Path("results/tree_rnn"), help="output folder")
+    p.add_argument("--epochs", type=int, default=10, help="default 10")
+    p.add_argument("--hidden", type=int, default=64, help="default 64")
+    p.add_argument("--embed-dim", type=int, default=64, help="default 64")
+    p.add_argument("--max-sentences", type=int, default=None, help="first N sentences of each split (quick runs)")
+    p.add_argument("--blas-threads", type=int, default=1, help="numpy OpenBLAS threads; 0 leaves the default")
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    if a.epochs < 1 or a.hidden < 1 or a.embed_dim < 1:
+        p.error("--epochs, --hidden and --embed-dim must be positive")
+    blas_threads(a.blas_threads)
+    res = train_tree_rnn(a.model, seed=a.seed, epochs=a.epochs, embed_dim=a.embed_dim, hidden=a.hidden,
+                         sentences=a.sentences or None, max_sentences=a.max_sentences, out=a.out,
+                         progress=not a.no_progress)
+    print(res["text"])
+    report_files(res["files"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
