@@ -11,27 +11,32 @@ The session's pipeline for one plan (fetches, fed placeholders, fed shapes)::
 ``prim.impl`` call per equation) that the tests compare compiled plans with.
 
 Measured thresholds (shared 2-core machine, float32, numpy 2.4, numba 0.68;
-``python benchmarks/bench_static.py --only fusion`` prints the table again):
+``python benchmarks/bench_static.py --only fusion`` prints the table again;
+times are whole plan runs, so they include the Python around the kernels):
 
 * a fused Numba kernel beats numpy on chains of *cheap* arithmetic (add, sub,
   mul, div, neg, abs, maximum, minimum, relu, sqrt): the masked-state update
-  ``m*h + (1-m)*hp`` runs 1.3x faster at 16 elements and 2-2.6x faster from
-  4096 elements on (the kernel writes once instead of four temporaries);
+  ``m*h + (1-m)*hp`` ran 1.14x faster at 16 elements, 1.3x at 1024, 1.5x at
+  4096, 1.8x at 16384 and 6-8x from 65536 on (where numpy's temporaries are
+  fresh pages every run);
 * a kernel is *slower* for transcendental ops: Numba calls scalar libm where
-  numpy uses SIMD, ``exp(a)*b`` was 2x slower at 1024 elements and 4x slower
-  from 16384 on (``tanh`` 25x slower) - so exp, log, tanh, sigmoid and pow end
-  a fused group instead of joining it;
-* Python dispatch of the fused wrapper costs about 1-2 us, and the first use
-  of a new expression costs a Numba compilation (0.1-0.5 s; later plans with
-  the same expression reuse it from ``_KERNELS``), so fusion only runs on
-  arrays of at least ``FUSE_MIN_SIZE`` = 2048 elements and never for the
-  small graphs whose compile time matters; the kernels' source is written to
-  ``$DYNNETS_CACHE_DIR/fused`` (default ``~/.cache/dynnets/fused``, off with
-  ``DYNNETS_NO_DISK_CACHE=1``) and compiled with Numba's ``cache=True``, so a
-  later process loads them instead of compiling;
-* ``out=`` buffers change little below about 16k elements (numpy's small
-  allocations come from a cache), so ``plan_memory`` only plans buffers for
-  arrays of at least ``MEMORY_MIN_SIZE`` = 4096 elements.
+  numpy uses SIMD; ``exp(a)*b`` was 0.5x numpy's speed at 1024 elements and
+  0.25x from 4096 on (``tanh`` 12-30x slower from 4096 on in a microbenchmark) - so exp,
+  log, tanh, sigmoid and pow end a fused group instead of joining it;
+* the first use of a new expression costs a Numba compilation (0.1-0.5 s;
+  later plans with the same expression reuse it from ``_KERNELS``, and later
+  processes from the disk cache below), so fusion only runs on arrays of at
+  least ``FUSE_MIN_SIZE`` = 2048 elements: never for the small graphs whose
+  compile time matters (a plan without such arrays skips the pass entirely);
+  the kernels' source is written to ``$DYNNETS_CACHE_DIR/fused`` (default
+  ``~/.cache/dynnets/fused``, off with ``DYNNETS_NO_DISK_CACHE=1``) and
+  compiled with Numba's ``cache=True``, so a later process loads them instead
+  of compiling;
+* ``out=`` buffers (a chain of four ``tanh(x)*0.5``) changed little at small
+  sizes (0.97x at 16, 1.05x at 1024, 1.07x at 4096, 1.17x at 16384 elements)
+  and a lot from 65536 on (12x: a fresh array that large is fresh pages, page
+  faults included, every run), so ``plan_memory`` plans buffers for arrays of
+  at least ``MEMORY_MIN_SIZE`` = 4096 elements.
 """
 from __future__ import annotations
 
