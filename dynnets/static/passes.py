@@ -237,7 +237,9 @@ def _cse_key(e, ins):
         if isinstance(v, np.ndarray) and v.size > 64:
             return None
         return (p, _freeze(v))
-    if p in SOURCES or getattr(p, "effect", False):
+    if p in SOURCES or getattr(p, "effect", False) or getattr(p, "out_arg", False) or p.name == "accumulate":
+        # add_n's fresh sum is later added into in place (accumulate): two merged sums would
+        # share one array that two accumulation chains write over
         return None
     attrs = e.attrs
     if not attrs:

@@ -129,7 +129,6 @@ class Session:
         self._init_op = None
         self._init_count = -1
         self._raw_sparse = bool(keep_sparse)
-        self._buffers_tmp = {}
         self.jit_after = jit_after
 
     # --- running ------------------------------------------------------------------
@@ -137,7 +136,7 @@ class Session:
         """Evaluate ``fetches`` (a Value, an Operation, or a nested list,
         tuple or dict of them), feeding ``feed_dict`` {placeholder: array}.
         Returns numpy arrays in the structure of ``fetches`` (``None`` for an
-        Operation)."""
+        Operation; a 0-d result may be a numpy scalar, as in TF1)."""
         if self._closed:
             raise RuntimeError("Session.run: the session is closed")
         tp = type(fetches)
@@ -355,11 +354,12 @@ class Session:
     def _codegen(self, g, flat, template, feed_dict, feed_ids, casts, vals):
         """Lower the optimised graph to a list of instructions over slots, and
         the tier-1 executor over them (a loop of small closures: cheap to
-        build). After ``JIT_AFTER`` runs :meth:`_tier2` replaces it with
+        build). After ``jit_after`` runs :meth:`_tier2` replaces it with
         generated straight-line code (fast to run, ~0.1 ms to compile)."""
         slot = {}
         consts = {}
         instrs = []
+        buffers = {}
         counter = [0]
 
         def new_slot(o):
@@ -432,11 +432,10 @@ class Session:
                 else:
                     buf = None
                     if e.buf is not None:
-                        key = f"B{e.buf}"
-                        buf = self._buffers_tmp.get(key)
+                        buf = buffers.get(e.buf)
                         if buf is None:
                             shp, dt = g.meta["buffers"][e.buf]
-                            buf = self._buffers_tmp[key] = np.empty(shp, dt)
+                            buf = buffers[e.buf] = np.empty(shp, dt)
                     instrs.append(_Ins("call", outs, p.impl, args, e.attrs or None, e, buf))
                 if not getattr(p, "effect", False) and not _fresh(p) and any(i in shared for i in e.ins):
                     shared.update(e.outs)
@@ -445,7 +444,6 @@ class Session:
             for x in e.outs:
                 if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
                     instrs.append(_Ins("copy", (slot[x],), None, (slot[x],), None, e, None))
-        self._buffers_tmp = {}
         ret = _ret_template(template, g, slot, flat, self._raw_sparse)
         plan = Plan()
         plan.instrs = instrs

@@ -316,3 +316,22 @@ def test_random_graphs_with_fusion(seed):
             got = sess.run(outs, feeds)
             for w, o in zip(ref, got):
                 np.testing.assert_allclose(o, w, rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_sums_are_not_merged_by_cse():
+    """Two gradient sums with equal terms must stay two arrays: each is added
+    into in place by its own accumulation chain."""
+    g = ds.Graph()
+    with g.as_default():
+        x = ds.placeholder((3,), np.float64, name="x")
+        y1, y2 = ds.tanh(x), ds.tanh(x)                 # equal after CSE
+        l1 = ds.reduce_sum(y1 * 2.0) + ds.reduce_sum(y1 * 3.0) + ds.reduce_sum(y1 * 5.0)
+        l2 = ds.reduce_sum(y2 * 2.0) + ds.reduce_sum(y2 * 3.0)
+        g1, = ds.gradients(l1, [y1])
+        g2, = ds.gradients(l2, [y2])
+    feeds = {x: np.array([0.1, 0.2, 0.3])}
+    with ds.Session(g) as sess:
+        for _ in range(3):
+            a, b = sess.run([g1, g2], feeds)
+            np.testing.assert_allclose(a, 10.0)
+            np.testing.assert_allclose(b, 5.0)
