@@ -401,8 +401,12 @@ def _load(path):
     from .train import load_checkpoint
     try:
         model = load_checkpoint(path)
-    except (zipfile.BadZipFile, EOFError) as exc:
-        raise _Exit(f"cannot read checkpoint '{path}': {exc}", 1) from None
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError) as exc:
+        msg = " ".join(str(exc).split())
+        if str(path) in msg:
+            raise _Exit(msg, 1) from None
+        raise _Exit(f"cannot read checkpoint '{path}' (is it a best.npz written by dynnets train?): {msg}", 1) \
+            from None
     except (KeyError, TypeError) as exc:
         raise _Exit(f"checkpoint '{path}' is incomplete or from another version: {exc}", 1) from None
     if model.vocab is None:
