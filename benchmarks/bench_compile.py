@@ -35,8 +35,8 @@ def _args(name, dtype, B=2, H=3, C=5, V=4):
     ids = rng.integers(0, V, size=B).astype(np.int64)
     targets = rng.integers(0, C, size=B).astype(np.int64)
     table = {
-        "lstm_cell_fwd": lambda: (f(B, 4 * H), f(B, H)),
-        "lstm_cell_bwd": lambda: (f(B, H), f(B, H), f(B, 4 * H), f(B, H), f(B, H)),
+        "lstm_cell_fwd": lambda: (f(4 * H, B), f(4 * H, B), f(4 * H), f(4 * H), f(B, H)),
+        "lstm_cell_bwd": lambda: (f(B, H), f(B, H), f(B, 5 * H), f(B, H)),
         "gru_cell_fwd": lambda: (f(B, 3 * H), f(B, 3 * H), f(B, H)),
         "gru_cell_bwd": lambda: (f(B, H), f(B, 3 * H), f(B, 3 * H), f(B, H)),
         "tree_lstm_fwd": lambda: (f(B, 5 * H), f(B, H), f(B, H)),
@@ -54,6 +54,7 @@ def _args(name, dtype, B=2, H=3, C=5, V=4):
         "sigmoid_fwd": lambda: (f(B, C),),
         "sigmoid_bwd": lambda: (f(B, C), f(B, C)),
         "tanh_bwd": lambda: (f(B, C), f(B, C)),
+        "outer_sum_fwd": lambda: (f(B, H), f(B, C)),
     }
     if name not in table:
         raise SystemExit(f"bench_compile: no inputs for kernel {name!r}; add them to _args")

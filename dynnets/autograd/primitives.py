@@ -994,8 +994,11 @@ def _check_cell(name, x, h, hidden, gates, w_ih, w_hh, extra=()):
 # 2.4/13, B=25 56/29; gru fwd B=4 12/26, B=25 72/37 (gru bwd: kernel always
 # faster); tree fwd B=4 25/48, B=25 197/54; tree bwd B=4 12/26, B=25 67/36;
 # leaf fwd B=4 20/20, B=25 138/30; leaf bwd B=4 7.6/17, B=25 43/23.
+# Since the LSTM forward also adds the biases and saves tanh(c) (figures above
+# are older): lstm fwd B=1 6.9/21, B=4 24/31, B=8 47/35; lstm bwd is arithmetic
+# only and always faster (B=1 1.4/14, B=25 12/32).
 _TWIN_MIN = {
-    "lstm_cell_fwd": 512, "lstm_cell_bwd": 1024,
+    "lstm_cell_fwd": 800, "lstm_cell_bwd": None,
     "gru_cell_fwd": 2048, "gru_cell_bwd": None,
     "tree_lstm_fwd": 1024, "tree_lstm_bwd": 2048,
     "tree_lstm_leaf_fwd": 600, "tree_lstm_leaf_bwd": 2048,
@@ -1012,16 +1015,15 @@ def _cell_kernel(name, n):
 
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
-    Returns (h', c', acts) where acts are saved gate activations."""
-    # gates.T = W_ih x.T + W_hh h.T: single-threaded OpenBLAS runs this
-    # weight-on-the-left product 10-30% faster than x @ W_ih.T (measured,
-    # float32, B=25: 300->600 72 vs 105 us, 150->600 37 vs 52 us); the copy back
-    # to C order costs ~3 us.
-    gt = w_ih @ x.T
-    gt += w_hh @ h.T
-    gt += b_ih[:, None]
-    gt += b_hh[:, None]
-    return _cell_kernel("lstm_cell_fwd", c.size)(np.ascontiguousarray(gt.T), _c(c))
+    Returns (h', c', acts) where acts (B, 5H) are the saved gate activations and tanh(c')."""
+    # W_ih x.T, not x W_ih.T: single-threaded OpenBLAS runs this
+    # weight-on-the-left product 10-30% faster (measured, float32, B=25:
+    # 300->600 72 vs 105 us, 150->600 37 vs 52 us), and with x.T made
+    # contiguous up to 3x faster at B=3-4 (300->600 B=3 40 vs 15 us; at B=1 the
+    # copy is a no-op). The kernel reads the two (4H, B) products as they are
+    # and adds the biases itself: no transposing copy, no four broadcast
+    # additions (~6 us at B=1).
+    return _cell_kernel("lstm_cell_fwd", c.size)(np.dot(w_ih, _c(x.T)), np.dot(w_hh, _c(h.T)), b_ih, b_hh, _c(c))
 
 
 def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
@@ -1029,19 +1031,33 @@ def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
     _check_cell("lstm_cell", x, h, H, 4, w_ih, w_hh,
                 [("c", c, tuple(h.shape)), ("bias_ih", b_ih, (4 * H,)), ("bias_hh", b_hh, (4 * H,))])
     dt = _rtype(x.dtype, w_ih.dtype)
-    return Aval(tuple(h.shape), dt), Aval(tuple(h.shape), dt), Aval((h.shape[0], 4 * H), dt)
+    return Aval(tuple(h.shape), dt), Aval(tuple(h.shape), dt), Aval((h.shape[0], 5 * H), dt)
 
 
 def _zeros_if_none(g, like):
     return np.zeros_like(like) if g is None else _c(g)
 
 
+# Up to this many rows, weight gradients are formed by the outer_sum kernel
+# rather than BLAS: numpy/OpenBLAS is slow exactly at one row (float32,
+# (600, 300) gradient, kernel vs BLAS us: K=1 6.6 vs 16.8, K=2 12.9 vs 8.1).
+_OUTER_MAX = 1
+
+
+def _wgrad(d, a):
+    """Weight gradient ``d.T @ a`` of a product over the rows of ``a``."""
+    if d.shape[0] <= _OUTER_MAX and d.dtype == a.dtype:
+        return K.outer_sum_fwd(d, a)
+    return _tdot(d, a)
+
+
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
-    dgates, dc = _cell_kernel("lstm_cell_bwd", cn.size)(_zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c), cn)
-    db = dgates.sum(0)
-    return (dgates @ w_ih, dgates @ w_hh, dc, _tdot(dgates, x), _tdot(dgates, h), db, db)
+    dgates, dc, db = _cell_kernel("lstm_cell_bwd", cn.size)(
+        _zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c))
+    # both biases receive the same array, as before (clip_grad_norm_ reassigns, never scales in place)
+    return (np.dot(dgates, w_ih), np.dot(dgates, w_hh), dc, _wgrad(dgates, x), _wgrad(dgates, h), db, db)
 
 
 lstm_cell_p = defprim("lstm_cell", _lstm_cell, _lstm_cell_shape, joint_vjp=_lstm_cell_vjp,

@@ -28,6 +28,7 @@ __all__ = [
     "sigmoid_fwd",
     "sigmoid_bwd",
     "tanh_bwd",
+    "outer_sum_fwd",
 ]
 
 
@@ -37,22 +38,23 @@ def _sigmoid(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-def lstm_cell_fwd(gates, c_prev):
+def lstm_cell_fwd(gx, gh, b_ih, b_hh, c_prev):
     """LSTM cell (Hochreiter & Schmidhuber 1997; PyTorch ``LSTMCell``).
 
-    gates (B, 4H) in order i, f, g, o; c_prev (B, H) -> h, c (B, H), acts (B, 4H).
+    gx = W_ih @ x.T, gh = W_hh @ h_prev.T (4H, B); b_ih, b_hh (4H,);
+    c_prev (B, H) -> h, c (B, H), acts (B, 5H) = [i, f, g, o, tanh(c)].
     """
-    a_i, a_f, a_g, a_o = np.split(gates, 4, axis=1)
+    a = (gx + gh).T + b_ih + b_hh
+    a_i, a_f, a_g, a_o = np.split(a, 4, axis=1)
     i, f, g, o = _sigmoid(a_i), _sigmoid(a_f), np.tanh(a_g), _sigmoid(a_o)
     c = f * c_prev + i * g
-    h = o * np.tanh(c)
-    return h, c, np.concatenate([i, f, g, o], axis=1)
-
-
-def lstm_cell_bwd(dh, dc, acts, c_prev, c):
-    """VJP of :func:`lstm_cell_fwd` -> dgates (B, 4H), dc_prev (B, H)."""
-    i, f, g, o = np.split(acts, 4, axis=1)
     t = np.tanh(c)
+    return o * t, c, np.concatenate([i, f, g, o, t], axis=1)
+
+
+def lstm_cell_bwd(dh, dc, acts, c_prev):
+    """VJP of :func:`lstm_cell_fwd` -> dgates (B, 4H), dc_prev (B, H), db (4H,)."""
+    i, f, g, o, t = np.split(acts, 5, axis=1)
     dc_tot = dc + dh * o * (1 - t * t)
     dgates = np.concatenate(
         [
@@ -63,7 +65,7 @@ def lstm_cell_bwd(dh, dc, acts, c_prev, c):
         ],
         axis=1,
     )
-    return dgates, dc_tot * f
+    return dgates, dc_tot * f, dgates.sum(0)
 
 
 def gru_cell_fwd(gi, gh, h_prev):
@@ -218,3 +220,8 @@ def sigmoid_bwd(y, g):
 def tanh_bwd(y, g):
     """VJP of ``tanh``: y, g (N, C) -> dx (N, C)."""
     return g * (1 - y * y)
+
+
+def outer_sum_fwd(a, b):
+    """``a.T @ b`` for a (K, M) and b (K, N) -> (M, N)."""
+    return a.T @ b

@@ -64,11 +64,11 @@ def make_args(name, rng, B, H, dtype, edge=False):
     cot = _normal(rng, dtype)
     R = reference
     if name == "lstm_cell_fwd":
-        return draw(B, 4 * H), draw(B, H)
+        return draw(4 * H, B), draw(4 * H, B), draw(4 * H), draw(4 * H), draw(B, H)
     if name == "lstm_cell_bwd":
         c_prev = draw(B, H)
-        _, c, acts = R.lstm_cell_fwd(draw(B, 4 * H), c_prev)
-        return cot(B, H), cot(B, H), acts, c_prev, c
+        _, _, acts = R.lstm_cell_fwd(draw(4 * H, B), draw(4 * H, B), draw(4 * H), draw(4 * H), c_prev)
+        return cot(B, H), cot(B, H), acts, c_prev
     if name == "gru_cell_fwd":
         return draw(B, 3 * H), draw(B, 3 * H), draw(B, H)
     if name == "gru_cell_bwd":
@@ -110,6 +110,8 @@ def make_args(name, rng, B, H, dtype, edge=False):
         return R.sigmoid_fwd(draw(B, H)), cot(B, H)
     if name == "tanh_bwd":
         return np.tanh(draw(B, H)), cot(B, H)
+    if name == "outer_sum_fwd":
+        return draw(B, H), draw(B, H + 2)
     raise KeyError(f"make_args: no inputs for kernel {name!r}; add a case")
 
 
@@ -259,12 +261,14 @@ def _vjp_case(bwd_name, rng):
     n = lambda *s: rng.standard_normal(s)  # noqa: E731
     B, H = 2, 3
     if bwd_name == "lstm_cell_bwd":
-        xs = [n(B, 4 * H), n(B, H)]
+        # gx, gh, b_ih, b_hh, c_prev: both products get dgates.T, both biases db
+        xs = [n(4 * H, B), n(4 * H, B), n(4 * H), n(4 * H), n(B, H)]
         cots = {0: n(B, H), 1: n(B, H)}
 
         def grads(cots):
-            _, c, acts = K.lstm_cell_fwd(*xs)
-            return dict(enumerate(K.lstm_cell_bwd(cots[0], cots[1], acts, xs[1], c)))
+            _, _, acts = K.lstm_cell_fwd(*xs)
+            dgates, dc_prev, db = K.lstm_cell_bwd(cots[0], cots[1], acts, xs[4])
+            return {0: dgates.T, 1: dgates.T, 2: db, 3: db, 4: dc_prev}
 
         return K.lstm_cell_fwd, xs, cots, grads
     if bwd_name == "gru_cell_bwd":
