@@ -109,21 +109,23 @@ def lstm_cell_fwd(gx, gh, b_ih, b_hh, c_prev):
     h = np.empty((B, H), dtype=gx.dtype)
     c = np.empty((B, H), dtype=gx.dtype)
     acts = np.empty((B, 5 * H), dtype=gx.dtype)
+    # Separate passes rather than one pass per unit: within a pass the libm
+    # calls are independent, so the CPU overlaps them; the single-pass loop,
+    # chained through c, ran 1.4x slower (float32, H=150: B=1 7.5 vs 5.4 us,
+    # B=4 25 vs 17 us).
     for b in range(B):
+        for k in range(2 * H):
+            acts[b, k] = _sigmoid(gx[k, b] + gh[k, b] + b_ih[k] + b_hh[k])
+        for k in range(2 * H, 3 * H):
+            acts[b, k] = np.tanh(gx[k, b] + gh[k, b] + b_ih[k] + b_hh[k])
+        for k in range(3 * H, 4 * H):
+            acts[b, k] = _sigmoid(gx[k, b] + gh[k, b] + b_ih[k] + b_hh[k])
         for j in range(H):
-            i = _sigmoid(gx[j, b] + gh[j, b] + b_ih[j] + b_hh[j])
-            f = _sigmoid(gx[H + j, b] + gh[H + j, b] + b_ih[H + j] + b_hh[H + j])
-            g = np.tanh(gx[2 * H + j, b] + gh[2 * H + j, b] + b_ih[2 * H + j] + b_hh[2 * H + j])
-            o = _sigmoid(gx[3 * H + j, b] + gh[3 * H + j, b] + b_ih[3 * H + j] + b_hh[3 * H + j])
-            cj = f * c_prev[b, j] + i * g
-            t = np.tanh(cj)
-            acts[b, j] = i
-            acts[b, H + j] = f
-            acts[b, 2 * H + j] = g
-            acts[b, 3 * H + j] = o
+            c[b, j] = acts[b, H + j] * c_prev[b, j] + acts[b, j] * acts[b, 2 * H + j]
+        for j in range(H):
+            t = np.tanh(c[b, j])
             acts[b, 4 * H + j] = t
-            c[b, j] = cj
-            h[b, j] = o * t
+            h[b, j] = acts[b, 3 * H + j] * t
     return h, c, acts
 
 
