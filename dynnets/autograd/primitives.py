@@ -1086,7 +1086,7 @@ def _gru_cell_vjp(g, ins, out):
     hn, acts, gh = out
     dgi, dgh, dh = _cell_kernel("gru_cell_bwd", hn.size)(_zeros_if_none(g[0], hn), acts, gh, _c(h))
     dh = dh + dgh @ w_hh
-    return (dgi @ w_ih, dh, _tdot(dgi, x), _tdot(dgh, h), dgi.sum(0), dgh.sum(0))
+    return (dgi @ w_ih, dh, _wgrad(dgi, x), _wgrad(dgh, h), dgi.sum(0), dgh.sum(0))
 
 
 gru_cell_p = defprim("gru_cell", _gru_cell, _gru_cell_shape, joint_vjp=_gru_cell_vjp, multiple_results=True)
