@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from . import io as dio
-from .data import load_samples, load_sst, samples_dir
+from .data import load_samples, load_sst
 from .data.trees import Tree, parse_tree
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 
@@ -146,7 +146,7 @@ def load_data(data=None, max_sentences=None):
         ``splits`` always has ``train`` and ``dev``; ``test`` when present.
     """
     if data is None:
-        splits, name = load_samples(), f"samples ({samples_dir()})"
+        splits, name = load_samples(), "the shipped samples (dynnets/data/samples)"
     else:
         splits, name = load_sst(data), str(data)
     missing = [s for s in ("train", "dev") if s not in splits]
@@ -337,7 +337,8 @@ def demo(seed=0, epochs=10, out=None, progress=True, embed_dim=64, hidden=64, da
     vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
     tc = TrainConfig(epochs=epochs, batch_size=25, optimizer="adam", lr=0.01, embedding_lr=0.01, patience=None,
                      seed=seed, progress=progress)
-    res = {"data": name, "seed": seed, "epochs": epochs, "machine": machine_description(),
+    res = {"data": name, "sizes": {k: len(v) for k, v in splits.items()}, "seed": seed, "epochs": epochs,
+           "machine": machine_description(),
            "command": f"dynnets demo --seed {seed} --epochs {epochs}", "runs": [], "files": []}
     for i, (label, kind, extra) in enumerate(models, 1):
         extra = dict(extra)
@@ -437,7 +438,7 @@ def _summarise(runs, eval_split):
                 s[split] = {m: _mean_std([r[split][m] for r in rs]) for m in ("root_fine", "root_binary")}
                 s[split]["compositional_fine"] = _mean_std([r[split]["compositional"]["root_fine"] for r in rs])
         buckets = rs[0][eval_split]["by_length"]
-        s["by_length"] = [{"bucket": b["bucket"], "n": b["n"],
+        s["by_length"] = [{"bucket": b["bucket"], "sentences": b["n"],
                            **_mean_std([r[eval_split]["by_length"][i]["accuracy"] for r in rs])}
                           for i, b in enumerate(buckets)]
         epochs = max(len(r["history"]) for r in rs)
@@ -480,7 +481,7 @@ def compare_markdown(res):
         row += f"{_ms(s[acc_split]['compositional_fine'])} |"
         lines.append(row)
     buckets = [b["bucket"] for b in summ[0]["by_length"]] if summ else []
-    counts = [b["n"] for b in summ[0]["by_length"]] if summ else []
+    counts = [b["sentences"] for b in summ[0]["by_length"]] if summ else []
     lines += ["", f"Fine-grained {ev} accuracy % by sentence length (tokens):", "",
               "| model | " + " | ".join(f"{b} (n={n})" for b, n in zip(buckets, counts)) + " |",
               "| --- | " + " | ".join("---:" for _ in buckets) + " |"]
@@ -595,7 +596,7 @@ def _compare_plots(res, out, progress=True):
         m = [np.nan if b["mean"] is None else 100 * b["mean"] for b in s["by_length"]]
         e = [0 if b["std"] is None else 100 * b["std"] for b in s["by_length"]]
         ax.errorbar(x, m, yerr=e, marker="o", capsize=3, label=s["label"])
-    ax.set_xticks(x, [f"{b}\n(n={n['n']})" for b, n in zip(buckets, summ[0]["by_length"])])
+    ax.set_xticks(x, [f"{b}\n(n={n['sentences']})" for b, n in zip(buckets, summ[0]["by_length"])])
     ax.set_xlabel("sentence length (tokens)")
     ax.set_ylabel(f"{res['eval_split']} fine-grained accuracy %")
     ax.set_title("Accuracy by sentence length")
