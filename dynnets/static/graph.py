@@ -528,9 +528,22 @@ def _input_id(g, a, i, prim):
     return g._const(a).id
 
 
+def _has_symbolic(v):
+    if isinstance(v, Value):
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(_has_symbolic(x) for x in v)
+    return False
+
+
 def _symbolic_bind(prim, args, attrs):
     """Append ``prim(*args, **attrs)`` to the graph of its symbolic arguments."""
     g = _graph_of(args, prim)
+    for k, v in attrs.items():
+        if _has_symbolic(v):
+            raise TypeError(f"{prim.name}: attribute {k!r} holds a symbolic value, which has no value while the "
+                            f"graph is built (index with dynnets.take / dynnets.static.gather instead)"
+                            f"{_site_str(_user_site())}")
     ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
     avals = g.avals
     try:

@@ -438,3 +438,16 @@ def test_comparisons_argmax_and_accuracy():
         a, p, r = sess.run([acc, pred, pos], {logits: lg, labels: np.array([1, 0, 0])})
     assert a == pytest.approx(2 / 3) and p.tolist() == [1, 0, 2]
     np.testing.assert_array_equal(r, np.maximum(lg, 0))
+
+
+def test_symbolic_index_is_a_clear_error_and_gather_works():
+    g = ds.Graph()
+    with g.as_default():
+        x = ds.placeholder((4, 2), name="x")
+        i = ds.placeholder((2,), np.int64, name="i")
+        with pytest.raises(TypeError, match="getitem: attribute 'index' holds a symbolic value.*gather"):
+            x[i]
+        rows = ds.gather(x, i)
+    with ds.Session(g) as sess:
+        xv = np.arange(8, dtype=np.float32).reshape(4, 2)
+        np.testing.assert_array_equal(sess.run(rows, {x: xv, i: [3, 0]}), xv[[3, 0]])
