@@ -70,7 +70,7 @@ _FM = {"contract", "arcp", "nsz", "afn"}
 # --------------------------------------------------------------------------
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _expm1_neg64(w, e, em, kb, m):
     """For j < m and w[j] >= 0 (or NaN), in float64: e[j] = exp(-w[j]), em[j] = expm1(-w[j]).
 
@@ -79,7 +79,8 @@ def _expm1_neg64(w, e, em, kb, m):
     Taylor series to r^13 (truncation < 5e-18); 2^-k from its IEEE bits. w is
     capped at 708 so that 2^-k stays a normal number (exp(-708) ~ 3e-308).
     """
-    fb = kb.view(np.float64)
+    ki64 = kb[0]
+    fb = kb[1]
     for j in range(m):
         y = w[j]
         y = 708.0 if y > 708.0 else y
@@ -92,7 +93,7 @@ def _expm1_neg64(w, e, em, kb, m):
                 2.4801587301587302e-05 + r * (2.7557319223985893e-06 + r * (2.7557319223985888e-07 + r * (
                     2.5052108385441720e-08 + r * (2.0876756987868100e-09 + r * 1.6059043836821613e-10))))))))))))
         e[j] = q
-        kb[j] = (1023 - ki) << 52
+        ki64[j] = (1023 - ki) << 52
     for j in range(m):
         q = e[j]
         s = fb[j]
@@ -101,13 +102,12 @@ def _expm1_neg64(w, e, em, kb, m):
         em[j] = q if s == 1.0 else ex - 1.0
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _expm1_neg32(w, e, em, kb, m):
     """:func:`_expm1_neg64` in float32 (twice the vector lanes): w capped at
-    87, Taylor series to r^8 (truncation < 6e-9); ``kb`` (int64 scratch) is
-    used as int32."""
-    kb32 = kb.view(np.int32)
-    fb = kb32.view(np.float32)
+    87, Taylor series to r^8 (truncation < 6e-9)."""
+    kb32 = kb[2]
+    fb = kb[3]
     for j in range(m):
         y = w[j]
         y = np.float32(87.0) if y > np.float32(87.0) else y
@@ -127,7 +127,7 @@ def _expm1_neg32(w, e, em, kb, m):
         em[j] = q if s == np.float32(1.0) else ex - np.float32(1.0)
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _sigmoid64(x, out, w, e, em, kb, m):
     for j in range(m):
         w[j] = abs(x[j])
@@ -138,7 +138,7 @@ def _sigmoid64(x, out, w, e, em, kb, m):
         out[j] = s if x[j] >= 0 else ex * s
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _sigmoid32(x, out, w, e, em, kb, m):
     for j in range(m):
         w[j] = abs(x[j])
@@ -149,7 +149,7 @@ def _sigmoid32(x, out, w, e, em, kb, m):
         out[j] = s if x[j] >= np.float32(0.0) else ex * s
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _tanh64(x, out, w, e, em, kb, m):
     for j in range(m):
         w[j] = 2.0 * abs(x[j])
@@ -160,7 +160,7 @@ def _tanh64(x, out, w, e, em, kb, m):
         out[j] = t if x[j] >= 0 else -t
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _tanh32(x, out, w, e, em, kb, m):
     for j in range(m):
         w[j] = np.float32(2.0) * abs(x[j])
@@ -171,23 +171,36 @@ def _tanh32(x, out, w, e, em, kb, m):
         out[j] = t if x[j] >= np.float32(0.0) else -t
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _sigmoid_into(x, out, w, e, em, kb, m):
     """out[j] = sigmoid(x[j]) for j < m, in the precision of the scratch
-    arrays w, e, em (float32 or float64, the kernel's dtype); kb is int64 scratch."""
+    arrays w, e, em (float32 or float64, the kernel's dtype); kb holds the
+    bit-pattern scratch as (int64, float64, int32, float32) views, made once
+    per kernel call (a view per row cost ~0.2 us in reference counting)."""
     if w.itemsize == 4:
         _sigmoid32(x, out, w, e, em, kb, m)
     else:
         _sigmoid64(x, out, w, e, em, kb, m)
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
 def _tanh_into(x, out, w, e, em, kb, m):
     """out[j] = tanh(x[j]) = sign(x) * -expm1(-2|x|) / (2 + expm1(-2|x|)) for j < m."""
     if w.itemsize == 4:
         _tanh32(x, out, w, e, em, kb, m)
     else:
         _tanh64(x, out, w, e, em, kb, m)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _scratch(m, like):
+    """Scratch for the activation helpers: three float rows (w, e, em) in the
+    dtype of ``like`` and the bit-pattern row as (int64, float64, int32,
+    float32) views of one buffer."""
+    ws = np.empty(3 * m, dtype=like.dtype)
+    k = np.empty(m, dtype=np.int64)
+    k32 = k.view(np.int32)
+    return ws[:m], ws[m:2 * m], ws[2 * m:], (k, k.view(np.float64), k32, k32.view(np.float32))
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -204,10 +217,7 @@ def sigmoid_rows(x):
     """
     N, M = x.shape
     out = np.empty((N, M), dtype=x.dtype)
-    w = np.empty(M, dtype=x.dtype)
-    e = np.empty(M, dtype=x.dtype)
-    em = np.empty(M, dtype=x.dtype)
-    kb = np.empty(M, dtype=np.int64)
+    w, e, em, kb = _scratch(M, x)
     for b in range(N):
         _sigmoid_into(x[b], out[b], w, e, em, kb, M)
     return out
@@ -227,10 +237,7 @@ def tanh_rows(x):
     """
     N, M = x.shape
     out = np.empty((N, M), dtype=x.dtype)
-    w = np.empty(M, dtype=x.dtype)
-    e = np.empty(M, dtype=x.dtype)
-    em = np.empty(M, dtype=x.dtype)
-    kb = np.empty(M, dtype=np.int64)
+    w, e, em, kb = _scratch(M, x)
     for b in range(N):
         _tanh_into(x[b], out[b], w, e, em, kb, M)
     return out
@@ -256,11 +263,13 @@ def gather_pairs(h_all, left, right, out):
     n = left.shape[0]
     H = h_all.shape[1]
     for i in range(n):
-        a = left[i]
-        b = right[i]
+        o = out[i]
+        a = h_all[left[i]]
+        b = h_all[right[i]]
         for j in range(H):
-            out[i, j] = h_all[a, j]
-            out[i, H + j] = h_all[b, j]
+            o[j] = a[j]
+        for j in range(H):
+            o[H + j] = b[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -278,11 +287,116 @@ def scatter_pairs_add(g, left, right, dh_all):
     n = left.shape[0]
     H = dh_all.shape[1]
     for i in range(n):
-        a = left[i]
-        b = right[i]
+        gi = g[i]
+        a = dh_all[left[i]]
         for j in range(H):
-            dh_all[a, j] += g[i, j]
-            dh_all[b, j] += g[i, H + j]
+            a[j] += gi[j]
+        b = dh_all[right[i]]
+        for j in range(H):
+            b[j] += gi[H + j]
+
+
+# --------------------------------------------------------------------------
+# the LSTM-style cell maths on rows (private; 1-D views so loops vectorise)
+# --------------------------------------------------------------------------
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
+def _binary_cell_fwd(a, cl, cr, act, h, c, tc, w, e, em, kb, H):
+    """Tai et al. eqs. 9-14 for one node: a (5H,) pre-activations with bias;
+    writes act = [i, f_l, f_r, o, u], c and h (H,)."""
+    _sigmoid_into(a, act, w, e, em, kb, 4 * H)
+    _tanh_into(a[4 * H:], act[4 * H:], w, e, em, kb, H)
+    ai = act[:H]
+    afl = act[H:2 * H]
+    afr = act[2 * H:3 * H]
+    ao = act[3 * H:4 * H]
+    au = act[4 * H:]
+    for j in range(H):
+        c[j] = ai[j] * au[j] + afl[j] * cl[j] + afr[j] * cr[j]
+    _tanh_into(c, tc, w, e, em, kb, H)
+    for j in range(H):
+        h[j] = ao[j] * tc[j]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
+def _binary_cell_bwd(dh, dc, act, cl, cr, c, dz, dcl, dcr, tc, d, w, e, em, kb, H, add):
+    """VJP of :func:`_binary_cell_fwd` for one node: dz (5H,); the children's
+    cell gradients are written (``add`` false) or added (``add`` true) to dcl,
+    dcr. ``tc``, ``d`` are (H,) scratch. One output per loop: with more arrays
+    in a loop than LLVM's runtime alias checks allow (8), it stays scalar."""
+    tc[0] = 1
+    one = tc[0]            # 1 in the data's dtype (a float literal would promote float32 maths to float64)
+    _tanh_into(c, tc, w, e, em, kb, H)
+    ai = act[:H]
+    afl = act[H:2 * H]
+    afr = act[2 * H:3 * H]
+    ao = act[3 * H:4 * H]
+    au = act[4 * H:]
+    for j in range(H):
+        d[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
+    zi = dz[:H]
+    for j in range(H):
+        zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
+    zfl = dz[H:2 * H]
+    for j in range(H):
+        zfl[j] = d[j] * cl[j] * afl[j] * (one - afl[j])
+    zfr = dz[2 * H:3 * H]
+    for j in range(H):
+        zfr[j] = d[j] * cr[j] * afr[j] * (one - afr[j])
+    zo = dz[3 * H:4 * H]
+    for j in range(H):
+        zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
+    zu = dz[4 * H:]
+    for j in range(H):
+        zu[j] = d[j] * ai[j] * (one - au[j] * au[j])
+    if add:
+        for j in range(H):
+            dcl[j] += d[j] * afl[j]
+        for j in range(H):
+            dcr[j] += d[j] * afr[j]
+    else:
+        for j in range(H):
+            dcl[j] = d[j] * afl[j]
+        for j in range(H):
+            dcr[j] = d[j] * afr[j]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
+def _leaf_cell_fwd(a, act, h, c, tc, w, e, em, kb, H):
+    """Tree-LSTM leaf: a = [i, o, u] pre-activations with bias; writes act, c, h."""
+    _sigmoid_into(a, act, w, e, em, kb, 2 * H)
+    _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
+    ai = act[:H]
+    ao = act[H:2 * H]
+    au = act[2 * H:]
+    for j in range(H):
+        c[j] = ai[j] * au[j]
+    _tanh_into(c, tc, w, e, em, kb, H)
+    for j in range(H):
+        h[j] = ao[j] * tc[j]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
+def _leaf_cell_bwd(dh, dc, act, c, dz, tc, d, w, e, em, kb, H):
+    """VJP of :func:`_leaf_cell_fwd` for one node: writes dz (3H,)."""
+    tc[0] = 1
+    one = tc[0]
+    _tanh_into(c, tc, w, e, em, kb, H)
+    ai = act[:H]
+    ao = act[H:2 * H]
+    au = act[2 * H:]
+    for j in range(H):
+        d[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
+    zi = dz[:H]
+    for j in range(H):
+        zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
+    zo = dz[H:2 * H]
+    for j in range(H):
+        zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
+    zu = dz[2 * H:]
+    for j in range(H):
+        zu[j] = d[j] * ai[j] * (one - au[j] * au[j])
 
 
 # --------------------------------------------------------------------------
@@ -317,26 +431,16 @@ def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
     n = z.shape[0]
     H = h_all.shape[1]
     G = 5 * H
-    a = np.empty(G, dtype=z.dtype)
-    w = np.empty(G, dtype=z.dtype)
-    e = np.empty(G, dtype=z.dtype)
-    em = np.empty(G, dtype=z.dtype)
-    kb = np.empty(G, dtype=np.int64)
-    tc = np.empty(H, dtype=z.dtype)
+    a = np.empty(G + H, dtype=z.dtype)
+    tc = a[G:]
+    a = a[:G]
+    w, e, em, kb = _scratch(G, z)
     for r in range(n):
+        zr = z[r]
         for j in range(G):
-            a[j] = z[r, j] + b[j]
-        act = acts[r]
-        _sigmoid_into(a, act, w, e, em, kb, 4 * H)
-        _tanh_into(a[4 * H:], act[4 * H:], w, e, em, kb, H)
-        cl = left[r]
-        cr = right[r]
-        g = lo + r
-        for j in range(H):
-            c_all[g, j] = act[j] * act[4 * H + j] + act[H + j] * c_all[cl, j] + act[2 * H + j] * c_all[cr, j]
-        _tanh_into(c_all[g], tc, w, e, em, kb, H)
-        for j in range(H):
-            h_all[g, j] = act[3 * H + j] * tc[j]
+            a[j] = zr[j] + b[j]
+        _binary_cell_fwd(a, c_all[left[r]], c_all[right[r]], acts[r], h_all[lo + r], c_all[lo + r], tc,
+                         w, e, em, kb, H)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -362,32 +466,16 @@ def tree_lstm_level_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
     """
     n = acts.shape[0]
     H = c_all.shape[1]
-    w = np.empty(H, dtype=acts.dtype)
-    e = np.empty(H, dtype=acts.dtype)
-    em = np.empty(H, dtype=acts.dtype)
-    kb = np.empty(H, dtype=np.int64)
-    tc = np.empty(H, dtype=acts.dtype)
+    buf = np.empty(2 * H, dtype=acts.dtype)
+    tc = buf[:H]
+    d = buf[H:]
+    w, e, em, kb = _scratch(H, acts)
     for r in range(n):
         g = lo + r
         cl = left[r]
         cr = right[r]
-        _tanh_into(c_all[g], tc, w, e, em, kb, H)
-        for j in range(H):
-            i = acts[r, j]
-            fl = acts[r, H + j]
-            fr = acts[r, 2 * H + j]
-            o = acts[r, 3 * H + j]
-            u = acts[r, 4 * H + j]
-            t = tc[j]
-            dh = dh_all[g, j]
-            dct = dc_all[g, j] + dh * o * (1.0 - t * t)
-            dz[r, j] = dct * u * i * (1.0 - i)
-            dz[r, H + j] = dct * c_all[cl, j] * fl * (1.0 - fl)
-            dz[r, 2 * H + j] = dct * c_all[cr, j] * fr * (1.0 - fr)
-            dz[r, 3 * H + j] = dh * t * o * (1.0 - o)
-            dz[r, 4 * H + j] = dct * i * (1.0 - u * u)
-            dc_all[cl, j] += dct * fl
-            dc_all[cr, j] += dct * fr
+        _binary_cell_bwd(dh_all[g], dc_all[g], acts[r], c_all[cl], c_all[cr], c_all[g], dz[r], dc_all[cl],
+                         dc_all[cr], tc, d, w, e, em, kb, H, True)
 
 
 # --------------------------------------------------------------------------
@@ -410,17 +498,15 @@ def tanh_rows_fwd(z, b, lo, h_all):
     """
     n, H = z.shape
     a = np.empty(H, dtype=z.dtype)
-    w = np.empty(H, dtype=z.dtype)
-    e = np.empty(H, dtype=z.dtype)
-    em = np.empty(H, dtype=z.dtype)
-    kb = np.empty(H, dtype=np.int64)
+    w, e, em, kb = _scratch(H, z)
     for r in range(n):
+        zr = z[r]
         for j in range(H):
-            a[j] = z[r, j] + b[j]
+            a[j] = zr[j] + b[j]
         _tanh_into(a, h_all[lo + r], w, e, em, kb, H)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
 def tanh_rows_bwd(dh_all, h_all, lo, dz):
     """VJP of :func:`tanh_rows_fwd`: ``dz[i] = dh_all[lo+i] * (1 - h_all[lo+i]²)``.
 
@@ -433,10 +519,11 @@ def tanh_rows_bwd(dh_all, h_all, lo, dz):
     """
     n, H = dz.shape
     for r in range(n):
-        g = lo + r
+        h = h_all[lo + r]
+        d = dh_all[lo + r]
+        o = dz[r]
         for j in range(H):
-            h = h_all[g, j]
-            dz[r, j] = dh_all[g, j] * (1.0 - h * h)
+            o[j] = d[j] - d[j] * h[j] * h[j]
 
 
 # --------------------------------------------------------------------------
@@ -466,14 +553,16 @@ def childsum_gather(h_all, ptr, idx, hsum, hch):
     H = h_all.shape[1]
     e0 = ptr[0]
     for i in range(n):
+        s = hsum[i]
         for j in range(H):
-            hsum[i, j] = 0.0
+            s[j] = 0.0
         for k in range(ptr[i] - e0, ptr[i + 1] - e0):
-            c = idx[k]
+            src = h_all[idx[k]]
+            dst = hch[k]
             for j in range(H):
-                v = h_all[c, j]
-                hch[k, j] = v
-                hsum[i, j] += v
+                v = src[j]
+                dst[j] = v
+                s[j] += v
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -507,33 +596,38 @@ def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, f
     n = ziou.shape[0]
     H = h_all.shape[1]
     G = 3 * H
-    a = np.empty(G, dtype=ziou.dtype)
-    af = np.empty(H, dtype=ziou.dtype)
-    w = np.empty(G, dtype=ziou.dtype)
-    e = np.empty(G, dtype=ziou.dtype)
-    em = np.empty(G, dtype=ziou.dtype)
-    kb = np.empty(G, dtype=np.int64)
-    tc = np.empty(H, dtype=ziou.dtype)
+    a = np.empty(G + 2 * H, dtype=ziou.dtype)
+    af = a[G:G + H]
+    tc = a[G + H:]
+    a = a[:G]
+    w, e, em, kb = _scratch(G, ziou)
     e0 = ptr[0]
     for r in range(n):
-        g = lo + r
+        zr = ziou[r]
         for j in range(G):
-            a[j] = ziou[r, j] + b_iou[j]
+            a[j] = zr[j] + b_iou[j]
         act = acts[r]
         _sigmoid_into(a, act, w, e, em, kb, 2 * H)
         _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
+        c = c_all[lo + r]
+        ai = act[:H]
+        au = act[2 * H:]
         for j in range(H):
-            c_all[g, j] = act[j] * act[2 * H + j]
+            c[j] = ai[j] * au[j]
         for k in range(ptr[r] - e0, ptr[r + 1] - e0):
+            zk = zf[k]
             for j in range(H):
-                af[j] = zf[k, j] + b_f[j]
-            _sigmoid_into(af, facts[k], w, e, em, kb, H)
-            c = idx[k]
+                af[j] = zk[j] + b_f[j]
+            fk = facts[k]
+            _sigmoid_into(af, fk, w, e, em, kb, H)
+            ck = c_all[idx[k]]
             for j in range(H):
-                c_all[g, j] += facts[k, j] * c_all[c, j]
-        _tanh_into(c_all[g], tc, w, e, em, kb, H)
+                c[j] += fk[j] * ck[j]
+        _tanh_into(c, tc, w, e, em, kb, H)
+        h = h_all[lo + r]
+        ao = act[H:2 * H]
         for j in range(H):
-            h_all[g, j] = act[H + j] * tc[j]
+            h[j] = ao[j] * tc[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -561,33 +655,43 @@ def childsum_level_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, 
     """
     n = acts.shape[0]
     H = c_all.shape[1]
-    w = np.empty(H, dtype=acts.dtype)
-    e = np.empty(H, dtype=acts.dtype)
-    em = np.empty(H, dtype=acts.dtype)
-    kb = np.empty(H, dtype=np.int64)
-    tc = np.empty(H, dtype=acts.dtype)
-    dct = np.empty(H, dtype=acts.dtype)
+    buf = np.empty(2 * H, dtype=acts.dtype)
+    tc = buf[:H]
+    dct = buf[H:]
+    buf[0] = 1
+    one = buf[0]
+    w, e, em, kb = _scratch(H, acts)
     e0 = ptr[0]
     for r in range(n):
         g = lo + r
         _tanh_into(c_all[g], tc, w, e, em, kb, H)
+        act = acts[r]
+        ai = act[:H]
+        ao = act[H:2 * H]
+        au = act[2 * H:]
+        dh = dh_all[g]
+        dc = dc_all[g]
+        dz = dziou[r]
+        zi = dz[:H]
+        zo = dz[H:2 * H]
+        zu = dz[2 * H:]
         for j in range(H):
-            i = acts[r, j]
-            o = acts[r, H + j]
-            u = acts[r, 2 * H + j]
-            t = tc[j]
-            dh = dh_all[g, j]
-            d = dc_all[g, j] + dh * o * (1.0 - t * t)
-            dct[j] = d
-            dziou[r, j] = d * u * i * (1.0 - i)
-            dziou[r, H + j] = dh * t * o * (1.0 - o)
-            dziou[r, 2 * H + j] = d * i * (1.0 - u * u)
+            dct[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
+        for j in range(H):
+            zi[j] = dct[j] * au[j] * ai[j] * (one - ai[j])
+        for j in range(H):
+            zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
+        for j in range(H):
+            zu[j] = dct[j] * ai[j] * (one - au[j] * au[j])
         for k in range(ptr[r] - e0, ptr[r + 1] - e0):
-            c = idx[k]
+            fk = facts[k]
+            ck = c_all[idx[k]]
+            dck = dc_all[idx[k]]
+            zk = dzf[k]
             for j in range(H):
-                f = facts[k, j]
-                dzf[k, j] = dct[j] * c_all[c, j] * f * (1.0 - f)
-                dc_all[c, j] += dct[j] * f
+                zk[j] = dct[j] * ck[j] * fk[j] * (one - fk[j])
+            for j in range(H):
+                dck[j] += dct[j] * fk[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -609,10 +713,12 @@ def childsum_scatter_add(dhsum, dhch, ptr, idx, dh_all):
     n, H = dhsum.shape
     e0 = ptr[0]
     for i in range(n):
+        s = dhsum[i]
         for k in range(ptr[i] - e0, ptr[i + 1] - e0):
-            c = idx[k]
+            d = dh_all[idx[k]]
+            x = dhch[k]
             for j in range(H):
-                dh_all[c, j] += dhsum[i, j] + dhch[k, j]
+                d[j] += s[j] + x[j]
 
 
 # --------------------------------------------------------------------------
@@ -648,30 +754,35 @@ def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
     n = pre.shape[0]
     H = h_all.shape[1]
     G = 4 * H
-    a = np.empty(G, dtype=pre.dtype)
-    w = np.empty(G, dtype=pre.dtype)
-    e = np.empty(G, dtype=pre.dtype)
-    em = np.empty(G, dtype=pre.dtype)
-    kb = np.empty(G, dtype=np.int64)
-    tc = np.empty(H, dtype=pre.dtype)
+    a = np.empty(G + H, dtype=pre.dtype)
+    tc = a[G:]
+    a = a[:G]
+    w, e, em, kb = _scratch(G, pre)
     for r in range(n):
         g = off + r
+        pr = pre[r]
         for j in range(G):
-            a[j] = pre[r, j] + b[j]
+            a[j] = pr[j] + b[j]
         act = acts[g]
         _sigmoid_into(a, act, w, e, em, kb, 2 * H)
         _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
         _sigmoid_into(a[3 * H:], act[3 * H:], w, e, em, kb, H)
+        c = c_all[g]
+        ai = act[:H]
+        af = act[H:2 * H]
+        ag = act[2 * H:3 * H]
+        ao = act[3 * H:]
         if prev >= 0:
-            p = prev + r
+            cp = c_all[prev + r]
             for j in range(H):
-                c_all[g, j] = act[H + j] * c_all[p, j] + act[j] * act[2 * H + j]
+                c[j] = af[j] * cp[j] + ai[j] * ag[j]
         else:
             for j in range(H):
-                c_all[g, j] = act[j] * act[2 * H + j]
-        _tanh_into(c_all[g], tc, w, e, em, kb, H)
+                c[j] = ai[j] * ag[j]
+        _tanh_into(c, tc, w, e, em, kb, H)
+        h = h_all[g]
         for j in range(H):
-            h_all[g, j] = act[3 * H + j] * tc[j]
+            h[j] = ao[j] * tc[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -692,29 +803,43 @@ def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
         Output buffer (rows ``off:off+n``).
     """
     H = c_all.shape[1]
-    w = np.empty(H, dtype=acts.dtype)
-    e = np.empty(H, dtype=acts.dtype)
-    em = np.empty(H, dtype=acts.dtype)
-    kb = np.empty(H, dtype=np.int64)
-    tc = np.empty(H, dtype=acts.dtype)
+    buf = np.zeros(4 * H, dtype=acts.dtype)
+    tc = buf[:H]
+    zero_row = buf[H:2 * H]        # c_prev of the first step
+    sink = buf[2 * H:3 * H]        # receives dc_prev at the first step (discarded)
+    dct = buf[3 * H:]
+    tc[0] = 1
+    one = tc[0]
+    w, e, em, kb = _scratch(H, acts)
     for r in range(n):
         g = off + r
         _tanh_into(c_all[g], tc, w, e, em, kb, H)
+        act = acts[g]
+        ai = act[:H]
+        af = act[H:2 * H]
+        ag = act[2 * H:3 * H]
+        ao = act[3 * H:]
+        dh = dh_all[g]
+        dc = dc_all[g]
+        cp = c_all[prev + r] if prev >= 0 else zero_row
+        dcp = dc_all[prev + r] if prev >= 0 else sink
+        d = dg[g]
+        zi = d[:H]
+        zf = d[H:2 * H]
+        zg = d[2 * H:3 * H]
+        zo = d[3 * H:]
         for j in range(H):
-            i = acts[g, j]
-            f = acts[g, H + j]
-            gg = acts[g, 2 * H + j]
-            o = acts[g, 3 * H + j]
-            t = tc[j]
-            dh = dh_all[g, j]
-            dct = dc_all[g, j] + dh * o * (1.0 - t * t)
-            cp = c_all[prev + r, j] if prev >= 0 else 0.0
-            dg[g, j] = dct * gg * i * (1.0 - i)
-            dg[g, H + j] = dct * cp * f * (1.0 - f)
-            dg[g, 2 * H + j] = dct * i * (1.0 - gg * gg)
-            dg[g, 3 * H + j] = dh * t * o * (1.0 - o)
-            if prev >= 0:
-                dc_all[prev + r, j] += dct * f
+            dct[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
+        for j in range(H):
+            zi[j] = dct[j] * ag[j] * ai[j] * (one - ai[j])
+        for j in range(H):
+            zf[j] = dct[j] * cp[j] * af[j] * (one - af[j])
+        for j in range(H):
+            zg[j] = dct[j] * ai[j] * (one - ag[j] * ag[j])
+        for j in range(H):
+            zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
+        for j in range(H):
+            dcp[j] += dct[j] * af[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -738,27 +863,33 @@ def gru_step_fwd(gi, gh, h_all, prev, off, acts):
     """
     n = gi.shape[0]
     H = h_all.shape[1]
-    a = np.empty(3 * H, dtype=gi.dtype)
-    w = np.empty(3 * H, dtype=gi.dtype)
-    e = np.empty(3 * H, dtype=gi.dtype)
-    em = np.empty(3 * H, dtype=gi.dtype)
-    kb = np.empty(3 * H, dtype=np.int64)
+    buf = np.zeros(4 * H, dtype=gi.dtype)
+    a = buf[:3 * H]
+    zero_row = buf[3 * H:]
+    a[0] = 1
+    one = a[0]
+    w, e, em, kb = _scratch(3 * H, gi)
     for r in range(n):
         g = off + r
         act = acts[g]
+        x = gi[r]
+        y = gh[r]
         for j in range(2 * H):
-            a[j] = gi[r, j] + gh[r, j]
+            a[j] = x[j] + y[j]
         _sigmoid_into(a, act, w, e, em, kb, 2 * H)
+        ar = act[:H]
         for j in range(H):
-            a[2 * H + j] = gi[r, 2 * H + j] + act[j] * gh[r, 2 * H + j]
+            a[2 * H + j] = x[2 * H + j] + ar[j] * y[2 * H + j]
         _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
+        az = act[H:2 * H]
+        an = act[2 * H:]
+        hp = h_all[prev + r] if prev >= 0 else zero_row
+        h = h_all[g]
         for j in range(H):
-            z = act[H + j]
-            hp = h_all[prev + r, j] if prev >= 0 else 0.0
-            h_all[g, j] = (1.0 - z) * act[2 * H + j] + z * hp
+            h[j] = (one - az[j]) * an[j] + az[j] * hp[j]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
 def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
     """VJP of :func:`gru_step_fwd`: writes ``dgi``/``dgh`` rows ``off:off+n``
     and adds the direct path ``dh * z`` into ``dh_all[prev:prev+n]`` (the
@@ -776,35 +907,50 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
         Output buffers.
     """
     H = h_all.shape[1]
+    buf = np.zeros(H + 1, dtype=acts.dtype)
+    zero_row = buf[:H]
+    buf[H] = 1
+    one = buf[H]
     for r in range(n):
         g = off + r
+        act = acts[g]
+        ar = act[:H]
+        az = act[H:2 * H]
+        an = act[2 * H:]
+        d = dh_all[g]
+        hp = h_all[prev + r] if prev >= 0 else zero_row
+        ghn = gh[g][2 * H:]
+        xi = dgi[g]
+        xh = dgh[g]
+        xn = xi[2 * H:]
         for j in range(H):
-            rr = acts[g, j]
-            z = acts[g, H + j]
-            nn = acts[g, 2 * H + j]
-            d = dh_all[g, j]
-            hp = h_all[prev + r, j] if prev >= 0 else 0.0
-            dp_n = d * (1.0 - z) * (1.0 - nn * nn)
-            dp_r = dp_n * gh[g, 2 * H + j] * rr * (1.0 - rr)
-            dp_z = d * (hp - nn) * z * (1.0 - z)
-            dgi[g, j] = dp_r
-            dgi[g, H + j] = dp_z
-            dgi[g, 2 * H + j] = dp_n
-            dgh[g, j] = dp_r
-            dgh[g, H + j] = dp_z
-            dgh[g, 2 * H + j] = dp_n * rr
-            if prev >= 0:
-                dh_all[prev + r, j] += d * z
+            xn[j] = d[j] * (one - az[j]) * (one - an[j] * an[j])
+        xr = xi[:H]
+        for j in range(H):
+            xr[j] = xn[j] * ghn[j] * ar[j] * (one - ar[j])
+        xz = xi[H:2 * H]
+        for j in range(H):
+            xz[j] = d[j] * (hp[j] - an[j]) * az[j] * (one - az[j])
+        for j in range(2 * H):
+            xh[j] = xi[j]
+        hn = xh[2 * H:]
+        for j in range(H):
+            hn[j] = xn[j] * ar[j]
+        if prev >= 0:
+            dp = dh_all[prev + r]
+            for j in range(H):
+                dp[j] += d[j] * az[j]
 
 
 # --------------------------------------------------------------------------
 # Tree-LSTM nodes with packed states s = [h | c], for per-node (recursive)
-# execution: fresh outputs, like kernels.py
+# execution; outputs in caller-allocated buffers (numpy allocates them
+# faster than Numba's runtime, which fills fresh memory)
 # --------------------------------------------------------------------------
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tree_lstm_node_fwd(z, b, s_l, s_r):
+def tree_lstm_node_fwd(z, b, s_l, s_r, s, acts):
     """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14, N = 2) on packed
     states: the maths of :func:`tree_lstm_level_fwd` for n independent nodes.
 
@@ -815,40 +961,28 @@ def tree_lstm_node_fwd(z, b, s_l, s_r):
     b : (5H,) array
     s_l, s_r : (n, 2H) arrays
         Children's states ``[h | c]``.
-
-    Returns
-    -------
     s : (n, 2H) array
-        ``[h | c]`` of the nodes.
+        Output buffer: ``[h | c]`` of the nodes.
     acts : (n, 5H) array
-        ``[i, f_l, f_r, o, u]``.
+        Output buffer: ``[i, f_l, f_r, o, u]``.
     """
     n = z.shape[0]
     H = s_l.shape[1] // 2
     G = 5 * H
-    s = np.empty((n, 2 * H), dtype=z.dtype)
-    acts = np.empty((n, G), dtype=z.dtype)
-    a = np.empty(G, dtype=z.dtype)
-    w = np.empty(G, dtype=z.dtype)
-    e = np.empty(G, dtype=z.dtype)
-    em = np.empty(G, dtype=z.dtype)
-    kb = np.empty(G, dtype=np.int64)
+    a = np.empty(G + H, dtype=z.dtype)
+    tc = a[G:]
+    a = a[:G]
+    w, e, em, kb = _scratch(G, z)
     for r in range(n):
+        zr = z[r]
         for j in range(G):
-            a[j] = z[r, j] + b[j]
-        act = acts[r]
-        _sigmoid_into(a, act, w, e, em, kb, 4 * H)
-        _tanh_into(a[4 * H:], act[4 * H:], w, e, em, kb, H)
-        for j in range(H):
-            s[r, H + j] = act[j] * act[4 * H + j] + act[H + j] * s_l[r, H + j] + act[2 * H + j] * s_r[r, H + j]
-        _tanh_into(s[r, H:], s[r, :H], w, e, em, kb, H)
-        for j in range(H):
-            s[r, j] *= act[3 * H + j]
-    return s, acts
+            a[j] = zr[j] + b[j]
+        sr = s[r]
+        _binary_cell_fwd(a, s_l[r][H:], s_r[r][H:], acts[r], sr[:H], sr[H:], tc, w, e, em, kb, H)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tree_lstm_node_bwd(ds, acts, s_l, s_r, s):
+def tree_lstm_node_bwd(ds, acts, s_l, s_r, s, dz, ds_l, ds_r):
     """Vector-Jacobian product of :func:`tree_lstm_node_fwd`.
 
     Parameters
@@ -858,48 +992,26 @@ def tree_lstm_node_bwd(ds, acts, s_l, s_r, s):
     acts : (n, 5H) array
     s_l, s_r, s : (n, 2H) arrays
         Children's states and the node's state (forward inputs and output).
-
-    Returns
-    -------
     dz : (n, 5H) array
-        Gradient of the gate pre-activations.
+        Output buffer: gradient of the gate pre-activations.
     ds_l, ds_r : (n, 2H) arrays
-        The children's cell gradients in columns H:2H; columns 0:H are zero
-        (the caller adds the ``dz @ U.T`` part).
+        Output buffers: the children's cell gradients are written to columns
+        H:2H; columns 0:H are left for the caller (the ``dz @ U.T`` part).
     """
     n = acts.shape[0]
     H = s.shape[1] // 2
-    dz = np.empty((n, 5 * H), dtype=acts.dtype)
-    ds_l = np.zeros((n, 2 * H), dtype=acts.dtype)
-    ds_r = np.zeros((n, 2 * H), dtype=acts.dtype)
-    w = np.empty(H, dtype=acts.dtype)
-    e = np.empty(H, dtype=acts.dtype)
-    em = np.empty(H, dtype=acts.dtype)
-    kb = np.empty(H, dtype=np.int64)
-    tc = np.empty(H, dtype=acts.dtype)
+    buf = np.empty(2 * H, dtype=acts.dtype)
+    tc = buf[:H]
+    d = buf[H:]
+    w, e, em, kb = _scratch(H, acts)
     for r in range(n):
-        _tanh_into(s[r, H:], tc, w, e, em, kb, H)
-        for j in range(H):
-            i = acts[r, j]
-            fl = acts[r, H + j]
-            fr = acts[r, 2 * H + j]
-            o = acts[r, 3 * H + j]
-            u = acts[r, 4 * H + j]
-            t = tc[j]
-            dh = ds[r, j]
-            dct = ds[r, H + j] + dh * o * (1.0 - t * t)
-            dz[r, j] = dct * u * i * (1.0 - i)
-            dz[r, H + j] = dct * s_l[r, H + j] * fl * (1.0 - fl)
-            dz[r, 2 * H + j] = dct * s_r[r, H + j] * fr * (1.0 - fr)
-            dz[r, 3 * H + j] = dh * t * o * (1.0 - o)
-            dz[r, 4 * H + j] = dct * i * (1.0 - u * u)
-            ds_l[r, H + j] = dct * fl
-            ds_r[r, H + j] = dct * fr
-    return dz, ds_l, ds_r
+        g = ds[r]
+        _binary_cell_bwd(g[:H], g[H:], acts[r], s_l[r][H:], s_r[r][H:], s[r][H:], dz[r], ds_l[r][H:],
+                         ds_r[r][H:], tc, d, w, e, em, kb, H, False)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tree_lstm_leaf_node_fwd(z, b):
+def tree_lstm_leaf_node_fwd(z, b, s, acts):
     """Tree-LSTM leaf(s) on packed states: a = z + b split into i, o, u;
     c = σ(a_i)*tanh(a_u); h = σ(a_o)*tanh(c).
 
@@ -908,40 +1020,28 @@ def tree_lstm_leaf_node_fwd(z, b):
     z : (n, 3H) array
         ``x @ W`` (without the bias).
     b : (3H,) array
-
-    Returns
-    -------
     s : (n, 2H) array
-        ``[h | c]``.
+        Output buffer: ``[h | c]``.
     acts : (n, 3H) array
-        ``[i, o, u]``.
+        Output buffer: ``[i, o, u]``.
     """
     n = z.shape[0]
     H = z.shape[1] // 3
     G = 3 * H
-    s = np.empty((n, 2 * H), dtype=z.dtype)
-    acts = np.empty((n, G), dtype=z.dtype)
-    a = np.empty(G, dtype=z.dtype)
-    w = np.empty(G, dtype=z.dtype)
-    e = np.empty(G, dtype=z.dtype)
-    em = np.empty(G, dtype=z.dtype)
-    kb = np.empty(G, dtype=np.int64)
+    a = np.empty(G + H, dtype=z.dtype)
+    tc = a[G:]
+    a = a[:G]
+    w, e, em, kb = _scratch(G, z)
     for r in range(n):
+        zr = z[r]
         for j in range(G):
-            a[j] = z[r, j] + b[j]
-        act = acts[r]
-        _sigmoid_into(a, act, w, e, em, kb, 2 * H)
-        _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
-        for j in range(H):
-            s[r, H + j] = act[j] * act[2 * H + j]
-        _tanh_into(s[r, H:], s[r, :H], w, e, em, kb, H)
-        for j in range(H):
-            s[r, j] *= act[H + j]
-    return s, acts
+            a[j] = zr[j] + b[j]
+        sr = s[r]
+        _leaf_cell_fwd(a, acts[r], sr[:H], sr[H:], tc, w, e, em, kb, H)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tree_lstm_leaf_node_bwd(ds, acts, s):
+def tree_lstm_leaf_node_bwd(ds, acts, s, dz):
     """Vector-Jacobian product of :func:`tree_lstm_leaf_node_fwd`.
 
     Parameters
@@ -949,29 +1049,15 @@ def tree_lstm_leaf_node_bwd(ds, acts, s):
     ds : (n, 2H) array
     acts : (n, 3H) array
     s : (n, 2H) array
-
-    Returns
-    -------
     dz : (n, 3H) array
+        Output buffer.
     """
     n = acts.shape[0]
     H = s.shape[1] // 2
-    dz = np.empty((n, 3 * H), dtype=acts.dtype)
-    w = np.empty(H, dtype=acts.dtype)
-    e = np.empty(H, dtype=acts.dtype)
-    em = np.empty(H, dtype=acts.dtype)
-    kb = np.empty(H, dtype=np.int64)
-    tc = np.empty(H, dtype=acts.dtype)
+    buf = np.empty(2 * H, dtype=acts.dtype)
+    tc = buf[:H]
+    d = buf[H:]
+    w, e, em, kb = _scratch(H, acts)
     for r in range(n):
-        _tanh_into(s[r, H:], tc, w, e, em, kb, H)
-        for j in range(H):
-            i = acts[r, j]
-            o = acts[r, H + j]
-            u = acts[r, 2 * H + j]
-            t = tc[j]
-            dh = ds[r, j]
-            dct = ds[r, H + j] + dh * o * (1.0 - t * t)
-            dz[r, j] = dct * u * i * (1.0 - i)
-            dz[r, H + j] = dh * t * o * (1.0 - o)
-            dz[r, 2 * H + j] = dct * i * (1.0 - u * u)
-    return dz
+        g = ds[r]
+        _leaf_cell_bwd(g[:H], g[H:], acts[r], s[r][H:], dz[r], tc, d, w, e, em, kb, H)

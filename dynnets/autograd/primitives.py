@@ -1867,9 +1867,13 @@ def _tree_lstm_node(s_l, s_r, w, b):
     acts : (n, 5H)
         Saved gate activations.
     """
-    H = s_l.shape[1] // 2
+    n, H2 = s_l.shape
+    H = H2 // 2
     z = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1) @ w
-    return KT.tree_lstm_node_fwd(z, b, s_l, s_r)
+    s = np.empty((n, H2), dtype=z.dtype)
+    acts = np.empty((n, 5 * H), dtype=z.dtype)
+    KT.tree_lstm_node_fwd(z, b, s_l, s_r, s, acts)
+    return s, acts
 
 
 def _tree_lstm_node_shape(s_l, s_r, w, b):
@@ -1889,8 +1893,12 @@ def _tree_lstm_node_shape(s_l, s_r, w, b):
 def _tree_lstm_node_vjp(g, ins, out):
     s_l, s_r, w, b = ins
     s, acts = out
-    H = s.shape[1] // 2
-    dz, ds_l, ds_r = KT.tree_lstm_node_bwd(_zeros_if_none(g[0], s), acts, s_l, s_r, s)
+    n, H2 = s.shape
+    H = H2 // 2
+    dz = np.empty_like(acts)
+    ds_l = np.empty((n, H2), dtype=s.dtype)
+    ds_r = np.empty((n, H2), dtype=s.dtype)
+    KT.tree_lstm_node_bwd(_zeros_if_none(g[0], s), acts, s_l, s_r, s, dz, ds_l, ds_r)
     dhcat = dz @ w.T
     ds_l[:, :H] = dhcat[:, :H]
     ds_r[:, :H] = dhcat[:, H:]
@@ -1916,7 +1924,12 @@ def _tree_lstm_leaf_node(x, w, b):
     s : (n, 2H)
     acts : (n, 3H)
     """
-    return KT.tree_lstm_leaf_node_fwd(x @ w, b)
+    z = x @ w
+    n, G = z.shape
+    s = np.empty((n, 2 * (G // 3)), dtype=z.dtype)
+    acts = np.empty((n, G), dtype=z.dtype)
+    KT.tree_lstm_leaf_node_fwd(z, b, s, acts)
+    return s, acts
 
 
 def _tree_lstm_leaf_node_shape(x, w, b):
@@ -1934,7 +1947,8 @@ def _tree_lstm_leaf_node_shape(x, w, b):
 def _tree_lstm_leaf_node_vjp(g, ins, out):
     x, w, b = ins
     s, acts = out
-    dz = KT.tree_lstm_leaf_node_bwd(_zeros_if_none(g[0], s), acts, s)
+    dz = np.empty_like(acts)
+    KT.tree_lstm_leaf_node_bwd(_zeros_if_none(g[0], s), acts, s, dz)
     return dz @ w.T, OuterSum((x,), (dz,), w.shape), np.add.reduce(dz, axis=0)
 
 

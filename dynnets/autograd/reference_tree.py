@@ -187,40 +187,42 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
         dh_all[prev:prev + n] += d * z
 
 
-def tree_lstm_node_fwd(z, b, s_l, s_r):
+def tree_lstm_node_fwd(z, b, s_l, s_r, s, acts):
     H = s_l.shape[1] // 2
     a = z + b
     i, fl, fr, o = (_sigmoid(a[:, k * H:(k + 1) * H]) for k in range(4))
     u = np.tanh(a[:, 4 * H:])
     c = i * u + fl * s_l[:, H:] + fr * s_r[:, H:]
-    return np.concatenate([o * np.tanh(c), c], axis=1), np.concatenate([i, fl, fr, o, u], axis=1)
+    s[:] = np.concatenate([o * np.tanh(c), c], axis=1)
+    acts[:] = np.concatenate([i, fl, fr, o, u], axis=1)
 
 
-def tree_lstm_node_bwd(ds, acts, s_l, s_r, s):
+def tree_lstm_node_bwd(ds, acts, s_l, s_r, s, dz, ds_l, ds_r):
     H = s.shape[1] // 2
     i, fl, fr, o, u = (acts[:, k * H:(k + 1) * H] for k in range(5))
     t = np.tanh(s[:, H:])
     dh = ds[:, :H]
     dct = ds[:, H:] + dh * o * (1 - t * t)
-    dz = np.concatenate([dct * u * i * (1 - i), dct * s_l[:, H:] * fl * (1 - fl), dct * s_r[:, H:] * fr * (1 - fr),
-                         dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
-    zero = np.zeros_like(dct)
-    return dz, np.concatenate([zero, dct * fl], axis=1), np.concatenate([zero, dct * fr], axis=1)
+    dz[:] = np.concatenate([dct * u * i * (1 - i), dct * s_l[:, H:] * fl * (1 - fl), dct * s_r[:, H:] * fr * (1 - fr),
+                            dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+    ds_l[:, H:] = dct * fl
+    ds_r[:, H:] = dct * fr
 
 
-def tree_lstm_leaf_node_fwd(z, b):
+def tree_lstm_leaf_node_fwd(z, b, s, acts):
     H = z.shape[1] // 3
     a = z + b
     i, o = _sigmoid(a[:, :H]), _sigmoid(a[:, H:2 * H])
     u = np.tanh(a[:, 2 * H:])
     c = i * u
-    return np.concatenate([o * np.tanh(c), c], axis=1), np.concatenate([i, o, u], axis=1)
+    s[:] = np.concatenate([o * np.tanh(c), c], axis=1)
+    acts[:] = np.concatenate([i, o, u], axis=1)
 
 
-def tree_lstm_leaf_node_bwd(ds, acts, s):
+def tree_lstm_leaf_node_bwd(ds, acts, s, dz):
     H = s.shape[1] // 2
     i, o, u = acts[:, :H], acts[:, H:2 * H], acts[:, 2 * H:]
     t = np.tanh(s[:, H:])
     dh = ds[:, :H]
     dct = ds[:, H:] + dh * o * (1 - t * t)
-    return np.concatenate([dct * u * i * (1 - i), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+    dz[:] = np.concatenate([dct * u * i * (1 - i), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)

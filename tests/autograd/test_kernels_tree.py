@@ -69,13 +69,14 @@ def make_args(name, rng, dtype):
     if name in ("sigmoid_rows", "tanh_rows"):
         return (r(4, 7) * 10,)
     if name == "tree_lstm_node_fwd":
-        return r(2, 5 * H), r(5 * H), r(2, 2 * H), r(2, 2 * H)
+        return r(2, 5 * H), r(5 * H), r(2, 2 * H), r(2, 2 * H), np.zeros((2, 2 * H), dtype), np.zeros((2, 5 * H), dtype)
     if name == "tree_lstm_node_bwd":
-        return r(2, 2 * H), p(2, 5 * H), r(2, 2 * H), r(2, 2 * H), r(2, 2 * H)
+        return (r(2, 2 * H), p(2, 5 * H), r(2, 2 * H), r(2, 2 * H), r(2, 2 * H), np.zeros((2, 5 * H), dtype),
+                np.zeros((2, 2 * H), dtype), np.zeros((2, 2 * H), dtype))
     if name == "tree_lstm_leaf_node_fwd":
-        return r(2, 3 * H), r(3 * H)
+        return r(2, 3 * H), r(3 * H), np.zeros((2, 2 * H), dtype), np.zeros((2, 3 * H), dtype)
     if name == "tree_lstm_leaf_node_bwd":
-        return r(2, 2 * H), p(2, 3 * H), r(2, 2 * H)
+        return r(2, 2 * H), p(2, 3 * H), r(2, 2 * H), np.zeros((2, 3 * H), dtype)
     raise KeyError(name)
 
 

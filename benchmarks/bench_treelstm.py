@@ -1,0 +1,301 @@
+"""Tree-LSTM training and evaluation throughput (sentences/s): dynnets vs PyTorch.
+
+Four contenders train the same binary Tree-LSTM (embedding 300, hidden 150,
+softmax on every node, Adagrad lr 0.05, minibatch 25) on the first ``--trees``
+SST training trees, starting from the same weights:
+
+* ``dynnets level``     -- level-batched (one fused kernel call per tree level);
+* ``dynnets recursive`` -- define-by-run, one graph node per tree node;
+* ``torch level``       -- PyTorch written level-batched: one sparse embedding
+  lookup per batch, per level one gather of the children, one ``Linear``, the
+  gate maths, and a slice assignment into the state buffers;
+* ``torch recursive``   -- PyTorch written the way most Tree-LSTM code is: one
+  embedding lookup per sentence, then per node a ``Linear`` and the gates.
+
+Training time covers forward, backward and the optimizer step of every
+minibatch; evaluation is a forward pass (no graph) over the same trees in
+batches of ``--eval-batch``. Contenders run interleaved (round-robin, order
+rotated) in one process, after one untimed warm-up pass each; the figures are
+medians over ``--repeats`` passes. The first minibatch's loss of every
+contender is printed to show that they compute the same function.
+
+Run from the repository root::
+
+    python benchmarks/bench_treelstm.py --data ../shared/data/sst --seed 0 --repeats 3
+
+The script re-executes itself once without ``OPENBLAS_CORETYPE`` /
+``OPENBLAS_L2_SIZE`` and with ``OPENBLAS_NUM_THREADS=--blas-threads`` (see
+``_common.setup``); PyTorch runs on ``--torch-threads`` threads (2).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import interleaved, markdown_table, setup  # noqa: E402
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="../shared/data/sst", help="folder with train.txt (SST PTB format)")
+    ap.add_argument("--trees", type=int, default=1000)
+    ap.add_argument("--batch-size", type=int, default=25)
+    ap.add_argument("--eval-batch", type=int, default=25)
+    ap.add_argument("--embed", type=int, default=300)
+    ap.add_argument("--hidden", type=int, default=150)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-threads", type=int, default=2)
+    ap.add_argument("--blas-threads", type=int, default=1, help="numpy's OpenBLAS threads (0: OpenBLAS default)")
+    ap.add_argument("--contenders", default="dynnets level,dynnets recursive,torch level,torch recursive")
+    ap.add_argument("--no-eval", action="store_true")
+    return ap.parse_args()
+
+
+# --------------------------------------------------------------------------
+# PyTorch implementations (written here, as a user would)
+# --------------------------------------------------------------------------
+
+
+def torch_models(torch, V, E, H, C, weights):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class TorchTreeLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(V, E, sparse=True)
+            self.leaf = nn.Linear(E, 3 * H)
+            self.U = nn.Linear(2 * H, 5 * H)
+            self.out = nn.Linear(H, C)
+            with torch.no_grad():
+                self.emb.weight.copy_(torch.from_numpy(weights["embedding.weight"]))
+                self.leaf.weight.copy_(torch.from_numpy(weights["w_leaf"].T.copy()))
+                self.leaf.bias.copy_(torch.from_numpy(weights["b_leaf"]))
+                self.U.weight.copy_(torch.from_numpy(weights["U"].T.copy()))
+                self.U.bias.copy_(torch.from_numpy(weights["b"]))
+                self.out.weight.copy_(torch.from_numpy(weights["out.weight"]))
+                self.out.bias.copy_(torch.from_numpy(weights["out.bias"]))
+
+        # -- recursive: one embedding lookup per sentence, then per node --------
+        def tree_loss(self, tree):
+            ids, children, labels = tree
+            x = self.emb(ids)
+            hs, cs = [], []
+            k = 0
+            for kids in children:
+                if kids:
+                    z = self.U(torch.cat([hs[kids[0]], hs[kids[1]]]))
+                    i, fl, fr, o, u = z.chunk(5)
+                    c = (torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(fl) * cs[kids[0]]
+                         + torch.sigmoid(fr) * cs[kids[1]])
+                else:
+                    i, o, u = self.leaf(x[k]).chunk(3)
+                    c = torch.sigmoid(i) * torch.tanh(u)
+                    k += 1
+                hs.append(torch.sigmoid(o) * torch.tanh(c))
+                cs.append(c)
+            logits = self.out(torch.stack(hs))
+            return logits, labels
+
+        def recursive_loss(self, trees):
+            total = 0
+            for t in trees:
+                logits, labels = self.tree_loss(t)
+                total = total + F.cross_entropy(logits, labels, reduction="sum")
+            return total / len(trees)
+
+        def recursive_roots(self, trees):
+            return torch.stack([F.softmax(self.tree_loss(t)[0][-1], dim=0) for t in trees])
+
+        # -- level-batched ---------------------------------------------------------
+        def level_states(self, b):
+            leaf_ids, offsets, left, right, n_nodes = b["leaf_ids"], b["offsets"], b["left"], b["right"], b["n"]
+            n0 = offsets[1]
+            i, o, u = self.leaf(self.emb(leaf_ids)).chunk(3, dim=1)
+            c0 = torch.sigmoid(i) * torch.tanh(u)
+            h0 = torch.sigmoid(o) * torch.tanh(c0)
+            h_all = torch.zeros(n_nodes, H)
+            c_all = torch.zeros(n_nodes, H)
+            h_all[:n0] = h0
+            c_all[:n0] = c0
+            for k in range(1, len(offsets) - 1):
+                lo, hi = offsets[k], offsets[k + 1]
+                lk, rk = left[lo - n0:hi - n0], right[lo - n0:hi - n0]
+                z = self.U(torch.cat([h_all[lk], h_all[rk]], dim=1))
+                g = torch.sigmoid(z[:, :4 * H])
+                i, fl, fr, o = g.chunk(4, dim=1)
+                c = i * torch.tanh(z[:, 4 * H:]) + fl * c_all[lk] + fr * c_all[rk]
+                h_all[lo:hi] = o * torch.tanh(c)
+                c_all[lo:hi] = c
+            return h_all
+
+        def level_loss(self, b):
+            logits = self.out(self.level_states(b))
+            return F.cross_entropy(logits, b["labels"], reduction="sum") / b["n_trees"]
+
+        def level_roots(self, b):
+            return F.softmax(self.out(self.level_states(b)[b["roots"]]), dim=1)
+
+    return TorchTreeLSTM()
+
+
+# --------------------------------------------------------------------------
+
+
+def main():
+    args = parse()
+    env = setup(__file__, blas_threads=args.blas_threads)
+    import numpy as np
+    import torch
+
+    from dynnets.data.sst import load_sst
+    from dynnets.data.vocab import Vocabulary
+    from dynnets.models import TreeLSTM
+    from dynnets.train import TrainConfig, make_optimizer
+
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(args.seed)
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; numpy BLAS threads "
+          f"{env['blas_threads'] or 'default'}")
+    trees = load_sst(args.data, splits=["train"])["train"][:args.trees]
+    vocab = Vocabulary.from_trees(trees)
+    V, E, H, C, B = len(vocab), args.embed, args.hidden, 5, args.batch_size
+    n_nodes = sum(t.size for t in trees)
+    print(f"# {len(trees)} SST training trees, {n_nodes} nodes ({n_nodes / len(trees):.1f} per tree), vocabulary "
+          f"{V}, embedding {E}, hidden {H}, batch {B}, Adagrad lr {args.lr}, seed {args.seed}")
+
+    def dyn_model(mode):
+        return TreeLSTM(V, E, H, C, mode=mode, classify="all", seed=args.seed)
+
+    cfg = TrainConfig(optimizer="adagrad", lr=args.lr, embedding_lr=args.lr, weight_decay=0.0)
+    dyn = {}
+    for mode in ("level", "recursive"):
+        m = dyn_model(mode)
+        ex = m.prepare(trees, vocab)
+        dyn[mode] = (m, make_optimizer(m, cfg), [ex[i:i + B] for i in range(0, len(ex), B)],
+                     [ex[i:i + args.eval_batch] for i in range(0, len(ex), args.eval_batch)])
+    weights = {k: np.asarray(v) for k, v in dyn["level"][0].state_dict().items()}
+
+    # torch data: per-tree (ids, children, labels) and per-batch level schedules, precomputed once
+    ex = dyn["level"][2]
+    flat = [e for b in ex for e in b]
+    t_trees = [(torch.from_numpy(e.leaf_ids), e.children, torch.from_numpy(e.arrays.labels)) for e in flat]
+
+    def t_sched(batch):
+        s = dyn["level"][0].collate(batch).schedule
+        return {"leaf_ids": torch.from_numpy(s.leaf_word_ids), "offsets": s.level_offsets.tolist(),
+                "left": torch.from_numpy(np.ascontiguousarray(s.left)),
+                "right": torch.from_numpy(np.ascontiguousarray(s.right)), "n": s.n_nodes,
+                "labels": torch.from_numpy(s.labels), "n_trees": s.n_trees,
+                "roots": torch.from_numpy(s.root_index)}
+
+    t_train_sched = [t_sched(b) for b in dyn["level"][2]]
+    t_eval_sched = [t_sched(b) for b in dyn["level"][3]]
+    t_train_trees = [t_trees[i:i + B] for i in range(0, len(t_trees), B)]
+    t_eval_trees = [t_trees[i:i + args.eval_batch] for i in range(0, len(t_trees), args.eval_batch)]
+    tm = {}
+    for name in ("level", "recursive"):
+        m = torch_models(torch, V, E, H, C, weights)
+        tm[name] = (m, torch.optim.Adagrad(m.parameters(), lr=args.lr))
+
+    # ---- contenders ---------------------------------------------------------------
+    def dyn_train(mode):
+        m, opt, batches, _ = dyn[mode]
+
+        def run():
+            m.train()
+            for b in batches:
+                batch = m.collate(b)
+                opt.zero_grad()
+                loss = m.loss(batch)
+                loss.backward()
+                opt.step()
+        return run
+
+    def dyn_eval(mode):
+        m, _, _, batches = dyn[mode]
+
+        def run():
+            for b in batches:
+                m.predict_proba(m.collate(b))
+        return run
+
+    def torch_train(name):
+        m, opt = tm[name]
+        data = t_train_sched if name == "level" else t_train_trees
+        lossf = m.level_loss if name == "level" else m.recursive_loss
+
+        def run():
+            m.train()
+            for b in data:
+                opt.zero_grad()
+                loss = lossf(b)
+                loss.backward()
+                opt.step()
+        return run
+
+    def torch_eval(name):
+        m, _ = tm[name]
+        data = t_eval_sched if name == "level" else t_eval_trees
+        f = m.level_roots if name == "level" else m.recursive_roots
+
+        def run():
+            m.eval()
+            with torch.no_grad():
+                for b in data:
+                    f(b)
+        return run
+
+    # same weights, same first minibatch: the four losses agree (float32)
+    first = {"dynnets level": dyn["level"][0].loss(dyn["level"][0].collate(dyn["level"][2][0])).item(),
+             "dynnets recursive": dyn["recursive"][0].loss(dyn["recursive"][0].collate(dyn["recursive"][2][0])).item(),
+             "torch level": tm["level"][0].level_loss(t_train_sched[0]).item(),
+             "torch recursive": tm["recursive"][0].recursive_loss(t_train_trees[0]).item()}
+    for m in (dyn["level"][0], dyn["recursive"][0]):
+        m.zero_grad()
+    print("# first-minibatch loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
+
+    wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    makers = {"dynnets level": (dyn_train("level"), dyn_eval("level")),
+              "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),
+              "torch level": (torch_train("level"), torch_eval("level")),
+              "torch recursive": (torch_train("recursive"), torch_eval("recursive"))}
+    unknown = [w for w in wanted if w not in makers]
+    if unknown:
+        sys.exit(f"bench_treelstm: unknown contenders {unknown}; choose from {list(makers)}")
+    n = len(trees)
+    results = {}
+    for phase, k in (("train", 0), ("eval", 1)):
+        if phase == "eval" and args.no_eval:
+            continue
+        times = interleaved({c: makers[c][k] for c in wanted}, repeats=args.repeats, number=1, warmup=1)
+        for c in wanted:
+            results[(c, phase)] = [n / t for t in times[c]]
+            print(f"# {phase:5s} {c:18s} sent/s per pass: " + ", ".join(f"{n / t:.0f}" for t in times[c]))
+
+    def med(c, phase):
+        v = results.get((c, phase))
+        return statistics.median(v) if v else None
+
+    rows = []
+    for c in wanted:
+        tr, ev = med(c, "train"), med(c, "eval")
+        rows.append([c, f"{tr:.0f}", "-" if ev is None else f"{ev:.0f}"])
+    print()
+    print(markdown_table(["contender", "train sent/s (median)", "eval sent/s (median)"], rows))
+    print()
+    for a, b_, target in (("dynnets level", "torch level", 1.5), ("dynnets recursive", "torch recursive", 5.0)):
+        for phase in ("train", "eval"):
+            x, y = med(a, phase), med(b_, phase)
+            if x and y:
+                print(f"{a} / {b_} ({phase}): {x / y:.2f}x (target >= {target}x)")
+
+
+if __name__ == "__main__":
+    main()
