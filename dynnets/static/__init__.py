@@ -17,6 +17,14 @@ works on symbolic values; the TF1 names below are thin aliases. See
 :mod:`.graph` (the graph), :mod:`.session` (plans), :mod:`.passes` (the
 compile step), :mod:`.backward` (symbolic gradients), :mod:`.train`
 (optimizers) and :mod:`.trace` (from eager code to a graph).
+
+Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
+marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
+accepted); a run reads every variable as it was when the run started and
+applies updates last (TF1 leaves that order undefined); only placeholders
+can be fed; fetched arrays are always the caller's copies; ``==`` on values
+is identity (use ``equal``), as in TF1. Randomness (``dropout``) is drawn
+when the graph is built, not per run.
 """
 from __future__ import annotations
 

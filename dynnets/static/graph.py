@@ -664,7 +664,11 @@ def placeholder(shape, dtype=np.float32, name=None):
                          f"got only a dtype {shape!r}")
     if shape is None:
         raise ValueError("placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3])")
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
     shape = tuple(None if d is None else int(d) for d in shape)
+    if any(d is not None and d < 0 for d in shape):
+        raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
     dt = np.dtype(dtype)
     g = get_default_graph()
     v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=_user_site())
