@@ -1,0 +1,180 @@
+"""The training loop on the shipped sample treebank: the loss goes down,
+checkpoints reload to the same accuracy, the same seed gives the same
+metrics, logs and early stopping; and the static-model protocol."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dynnets.data.sst import load_sst
+from dynnets.data.vocab import Vocabulary
+from dynnets.models import build_model
+from dynnets.train import TrainConfig, evaluate, load_checkpoint, make_optimizer, predict, save_checkpoint, train
+
+SAMPLES = Path(__file__).resolve().parents[1] / "dynnets" / "data" / "samples"
+SMALL = dict(embed_dim=16, hidden=12)
+
+
+@pytest.fixture(scope="module")
+def data():
+    d = load_sst(SAMPLES, splits=["train", "dev"])
+    train_trees, dev_trees = d["train"][:160], d["dev"][:60]
+    return train_trees, dev_trees, Vocabulary.from_trees(train_trees)
+
+
+def _cfg(tmp=None, **kw):
+    base = dict(epochs=2, batch_size=20, progress=False, patience=None, seed=0,
+                out_dir=str(tmp) if tmp is not None else None)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("kind", ["treelstm", "bilstm", "childsum"])
+def test_a_few_steps_decrease_the_loss(data, kind):
+    train_trees, _, vocab = data
+    m = build_model(kind, len(vocab), seed=0, **SMALL)
+    opt = make_optimizer(m, _cfg(lr=0.05))
+    batch = m.make_batch(train_trees[:20], vocab)
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        loss = m.loss(batch)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_training_improves_dev_accuracy_and_writes_log_and_checkpoint(data, tmp_path):
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    before = evaluate(m, dev_trees, vocab)
+    res = train(m, train_trees, dev_trees, vocab, _cfg(tmp_path, epochs=3))
+    assert res.best["root_fine"] > before["root_fine"]
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()
+    assert len(lines) == len(res.history) == 3
+    entries = [json.loads(x) for x in lines]
+    assert [e["epoch"] for e in entries] == [1, 2, 3]
+    assert {"train_loss", "train_sent_per_s", "dev", "best"} <= set(entries[0])
+    assert {"root_fine", "root_binary", "all_nodes", "confusion", "by_length"} <= set(entries[0]["dev"])
+    assert entries[0]["train_loss"] > entries[-1]["train_loss"]
+    assert json.loads((tmp_path / "config.json").read_text())["model"]["kind"] == "treelstm"
+    assert res.checkpoint == str(tmp_path / "best.npz") and (tmp_path / "best.npz").exists()
+
+
+@pytest.mark.parametrize("kind", ["treelstm", "lstm"])
+def test_checkpoint_reload_gives_the_same_accuracy(data, tmp_path, kind):
+    train_trees, dev_trees, vocab = data
+    m = build_model(kind, len(vocab), seed=1, dropout=0.3, **SMALL)
+    res = train(m, train_trees, dev_trees, vocab, _cfg(tmp_path, restore_best=True))
+    again = load_checkpoint(res.checkpoint)
+    assert again.vocab == vocab and again.kind == kind and again.config == m.config
+    assert again.checkpoint["epoch"] == res.best_epoch
+    rep = evaluate(again, dev_trees, again.vocab)
+    assert rep["root_fine"] == res.best["root_fine"] and rep["root_binary"] == res.best["root_binary"]
+    np.testing.assert_array_equal(predict(again, dev_trees, vocab), predict(m, dev_trees, vocab))
+
+
+def test_same_seed_same_metrics(data):
+    train_trees, dev_trees, vocab = data
+
+    def run(seed):
+        m = build_model("treelstm", len(vocab), seed=seed, dropout=0.3, embed_dropout=0.2, **SMALL)
+        res = train(m, train_trees, dev_trees, vocab, _cfg(seed=seed, bucket_batches=2))
+        return [(h["train_loss"], h["dev"]["root_fine"], h["dev"]["all_nodes"]) for h in res.history]
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+def test_early_stopping(data):
+    train_trees, dev_trees, vocab = data
+    m = build_model("lstm", len(vocab), seed=0, **SMALL)
+    res = train(m, train_trees, dev_trees, vocab, _cfg(epochs=6, patience=2, lr=0.0, embedding_lr=0.0))
+    assert len(res.history) == 3 and res.best_epoch == 1      # nothing can improve with lr = 0
+    assert res.stopped.startswith("early stopping")
+
+
+def test_optimizer_groups(data):
+    _, _, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    opt = make_optimizer(m, _cfg(optimizer="adam", lr=1e-3, embedding_lr=1e-2, weight_decay=1e-4))
+    rest, emb = opt.param_groups
+    assert emb["params"] == [m.embedding.weight] and emb["lr"] == 1e-2 and emb["weight_decay"] == 0.0
+    assert emb["lazy"] is True and rest["lr"] == 1e-3 and rest["weight_decay"] == 1e-4
+    assert len(rest["params"]) == len(list(m.parameters())) - 1
+    with pytest.raises(ValueError, match="TrainConfig: optimizer must be 'adagrad', 'adam' or 'sgd'"):
+        TrainConfig(optimizer="rmsprop")
+
+
+def test_checkpoint_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint(tmp_path / "missing.npz")
+    from dynnets.io import save
+    save({"weights": {}}, tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="is not a dynnets.checkpoint/1 checkpoint"):
+        load_checkpoint(tmp_path / "other.npz")
+
+    class NoKind:
+        def state_dict(self):
+            return {}
+    with pytest.raises(TypeError, match="has no 'kind' and 'config'"):
+        save_checkpoint(tmp_path / "x.npz", NoKind(), None)
+
+
+class _StaticBagOfWords:
+    """A duck-typed static model: the protocol the padded baseline implements
+    (``is_static``, ``make_batch``, ``train_step``, ``predict_proba``,
+    ``state_dict``/``load_state_dict``, ``padding_stats``)."""
+
+    is_static = True
+    kind = "test-static"
+
+    def __init__(self, vocab_size, classes=5):
+        self.w = np.zeros((vocab_size, classes))
+        self.config = {"vocab_size": vocab_size}
+        self.steps = 0
+        self.resets = 0
+
+    def make_batch(self, trees, vocab):
+        x = np.zeros((len(trees), self.w.shape[0]))
+        for i, t in enumerate(trees):
+            np.add.at(x[i], vocab.ids(t.words()), 1.0)
+        return x, np.array([t.label for t in trees])
+
+    def predict_proba(self, batch):
+        z = batch[0] @ self.w
+        e = np.exp(z - z.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    def train_step(self, batch):
+        x, y = batch
+        p = self.predict_proba(batch)
+        loss = -np.log(p[np.arange(len(y)), y]).mean()
+        p[np.arange(len(y)), y] -= 1
+        self.w -= 0.5 * x.T @ p / len(y)
+        self.steps += 1
+        return loss
+
+    def state_dict(self):
+        return {"w": self.w.copy()}
+
+    def load_state_dict(self, state):
+        self.w = np.array(state["w"])
+
+    def padding_stats(self):
+        return {"steps": self.steps}
+
+    def reset_padding_stats(self):
+        self.resets += 1
+
+
+def test_static_model_protocol(data):
+    train_trees, dev_trees, vocab = data
+    m = _StaticBagOfWords(len(vocab))
+    res = train(m, train_trees, dev_trees, vocab, _cfg(epochs=3, batch_size=40))
+    assert m.steps > 0 and m.resets == 3
+    assert res.history[-1]["train_loss"] < res.history[0]["train_loss"]
+    assert [h["padding"]["steps"] for h in res.history] == [4, 8, 12]
+    assert "all_nodes" not in res.best and 0.0 <= res.best["root_fine"] <= 1.0
