@@ -583,6 +583,12 @@ def _plots_unavailable(progress):
     return []
 
 
+def _style(k):
+    # distinct line styles and markers: identical curves (the masked padded LSTM
+    # at the training maximum computes what the dynamic LSTM computes) stay visible
+    return {"linestyle": ("-", "--", "-.", ":")[k % 4], "marker": "osD^v"[k % 5], "markersize": 4}
+
+
 def _compare_plots(res, out, progress=True):
     if not have_matplotlib():
         return _plots_unavailable(progress)
@@ -592,10 +598,10 @@ def _compare_plots(res, out, progress=True):
     ax = fig.add_subplot()
     buckets = [b["bucket"] for b in summ[0]["by_length"]]
     x = np.arange(len(buckets))
-    for s in summ:
+    for k, s in enumerate(summ):
         m = [np.nan if b["mean"] is None else 100 * b["mean"] for b in s["by_length"]]
         e = [0 if b["std"] is None else 100 * b["std"] for b in s["by_length"]]
-        ax.errorbar(x, m, yerr=e, marker="o", capsize=3, label=s["label"])
+        ax.errorbar(x + 0.04 * (k - len(summ) / 2), m, yerr=e, capsize=3, label=s["label"], **_style(k))
     ax.set_xticks(x, [f"{b}\n(n={n['sentences']})" for b, n in zip(buckets, summ[0]["by_length"])])
     ax.set_xlabel("sentence length (tokens)")
     ax.set_ylabel(f"{res['eval_split']} fine-grained accuracy %")
@@ -618,9 +624,9 @@ def _compare_plots(res, out, progress=True):
 
     fig = _figure()
     ax = fig.add_subplot()
-    for s in summ:
+    for k, s in enumerate(summ):
         m = [100 * c["mean"] for c in s["learning_curve"]]
-        ax.plot(np.arange(1, len(m) + 1), m, marker=".", label=s["label"])
+        ax.plot(np.arange(1, len(m) + 1), m, label=s["label"], **_style(k))
     ax.set_xlabel("epoch")
     ax.set_ylabel("dev fine-grained accuracy %")
     ax.set_title("Learning curves (mean over seeds)")

@@ -14,6 +14,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "experiments"
 
 
+@pytest.fixture(autouse=True)
+def one_blas_thread():
+    """One OpenBLAS thread while a test trains in this process, restored after,
+    as the dynnets command and the scripts do (see ``set_blas_threads``)."""
+    old = ex.set_blas_threads(1)
+    yield
+    if old is not None:
+        ex.set_blas_threads(old)
+
+
 def script(name, *args, timeout=60):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True, cwd=ROOT,
                        timeout=timeout)
