@@ -318,8 +318,16 @@ def _cmd_demo(a):
     return 0
 
 
+_EAGER_ONLY = {"embedding_lr": "--embedding-lr", "momentum": "--momentum", "clip_norm": "--clip-norm"}
+
+
 def _train_config(a, out):
     from .train import TrainConfig
+    if a.model == "padded-lstm":
+        for key, flag in _EAGER_ONLY.items():
+            if getattr(a, key) is not None:
+                raise _Exit(f"dynnets train: error: {flag} does not apply to --model padded-lstm (its optimizer is a "
+                            f"train op in its graph, built from --optimizer, --lr and --weight-decay)", 2)
     keys = ("epochs", "batch_size", "optimizer", "lr", "embedding_lr", "weight_decay", "momentum", "clip_norm",
             "select", "bucket_batches", "max_seconds")
     kw = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}

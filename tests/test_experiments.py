@@ -227,3 +227,17 @@ def test_set_blas_threads_round_trip():
     if old is None:
         pytest.skip("no OpenBLAS with a thread setter in this process")
     assert ex.set_blas_threads(old) == 1
+
+
+def test_compare_without_test_split_reports_dev_only(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "dev"):
+        lines = load_samples()[split][:30]
+        (data / f"{split}.txt").write_text("\n".join(str(t) for t in lines) + "\n")
+    res = ex.compare_padded_vs_dynamic(data=data, out=tmp_path / "out", seeds=[0], epochs=1, embed_dim=4, hidden=4,
+                                       variants=("lstm", "padded-p95"), progress=False, plots=False)
+    assert res["has_test"] is False and res["eval_split"] == "dev"
+    assert "test" not in res["runs"][0] and "test" not in res["summary"][0]
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "no test split" in md and "test fine" not in md and "dev negation/contrast" in md
