@@ -74,7 +74,7 @@ class Plan:
     __slots__ = ("fn", "key", "runs", "total", "compile_time", "nodes_graph", "nodes_pruned", "nodes_after",
                  "fetch_names", "feed_names", "filename", "line_ins", "variables", "source", "n_fused",
                  "n_buffers", "pass_times", "instrs", "consts", "arg_slots", "n_slots", "ret", "tier",
-                 "codegen_time")
+                 "codegen_time", "releases")
 
     def stats(self):
         return {
@@ -445,13 +445,15 @@ class Session:
                 if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
                     instrs.append(_Ins("copy", (slot[x],), None, (slot[x],), None, e, None))
         ret = _ret_template(template, g, slot, flat, self._raw_sparse)
+        releases = _releases(instrs, ret, set(consts), set(arg_slots))
         plan = Plan()
         plan.instrs = instrs
+        plan.releases = releases
         plan.consts = consts
         plan.arg_slots = arg_slots
         plan.n_slots = counter[0]
         plan.ret = ret
-        plan.fn = _tier1(instrs, consts, arg_slots, counter[0], ret, self._storage)
+        plan.fn = _tier1(instrs, releases, consts, arg_slots, counter[0], ret, self._storage)
         plan.tier = 1
         plan.runs = 0
         plan.total = 0.0
@@ -524,6 +526,10 @@ class Session:
                 ln = f"{outs} = {call}"
             line_ins[len(lines) + 2] = k
             lines.append(ln)
+            rel = plan.releases[k]
+            if rel:
+                line_ins[len(lines) + 2] = k
+                lines.append("del " + ", ".join(f"v{r}" for r in rel))
         args = ", ".join(f"v{s}" for s in plan.arg_slots)
         ret = _ret_source(plan.ret, ns, consts)
         fname = f"<dynnets plan {id(plan):x}>"
@@ -713,8 +719,54 @@ def _step(ins, S):
     return step
 
 
-def _tier1(instrs, consts, arg_slots, n_slots, ret, S):
-    steps = [_step(i, S) for i in instrs]
+def _releases(instrs, ret, consts, args):
+    """Per instruction, the slots whose value is dead after it (last read, or
+    never read), so a run drops its intermediates as it goes, as eager
+    backward frees its nodes: a plan that held every activation and gradient
+    until it returned would need fresh memory (page faults, cache misses) for
+    each new array."""
+    keep = set(consts) | set(args)
+
+    def outs_of(t):
+        if t[0] == "v":
+            keep.add(t[1])
+        elif t[0] != "none":
+            for sub in t[1]:
+                outs_of(sub[1] if t[0] is dict else sub)
+    outs_of(ret)
+    last = {}
+    for k, ins in enumerate(instrs):
+        for a in ins.args:
+            last[a] = k
+        for o in ins.outs:
+            last.setdefault(o, k)
+            if last[o] < k:
+                last[o] = k
+    rel = [[] for _ in instrs]
+    for slot_, k in last.items():
+        if slot_ not in keep:
+            rel[k].append(slot_)
+    return [tuple(sorted(r)) for r in rel]
+
+
+def _with_release(step, rel):
+    if len(rel) == 1:
+        r0 = rel[0]
+
+        def s(env):
+            step(env)
+            env[r0] = None
+        return s
+
+    def s(env):
+        step(env)
+        for r in rel:
+            env[r] = None
+    return s
+
+
+def _tier1(instrs, releases, consts, arg_slots, n_slots, ret, S):
+    steps = [_step(i, S) if not r else _with_release(_step(i, S), r) for i, r in zip(instrs, releases)]
     template = [None] * n_slots
     for s, c in consts.items():
         template[s] = c
