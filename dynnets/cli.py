@@ -293,8 +293,8 @@ def _cmd_demo(a):
     res = demo(seed=a.seed, epochs=a.epochs, out=a.out, progress=not a.no_progress, embed_dim=a.embed_dim,
                hidden=a.hidden)
     n = res["sizes"]
-    print(f"dynnets demo: {len(res['runs'])} models trained on {res['data']} ({n['train']} train / {n['dev']} dev / "
-          f"{n.get('test', 0)} test sentences), seed {a.seed}, {a.epochs} epochs each, embed {a.embed_dim}, "
+    print(f"dynnets demo: {len(res['runs'])} models trained on {res['data']}: {n['train']} train / {n['dev']} dev / "
+          f"{n.get('test', 0)} test sentences; seed {a.seed}, {a.epochs} epochs each, embed {a.embed_dim}, "
           f"hidden {a.hidden}, Adam lr 0.01, batch 25.")
     print()
     print(demo_table(res))
