@@ -35,7 +35,8 @@ H is the hidden size; "row i of a level" is global node ``lo + i``.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 __all__ = [
     "gather_pairs",
@@ -171,36 +172,64 @@ def _tanh32(x, out, w, e, em, kb, m):
         out[j] = t if x[j] >= np.float32(0.0) else -t
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
-def _sigmoid_into(x, out, w, e, em, kb, m):
-    """out[j] = sigmoid(x[j]) for j < m, in the precision of the scratch
-    arrays w, e, em (float32 or float64, the kernel's dtype); kb holds the
-    bit-pattern scratch as (int64, float64, int32, float32) views, made once
-    per kernel call (a view per row cost ~0.2 us in reference counting)."""
-    if w.itemsize == 4:
-        _sigmoid32(x, out, w, e, em, kb, m)
-    else:
-        _sigmoid64(x, out, w, e, em, kb, m)
+def _sigmoid_block(x, xr, xc, out, orow, oc, n, m, w, e, em, kb):
+    """Rows r < n: out[orow + r, oc:oc+m] = sigmoid(x[xr + r, xc:xc+m]), in the
+    precision of the scratch arrays w, e, em (the kernel's dtype); kb holds
+    the bit-pattern scratch as (int64, float64, int32, float32) views.
+
+    The kernels call this once per gate block of a whole level, not per row
+    (a call between jitted functions costs ~0.1 us of reference counting;
+    inlining the activations at every call site made this module take two
+    minutes to compile). In jitted code the overload below picks the
+    precision when the caller is typed, so only one variant is compiled.
+    ``x`` and ``out`` may be the same array (in place)."""
+    row = _sigmoid32 if w.itemsize == 4 else _sigmoid64
+    for r in range(n):
+        row(x[xr + r][xc:xc + m], out[orow + r][oc:oc + m], w, e, em, kb, m)
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
-def _tanh_into(x, out, w, e, em, kb, m):
-    """out[j] = tanh(x[j]) = sign(x) * -expm1(-2|x|) / (2 + expm1(-2|x|)) for j < m."""
-    if w.itemsize == 4:
-        _tanh32(x, out, w, e, em, kb, m)
-    else:
-        _tanh64(x, out, w, e, em, kb, m)
+def _tanh_block(x, xr, xc, out, orow, oc, n, m, w, e, em, kb):
+    """As :func:`_sigmoid_block` for tanh(x) = sign(x) * -expm1(-2|x|) / (2 + expm1(-2|x|))."""
+    row = _tanh32 if w.itemsize == 4 else _tanh64
+    for r in range(n):
+        row(x[xr + r][xc:xc + m], out[orow + r][oc:oc + m], w, e, em, kb, m)
+
+
+def _block_overload(row32, row64):
+    def typer(x, xr, xc, out, orow, oc, n, m, w, e, em, kb):
+        row = row32 if w.dtype == types.float32 else row64
+
+        def impl(x, xr, xc, out, orow, oc, n, m, w, e, em, kb):
+            for r in range(n):
+                row(x[xr + r][xc:xc + m], out[orow + r][oc:oc + m], w, e, em, kb, m)
+        return impl
+    return typer
+
+
+_JIT_OPTIONS = {"fastmath": _FM, "nogil": True, "error_model": "numpy"}
+overload(_sigmoid_block, jit_options=_JIT_OPTIONS)(_block_overload(_sigmoid32, _sigmoid64))
+overload(_tanh_block, jit_options=_JIT_OPTIONS)(_block_overload(_tanh32, _tanh64))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _scratch(m, like):
-    """Scratch for the activation helpers: three float rows (w, e, em) in the
+    """Scratch for the activation blocks: three float rows (w, e, em) in the
     dtype of ``like`` and the bit-pattern row as (int64, float64, int32,
     float32) views of one buffer."""
     ws = np.empty(3 * m, dtype=like.dtype)
     k = np.empty(m, dtype=np.int64)
     k32 = k.view(np.int32)
     return ws[:m], ws[m:2 * m], ws[2 * m:], (k, k.view(np.float64), k32, k32.view(np.float32))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _add_bias(z, zr0, b, out, or0, n, m):
+    """out[or0 + r, :m] = z[zr0 + r, :m] + b for r < n."""
+    for r in range(n):
+        x = z[zr0 + r]
+        o = out[or0 + r]
+        for j in range(m):
+            o[j] = x[j] + b[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -218,8 +247,7 @@ def sigmoid_rows(x):
     N, M = x.shape
     out = np.empty((N, M), dtype=x.dtype)
     w, e, em, kb = _scratch(M, x)
-    for b in range(N):
-        _sigmoid_into(x[b], out[b], w, e, em, kb, M)
+    _sigmoid_block(x, 0, 0, out, 0, 0, N, M, w, e, em, kb)
     return out
 
 
@@ -238,8 +266,7 @@ def tanh_rows(x):
     N, M = x.shape
     out = np.empty((N, M), dtype=x.dtype)
     w, e, em, kb = _scratch(M, x)
-    for b in range(N):
-        _tanh_into(x[b], out[b], w, e, em, kb, M)
+    _tanh_block(x, 0, 0, out, 0, 0, N, M, w, e, em, kb)
     return out
 
 
@@ -297,106 +324,93 @@ def scatter_pairs_add(g, left, right, dh_all):
 
 
 # --------------------------------------------------------------------------
-# the LSTM-style cell maths on rows (private; 1-D views so loops vectorise)
+# binary Tree-LSTM cell maths on rows (private). Loops run over 1-D row views
+# with one output each: with more arrays in a loop than LLVM's runtime alias
+# checks allow (8), it stays scalar. Constants come from the data's dtype (a
+# float literal would promote float32 maths to float64).
 # --------------------------------------------------------------------------
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
-def _binary_cell_fwd(a, cl, cr, act, h, c, tc, w, e, em, kb, H):
-    """Tai et al. eqs. 9-14 for one node: a (5H,) pre-activations with bias;
-    writes act = [i, f_l, f_r, o, u], c and h (H,)."""
-    _sigmoid_into(a, act, w, e, em, kb, 4 * H)
-    _tanh_into(a[4 * H:], act[4 * H:], w, e, em, kb, H)
-    ai = act[:H]
-    afl = act[H:2 * H]
-    afr = act[2 * H:3 * H]
-    ao = act[3 * H:4 * H]
-    au = act[4 * H:]
-    for j in range(H):
-        c[j] = ai[j] * au[j] + afl[j] * cl[j] + afr[j] * cr[j]
-    _tanh_into(c, tc, w, e, em, kb, H)
-    for j in range(H):
-        h[j] = ao[j] * tc[j]
-
-
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
-def _binary_cell_bwd(dh, dc, act, cl, cr, c, dz, dcl, dcr, tc, d, w, e, em, kb, H, add):
-    """VJP of :func:`_binary_cell_fwd` for one node: dz (5H,); the children's
-    cell gradients are written (``add`` false) or added (``add`` true) to dcl,
-    dcr. ``tc``, ``d`` are (H,) scratch. One output per loop: with more arrays
-    in a loop than LLVM's runtime alias checks allow (8), it stays scalar."""
-    tc[0] = 1
-    one = tc[0]            # 1 in the data's dtype (a float literal would promote float32 maths to float64)
-    _tanh_into(c, tc, w, e, em, kb, H)
-    ai = act[:H]
-    afl = act[H:2 * H]
-    afr = act[2 * H:3 * H]
-    ao = act[3 * H:4 * H]
-    au = act[4 * H:]
-    for j in range(H):
-        d[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
-    zi = dz[:H]
-    for j in range(H):
-        zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
-    zfl = dz[H:2 * H]
-    for j in range(H):
-        zfl[j] = d[j] * cl[j] * afl[j] * (one - afl[j])
-    zfr = dz[2 * H:3 * H]
-    for j in range(H):
-        zfr[j] = d[j] * cr[j] * afr[j] * (one - afr[j])
-    zo = dz[3 * H:4 * H]
-    for j in range(H):
-        zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
-    zu = dz[4 * H:]
-    for j in range(H):
-        zu[j] = d[j] * ai[j] * (one - au[j] * au[j])
-    if add:
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _binary_cells_fwd(acts, c_all, left, right, c_out, cr0, cc0, h_out, hr0, hc0, n, H, w, e, em, kb):
+    """Tai et al. eqs. 9-14 for n nodes whose pre-activations (bias included)
+    are in ``acts`` (n, 5H): activations in place, c into ``c_out[cr0 + r,
+    cc0:cc0+H]``, h into ``h_out[hr0 + r, hc0:hc0+H]``; children's cells are
+    ``c_all[left[r], cc0:cc0+H]`` and ``c_all[right[r], ...]``."""
+    _sigmoid_block(acts, 0, 0, acts, 0, 0, n, 4 * H, w, e, em, kb)
+    _tanh_block(acts, 0, 4 * H, acts, 0, 4 * H, n, H, w, e, em, kb)
+    for r in range(n):
+        act = acts[r]
+        ai = act[:H]
+        afl = act[H:2 * H]
+        afr = act[2 * H:3 * H]
+        au = act[4 * H:]
+        cl = c_all[left[r]][cc0:cc0 + H]
+        cr = c_all[right[r]][cc0:cc0 + H]
+        c = c_out[cr0 + r][cc0:cc0 + H]
         for j in range(H):
-            dcl[j] += d[j] * afl[j]
+            c[j] = ai[j] * au[j] + afl[j] * cl[j] + afr[j] * cr[j]
+    _tanh_block(c_out, cr0, cc0, h_out, hr0, hc0, n, H, w, e, em, kb)
+    for r in range(n):
+        ao = acts[r][3 * H:4 * H]
+        h = h_out[hr0 + r][hc0:hc0 + H]
         for j in range(H):
-            dcr[j] += d[j] * afr[j]
-    else:
+            h[j] *= ao[j]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _binary_cells_bwd(dh_all, dhr0, dc_all, dcr0, dcc0, acts, c_all, cr0, left, right, dz, dcl_all, dcl_cols,
+                      n, H, add, w, e, em, kb):
+    """VJP of :func:`_binary_cells_fwd` for n nodes: node r's state gradients
+    are ``dh_all[dhr0 + r, :H]`` and ``dc_all[dcr0 + r, dcc0:dcc0+H]``, its cell
+    ``c_all[cr0 + r, dcc0:...]`` and children's cells ``c_all[left[r], dcc0:...]``;
+    writes dz (n, 5H) and writes (``add`` false) or adds the children's cell
+    gradients into ``dcl_all[left[r] / right[r], dcl_cols:dcl_cols+H]``.
+    tanh(c) and dc_tot live in dz's o and u blocks until those are formed."""
+    _tanh_block(c_all, cr0, dcc0, dz, 0, 3 * H, n, H, w, e, em, kb)     # t -> dz[:, o]
+    w[0] = 1
+    one = w[0]                 # 1 in the data's dtype (a float literal would promote float32 maths)
+    for r in range(n):
+        act = acts[r]
+        ai = act[:H]
+        afl = act[H:2 * H]
+        afr = act[2 * H:3 * H]
+        ao = act[3 * H:4 * H]
+        au = act[4 * H:]
+        dh = dh_all[dhr0 + r][:H]
+        dc = dc_all[dcr0 + r][dcc0:dcc0 + H]
+        z = dz[r]
+        t = z[3 * H:4 * H]
+        d = z[4 * H:]
         for j in range(H):
-            dcl[j] = d[j] * afl[j]
+            d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
+        zi = z[:H]
         for j in range(H):
-            dcr[j] = d[j] * afr[j]
-
-
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
-def _leaf_cell_fwd(a, act, h, c, tc, w, e, em, kb, H):
-    """Tree-LSTM leaf: a = [i, o, u] pre-activations with bias; writes act, c, h."""
-    _sigmoid_into(a, act, w, e, em, kb, 2 * H)
-    _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
-    ai = act[:H]
-    ao = act[H:2 * H]
-    au = act[2 * H:]
-    for j in range(H):
-        c[j] = ai[j] * au[j]
-    _tanh_into(c, tc, w, e, em, kb, H)
-    for j in range(H):
-        h[j] = ao[j] * tc[j]
-
-
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy", inline="always")
-def _leaf_cell_bwd(dh, dc, act, c, dz, tc, d, w, e, em, kb, H):
-    """VJP of :func:`_leaf_cell_fwd` for one node: writes dz (3H,)."""
-    tc[0] = 1
-    one = tc[0]
-    _tanh_into(c, tc, w, e, em, kb, H)
-    ai = act[:H]
-    ao = act[H:2 * H]
-    au = act[2 * H:]
-    for j in range(H):
-        d[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
-    zi = dz[:H]
-    for j in range(H):
-        zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
-    zo = dz[H:2 * H]
-    for j in range(H):
-        zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
-    zu = dz[2 * H:]
-    for j in range(H):
-        zu[j] = d[j] * ai[j] * (one - au[j] * au[j])
+            zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
+        cl = c_all[left[r]][dcc0:dcc0 + H]
+        zfl = z[H:2 * H]
+        for j in range(H):
+            zfl[j] = d[j] * cl[j] * afl[j] * (one - afl[j])
+        cr = c_all[right[r]][dcc0:dcc0 + H]
+        zfr = z[2 * H:3 * H]
+        for j in range(H):
+            zfr[j] = d[j] * cr[j] * afr[j] * (one - afr[j])
+        gl = dcl_all[left[r]][dcl_cols:dcl_cols + H]
+        gr = dcl_all[right[r]][dcl_cols:dcl_cols + H]
+        if add:
+            for j in range(H):
+                gl[j] += d[j] * afl[j]
+            for j in range(H):
+                gr[j] += d[j] * afr[j]
+        else:
+            for j in range(H):
+                gl[j] = d[j] * afl[j]
+            for j in range(H):
+                gr[j] = d[j] * afr[j]
+        for j in range(H):
+            t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
+        for j in range(H):
+            d[j] = d[j] * ai[j] * (one - au[j] * au[j])
 
 
 # --------------------------------------------------------------------------
@@ -430,17 +444,9 @@ def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
     """
     n = z.shape[0]
     H = h_all.shape[1]
-    G = 5 * H
-    a = np.empty(G + H, dtype=z.dtype)
-    tc = a[G:]
-    a = a[:G]
-    w, e, em, kb = _scratch(G, z)
-    for r in range(n):
-        zr = z[r]
-        for j in range(G):
-            a[j] = zr[j] + b[j]
-        _binary_cell_fwd(a, c_all[left[r]], c_all[right[r]], acts[r], h_all[lo + r], c_all[lo + r], tc,
-                         w, e, em, kb, H)
+    w, e, em, kb = _scratch(4 * H, z)
+    _add_bias(z, 0, b, acts, 0, n, 5 * H)
+    _binary_cells_fwd(acts, c_all, left, right, c_all, lo, 0, h_all, lo, 0, n, H, w, e, em, kb)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -466,16 +472,9 @@ def tree_lstm_level_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
     """
     n = acts.shape[0]
     H = c_all.shape[1]
-    buf = np.empty(2 * H, dtype=acts.dtype)
-    tc = buf[:H]
-    d = buf[H:]
     w, e, em, kb = _scratch(H, acts)
-    for r in range(n):
-        g = lo + r
-        cl = left[r]
-        cr = right[r]
-        _binary_cell_bwd(dh_all[g], dc_all[g], acts[r], c_all[cl], c_all[cr], c_all[g], dz[r], dc_all[cl],
-                         dc_all[cr], tc, d, w, e, em, kb, H, True)
+    _binary_cells_bwd(dh_all, lo, dc_all, lo, 0, acts, c_all, lo, left, right, dz, dc_all, 0, n, H, True,
+                      w, e, em, kb)
 
 
 # --------------------------------------------------------------------------
@@ -497,13 +496,9 @@ def tanh_rows_fwd(z, b, lo, h_all):
         Rows ``lo:lo+n`` are written.
     """
     n, H = z.shape
-    a = np.empty(H, dtype=z.dtype)
     w, e, em, kb = _scratch(H, z)
-    for r in range(n):
-        zr = z[r]
-        for j in range(H):
-            a[j] = zr[j] + b[j]
-        _tanh_into(a, h_all[lo + r], w, e, em, kb, H)
+    _add_bias(z, 0, b, h_all, lo, n, H)
+    _tanh_block(h_all, lo, 0, h_all, lo, 0, n, H, w, e, em, kb)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -560,9 +555,9 @@ def childsum_gather(h_all, ptr, idx, hsum, hch):
             src = h_all[idx[k]]
             dst = hch[k]
             for j in range(H):
-                v = src[j]
-                dst[j] = v
-                s[j] += v
+                dst[j] = src[j]
+            for j in range(H):
+                s[j] += src[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -594,40 +589,33 @@ def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, f
         Output buffer: forget gates per edge.
     """
     n = ziou.shape[0]
+    m = zf.shape[0]
     H = h_all.shape[1]
-    G = 3 * H
-    a = np.empty(G + 2 * H, dtype=ziou.dtype)
-    af = a[G:G + H]
-    tc = a[G + H:]
-    a = a[:G]
-    w, e, em, kb = _scratch(G, ziou)
+    w, e, em, kb = _scratch(2 * H, ziou)
+    _add_bias(ziou, 0, b_iou, acts, 0, n, 3 * H)
+    _sigmoid_block(acts, 0, 0, acts, 0, 0, n, 2 * H, w, e, em, kb)
+    _tanh_block(acts, 0, 2 * H, acts, 0, 2 * H, n, H, w, e, em, kb)
+    _add_bias(zf, 0, b_f, facts, 0, m, H)
+    _sigmoid_block(facts, 0, 0, facts, 0, 0, m, H, w, e, em, kb)
     e0 = ptr[0]
     for r in range(n):
-        zr = ziou[r]
-        for j in range(G):
-            a[j] = zr[j] + b_iou[j]
         act = acts[r]
-        _sigmoid_into(a, act, w, e, em, kb, 2 * H)
-        _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
-        c = c_all[lo + r]
         ai = act[:H]
         au = act[2 * H:]
+        c = c_all[lo + r]
         for j in range(H):
             c[j] = ai[j] * au[j]
         for k in range(ptr[r] - e0, ptr[r + 1] - e0):
-            zk = zf[k]
-            for j in range(H):
-                af[j] = zk[j] + b_f[j]
             fk = facts[k]
-            _sigmoid_into(af, fk, w, e, em, kb, H)
             ck = c_all[idx[k]]
             for j in range(H):
                 c[j] += fk[j] * ck[j]
-        _tanh_into(c, tc, w, e, em, kb, H)
+    _tanh_block(c_all, lo, 0, h_all, lo, 0, n, H, w, e, em, kb)
+    for r in range(n):
+        ao = acts[r][H:2 * H]
         h = h_all[lo + r]
-        ao = act[H:2 * H]
         for j in range(H):
-            h[j] = ao[j] * tc[j]
+            h[j] *= ao[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -655,43 +643,39 @@ def childsum_level_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, 
     """
     n = acts.shape[0]
     H = c_all.shape[1]
-    buf = np.empty(2 * H, dtype=acts.dtype)
-    tc = buf[:H]
-    dct = buf[H:]
-    buf[0] = 1
-    one = buf[0]
     w, e, em, kb = _scratch(H, acts)
+    _tanh_block(c_all, lo, 0, dziou, 0, H, n, H, w, e, em, kb)       # t -> dziou[:, o]
+    w[0] = 1
+    one = w[0]
     e0 = ptr[0]
     for r in range(n):
-        g = lo + r
-        _tanh_into(c_all[g], tc, w, e, em, kb, H)
         act = acts[r]
         ai = act[:H]
         ao = act[H:2 * H]
         au = act[2 * H:]
-        dh = dh_all[g]
-        dc = dc_all[g]
-        dz = dziou[r]
-        zi = dz[:H]
-        zo = dz[H:2 * H]
-        zu = dz[2 * H:]
+        dh = dh_all[lo + r]
+        dc = dc_all[lo + r]
+        z = dziou[r]
+        t = z[H:2 * H]
+        d = z[2 * H:]              # dc_tot until the u block is formed
         for j in range(H):
-            dct[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
+            d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
+        zi = z[:H]
         for j in range(H):
-            zi[j] = dct[j] * au[j] * ai[j] * (one - ai[j])
-        for j in range(H):
-            zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
-        for j in range(H):
-            zu[j] = dct[j] * ai[j] * (one - au[j] * au[j])
+            zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
         for k in range(ptr[r] - e0, ptr[r + 1] - e0):
             fk = facts[k]
             ck = c_all[idx[k]]
             dck = dc_all[idx[k]]
             zk = dzf[k]
             for j in range(H):
-                zk[j] = dct[j] * ck[j] * fk[j] * (one - fk[j])
+                zk[j] = d[j] * ck[j] * fk[j] * (one - fk[j])
             for j in range(H):
-                dck[j] += dct[j] * fk[j]
+                dck[j] += d[j] * fk[j]
+        for j in range(H):
+            t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
+        for j in range(H):
+            d[j] = d[j] * ai[j] * (one - au[j] * au[j])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -753,25 +737,17 @@ def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
     """
     n = pre.shape[0]
     H = h_all.shape[1]
-    G = 4 * H
-    a = np.empty(G + H, dtype=pre.dtype)
-    tc = a[G:]
-    a = a[:G]
-    w, e, em, kb = _scratch(G, pre)
+    w, e, em, kb = _scratch(2 * H, pre)
+    _add_bias(pre, 0, b, acts, off, n, 4 * H)
+    _sigmoid_block(acts, off, 0, acts, off, 0, n, 2 * H, w, e, em, kb)
+    _tanh_block(acts, off, 2 * H, acts, off, 2 * H, n, H, w, e, em, kb)
+    _sigmoid_block(acts, off, 3 * H, acts, off, 3 * H, n, H, w, e, em, kb)
     for r in range(n):
-        g = off + r
-        pr = pre[r]
-        for j in range(G):
-            a[j] = pr[j] + b[j]
-        act = acts[g]
-        _sigmoid_into(a, act, w, e, em, kb, 2 * H)
-        _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
-        _sigmoid_into(a[3 * H:], act[3 * H:], w, e, em, kb, H)
-        c = c_all[g]
+        act = acts[off + r]
         ai = act[:H]
         af = act[H:2 * H]
         ag = act[2 * H:3 * H]
-        ao = act[3 * H:]
+        c = c_all[off + r]
         if prev >= 0:
             cp = c_all[prev + r]
             for j in range(H):
@@ -779,10 +755,12 @@ def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
         else:
             for j in range(H):
                 c[j] = ai[j] * ag[j]
-        _tanh_into(c, tc, w, e, em, kb, H)
-        h = h_all[g]
+    _tanh_block(c_all, off, 0, h_all, off, 0, n, H, w, e, em, kb)
+    for r in range(n):
+        ao = acts[off + r][3 * H:]
+        h = h_all[off + r]
         for j in range(H):
-            h[j] = ao[j] * tc[j]
+            h[j] *= ao[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -803,17 +781,12 @@ def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
         Output buffer (rows ``off:off+n``).
     """
     H = c_all.shape[1]
-    buf = np.zeros(4 * H, dtype=acts.dtype)
-    tc = buf[:H]
-    zero_row = buf[H:2 * H]        # c_prev of the first step
-    sink = buf[2 * H:3 * H]        # receives dc_prev at the first step (discarded)
-    dct = buf[3 * H:]
-    tc[0] = 1
-    one = tc[0]
     w, e, em, kb = _scratch(H, acts)
+    _tanh_block(c_all, off, 0, dg, off, 3 * H, n, H, w, e, em, kb)      # t -> dg[:, o]
+    w[0] = 1
+    one = w[0]
     for r in range(n):
         g = off + r
-        _tanh_into(c_all[g], tc, w, e, em, kb, H)
         act = acts[g]
         ai = act[:H]
         af = act[H:2 * H]
@@ -821,25 +794,29 @@ def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
         ao = act[3 * H:]
         dh = dh_all[g]
         dc = dc_all[g]
-        cp = c_all[prev + r] if prev >= 0 else zero_row
-        dcp = dc_all[prev + r] if prev >= 0 else sink
-        d = dg[g]
-        zi = d[:H]
-        zf = d[H:2 * H]
-        zg = d[2 * H:3 * H]
-        zo = d[3 * H:]
+        z = dg[g]
+        t = z[3 * H:]
+        d = z[2 * H:3 * H]         # dc_tot until the g block is formed
         for j in range(H):
-            dct[j] = dc[j] + dh[j] * ao[j] * (one - tc[j] * tc[j])
+            d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
+        zi = z[:H]
         for j in range(H):
-            zi[j] = dct[j] * ag[j] * ai[j] * (one - ai[j])
+            zi[j] = d[j] * ag[j] * ai[j] * (one - ai[j])
+        zf = z[H:2 * H]
+        if prev >= 0:
+            cp = c_all[prev + r]
+            for j in range(H):
+                zf[j] = d[j] * cp[j] * af[j] * (one - af[j])
+            dcp = dc_all[prev + r]
+            for j in range(H):
+                dcp[j] += d[j] * af[j]
+        else:
+            for j in range(H):
+                zf[j] = 0
         for j in range(H):
-            zf[j] = dct[j] * cp[j] * af[j] * (one - af[j])
+            t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
         for j in range(H):
-            zg[j] = dct[j] * ai[j] * (one - ag[j] * ag[j])
-        for j in range(H):
-            zo[j] = dh[j] * tc[j] * ao[j] * (one - ao[j])
-        for j in range(H):
-            dcp[j] += dct[j] * af[j]
+            d[j] = d[j] * ai[j] * (one - ag[j] * ag[j])
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -863,30 +840,37 @@ def gru_step_fwd(gi, gh, h_all, prev, off, acts):
     """
     n = gi.shape[0]
     H = h_all.shape[1]
-    buf = np.zeros(4 * H, dtype=gi.dtype)
-    a = buf[:3 * H]
-    zero_row = buf[3 * H:]
-    a[0] = 1
-    one = a[0]
-    w, e, em, kb = _scratch(3 * H, gi)
+    w, e, em, kb = _scratch(2 * H, gi)
     for r in range(n):
-        g = off + r
-        act = acts[g]
         x = gi[r]
         y = gh[r]
+        a = acts[off + r]
         for j in range(2 * H):
             a[j] = x[j] + y[j]
-        _sigmoid_into(a, act, w, e, em, kb, 2 * H)
-        ar = act[:H]
+    _sigmoid_block(acts, off, 0, acts, off, 0, n, 2 * H, w, e, em, kb)
+    for r in range(n):
+        x = gi[r][2 * H:]
+        y = gh[r][2 * H:]
+        a = acts[off + r]
+        ar = a[:H]
+        an = a[2 * H:]
         for j in range(H):
-            a[2 * H + j] = x[2 * H + j] + ar[j] * y[2 * H + j]
-        _tanh_into(a[2 * H:], act[2 * H:], w, e, em, kb, H)
-        az = act[H:2 * H]
-        an = act[2 * H:]
-        hp = h_all[prev + r] if prev >= 0 else zero_row
-        h = h_all[g]
-        for j in range(H):
-            h[j] = (one - az[j]) * an[j] + az[j] * hp[j]
+            an[j] = x[j] + ar[j] * y[j]
+    _tanh_block(acts, off, 2 * H, acts, off, 2 * H, n, H, w, e, em, kb)
+    w[0] = 1
+    one = w[0]
+    for r in range(n):
+        a = acts[off + r]
+        az = a[H:2 * H]
+        an = a[2 * H:]
+        h = h_all[off + r]
+        if prev >= 0:
+            hp = h_all[prev + r]
+            for j in range(H):
+                h[j] = (one - az[j]) * an[j] + az[j] * hp[j]
+        else:
+            for j in range(H):
+                h[j] = (one - az[j]) * an[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -907,10 +891,8 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
         Output buffers.
     """
     H = h_all.shape[1]
-    buf = np.zeros(H + 1, dtype=acts.dtype)
-    zero_row = buf[:H]
-    buf[H] = 1
-    one = buf[H]
+    unit = np.ones(1, dtype=acts.dtype)
+    one = unit[0]
     for r in range(n):
         g = off + r
         act = acts[g]
@@ -918,7 +900,6 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
         az = act[H:2 * H]
         an = act[2 * H:]
         d = dh_all[g]
-        hp = h_all[prev + r] if prev >= 0 else zero_row
         ghn = gh[g][2 * H:]
         xi = dgi[g]
         xh = dgh[g]
@@ -929,17 +910,21 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
         for j in range(H):
             xr[j] = xn[j] * ghn[j] * ar[j] * (one - ar[j])
         xz = xi[H:2 * H]
-        for j in range(H):
-            xz[j] = d[j] * (hp[j] - an[j]) * az[j] * (one - az[j])
+        if prev >= 0:
+            hp = h_all[prev + r]
+            for j in range(H):
+                xz[j] = d[j] * (hp[j] - an[j]) * az[j] * (one - az[j])
+            dp = dh_all[prev + r]
+            for j in range(H):
+                dp[j] += d[j] * az[j]
+        else:
+            for j in range(H):
+                xz[j] = -d[j] * an[j] * az[j] * (one - az[j])
         for j in range(2 * H):
             xh[j] = xi[j]
         hn = xh[2 * H:]
         for j in range(H):
             hn[j] = xn[j] * ar[j]
-        if prev >= 0:
-            dp = dh_all[prev + r]
-            for j in range(H):
-                dp[j] += d[j] * az[j]
 
 
 # --------------------------------------------------------------------------
@@ -968,17 +953,27 @@ def tree_lstm_node_fwd(z, b, s_l, s_r, s, acts):
     """
     n = z.shape[0]
     H = s_l.shape[1] // 2
-    G = 5 * H
-    a = np.empty(G + H, dtype=z.dtype)
-    tc = a[G:]
-    a = a[:G]
-    w, e, em, kb = _scratch(G, z)
+    w, e, em, kb = _scratch(4 * H, z)
+    _add_bias(z, 0, b, acts, 0, n, 5 * H)
+    _sigmoid_block(acts, 0, 0, acts, 0, 0, n, 4 * H, w, e, em, kb)
+    _tanh_block(acts, 0, 4 * H, acts, 0, 4 * H, n, H, w, e, em, kb)
     for r in range(n):
-        zr = z[r]
-        for j in range(G):
-            a[j] = zr[j] + b[j]
-        sr = s[r]
-        _binary_cell_fwd(a, s_l[r][H:], s_r[r][H:], acts[r], sr[:H], sr[H:], tc, w, e, em, kb, H)
+        act = acts[r]
+        ai = act[:H]
+        afl = act[H:2 * H]
+        afr = act[2 * H:3 * H]
+        au = act[4 * H:]
+        cl = s_l[r][H:]
+        cr = s_r[r][H:]
+        c = s[r][H:]
+        for j in range(H):
+            c[j] = ai[j] * au[j] + afl[j] * cl[j] + afr[j] * cr[j]
+    _tanh_block(s, 0, H, s, 0, 0, n, H, w, e, em, kb)
+    for r in range(n):
+        ao = acts[r][3 * H:4 * H]
+        h = s[r][:H]
+        for j in range(H):
+            h[j] *= ao[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -1000,14 +995,45 @@ def tree_lstm_node_bwd(ds, acts, s_l, s_r, s, dz, ds_l, ds_r):
     """
     n = acts.shape[0]
     H = s.shape[1] // 2
-    buf = np.empty(2 * H, dtype=acts.dtype)
-    tc = buf[:H]
-    d = buf[H:]
     w, e, em, kb = _scratch(H, acts)
+    _tanh_block(s, 0, H, dz, 0, 3 * H, n, H, w, e, em, kb)       # t -> dz[:, o]
+    w[0] = 1
+    one = w[0]
     for r in range(n):
-        g = ds[r]
-        _binary_cell_bwd(g[:H], g[H:], acts[r], s_l[r][H:], s_r[r][H:], s[r][H:], dz[r], ds_l[r][H:],
-                         ds_r[r][H:], tc, d, w, e, em, kb, H, False)
+        act = acts[r]
+        ai = act[:H]
+        afl = act[H:2 * H]
+        afr = act[2 * H:3 * H]
+        ao = act[3 * H:4 * H]
+        au = act[4 * H:]
+        dh = ds[r][:H]
+        dc = ds[r][H:]
+        z = dz[r]
+        t = z[3 * H:4 * H]
+        d = z[4 * H:]              # dc_tot until the u block is formed
+        for j in range(H):
+            d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
+        zi = z[:H]
+        for j in range(H):
+            zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
+        cl = s_l[r][H:]
+        zfl = z[H:2 * H]
+        for j in range(H):
+            zfl[j] = d[j] * cl[j] * afl[j] * (one - afl[j])
+        cr = s_r[r][H:]
+        zfr = z[2 * H:3 * H]
+        for j in range(H):
+            zfr[j] = d[j] * cr[j] * afr[j] * (one - afr[j])
+        gl = ds_l[r][H:]
+        for j in range(H):
+            gl[j] = d[j] * afl[j]
+        gr = ds_r[r][H:]
+        for j in range(H):
+            gr[j] = d[j] * afr[j]
+        for j in range(H):
+            t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
+        for j in range(H):
+            d[j] = d[j] * ai[j] * (one - au[j] * au[j])
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -1027,17 +1053,23 @@ def tree_lstm_leaf_node_fwd(z, b, s, acts):
     """
     n = z.shape[0]
     H = z.shape[1] // 3
-    G = 3 * H
-    a = np.empty(G + H, dtype=z.dtype)
-    tc = a[G:]
-    a = a[:G]
-    w, e, em, kb = _scratch(G, z)
+    w, e, em, kb = _scratch(2 * H, z)
+    _add_bias(z, 0, b, acts, 0, n, 3 * H)
+    _sigmoid_block(acts, 0, 0, acts, 0, 0, n, 2 * H, w, e, em, kb)
+    _tanh_block(acts, 0, 2 * H, acts, 0, 2 * H, n, H, w, e, em, kb)
     for r in range(n):
-        zr = z[r]
-        for j in range(G):
-            a[j] = zr[j] + b[j]
-        sr = s[r]
-        _leaf_cell_fwd(a, acts[r], sr[:H], sr[H:], tc, w, e, em, kb, H)
+        act = acts[r]
+        ai = act[:H]
+        au = act[2 * H:]
+        c = s[r][H:]
+        for j in range(H):
+            c[j] = ai[j] * au[j]
+    _tanh_block(s, 0, H, s, 0, 0, n, H, w, e, em, kb)
+    for r in range(n):
+        ao = acts[r][H:2 * H]
+        h = s[r][:H]
+        for j in range(H):
+            h[j] *= ao[j]
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -1054,10 +1086,26 @@ def tree_lstm_leaf_node_bwd(ds, acts, s, dz):
     """
     n = acts.shape[0]
     H = s.shape[1] // 2
-    buf = np.empty(2 * H, dtype=acts.dtype)
-    tc = buf[:H]
-    d = buf[H:]
     w, e, em, kb = _scratch(H, acts)
+    _tanh_block(s, 0, H, dz, 0, H, n, H, w, e, em, kb)       # t -> dz[:, o]
+    w[0] = 1
+    one = w[0]
     for r in range(n):
-        g = ds[r]
-        _leaf_cell_bwd(g[:H], g[H:], acts[r], s[r][H:], dz[r], tc, d, w, e, em, kb, H)
+        act = acts[r]
+        ai = act[:H]
+        ao = act[H:2 * H]
+        au = act[2 * H:]
+        dh = ds[r][:H]
+        dc = ds[r][H:]
+        z = dz[r]
+        t = z[H:2 * H]
+        d = z[2 * H:]              # dc_tot until the u block is formed
+        for j in range(H):
+            d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
+        zi = z[:H]
+        for j in range(H):
+            zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
+        for j in range(H):
+            t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
+        for j in range(H):
+            d[j] = d[j] * ai[j] * (one - au[j] * au[j])
