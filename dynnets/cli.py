@@ -492,6 +492,7 @@ def _cmd_predict(a):
         pred = node_predictions(model, tree, model.vocab)
         pred["input"] = s
         pred["tree"] = how
+        pred["brackets"] = _bare(tree)
         pred["unknown_words"] = [w for w in tree.words() if w not in model.vocab]
         results.append(pred)
     if a.json:
@@ -505,7 +506,7 @@ def _cmd_predict(a):
             print()
         print(f"sentence: {' '.join(pred['words'])}")
         if pred["nodes"] is not None:
-            print(f"tree ({pred['tree']}): {_bare(read_tree(pred['input'])[0])}")
+            print(f"tree ({pred['tree']}): {pred['brackets']}")
         if pred["unknown_words"]:
             print(f"unknown words: {', '.join(pred['unknown_words'])}")
         print(f"predicted: {k} {names[k]}")
@@ -520,10 +521,23 @@ def _cmd_predict(a):
 
 
 def _bare(tree):
-    """The tree's bracket structure without labels."""
-    if tree.is_leaf:
-        return tree.word
-    return "(" + " ".join(_bare(c) for c in tree.children) + ")"
+    """The tree's bracket structure without labels (iterative: any depth)."""
+    parts = []
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, str):
+            parts.append(n)
+        elif n.is_leaf:
+            parts.append(n.word)
+        else:
+            stack.append(")")
+            for k, c in enumerate(reversed(n.children)):
+                stack.append(c)
+                if k < len(n.children) - 1:
+                    stack.append(" ")
+            parts.append("(")
+    return "".join(parts)
 
 
 def run_compare(a):

@@ -187,3 +187,10 @@ def test_sequence_models_train_and_predict(kind, extra, tmp_path, capsys):
     code, out, err = run(["predict", "--checkpoint", str(tmp_path / "best.npz"), "--nodes", "it is not good"], capsys)
     assert code == 0, err
     assert "predicted: " in out and "not a tree model" in out
+
+
+def test_predict_very_long_sentence(tree_run, capsys):
+    long = " ".join(["the film is good and"] * 300) + " fine ."       # 1502 tokens, a 1500-deep tree
+    code, out, err = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--nodes", long], capsys)
+    assert code == 0, err
+    assert out.count("\n") > 3000 and "predicted: " in out
