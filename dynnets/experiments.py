@@ -261,8 +261,9 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
         without the first epoch, which includes one-time Numba/plan
         compilation, when there are several), ``sent_per_s`` (median over
         epochs of the training throughput), ``padding`` (:func:`padding_waste`
-        on the training split for the padded model; zero steps wasted for the
-        others, which never pad), ``dev`` and ``test`` (reports of
+        on the training split for the padded model, plus ``dev_truncated``
+        and ``test_truncated``; zero steps wasted for the others, which never
+        pad), ``dev`` and ``test`` (reports of
         :func:`dynnets.train.evaluate` plus ``compositional``), ``history``
         (per epoch: train loss, dev fine and binary accuracy, seconds).
     """
@@ -290,11 +291,11 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
            "history": [{"epoch": h["epoch"], "train_loss": h["train_loss"], "dev_fine": h["dev"]["root_fine"],
                         "dev_binary": h["dev"]["root_binary"], "train_seconds": h["train_seconds"]}
                        for h in hist]}
-    out["dev"] = _split_report(model, splits["dev"], vocab)
-    if "test" in splits:
-        out["test"] = _split_report(model, splits["test"], vocab)
-        if kind == "padded-lstm":
-            out["padding"]["test_truncated"] = padding_waste(splits["test"], model.max_len, 1)["truncated"]
+    for split in ("dev", "test"):
+        if split in splits:
+            out[split] = _split_report(model, splits[split], vocab)
+            out["padding"][f"{split}_truncated"] = (padding_waste(splits[split], model.max_len, 1)["truncated"]
+                                                    if kind == "padded-lstm" else 0)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     out["_model"] = model
     return out
@@ -431,7 +432,7 @@ def _summarise(runs, eval_split):
              "sent_per_s": _mean_std([r["sent_per_s"] for r in rs]),
              "pad_fraction": _mean_std([r["padding"]["pad_fraction"] for r in rs]),
              "truncated_train": rs[0]["padding"]["truncated"],
-             "truncated_eval": rs[0]["padding"].get("test_truncated"),
+             "truncated_eval": rs[0]["padding"].get(f"{eval_split}_truncated"),
              "n_train": rs[0]["padding"]["n"]}
         for split in ("dev", "test"):
             if split in rs[0]:

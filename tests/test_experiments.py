@@ -241,3 +241,4 @@ def test_compare_without_test_split_reports_dev_only(tmp_path):
     assert "test" not in res["runs"][0] and "test" not in res["summary"][0]
     md = (tmp_path / "out" / "results.md").read_text()
     assert "no test split" in md and "test fine" not in md and "dev negation/contrast" in md
+    assert "truncated train / dev" in md and "None" not in md
