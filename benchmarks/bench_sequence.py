@@ -1,0 +1,189 @@
+"""LSTM sentence classifier, one training epoch on SST train: dynnets'
+dynamic (packed, no padding) path vs PyTorch ``nn.LSTM``.
+
+Contenders, all starting from the same weights and seeing the same
+length-bucketed minibatches (embedding 300, hidden 150, minibatch 25,
+Adagrad lr 0.05, softmax on the final state):
+
+* ``dynnets dynamic``  -- :class:`dynnets.models.SequenceClassifier`: each
+  step computes only the sentences still running (packed rows, no padding);
+* ``torch bucketed``   -- ``nn.LSTM(batch_first=True)`` on the padded batch,
+  the output read at each sentence's last token;
+* ``torch packed``     -- the same with ``pack_padded_sequence``
+  (``enforce_sorted=False``) and ``h_n``;
+* ``dynnets dynamic (shuffled)`` -- dynnets on plain shuffled batches (no
+  bucketing), to show what packing costs without it.
+
+Word embeddings are sparse in PyTorch (``sparse=True``) and row-sparse in
+dynnets, so no contender pays for a dense update of the whole table. Batches
+(padded tensors, packed index arrays) are built once, outside the timing.
+Contenders run interleaved, one epoch each per round, after one untimed
+epoch; figures are medians over ``--repeats`` rounds.
+
+Run from the repository root::
+
+    python benchmarks/bench_sequence.py --data ../shared/data/sst --seed 0 --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import interleaved, markdown_table, setup  # noqa: E402
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="../shared/data/sst")
+    ap.add_argument("--limit", type=int, default=None, help="use the first N training sentences")
+    ap.add_argument("--batch-size", type=int, default=25)
+    ap.add_argument("--embed", type=int, default=300)
+    ap.add_argument("--hidden", type=int, default=150)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--bucket-batches", type=int, default=1,
+                    help="BucketSampler buckets of this many batches (1: tightest, least padding for torch)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-threads", type=int, default=2)
+    ap.add_argument("--blas-threads", type=int, default=1, help="numpy's OpenBLAS threads (0: OpenBLAS default)")
+    return ap.parse_args()
+
+
+def main():
+    args = parse()
+    env = setup(__file__, blas_threads=args.blas_threads)
+    import numpy as np
+    import torch
+
+    from dynnets.data.batching import BucketSampler
+    from dynnets.data.sst import load_sst
+    from dynnets.data.vocab import Vocabulary
+    from dynnets.models import SequenceClassifier
+    from dynnets.train import TrainConfig, make_optimizer
+
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(args.seed)
+    trees = load_sst(args.data, splits=["train"])["train"]
+    if args.limit:
+        trees = trees[:args.limit]
+    vocab = Vocabulary.from_trees(trees)
+    V, E, H, C, B = len(vocab), args.embed, args.hidden, 5, args.batch_size
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; numpy BLAS threads "
+          f"{env['blas_threads'] or 'default'}")
+    model = SequenceClassifier(V, E, H, C, cell="lstm", seed=args.seed)
+    examples = model.prepare(trees, vocab)
+    lengths = [e.n_tokens for e in examples]
+    bucketed = BucketSampler(lengths, B, seed=args.seed, bucket_batches=args.bucket_batches).batches(0)
+    rng = np.random.default_rng(args.seed)
+    perm = rng.permutation(len(examples)).tolist()
+    shuffled = [perm[i:i + B] for i in range(0, len(perm), B)]
+    pad = sum(max(lengths[i] for i in b) * len(b) for b in bucketed) / sum(lengths) - 1
+    pad_s = sum(max(lengths[i] for i in b) * len(b) for b in shuffled) / sum(lengths) - 1
+    print(f"# {len(examples)} SST training sentences, {sum(lengths)} tokens, vocabulary {V}, embedding {E}, "
+          f"hidden {H}, batch {B}, Adagrad lr {args.lr}, seed {args.seed}; padding a bucketed batch would add "
+          f"{100 * pad:.1f}% tokens ({100 * pad_s:.1f}% for shuffled batches)")
+
+    weights = {k: np.asarray(v) for k, v in model.state_dict().items()}
+    cfg = TrainConfig(optimizer="adagrad", lr=args.lr, embedding_lr=args.lr, weight_decay=0.0)
+
+    def dynnets_contender(batches, m):
+        opt = make_optimizer(m, cfg)
+        packed = [m.collate([examples[i] for i in b]) for b in batches]
+
+        def run():
+            m.train()
+            for batch in packed:
+                opt.zero_grad()
+                loss = m.loss(batch)
+                loss.backward()
+                opt.step()
+        return run, packed
+
+    dyn_run, dyn_packed = dynnets_contender(bucketed, model)
+    dyn_shuf_run, _ = dynnets_contender(shuffled, SequenceClassifier(V, E, H, C, cell="lstm", seed=args.seed))
+
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class TorchLSTMClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(V, E, sparse=True)
+            self.lstm = nn.LSTM(E, H, batch_first=True)
+            self.out = nn.Linear(H, C)
+            with torch.no_grad():
+                self.emb.weight.copy_(torch.from_numpy(weights["embedding.weight"]))
+                for k in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+                    getattr(self.lstm, k).copy_(torch.from_numpy(weights[k]))
+                self.out.weight.copy_(torch.from_numpy(weights["out.weight"]))
+                self.out.bias.copy_(torch.from_numpy(weights["out.bias"]))
+
+        def bucketed(self, ids, lens, labels):
+            out, _ = self.lstm(self.emb(ids))
+            last = out[torch.arange(len(lens)), lens - 1]
+            return F.cross_entropy(self.out(last), labels)
+
+        def packed(self, ids, lens, labels):
+            seq = nn.utils.rnn.pack_padded_sequence(self.emb(ids), lens, batch_first=True, enforce_sorted=False)
+            _, (h, _) = self.lstm(seq)
+            return F.cross_entropy(self.out(h[-1]), labels)
+
+    def torch_batches(batches):
+        out = []
+        for b in batches:
+            L = [lengths[i] for i in b]
+            ids = np.zeros((len(b), max(L)), dtype=np.int64)
+            for r, i in enumerate(b):
+                ids[r, :L[r]] = examples[i].ids
+            out.append((torch.from_numpy(ids), torch.tensor(L), torch.tensor([examples[i].label for i in b])))
+        return out
+
+    t_batches = torch_batches(bucketed)
+
+    def torch_contender(kind):
+        m = TorchLSTMClassifier()
+        opt = torch.optim.Adagrad(m.parameters(), lr=args.lr)
+        f = m.bucketed if kind == "bucketed" else m.packed
+
+        def run():
+            m.train()
+            for ids, lens, labels in t_batches:
+                opt.zero_grad()
+                loss = f(ids, lens, labels)
+                loss.backward()
+                opt.step()
+        return run, m, f
+
+    t_buck, tm_b, f_b = torch_contender("bucketed")
+    t_pack, tm_p, f_p = torch_contender("packed")
+    first = {"dynnets dynamic": model.loss(dyn_packed[0]).item(), "torch bucketed": f_b(*t_batches[0]).item(),
+             "torch packed": f_p(*t_batches[0]).item()}
+    model.zero_grad()
+    tm_b.zero_grad()
+    tm_p.zero_grad()
+    print("# first-minibatch loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
+
+    contenders = {"dynnets dynamic": dyn_run, "torch bucketed": t_buck, "torch packed": t_pack,
+                  "dynnets dynamic (shuffled)": dyn_shuf_run}
+    times = interleaved(contenders, repeats=args.repeats, number=1, warmup=1)
+    n = len(examples)
+    med = {}
+    for c, ts in times.items():
+        med[c] = statistics.median(n / t for t in ts)
+        print(f"# {c:28s} sent/s per epoch: " + ", ".join(f"{n / t:.0f}" for t in ts))
+    print()
+    print(markdown_table(["contender", "train sent/s (median)", "epoch seconds"],
+                         [[c, f"{med[c]:.0f}", f"{n / med[c]:.2f}"] for c in contenders]))
+    print()
+    print(f"dynnets dynamic / torch bucketed: {med['dynnets dynamic'] / med['torch bucketed']:.2f}x (target >= 1.0x)")
+    print(f"dynnets dynamic / torch packed: {med['dynnets dynamic'] / med['torch packed']:.2f}x")
+    print(f"dynnets dynamic (shuffled) / torch bucketed: "
+          f"{med['dynnets dynamic (shuffled)'] / med['torch bucketed']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

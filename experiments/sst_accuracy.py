@@ -1,0 +1,192 @@
+"""SST accuracy table: the level-batched Tree-LSTM beside the LSTM, BiLSTM and
+Tree-RNN, each trained on SST train with randomly initialised word vectors
+(no pretrained embeddings), selected on dev, over several seeds.
+
+Run from the repository root::
+
+    python experiments/sst_accuracy.py --data ../shared/data/sst --seeds 0 1 2 --out results/sst
+
+Writes ``OUT/results.json`` (every run and the mean / standard deviation per
+model) and ``OUT/results.md`` (the table), both atomically and updated after
+every run, plus each run's ``log.jsonl`` and ``best.npz`` under
+``OUT/<model>/seed<k>/``; prints the table. Dev metrics: root fine-grained
+accuracy (5 classes), root binary accuracy (SST-2: neutral roots dropped,
+P(0)+P(1) vs P(3)+P(4)), all-node accuracy (tree models). The standard
+deviation is the sample one (ddof=1) over seeds.
+
+numpy's BLAS runs single-threaded by default (``--blas-threads``): on a shared
+2-core machine a multi-threaded product waits for a busy core, which made
+steps up to 50x slower (measured); the script re-executes itself once with
+``OPENBLAS_NUM_THREADS`` set and says so.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Hyperparameters per model (chosen on dev with seed 0; see results.md).
+MODELS = {
+    "treelstm": {
+        "label": "Tree-LSTM (level-batched)",
+        "model": {"mode": "level", "classify": "all", "embed_dim": 300, "hidden": 150, "dropout": 0.5,
+                  "embed_dropout": 0.5, "embed_init": 0.05},
+        "train": {"epochs": 8, "optimizer": "adagrad", "lr": 0.05, "embedding_lr": 0.1, "weight_decay": 1e-4,
+                  "batch_size": 25, "patience": 4},
+    },
+    "treernn": {
+        "label": "Tree-RNN (level-batched)",
+        "model": {"mode": "level", "classify": "all", "embed_dim": 300, "hidden": 150, "dropout": 0.5,
+                  "embed_dropout": 0.5, "embed_init": 0.05},
+        "train": {"epochs": 8, "optimizer": "adagrad", "lr": 0.05, "embedding_lr": 0.1, "weight_decay": 1e-4,
+                  "batch_size": 25, "patience": 4},
+    },
+    "lstm": {
+        "label": "LSTM (packed)",
+        "model": {"embed_dim": 300, "hidden": 150, "dropout": 0.5, "embed_dropout": 0.5, "embed_init": 0.05},
+        "train": {"epochs": 10, "optimizer": "adagrad", "lr": 0.05, "embedding_lr": 0.1, "weight_decay": 1e-4,
+                  "batch_size": 25, "patience": 4},
+    },
+    "bilstm": {
+        "label": "BiLSTM (packed)",
+        "model": {"embed_dim": 300, "hidden": 150, "dropout": 0.5, "embed_dropout": 0.5, "embed_init": 0.05},
+        "train": {"epochs": 10, "optimizer": "adagrad", "lr": 0.05, "embedding_lr": 0.1, "weight_decay": 1e-4,
+                  "batch_size": 25, "patience": 4},
+    },
+}
+METRICS = (("root_fine", "dev fine"), ("root_binary", "dev binary"), ("all_nodes", "dev all nodes"))
+
+
+def parse():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="../shared/data/sst", help="folder with train.txt and dev.txt")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--out", default="results/sst")
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--epochs", type=int, default=None, help="override every model's epoch count")
+    ap.add_argument("--lowercase", action="store_true", help="lowercase the vocabulary")
+    ap.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS_NUM_THREADS for this run (0: leave)")
+    ap.add_argument("--progress", action="store_true", help="tqdm bars and per-epoch lines on stderr")
+    return ap.parse_args()
+
+
+def _reexec(threads):
+    """Set OPENBLAS_NUM_THREADS (read when numpy loads BLAS) by re-executing once."""
+    if threads and os.environ.get("OPENBLAS_NUM_THREADS") != str(threads):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]], env)
+
+
+def _stats(values):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None, None
+    return statistics.mean(vals), (statistics.stdev(vals) if len(vals) > 1 else 0.0)
+
+
+def summarise(runs, models, seeds):
+    out = {}
+    for name in models:
+        mine = [r for r in runs if r["model"] == name]
+        if not mine:
+            continue
+        agg = {"label": MODELS[name]["label"], "runs": len(mine), "seeds": [r["seed"] for r in mine]}
+        for key, _ in METRICS:
+            m, s = _stats([r["dev"].get(key) for r in mine])
+            agg[key] = {"mean": m, "std": s}
+        agg["seconds"] = {"mean": statistics.mean(r["seconds"] for r in mine),
+                          "max": max(r["seconds"] for r in mine)}
+        agg["best_epoch"] = [r["best_epoch"] for r in mine]
+        out[name] = agg
+    return out
+
+
+def _pct(stat):
+    if stat["mean"] is None:
+        return "-"
+    return f"{100 * stat['mean']:.2f} ± {100 * stat['std']:.2f}"
+
+
+def markdown(summary, header):
+    rows = [["model", "seeds", *[label for _, label in METRICS], "best epochs", "train+eval time per run (mean / max)"]]
+    for name, agg in summary.items():
+        rows.append([agg["label"], str(agg["runs"]), *[_pct(agg[k]) for k, _ in METRICS],
+                     ", ".join(map(str, agg["best_epoch"])),
+                     f"{agg['seconds']['mean'] / 60:.1f} / {agg['seconds']['max'] / 60:.1f} min"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
+    lines.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
+    return header + "\n\n" + "\n".join(lines) + "\n"
+
+
+def main():
+    args = parse()
+    _reexec(args.blas_threads)
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from dynnets.data.sst import load_sst
+    from dynnets.data.vocab import Vocabulary
+    from dynnets.io import atomic_write_text
+    from dynnets.models import build_model
+    from dynnets.train import TrainConfig, train
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = load_sst(args.data, splits=["train", "dev"])
+    train_trees, dev_trees = data["train"], data["dev"]
+    vocab = Vocabulary.from_trees(train_trees, lowercase=args.lowercase)
+    env = (f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
+           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(f"# {len(train_trees)} train / {len(dev_trees)} dev trees, vocabulary {len(vocab)} "
+          f"(lowercase={args.lowercase}); {env}", flush=True)
+    if args.blas_threads:
+        print(f"# numpy BLAS threads set to {args.blas_threads} (re-executed with OPENBLAS_NUM_THREADS)", flush=True)
+    command = "python experiments/sst_accuracy.py " + " ".join(sys.argv[1:])
+    runs = []
+    for name in args.models:
+        spec = MODELS[name]
+        for seed in args.seeds:
+            tcfg = dict(spec["train"])
+            if args.epochs is not None:
+                tcfg["epochs"] = args.epochs
+            run_dir = out / name / f"seed{seed}"
+            model = build_model(name, len(vocab), seed=seed, **spec["model"])
+            t0 = time.perf_counter()
+            res = train(model, train_trees, dev_trees, vocab,
+                        TrainConfig(seed=seed, out_dir=str(run_dir), progress=args.progress, **tcfg))
+            seconds = time.perf_counter() - t0
+            dev = {k: res.best.get(k) for k, _ in METRICS}
+            runs.append({"model": name, "seed": seed, "best_epoch": res.best_epoch, "epochs_run": len(res.history),
+                         "dev": dev, "seconds": seconds,
+                         "train_sent_per_s": statistics.median(h["train_sent_per_s"] for h in res.history),
+                         "stopped": res.stopped, "checkpoint": res.checkpoint})
+            print(f"{spec['label']:28s} seed {seed}: dev fine {100 * dev['root_fine']:.2f}  binary "
+                  f"{100 * dev['root_binary']:.2f}" + (f"  nodes {100 * dev['all_nodes']:.2f}" if dev["all_nodes"]
+                                                      is not None else "")
+                  + f"  (best epoch {res.best_epoch}/{len(res.history)}, {seconds / 60:.1f} min)", flush=True)
+            summary = summarise(runs, args.models, args.seeds)
+            header = (f"# SST dev accuracy, random word vectors\n\n`{command}`\n\n{len(train_trees)} train / "
+                      f"{len(dev_trees)} dev trees, vocabulary {len(vocab)}; mean ± sample std over seeds "
+                      f"{args.seeds}; {env}. Times are wall clock on a shared machine, training plus one dev "
+                      f"evaluation per epoch.")
+            report = {"command": command, "environment": env, "seeds": args.seeds, "vocabulary": len(vocab),
+                      "lowercase": args.lowercase, "configs": {k: MODELS[k] for k in args.models},
+                      "runs": runs, "summary": summary}
+            atomic_write_text(out / "results.json", json.dumps(report, indent=1, sort_keys=True))
+            atomic_write_text(out / "results.md", markdown(summary, header))
+    print()
+    print(markdown(summarise(runs, args.models, args.seeds), header))
+
+
+if __name__ == "__main__":
+    main()
