@@ -16,9 +16,9 @@ times are whole plan runs, so they include the Python around the kernels):
 
 * a fused Numba kernel beats numpy on chains of *cheap* arithmetic (add, sub,
   mul, div, neg, abs, maximum, minimum, relu, sqrt): the masked-state update
-  ``m*h + (1-m)*hp`` ran 1.14x faster at 16 elements, 1.3x at 1024, 1.5x at
-  4096, 1.8x at 16384 and 6-8x from 65536 on (where numpy's temporaries are
-  fresh pages every run);
+  ``m*h + (1-m)*hp`` ran 1.15x faster at 16 elements, 1.3x at 1024, 1.45x
+  at 4096, 1.8x at 16384 and 2.2-2.5x from 65536 on (6-8x in one run where
+  numpy's large temporaries were fresh pages every time);
 * a kernel is *slower* for transcendental ops: Numba calls scalar libm where
   numpy uses SIMD; ``exp(a)*b`` was 0.5x numpy's speed at 1024 elements and
   0.25x from 4096 on (``tanh`` 12-30x slower from 4096 on in a microbenchmark) - so exp,
@@ -33,10 +33,11 @@ times are whole plan runs, so they include the Python around the kernels):
   compiled with Numba's ``cache=True``, so a later process loads them instead
   of compiling;
 * ``out=`` buffers (a chain of four ``tanh(x)*0.5``) changed little at small
-  sizes (0.97x at 16, 1.05x at 1024, 1.07x at 4096, 1.17x at 16384 elements)
-  and a lot from 65536 on (12x: a fresh array that large is fresh pages, page
-  faults included, every run), so ``plan_memory`` plans buffers for arrays of
-  at least ``MEMORY_MIN_SIZE`` = 4096 elements.
+  sizes (0.97x at 16, 1.05x at 1024, 1.02-1.17x from 4096 to 16384 elements)
+  and more from 65536 on (1.1-1.3x; 12x in the run where a fresh array that
+  large was fresh pages, page faults included, every time), so
+  ``plan_memory`` plans buffers for arrays of at least ``MEMORY_MIN_SIZE`` =
+  4096 elements.
 """
 from __future__ import annotations
 
