@@ -452,6 +452,8 @@ def _summarise(runs, eval_split):
 def _ms(d, scale=100.0, digits=1):
     if d is None or d["mean"] is None:
         return "-"
+    if d["n"] < 2:                   # one seed: no spread to report
+        return f"{scale * d['mean']:.{digits}f}"
     return f"{scale * d['mean']:.{digits}f} ± {scale * d['std']:.{digits}f}"
 
 
@@ -459,9 +461,10 @@ def compare_markdown(res):
     """Tables of a :func:`compare_padded_vs_dynamic` result (markdown)."""
     summ = res["summary"]
     ev = res["eval_split"]
+    spread = "Mean ± standard deviation over seeds" if len(res["seeds"]) > 1 else "One seed"
     lines = [f"Data: {res['data']}; seeds {res['seeds']}; {res['epochs']} epochs; embed {res['embed_dim']}, "
              f"hidden {res['hidden']}; batch {res['batch_size']}; {res['optimizer']} lr {res['lr']}. "
-             f"Mean ± standard deviation over seeds. Machine: {res['machine']['cpus']} cpus, "
+             f"{spread}. Machine: {res['machine']['cpus']} cpus, "
              f"{res['machine']['date']} (shared machine: timings are noisy).", ""]
     if not res["has_test"]:
         lines += ["This data has no test split: accuracies are on dev only (the dev set also selects the "
