@@ -222,10 +222,10 @@ def _subset_metrics(proba, trees, mask):
             "n_binary": nb}
 
 
-def _split_report(model, trees, vocab):
+def _split_report(model, trees, vocab, batch_size=250):
     """:func:`dynnets.train.evaluate`'s report plus the compositional subset, from one prediction pass."""
     from .train import predict
-    root_p, node = predict(model, trees, vocab, nodes=True)
+    root_p, node = predict(model, trees, vocab, batch_size=batch_size, nodes=True)
     labels = np.fromiter((t.label for t in trees), dtype=np.int64, count=len(trees))
     lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
     if node is None:

@@ -140,6 +140,9 @@ def test_eval_split_selection_and_json(tree_run, capsys):
     assert list(rep) == ["dev"] and rep["dev"]["n"] == 150
     code, out, _ = run(["eval", "--checkpoint", str(tree_run / "best.npz"), "--split", "all", "--json"], capsys)
     assert list(json.loads(out)) == ["train", "dev", "test"]
+    code, small, _ = run(["eval", "--checkpoint", str(tree_run / "best.npz"), "--split", "all", "--json",
+                          "--batch-size", "7"], capsys)
+    assert code == 0 and json.loads(small) == json.loads(out)       # batching does not change the metrics
 
 
 def test_eval_missing_split_is_one_line(tree_run, tmp_path, capsys):
