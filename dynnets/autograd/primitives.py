@@ -139,7 +139,8 @@ class RowSparse:
 
 
 class OuterSum:
-    """A weight gradient kept in factors: ``base + Σ_k lhs[k].T @ rhs[k]``.
+    """A weight gradient kept in factors: ``base + Σ_k lhs[k].T @ rhs[k]``,
+    reshaped to ``shape`` (a bias gradient is ``ones.T @ rhs``).
 
     A cell applied to one tree node at a time has, per node, a rank-1 weight
     gradient. Formed one by one, each is a full (in, out) outer product plus a
@@ -183,6 +184,8 @@ class OuterSum:
             a = self.lhs[0] if len(self.lhs) == 1 else np.concatenate(self.lhs)
             b = self.rhs[0] if len(self.rhs) == 1 else np.concatenate(self.rhs)
             out = np.dot(a.T, b)      # np.dot: matmul is ~10x slower when a has one row
+            if out.shape != self.shape:
+                out = out.reshape(self.shape)     # a bias: lhs is a column of ones
         if self.base is not None:
             out += self.base
         return out if dtype is None else out.astype(dtype, copy=False)
@@ -1903,7 +1906,8 @@ def _tree_lstm_node_vjp(g, ins, out):
     ds_l[:, :H] = dhcat[:, :H]
     ds_r[:, :H] = dhcat[:, H:]
     hcat = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1)
-    return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), np.add.reduce(dz, axis=0)
+    ones = np.ones((n, 1), dtype=dz.dtype)
+    return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), OuterSum((ones,), (dz,), b.shape)
 
 
 tree_lstm_node_p = defprim("tree_lstm_node", _tree_lstm_node, _tree_lstm_node_shape,
@@ -1949,7 +1953,8 @@ def _tree_lstm_leaf_node_vjp(g, ins, out):
     s, acts = out
     dz = np.empty_like(acts)
     KT.tree_lstm_leaf_node_bwd(_zeros_if_none(g[0], s), acts, s, dz)
-    return dz @ w.T, OuterSum((x,), (dz,), w.shape), np.add.reduce(dz, axis=0)
+    ones = np.ones((dz.shape[0], 1), dtype=dz.dtype)
+    return dz @ w.T, OuterSum((x,), (dz,), w.shape), OuterSum((ones,), (dz,), b.shape)
 
 
 tree_lstm_leaf_node_p = defprim("tree_lstm_leaf_node", _tree_lstm_leaf_node, _tree_lstm_leaf_node_shape,
