@@ -14,7 +14,9 @@ SST training trees, starting from the same weights:
 
 Training time covers forward, backward and the optimizer step of every
 minibatch; evaluation is a forward pass (no graph) over the same trees in
-batches of ``--eval-batch``. Contenders run interleaved (round-robin, order
+batches of ``--eval-batch``. Minibatch schedules (dynnets'
+:class:`~dynnets.data.batching.TreeBatch`, the PyTorch index tensors) are
+built once before the timing, for both libraries. Contenders run interleaved (round-robin, order
 rotated) in one process, after one untimed warm-up pass each; the figures are
 medians over ``--repeats`` passes. The first minibatch's loss of every
 contender is printed to show that they compute the same function.
@@ -205,13 +207,17 @@ def main():
         tm[name] = (m, torch.optim.Adagrad(m.parameters(), lr=args.lr))
 
     # ---- contenders ---------------------------------------------------------------
+    # batches are collated once, outside the timing, as the PyTorch schedules are
+    collated = {mode: ([dyn[mode][0].collate(b) for b in dyn[mode][2]], [dyn[mode][0].collate(b) for b in dyn[mode][3]])
+                for mode in dyn}
+
     def dyn_train(mode):
-        m, opt, batches, _ = dyn[mode]
+        m, opt = dyn[mode][0], dyn[mode][1]
+        batches = collated[mode][0]
 
         def run():
             m.train()
-            for b in batches:
-                batch = m.collate(b)
+            for batch in batches:
                 opt.zero_grad()
                 loss = m.loss(batch)
                 loss.backward()
@@ -219,11 +225,12 @@ def main():
         return run
 
     def dyn_eval(mode):
-        m, _, _, batches = dyn[mode]
+        m = dyn[mode][0]
+        batches = collated[mode][1]
 
         def run():
-            for b in batches:
-                m.predict_proba(m.collate(b))
+            for batch in batches:
+                m.predict_proba(batch)
         return run
 
     def torch_train(name):
