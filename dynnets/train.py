@@ -77,7 +77,7 @@ __all__ = ["TrainConfig", "TrainResult", "train", "evaluate", "predict", "make_o
            "load_checkpoint", "CHECKPOINT_FORMAT"]
 
 CHECKPOINT_FORMAT = "dynnets.checkpoint/1"
-SELECT_METRICS = ("root_fine", "root_binary", "all_nodes")
+SELECT_METRICS = ("root_fine", "root_binary", "all_nodes", "fine+binary")
 
 
 @dataclass
@@ -105,8 +105,10 @@ class TrainConfig:
         Clip the global gradient norm to this value before each step.
     patience : int or None
         Stop when the selection metric has not improved for this many epochs.
-    select : {"root_fine", "root_binary", "all_nodes"}
-        Dev metric for model selection and early stopping.
+    select : {"root_fine", "root_binary", "all_nodes", "fine+binary"}
+        Dev metric for model selection and early stopping ("fine+binary":
+        the sum of root fine-grained and binary accuracy, for a checkpoint
+        good at both).
     seed : int
         Batch order (the model's seed sets weights and dropout).
     bucket_batches : int
@@ -343,6 +345,12 @@ def _order(n, lengths, config, epoch):
     return [perm[i:i + config.batch_size] for i in range(0, n, config.batch_size)]
 
 
+def _score(report, select):
+    if select == "fine+binary":
+        return report["root_fine"] + report["root_binary"]
+    return report.get(select)
+
+
 def _copy_state(model):
     return {k: np.array(v, copy=True) for k, v in model.state_dict().items()}
 
@@ -419,7 +427,7 @@ def train(model, train_trees, dev_trees, vocab, config=None):
         t1 = time.perf_counter()
         dev = evaluate(model, dev_trees, vocab, config.eval_batch_size, examples=dev_ex)
         eval_s = time.perf_counter() - t1
-        score = dev.get(config.select)
+        score = _score(dev, config.select)
         if score is None:
             raise ValueError(f"train: select={config.select!r} is not available for {type(model).__name__}")
         improved = score > best_score

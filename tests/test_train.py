@@ -178,3 +178,12 @@ def test_static_model_protocol(data):
     assert res.history[-1]["train_loss"] < res.history[0]["train_loss"]
     assert [h["padding"]["steps"] for h in res.history] == [4, 8, 12]
     assert "all_nodes" not in res.best and 0.0 <= res.best["root_fine"] <= 1.0
+
+
+def test_select_on_fine_plus_binary(data):
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=2, **SMALL)
+    res = train(m, train_trees, dev_trees, vocab, _cfg(epochs=3, select="fine+binary"))
+    sums = [h["dev"]["root_fine"] + h["dev"]["root_binary"] for h in res.history]
+    assert res.best_epoch == 1 + int(np.argmax(sums))
+    assert [h["best"] for h in res.history] == [s > max(sums[:i], default=-1) for i, s in enumerate(sums)]
