@@ -187,3 +187,20 @@ def test_select_on_fine_plus_binary(data):
     sums = [h["dev"]["root_fine"] + h["dev"]["root_binary"] for h in res.history]
     assert res.best_epoch == 1 + int(np.argmax(sums))
     assert [h["best"] for h in res.history] == [s > max(sums[:i], default=-1) for i, s in enumerate(sums)]
+
+
+def test_weight_averaging_is_what_gets_evaluated_and_saved(data, tmp_path):
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=5, **SMALL)
+    res = train(m, train_trees, dev_trees, vocab, _cfg(tmp_path, epochs=2, ema=0.9, ema_every=2))
+    again = load_checkpoint(res.checkpoint)
+    assert evaluate(again, dev_trees, vocab)["root_fine"] == res.best["root_fine"]
+    # restore_best put the averaged weights of the best epoch into the model
+    for (n, p), (_, q) in zip(m.named_parameters(), again.named_parameters()):
+        np.testing.assert_array_equal(p.data, q.data, err_msg=n)
+    plain = build_model("treelstm", len(vocab), seed=5, **SMALL)
+    res_plain = train(plain, train_trees, dev_trees, vocab, _cfg(epochs=2))
+    assert [h["train_loss"] for h in res_plain.history] == [h["train_loss"] for h in res.history]
+    assert not all(np.array_equal(p.data, q.data) for p, q in zip(plain.parameters(), m.parameters()))
+    with pytest.raises(ValueError, match=r"TrainConfig: ema must be in \(0, 1\) or None"):
+        TrainConfig(ema=1.0)
