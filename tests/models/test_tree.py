@@ -38,12 +38,13 @@ def _loss_and_grads(model, batch):
     return loss.item(), {n: p.grad.numpy().copy() for n, p in model.named_parameters() if p._grad is not None}
 
 
-@pytest.mark.parametrize("classify", ["all", "root"])
+@pytest.mark.parametrize("classify", ["all", "root", "weighted"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_recursive_equals_level_batched(kind, classify):
     trees = _sample_trees() if kind != "childsum" else _sample_trees(6) + _nary_trees()
     vocab = Vocabulary.from_trees(trees)
-    m = build_model(kind, len(vocab), embed_dim=5, hidden=4, classify=classify, seed=1, dtype="float64")
+    extra = {"classify": "all", "root_weight": 4.0} if classify == "weighted" else {"classify": classify}
+    m = build_model(kind, len(vocab), embed_dim=5, hidden=4, seed=1, dtype="float64", **extra)
     batch = m.collate(m.prepare(trees, vocab))
     m.mode = "level"
     l_level, g_level = _loss_and_grads(m, batch)
@@ -133,3 +134,17 @@ def test_config_rebuilds_the_same_model():
     for (n, p), (n2, p2) in zip(m.named_parameters(), again.named_parameters()):
         assert n == n2
         np.testing.assert_array_equal(p.data, p2.data)
+
+
+def test_root_weight_counts_roots_k_times():
+    trees = _sample_trees(5)
+    vocab = Vocabulary.from_trees(trees)
+    plain = build_model("treelstm", len(vocab), embed_dim=4, hidden=3, seed=2, dtype="float64")
+    c = dict(plain.config, root_weight=3.0)
+    weighted = build_model("treelstm", c.pop("vocab_size"), **c)
+    root_only = build_model("treelstm", len(vocab), embed_dim=4, hidden=3, seed=2, dtype="float64", classify="root")
+    batch = plain.make_batch(trees, vocab)
+    all_nodes, roots = plain.loss(batch).item(), root_only.loss(batch).item()
+    np.testing.assert_allclose(weighted.loss(batch).item(), all_nodes + 2 * roots, rtol=1e-12)
+    with pytest.raises(ValueError, match="TreeLSTM: root_weight must be positive"):
+        TreeLSTM(10, root_weight=0)
