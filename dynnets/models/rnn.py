@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
+from ..data.vocab import UNK_ID
 from .common import ModelBase, gru_seq, lstm_seq, pack_sentences, prepare_sentences, rnn_seq, uniform_param
 
 __all__ = ["SequenceClassifier"]
@@ -48,20 +49,26 @@ class SequenceClassifier(ModelBase, nn.Module):
         Dropout on word vectors.
     embed_init : float or None
         Word vectors ~ U(-embed_init, embed_init); None gives N(0, 1).
+    word_dropout : float
+        In training, each word is replaced by ``<unk>`` (id 1) with this probability.
     seed : int
     dtype : str
     """
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, cell="lstm", bidirectional=False,
-                 dropout=0.0, embed_dropout=0.0, embed_init=None, seed=0, dtype="float32"):
+                 dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, seed=0, dtype="float32"):
         nn.Module.__init__(self)
         if cell not in CELLS:
             raise ValueError(f"SequenceClassifier: cell must be one of {sorted(CELLS)}, got {cell!r}")
         self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
                            num_classes=int(num_classes), cell=cell, bidirectional=bool(bidirectional),
                            dropout=float(dropout), embed_dropout=float(embed_dropout),
-                           embed_init=None if embed_init is None else float(embed_init), seed=int(seed),
-                           dtype=str(np.dtype(dtype)))
+                           embed_init=None if embed_init is None else float(embed_init),
+                           word_dropout=float(word_dropout), seed=int(seed), dtype=str(np.dtype(dtype)))
+        if not 0.0 <= word_dropout < 1.0:
+            raise ValueError(f"SequenceClassifier: word_dropout must be in [0, 1), got {word_dropout!r}")
+        self.word_dropout = float(word_dropout)
+        self._word_rng = np.random.default_rng([seed, 3])
         self.cell = cell
         self.bidirectional = bool(bidirectional)
         self.hidden = H = int(hidden)
@@ -97,7 +104,10 @@ class SequenceClassifier(ModelBase, nn.Module):
 
     def final_states(self, batch):
         """Final hidden state(s) of each sentence, (B, H) or (B, 2H), in batch order."""
-        x = self.embed_drop(self.embedding(batch.ids))          # (total, E)
+        ids = batch.ids
+        if self.training and self.word_dropout > 0.0:
+            ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
+        x = self.embed_drop(self.embedding(ids))                # (total, E)
         outs = []
         for d in self._dirs:
             xd = x if d == "l0" else ops.take(x, batch.reverse)

@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
+from ..data.vocab import UNK_ID
 from .common import (ModelBase, childsum_levels, collate_trees, prepare_trees, split_rows, tree_lstm_leaf_node,
                      tree_lstm_levels, tree_lstm_node, tree_rnn_levels, uniform_param)
 
@@ -62,6 +63,10 @@ class TreeModel(ModelBase, nn.Module):
         Dropout on word vectors.
     embed_init : float or None
         Word vectors ~ U(-embed_init, embed_init); None gives N(0, 1) (PyTorch's default).
+    word_dropout : float
+        In training, each word is replaced by ``<unk>`` (id 1) with this
+        probability (Iyyer et al. 2015), so ``<unk>``'s vector learns to
+        stand for unseen words and no single word is relied on.
     root_weight : float
         Weight of the roots' cross-entropy relative to the other nodes' with
         ``classify="all"`` (1: every node alike, as Tai et al.). Sentence-level
@@ -75,7 +80,8 @@ class TreeModel(ModelBase, nn.Module):
     needs_binary = True
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, mode="level", classify="all",
-                 dropout=0.0, embed_dropout=0.0, embed_init=None, root_weight=1.0, seed=0, dtype="float32"):
+                 dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, root_weight=1.0, seed=0,
+                 dtype="float32"):
         nn.Module.__init__(self)
         if mode not in MODES:
             raise ValueError(f"{type(self).__name__}: mode must be one of {MODES}, got {mode!r}")
@@ -85,7 +91,12 @@ class TreeModel(ModelBase, nn.Module):
                            num_classes=int(num_classes), mode=mode, classify=classify, dropout=float(dropout),
                            embed_dropout=float(embed_dropout),
                            embed_init=None if embed_init is None else float(embed_init),
-                           root_weight=float(root_weight), seed=int(seed), dtype=str(np.dtype(dtype)))
+                           word_dropout=float(word_dropout), root_weight=float(root_weight), seed=int(seed),
+                           dtype=str(np.dtype(dtype)))
+        if not 0.0 <= word_dropout < 1.0:
+            raise ValueError(f"{type(self).__name__}: word_dropout must be in [0, 1), got {word_dropout!r}")
+        self.word_dropout = float(word_dropout)
+        self._word_rng = np.random.default_rng([seed, 3])
         if not root_weight > 0:
             raise ValueError(f"{type(self).__name__}: root_weight must be positive, got {root_weight!r}")
         self.root_weight = float(root_weight)
@@ -172,6 +183,8 @@ class TreeModel(ModelBase, nn.Module):
         return self.loss(batch)
 
     def _embed(self, ids):
+        if self.training and self.word_dropout > 0.0:
+            ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
         return self.embed_drop(self.embedding(ids))
 
     def extra_repr(self):

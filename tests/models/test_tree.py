@@ -148,3 +148,20 @@ def test_root_weight_counts_roots_k_times():
     np.testing.assert_allclose(weighted.loss(batch).item(), all_nodes + 2 * roots, rtol=1e-12)
     with pytest.raises(ValueError, match="TreeLSTM: root_weight must be positive"):
         TreeLSTM(10, root_weight=0)
+
+
+def test_word_dropout_only_in_training():
+    trees = _sample_trees(6)
+    vocab = Vocabulary.from_trees(trees)
+    plain = build_model("treelstm", len(vocab), embed_dim=4, hidden=3, seed=2, dtype="float64")
+    noisy = build_model("treelstm", len(vocab), embed_dim=4, hidden=3, seed=2, dtype="float64", word_dropout=0.5)
+    batch = plain.make_batch(trees, vocab)
+    assert plain.loss(batch).item() != noisy.loss(batch).item()
+    np.testing.assert_array_equal(plain.predict_proba(batch), noisy.predict_proba(batch))
+    seen = []
+    noisy.embedding.forward = lambda ids, f=noisy.embedding.forward: (seen.append(np.asarray(ids)), f(ids))[1]
+    noisy.loss(batch)
+    replaced = seen[-1] != batch.schedule.leaf_word_ids
+    assert replaced.any() and np.all(seen[-1][replaced] == 1)
+    with pytest.raises(ValueError, match=r"word_dropout must be in \[0, 1\)"):
+        TreeLSTM(10, word_dropout=1.0)
