@@ -101,6 +101,10 @@ class TrainConfig:
         L2 penalty on the embeddings (a dense update of the whole table when > 0).
     momentum : float
         SGD momentum.
+    adagrad_init : float
+        Adagrad's initial accumulator value (PyTorch's
+        ``initial_accumulator_value``): a positive value damps the first,
+        otherwise learning-rate-sized, steps of rarely seen words.
     clip_norm : float or None
         Clip the global gradient norm to this value before each step.
     patience : int or None
@@ -143,6 +147,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     embedding_weight_decay: float = 0.0
     momentum: float = 0.0
+    adagrad_init: float = 0.0
     clip_norm: float | None = None
     patience: int | None = 3
     select: str = "root_fine"
@@ -215,7 +220,7 @@ def make_optimizer(model, config):
     if emb:
         groups.append({"params": emb, "lr": elr, "weight_decay": config.embedding_weight_decay})
     if config.optimizer == "adagrad":
-        return optim.Adagrad(groups, lr=config.lr)
+        return optim.Adagrad(groups, lr=config.lr, initial_accumulator_value=config.adagrad_init)
     if config.optimizer == "adam":
         if emb:
             groups[1]["lazy"] = True
