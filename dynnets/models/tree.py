@@ -71,6 +71,12 @@ class TreeModel(ModelBase, nn.Module):
         Weight of the roots' cross-entropy relative to the other nodes' with
         ``classify="all"`` (1: every node alike, as Tai et al.). Sentence-level
         accuracy is measured at the root, one node of ~37 in an SST tree.
+    side_weight : float
+        Weight of an auxiliary term on every non-neutral classified node:
+        ``-log P(side)``, P(side) the probability mass of the label's side
+        (classes below / above the neutral middle class, e.g. P(0) + P(1) for
+        labels 0, 1). It trains the very quantity the SST-2 decision compares,
+        from the same 5-class softmax; 0 disables it.
     seed : int
         Initial weights and dropout masks.
     dtype : str
@@ -80,8 +86,8 @@ class TreeModel(ModelBase, nn.Module):
     needs_binary = True
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, mode="level", classify="all",
-                 dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, root_weight=1.0, seed=0,
-                 dtype="float32"):
+                 dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, root_weight=1.0,
+                 side_weight=0.0, seed=0, dtype="float32"):
         nn.Module.__init__(self)
         if mode not in MODES:
             raise ValueError(f"{type(self).__name__}: mode must be one of {MODES}, got {mode!r}")
@@ -91,8 +97,12 @@ class TreeModel(ModelBase, nn.Module):
                            num_classes=int(num_classes), mode=mode, classify=classify, dropout=float(dropout),
                            embed_dropout=float(embed_dropout),
                            embed_init=None if embed_init is None else float(embed_init),
-                           word_dropout=float(word_dropout), root_weight=float(root_weight), seed=int(seed),
-                           dtype=str(np.dtype(dtype)))
+                           word_dropout=float(word_dropout), root_weight=float(root_weight),
+                           side_weight=float(side_weight), seed=int(seed), dtype=str(np.dtype(dtype)))
+        if side_weight < 0 or (side_weight and num_classes < 3):
+            raise ValueError(f"{type(self).__name__}: side_weight must be >= 0 (and needs >= 3 classes), "
+                             f"got {side_weight!r} with {num_classes} classes")
+        self.side_weight = float(side_weight)
         if not 0.0 <= word_dropout < 1.0:
             raise ValueError(f"{type(self).__name__}: word_dropout must be in [0, 1), got {word_dropout!r}")
         self.word_dropout = float(word_dropout)
@@ -162,7 +172,10 @@ class TreeModel(ModelBase, nn.Module):
         else:
             weights = None
         logits = self.out(self.drop(h))
-        return ops.cross_entropy(logits, labels, mask=weights, reduction="sum") * (1.0 / batch.n_trees)
+        loss = ops.cross_entropy(logits, labels, mask=weights, reduction="sum")
+        if self.side_weight:
+            loss = loss + self.side_weight * _side_nll(logits, labels, self.num_classes, weights)
+        return loss * (1.0 / batch.n_trees)
 
     def predict_all(self, batch):
         """One eval forward: root probabilities (n_trees, C), every node's
@@ -190,6 +203,30 @@ class TreeModel(ModelBase, nn.Module):
     def extra_repr(self):
         c = self.config
         return f"vocab={c['vocab_size']}, embed={c['embed_dim']}, hidden={c['hidden']}, mode={self.mode}"
+
+
+def _logsumexp_cols(z, cols):
+    """log Σ_{c in cols} exp(z[:, c]) for (N, C) logits, stable (max subtracted)."""
+    cols = list(cols)
+    parts = [z[:, c:c + 1] for c in cols]
+    m = z.data[:, cols].max(axis=1, keepdims=True)    # a constant shift: it cancels, no gradient needed
+    total = ops.exp(parts[0] - m)
+    for p in parts[1:]:
+        total = total + ops.exp(p - m)
+    return ops.log(total) + m
+
+
+def _side_nll(logits, labels, C, weights=None):
+    """Σ over non-neutral nodes of -log P(label's side) (see ``side_weight``)."""
+    neg, pos = list(range(C // 2)), list(range((C + 1) // 2, C))
+    is_neg = labels < neg[-1] + 1
+    is_pos = labels >= pos[0]
+    keep = (is_neg | is_pos).astype(logits.dtype)
+    if weights is not None:
+        keep = keep * weights
+    lse_all = _logsumexp_cols(logits, range(C))
+    side = ops.where(is_neg[:, None], _logsumexp_cols(logits, neg), _logsumexp_cols(logits, pos))
+    return ops.sum((lse_all - side)[:, 0] * keep)
 
 
 def _init(rng, shape, fan_in, dt):

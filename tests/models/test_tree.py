@@ -43,7 +43,8 @@ def _loss_and_grads(model, batch):
 def test_recursive_equals_level_batched(kind, classify):
     trees = _sample_trees() if kind != "childsum" else _sample_trees(6) + _nary_trees()
     vocab = Vocabulary.from_trees(trees)
-    extra = {"classify": "all", "root_weight": 4.0} if classify == "weighted" else {"classify": classify}
+    extra = ({"classify": "all", "root_weight": 4.0, "side_weight": 0.7} if classify == "weighted"
+             else {"classify": classify})
     m = build_model(kind, len(vocab), embed_dim=5, hidden=4, seed=1, dtype="float64", **extra)
     batch = m.collate(m.prepare(trees, vocab))
     m.mode = "level"
@@ -165,3 +166,17 @@ def test_word_dropout_only_in_training():
     assert replaced.any() and np.all(seen[-1][replaced] == 1)
     with pytest.raises(ValueError, match=r"word_dropout must be in \[0, 1\)"):
         TreeLSTM(10, word_dropout=1.0)
+
+
+def test_side_loss_is_the_negative_log_side_mass():
+    from dynnets.autograd import ops
+    from dynnets.models.tree import _side_nll
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((6, 5)) * 3
+    y = np.array([0, 1, 2, 3, 4, 2])
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    want = -(np.log(p[0, :2].sum()) + np.log(p[1, :2].sum()) + np.log(p[3, 3:].sum()) + np.log(p[4, 3:].sum()))
+    np.testing.assert_allclose(_side_nll(ops.tensor(z, dtype=np.float64), y, 5).item(), want, rtol=1e-12)
+    gradcheck(lambda t: _side_nll(t, y, 5), [z])
+    with pytest.raises(ValueError, match="side_weight must be >= 0"):
+        TreeLSTM(10, side_weight=-1.0)
