@@ -27,6 +27,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 from pathlib import Path
@@ -167,6 +168,10 @@ def main():
     tm_p.zero_grad()
     print("# first-minibatch loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
 
+    # data and models exist now: keep them out of the garbage collector's full
+    # collections during the timing, for every contender alike (dynnets.train
+    # does the same while training)
+    gc.freeze()
     contenders = {"dynnets dynamic": dyn_run, "torch bucketed": t_buck, "torch packed": t_pack,
                   "dynnets dynamic (shuffled)": dyn_shuf_run}
     times = interleaved(contenders, repeats=args.repeats, number=1, warmup=1)

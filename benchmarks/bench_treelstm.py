@@ -17,7 +17,9 @@ minibatch; evaluation is a forward pass (no graph) over the same trees in
 batches of ``--eval-batch``. Minibatch schedules (dynnets'
 :class:`~dynnets.data.batching.TreeBatch`, the PyTorch index tensors) are
 built once before the timing, for both libraries. Contenders run interleaved (round-robin, order
-rotated) in one process, after one untimed warm-up pass each; the figures are
+rotated) in one process, after one untimed warm-up pass each, with the
+objects that exist before the timing frozen out of the garbage collector
+(``gc.freeze``, as ``dynnets.train`` does) for all contenders; the figures are
 medians over ``--repeats`` passes. The first minibatch's loss of every
 contender is printed to show that they compute the same function.
 
@@ -32,6 +34,7 @@ The script re-executes itself once without ``OPENBLAS_CORETYPE`` /
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 from pathlib import Path
@@ -268,6 +271,10 @@ def main():
         m.zero_grad()
     print("# first-minibatch loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
 
+    # data and models exist now: keep them out of the garbage collector's full
+    # collections during the timing, for every contender alike (dynnets.train
+    # does the same while training)
+    gc.freeze()
     wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
     makers = {"dynnets level": (dyn_train("level"), dyn_eval("level")),
               "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),

@@ -57,6 +57,7 @@ the seed; ``max_seconds`` is the exception, as it depends on speed).
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -432,6 +433,23 @@ def train(model, train_trees, dev_trees, vocab, config=None):
         raise ValueError("train: ema needs an eager model (a static model updates its own weights)")
     average = _Average(params, config.ema, config.ema_every) if config.ema is not None else None
     result = TrainResult(checkpoint=str(ckpt_path) if ckpt_path else None)
+    # Everything alive now (the trees, the prepared examples, the model) is
+    # moved out of the cyclic garbage collector's view while training: the
+    # graph objects a define-by-run model makes per node trigger collections,
+    # and each full one walked every tree node of the dataset (recursive
+    # Tree-LSTM forward on SST: 1004 -> 666 us per sentence, measured).
+    gc.freeze()
+    try:
+        _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, lengths, opt, params, average,
+                static, log_path, ckpt_path, result, t_start)
+    finally:
+        gc.unfreeze()
+    result.seconds = time.perf_counter() - t_start
+    return result
+
+
+def _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, lengths, opt, params, average, static,
+            log_path, ckpt_path, result, t_start):
     best_score = -math.inf
     best_state = None
     since_best = 0
@@ -508,5 +526,3 @@ def train(model, train_trees, dev_trees, vocab, config=None):
             break
     if config.restore_best and best_state is not None:
         model.load_state_dict(best_state)
-    result.seconds = time.perf_counter() - t_start
-    return result

@@ -140,7 +140,8 @@ class RowSparse:
 
 class OuterSum:
     """A weight gradient kept in factors: ``base + Σ_k lhs[k].T @ rhs[k]``,
-    reshaped to ``shape`` (a bias gradient is ``ones.T @ rhs``).
+    reshaped to ``shape``. A ``None`` factor in ``lhs`` stands for a column
+    of ones, so a bias gradient ``ones.T @ rhs`` is ``OuterSum([None], [rhs])``.
 
     A cell applied to one tree node at a time has, per node, a rank-1 weight
     gradient. Formed one by one, each is a full (in, out) outer product plus a
@@ -164,7 +165,9 @@ class OuterSum:
 
     @property
     def dtype(self):
-        return np.result_type(self.lhs[0], self.rhs[0]) if self.lhs else self.base.dtype
+        if not self.rhs:
+            return self.base.dtype
+        return self.rhs[0].dtype if self.lhs[0] is None else np.result_type(self.lhs[0], self.rhs[0])
 
     def add(self, other):
         """``self + other`` for another OuterSum or a dense array (in place)."""
@@ -181,11 +184,16 @@ class OuterSum:
         if not self.lhs:
             out = np.zeros(self.shape, dtype=dtype or self.dtype)
         else:
-            a = self.lhs[0] if len(self.lhs) == 1 else np.concatenate(self.lhs)
             b = self.rhs[0] if len(self.rhs) == 1 else np.concatenate(self.rhs)
-            out = np.dot(a.T, b)      # np.dot: matmul is ~10x slower when a has one row
+            if all(a is None for a in self.lhs):
+                out = np.add.reduce(b, axis=0)            # ones.T @ b
+            else:
+                lhs = [np.ones((r.shape[0], 1), dtype=r.dtype) if a is None else a
+                       for a, r in zip(self.lhs, self.rhs)]
+                a = lhs[0] if len(lhs) == 1 else np.concatenate(lhs)
+                out = np.dot(a.T, b)      # np.dot: matmul is ~10x slower when a has one row
             if out.shape != self.shape:
-                out = out.reshape(self.shape)     # a bias: lhs is a column of ones
+                out = out.reshape(self.shape)
         if self.base is not None:
             out += self.base
         return out if dtype is None else out.astype(dtype, copy=False)
@@ -704,6 +712,15 @@ def _concat_shape(*xs, axis=0):
 
 
 def _concat_vjp(g, ins, out, axis=0):
+    if axis == 0 or axis == -g.ndim:
+        # plain slices: np.split costs ~1.5 us per piece in Python, which
+        # dominates when a recursive model concatenates ~1000 node states
+        out, start = [], 0
+        for x in ins:
+            stop = start + np.shape(x)[0]
+            out.append(g[start:stop])
+            start = stop
+        return tuple(out)
     sizes = np.cumsum([np.shape(x)[axis] for x in ins])[:-1]
     return tuple(np.split(g, sizes, axis=axis))
 
@@ -1875,16 +1892,17 @@ def _tree_lstm_node(s_l, s_r, w, b):
     Returns
     -------
     s : (n, 2H)
-    acts : (n, 5H)
-        Saved gate activations.
+    acts : (n, 5H), hcat : (n, 2H)
+        Saved gate activations and children's hidden states.
     """
     n, H2 = s_l.shape
     H = H2 // 2
-    z = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1) @ w
+    hcat = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1)
+    z = hcat @ w
     s = np.empty((n, H2), dtype=z.dtype)
     acts = np.empty((n, 5 * H), dtype=z.dtype)
     KT.tree_lstm_node_fwd(z, b, s_l, s_r, s, acts)
-    return s, acts
+    return s, acts, hcat
 
 
 def _tree_lstm_node_shape(s_l, s_r, w, b):
@@ -1898,12 +1916,13 @@ def _tree_lstm_node_shape(s_l, s_r, w, b):
     _check_param(op, "w", w, (2 * H, 5 * H))
     _check_param(op, "b", b, (5 * H,))
     dt = _rtype(s_l.dtype, s_r.dtype, w.dtype, b.dtype)
-    return Aval((s_l.shape[0], 2 * H), dt), Aval((s_l.shape[0], 5 * H), dt)
+    n = s_l.shape[0]
+    return Aval((n, 2 * H), dt), Aval((n, 5 * H), dt), Aval((n, 2 * H), _rtype(s_l.dtype, s_r.dtype))
 
 
 def _tree_lstm_node_vjp(g, ins, out):
     s_l, s_r, w, b = ins
-    s, acts = out
+    s, acts, hcat = out
     n, H2 = s.shape
     H = H2 // 2
     dz = np.empty_like(acts)
@@ -1913,9 +1932,7 @@ def _tree_lstm_node_vjp(g, ins, out):
     dhcat = dz @ w.T
     ds_l[:, :H] = dhcat[:, :H]
     ds_r[:, :H] = dhcat[:, H:]
-    hcat = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1)
-    ones = np.ones((n, 1), dtype=dz.dtype)
-    return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), OuterSum((ones,), (dz,), b.shape)
+    return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), OuterSum((None,), (dz,), b.shape)
 
 
 tree_lstm_node_p = defprim("tree_lstm_node", _tree_lstm_node, _tree_lstm_node_shape,
@@ -1961,8 +1978,7 @@ def _tree_lstm_leaf_node_vjp(g, ins, out):
     s, acts = out
     dz = np.empty_like(acts)
     KT.tree_lstm_leaf_node_bwd(_zeros_if_none(g[0], s), acts, s, dz)
-    ones = np.ones((dz.shape[0], 1), dtype=dz.dtype)
-    return dz @ w.T, OuterSum((x,), (dz,), w.shape), OuterSum((ones,), (dz,), b.shape)
+    return dz @ w.T, OuterSum((x,), (dz,), w.shape), OuterSum((None,), (dz,), b.shape)
 
 
 tree_lstm_leaf_node_p = defprim("tree_lstm_leaf_node", _tree_lstm_leaf_node, _tree_lstm_leaf_node_shape,

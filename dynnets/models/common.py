@@ -91,11 +91,17 @@ class TreeExample:
         Children (postorder indices) of each postorder node; ``()`` for leaves.
     leaf_ids : (n_tokens,) int64
         Word ids of the leaves, left to right (= their postorder order).
+    leaves : tuple of int
+        Postorder indices of the leaves, left to right.
+    internal : tuple of (int, tuple)
+        (postorder index, children) of each internal node, in postorder.
     """
 
     arrays: TreeArrays
     children: tuple
     leaf_ids: np.ndarray
+    leaves: tuple = ()
+    internal: tuple = ()
 
     @property
     def n_tokens(self):
@@ -113,7 +119,9 @@ def prepare_trees(trees, vocab):
         a = TreeArrays.from_tree(t, vocab)
         ptr, idx = a.child_ptr.tolist(), a.child_idx.tolist()
         children = tuple(tuple(idx[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1))
-        out.append(TreeExample(a, children, a.word_ids[a.word_ids >= 0]))
+        leaves = tuple(i for i, k in enumerate(children) if not k)
+        internal = tuple((i, k) for i, k in enumerate(children) if k)
+        out.append(TreeExample(a, children, a.word_ids[a.word_ids >= 0], leaves, internal))
     return out
 
 
