@@ -20,6 +20,10 @@ dynnets, so no contender pays for a dense update of the whole table. Batches
 Contenders run interleaved, one epoch each per round, after one untimed
 epoch; figures are medians over ``--repeats`` rounds.
 
+numpy's BLAS and PyTorch both run on 2 threads by default (``--blas-threads``,
+``--torch-threads``), idle OpenBLAS threads sleeping at once
+(``OPENBLAS_THREAD_TIMEOUT=20``) so they do not spin into PyTorch's turn.
+
 Run from the repository root::
 
     python benchmarks/bench_sequence.py --data ../shared/data/sst --seed 0 --repeats 3
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -50,13 +55,20 @@ def parse():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=2)
-    ap.add_argument("--blas-threads", type=int, default=1, help="numpy's OpenBLAS threads (0: OpenBLAS default)")
+    ap.add_argument("--blas-threads", type=int, default=2,
+                    help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
     return ap.parse_args()
 
 
 def main():
     args = parse()
+    # OpenBLAS worker threads otherwise spin for a long while after each
+    # product, taking a core from the PyTorch contender that runs next (with 2
+    # BLAS threads its training figures dropped ~25%, measured): 2^20 cycles
+    # (~0.3 ms) keeps them awake between one minibatch's products only
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
     env = setup(__file__, blas_threads=args.blas_threads)
+    print(f"# OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}")
     import numpy as np
     import torch
 

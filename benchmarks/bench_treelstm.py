@@ -29,12 +29,16 @@ Run from the repository root::
 
 The script re-executes itself once without ``OPENBLAS_CORETYPE`` /
 ``OPENBLAS_L2_SIZE`` and with ``OPENBLAS_NUM_THREADS=--blas-threads`` (see
-``_common.setup``); PyTorch runs on ``--torch-threads`` threads (2).
+``_common.setup``) and ``OPENBLAS_THREAD_TIMEOUT=20`` (idle OpenBLAS threads
+sleep instead of spinning into the next contender's time); PyTorch runs on
+``--torch-threads`` threads. Both default to 2 threads, the machine's cores;
+``--blas-threads 1`` is the robust choice on a loaded machine.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -56,7 +60,8 @@ def parse():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=2)
-    ap.add_argument("--blas-threads", type=int, default=1, help="numpy's OpenBLAS threads (0: OpenBLAS default)")
+    ap.add_argument("--blas-threads", type=int, default=2,
+                    help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
     ap.add_argument("--contenders", default="dynnets level,dynnets recursive,torch level,torch recursive")
     ap.add_argument("--no-eval", action="store_true")
     return ap.parse_args()
@@ -155,7 +160,13 @@ def torch_models(torch, V, E, H, C, weights):
 
 def main():
     args = parse()
+    # OpenBLAS worker threads otherwise spin for a long while after each
+    # product, taking a core from the PyTorch contender that runs next (with 2
+    # BLAS threads its training figures dropped ~25%, measured): 2^20 cycles
+    # (~0.3 ms) keeps them awake between one minibatch's products only
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
     env = setup(__file__, blas_threads=args.blas_threads)
+    print(f"# OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}")
     import numpy as np
     import torch
 
