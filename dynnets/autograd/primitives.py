@@ -1655,8 +1655,10 @@ def _prev_rows(sizes, offs):
     """Packed row of each row's previous time step, for rows of steps >= 1 (in order)."""
     if len(sizes) < 2:
         return np.zeros(0, dtype=np.int64)
-    return np.concatenate([np.arange(offs[t - 1], offs[t - 1] + sizes[t], dtype=np.int64)
-                           for t in range(1, len(sizes))])
+    later = np.asarray(sizes[1:], dtype=np.int64)
+    first = np.zeros(len(later), dtype=np.int64)          # position of each step's first row among them
+    np.cumsum(later[:-1], out=first[1:])
+    return np.repeat(np.asarray(offs[:-1], dtype=np.int64) - first, later) + np.arange(int(later.sum()))
 
 
 def _seq_shape(op, gates, gx, w_hh, b_hh, batch_sizes):
@@ -1704,12 +1706,13 @@ def _lstm_seq(gx, w_hh, b_hh, batch_sizes):
     h = np.empty((total, H), dtype=dt)
     c = np.empty((total, H), dtype=dt)
     acts = np.empty((total, 4 * H), dtype=dt)
+    buf = np.empty((sizes[0] if sizes else 0, 4 * H), dtype=dt)     # one product buffer for every step
     prev = -1
     for n, o in zip(sizes, offs):
         if prev < 0:
             pre = gx[o:o + n]
         else:
-            pre = h[prev:prev + n] @ wt
+            pre = np.matmul(h[prev:prev + n], wt, out=buf[:n])
             pre += gx[o:o + n]
         KT.lstm_step_fwd(pre, b, c, prev, o, h, acts)
         prev = o
@@ -1730,12 +1733,13 @@ def _lstm_seq_vjp(g, ins, out):
     dc = _grad_buffer(g[1], c)
     dg = np.empty_like(acts)
     w = _f(w_hh, h.dtype)
+    buf = np.empty((sizes[0] if sizes else 0, h.shape[1]), dtype=h.dtype)
     for t in range(len(sizes) - 1, -1, -1):
         n, o = sizes[t], offs[t]
         prev = offs[t - 1] if t else -1
         KT.lstm_step_bwd(dh, dc, acts, c, prev, o, n, dg)
         if prev >= 0:
-            dh[prev:prev + n] += dg[o:o + n] @ w
+            dh[prev:prev + n] += np.matmul(dg[o:o + n], w, out=buf[:n])
     b0 = sizes[0] if sizes else 0
     gw = dg[b0:].T @ h[_prev_rows(sizes, offs)]
     return (dg.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
