@@ -39,6 +39,7 @@ import numpy as np
 
 from ..autograd.primitives import RowSparse
 from ..autograd.tensor import Tensor
+from . import optim_kernels as OK
 from .utils import clip_grad_norm_
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "clip_grad_norm_"]
@@ -248,6 +249,18 @@ def _rows_apply(p, rows, states, update, *args):
         s[rows] = b
 
 
+def _fused_ok(data, state, g):
+    """Whether the Numba kernels may update ``data`` and ``state`` from ``g``:
+    C-contiguous float32/float64 arrays of one dtype (a reshape of the
+    parameter and state must be a view, since the kernels write into it)."""
+    dt = data.dtype
+    return (type(g) is np.ndarray and g.dtype == dt and state.dtype == dt and dt in _FUSED_DTYPES
+            and data.flags.c_contiguous and state.flags.c_contiguous and g.flags.c_contiguous)
+
+
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _sgd_update(pb, gb, lr):
     pb -= lr * gb
 
@@ -389,15 +402,27 @@ class Adagrad(Optimizer):
                 st = state[p] = {"step": 0, "sum": np.full(p.data.shape, init, dtype=p.data.dtype)}
             st["step"] += 1
             clr = lr / (1.0 + (st["step"] - 1) * decay)
+            data = p.data
+            acc = st["sum"]
             if type(g) is RowSparse:
                 if not wd:
                     g = _coalesced(g)
-                    _rows_apply(p, g.rows, (st["sum"],), _adagrad_update, g.values, clr, eps)
+                    vals = g.values
+                    if data.ndim == 2 and _fused_ok(data, acc, vals):
+                        OK.adagrad_rows(data, acc, g.rows, vals, np.array((clr, eps), dtype=data.dtype))
+                    else:
+                        _rows_apply(p, g.rows, (acc,), _adagrad_update, vals, clr, eps)
                     continue
                 g = g.to_dense()
             if wd:
-                g = g + wd * p.data
-            _adagrad_update(p.data, st["sum"], g, clr, eps)
+                g = g + wd * data
+            if _fused_ok(data, acc, g):
+                # one pass instead of six whole-array passes and two temporaries:
+                # the dense step was ~14% of an LSTM classifier's training step
+                OK.adagrad_dense(data.reshape(-1), acc.reshape(-1), g.reshape(-1),
+                                 np.array((clr, eps), dtype=data.dtype))
+            else:
+                _adagrad_update(data, acc, g, clr, eps)
 
 
 class Adam(Optimizer):
