@@ -126,6 +126,12 @@ class TrainConfig:
         e.g. 0.998, warmed up as ``min(ema, (1 + t) / (10 + t))`` at step t)
         and evaluate, select and checkpoint the averaged weights. Averaging
         smooths the epoch-to-epoch swings of dev accuracy on a small dataset.
+    evals_per_epoch : int
+        Dev evaluations (and selection / checkpoint chances) per epoch, at
+        equal steps through it; the last at the epoch's end. Above 1,
+        ``history`` has one entry per evaluation and an entry's ``epoch`` is
+        fractional (e.g. 2.5: halfway through epoch 3). Patience still counts
+        epochs (an epoch with no improving evaluation).
     ema_every : int
         Update the average every this many steps (with the decay raised to
         that power), so a 16k-word embedding table costs little.
@@ -157,6 +163,7 @@ class TrainConfig:
     eval_batch_size: int = 250
     ema: float | None = None
     ema_every: int = 10
+    evals_per_epoch: int = 1
     max_seconds: float | None = None
     restore_best: bool = True
     progress: bool = True
@@ -169,7 +176,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: select must be one of {SELECT_METRICS}, got {self.select!r}")
         if self.ema is not None and not 0.0 < self.ema < 1.0:
             raise ValueError(f"TrainConfig: ema must be in (0, 1) or None, got {self.ema!r}")
-        for name in ("epochs", "batch_size", "eval_batch_size", "ema_every"):
+        for name in ("epochs", "batch_size", "eval_batch_size", "ema_every", "evals_per_epoch"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"TrainConfig: {name} must be a positive integer, got {v!r}")
@@ -450,18 +457,21 @@ def train(model, train_trees, dev_trees, vocab, config=None):
 
 def _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, lengths, opt, params, average, static,
             log_path, ckpt_path, result, t_start):
-    best_score = -math.inf
-    best_state = None
+    state = {"best_score": -math.inf, "best_state": None}
     since_best = 0
     for epoch in range(1, config.epochs + 1):
         batches = _order(len(train_trees), lengths, config, epoch)
+        n_evals = min(config.evals_per_epoch, len(batches))
+        # evaluation points at equal steps, the last one at the epoch's end
+        stops = {round(len(batches) * k / n_evals): k for k in range(1, n_evals + 1)}
         if hasattr(model, "train"):
             model.train()
         if static and hasattr(model, "reset_padding_stats"):
             model.reset_padding_stats()
         bar = _progress(len(batches), f"epoch {epoch}", config.progress)
         total_loss, seen, t0 = 0.0, 0, time.perf_counter()
-        for idx in batches:
+        improved_in_epoch, eval_s = False, 0.0
+        for step, idx in enumerate(batches, 1):
             batch = _batch(model, train_trees, train_ex, idx, vocab)
             if static:
                 lv = float(model.train_step(batch))
@@ -483,46 +493,62 @@ def _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, leng
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{total_loss / seen:.4f}", sent_s=f"{seen / (time.perf_counter() - t0):.0f}")
-        if bar is not None:
-            bar.close()
-        train_s = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        if average is not None:
-            average.swap()          # evaluate, select and save the averaged weights
-        dev = evaluate(model, dev_trees, vocab, config.eval_batch_size, examples=dev_ex)
-        eval_s = time.perf_counter() - t1
-        score = _score(dev, config.select)
-        if score is None:
-            raise ValueError(f"train: select={config.select!r} is not available for {type(model).__name__}")
-        improved = score > best_score
-        entry = {"epoch": epoch, "train_loss": total_loss / max(seen, 1), "train_seconds": round(train_s, 3),
-                 "train_sent_per_s": round(seen / train_s, 1) if train_s > 0 else None,
-                 "eval_seconds": round(eval_s, 3), "dev": dev, "best": improved,
-                 "elapsed": round(time.perf_counter() - t_start, 3)}
-        if static and hasattr(model, "padding_stats"):
-            entry["padding"] = model.padding_stats()
-        if improved:
-            best_score, since_best = score, 0
-            result.best_epoch, result.best = epoch, dev
-            best_state = _copy_state(model)
-            if ckpt_path is not None:
-                save_checkpoint(ckpt_path, model, vocab, epoch=epoch, dev=dev, train_config=config.to_dict())
-        else:
-            since_best += 1
-        if average is not None:
-            average.swap()
-        result.history.append(entry)
-        if log_path is not None:
-            _append_line(log_path, entry)
-        if config.progress:
-            print(f"epoch {epoch}: loss {entry['train_loss']:.4f}  dev fine {dev['root_fine']:.4f}  binary "
-                  f"{dev['root_binary']:.4f}" + (f"  nodes {dev['all_nodes']:.4f}" if 'all_nodes' in dev else "")
-                  + f"  {entry['train_sent_per_s']} sent/s" + ("  *" if improved else ""), file=sys.stderr)
+            if step in stops:
+                k = stops[step]
+                last = k == n_evals
+                if last and bar is not None:
+                    bar.close()
+                at = epoch if n_evals == 1 else round(epoch - 1 + k / n_evals, 4)
+                t1 = time.perf_counter()
+                improved_in_epoch |= _checkpoint_point(model, config, dev_trees, vocab, dev_ex, average, static,
+                                                       log_path, ckpt_path, result, t_start, state, at,
+                                                       total_loss, seen, t1 - t0 - eval_s)
+                eval_s += time.perf_counter() - t1      # train_seconds excludes this epoch's earlier evaluations
+                if not last and hasattr(model, "train"):
+                    model.train()   # evaluate() left the model in eval mode
+        since_best = 0 if improved_in_epoch else since_best + 1
         if config.patience is not None and since_best >= config.patience:
             result.stopped = f"early stopping: no {config.select} improvement for {config.patience} epochs"
             break
         if config.max_seconds is not None and time.perf_counter() - t_start > config.max_seconds:
             result.stopped = f"time budget of {config.max_seconds} s reached"
             break
+    best_state = state["best_state"]
     if config.restore_best and best_state is not None:
         model.load_state_dict(best_state)
+
+
+def _checkpoint_point(model, config, dev_trees, vocab, dev_ex, average, static, log_path, ckpt_path, result,
+                      t_start, state, epoch, total_loss, seen, train_s):
+    """One dev evaluation: log it, and keep / save the weights if the selection metric improved."""
+    t1 = time.perf_counter()
+    if average is not None:
+        average.swap()          # evaluate, select and save the averaged weights
+    dev = evaluate(model, dev_trees, vocab, config.eval_batch_size, examples=dev_ex)
+    eval_s = time.perf_counter() - t1
+    score = _score(dev, config.select)
+    if score is None:
+        raise ValueError(f"train: select={config.select!r} is not available for {type(model).__name__}")
+    improved = score > state["best_score"]
+    entry = {"epoch": epoch, "train_loss": total_loss / max(seen, 1), "train_seconds": round(train_s, 3),
+             "train_sent_per_s": round(seen / train_s, 1) if train_s > 0 else None,
+             "eval_seconds": round(eval_s, 3), "dev": dev, "best": improved,
+             "elapsed": round(time.perf_counter() - t_start, 3)}
+    if static and hasattr(model, "padding_stats"):
+        entry["padding"] = model.padding_stats()
+    if improved:
+        state["best_score"] = score
+        result.best_epoch, result.best = epoch, dev
+        state["best_state"] = _copy_state(model)
+        if ckpt_path is not None:
+            save_checkpoint(ckpt_path, model, vocab, epoch=epoch, dev=dev, train_config=config.to_dict())
+    if average is not None:
+        average.swap()
+    result.history.append(entry)
+    if log_path is not None:
+        _append_line(log_path, entry)
+    if config.progress:
+        print(f"epoch {epoch}: loss {entry['train_loss']:.4f}  dev fine {dev['root_fine']:.4f}  binary "
+              f"{dev['root_binary']:.4f}" + (f"  nodes {dev['all_nodes']:.4f}" if 'all_nodes' in dev else "")
+              + f"  {entry['train_sent_per_s']} sent/s" + ("  *" if improved else ""), file=sys.stderr)
+    return improved

@@ -204,3 +204,25 @@ def test_weight_averaging_is_what_gets_evaluated_and_saved(data, tmp_path):
     assert not all(np.array_equal(p.data, q.data) for p, q in zip(plain.parameters(), m.parameters()))
     with pytest.raises(ValueError, match=r"TrainConfig: ema must be in \(0, 1\) or None"):
         TrainConfig(ema=1.0)
+
+
+def test_evaluations_within_an_epoch(data, tmp_path):
+    train_trees, dev_trees, vocab = data
+    kw = dict(SMALL, dropout=0.3, word_dropout=0.1)
+    once = train(build_model("treelstm", len(vocab), seed=3, **kw), train_trees, dev_trees, vocab,
+                 _cfg(epochs=2, select="fine+binary"))
+    m = build_model("treelstm", len(vocab), seed=3, **kw)
+    res = train(m, train_trees, dev_trees, vocab, _cfg(tmp_path, epochs=2, select="fine+binary", evals_per_epoch=2))
+    assert [h["epoch"] for h in res.history] == [0.5, 1, 1.5, 2]
+    # a mid-epoch evaluation leaves training as it was (back in train mode, no
+    # random numbers drawn): the epoch-end points match a once-per-epoch run
+    for h, h1 in zip(res.history[1::2], once.history):
+        assert h["dev"]["root_fine"] == h1["dev"]["root_fine"]
+        assert h["dev"]["root_binary"] == h1["dev"]["root_binary"]
+        assert h["train_loss"] == h1["train_loss"]
+    sums = [h["dev"]["root_fine"] + h["dev"]["root_binary"] for h in res.history]
+    assert res.best_epoch == res.history[int(np.argmax(sums))]["epoch"]
+    assert [json.loads(line)["epoch"] for line in (tmp_path / "log.jsonl").read_text().splitlines()] == [0.5, 1, 1.5, 2]
+    assert evaluate(load_checkpoint(res.checkpoint), dev_trees, vocab)["root_fine"] == res.best["root_fine"]
+    with pytest.raises(ValueError, match="TrainConfig: evals_per_epoch must be a positive integer"):
+        TrainConfig(evals_per_epoch=0)
