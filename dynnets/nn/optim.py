@@ -24,6 +24,15 @@ Otherwise (momentum, weight decay, non-lazy Adam) the update touches every row
 by definition, and the gradient is densified first. The results of the sparse
 paths are identical to densifying and taking the dense step.
 
+Kernels
+-------
+Adagrad's dense and row-sparse steps run as one Numba pass each
+(:mod:`dynnets.nn.optim_kernels`) when the arrays are C-contiguous float32 or
+float64 of one dtype: the chain of numpy operations took ~600 us per step for
+an LSTM classifier's 270k dense weights, the kernel ~40 us (measured on a
+shared 2-core machine, ``float32``). The numpy block rules below are the
+kernels' twins and the fallback for other arrays; both give the same bits.
+
 State
 -----
 ``state_dict()`` returns ``{"state": {index: {name: array or int}},
