@@ -11,7 +11,7 @@ them first); results are written in place into the documented buffers; no
 module globals, no jitted calls across files. Scalars arrive as a small array
 of the data's dtype (``scal``) so that float32 data are updated in float32
 arithmetic, the same operations in the same order as the numpy twin, which
-they therefore match bit for bit.
+they match to within one unit in the last place (tested).
 """
 
 import numpy as np
