@@ -282,7 +282,7 @@ _SENTINEL = 7919     # stands in for an unknown dimension when a rule evaluates 
 
 def _dummy(shape, dtype):
     real = tuple(_SENTINEL if d is None else d for d in shape)
-    return np.broadcast_to(np.zeros((), dtype=_dt(Aval((), dtype)) if not isinstance(dtype, np.dtype) else dtype), real)
+    return np.broadcast_to(np.zeros((), dtype=_dt(Aval((), dtype))), real)
 
 
 def _undummy(shape):
@@ -574,7 +574,6 @@ def _reshape_shape(x, shape):
     if sum(1 for d in shape if d == -1) > 1:
         raise ShapeError(f"reshape: only one dimension can be -1, got shape={shape}")
     if any(d is None for d in x.shape):
-        known = [d for d in x.shape]
         if -1 in shape:
             return Aval(tuple(None if d == -1 else d for d in shape), _dt(x))
         return Aval(shape, _dt(x))

@@ -29,8 +29,8 @@ import numpy as np
 
 from ..autograd import engine as _engine
 from ..autograd import ops as _ops
-from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _aval_of, _dt, _fmt
-from ..autograd.tensor import Parameter, Tensor
+from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _dt, _fmt
+from ..autograd.tensor import Tensor
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",

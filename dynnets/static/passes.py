@@ -50,7 +50,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..autograd import primitives as P
-from ..autograd.primitives import Aval, ShapeError, _dt, _fmt
+from ..autograd.primitives import ShapeError, _dt
 from .graph import (SOURCES, Eqn, StaticPrimitive, _site_str, constant_p, param_p, placeholder_p,
                     variable_p)
 

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, OuterSum, RowSparse, ShapeError, _dt, _fmt
+from ..autograd.primitives import Aval, OuterSum, RowSparse, ShapeError, _fmt
 from . import passes as _passes
 from .backward import vjp_call_info
 from .graph import (FeedError, GraphError, Operation, OpError, UninitializedVariableError, Value, _site_str,
