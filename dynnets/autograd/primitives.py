@@ -1880,6 +1880,24 @@ def _rnn_seq_vjp(g, ins, out):
 rnn_seq_p = defprim("rnn_seq", _rnn_seq, _rnn_seq_shape, joint_vjp=_rnn_seq_vjp, nondiff_args=(3,))
 
 
+# Per-node Tree-LSTM primitives use the kernels with the product inside for
+# up to this many rows; beyond it a BLAS matrix product reads the weights once
+# for all rows (the loop reads them once per row).
+_MV_ROWS = 2
+
+
+def _same_float(*arrays):
+    """True when all arrays are C-contiguous numpy arrays of one float dtype
+    (float32 or float64), the kernels' input convention."""
+    dt = arrays[0].dtype
+    if dt != np.float32 and dt != np.float64:
+        return False
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
+            return False
+    return True
+
+
 def _tree_lstm_node(s_l, s_r, w, b):
     """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14) on packed states
     ``s = [h | c]``, for per-node (recursive) execution: the maths of
@@ -1900,6 +1918,15 @@ def _tree_lstm_node(s_l, s_r, w, b):
     """
     n, H2 = s_l.shape
     H = H2 // 2
+    if n <= _MV_ROWS and _same_float(s_l, s_r, w, b):
+        # one node (recursive execution): the fused kernel with the
+        # matrix-vector product inside (12.6 -> 9.x us per node, measured)
+        dt = w.dtype
+        s = np.empty((n, H2), dtype=dt)
+        acts = np.empty((n, 5 * H), dtype=dt)
+        hcat = np.empty((n, H2), dtype=dt)
+        KT.tree_lstm_node_fwd_mv(s_l, s_r, w, b, s, acts, hcat)
+        return s, acts, hcat
     hcat = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1)
     z = hcat @ w
     s = np.empty((n, H2), dtype=z.dtype)
@@ -1956,8 +1983,14 @@ def _tree_lstm_leaf_node(x, w, b):
     s : (n, 2H)
     acts : (n, 3H)
     """
+    n, G = x.shape[0], w.shape[1]
+    if n <= _MV_ROWS and _same_float(x, w, b):
+        dt = w.dtype
+        s = np.empty((n, 2 * (G // 3)), dtype=dt)
+        acts = np.empty((n, G), dtype=dt)
+        KT.tree_lstm_leaf_node_fwd_mv(x, w, b, s, acts)
+        return s, acts
     z = x @ w
-    n, G = z.shape
     s = np.empty((n, 2 * (G // 3)), dtype=z.dtype)
     acts = np.empty((n, G), dtype=z.dtype)
     KT.tree_lstm_leaf_node_fwd(z, b, s, acts)

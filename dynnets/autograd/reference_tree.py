@@ -28,6 +28,8 @@ __all__ = [
     "tree_lstm_node_bwd",
     "tree_lstm_leaf_node_fwd",
     "tree_lstm_leaf_node_bwd",
+    "tree_lstm_node_fwd_mv",
+    "tree_lstm_leaf_node_fwd_mv",
 ]
 
 
@@ -226,3 +228,13 @@ def tree_lstm_leaf_node_bwd(ds, acts, s, dz):
     dh = ds[:, :H]
     dct = ds[:, H:] + dh * o * (1 - t * t)
     dz[:] = np.concatenate([dct * u * i * (1 - i), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+
+
+def tree_lstm_node_fwd_mv(s_l, s_r, w, b, s, acts, hcat):
+    H = s_l.shape[1] // 2
+    hcat[:] = np.concatenate([s_l[:, :H], s_r[:, :H]], axis=1)
+    tree_lstm_node_fwd(hcat @ w, b, s_l, s_r, s, acts)
+
+
+def tree_lstm_leaf_node_fwd_mv(x, w, b, s, acts):
+    tree_lstm_leaf_node_fwd(x @ w, b, s, acts)

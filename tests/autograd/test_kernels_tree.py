@@ -77,6 +77,11 @@ def make_args(name, rng, dtype):
         return r(2, 3 * H), r(3 * H), np.zeros((2, 2 * H), dtype), np.zeros((2, 3 * H), dtype)
     if name == "tree_lstm_leaf_node_bwd":
         return r(2, 2 * H), p(2, 3 * H), r(2, 2 * H), np.zeros((2, 3 * H), dtype)
+    if name == "tree_lstm_node_fwd_mv":
+        return (r(2, 2 * H), r(2, 2 * H), r(2 * H, 5 * H), r(5 * H), np.zeros((2, 2 * H), dtype),
+                np.zeros((2, 5 * H), dtype), np.zeros((2, 2 * H), dtype))
+    if name == "tree_lstm_leaf_node_fwd_mv":
+        return r(2, 4), r(4, 3 * H), r(3 * H), np.zeros((2, 2 * H), dtype), np.zeros((2, 3 * H), dtype)
     raise KeyError(name)
 
 
@@ -140,3 +145,27 @@ def test_activations_propagate_nan():
     assert np.isnan(s[0]) and np.isnan(t[0])
     np.testing.assert_allclose(s[1:], [1 / (1 + np.exp(-0.3)), 0.0, 1.0], atol=1e-300)
     np.testing.assert_allclose(t[1:], [np.tanh(0.3), -1.0, 1.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_per_node_primitives_one_row_equal_many_rows(dtype):
+    """The per-node Tree-LSTM primitives take the fused matrix-vector kernels
+    for one or two rows and a BLAS product for more: both give the same rows."""
+    from dynnets.autograd import primitives as P
+
+    rng = np.random.default_rng(7)
+    Hh, E = 5, 7
+    s_l, s_r = (rng.standard_normal((4, 2 * Hh)).astype(dtype) for _ in range(2))
+    w, b = rng.standard_normal((2 * Hh, 5 * Hh)).astype(dtype), rng.standard_normal(5 * Hh).astype(dtype)
+    x, wl, bl = (rng.standard_normal((4, E)).astype(dtype), rng.standard_normal((E, 3 * Hh)).astype(dtype),
+                 rng.standard_normal(3 * Hh).astype(dtype))
+    assert P._MV_ROWS < 4
+    many = P._tree_lstm_node(s_l, s_r, w, b)
+    many_leaf = P._tree_lstm_leaf_node(x, wl, bl)
+    for r in range(4):
+        one = P._tree_lstm_node(s_l[r:r + 1], s_r[r:r + 1], w, b)
+        for k in range(3):
+            np.testing.assert_allclose(one[k], many[k][r:r + 1], **TOL[dtype])
+        one_leaf = P._tree_lstm_leaf_node(x[r:r + 1], wl, bl)
+        for k in range(2):
+            np.testing.assert_allclose(one_leaf[k], many_leaf[k][r:r + 1], **TOL[dtype])
