@@ -369,7 +369,7 @@ def bench_lstm(args, np, summary):
                           "eager/static", "CPU min static / eager"], rows))
     ok = {k: v["fwd+bwd"][1] > v["fwd+bwd"][0] and v["fwd+bwd"][3] > v["fwd+bwd"][2]
           for k, v in summary["lstm"].items()}
-    print(f"\ntarget: compiled padded LSTM forward+backward faster than eager (wall and CPU medians): "
+    print("\ntarget: compiled padded LSTM forward+backward faster than eager (wall and CPU medians): "
           + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in ok.items()))
     print("(medians; CPU time is this process's, less disturbed than wall time by the other processes on a shared "
           "machine; each contender is sampled at 8 C-stack depths, see _interleaved_wall_cpu. Both modes run the "

@@ -471,7 +471,7 @@ def compare_markdown(res):
                   "best epoch, so they are optimistic).", ""]
     acc_split = "test" if res["has_test"] else "dev"
     lines += [f"| model | epoch s | train sent/s | padding % | truncated train / {ev} | dev fine % | dev binary % | "
-              + (f"test fine % | test binary % | " if res["has_test"] else "")
+              + ("test fine % | test binary % | " if res["has_test"] else "")
               + f"{acc_split} negation/contrast fine % |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | " + ("---: | ---: | " if res["has_test"] else "")
               + "---: |"]

@@ -8,7 +8,7 @@ import pytest
 import dynnets.static as ds
 from dynnets.autograd import primitives as P
 from dynnets.static import passes
-from dynnets.static.graph import constant_p, placeholder_p
+from dynnets.static.graph import placeholder_p
 
 
 def _prog(g, outs):
