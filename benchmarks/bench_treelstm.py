@@ -23,6 +23,15 @@ objects that exist before the timing frozen out of the garbage collector
 medians over ``--repeats`` passes. The first minibatch's loss of every
 contender is printed to show that they compute the same function.
 
+A fifth, reference pass runs in the evaluation round unless ``--no-floor``:
+``products only`` does nothing but the matrix-vector products that per-node
+evaluation cannot avoid, one ``numpy.matmul`` into a preallocated output per
+node (a leaf's word vector times the (300, 450) leaf weights, an internal
+node's [h_l; h_r] times the (300, 750) ``U``), on the same trees. It is not a
+model: it is the floor under any recursive evaluation on this machine, and
+the script prints the largest "recursive / torch recursive" evaluation ratio
+that floor allows.
+
 Run from the repository root::
 
     python benchmarks/bench_treelstm.py --data ../shared/data/sst --seed 0 --repeats 3
@@ -64,6 +73,8 @@ def parse():
                     help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
     ap.add_argument("--contenders", default="dynnets level,dynnets recursive,torch level,torch recursive")
     ap.add_argument("--no-eval", action="store_true")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip the reference 'products only' pass (see the module docstring)")
     return ap.parse_args()
 
 
@@ -291,6 +302,24 @@ def main():
               "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),
               "torch level": (torch_train("level"), torch_eval("level")),
               "torch recursive": (torch_train("recursive"), torch_eval("recursive"))}
+    floor = None
+    if not (args.no_floor or args.no_eval):
+        # per-node products alone, for the evaluation trees (see the docstring)
+        w_leaf = np.ascontiguousarray(weights["w_leaf"])
+        U = np.ascontiguousarray(weights["U"])
+        x1 = np.random.default_rng(args.seed).standard_normal((1, E)).astype(w_leaf.dtype)
+        h1 = np.random.default_rng(args.seed + 1).standard_normal((1, 2 * H)).astype(U.dtype)
+        zl = np.empty((1, w_leaf.shape[1]), w_leaf.dtype)
+        zi = np.empty((1, U.shape[1]), U.dtype)
+        counts = [(len(e.leaves), len(e.internal)) for e in flat]
+        mm = np.matmul
+
+        def floor():
+            for n_leaf, n_int in counts:
+                for _ in range(n_leaf):
+                    mm(x1, w_leaf, out=zl)
+                for _ in range(n_int):
+                    mm(h1, U, out=zi)
     unknown = [w for w in wanted if w not in makers]
     if unknown:
         sys.exit(f"bench_treelstm: unknown contenders {unknown}; choose from {list(makers)}")
@@ -299,8 +328,11 @@ def main():
     for phase, k in (("train", 0), ("eval", 1)):
         if phase == "eval" and args.no_eval:
             continue
-        times = interleaved({c: makers[c][k] for c in wanted}, repeats=args.repeats, number=1, warmup=1)
-        for c in wanted:
+        runs = {c: makers[c][k] for c in wanted}
+        if phase == "eval" and floor is not None:
+            runs["products only"] = floor
+        times = interleaved(runs, repeats=args.repeats, number=1, warmup=1)
+        for c in runs:
             results[(c, phase)] = [n / t for t in times[c]]
             print(f"# {phase:5s} {c:18s} sent/s per pass: " + ", ".join(f"{n / t:.0f}" for t in times[c]))
 
@@ -309,9 +341,9 @@ def main():
         return statistics.median(v) if v else None
 
     rows = []
-    for c in wanted:
+    for c in wanted + (["products only"] if ("products only", "eval") in results else []):
         tr, ev = med(c, "train"), med(c, "eval")
-        rows.append([c, f"{tr:.0f}", "-" if ev is None else f"{ev:.0f}"])
+        rows.append([c, "-" if tr is None else f"{tr:.0f}", "-" if ev is None else f"{ev:.0f}"])
     print()
     print(markdown_table(["contender", "train sent/s (median)", "eval sent/s (median)"], rows))
     print()
@@ -320,6 +352,10 @@ def main():
             x, y = med(a, phase), med(b_, phase)
             if x and y:
                 print(f"{a} / {b_} ({phase}): {x / y:.2f}x (target >= {target}x)")
+    fl, tr_ev = med("products only", "eval"), med("torch recursive", "eval")
+    if fl and tr_ev:
+        print(f"products only (per-node matrix-vector products, nothing else): {1e6 / fl:.0f} us per sentence; "
+              f"no recursive evaluation can exceed {fl / tr_ev:.2f}x torch recursive here")
 
 
 if __name__ == "__main__":
