@@ -107,11 +107,24 @@ class SequenceClassifier(ModelBase, nn.Module):
         ids = batch.ids
         if self.training and self.word_dropout > 0.0:
             ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
-        x = self.embed_drop(self.embedding(ids))                # (total, E)
+        if self.training and self.embed_drop.p > 0.0:
+            # a dropout mask per token: project every token's vector
+            x, rows = self.embed_drop(self.embedding(ids)), None          # (total, E)
+        else:
+            # the input projection of each distinct word once, then gathered per
+            # token: the same numbers with ~40% fewer multiply-adds on SST
+            # minibatches of 25 (59% of the tokens are distinct), in the forward
+            # product and in both backward ones (linearity: the tokens' output
+            # gradients are summed per word first, by take's VJP)
+            uniq, rows = np.unique(ids, return_inverse=True)
+            x = self.embedding(uniq)                                     # (distinct, E)
         outs = []
         for d in self._dirs:
-            xd = x if d == "l0" else ops.take(x, batch.reverse)
-            gx = ops.linear(xd, getattr(self, f"weight_ih_{d}"), getattr(self, f"bias_ih_{d}"))
+            w_ih, b_ih = getattr(self, f"weight_ih_{d}"), getattr(self, f"bias_ih_{d}")
+            if rows is None:
+                gx = ops.linear(x if d == "l0" else ops.take(x, batch.reverse), w_ih, b_ih)
+            else:
+                gx = ops.take(ops.linear(x, w_ih, b_ih), rows if d == "l0" else rows[batch.reverse])
             h = self._seq(gx, getattr(self, f"weight_hh_{d}"), getattr(self, f"bias_hh_{d}"), batch.batch_sizes)
             outs.append(ops.take(h, batch.last))
         return outs[0] if len(outs) == 1 else ops.concat(outs, axis=1)
