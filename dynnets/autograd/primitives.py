@@ -97,20 +97,50 @@ class RowSparse:
     :meth:`coalesce`). Embedding gradients use it so a step touches only the
     rows a batch used."""
 
-    __slots__ = ("rows", "values", "shape")
+    __slots__ = ("_rows", "_values", "_parts", "shape")
 
     def __init__(self, rows, values, shape):
-        self.rows = rows
-        self.values = values
+        self._rows = rows
+        self._values = values
+        self._parts = None
         self.shape = tuple(shape)
+
+    # A sum of many RowSparse terms (one embedding lookup per tree, added up
+    # during backward) keeps its terms in a list and concatenates them once,
+    # when rows or values are first read: concatenating at every addition
+    # copied O(k^2) rows (190 us per tree in a minibatch of 25, measured).
+    def _pieces(self):
+        return self._parts if self._parts is not None else [(self._rows, self._values)]
+
+    def _join(self):
+        parts = self._parts
+        self._rows = np.concatenate([r for r, _ in parts])
+        self._values = np.concatenate([v for _, v in parts])
+        self._parts = None
+
+    @property
+    def rows(self):
+        if self._parts is not None:
+            self._join()
+        return self._rows
+
+    @property
+    def values(self):
+        if self._parts is not None:
+            self._join()
+        return self._values
 
     @property
     def dtype(self):
-        return self.values.dtype
+        if self._parts is None:
+            return self._values.dtype
+        return np.result_type(*[v.dtype for _, v in self._parts])
 
     def add(self, other):
-        return RowSparse(np.concatenate([self.rows, other.rows]),
-                         np.concatenate([self.values, other.values]), self.shape)
+        """``self + other`` (another RowSparse) as a new object; neither input changes."""
+        out = RowSparse(None, None, self.shape)
+        out._parts = self._pieces() + other._pieces()
+        return out
 
     def add_to_dense(self, dense):
         out = np.array(dense, dtype=np.result_type(dense, self.values), copy=True)

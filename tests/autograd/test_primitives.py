@@ -668,6 +668,30 @@ def test_embedding_gradient_is_row_sparse_and_sums_repeats():
     assert set(w._grad.rows.tolist()) <= {0, 2}
 
 
+def test_row_sparse_sums_join_their_terms_once_and_leave_inputs_alone():
+    rng = np.random.default_rng(8)
+    terms = [RowSparse(rng.integers(0, 6, k), rng.standard_normal((k, 2)), (6, 2)) for k in (3, 1, 4, 2)]
+    before = [(t.rows.copy(), t.values.copy()) for t in terms]
+    total = terms[0]
+    for t in terms[1:]:
+        total = total.add(t)
+    partial = terms[0].add(terms[1])
+    assert total.dtype == np.float64 and total.shape == (6, 2)
+    np.testing.assert_array_equal(total.rows, np.concatenate([r for r, _ in before]))
+    np.testing.assert_array_equal(total.values, np.concatenate([v for _, v in before]))
+    want = np.zeros((6, 2))
+    for r, v in before:
+        np.add.at(want, r, v)
+    np.testing.assert_allclose(total.to_dense(), want, rtol=1e-12)
+    np.testing.assert_allclose(total.coalesce().to_dense(), want, rtol=1e-12)
+    assert len(partial.rows) == 4                      # an intermediate sum is unaffected by later additions
+    for t, (r, v) in zip(terms, before):
+        np.testing.assert_array_equal(t.rows, r)
+        np.testing.assert_array_equal(t.values, v)
+    mixed = RowSparse(np.array([0]), np.ones((1, 2), np.float32), (6, 2)).add(terms[1])
+    assert mixed.dtype == np.float64 == mixed.values.dtype
+
+
 def test_cross_entropy_reductions_and_mask_agree_with_numpy():
     rng = np.random.default_rng(3)
     logits = rng.standard_normal((4, 3))
