@@ -796,6 +796,13 @@ stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp)
 # --------------------------------------------------------------------------
 
 
+# Weight gradients of products with at most this many rows are returned as
+# OuterSum factors (see OuterSum): a node applied to one tree node or one time
+# step at a time then costs one matrix product per parameter per backward
+# instead of one full-size outer product and addition per node.
+_FACTOR_ROWS = 4
+
+
 def _tdot(a, b):
     """``a.T @ b`` for 2-D ``a`` (k, m) and ``b`` (k, n): the weight gradient of
     a product over a batch of k rows."""
@@ -851,6 +858,10 @@ def _matmul_vjp_w(g, ins, out):
     elif w.ndim == 1:
         gw = np.matmul(np.swapaxes(x, -1, -2), g[..., None])[..., 0]
     elif x.ndim == 2 and w.ndim == 2:
+        if x.shape[0] <= _FACTOR_ROWS:
+            # a product of one node/step (per-node define-by-run code): the
+            # weight gradient stays factored, formed once per backward
+            return OuterSum((x,), (g,), w.shape)
         gw = _tdot(x, g)
     else:
         gw = np.matmul(np.swapaxes(x, -1, -2), g)
@@ -880,7 +891,7 @@ def _linear_vjp(g, ins, out):
     x, w, b = ins
     x2 = x.reshape(-1, x.shape[-1])
     g2 = g.reshape(-1, g.shape[-1])
-    gw = _tdot(g2, x2)
+    gw = OuterSum((g2,), (x2,), w.shape) if x2.shape[0] <= _FACTOR_ROWS else _tdot(g2, x2)
     gx = (g2 @ w).reshape(x.shape)
     gb = g2.sum(0) if np.ndim(b) else g2.sum()
     return gx, gw, np.reshape(gb, np.shape(b))

@@ -29,6 +29,9 @@ __all__ = ["gradients", "SPARSE_VJPS", "vjp_call_info", "add_n_p", "accumulate_p
 
 # (primitive name, input index) of table VJPs that return a RowSparse gradient
 SPARSE_VJPS = frozenset({("embedding", 0)})
+# (primitive name, input index) of table VJPs that may return a factored
+# (OuterSum) gradient: plans calling them directly densify the result
+FACTORED_VJPS = frozenset({("matmul", 1)})
 
 
 def _ones_like(y):
@@ -121,7 +124,8 @@ def vjp_call_info(prim):
             fwd = P.PRIMITIVES[name]
             fn = fwd.joint_vjp if i is None else fwd.vjps[i]
             # a joint VJP may return factored (OuterSum) or row-sparse parts: densify them as vjp_primitive does
-            info = (fn, fwd.multiple_results, i is None, i is None or (name, i) in SPARSE_VJPS)
+            info = (fn, fwd.multiple_results, i is None,
+                    i is None or (name, i) in SPARSE_VJPS or (name, i) in FACTORED_VJPS)
             _INFO[prim] = info
             return info
     return None
