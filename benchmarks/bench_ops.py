@@ -9,6 +9,12 @@
    primitives (matmul, add, getitem, sigmoid, tanh, mul) vs
    ``torch.nn.LSTMCell``.
 
+3. A 20-step ``LSTMCell`` loop at batch 1 (input 300, hidden 150; loss =
+   final h.sum()): ``dynnets.nn.LSTMCell`` called step by step, as a PyTorch
+   user writes it, vs ``torch.nn.LSTMCell`` the same way. It measures what a
+   define-by-run loop costs beyond one cell: per-step graph recording and the
+   weight gradients summed over the steps.
+
 Every contender resets its gradients (``= None``) each call. Contenders run
 interleaved in one process; each figure is the median over ``--repeats``
 rounds of ``--number`` calls. Run::
@@ -35,7 +41,7 @@ def _parser():
     ap.add_argument("--seed", type=int, default=0, help="seed of all inputs and weights")
     ap.add_argument("--repeats", type=int, default=30, help="timed rounds per contender (median reported)")
     ap.add_argument("--number", type=int, default=0, help="calls per round (0: chosen per case)")
-    ap.add_argument("--only", choices=["overhead", "lstm"], help="run one case")
+    ap.add_argument("--only", choices=["overhead", "lstm", "loop"], help="run one case")
     ap.add_argument("--no-torch", action="store_true", help="skip PyTorch even if importable")
     ap.add_argument("--keep-env", action="store_true", help="do not unset OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE")
     ap.add_argument("--blas-threads", type=int, default=1,
@@ -191,6 +197,53 @@ def lstm_contenders(seed, batch, torch, I=300, H=150):
     return out
 
 
+def loop_contenders(seed, torch, steps=20, I=300, H=150):
+    import numpy as np
+
+    from dynnets import nn
+    from dynnets.autograd import ops
+
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((steps, 1, I)).astype(np.float32)
+    cell = nn.LSTMCell(I, H, rng=rng)
+    xts = [ops.tensor(x) for x in xs]
+    params = list(cell.parameters())
+
+    def dynnets_loop():
+        for p in params:
+            p._grad = None
+        h, c = ops.zeros(1, H), ops.zeros(1, H)
+        for x in xts:
+            h, c = cell(x, (h, c))
+        h.sum().backward()
+        return params
+
+    out = {"dynnets nn.LSTMCell": dynnets_loop}
+    if torch is not None:
+        tcell = torch.nn.LSTMCell(I, H)
+        with torch.no_grad():
+            for n, p in cell.named_parameters():
+                getattr(tcell, n).copy_(torch.from_numpy(p.data))
+        txs = [torch.from_numpy(x) for x in xs]
+        tparams = list(tcell.parameters())
+
+        def torch_loop():
+            for p in tparams:
+                p.grad = None
+            h, c = torch.zeros(1, H), torch.zeros(1, H)
+            for x in txs:
+                h, c = tcell(x, (h, c))
+            h.sum().backward()
+            return tcell
+
+        out["torch.nn.LSTMCell"] = torch_loop
+        dynnets_loop()
+        torch_loop()
+        if not np.allclose(cell.weight_ih.grad.numpy(), tcell.weight_ih.grad.numpy(), atol=1e-4, rtol=1e-3):
+            raise SystemExit("bench_ops: the LSTMCell loops disagree on the gradient of weight_ih")
+    return out
+
+
 def main(argv=None):
     opts = _parser().parse_args(argv)
     setup(__file__, keep_env=opts.keep_env, blas_threads=opts.blas_threads)
@@ -238,6 +291,18 @@ def main(argv=None):
             rows.append([f"LSTM cell fwd+bwd, batch {batch}, fused `lstm_cell`", fmt_us(f),
                          fmt_us(tt) if tt else "n/a", f"{fmt_us(c)} (composed, {c / f:.2f}x fused)",
                          f"{f / tt:.2f}" if tt else "n/a"])
+
+    if opts.only in (None, "loop"):
+        cont = loop_contenders(opts.seed, torch)
+        t = interleaved(cont, opts.repeats, opts.number or 5, warmup=2)
+        med = {n: median_us(v) for n, v in t.items()}
+        d = med["dynnets nn.LSTMCell"]
+        tt = med.get("torch.nn.LSTMCell")
+        print("\n## 3. 20-step LSTMCell loop fwd+bwd, batch 1, input 300, hidden 150, float32")
+        for n, v in med.items():
+            print(f"{n:<24}{v:9.1f} us   ({d / v:5.2f}x dynnets/this)")
+        rows.append(["20-step `nn.LSTMCell` loop fwd+bwd, batch 1", fmt_us(d), fmt_us(tt) if tt else "n/a",
+                     "-", f"{d / tt:.2f}" if tt else "n/a"])
 
     print("\n## targets")
     for line in targets:

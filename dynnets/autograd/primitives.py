@@ -221,7 +221,10 @@ class OuterSum:
                 lhs = [np.ones((r.shape[0], 1), dtype=r.dtype) if a is None else a
                        for a, r in zip(self.lhs, self.rhs)]
                 a = lhs[0] if len(lhs) == 1 else np.concatenate(lhs)
-                out = np.dot(a.T, b)      # np.dot: matmul is ~10x slower when a has one row
+                if a.shape[0] <= _OUTER_MAX and a.dtype == b.dtype and a.ndim == 2 and b.ndim == 2:
+                    out = K.outer_sum_fwd(np.ascontiguousarray(a), np.ascontiguousarray(b))
+                else:
+                    out = np.dot(a.T, b)      # np.dot: matmul is ~10x slower when a has one row
             if out.shape != self.shape:
                 out = out.reshape(self.shape)
         if self.base is not None:
@@ -1121,13 +1124,23 @@ def _wgrad(d, a):
     return _tdot(d, a)
 
 
+def _wgrad_f(d, a, shape):
+    """:func:`_wgrad` (``d.T @ a``), kept factored (OuterSum) for a cell
+    applied to at most ``_FACTOR_ROWS`` rows: a cell run one step or one node
+    at a time then forms each weight gradient once per backward."""
+    if d.shape[0] <= _FACTOR_ROWS:
+        return OuterSum((d,), (a,), shape)
+    return _wgrad(d, a)
+
+
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
     dgates, dc, db = _cell_kernel("lstm_cell_bwd", cn.size)(
         _zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c))
     # both biases receive the same array, as before (clip_grad_norm_ reassigns, never scales in place)
-    return (np.dot(dgates, w_ih), np.dot(dgates, w_hh), dc, _wgrad(dgates, x), _wgrad(dgates, h), db, db)
+    return (np.dot(dgates, w_ih), np.dot(dgates, w_hh), dc, _wgrad_f(dgates, x, w_ih.shape),
+            _wgrad_f(dgates, h, w_hh.shape), db, db)
 
 
 lstm_cell_p = defprim("lstm_cell", _lstm_cell, _lstm_cell_shape, joint_vjp=_lstm_cell_vjp,
@@ -1156,7 +1169,7 @@ def _gru_cell_vjp(g, ins, out):
     hn, acts, gh = out
     dgi, dgh, dh = _cell_kernel("gru_cell_bwd", hn.size)(_zeros_if_none(g[0], hn), acts, gh, _c(h))
     dh = dh + dgh @ w_hh
-    return (dgi @ w_ih, dh, _wgrad(dgi, x), _wgrad(dgh, h), dgi.sum(0), dgh.sum(0))
+    return (dgi @ w_ih, dh, _wgrad_f(dgi, x, w_ih.shape), _wgrad_f(dgh, h, w_hh.shape), dgi.sum(0), dgh.sum(0))
 
 
 gru_cell_p = defprim("gru_cell", _gru_cell, _gru_cell_shape, joint_vjp=_gru_cell_vjp, multiple_results=True)
@@ -1200,7 +1213,8 @@ def _tree_lstm_cell_vjp(g, ins, out):
     H = h.shape[1]
     dhcat = dz @ w.T
     hcat = np.concatenate((h_l, h_r), axis=1)
-    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, _tdot(hcat, dz), dz.sum(0))
+    gw = OuterSum((hcat,), (dz,), w.shape) if hcat.shape[0] <= _FACTOR_ROWS else _tdot(hcat, dz)
+    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, gw, dz.sum(0))
 
 
 tree_lstm_cell_p = defprim("tree_lstm_cell", _tree_lstm_cell, _tree_lstm_cell_shape,
@@ -1232,7 +1246,8 @@ def _tree_lstm_leaf_vjp(g, ins, out):
     x, w, b = ins
     h, c, acts = out
     dz = _cell_kernel("tree_lstm_leaf_bwd", c.size)(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, c)
-    return (dz @ w.T, _tdot(x, dz), dz.sum(0))
+    gw = OuterSum((x,), (dz,), w.shape) if x.shape[0] <= _FACTOR_ROWS else _tdot(x, dz)
+    return (dz @ w.T, gw, dz.sum(0))
 
 
 tree_lstm_leaf_p = defprim("tree_lstm_leaf", _tree_lstm_leaf, _tree_lstm_leaf_shape,

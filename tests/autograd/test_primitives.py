@@ -692,6 +692,50 @@ def test_row_sparse_sums_join_their_terms_once_and_leave_inputs_alone():
     assert mixed.dtype == np.float64 == mixed.values.dtype
 
 
+@pytest.mark.parametrize("kind", ["lstm_cell", "gru_cell", "matmul", "linear", "tree_lstm_cell"])
+def test_factored_weight_gradients_equal_dense_ones_over_a_loop(kind, monkeypatch):
+    """A cell or product applied row by row (a define-by-run loop) returns its
+    weight gradients as OuterSum factors; the accumulated result equals the
+    dense per-step gradients (factoring disabled), in float64."""
+    import dynnets.autograd.primitives as P
+    from dynnets import nn
+
+    def grads(factor_rows):
+        monkeypatch.setattr(P, "_FACTOR_ROWS", factor_rows)
+        rng = np.random.default_rng(11)
+        xs = [ops.tensor(rng.standard_normal((1, 4)), dtype=np.float64) for _ in range(5)]
+        if kind in ("lstm_cell", "gru_cell"):
+            cell = (nn.LSTMCell if kind == "lstm_cell" else nn.GRUCell)(4, 3, rng=np.random.default_rng(1),
+                                                                         dtype=np.float64)
+            h = c = ops.zeros(1, 3, dtype=np.float64)
+            for x in xs:
+                if kind == "lstm_cell":
+                    h, c = cell(x, (h, c))
+                else:
+                    h = cell(x, h)
+            params = list(cell.parameters())
+        elif kind == "tree_lstm_cell":
+            w = ops.tensor(rng.standard_normal((6, 15)), requires_grad=True, dtype=np.float64)
+            b = ops.tensor(rng.standard_normal(15), requires_grad=True, dtype=np.float64)
+            h = c = ops.tensor(rng.standard_normal((1, 3)), dtype=np.float64)
+            for x in xs:
+                h, c = ops.tree_lstm_cell(h, x[:, :3], c, x[:, 1:], w, b)
+            params = [w, b]
+        else:
+            w = ops.tensor(0.5 * rng.standard_normal((4, 4)), requires_grad=True, dtype=np.float64)
+            h = xs[0]
+            for x in xs[1:]:
+                h = ops.tanh(h @ w + x) if kind == "matmul" else ops.tanh(ops.linear(h, w, x[0]))
+            params = [w]
+        (h * h).sum().backward()
+        assert all(type(p._grad) is not P.OuterSum for p in params)
+        return [p.grad.numpy() for p in params]
+
+    dense = grads(0)
+    for a, b in zip(grads(4), dense):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
 def test_cross_entropy_reductions_and_mask_agree_with_numpy():
     rng = np.random.default_rng(3)
     logits = rng.standard_normal((4, 3))
