@@ -227,7 +227,7 @@ def _apply(prim, arrays, parents, attrs):
         _check_finite(prim, out, "forward")
     if parents is None or not _Mode.grad_enabled or not prim.differentiable:
         if prim.multiple_results:
-            return tuple(_new(o, None, i, False) for i, o in enumerate(out))
+            return tuple([_new(o, None, i, False) for i, o in enumerate(out)])
         t = _object_new(_TENSOR)
         t.data = out
         t._grad = None
@@ -238,7 +238,7 @@ def _apply(prim, arrays, parents, attrs):
         return t
     node = Node(prim, arrays, parents, attrs, out, _next_seq())
     if prim.multiple_results:
-        return tuple(_new(o, node, i, True) for i, o in enumerate(out))
+        return tuple([_new(o, node, i, True) for i, o in enumerate(out)])
     t = _object_new(_TENSOR)
     t.data = out
     t._grad = None
