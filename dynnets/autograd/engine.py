@@ -21,7 +21,7 @@ from heapq import heappush as _heappush
 import numpy as np
 
 from . import tensor as _tensor_module
-from .primitives import OuterSum, RowSparse, ShapeError, check_shapes
+from .primitives import MatmulT, OuterSum, RowSparse, ShapeError, check_shapes
 from .tensor import Parameter, Tensor
 
 __all__ = [
@@ -262,6 +262,11 @@ def _check_finite(prim, out, where, which=None):
 def _add(old, new):
     if old is None:
         return new
+    if type(old) is MatmulT or type(new) is MatmulT:
+        if type(old) is MatmulT and type(new) is MatmulT and old.w is new.w:
+            return old.add(new)
+        return _add(old.to_dense() if type(old) is MatmulT else old,
+                    new.to_dense() if type(new) is MatmulT else new)
     if type(old) is OuterSum:
         return old.add(new.to_dense() if type(new) is RowSparse else new)
     if type(new) is OuterSum:
@@ -274,6 +279,8 @@ def _add(old, new):
 
 
 def _accumulate_leaf(t, g):
+    if type(g) is MatmulT:
+        g = g.to_dense()
     if type(g) is OuterSum:
         t._grad = _add(t._grad, g)     # stays factored until backward's last step
         return
@@ -285,7 +292,7 @@ def _accumulate_leaf(t, g):
             g = np.broadcast_to(g, d.shape)
         if not g.flags.writeable:
             g = g.copy()
-    elif g.values.dtype != t.data.dtype:
+    elif g.dtype != t.data.dtype:
         g = RowSparse(g.rows, g.values.astype(t.data.dtype), g.shape)
     t._grad = _add(t._grad, g)
 
@@ -331,6 +338,7 @@ def backward(root, gradient=None, retain_graph=False):
     _seed(node, root._idx, g)
     heap = [(-node.seq, node)]
     leaves = []
+    factored = {}
     anomaly = _Mode.anomaly
     try:
         while heap:
@@ -339,8 +347,14 @@ def backward(root, gradient=None, retain_graph=False):
             n.g = None
             prim = n.prim
             if prim.multiple_results:
-                gn = tuple(x.to_dense() if type(x) is RowSparse or type(x) is OuterSum else x for x in gn)
-            elif type(gn) is RowSparse or type(gn) is OuterSum:
+                # (a list from _seed, only read by the VJP) densified only if needed
+                for x in gn:
+                    tx = type(x)
+                    if tx is RowSparse or tx is OuterSum or (tx is MatmulT and not prim.lazy_grads):
+                        gn = [y.to_dense() if type(y) is RowSparse or type(y) is OuterSum
+                              or (type(y) is MatmulT and not prim.lazy_grads) else y for y in gn]
+                        break
+            elif type(gn) is RowSparse or type(gn) is OuterSum or (type(gn) is MatmulT and not prim.lazy_grads):
                 gn = gn.to_dense()
             parents = n.parents
             attrs = n.attrs
@@ -375,7 +389,16 @@ def backward(root, gradient=None, retain_graph=False):
                     _check_finite(prim, gi, "backward", i)
                 pn = p._node
                 if pn is None:
-                    leaves.append((p, gi))
+                    if type(gi) is OuterSum:
+                        # factored weight gradients of one leaf are gathered
+                        # here and formed with one product after the sweep
+                        acc = factored.get(id(p))
+                        if acc is None:
+                            factored[id(p)] = (p, OuterSum(gi.lhs, gi.rhs, gi.shape, gi.base))
+                        else:
+                            acc[1].add(gi)
+                    else:
+                        leaves.append((p, gi))
                     continue
                 if pn.freed:
                     raise RuntimeError(_FREED_MSG)
@@ -389,8 +412,9 @@ def backward(root, gradient=None, retain_graph=False):
         raise
     for p, gi in leaves:
         _accumulate_leaf(p, gi)
-    for p, gi in leaves:
-        if type(gi) is OuterSum and type(p._grad) is OuterSum:
+    for p, gi in factored.values():
+        _accumulate_leaf(p, gi)
+        if type(p._grad) is OuterSum:
             # all factors of this parameter in one matrix product
             p._grad = p._grad.to_dense(p.data.dtype)
 

@@ -49,7 +49,7 @@ class Aval(NamedTuple):
 
 class Primitive:
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results",
-                 "differentiable", "scalar", "doc", "nondiff_args")
+                 "differentiable", "scalar", "doc", "nondiff_args", "lazy_grads")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, scalar=None, nondiff_args=()):
@@ -63,6 +63,9 @@ class Primitive:
         self.scalar = scalar          # scalar expression template, for elementwise fusion
         self.nondiff_args = tuple(nondiff_args)
         self.doc = impl.__doc__
+        # the joint VJP accepts MatmulT output gradients (eager backward
+        # densifies every other primitive's output gradients first)
+        self.lazy_grads = False
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -115,7 +118,14 @@ class RowSparse:
     def _join(self):
         parts = self._parts
         self._rows = np.concatenate([r for r, _ in parts])
-        self._values = np.concatenate([v for _, v in parts])
+        vals = [v for _, v in parts]
+        w = vals[0].w if type(vals[0]) is MatmulT else None
+        if w is not None and all(type(v) is MatmulT and v.w is w for v in vals):
+            # values that are all products with one matrix (per-sentence
+            # embedding gradients of per-node leaves): one product for all
+            self._values = MatmulT(np.concatenate([v.a for v in vals]), w)
+        else:
+            self._values = np.concatenate([v.to_dense() if type(v) is MatmulT else v for v in vals])
         self._parts = None
 
     @property
@@ -126,8 +136,11 @@ class RowSparse:
 
     @property
     def values(self):
+        """The values, dense (a factored sum is formed here, once)."""
         if self._parts is not None:
             self._join()
+        if type(self._values) is MatmulT:
+            self._values = self._values.to_dense()
         return self._values
 
     @property
@@ -240,6 +253,47 @@ class OuterSum:
 
     def __repr__(self):
         return f"OuterSum(factors={len(self.lhs)}, shape={self.shape})"
+
+
+class MatmulT:
+    """An input gradient kept as the product ``a @ w.T`` (``a`` (n, k), ``w``
+    (m, k)), for a per-node VJP whose input is one row of a larger array.
+
+    A Tree-LSTM run node by node reads each leaf's word vector as one row of
+    the sentence's embedding (``split_rows``); each leaf's input gradient is
+    ``dz @ W.T``, a matrix-vector product. Returned as a ``MatmulT``, the
+    gradients of all rows reach ``split_rows``' VJP, which forms them with one
+    matrix product (``Primitive.lazy_grads``); every other consumer receives
+    it densified by the engine. :meth:`add` keeps a sum of two products with
+    the same ``w`` factored (``(a1 + a2) @ w.T``).
+    """
+
+    __slots__ = ("a", "w", "shape")
+
+    def __init__(self, a, w):
+        self.a = a
+        self.w = w
+        self.shape = (a.shape[0], w.shape[0])
+
+    @property
+    def dtype(self):
+        return np.result_type(self.a.dtype, self.w.dtype)
+
+    def add(self, other):
+        """``self + other``: factored when ``other`` is a MatmulT of the same ``w``, else dense."""
+        if type(other) is MatmulT and other.w is self.w:
+            return MatmulT(self.a + other.a, self.w)
+        return self.to_dense() + np.asarray(other)
+
+    def to_dense(self, dtype=None):
+        out = np.dot(self.a, self.w.T)
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.to_dense(dtype)
+
+    def __repr__(self):
+        return f"MatmulT(shape={self.shape})"
 
 
 # --------------------------------------------------------------------------
@@ -1025,6 +1079,14 @@ def _embedding_vjp(g, ins, out):
     if flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
         raise ShapeError(f"embedding: id out of range for {weight.shape[0]} embeddings")
     rows, inv = np.unique(flat, return_inverse=True)
+    if type(g) is MatmulT:
+        if g.a.shape[0] == flat.size:
+            # g = a @ w.T (per-node leaves, see split_rows): rows of a are
+            # summed per id and the values stay a product, formed once for
+            # all the sentences of a minibatch (RowSparse._join)
+            vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(g.a), len(rows))
+            return RowSparse(rows, MatmulT(vals, g.w), weight.shape)
+        g = g.to_dense()
     vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(g.reshape(flat.size, -1)),
                            len(rows))
     return RowSparse(rows, vals, weight.shape)
@@ -1032,6 +1094,7 @@ def _embedding_vjp(g, ins, out):
 
 embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None),
                       nondiff_args=(1,))
+embedding_p.lazy_grads = True
 
 # --------------------------------------------------------------------------
 # fused recurrent cells (Numba kernels)
@@ -1265,6 +1328,9 @@ tree_lstm_leaf_p = defprim("tree_lstm_leaf", _tree_lstm_leaf, _tree_lstm_leaf_sh
 _VJP_PRIMS: dict = {}
 
 
+_LAZY = (RowSparse, OuterSum, MatmulT)
+
+
 def vjp_primitive(prim, i=None):
     """A primitive whose forward *is* ``prim``'s VJP for input ``i`` (or the
     joint VJP when ``i`` is None). Inputs: (g, *prim_inputs, out) where ``g``
@@ -1286,11 +1352,10 @@ def vjp_primitive(prim, i=None):
         else:
             g, ins, out = args[0], args[1:1 + _n_in], args[1 + _n_in]
         r = fn(g, ins, out, **attrs)
-        if type(r) is RowSparse or type(r) is OuterSum:
+        if type(r) is RowSparse or type(r) is OuterSum or type(r) is MatmulT:
             r = r.to_dense()
         if i is None:
-            r = tuple(None if a is None else (a.to_dense() if type(a) is RowSparse or type(a) is OuterSum else a)
-                      for a in r)
+            r = tuple(None if a is None else (a.to_dense() if type(a) in _LAZY else a) for a in r)
         return r
 
     def shape(*avals, _n_in, **attrs):
@@ -1339,6 +1404,23 @@ def _split_rows_shape(x):
 
 def _split_rows_vjp(g, ins, out):
     x = ins[0]
+    lazy = [gi for gi in g if type(gi) is MatmulT]
+    if lazy:
+        w = lazy[0].w
+        if np.ndim(x) == 2 and all(gi is None or (type(gi) is MatmulT and gi.w is w and gi.a.shape[0] == 1)
+                                   for gi in g):
+            # every row's gradient is (its a) @ w.T: one product for all rows
+            if len(lazy) == len(g):
+                a = np.concatenate([gi.a for gi in g])
+            else:
+                a = np.zeros((len(g), lazy[0].a.shape[1]), dtype=lazy[0].a.dtype)
+                for i, gi in enumerate(g):
+                    if gi is not None:
+                        a[i] = gi.a[0]
+            # still a product: an embedding consumer keeps it so (lazy_grads),
+            # any other is given it dense by the engine
+            return (MatmulT(a, w),)
+        g = [gi.to_dense() if type(gi) is MatmulT else gi for gi in g]
     dt = next((gi.dtype for gi in g if gi is not None), np.asarray(x).dtype)
     gx = np.zeros(np.shape(x), dtype=dt)
     for i, gi in enumerate(g):
@@ -1349,6 +1431,7 @@ def _split_rows_vjp(g, ins, out):
 
 split_rows_p = defprim("split_rows", _split_rows, _split_rows_shape, joint_vjp=_split_rows_vjp,
                        multiple_results=True)
+split_rows_p.lazy_grads = True
 
 
 def _level_bounds(op, offsets, n_leaves, n_nodes):
@@ -2084,7 +2167,10 @@ def _tree_lstm_leaf_node_vjp(g, ins, out):
     s, acts = out
     dz = np.empty_like(acts)
     KT.tree_lstm_leaf_node_bwd(_zeros_if_none(g[0], s), acts, s, dz)
-    return dz @ w.T, OuterSum((x,), (dz,), w.shape), OuterSum((None,), (dz,), b.shape)
+    # one leaf (per-node execution): its input gradient stays a product for
+    # split_rows' VJP to form with the other leaves' in one matrix product
+    dx = MatmulT(dz, w) if dz.shape[0] <= _FACTOR_ROWS else dz @ w.T
+    return dx, OuterSum((x,), (dz,), w.shape), OuterSum((None,), (dz,), b.shape)
 
 
 tree_lstm_leaf_node_p = defprim("tree_lstm_leaf_node", _tree_lstm_leaf_node, _tree_lstm_leaf_node_shape,

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, OuterSum, RowSparse, ShapeError, _fmt
+from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, _fmt
 from . import passes as _passes
 from .backward import vjp_call_info
 from .graph import (FeedError, GraphError, Operation, OpError, UninitializedVariableError, Value, _site_str,
@@ -44,7 +44,7 @@ _perf = time.perf_counter
 
 def _dense(x):
     tp = type(x)
-    return x.to_dense() if tp is RowSparse or tp is OuterSum else x
+    return x.to_dense() if tp is RowSparse or tp is OuterSum or tp is MatmulT else x
 
 
 def _dense_all(r):

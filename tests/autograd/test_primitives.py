@@ -736,6 +736,61 @@ def test_factored_weight_gradients_equal_dense_ones_over_a_loop(kind, monkeypatc
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("mix", ["leaves only", "shared row", "other weight", "dense row"])
+def test_split_rows_forms_leaf_input_gradients_in_one_product(mix, monkeypatch):
+    """Per-node leaves return their input gradient as MatmulT, which split_rows'
+    VJP forms with one product; a row also used with another weight, twice, or
+    by an ordinary op falls back to dense sums. All equal the dense path."""
+    import dynnets.autograd.primitives as P
+    from dynnets.models.common import split_rows, tree_lstm_leaf_node
+
+    def grads(factor_rows):
+        monkeypatch.setattr(P, "_FACTOR_ROWS", factor_rows)
+        rng = np.random.default_rng(12)
+        x = ops.tensor(rng.standard_normal((4, 5)), requires_grad=True, dtype=np.float64)
+        w, w2 = (ops.tensor(rng.standard_normal((5, 6)), requires_grad=True, dtype=np.float64) for _ in range(2))
+        b = ops.tensor(rng.standard_normal(6), requires_grad=True, dtype=np.float64)
+        rows = split_rows(x * 1.5)
+        outs = [tree_lstm_leaf_node(r, w, b) for r in rows[:3]]
+        if mix == "shared row":
+            outs.append(tree_lstm_leaf_node(rows[0], w, b))
+        elif mix == "other weight":
+            outs.append(tree_lstm_leaf_node(rows[1], w2, b))
+        elif mix == "dense row":
+            outs.append(rows[2] * 3.0)
+        loss = sum(((o * o).sum() for o in outs), ops.tensor(0.0, dtype=np.float64))
+        loss.backward()
+        return [t.grad.numpy() for t in (x, w, b)]
+
+    dense = grads(0)
+    for a, b in zip(grads(4), dense):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+def test_row_sparse_with_factored_values_forms_them_once():
+    from dynnets.autograd.primitives import MatmulT
+
+    rng = np.random.default_rng(13)
+    w, w2 = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    parts = [RowSparse(np.array([0, 2]), MatmulT(rng.standard_normal((2, 4)), w), (5, 3)),
+             RowSparse(np.array([2, 4, 1]), MatmulT(rng.standard_normal((3, 4)), w), (5, 3))]
+    want = np.zeros((5, 3))
+    for p in parts:
+        np.add.at(want, p._rows, p._values.a @ p._values.w.T)
+    same = parts[0].add(parts[1])
+    assert same.dtype == np.float64
+    np.testing.assert_allclose(same.to_dense(), want, rtol=1e-12)
+    assert type(same.values) is np.ndarray and same.values.shape == (5, 3)
+    dense = RowSparse(np.array([3]), np.ones((1, 3)), (5, 3))
+    other = RowSparse(np.array([1]), MatmulT(np.ones((1, 4)), w2), (5, 3))
+    mixed = parts[0].add(dense).add(other)
+    want2 = np.zeros((5, 3))
+    np.add.at(want2, parts[0]._rows, parts[0]._values.a @ w.T)
+    want2[3] += 1
+    want2[1] += (np.ones((1, 4)) @ w2.T)[0]
+    np.testing.assert_allclose(mixed.to_dense(), want2, rtol=1e-12)
+
+
 def test_cross_entropy_reductions_and_mask_agree_with_numpy():
     rng = np.random.default_rng(3)
     logits = rng.standard_normal((4, 3))
