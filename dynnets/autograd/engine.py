@@ -392,9 +392,11 @@ def backward(root, gradient=None, retain_graph=False):
                     if type(gi) is OuterSum:
                         # factored weight gradients of one leaf are gathered
                         # here and formed with one product after the sweep
+                        # (a VJP returns a fresh OuterSum per input, so the
+                        # first one can be extended in place)
                         acc = factored.get(id(p))
                         if acc is None:
-                            factored[id(p)] = (p, OuterSum(gi.lhs, gi.rhs, gi.shape, gi.base))
+                            factored[id(p)] = (p, gi)
                         else:
                             acc[1].add(gi)
                     else:
@@ -413,9 +415,12 @@ def backward(root, gradient=None, retain_graph=False):
     for p, gi in leaves:
         _accumulate_leaf(p, gi)
     for p, gi in factored.values():
+        if p._grad is None:
+            # all factors of this parameter in one matrix product
+            p._grad = gi.to_dense(p.data.dtype)
+            continue
         _accumulate_leaf(p, gi)
         if type(p._grad) is OuterSum:
-            # all factors of this parameter in one matrix product
             p._grad = p._grad.to_dense(p.data.dtype)
 
 

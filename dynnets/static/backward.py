@@ -29,9 +29,6 @@ __all__ = ["gradients", "SPARSE_VJPS", "vjp_call_info", "add_n_p", "accumulate_p
 
 # (primitive name, input index) of table VJPs that return a RowSparse gradient
 SPARSE_VJPS = frozenset({("embedding", 0)})
-# (primitive name, input index) of table VJPs that may return a factored
-# (OuterSum) gradient: plans calling them directly densify the result
-FACTORED_VJPS = frozenset({("matmul", 1)})
 
 
 def _ones_like(y):
@@ -122,10 +119,10 @@ def vjp_call_info(prim):
     for (name, i), p in P.VJP_PRIMITIVES.items():
         if p is prim:
             fwd = P.PRIMITIVES[name]
-            fn = fwd.joint_vjp if i is None else fwd.vjps[i]
+            # the dense twin where the table's VJP would return a factored gradient
+            fn = P.DENSE_VJPS.get((name, i)) or (fwd.joint_vjp if i is None else fwd.vjps[i])
             # a joint VJP may return factored (OuterSum) or row-sparse parts: densify them as vjp_primitive does
-            info = (fn, fwd.multiple_results, i is None,
-                    i is None or (name, i) in SPARSE_VJPS or (name, i) in FACTORED_VJPS)
+            info = (fn, fwd.multiple_results, i is None, i is None or (name, i) in SPARSE_VJPS)
             _INFO[prim] = info
             return info
     return None
