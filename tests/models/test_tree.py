@@ -180,3 +180,23 @@ def test_side_loss_is_the_negative_log_side_mass():
     gradcheck(lambda t: _side_nll(t, y, 5), [z])
     with pytest.raises(ValueError, match="side_weight must be >= 0"):
         TreeLSTM(10, side_weight=-1.0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_recursive_gradients_accumulate_over_two_backwards(kind):
+    """Two backward passes without zero_grad add up, with the factored weight
+    gradients (OuterSum) and the row-sparse embedding gradient whose values
+    are kept as a product (MatmulT) until read."""
+    trees = _sample_trees() if kind != "childsum" else _sample_trees(6) + _nary_trees()
+    vocab = Vocabulary.from_trees(trees)
+    m = build_model(kind, len(vocab), embed_dim=5, hidden=4, seed=2, dtype="float64", mode="recursive")
+    ex = m.prepare(trees, vocab)
+    a, b = m.collate(ex[:3]), m.collate(ex[3:])
+    _, ga = _loss_and_grads(m, a)
+    _, gb = _loss_and_grads(m, b)
+    m.zero_grad()
+    m.loss(a).backward()
+    m.loss(b).backward()
+    for n, p in m.named_parameters():
+        want = ga.get(n, 0) + gb.get(n, 0)
+        np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-12, atol=1e-14, err_msg=f"{kind}: {n}")
