@@ -30,7 +30,10 @@ node (a leaf's word vector times the (300, 450) leaf weights, an internal
 node's [h_l; h_r] times the (300, 750) ``U``), on the same trees. It is not a
 model: it is the floor under any recursive evaluation on this machine, and
 the script prints the largest "recursive / torch recursive" evaluation ratio
-that floor allows.
+that floor allows. A sixth, ``node kernels only``, calls dynnets' fused
+per-node kernels (products and gate maths) on preallocated buffers, with no
+graph, no primitive and no Python beyond the loop: what dynnets' recursive
+evaluation would cost without any framework overhead.
 
 Run from the repository root::
 
@@ -320,6 +323,22 @@ def main():
                     mm(x1, w_leaf, out=zl)
                 for _ in range(n_int):
                     mm(h1, U, out=zi)
+
+        from dynnets.autograd import kernels_tree as KT
+
+        b_leaf, b_int = np.ascontiguousarray(weights["b_leaf"]), np.ascontiguousarray(weights["b"])
+        s_buf = np.empty((1, 2 * H), U.dtype)
+        acts3, acts5, hcat = np.empty((1, 3 * H), U.dtype), np.empty((1, 5 * H), U.dtype), np.empty((1, 2 * H), U.dtype)
+        s_l = np.random.default_rng(args.seed + 2).standard_normal((1, 2 * H)).astype(U.dtype)
+        s_r = s_l.copy()
+        leaf_k, node_k = KT.tree_lstm_leaf_node_fwd_mv, KT.tree_lstm_node_fwd_mv
+
+        def kernels_floor():
+            for n_leaf, n_int in counts:
+                for _ in range(n_leaf):
+                    leaf_k(x1, w_leaf, b_leaf, s_buf, acts3)
+                for _ in range(n_int):
+                    node_k(s_l, s_r, U, b_int, s_buf, acts5, hcat)
     unknown = [w for w in wanted if w not in makers]
     if unknown:
         sys.exit(f"bench_treelstm: unknown contenders {unknown}; choose from {list(makers)}")
@@ -331,6 +350,7 @@ def main():
         runs = {c: makers[c][k] for c in wanted}
         if phase == "eval" and floor is not None:
             runs["products only"] = floor
+            runs["node kernels only"] = kernels_floor
         times = interleaved(runs, repeats=args.repeats, number=1, warmup=1)
         for c in runs:
             results[(c, phase)] = [n / t for t in times[c]]
@@ -341,7 +361,7 @@ def main():
         return statistics.median(v) if v else None
 
     rows = []
-    for c in wanted + (["products only"] if ("products only", "eval") in results else []):
+    for c in wanted + ([c for c in ("products only", "node kernels only") if (c, "eval") in results]):
         tr, ev = med(c, "train"), med(c, "eval")
         rows.append([c, "-" if tr is None else f"{tr:.0f}", "-" if ev is None else f"{ev:.0f}"])
     print()
@@ -352,10 +372,13 @@ def main():
             x, y = med(a, phase), med(b_, phase)
             if x and y:
                 print(f"{a} / {b_} ({phase}): {x / y:.2f}x (target >= {target}x)")
-    fl, tr_ev = med("products only", "eval"), med("torch recursive", "eval")
+    fl, kf, tr_ev = med("products only", "eval"), med("node kernels only", "eval"), med("torch recursive", "eval")
     if fl and tr_ev:
         print(f"products only (per-node matrix-vector products, nothing else): {1e6 / fl:.0f} us per sentence; "
               f"no recursive evaluation can exceed {fl / tr_ev:.2f}x torch recursive here")
+    if kf and tr_ev:
+        print(f"node kernels only (dynnets' per-node kernels, no framework): {1e6 / kf:.0f} us per sentence, "
+              f"{kf / tr_ev:.2f}x torch recursive")
 
 
 if __name__ == "__main__":
