@@ -869,6 +869,11 @@ stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp)
 # instead of one full-size outer product and addition per node.
 _FACTOR_ROWS = 4
 
+# Up to this many rows, weight gradients are formed by the outer_sum kernel
+# rather than BLAS: numpy/OpenBLAS is slow exactly at one row (float32,
+# (600, 300) gradient, kernel vs BLAS us: K=1 6.6 vs 16.8, K=2 12.9 vs 8.1).
+_OUTER_MAX = 1
+
 
 def _tdot(a, b):
     """``a.T @ b`` for 2-D ``a`` (k, m) and ``b`` (k, n): the weight gradient of
@@ -878,6 +883,22 @@ def _tdot(a, b):
         # loop: (600,1)@(1,300) float32 takes 177 us, np.dot 17 us (measured).
         return np.dot(a.T, b)
     return a.T @ b
+
+
+def _wgrad(d, a):
+    """Weight gradient ``d.T @ a`` of a product over the rows of ``a``."""
+    if d.shape[0] <= _OUTER_MAX and d.dtype == a.dtype:
+        return K.outer_sum_fwd(d, a)
+    return _tdot(d, a)
+
+
+def _wgrad_f(d, a, shape):
+    """:func:`_wgrad` (``d.T @ a``), kept factored (OuterSum) for at most
+    ``_FACTOR_ROWS`` rows: a product or cell run one step or one node at a
+    time then forms each weight gradient once per backward."""
+    if d.shape[0] <= _FACTOR_ROWS:
+        return OuterSum((d,), (a,), shape)
+    return _wgrad(d, a)
 
 
 def _matmul(x, w):
@@ -918,10 +939,8 @@ def _matmul_vjp_x(g, ins, out):
 
 def _matmul_vjp_w(g, ins, out):
     x, w = ins
-    if x.ndim == 2 and w.ndim == 2 and x.shape[0] <= _FACTOR_ROWS:
-        # a product of one node/step (per-node define-by-run code): the
-        # weight gradient stays factored, formed once per backward
-        return OuterSum((x,), (g,), w.shape)
+    if x.ndim == 2 and w.ndim == 2:
+        return _wgrad_f(x, g, w.shape)
     return _matmul_vjp_w_dense(g, ins, out)
 
 
@@ -963,7 +982,7 @@ def _linear_vjp(g, ins, out, factor=True):
     x, w, b = ins
     x2 = x.reshape(-1, x.shape[-1])
     g2 = g.reshape(-1, g.shape[-1])
-    gw = OuterSum((g2,), (x2,), w.shape) if factor and x2.shape[0] <= _FACTOR_ROWS else _tdot(g2, x2)
+    gw = _wgrad_f(g2, x2, w.shape) if factor else _tdot(g2, x2)
     gx = (g2 @ w).reshape(x.shape)
     gb = g2.sum(0) if np.ndim(b) else g2.sum()
     return gx, gw, np.reshape(gb, np.shape(b))
@@ -1193,28 +1212,6 @@ def _zeros_if_none(g, like):
     return np.zeros_like(like) if g is None else _c(g)
 
 
-# Up to this many rows, weight gradients are formed by the outer_sum kernel
-# rather than BLAS: numpy/OpenBLAS is slow exactly at one row (float32,
-# (600, 300) gradient, kernel vs BLAS us: K=1 6.6 vs 16.8, K=2 12.9 vs 8.1).
-_OUTER_MAX = 1
-
-
-def _wgrad(d, a):
-    """Weight gradient ``d.T @ a`` of a product over the rows of ``a``."""
-    if d.shape[0] <= _OUTER_MAX and d.dtype == a.dtype:
-        return K.outer_sum_fwd(d, a)
-    return _tdot(d, a)
-
-
-def _wgrad_f(d, a, shape):
-    """:func:`_wgrad` (``d.T @ a``), kept factored (OuterSum) for a cell
-    applied to at most ``_FACTOR_ROWS`` rows: a cell run one step or one node
-    at a time then forms each weight gradient once per backward."""
-    if d.shape[0] <= _FACTOR_ROWS:
-        return OuterSum((d,), (a,), shape)
-    return _wgrad(d, a)
-
-
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
@@ -1295,8 +1292,7 @@ def _tree_lstm_cell_vjp(g, ins, out):
     H = h.shape[1]
     dhcat = dz @ w.T
     hcat = np.concatenate((h_l, h_r), axis=1)
-    gw = OuterSum((hcat,), (dz,), w.shape) if hcat.shape[0] <= _FACTOR_ROWS else _tdot(hcat, dz)
-    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, gw, dz.sum(0))
+    return (dhcat[:, :H], dhcat[:, H:], dcl, dcr, _wgrad_f(hcat, dz, w.shape), dz.sum(0))
 
 
 tree_lstm_cell_p = defprim("tree_lstm_cell", _tree_lstm_cell, _tree_lstm_cell_shape,
@@ -1328,8 +1324,7 @@ def _tree_lstm_leaf_vjp(g, ins, out):
     x, w, b = ins
     h, c, acts = out
     dz = _cell_kernel("tree_lstm_leaf_bwd", c.size)(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, c)
-    gw = OuterSum((x,), (dz,), w.shape) if x.shape[0] <= _FACTOR_ROWS else _tdot(x, dz)
-    return (dz @ w.T, gw, dz.sum(0))
+    return (dz @ w.T, _wgrad_f(x, dz, w.shape), dz.sum(0))
 
 
 tree_lstm_leaf_p = defprim("tree_lstm_leaf", _tree_lstm_leaf, _tree_lstm_leaf_shape,
