@@ -114,6 +114,7 @@ class Node:
 
 
 _TENSOR = Tensor
+_NDARRAY = np.ndarray
 _PARAM = Parameter
 _object_new = object.__new__
 _next_seq = itertools.count().__next__
@@ -259,21 +260,35 @@ def _check_finite(prim, out, where, which=None):
             raise AnomalyError(f"detect_anomaly: op '{prim.name}' produced NaN or inf in {where}{what}")
 
 
+# gradient types that stand for an array without being one (primitives.py)
+_FACTORED = frozenset({RowSparse, OuterSum, MatmulT})
+
+
+def _dense(x, lazy=False):
+    """``x`` as an array, except a MatmulT kept for a ``lazy_grads`` primitive."""
+    tx = type(x)
+    if tx in _FACTORED and not (lazy and tx is MatmulT):
+        return x.to_dense()
+    return x
+
+
 def _add(old, new):
     if old is None:
         return new
-    if type(old) is MatmulT or type(new) is MatmulT:
-        if type(old) is MatmulT and type(new) is MatmulT and old.w is new.w:
+    to, tn = type(old), type(new)
+    if to is _NDARRAY and tn is _NDARRAY:
+        return old + new
+    if to is MatmulT or tn is MatmulT:
+        if to is MatmulT and tn is MatmulT and old.w is new.w:
             return old.add(new)
-        return _add(old.to_dense() if type(old) is MatmulT else old,
-                    new.to_dense() if type(new) is MatmulT else new)
-    if type(old) is OuterSum:
-        return old.add(new.to_dense() if type(new) is RowSparse else new)
-    if type(new) is OuterSum:
-        return new.add(old.to_dense() if type(old) is RowSparse else old)
-    if type(old) is RowSparse:
-        return old.add(new) if type(new) is RowSparse else old.add_to_dense(new)
-    if type(new) is RowSparse:
+        return _add(old.to_dense() if to is MatmulT else old, new.to_dense() if tn is MatmulT else new)
+    if to is OuterSum:
+        return old.add(new.to_dense() if tn is RowSparse else new)
+    if tn is OuterSum:
+        return new.add(old.to_dense() if to is RowSparse else old)
+    if to is RowSparse:
+        return old.add(new) if tn is RowSparse else old.add_to_dense(new)
+    if tn is RowSparse:
         return new.add_to_dense(old)
     return old + new
 
@@ -349,13 +364,11 @@ def backward(root, gradient=None, retain_graph=False):
             if prim.multiple_results:
                 # (a list from _seed, only read by the VJP) densified only if needed
                 for x in gn:
-                    tx = type(x)
-                    if tx is RowSparse or tx is OuterSum or (tx is MatmulT and not prim.lazy_grads):
-                        gn = [y.to_dense() if type(y) is RowSparse or type(y) is OuterSum
-                              or (type(y) is MatmulT and not prim.lazy_grads) else y for y in gn]
+                    if type(x) in _FACTORED:
+                        gn = [_dense(y, prim.lazy_grads) for y in gn]
                         break
-            elif type(gn) is RowSparse or type(gn) is OuterSum or (type(gn) is MatmulT and not prim.lazy_grads):
-                gn = gn.to_dense()
+            elif type(gn) in _FACTORED:
+                gn = _dense(gn, prim.lazy_grads)
             parents = n.parents
             attrs = n.attrs
             args = n.args
