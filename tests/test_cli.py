@@ -166,7 +166,8 @@ def test_predict_sentence_and_nodes(tree_run, capsys):
 
 
 def test_predict_json_probabilities(tree_run, capsys):
-    code, out, _ = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", "it is good ."], capsys)
+    code, out, _ = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", "--nodes", "it is good ."],
+                       capsys)
     assert code == 0
     (r,) = json.loads(out)
     assert len(r["root"]) == 5 and abs(sum(r["root"]) - 1) < 1e-6

@@ -14,16 +14,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "experiments"
 
 
-@pytest.fixture(autouse=True)
-def one_blas_thread():
-    """One OpenBLAS thread while a test trains in this process, restored after,
-    as the dynnets command and the scripts do (see ``set_blas_threads``)."""
-    old = ex.set_blas_threads(1)
-    yield
-    if old is not None:
-        ex.set_blas_threads(old)
-
-
 def script(name, *args, timeout=60):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True, cwd=ROOT,
                        timeout=timeout)
@@ -207,6 +197,39 @@ def test_read_tree_kinds():
             ex.read_tree(bad)
 
 
+@pytest.mark.parametrize("text, kind, column, fragment", [
+    ("(3 (2 it) (9 good))", "label_range", 12, "'9'"),        # a bad label, not an unlabelled tree
+    ("(3)", "empty_node", 3, "(3)"),                         # an error, not the word "3"
+    ("  (3 (2 it) (3 good)) x", "trailing_text", 23, "'x'"),  # columns count the input as given
+    ("((it is", "unbalanced", 2, "not closed"),
+    ("(it ())", "empty_node", 5, "empty brackets"),
+])
+def test_read_tree_errors_name_the_column(text, kind, column, fragment):
+    from dynnets.data import TreeParseError
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree(text, where="sentence 1")
+    assert (e.value.kind, e.value.column, e.value.path) == (kind, column, "sentence 1")
+    assert fragment in e.value.reason
+
+
+def test_read_tree_binary_check_and_binarize():
+    from dynnets.data import TreeParseError
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binary=True)
+    assert (e.value.kind, e.value.column) == ("not_binary", 10) and "3 children" in e.value.reason
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree("(it (is very good))", binary=True)          # unlabelled: the bracket's column
+    assert (e.value.kind, e.value.column) == ("not_binary", 5)
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree("(3 (3 (2 a)) (2 b))", binary=True)          # a unary node
+    assert e.value.column == 4 and "1 child;" in e.value.reason
+    t, _ = ex.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binarize="left")
+    assert _bare(t) == "(a ((b c) d))"
+    t, _ = ex.read_tree("(3 (3 (2 a)) (2 (2 b) (2 c) (2 d)))", binarize="right", binary=True)
+    assert _bare(t) == "(a (b (c d)))" and t.children[0].label == 3    # unary chain kept its top label
+    assert ex.read_tree("(3 (2 a) (2 b) (2 c))")[0].children[2].word == "c"   # no check unless asked
+
+
 def test_node_predictions_follow_the_tree():
     from dynnets.models import build_model
     trees = load_samples()["train"][:5]
@@ -217,16 +240,17 @@ def test_node_predictions_follow_the_tree():
     assert [n["text"] for n in p["nodes"]] == [" ".join(n.words()) for n in t.preorder()]
     assert [n["gold"] for n in p["nodes"]] == [n.label for n in t.preorder()]
     assert m.mode == "level"
-    # the root row of the per-node pass equals the level-batched prediction
-    np.testing.assert_allclose(p["nodes"][0]["proba"], p["root"], rtol=1e-5)
+    # the per-node (recursive) pass gives the level-batched prediction at the root
+    from dynnets.train import predict
+    np.testing.assert_allclose(p["nodes"][0]["proba"], p["root"], rtol=1e-6)
+    np.testing.assert_allclose(p["root"], predict(m, [t], v)[0], rtol=1e-5)
     assert "not good" in ex.format_node_predictions(p, show_gold=True)
-
-
-def test_set_blas_threads_round_trip():
-    old = ex.set_blas_threads(1)
-    if old is None:
-        pytest.skip("no OpenBLAS with a thread setter in this process")
-    assert ex.set_blas_threads(old) == 1
+    # spans instead of texts: the same words, and no text unless asked
+    lean = ex.node_predictions(m, t, v, gold=False, texts=False)
+    assert all("text" not in n and n["gold"] is None for n in lean["nodes"])
+    assert [ex.node_text(lean, n) for n in lean["nodes"]] == [n["text"] for n in p["nodes"]]
+    assert [(n["start"], n["end"]) for n in lean["nodes"]][:4] == [(0, 5), (0, 2), (0, 1), (1, 2)]
+    assert ex.format_node_predictions(lean) == ex.format_node_predictions(p)
 
 
 def test_compare_without_test_split_reports_dev_only(tmp_path):

@@ -113,7 +113,7 @@ def test_checkpoint_errors(tmp_path):
         load_checkpoint(tmp_path / "missing.npz")
     from dynnets.io import save
     save({"weights": {}}, tmp_path / "other.npz")
-    with pytest.raises(ValueError, match="is not a dynnets.checkpoint/1 checkpoint"):
+    with pytest.raises(ValueError, match="is not a dynnets checkpoint .*format is None, not 'dynnets.checkpoint/1'"):
         load_checkpoint(tmp_path / "other.npz")
 
     class NoKind:
