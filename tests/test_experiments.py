@@ -75,7 +75,8 @@ def test_graph_overhead_script_tiny(tmp_path):
         assert (out / "graph_overhead.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py"])
+@pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
+                                  "sst_accuracy.py"])
 def test_script_help(name, monkeypatch, capsys):
     import runpy
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -84,7 +85,56 @@ def test_script_help(name, monkeypatch, capsys):
         runpy.run_path(str(SCRIPTS / name), run_name="__main__")
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: {name}") and "--seed" in out and "--out" in out
+    assert out.startswith(f"usage: {name}")
+    for flag in ("--seed ", "--out", "--no-progress", "--blas-threads"):
+        assert flag in out, flag
+
+
+@pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
+                                  "sst_accuracy.py"])
+def test_script_seed_must_be_non_negative(name, tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPTS / name), "--seed", "-1"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (f"{name}: error: argument --seed: expected an integer >= 0 "
+                                                 f"(a random seed), got '-1'")
+
+
+def test_sst_accuracy_from_another_folder(tmp_path):
+    """The default data path is beside the repository, not the current folder;
+    a missing folder is one line; --seed and --no-progress work."""
+    import runpy
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        mod = runpy.run_path(str(SCRIPTS / "sst_accuracy.py"))
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    assert mod["parse"]([]).data == ROOT.parent / "shared" / "data" / "sst"
+    assert mod["parse"](["--seed", "4"]).seeds == [4] and mod["parse"]([]).seeds == [0, 1, 2]
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(tmp_path / "none")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 1 and r.stderr.strip() == (f"sst_accuracy.py: error: no SST folder at "
+                                                      f"'{tmp_path / 'none'}'; pass --data DIR")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "train.txt").write_text("(3 (2 a) (3 good)\n")
+    (tmp_path / "bad" / "dev.txt").write_text("(3 (2 a) (3 good))\n")
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(tmp_path / "bad")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "train.txt:1:" in r.stderr
+    from dynnets.data import samples_dir
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(samples_dir()), "--seed",
+                        "3", "--models", "lstm", "--epochs", "1", "--no-progress", "--out", "out"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr == ""                                 # no progress bars or per-epoch lines
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["seeds"] == [3] and [x["seed"] for x in res["runs"]] == [3]
+
+
+def test_graph_overhead_no_progress(tmp_path):
+    r = script("graph_overhead.py", "--out", str(tmp_path), "--sizes", "1", "--repeats", "1", "--width", "4",
+               "--no-plots", "--no-progress")
+    assert r.stderr == "" and "| layers |" in r.stdout
 
 
 # --------------------------------------------------------------------------
