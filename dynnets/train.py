@@ -80,11 +80,11 @@ from pathlib import Path
 import numpy as np
 
 from . import io as dio
+from .autograd import RowSparse
 from .blas import blas_threads as _blas
 from .data.batching import BucketSampler
 from .data.vocab import Vocabulary
 from .metrics import DEFAULT_LENGTH_EDGES, classification_report
-from .autograd import RowSparse
 from .nn.utils import clip_grad_norm_
 
 __all__ = ["TrainConfig", "TrainResult", "train", "evaluate", "predict", "make_optimizer", "save_checkpoint",
@@ -457,11 +457,15 @@ class _Divergence:
     """Stops training at the first NaN or inf in the loss or a gradient (before
     the update that would spread it into the weights), saying where it
     appeared and whether a too-high learning rate is a plausible cause:
-    only after updates, and only when the weights have grown far beyond
-    their initial scale (diverging updates do that: measured with SGD and
-    Adagrad at lr 10 to 1e6, the largest weights grew 1e3 to 1e8 times before
-    the first inf), whereas a NaN that meets weights of ordinary size comes
-    from the data or the model."""
+    only after updates, and only when some weights have grown far beyond
+    their initial scale. Diverging updates do that (measured on the samples,
+    Tree-LSTM and LSTM with SGD, Adagrad and Adam at lr 10 to 1e6: the
+    largest weight grew 4e3 to 1e8 times, to inf in the two runs that hit a
+    NaN; a healthy run, LSTM with SGD at lr 10, 25 times), whereas a NaN that
+    meets weights of ordinary size comes from the data or the model.
+    Checking the gradients costs under 1% of a step (one BLAS dot product
+    per parameter: 0.07 of 10.4 ms for a 300/150 Tree-LSTM step of 25
+    sentences, measured)."""
 
     GROWTH = 100.0
 
@@ -470,6 +474,8 @@ class _Divergence:
         self.static = static
         self.named = [] if static else [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.scale0 = [_max_abs(p.data) for _, p in self.named]
+        emb = model.embedding_parameters() if hasattr(model, "embedding_parameters") and not static else []
+        self.embedding_ids = {id(p) for p in emb}
         self.updates = 0
 
     def check_loss(self, lv, epoch, step, idx):
@@ -504,13 +510,15 @@ class _Divergence:
             ratio = s / (s0 if s0 > 0 else 1.0)
             if not math.isfinite(s) or ratio >= self.GROWTH:
                 if grown is None or not math.isfinite(s) or ratio > grown[3]:
-                    grown = (name, s0, s, ratio)
+                    grown = (name, s0, s, ratio, id(p) in self.embedding_ids)
         lr = f"lr={self.config.lr:g}"
         if self.static:
             return (f"{where}, after {self.updates} updates: lower the learning rate ({lr}) if the loss had been "
                     f"rising, else check the data ({batch})")
         if grown is not None:
-            name, s0, s, _ = grown
+            name, s0, s, _, embedding = grown
+            if embedding and self.config.embedding_lr is not None:
+                lr = f"embedding_lr={self.config.embedding_lr:g}"
             return (f"{where}, after {self.updates} updates that grew the weights of {name!r} from at most {s0:.3g} "
                     f"to {s:.3g}: the training diverged; lower the learning rate ({lr}) or clip gradients "
                     f"(clip_norm)")

@@ -443,7 +443,7 @@ def test_decode_error_column_ignores_a_byte_order_mark(tmp_path):
 
 
 def test_first_nonbinary_and_node_position():
-    from dynnets.data.trees import first_nonbinary, node_position, tree_line
+    from dynnets.data.trees import first_nonbinary, node_position
     text = "(3 (2 a) (3 (2 b) (2 c) (2 d)))"
     t = parse_tree(text)
     assert first_nonbinary(t) == (2, 3)
