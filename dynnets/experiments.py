@@ -927,6 +927,13 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
     from .train import TrainConfig
     if kind not in TREE_KINDS:
         raise ValueError(f"train_tree_rnn: kind must be one of {TREE_KINDS}, got {kind!r}")
+    inputs = []          # read before training, so that a bad sentence fails at once
+    for i, s in enumerate(sentences if sentences is not None else SHOWCASE, 1):
+        tree, how = read_tree(s, binarize=binarize, binary=kind != "childsum", where=f"sentence {i}")
+        gold = how == "labelled tree"
+        if how == "bracketed tree" and data is None:
+            tree, gold = label_tree(tree), True      # labelled by the samples' rules
+        inputs.append((s, tree, how, gold))
     splits, name = load_data(data, max_sentences)
     vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
     tc = TrainConfig(epochs=epochs, batch_size=25, optimizer="adam", lr=0.01, embedding_lr=0.01, patience=None,
@@ -934,11 +941,7 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
     run = run_model(kind, splits, vocab, tc, embed_dim=embed_dim, hidden=hidden)
     model = run.pop("_model")
     items, blocks = [], []
-    for i, s in enumerate(sentences if sentences is not None else SHOWCASE, 1):
-        tree, how = read_tree(s, binarize=binarize, binary=kind != "childsum", where=f"sentence {i}")
-        gold = how == "labelled tree"
-        if how == "bracketed tree" and data is None:
-            tree, gold = label_tree(tree), True      # labelled by the samples' rules
+    for s, tree, how, gold in inputs:
         pred = node_predictions(model, tree, vocab, gold=gold, blas_threads=blas_threads)
         pred.update(input=s, tree=how, has_gold=gold)
         items.append(pred)

@@ -15,6 +15,7 @@ from _util import report_files, seed_type, setup
 
 setup()
 
+from dynnets.data import TreeParseError  # noqa: E402
 from dynnets.experiments import train_tree_rnn  # noqa: E402
 
 
@@ -36,9 +37,14 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.epochs < 1 or a.hidden < 1 or a.embed_dim < 1 or a.blas_threads < 0:
         p.error("--epochs, --hidden and --embed-dim must be positive, --blas-threads >= 0")
-    res = train_tree_rnn(a.model, seed=a.seed, epochs=a.epochs, embed_dim=a.embed_dim, hidden=a.hidden,
-                         sentences=a.sentences or None, max_sentences=a.max_sentences, out=a.out,
-                         progress=not a.no_progress, binarize=a.binarize, blas_threads=a.blas_threads)
+    try:
+        res = train_tree_rnn(a.model, seed=a.seed, epochs=a.epochs, embed_dim=a.embed_dim, hidden=a.hidden,
+                             sentences=a.sentences or None, max_sentences=a.max_sentences, out=a.out,
+                             progress=not a.no_progress, binarize=a.binarize, blas_threads=a.blas_threads)
+    except TreeParseError as exc:
+        hint = " (pass --binarize left or --binarize right)" if exc.kind == "not_binary" else ""
+        print(f"{p.prog}: error: {exc.path}, column {exc.column}: {exc.reason}{hint}", file=sys.stderr)
+        return 1
     print(res["text"])
     report_files(res["files"])
     return 0

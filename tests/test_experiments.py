@@ -131,6 +131,19 @@ def test_sst_accuracy_from_another_folder(tmp_path):
     assert res["seeds"] == [3] and [x["seed"] for x in res["runs"]] == [3]
 
 
+def test_train_tree_rnn_script_non_binary_sentence(tmp_path):
+    args = [sys.executable, str(SCRIPTS / "train_tree_rnn.py"), "--max-sentences", "30", "--epochs", "1", "--hidden",
+            "4", "--embed-dim", "4", "--no-progress", "--out", str(tmp_path), "(3 (2 a) (2 b) (2 c))"]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "train_tree_rnn.py: error: sentence 1, column 1: this node has 3 children; the model needs binary trees "
+        "(two children at every node) (pass --binarize left or --binarize right)")
+    assert not list(tmp_path.iterdir())                      # it failed before training
+    r = subprocess.run(args + ["--binarize", "right"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "results.json").read_text())["sentences"][0]["tree"] == "labelled tree"
+
+
 def test_graph_overhead_no_progress(tmp_path):
     r = script("graph_overhead.py", "--out", str(tmp_path), "--sizes", "1", "--repeats", "1", "--width", "4",
                "--no-plots", "--no-progress")

@@ -163,6 +163,9 @@ class Vocabulary:
                 data = json.load(f)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{e.lineno}:{e.colno}: Vocabulary.load: invalid JSON: {e.msg}") from None
+            except UnicodeDecodeError as e:
+                line, col, reason = describe_decode_error(path, e)
+                raise ValueError(f"{path}:{line}:{col}: Vocabulary.load: {reason}") from None
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             got = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"{path}: Vocabulary.load: expected format {_FORMAT!r}, got {got!r}")

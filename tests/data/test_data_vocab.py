@@ -159,6 +159,14 @@ def test_embedding_undecodable_bytes_name_file_line_column(tmp_path, vocab):
                                    f"not valid UTF-8")
 
 
+def test_vocabulary_load_undecodable_bytes_name_file_line_column(tmp_path, vocab):
+    p = tmp_path / "vocab.json"
+    p.write_bytes(b'{"format": 1,\n "words": ["caf\xe9"]}')
+    with pytest.raises(ValueError) as e:
+        Vocabulary.load(p)
+    assert str(e.value).startswith(f"{p}:2:16: Vocabulary.load: byte 0xe9 (byte offset 29 of the file) is not valid")
+
+
 def test_vocabulary_save_is_atomic(tmp_path, vocab):
     import os
     p = tmp_path / "vocab.json"
