@@ -11,25 +11,36 @@ Subcommands::
 
 Bad arguments and missing or unreadable files end the command with one line
 on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
-(everything else); set ``DYNNETS_DEBUG=1`` for the traceback.
+(everything else); set ``DYNNETS_DEBUG=1`` for the traceback. A closed
+output pipe (``dynnets eval ... | head``) ends the command quietly with
+status 141 (128 + SIGPIPE), as the shell reports for Unix tools.
 
-Each command sets numpy's OpenBLAS to ``--blas-threads`` threads (default 1)
-while it runs: the models multiply small matrices, and on a loaded machine
-more BLAS threads make every product wait for a busy core (see
-:func:`dynnets.experiments.set_blas_threads` for the measurement).
+Each command runs numpy's BLAS on ``--blas-threads`` threads (default 1)
+while it runs (:mod:`dynnets.blas`): the models multiply small matrices, and
+on a loaded machine more BLAS threads make every product wait for a busy core.
+
+``dynnets train`` writes a run folder that is always consistent: it trains
+into a temporary folder beside ``--out`` and renames it into place once the
+run has its checkpoint, config, log and metrics; a failed or interrupted run
+leaves ``--out`` as it was. It refuses an ``--out`` that already holds files,
+unless ``--overwrite`` is given and the folder holds only a run's files.
 """
 from __future__ import annotations
 
 import argparse
 import inspect
 import json
+import math
 import os
+import shutil
 import sys
 import time
 import zipfile
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "add_compare_arguments", "run_compare", "COMPARE_DESCRIPTION"]
+from . import io as dio
+
+__all__ = ["main", "build_parser", "add_compare_arguments", "run_compare", "COMPARE_DESCRIPTION", "seed_type"]
 
 _PROG = "dynnets"
 
@@ -65,8 +76,10 @@ def _number(convert, ok, what):
 
 _positive_int = _number(int, lambda v: v >= 1, "a positive integer")
 _nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-_positive_float = _number(float, lambda v: v > 0, "a positive number")
-_nonneg_float = _number(float, lambda v: v >= 0, "a number >= 0")
+_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+_nonneg_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
+#: argparse type of ``--seed`` (numpy seeds are integers >= 0); the experiment scripts use it too
+seed_type = _number(int, lambda v: v >= 0, "an integer >= 0 (a random seed)")
 
 
 def _probability(s):
@@ -106,11 +119,20 @@ def _common(p, trains=True):
     """Options shared by the commands; ``trains``: --seed and --no-progress (eval and predict draw no random
     numbers and show no progress)."""
     if trains:
-        p.add_argument("--seed", type=int, default=0, help="random seed: weights, batch order, dropout (default 0)")
+        p.add_argument("--seed", type=seed_type, default=0,
+                       help="random seed: weights, batch order, dropout (default 0)")
     p.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
-                   help="numpy OpenBLAS threads while the command runs; 0 leaves the default (default 1)")
+                   help="BLAS threads (numpy's and Numba's) while the command runs; 0 leaves the default "
+                        "(default 1)")
     if trains:
         p.add_argument("--no-progress", action="store_true", help="no progress bars or per-epoch lines")
+
+
+def _binarize_option(p):
+    p.add_argument("--binarize", choices=("left", "right"), default=None,
+                   help="make every tree binary: split nodes with more than two children, left- ((a b) c) or "
+                        "right-branching (a (b c)), and collapse unary chains to their top node; without it a "
+                        "non-binary tree given to a binary tree model (treelstm, treernn) is an error")
 
 
 def _model_kinds():
@@ -165,7 +187,12 @@ def build_parser():
                    help="one of: " + ", ".join(_model_kinds()))
     t.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
                    help="SST-format folder (default: the shipped samples)")
-    t.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default runs/<model>)")
+    t.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="run folder (default runs/<model>); must be new or empty unless --overwrite")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace a run folder that --out already holds, whole, once the new run has its checkpoint "
+                        "(a failed run leaves it as it was)")
+    _binarize_option(t)
     _common(t)
     g = t.add_argument_group("training (dynnets.train.TrainConfig)")
     g.add_argument("--epochs", type=_positive_int, help="maximum epochs (default 10)")
@@ -208,13 +235,16 @@ def build_parser():
                    help="split to evaluate (default: test if present, else dev); all: every split found")
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.add_argument("--batch-size", type=_positive_int, default=250, help="sentences per forward (default 250)")
+    _binarize_option(e)
     _common(e, trains=False)
 
     # predict ---------------------------------------------------------------------------
     p = sub.add_parser("predict", formatter_class=fmt, help="classify sentences with a checkpoint",
                        description="Print the predicted class and the class probabilities of each sentence. A "
                                    "sentence may be plain text, an unlabelled bracketed tree "
-                                   "'((it (is (not good))) .)' or an SST tree '(1 (2 it) ...)'.",
+                                   "'((it (is (not good))) .)' or an SST tree '(1 (2 it) ...)'. Input that opens "
+                                   "with '(' and an integer is read as an SST tree (a label 0-4 after every '('), "
+                                   "other bracketed input as an unlabelled tree.",
                        epilog="Plain text is tokenized PTB-style (isn't -> is n't) and, for tree models, "
                               "binarised by a fixed rule: split at every 'but' into a left-branching chain of "
                               "clauses (a comma before 'but' stays on the left), each clause right-branching, "
@@ -222,8 +252,12 @@ def build_parser():
                               "(dynnets.experiments.sentence_tree).")
     p.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
     p.add_argument("sentences", nargs="+", metavar="SENTENCE", help="sentence(s) or bracketed tree(s)")
-    p.add_argument("--nodes", action="store_true", help="tree models: the prediction at every node")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--nodes", action="store_true",
+                   help="tree models: the prediction at every node, with its words (output that grows with "
+                        "depth x length; without --nodes it is linear in the sentence's length)")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (per-node predictions with --nodes; 'gold' is null for unlabelled input)")
+    _binarize_option(p)
     _common(p, trains=False)
 
     # compare ---------------------------------------------------------------------------
@@ -275,7 +309,7 @@ def _cmd_demo(a):
     from .experiments import demo, demo_table
     t0 = time.perf_counter()
     res = demo(seed=a.seed, epochs=a.epochs, out=a.out, progress=not a.no_progress, embed_dim=a.embed_dim,
-               hidden=a.hidden)
+               hidden=a.hidden, blas_threads=a.blas_threads)
     n = res["sizes"]
     print(f"dynnets demo: {len(res['runs'])} models trained on {res['data']}: {n['train']} train / {n['dev']} dev / "
           f"{n.get('test', 0)} test sentences; seed {a.seed}, {a.epochs} epochs each, embed {a.embed_dim}, "
@@ -317,7 +351,7 @@ def _train_config(a, out):
     kw = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
     if a.patience is not None:
         kw["patience"] = a.patience or None
-    return TrainConfig(seed=a.seed, progress=not a.no_progress, out_dir=str(out), **kw)
+    return TrainConfig(seed=a.seed, progress=not a.no_progress, out_dir=str(out), blas_threads=a.blas_threads, **kw)
 
 
 def _model_parameters(kind):
@@ -357,37 +391,97 @@ def _model_options(a, kind, train_trees):
     return cfg
 
 
+#: the files of a run folder (``dynnets train``); --overwrite replaces only folders holding nothing else
+_RUN_FILES = frozenset({"best.npz", "log.jsonl", "config.json", "metrics.json"})
+
+
+def _check_out(out, overwrite):
+    """Refuse an ``--out`` that holds files, unless ``--overwrite`` and they are a run's."""
+    if out.exists() and not out.is_dir():
+        raise _Exit(f"--out '{out}' is a file, not a folder", 2)
+    if not out.exists():
+        return
+    names = sorted(p.name for p in out.iterdir())
+    if not names:
+        return
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    if not overwrite:
+        raise _Exit(f"--out '{out}' already holds a run or other files ({shown}); pass --overwrite to replace it "
+                    f"once the new run has its checkpoint, or choose another --out", 2)
+    others = [n for n in names if n not in _RUN_FILES and not (n.startswith(".") and n.endswith(".tmp"))]
+    if others:
+        raise _Exit(f"--out '{out}' holds files that are not a dynnets run ({', '.join(others[:6])}); "
+                    f"--overwrite replaces run folders only: choose another --out", 2)
+
+
+def _binary_trees(splits, binarize, needs_binary, where, command, kind):
+    """``splits`` binarized, or checked to be binary for a binary model (the
+    first offending node named by file, line and column)."""
+    from .data.trees import first_nonbinary, node_position, tree_line
+    from .experiments import binary_tree
+    if binarize is not None:
+        return {k: [binary_tree(t, binarize) for t in v] for k, v in splits.items()}
+    if not needs_binary:
+        return splits
+    for split, trees in splits.items():
+        for k, t in enumerate(trees):
+            bad = first_nonbinary(t)
+            if bad is None:
+                continue
+            idx, n = bad
+            path = where / f"{split}.txt"
+            line, text = tree_line(path, k)
+            col = node_position(text, idx)[1]
+            raise _Exit(f"{path}:{line}:{col}: this node has {n} child{'ren' if n != 1 else ''}; {kind} needs binary "
+                        f"trees (two children at every node): pass --binarize left or --binarize right"
+                        + (" (or use --model childsum)" if command == "train" else ""), 1)
+    return splits
+
+
+def _data_folder(data):
+    from .data import samples_dir
+    return samples_dir() if data is None else Path(data)
+
+
 def _cmd_train(a):
     from .data.vocab import Vocabulary
-    from .experiments import load_data, model_config, write_json
+    from .experiments import load_data, model_config, split_report, write_json
     from .models import build_model
     from .train import train
-    splits, name = load_data(a.data)
     out = a.out if a.out is not None else Path("runs") / a.model
+    _check_out(out, a.overwrite)
+    splits, name = load_data(a.data)
     tc = _train_config(a, out)
     cfg = model_config(a.model, tc, **_model_options(a, a.model, splits["train"]))
     vocab = Vocabulary.from_trees(splits["train"], lowercase=not a.cased, min_freq=a.min_freq)
     model = build_model(a.model, len(vocab), **cfg)
+    splits = _binary_trees(splits, a.binarize, getattr(model, "needs_binary", False), _data_folder(a.data), "train",
+                           f"--model {a.model}")
     print(f"dynnets train: {a.model} on {name}: {len(splits['train'])} train / {len(splits['dev'])} dev sentences, "
           f"vocabulary {len(vocab)}, seed {a.seed}", flush=True)
-    res = train(model, splits["train"], splits["dev"], vocab, tc)
-    if res.checkpoint is None or not Path(res.checkpoint).exists():
-        raise _Exit("dynnets train: error: no checkpoint was written (no epoch finished)", 1)
-    metrics = {"model": a.model, "config": dict(model.config), "data": name, "best_epoch": res.best_epoch,
-               "epochs": len(res.history), "stopped": res.stopped, "seconds": round(res.seconds, 3),
-               "dev_at_selection": res.best}
-    from .experiments import _split_report
-    metrics["dev"] = _split_report(model, splits["dev"], vocab)
-    reports = [("dev", metrics["dev"])]
-    if "test" in splits:
-        metrics["test"] = _split_report(model, splits["test"], vocab)
-        reports.append(("test", metrics["test"]))
-    write_json(Path(out) / "metrics.json", metrics)
+    work = dio.temp_dir_beside(out)
+    try:
+        res = train(model, splits["train"], splits["dev"], vocab, _train_config(a, work))
+        if res.checkpoint is None or not Path(res.checkpoint).exists():
+            raise _Exit("no checkpoint was written (no epoch finished)", 1)
+        metrics = {"model": a.model, "config": dict(model.config), "data": name, "binarize": a.binarize,
+                   "best_epoch": res.best_epoch, "epochs": len(res.history), "stopped": res.stopped,
+                   "seconds": round(res.seconds, 3), "dev_at_selection": res.best}
+        metrics["dev"] = split_report(model, splits["dev"], vocab, blas_threads=a.blas_threads)
+        reports = [("dev", metrics["dev"])]
+        if "test" in splits:
+            metrics["test"] = split_report(model, splits["test"], vocab, blas_threads=a.blas_threads)
+            reports.append(("test", metrics["test"]))
+        write_json(work / "metrics.json", metrics)
+        dio.replace_dir(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     print(f"best epoch {res.best_epoch} of {len(res.history)}" + (f" ({res.stopped})" if res.stopped else "")
           + f", {res.seconds:.1f} s")
     print(_metrics_table(reports))
-    print(f"checkpoint: {res.checkpoint}")
-    print(f"log: {Path(out) / 'log.jsonl'}; metrics: {Path(out) / 'metrics.json'}")
+    print(f"checkpoint: {out / 'best.npz'}")
+    print(f"log: {out / 'log.jsonl'}; metrics: {out / 'metrics.json'}")
     return 0
 
 
@@ -395,6 +489,9 @@ def _load(path):
     from .train import load_checkpoint
     try:
         model = load_checkpoint(path)
+    except dio.NotACheckpointError as exc:
+        msg = " ".join(str(exc).split())
+        raise _Exit(msg.split(": ", 1)[1] if msg.startswith(("load: ", "load_checkpoint: ")) else msg, 1) from None
     except (zipfile.BadZipFile, EOFError, ValueError, OSError) as exc:
         msg = " ".join(str(exc).split())
         if str(path) in msg:
@@ -425,7 +522,7 @@ def _metrics_table(reports):
 
 def _cmd_eval(a):
     from .data import load_samples, load_sst
-    from .experiments import _split_report
+    from .experiments import split_report
     model = _load(a.checkpoint)
     splits = load_samples() if a.data is None else load_sst(a.data)
     if a.split == "all":
@@ -437,9 +534,11 @@ def _cmd_eval(a):
         names = [a.split]
     else:
         names = ["test" if "test" in splits else "dev" if "dev" in splits else next(iter(splits))]
+    chosen = _binary_trees({n: splits[n] for n in names}, a.binarize, getattr(model, "needs_binary", False),
+                           _data_folder(a.data), "eval", f"the checkpoint's model ({model.kind})")
     reports = []
     for n in names:
-        r = _split_report(model, splits[n], model.vocab, batch_size=a.batch_size)
+        r = split_report(model, chosen[n], model.vocab, batch_size=a.batch_size, blas_threads=a.blas_threads)
         reports.append((n, r))
     if a.json:
         print(json.dumps({n: r for n, r in reports}, indent=1))
@@ -465,21 +564,36 @@ def _cmd_eval(a):
 
 
 def _cmd_predict(a):
-    from .experiments import CLASS_NAMES, format_node_predictions, node_predictions, read_tree
+    from .data.trees import TreeParseError
+    from .experiments import CLASS_NAMES, iter_node_lines, node_predictions, read_tree
     model = _load(a.checkpoint)
+    needs_binary = getattr(model, "needs_binary", False)
+    tree_model = hasattr(model, "predict_all") and hasattr(model, "mode")
     results = []
-    for s in a.sentences:
+    for i, s in enumerate(a.sentences, 1):
         try:
-            tree, how = read_tree(s)
+            tree, how = read_tree(s, binarize=a.binarize, binary=needs_binary, where=f"sentence {i}")
+        except TreeParseError as exc:
+            at = f"line {exc.line}, column {exc.column}" if exc.line > 1 else f"column {exc.column}"
+            hint = ": pass --binarize left or --binarize right" if exc.kind == "not_binary" else ""
+            raise _Exit(f"{exc.path}, {at}: {exc.reason}{hint}", 1) from None
         except ValueError as exc:
-            raise _Exit(f"dynnets predict: error: {exc}", 1) from None
-        pred = node_predictions(model, tree, model.vocab)
+            raise _Exit(f"sentence {i}: {exc}", 1) from None
+        pred = node_predictions(model, tree, model.vocab, gold=how == "labelled tree", texts=False,
+                                blas_threads=a.blas_threads)
+        if not a.nodes:
+            pred["nodes"] = None
         pred["input"] = s
         pred["tree"] = how
         pred["brackets"] = _bare(tree)
-        pred["unknown_words"] = [w for w in tree.words() if w not in model.vocab]
+        pred["unknown_words"] = list(dict.fromkeys(w for w in pred["words"] if w not in model.vocab))
         results.append(pred)
     if a.json:
+        from .experiments import node_text
+        for pred in results:
+            if pred["nodes"] is not None:
+                for n in pred["nodes"]:
+                    n["text"] = node_text(pred, n)
         print(json.dumps(results, indent=1))
         return 0
     for i, pred in enumerate(results):
@@ -489,7 +603,7 @@ def _cmd_predict(a):
         if i:
             print()
         print(f"sentence: {' '.join(pred['words'])}")
-        if pred["nodes"] is not None:
+        if tree_model:
             print(f"tree ({pred['tree']}): {pred['brackets']}")
         if pred["unknown_words"]:
             print(f"unknown words: {', '.join(pred['unknown_words'])}")
@@ -500,7 +614,8 @@ def _cmd_predict(a):
                 print(f"(--nodes: {model.kind} is not a tree model; it predicts the sentence only)")
             else:
                 print("nodes (class, name, probability, words):")
-                print(format_node_predictions(pred))
+                for line in iter_node_lines(pred):
+                    print(line)
     return 0
 
 
@@ -531,7 +646,7 @@ def run_compare(a):
                                     embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
                                     optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
                                     max_sentences=a.max_sentences, progress=not a.no_progress,
-                                    plots=not a.no_plots)
+                                    plots=not a.no_plots, blas_threads=a.blas_threads)
     print(compare_markdown(res))
     print(f"\nResults written to {', '.join(res['files'])}")
     return 0
@@ -543,19 +658,19 @@ _COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict
 
 def main(argv=None):
     """Run the ``dynnets`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    from .experiments import set_blas_threads
+    from .blas import blas_threads
     parser = build_parser()
     command = None
-    old_threads = None
     try:
         a = parser.parse_args(argv)
         command = a.command
         if command is None:
             parser.print_help()
             return 2
-        if a.blas_threads:
-            old_threads = set_blas_threads(a.blas_threads)
-        return _COMMANDS[command](a)
+        with blas_threads(a.blas_threads):
+            status = _COMMANDS[command](a)
+        sys.stdout.flush()
+        return status
     except _Exit as exc:
         msg = str(exc)
         if not msg.startswith(_PROG):
@@ -567,6 +682,8 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"{_PROG} {command or ''}: interrupted".replace("  ", " "), file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _broken_pipe()
     except (OSError, ValueError, LookupError, zipfile.BadZipFile, FloatingPointError) as exc:
         if os.environ.get("DYNNETS_DEBUG"):
             raise
@@ -574,9 +691,20 @@ def main(argv=None):
         text = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{where}: error: {text}", file=sys.stderr)
         return 1
-    finally:
-        if old_threads is not None:
-            set_blas_threads(old_threads)
+
+
+def _broken_pipe():
+    """The reader of our output went away (``| head``): stop quietly, as a Unix
+    tool killed by SIGPIPE does. Standard output is pointed at /dev/null so
+    that the interpreter's flush at exit does not fail again and print."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):     # replaced by an object without a descriptor
+        return 141
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

@@ -36,14 +36,16 @@ import numpy as np
 
 from . import io as dio
 from .data import load_samples, load_sst
-from .data.trees import Tree, parse_tree
+from .data.trees import (Tree, TreeParseError, binarize, collapse_unary, first_nonbinary, node_position,
+                         parse_tree)
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 
 __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional", "compositional_mask",
            "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
            "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "tokenize", "sentence_tree",
-           "read_tree", "node_predictions", "format_node_predictions", "SHOWCASE", "train_tree_rnn", "graph_overhead", "overhead_markdown",
-           "write_json", "save_figure", "have_matplotlib", "set_blas_threads", "machine_description"]
+           "read_tree", "binary_tree", "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
+           "SHOWCASE", "train_tree_rnn", "graph_overhead", "overhead_markdown",
+           "write_json", "save_figure", "have_matplotlib", "machine_description", "split_report"]
 
 NEGATION_WORDS = frozenset({"not", "n't", "never", "hardly", "no"})
 CONTRAST_WORDS = frozenset({"but"})
@@ -62,48 +64,6 @@ def _log(msg, enabled=True):
 # --------------------------------------------------------------------------
 # environment
 # --------------------------------------------------------------------------
-
-
-def _openblas_libs():
-    """Loaded OpenBLAS libraries of this process (Linux: from /proc/self/maps)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower() and "/" in line}
-    except OSError:
-        return []
-    return sorted(paths)
-
-
-def set_blas_threads(n):
-    """Set the thread count of numpy's OpenBLAS in this process; returns the
-    previous count, or None when no OpenBLAS with a known setter is loaded.
-
-    The models here multiply small matrices; with one BLAS thread per core on
-    a loaded two-core machine every product waits for a busy core. Measured
-    (shared machine, Tree-LSTM 64/64 on the samples, 8 epochs): 1.3 s with one
-    thread, 4.1 s and once 23 s with OpenBLAS's default. Environment variables
-    cannot do this once numpy is imported, so this calls OpenBLAS itself (as
-    threadpoolctl does).
-    """
-    import ctypes
-    for path in _openblas_libs():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix in ("scipy_openblas", "openblas"):
-            for suffix in ("64_", "", "_64_"):
-                try:
-                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}")
-                    put = getattr(lib, f"{prefix}_set_num_threads{suffix}")
-                except AttributeError:
-                    continue
-                get.restype = ctypes.c_int
-                put.argtypes = [ctypes.c_int]
-                old = int(get())
-                put(int(n))
-                return old
-    return None
 
 
 def machine_description():
@@ -222,10 +182,10 @@ def _subset_metrics(proba, trees, mask):
             "n_binary": nb}
 
 
-def _split_report(model, trees, vocab, batch_size=250):
+def split_report(model, trees, vocab, batch_size=250, blas_threads=1):
     """:func:`dynnets.train.evaluate`'s report plus the compositional subset, from one prediction pass."""
     from .train import predict
-    root_p, node = predict(model, trees, vocab, batch_size=batch_size, nodes=True)
+    root_p, node = predict(model, trees, vocab, batch_size=batch_size, nodes=True, blas_threads=blas_threads)
     labels = np.fromiter((t.label for t in trees), dtype=np.int64, count=len(trees))
     lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
     if node is None:
@@ -293,7 +253,7 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
                        for h in hist]}
     for split in ("dev", "test"):
         if split in splits:
-            out[split] = _split_report(model, splits[split], vocab)
+            out[split] = split_report(model, splits[split], vocab, blas_threads=train_config.blas_threads)
             out["padding"][f"{split}_truncated"] = (padding_waste(splits[split], model.max_len, 1)["truncated"]
                                                     if kind == "padded-lstm" else 0)
     out["seconds"] = round(time.perf_counter() - t0, 3)
@@ -317,7 +277,7 @@ DEMO_MODELS = (("Tree-LSTM (dynamic)", "treelstm", {}),
 
 
 def demo(seed=0, epochs=10, out=None, progress=True, embed_dim=64, hidden=64, data=None, max_sentences=None,
-         models=DEMO_MODELS):
+         models=DEMO_MODELS, blas_threads=1):
     """Train the demo models briefly on the samples and measure them.
 
     Every model: embeddings and states of width ``embed_dim``/``hidden``,
@@ -337,7 +297,7 @@ def demo(seed=0, epochs=10, out=None, progress=True, embed_dim=64, hidden=64, da
     splits, name = load_data(data, max_sentences)
     vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
     tc = TrainConfig(epochs=epochs, batch_size=25, optimizer="adam", lr=0.01, embedding_lr=0.01, patience=None,
-                     seed=seed, progress=progress)
+                     seed=seed, progress=progress, blas_threads=blas_threads)
     res = {"data": name, "sizes": {k: len(v) for k, v in splits.items()}, "seed": seed, "epochs": epochs,
            "machine": machine_description(),
            "command": f"dynnets demo --seed {seed} --epochs {epochs}", "runs": [], "files": []}
@@ -499,7 +459,7 @@ def compare_markdown(res):
 
 def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2), epochs=10, embed_dim=64, hidden=64,
                               batch_size=25, optimizer="adam", lr=0.01, variants=COMPARE_VARIANTS,
-                              max_sentences=None, progress=True, plots=True):
+                              max_sentences=None, progress=True, plots=True, blas_threads=1):
     """The padded static LSTM (unrolled to the training maximum, the 95th
     percentile and the median length) against the dynamic LSTM and the
     Tree-LSTM, over several seeds.
@@ -534,7 +494,7 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     k = 0
     for seed in seeds:
         tc = TrainConfig(epochs=epochs, batch_size=batch_size, optimizer=optimizer, lr=lr, embedding_lr=lr,
-                         patience=None, seed=seed, progress=progress)
+                         patience=None, seed=seed, progress=progress, blas_threads=blas_threads)
         for label, kind, extra in specs:
             k += 1
             _log(f"[{k}/{total}] {label}, seed {seed}", progress)
@@ -719,97 +679,215 @@ def sentence_tree(text):
     return tree
 
 
-def _unlabelled_brackets(text):
-    toks = re.findall(r"\(|\)|[^\s()]+", text)
-    stack = [[]]
-    for i, t in enumerate(toks):
+_BRACKET_TOKENS = re.compile(r"\(|\)|[^ \t\n\r\f\v()]+")
+_FIRST_TOKEN = re.compile(r"[ \t\n\r\f\v]*\([ \t\n\r\f\v]*([^ \t\n\r\f\v()]+)")
+_INT_TOKEN = re.compile(r"[+-]?[0-9]+")
+
+
+def _line_col(text, pos):
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _fail(text, pos, where, kind, reason):
+    return TreeParseError(where, *_line_col(text, pos), kind, reason)
+
+
+def _unlabelled_brackets(text, where):
+    """An unlabelled bracketed tree (labels 2); a bracket around one item is
+    that item. Returns the tree and the offset of each internal node's '('."""
+    stack = [[None, []]]
+    opened = {}
+    for m in _BRACKET_TOKENS.finditer(text):
+        t, pos = m.group(), m.start()
         if t == "(":
-            stack.append([])
+            if len(stack) == 1 and stack[0][1]:
+                raise _fail(text, pos, where, "trailing_text", "expected end of input after the tree, got '('")
+            stack.append([pos, []])
         elif t == ")":
-            if len(stack) < 2 or not stack[-1]:
-                raise ValueError(f"read_tree: unbalanced or empty brackets at token {i + 1} of {text!r}")
-            kids = stack.pop()
-            stack[-1].append(kids[0] if len(kids) == 1 else Tree.node(2, tuple(kids)))
+            if len(stack) < 2:
+                raise _fail(text, pos, where, "unbalanced", "unbalanced brackets: ')' has no matching '('")
+            start, kids = stack.pop()
+            if not kids:
+                raise _fail(text, start, where, "empty_node", "empty brackets '()': expected words or subtrees")
+            if len(kids) == 1:
+                node = kids[0]
+            else:
+                node = Tree.node(2, tuple(kids))
+                opened[id(node)] = start
+            stack[-1][1].append(node)
         else:
-            stack[-1].append(Tree.leaf(2, t))
-    if len(stack) != 1 or len(stack[0]) != 1:
-        raise ValueError(f"read_tree: expected one balanced bracketed tree, got {text!r}")
-    return stack[0][0]
+            if len(stack) == 1:
+                raise _fail(text, pos, where, "unexpected_token", f"expected '(' to start a tree, got {t!r}")
+            stack[-1][1].append(Tree.leaf(2, t))
+    if len(stack) != 1:
+        raise _fail(text, stack[-1][0], where, "unbalanced",
+                    f"unbalanced brackets: this '(' is not closed ({len(stack) - 1} unclosed at the end)")
+    if not stack[0][1]:
+        raise _fail(text, 0, where, "empty_input", "expected a tree, got no words")
+    return stack[0][1][0], opened
 
 
-def read_tree(text):
-    """A tree from user input: an SST-style labelled tree ``(3 (2 it) (3 good))``,
-    an unlabelled bracketed tree ``((it (is good)) .)`` (labels 2), or a plain
+def read_tree(text, binarize=None, binary=False, where="<input>"):
+    """A tree from user input: an SST tree ``(3 (2 it) (3 good))``, an
+    unlabelled bracketed tree ``((it (is good)) .)`` (labels 2), or a plain
     sentence (:func:`sentence_tree`).
+
+    Input that opens with ``(`` followed by an integer is read as an SST
+    tree, with a label after every ``(`` in 0..4; other input that opens
+    with ``(`` as an unlabelled tree, in which a bracket around one item is
+    that item.
+
+    Parameters
+    ----------
+    text : str
+    binarize : {None, "left", "right"}
+        Make every node binary: nodes with more than two children are split
+        (:func:`dynnets.data.binarize`, ``left``: ``((a b) c)``, ``right``:
+        ``(a (b c))``), then unary chains collapsed to their top node
+        (:func:`dynnets.data.collapse_unary`).
+    binary : bool
+        Raise at the first node (after ``binarize``) that has other than two children.
+    where : str
+        Names the input in errors (``TreeParseError.path``).
 
     Returns
     -------
     (tree, how) : (Tree, str)
         ``how`` is ``"labelled tree"``, ``"bracketed tree"`` or ``"fallback binarisation"``.
+
+    Raises
+    ------
+    TreeParseError
+        With the line and column of the fault (a bad label, an unbalanced
+        bracket, a node that is not binary).
     """
-    s = text.strip()
-    if not s:
-        raise ValueError("read_tree: empty input")
-    if s.startswith("("):
-        try:
-            return parse_tree(s), "labelled tree"
-        except ValueError:
-            return _unlabelled_brackets(s), "bracketed tree"
-    return sentence_tree(s), "fallback binarisation"
+    if not text.strip():
+        raise TreeParseError(where, 1, 1, "empty_input", "expected a sentence or a tree, got empty input")
+    if not text.lstrip().startswith("("):
+        return sentence_tree(text), "fallback binarisation"
+    m = _FIRST_TOKEN.match(text)
+    if m is not None and _INT_TOKEN.fullmatch(m.group(1)):
+        tree, how, opened = parse_tree(text, path=where), "labelled tree", None
+    else:
+        (tree, opened), how = _unlabelled_brackets(text, where), "bracketed tree"
+    if binarize is not None:
+        tree = binary_tree(tree, binarize)
+    elif binary:
+        bad = first_nonbinary(tree)
+        if bad is not None:
+            idx, k = bad
+            if opened is None:
+                line, col = node_position(text, idx)
+            else:
+                line, col = _line_col(text, opened[id(tree.preorder()[idx])])
+            raise TreeParseError(where, line, col, "not_binary",
+                                 f"this node has {k} child{'ren' if k != 1 else ''}; the model needs binary trees "
+                                 f"(two children at every node)")
+    return tree, how
+
+
+def binary_tree(tree, factor="right"):
+    """``tree`` with every internal node binary: nodes with more than two
+    children split (:func:`dynnets.data.binarize` with ``factor``), then unary
+    chains collapsed into their top node (:func:`dynnets.data.collapse_unary`,
+    which keeps the top label)."""
+    return collapse_unary(binarize(tree, factor))
 
 
 def _names(C):
     return CLASS_NAMES.get(C, tuple(str(i) for i in range(C)))
 
 
-def node_predictions(model, tree, vocab):
-    """Predictions of a model for one tree.
+def node_predictions(model, tree, vocab, gold=True, texts=True, blas_threads=1):
+    """Predictions of a model for one tree, from one forward pass.
+
+    Parameters
+    ----------
+    gold : bool
+        The tree's labels are gold labels (an SST tree); False gives ``gold``
+        None (unlabelled input, whose labels are placeholders).
+    texts : bool
+        Give every node its words as ``text``. The texts of all nodes add up
+        to (depth x words) characters, quadratic in a deep tree's length;
+        without them the result is linear in the tree's size, and
+        :func:`node_text` gives a node's words from its span when needed.
+    blas_threads : int or None
+        As in :func:`dynnets.train.predict`.
 
     Returns
     -------
     dict
         ``words``, ``root`` (class probabilities (C,)), and for tree models
-        ``nodes``: one dict per node in preorder with ``depth``, ``text``
-        (its words), ``gold`` (the tree's label), ``pred``, ``proba``.
+        ``nodes``: one dict per node in preorder with ``depth``, ``start``
+        and ``end`` (its words are ``words[start:end]``), ``text`` (with
+        ``texts``), ``gold`` (the tree's label or None), ``pred``, ``proba``,
+        ``leaf``.
     """
+    from .blas import blas_threads as limit
     from .train import predict
-    root = predict(model, [tree], vocab)[0]
-    out = {"words": tree.words(), "root": root.tolist(), "nodes": None}
-    if hasattr(model, "predict_all") and hasattr(model, "mode"):
-        old = model.mode
-        model.mode = "recursive"     # node rows then follow the tree's postorder
-        try:
-            _, node_p, _ = model.predict_all(model.make_batch([tree], vocab))
-        finally:
-            model.mode = old
-        post = tree.postorder()
-        row = {id(n): i for i, n in enumerate(post)}
-        nodes = []
-        stack = [(tree, 0)]
-        while stack:
-            n, d = stack.pop()
-            p = node_p[row[id(n)]]
-            nodes.append({"depth": d, "text": " ".join(n.words()), "gold": n.label, "pred": int(np.argmax(p)),
-                          "proba": p.tolist(), "leaf": n.is_leaf})
-            stack.extend((c, d + 1) for c in reversed(n.children))
-        out["nodes"] = nodes
-    return out
+    words = tree.words()
+    if not (hasattr(model, "predict_all") and hasattr(model, "mode")):
+        root = predict(model, [tree], vocab, blas_threads=blas_threads)[0]
+        return {"words": words, "root": root.tolist(), "nodes": None}
+    old = model.mode
+    model.mode = "recursive"     # node rows then follow the tree's postorder
+    try:
+        with limit(blas_threads):
+            root_p, node_p, _ = model.predict_all(model.make_batch([tree], vocab))
+    finally:
+        model.mode = old
+    post = tree.postorder()
+    row = {id(n): i for i, n in enumerate(post)}
+    start = [0] * len(post)
+    end = [0] * len(post)
+    w = 0
+    for i, n in enumerate(post):        # children before parents: spans bottom-up
+        if n.word is not None:
+            start[i], end[i] = w, w + 1
+            w += 1
+        else:
+            start[i], end[i] = start[row[id(n.children[0])]], end[row[id(n.children[-1])]]
+    nodes = []
+    stack = [(tree, 0)]
+    while stack:
+        n, d = stack.pop()
+        i = row[id(n)]
+        p = node_p[i]
+        item = {"depth": d, "start": start[i], "end": end[i]}
+        if texts:
+            item["text"] = " ".join(words[start[i]:end[i]])
+        item.update(gold=n.label if gold else None, pred=int(np.argmax(p)), proba=p.tolist(), leaf=n.is_leaf)
+        nodes.append(item)
+        stack.extend((c, d + 1) for c in reversed(n.children))
+    return {"words": words, "root": root_p[0].tolist(), "nodes": nodes}
+
+
+def node_text(pred, node):
+    """The words under ``node`` (an item of ``pred["nodes"]``), joined by spaces."""
+    text = node.get("text")
+    return text if text is not None else " ".join(pred["words"][node["start"]:node["end"]])
+
+
+def iter_node_lines(pred, show_gold=False, leaves=True):
+    """The lines of :func:`format_node_predictions`, one at a time (a deep
+    tree's listing is quadratic in its length; this keeps memory linear)."""
+    if pred["nodes"] is None:
+        yield "(per-node predictions need a tree model)"
+        return
+    names = _names(len(pred["root"]))
+    for n in pred["nodes"]:
+        if n["leaf"] and not leaves:
+            continue
+        show = show_gold and n["gold"] is not None
+        g = f"  gold {n['gold']}" if show else ""
+        mark = " !" if show and n["gold"] != n["pred"] else ""
+        yield (f"{'  ' * n['depth']}{n['pred']} {names[n['pred']]:<13} {max(n['proba']):.2f}{g}{mark}  "
+               f"{node_text(pred, n)}")
 
 
 def format_node_predictions(pred, show_gold=False, leaves=True):
     """An indented listing of per-node predictions (from :func:`node_predictions`)."""
-    if pred["nodes"] is None:
-        return "(per-node predictions need a tree model)"
-    names = _names(len(pred["root"]))
-    lines = []
-    for n in pred["nodes"]:
-        if n["leaf"] and not leaves:
-            continue
-        g = f"  gold {n['gold']}" if show_gold else ""
-        mark = " !" if show_gold and n["gold"] != n["pred"] else ""
-        lines.append(f"{'  ' * n['depth']}{n['pred']} {names[n['pred']]:<13} {max(n['proba']):.2f}{g}{mark}  "
-                     f"{n['text']}")
-    return "\n".join(lines)
+    return "\n".join(iter_node_lines(pred, show_gold, leaves))
 
 
 #: Hand-written test sentences (dynnets.data.synthetic.HANDWRITTEN) that show negation and contrast.
@@ -820,7 +898,7 @@ SHOWCASE = ("((it (is (not good))) .)", "((it (is (not bad))) .)", "(((the film)
 
 
 def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, sentences=None, data=None,
-                   max_sentences=None, out=None, progress=True):
+                   max_sentences=None, out=None, progress=True, binarize=None, blas_threads=1):
     """Train a tree model on the samples and predict every node of a few sentences.
 
     Parameters
@@ -831,6 +909,11 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
         hand-written test sentences labelled by the sample treebank's rules.
     out : path, optional
         Where ``results.json`` and ``nodes.txt`` go.
+    binarize : {None, "left", "right"}
+        Binarize the sentences' trees (:func:`read_tree`); without it a
+        non-binary tree given to a binary model is an error.
+    blas_threads : int or None
+        As ``TrainConfig.blas_threads``.
 
     Returns
     -------
@@ -839,26 +922,27 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
         predictions with the gold labels of labelled inputs), ``text`` (the
         listing), ``files``.
     """
-    from .data.synthetic import from_brackets
+    from .data.synthetic import label_tree
     from .data.vocab import Vocabulary
     from .train import TrainConfig
     if kind not in TREE_KINDS:
         raise ValueError(f"train_tree_rnn: kind must be one of {TREE_KINDS}, got {kind!r}")
+    inputs = []          # read before training, so that a bad sentence fails at once
+    for i, s in enumerate(sentences if sentences is not None else SHOWCASE, 1):
+        tree, how = read_tree(s, binarize=binarize, binary=kind != "childsum", where=f"sentence {i}")
+        gold = how == "labelled tree"
+        if how == "bracketed tree" and data is None:
+            tree, gold = label_tree(tree), True      # labelled by the samples' rules
+        inputs.append((s, tree, how, gold))
     splits, name = load_data(data, max_sentences)
     vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
     tc = TrainConfig(epochs=epochs, batch_size=25, optimizer="adam", lr=0.01, embedding_lr=0.01, patience=None,
-                     seed=seed, progress=progress)
+                     seed=seed, progress=progress, blas_threads=blas_threads)
     run = run_model(kind, splits, vocab, tc, embed_dim=embed_dim, hidden=hidden)
     model = run.pop("_model")
     items, blocks = [], []
-    for s in (sentences if sentences is not None else SHOWCASE):
-        tree, how = read_tree(s)
-        gold = how != "fallback binarisation"
-        if how == "bracketed tree" and data is None:
-            tree, gold = from_brackets(s), True      # labelled by the samples' rules
-        elif how == "bracketed tree":
-            gold = False
-        pred = node_predictions(model, tree, vocab)
+    for s, tree, how, gold in inputs:
+        pred = node_predictions(model, tree, vocab, gold=gold, blas_threads=blas_threads)
         pred.update(input=s, tree=how, has_gold=gold)
         items.append(pred)
         names = _names(len(pred["root"]))

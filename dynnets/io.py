@@ -1,16 +1,129 @@
-"""Checkpoints: ``save(state, path)`` / ``load(path)`` in ``.npz``, written atomically."""
+"""Checkpoints: ``save(state, path)`` / ``load(path)`` in ``.npz``, written atomically.
+
+Every file of the package is written by :func:`atomic_write` (through
+:func:`save`, :func:`atomic_write_bytes`, :func:`atomic_write_text`): into a
+temporary file beside the target, then renamed over it, so a reader sees the
+old file or the new one, never a part. A process killed mid-write (``kill
+-9``, a power cut) leaves its temporary file behind; its name,
+``.<target>.<host>-<pid>.<random>.tmp``, says who wrote it, and every later
+write into that folder removes those whose writer is gone (same host, no
+process with that pid). Temporary files of a live process, or of another
+host sharing the folder, are left alone. :func:`temp_dir_beside` and
+:func:`replace_dir` do the same for a whole folder (``dynnets train``'s run
+folder).
+"""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import socket
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save", "load", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["save", "load", "atomic_write", "atomic_write_bytes", "atomic_write_text", "remove_stale_temp_files",
+           "temp_dir_beside", "replace_dir", "NotACheckpointError"]
 
 _META = "__dynnets_meta__"
+# mkstemp's random part: 8 characters of [a-z0-9_]
+_TAGGED = re.compile(r"^\.(?P<target>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp$")
+_UNTAGGED = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp$")
+
+
+class NotACheckpointError(ValueError):
+    """The file is not one :func:`save` wrote (another format, or damaged)."""
+
+
+def _host():
+    return re.sub(r"[^A-Za-z0-9-]", "_", socket.gethostname())[:40] or "host"
+
+
+def _pid_alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # another user's live process
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def remove_stale_temp_files(folder, target=None):
+    """Remove the temporary files in ``folder`` left by writers that died mid-write.
+
+    A tagged temporary file (see the module docstring) is stale when it names
+    this host and a pid with no live process. An untagged one
+    (``.<target>.<random>.tmp``, as plain ``tempfile.mkstemp`` writers name
+    them) is removed only for ``target``, the file about to be replaced.
+    Returns the names removed.
+    """
+    host = _host()
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for e in entries:
+        name = e.name
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        m = _TAGGED.match(name)
+        if m is not None:
+            stale = m["host"] == host and not _pid_alive(int(m["pid"]))
+        else:
+            m = _UNTAGGED.match(name)
+            stale = m is not None and target is not None and m["target"] == target
+        if stale:
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                if e.is_dir(follow_symlinks=False):
+                    if m.re is not _TAGGED:
+                        continue
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
+                removed.append(name)
+    return removed
+
+
+def temp_dir_beside(path):
+    """A new empty folder beside ``path``, tagged like :func:`atomic_write`'s
+    temporary files (so :func:`remove_stale_temp_files` removes it once its
+    writer is gone); stale ones of dead writers are removed first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(path.parent)
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.{_host()}-{os.getpid()}.", suffix=".tmp", dir=path.parent))
+
+
+def replace_dir(src, dst):
+    """Move folder ``src`` to ``dst``, replacing a folder there whole.
+
+    Two renames in ``dst``'s parent: the old folder into a tagged temporary
+    folder (removed after), ``src`` into its place; if the second fails the
+    first is undone. Between the two, for microseconds, ``dst`` does not
+    exist; at no time does it hold a mix of the two.
+    """
+    src, dst = Path(src), Path(dst)
+    if not dst.exists():
+        os.rename(src, dst)
+        return
+    hold = temp_dir_beside(dst)
+    os.rename(dst, hold / dst.name)
+    try:
+        os.rename(src, dst)
+    except BaseException:
+        os.rename(hold / dst.name, dst)
+        raise
+    shutil.rmtree(hold, ignore_errors=True)
 
 
 def _flatten(obj, prefix, arrays, meta):
@@ -43,10 +156,13 @@ def _unflatten(node, arrays):
     return node["__value__"]
 
 
-def _atomic(path, write):
+def atomic_write(path, write):
+    """Write ``path`` atomically: ``write(f)`` fills a binary file object
+    that replaces ``path`` when ``write`` returns (nothing changes if it raises)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temp_files(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_host()}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp creates the file 0600; give it the permissions a plain open() would
         umask = os.umask(0)
@@ -66,7 +182,7 @@ def _atomic(path, write):
 
 
 def atomic_write_bytes(path, data: bytes):
-    _atomic(path, lambda f: f.write(data))
+    atomic_write(path, lambda f: f.write(data))
 
 
 def atomic_write_text(path, text: str):
@@ -82,17 +198,40 @@ def save(state, path):
     arrays = {}
     skel = _flatten(state, "", arrays, None)
     arrays[_META] = np.frombuffer(json.dumps(skel).encode("utf-8"), dtype=np.uint8)
-    _atomic(path, lambda f: np.savez(f, **arrays))
+    atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def load(path):
-    """Load what :func:`save` wrote."""
+    """Load what :func:`save` wrote.
+
+    Raises
+    ------
+    FileNotFoundError
+    NotACheckpointError (a ValueError)
+        The file is not an ``.npz`` archive, has no dynnets metadata, or is damaged.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"load: no checkpoint at {path}")
-    with np.load(path, allow_pickle=False) as z:
-        if _META not in z.files:
-            raise ValueError(f"load: {path} is not a dynnets checkpoint (no metadata)")
-        skel = json.loads(bytes(z[_META]).decode("utf-8"))
-        arrays = {k: z[k] for k in z.files if k != _META}
-    return _unflatten(skel, arrays)
+    # np.load takes anything that is not a zip or .npy file for a pickle and
+    # then advises allow_pickle=True, which would run code from the file
+    if not zipfile.is_zipfile(path):
+        raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint (not an .npz archive)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if _META not in z.files:
+                raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint (an .npz archive without "
+                                          f"dynnets metadata; arrays: {', '.join(z.files[:5]) or 'none'})")
+            skel = json.loads(bytes(z[_META]).decode("utf-8"))
+            arrays = {k: z[k] for k in z.files if k != _META}
+        return _unflatten(skel, arrays)
+    except NotACheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, EOFError, OSError, zipfile.BadZipFile) as exc:
+        # a damaged archive, object arrays (pickles), or metadata not written by save()
+        detail = " ".join(str(exc).split())[:120]
+        if "pickle" in detail:
+            detail = "it holds object arrays (pickled Python objects), which dynnets never writes"
+        else:
+            detail = f"{type(exc).__name__}: {detail}"
+        raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint, or is damaged ({detail})") from None

@@ -1,8 +1,9 @@
 """Helpers shared by the experiment scripts (never imported by the library).
 
 ``setup()`` puts the repository root on ``sys.path`` (the scripts run from a
-checkout without installing), and ``blas_threads(n)`` sets numpy's OpenBLAS
-to ``n`` threads the way the ``dynnets`` command does.
+checkout without installing); ``seed_type`` is the argparse type of
+``--seed`` (an integer >= 0, as numpy's seeds), the same as the ``dynnets``
+command's.
 """
 from __future__ import annotations
 
@@ -18,14 +19,10 @@ def setup():
         sys.path.insert(0, str(ROOT))
 
 
-def blas_threads(n):
-    """Set OpenBLAS to ``n`` threads (0: leave it) and say so."""
-    if not n:
-        return
-    from dynnets.experiments import set_blas_threads
-    old = set_blas_threads(n)
-    if old is not None and old != n:
-        print(f"# numpy OpenBLAS threads: {old} -> {n} (--blas-threads)", file=sys.stderr)
+def seed_type(s):
+    setup()
+    from dynnets.cli import seed_type as parse
+    return parse(s)
 
 
 def report_files(files):

@@ -11,7 +11,7 @@ SST here has no test split: the script then reports dev accuracy only and says s
 import argparse
 import sys
 
-from _util import blas_threads, setup
+from _util import setup
 
 setup()
 
@@ -22,7 +22,6 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="compare_padded_vs_dynamic.py", description=COMPARE_DESCRIPTION)
     add_compare_arguments(p)
     a = p.parse_args(argv)
-    blas_threads(a.blas_threads)
     return run_compare(a)
 
 

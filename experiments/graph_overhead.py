@@ -10,29 +10,31 @@ import argparse
 import sys
 from pathlib import Path
 
-from _util import blas_threads, report_files, setup
+from _util import report_files, seed_type, setup
 
 setup()
 
+from dynnets.blas import blas_threads  # noqa: E402
 from dynnets.experiments import graph_overhead, overhead_markdown  # noqa: E402
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="graph_overhead.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--seed", type=int, default=0, help="random weights and inputs (default 0)")
+    p.add_argument("--seed", type=seed_type, default=0, help="random weights and inputs (default 0)")
     p.add_argument("--out", type=Path, default=Path("results/graph_overhead"), help="output folder")
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 3, 10, 30, 100, 300],
                    help="layers in the chain (3 forward ops each); default 1 3 10 30 100 300")
     p.add_argument("--width", type=int, default=32, help="layer width (default 32)")
     p.add_argument("--repeats", type=int, default=20, help="timed runs per figure, median reported (default 20)")
-    p.add_argument("--blas-threads", type=int, default=1, help="numpy OpenBLAS threads; 0 leaves the default")
+    p.add_argument("--blas-threads", type=int, default=1, help="BLAS threads; 0 leaves the default (default 1)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plot")
+    p.add_argument("--no-progress", action="store_true", help="no per-size lines on stderr")
     a = p.parse_args(argv)
-    if min(a.sizes) < 1 or a.width < 1 or a.repeats < 1:
-        p.error("--sizes, --width and --repeats must be positive")
-    blas_threads(a.blas_threads)
-    res = graph_overhead(sizes=a.sizes, width=a.width, repeats=a.repeats, seed=a.seed, out=a.out,
-                         plots=not a.no_plots)
+    if min(a.sizes) < 1 or a.width < 1 or a.repeats < 1 or a.blas_threads < 0:
+        p.error("--sizes, --width and --repeats must be positive, --blas-threads >= 0")
+    with blas_threads(a.blas_threads):
+        res = graph_overhead(sizes=a.sizes, width=a.width, repeats=a.repeats, seed=a.seed, out=a.out,
+                             plots=not a.no_plots, progress=not a.no_progress)
     print(overhead_markdown(res))
     report_files(res["files"])
     return 0

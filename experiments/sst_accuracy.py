@@ -2,9 +2,12 @@
 Tree-RNN, each trained on SST train with randomly initialised word vectors
 (no pretrained embeddings), selected on dev, over several seeds.
 
-Run from the repository root::
+Run from anywhere (``--data`` defaults to ``../shared/data/sst`` beside the
+repository, wherever the command runs; ``--out`` is relative to the current
+folder)::
 
-    python experiments/sst_accuracy.py --data ../shared/data/sst --seeds 0 1 2 --out results/sst
+    python experiments/sst_accuracy.py --seeds 0 1 2 --out results/sst
+    python experiments/sst_accuracy.py --seed 3 --models treelstm --no-progress
 
 Writes ``OUT/results.json`` (every run and the mean / standard deviation per
 model) and ``OUT/results.md`` (the table), both atomically and updated after
@@ -14,10 +17,9 @@ accuracy (5 classes), root binary accuracy (SST-2: neutral roots dropped,
 P(0)+P(1) vs P(3)+P(4)), all-node accuracy (tree models). The standard
 deviation is the sample one (ddof=1) over seeds.
 
-numpy's BLAS runs single-threaded by default (``--blas-threads``): on a shared
-2-core machine a multi-threaded product waits for a busy core, which made
-steps up to 50x slower (measured); the script re-executes itself once with
-``OPENBLAS_NUM_THREADS`` set and says so.
+numpy's BLAS runs single-threaded by default (``--blas-threads``, passed to
+``TrainConfig.blas_threads``): on a shared 2-core machine a multi-threaded
+product waits for a busy core, which made steps up to 50x slower (measured).
 """
 from __future__ import annotations
 
@@ -31,7 +33,10 @@ import sys
 import time
 from pathlib import Path
 
+from _util import seed_type, setup
+
 ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "sst"
 
 # Hyperparameters per model, chosen on dev with seeds 0 and 1 (Tree-LSTM:
 # about 30 runs of 6-10 epochs, ~1 min each). Shared by all: lowercased
@@ -83,25 +88,29 @@ MODELS = {
 METRICS = (("root_fine", "dev fine"), ("root_binary", "dev binary"), ("all_nodes", "dev all nodes"))
 
 
-def parse():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="../shared/data/sst", help="folder with train.txt and dev.txt")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+def parse(argv=None):
+    ap = argparse.ArgumentParser(prog="sst_accuracy.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                    help=f"folder with train.txt and dev.txt (default: {DEFAULT_DATA})")
+    seeds = ap.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=seed_type, default=None, help="one seed (weights, batch order, dropout)")
+    seeds.add_argument("--seeds", type=seed_type, nargs="+", default=None, help="several seeds (default 0 1 2)")
     ap.add_argument("--out", default="results/sst")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--epochs", type=int, default=None, help="override every model's epoch count")
     ap.add_argument("--cased", action="store_true", help="keep case in the vocabulary (default: lowercase)")
-    ap.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS_NUM_THREADS for this run (0: leave)")
-    ap.add_argument("--progress", action="store_true", help="tqdm bars and per-epoch lines on stderr")
-    return ap.parse_args()
+    ap.add_argument("--blas-threads", type=int, default=1, help="BLAS threads while training (0: leave; default 1)")
+    ap.add_argument("--no-progress", action="store_true", help="no tqdm bars or per-epoch lines on stderr")
+    a = ap.parse_args(argv)
+    a.seeds = [a.seed] if a.seed is not None else (a.seeds or [0, 1, 2])
+    if (a.epochs is not None and a.epochs < 1) or a.blas_threads < 0:
+        ap.error("--epochs must be positive and --blas-threads >= 0")
+    return a
 
 
-def _reexec(threads):
-    """Set OPENBLAS_NUM_THREADS (read when numpy loads BLAS) by re-executing once."""
-    if threads and os.environ.get("OPENBLAS_NUM_THREADS") != str(threads):
-        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
-        sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]], env)
+def _fail(msg):
+    print(f"sst_accuracy.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
 
 
 def _stats(values):
@@ -146,10 +155,9 @@ def markdown(summary, header):
     return header + "\n\n" + "\n".join(lines) + "\n"
 
 
-def main():
-    args = parse()
-    _reexec(args.blas_threads)
-    sys.path.insert(0, str(ROOT))
+def main(argv=None):
+    args = parse(argv)
+    setup()
     import numpy as np
 
     from dynnets.data.sst import load_sst
@@ -158,19 +166,23 @@ def main():
     from dynnets.models import build_model
     from dynnets.train import TrainConfig, train
 
+    if not args.data.is_dir():
+        _fail(f"no SST folder at '{args.data}'" + (" (the default: ../shared/data/sst beside the repository)"
+                                                  if args.data == DEFAULT_DATA else "") + "; pass --data DIR")
+    try:
+        data = load_sst(args.data, splits=["train", "dev"])
+    except (OSError, ValueError) as exc:
+        _fail(" ".join(str(exc).split()))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    data = load_sst(args.data, splits=["train", "dev"])
     train_trees, dev_trees = data["train"], data["dev"]
     vocab = Vocabulary.from_trees(train_trees, lowercase=not args.cased)
     env = (f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
-           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+           f"BLAS threads {args.blas_threads or 'default'}, "
            f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
     print(f"# {len(train_trees)} train / {len(dev_trees)} dev trees, vocabulary {len(vocab)} "
           f"(lowercase={not args.cased}); {env}", flush=True)
-    if args.blas_threads:
-        print(f"# numpy BLAS threads set to {args.blas_threads} (re-executed with OPENBLAS_NUM_THREADS)", flush=True)
-    command = "python experiments/sst_accuracy.py " + " ".join(sys.argv[1:])
+    command = "python experiments/sst_accuracy.py " + " ".join(sys.argv[1:] if argv is None else argv)
     runs = []
     for name in args.models:
         spec = MODELS[name]
@@ -182,7 +194,8 @@ def main():
             model = build_model(name, len(vocab), seed=seed, **spec["model"])
             t0 = time.perf_counter()
             res = train(model, train_trees, dev_trees, vocab,
-                        TrainConfig(seed=seed, out_dir=str(run_dir), progress=args.progress, **tcfg))
+                        TrainConfig(seed=seed, out_dir=str(run_dir), progress=not args.no_progress,
+                                    blas_threads=args.blas_threads, **tcfg))
             seconds = time.perf_counter() - t0
             dev = {k: res.best.get(k) for k, _ in METRICS}
             runs.append({"model": name, "seed": seed, "best_epoch": res.best_epoch, "epochs_run": math.ceil(res.history[-1]["epoch"]),
@@ -209,4 +222,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

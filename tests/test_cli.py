@@ -1,5 +1,6 @@
 """The ``dynnets`` command: help, one-line errors, train -> eval -> predict."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,8 @@ def test_predict_sentence_and_nodes(tree_run, capsys):
 
 
 def test_predict_json_probabilities(tree_run, capsys):
-    code, out, _ = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", "it is good ."], capsys)
+    code, out, _ = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", "--nodes", "it is good ."],
+                       capsys)
     assert code == 0
     (r,) = json.loads(out)
     assert len(r["root"]) == 5 and abs(sum(r["root"]) - 1) < 1e-6
@@ -198,3 +200,201 @@ def test_predict_very_long_sentence(tree_run, capsys):
     code, out, err = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--nodes", long], capsys)
     assert code == 0, err
     assert out.count("\n") > 3000 and "predicted: " in out
+
+
+# --------------------------------------------------------------------------
+# run folders
+# --------------------------------------------------------------------------
+
+
+def _snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_train_refuses_to_reuse_a_run_folder_even_the_default(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["train", "--model", "bow"] + TINY, capsys)
+    assert code == 0, err
+    first = _snapshot(tmp_path / "runs" / "bow")
+    assert sorted(first) == ["best.npz", "config.json", "log.jsonl", "metrics.json"]
+    code, _, err = run(["train", "--model", "bow", "--seed", "1"] + TINY, capsys)
+    assert_one_line_error(code, err, 2, "--out 'runs/bow' already holds a run", "--overwrite")
+    assert _snapshot(tmp_path / "runs" / "bow") == first
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["bow"]
+
+
+def test_overwrite_replaces_a_run_whole_and_only_once_the_new_run_has_a_checkpoint(tree_run, tmp_path, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(tree_run, out)
+    before = _snapshot(out)
+    # a run that fails (the loss diverges to NaN in epoch 1) leaves the old folder as it was
+    with np.errstate(all="ignore"):
+        code, _, err = run(["train", "--model", "treelstm", "--out", str(out), "--overwrite", "--optimizer", "sgd",
+                            "--lr", "1e30"] + TINY, capsys)
+    assert_one_line_error(code, err, 1, "lower the learning rate")
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]       # its temporary folder is gone
+    # a run that succeeds replaces every file
+    code, printed, err = run(["train", "--model", "treelstm", "--out", str(out), "--overwrite", "--seed", "5",
+                              "--epochs", "2", "--hidden", "7", "--embed-dim", "8", "--no-progress"], capsys)
+    assert code == 0, err
+    after = _snapshot(out)
+    assert sorted(after) == sorted(before) and all(after[k] != before[k] for k in before)
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["config"]["hidden"] == 7 and m["config"]["seed"] == 5
+    assert len((out / "log.jsonl").read_text().splitlines()) == m["epochs"] == 2
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["train"]["seed"] == 5 and "out_dir" not in cfg["train"]
+    assert f"checkpoint: {out / 'best.npz'}" in printed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    code, _, err = run(["eval", "--checkpoint", str(out / "best.npz"), "--json"], capsys)
+    assert code == 0, err
+
+
+def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    code, _, err = run(["train", "--model", "bow", "--out", str(tmp_path), "--overwrite"] + TINY, capsys)
+    assert_one_line_error(code, err, 2, "notes.txt", "not a dynnets run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_train_into_an_empty_folder(tmp_path, capsys):
+    code, _, err = run(["train", "--model", "bow", "--out", str(tmp_path)] + TINY, capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.npz", "config.json", "log.jsonl", "metrics.json"]
+
+
+# --------------------------------------------------------------------------
+# input files and sentences
+# --------------------------------------------------------------------------
+
+
+def _treebank(tmp_path, train_lines, dev_lines=("(3 (2 a) (3 good))",)):
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "train.txt").write_bytes(b"\n".join(x if isinstance(x, bytes) else x.encode() for x in train_lines) + b"\n")
+    (d / "dev.txt").write_text("\n".join(dev_lines) + "\n")
+    return d
+
+
+def test_undecodable_bytes_name_file_line_column(tmp_path, capsys):
+    d = _treebank(tmp_path, ["(3 (2 a) (3 good))", "", "(1 (2 a) (1 caf\xe9))".encode("latin-1")])
+    code, _, err = run(["train", "--model", "lstm", "--data", str(d)] + TINY, capsys)
+    assert_one_line_error(code, err, 1, f"{d / 'train.txt'}:3:16:", "byte 0xe9", "not valid UTF-8")
+
+
+def test_non_binary_tree_names_file_line_column_and_binarize_fixes_it(tmp_path, tree_run, capsys):
+    d = _treebank(tmp_path, ["(3 (2 a) (3 good))", "", "(1 (2 a) (1 (2 not) (2 very) (3 good)))"])
+    code, _, err = run(["train", "--model", "treelstm", "--data", str(d), "--out", str(tmp_path / "r")] + TINY, capsys)
+    assert_one_line_error(code, err, 1, f"{d / 'train.txt'}:3:10:", "3 children", "--binarize left")
+    assert not (tmp_path / "r").exists()
+    for how in ("left", "right"):
+        code, _, err = run(["train", "--model", "treelstm", "--data", str(d), "--out", str(tmp_path / how),
+                            "--binarize", how] + TINY, capsys)
+        assert code == 0, err
+        assert json.loads((tmp_path / how / "metrics.json").read_text())["binarize"] == how
+    code, _, err = run(["train", "--model", "childsum", "--data", str(d), "--out", str(tmp_path / "cs")] + TINY,
+                       capsys)
+    assert code == 0, err                           # the child-sum Tree-LSTM takes any tree
+    (d / "dev.txt").write_text("(3 (2 a) (3 good))\n(3 (2 a) (2 b) (3 c))\n")
+    ck = str(tree_run / "best.npz")
+    code, _, err = run(["eval", "--checkpoint", ck, "--data", str(d), "--split", "dev"], capsys)
+    assert_one_line_error(code, err, 1, f"{d / 'dev.txt'}:2:1:", "3 children", "--binarize")
+    code, out, err = run(["eval", "--checkpoint", ck, "--data", str(d), "--split", "dev", "--json", "--binarize",
+                          "left"], capsys)
+    assert code == 0 and json.loads(out)["dev"]["n"] == 2, err
+
+
+@pytest.mark.parametrize("sentence, fragments", [
+    ("(3 (2 it) (9 good))", ["sentence 1, column 12:", "'9'", "0..4"]),
+    ("(3)", ["sentence 1, column 3:", "empty node '(3)'"]),
+    ("(3 (2 a) (2 b) (2 c))", ["sentence 1, column 1:", "3 children", "--binarize"]),
+    ("((a b c) d)", ["sentence 1, column 2:", "3 children", "--binarize"]),
+])
+def test_predict_bad_trees_name_the_column(tree_run, capsys, sentence, fragments):
+    code, _, err = run(["predict", "--checkpoint", str(tree_run / "best.npz"), sentence], capsys)
+    assert_one_line_error(code, err, 1, *fragments)
+
+
+def test_predict_binarize(tree_run, capsys):
+    code, out, err = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--binarize", "right",
+                          "(3 (2 a) (2 b) (2 c))", "((a b c) d)"], capsys)
+    assert code == 0, err
+    assert "tree (labelled tree): (a (b c))" in out and "tree (bracketed tree): ((a (b c)) d)" in out
+
+
+def test_predict_json_gold_is_null_for_unlabelled_input(tree_run, capsys):
+    code, out, err = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", "--nodes",
+                          "((it (is good)) .)", "it is good .", "(3 (2 it) (4 (2 is) (4 good)))"], capsys)
+    assert code == 0, err
+    bracketed, plain, labelled = json.loads(out)
+    assert {n["gold"] for n in bracketed["nodes"]} == {None} == {n["gold"] for n in plain["nodes"]}
+    assert [n["gold"] for n in labelled["nodes"]] == [3, 2, 4, 2, 4]
+    assert [n["text"] for n in labelled["nodes"]] == ["it is good", "it", "is good", "is", "good"]
+    code, out, _ = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", "it is good ."], capsys)
+    assert json.loads(out)[0]["nodes"] is None                  # per-node output with --nodes only
+
+
+def test_predict_is_linear_in_the_sentence_length(tree_run, capsys):
+    """Without --nodes, predict's memory grows linearly with the sentence: the
+    peak traced allocation of a 4x longer (and 4x deeper) sentence is at most
+    about 4x (gathering every node's words, it was 12x)."""
+    import tracemalloc
+
+    def peak(n_words):
+        sentence = " ".join(["the film is good and"] * (n_words // 5))
+        tracemalloc.start()
+        try:
+            code, out, err = run(["predict", "--checkpoint", str(tree_run / "best.npz"), "--json", sentence], capsys)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert code == 0, err
+    peak(200)                                           # one-time allocations (caches, kernels)
+    small, large = peak(1000), peak(4000)
+    assert large < 5 * small, (small, large)
+
+
+# --------------------------------------------------------------------------
+# flags, checkpoints, pipes
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["train", "--model", "lstm", "--seed", "-1"], ["--seed", "-1", "integer >= 0"]),
+    (["demo", "--seed", "-3"], ["--seed", "-3"]),
+    (["compare", "--seed", "x"], ["--seed", "'x'"]),
+    (["train", "--model", "lstm", "--lr", "inf"], ["--lr", "'inf'", "finite"]),
+    (["train", "--model", "lstm", "--lr", "nan"], ["--lr", "'nan'"]),
+    (["train", "--model", "lstm", "--weight-decay", "inf"], ["--weight-decay", "'inf'"]),
+    (["train", "--model", "lstm", "--max-seconds", "inf"], ["--max-seconds", "'inf'"]),
+])
+def test_bad_numbers_name_the_flag(argv, fragments, capsys):
+    code, _, err = run(argv, capsys)
+    assert_one_line_error(code, err, 2, *fragments)
+
+
+@pytest.mark.parametrize("content", [b'{"model": "treelstm"}', b"\x00\x01 garbage", None])
+def test_non_checkpoints_are_named_so(tmp_path, capsys, content):
+    bad = tmp_path / "best.npz"
+    if content is None:
+        np.savez(bad, weights=np.zeros(3))              # an .npz, but not ours
+    else:
+        bad.write_bytes(content)
+    for cmd in (["eval", "--checkpoint", str(bad)], ["predict", "--checkpoint", str(bad), "good"]):
+        code, _, err = run(cmd, capsys)
+        assert_one_line_error(code, err, 1, str(bad), "is not a dynnets checkpoint")
+        assert "pickle" not in err
+
+
+def test_eval_into_a_closed_pipe_exits_quietly(tree_run):
+    """`dynnets eval ... | head`: the reader has gone before the output is written."""
+    import os
+    r, w = os.pipe()
+    os.close(r)                                          # nobody will read: every write fails with EPIPE
+    try:
+        p = subprocess.run([sys.executable, "-m", "dynnets", "eval", "--checkpoint", str(tree_run / "best.npz")],
+                           stdout=w, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(w)
+    assert p.stderr == "" and p.returncode == 141

@@ -14,16 +14,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "experiments"
 
 
-@pytest.fixture(autouse=True)
-def one_blas_thread():
-    """One OpenBLAS thread while a test trains in this process, restored after,
-    as the dynnets command and the scripts do (see ``set_blas_threads``)."""
-    old = ex.set_blas_threads(1)
-    yield
-    if old is not None:
-        ex.set_blas_threads(old)
-
-
 def script(name, *args, timeout=60):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True, text=True, cwd=ROOT,
                        timeout=timeout)
@@ -85,7 +75,8 @@ def test_graph_overhead_script_tiny(tmp_path):
         assert (out / "graph_overhead.png").stat().st_size > 1000
 
 
-@pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py"])
+@pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
+                                  "sst_accuracy.py"])
 def test_script_help(name, monkeypatch, capsys):
     import runpy
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -94,7 +85,69 @@ def test_script_help(name, monkeypatch, capsys):
         runpy.run_path(str(SCRIPTS / name), run_name="__main__")
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: {name}") and "--seed" in out and "--out" in out
+    assert out.startswith(f"usage: {name}")
+    for flag in ("--seed ", "--out", "--no-progress", "--blas-threads"):
+        assert flag in out, flag
+
+
+@pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
+                                  "sst_accuracy.py"])
+def test_script_seed_must_be_non_negative(name, tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPTS / name), "--seed", "-1"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (f"{name}: error: argument --seed: expected an integer >= 0 "
+                                                 f"(a random seed), got '-1'")
+
+
+def test_sst_accuracy_from_another_folder(tmp_path):
+    """The default data path is beside the repository, not the current folder;
+    a missing folder is one line; --seed and --no-progress work."""
+    import runpy
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        mod = runpy.run_path(str(SCRIPTS / "sst_accuracy.py"))
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    assert mod["parse"]([]).data == ROOT.parent / "shared" / "data" / "sst"
+    assert mod["parse"](["--seed", "4"]).seeds == [4] and mod["parse"]([]).seeds == [0, 1, 2]
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(tmp_path / "none")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 1 and r.stderr.strip() == (f"sst_accuracy.py: error: no SST folder at "
+                                                      f"'{tmp_path / 'none'}'; pass --data DIR")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "train.txt").write_text("(3 (2 a) (3 good)\n")
+    (tmp_path / "bad" / "dev.txt").write_text("(3 (2 a) (3 good))\n")
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(tmp_path / "bad")],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "train.txt:1:" in r.stderr
+    from dynnets.data import samples_dir
+    r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(samples_dir()), "--seed",
+                        "3", "--models", "lstm", "--epochs", "1", "--no-progress", "--out", "out"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stderr == ""                                 # no progress bars or per-epoch lines
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["seeds"] == [3] and [x["seed"] for x in res["runs"]] == [3]
+
+
+def test_train_tree_rnn_script_non_binary_sentence(tmp_path):
+    args = [sys.executable, str(SCRIPTS / "train_tree_rnn.py"), "--max-sentences", "30", "--epochs", "1", "--hidden",
+            "4", "--embed-dim", "4", "--no-progress", "--out", str(tmp_path), "(3 (2 a) (2 b) (2 c))"]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "train_tree_rnn.py: error: sentence 1, column 1: this node has 3 children; the model needs binary trees "
+        "(two children at every node) (pass --binarize left or --binarize right)")
+    assert not list(tmp_path.iterdir())                      # it failed before training
+    r = subprocess.run(args + ["--binarize", "right"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "results.json").read_text())["sentences"][0]["tree"] == "labelled tree"
+
+
+def test_graph_overhead_no_progress(tmp_path):
+    r = script("graph_overhead.py", "--out", str(tmp_path), "--sizes", "1", "--repeats", "1", "--width", "4",
+               "--no-plots", "--no-progress")
+    assert r.stderr == "" and "| layers |" in r.stdout
 
 
 # --------------------------------------------------------------------------
@@ -207,6 +260,39 @@ def test_read_tree_kinds():
             ex.read_tree(bad)
 
 
+@pytest.mark.parametrize("text, kind, column, fragment", [
+    ("(3 (2 it) (9 good))", "label_range", 12, "'9'"),        # a bad label, not an unlabelled tree
+    ("(3)", "empty_node", 3, "(3)"),                         # an error, not the word "3"
+    ("  (3 (2 it) (3 good)) x", "trailing_text", 23, "'x'"),  # columns count the input as given
+    ("((it is", "unbalanced", 2, "not closed"),
+    ("(it ())", "empty_node", 5, "empty brackets"),
+])
+def test_read_tree_errors_name_the_column(text, kind, column, fragment):
+    from dynnets.data import TreeParseError
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree(text, where="sentence 1")
+    assert (e.value.kind, e.value.column, e.value.path) == (kind, column, "sentence 1")
+    assert fragment in e.value.reason
+
+
+def test_read_tree_binary_check_and_binarize():
+    from dynnets.data import TreeParseError
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binary=True)
+    assert (e.value.kind, e.value.column) == ("not_binary", 10) and "3 children" in e.value.reason
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree("(it (is very good))", binary=True)          # unlabelled: the bracket's column
+    assert (e.value.kind, e.value.column) == ("not_binary", 5)
+    with pytest.raises(TreeParseError) as e:
+        ex.read_tree("(3 (3 (2 a)) (2 b))", binary=True)          # a unary node
+    assert e.value.column == 4 and "1 child;" in e.value.reason
+    t, _ = ex.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binarize="left")
+    assert _bare(t) == "(a ((b c) d))"
+    t, _ = ex.read_tree("(3 (3 (2 a)) (2 (2 b) (2 c) (2 d)))", binarize="right", binary=True)
+    assert _bare(t) == "(a (b (c d)))" and t.children[0].label == 3    # unary chain kept its top label
+    assert ex.read_tree("(3 (2 a) (2 b) (2 c))")[0].children[2].word == "c"   # no check unless asked
+
+
 def test_node_predictions_follow_the_tree():
     from dynnets.models import build_model
     trees = load_samples()["train"][:5]
@@ -217,16 +303,17 @@ def test_node_predictions_follow_the_tree():
     assert [n["text"] for n in p["nodes"]] == [" ".join(n.words()) for n in t.preorder()]
     assert [n["gold"] for n in p["nodes"]] == [n.label for n in t.preorder()]
     assert m.mode == "level"
-    # the root row of the per-node pass equals the level-batched prediction
-    np.testing.assert_allclose(p["nodes"][0]["proba"], p["root"], rtol=1e-5)
+    # the per-node (recursive) pass gives the level-batched prediction at the root
+    from dynnets.train import predict
+    np.testing.assert_allclose(p["nodes"][0]["proba"], p["root"], rtol=1e-6)
+    np.testing.assert_allclose(p["root"], predict(m, [t], v)[0], rtol=1e-5)
     assert "not good" in ex.format_node_predictions(p, show_gold=True)
-
-
-def test_set_blas_threads_round_trip():
-    old = ex.set_blas_threads(1)
-    if old is None:
-        pytest.skip("no OpenBLAS with a thread setter in this process")
-    assert ex.set_blas_threads(old) == 1
+    # spans instead of texts: the same words, and no text unless asked
+    lean = ex.node_predictions(m, t, v, gold=False, texts=False)
+    assert all("text" not in n and n["gold"] is None for n in lean["nodes"])
+    assert [ex.node_text(lean, n) for n in lean["nodes"]] == [n["text"] for n in p["nodes"]]
+    assert [(n["start"], n["end"]) for n in lean["nodes"]][:4] == [(0, 5), (0, 2), (0, 1), (1, 2)]
+    assert ex.format_node_predictions(lean) == ex.format_node_predictions(p)
 
 
 def test_compare_without_test_split_reports_dev_only(tmp_path):

@@ -147,3 +147,112 @@ def test_load_errors(tmp_path):
     with pytest.raises(TypeError, match="save: cannot store a value of type object at model.x"):
         dn.save({"model": {"x": object()}}, tmp_path / "bad.npz")
     assert not (tmp_path / "bad.npz").exists() and not _tmp_files(tmp_path)
+
+
+def _dead_pid():
+    """The pid of a process that has exited (and been reaped)."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_stale_temp_files_are_removed_on_the_next_write(tmp_path):
+    import subprocess
+    import sys
+    host = io._host()
+    dead = _dead_pid()
+    stale = [f".ckpt.npz.{host}-{dead}.ab12cd34.tmp",          # killed mid-save of this file
+             f".config.json.{host}-{dead}.zz99yy88.tmp",       # killed mid-save of another file of the folder
+             ".ckpt.npz.q1w2e3r4.tmp"]                        # untagged (plain mkstemp name), same target
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        kept = [f".ckpt.npz.{host}-{live.pid}.ab12cd34.tmp",   # a live writer's
+                f".ckpt.npz.otherhost-{dead}.ab12cd34.tmp",     # another host's: its pids are not ours to judge
+                ".other.json.q1w2e3r4.tmp",                     # untagged, another target
+                ".notes.tmp"]                                   # not ours
+        for name in stale + kept:
+            (tmp_path / name).write_bytes(b"\0" * 1000)
+        (tmp_path / f".run.{host}-{dead}.ab12cd34.tmp").mkdir()        # a run folder left by a killed train
+        (tmp_path / f".run.{host}-{dead}.ab12cd34.tmp" / "best.npz").write_bytes(b"x")
+        dn.save({"epoch": 1}, tmp_path / "ckpt.npz")
+        assert sorted(os.listdir(tmp_path)) == sorted(kept + ["ckpt.npz"])
+        assert dn.load(tmp_path / "ckpt.npz")["epoch"] == 1
+    finally:
+        live.kill()
+        live.wait()
+
+
+KILLED_MID_SAVE = r"""
+import sys, time
+import numpy as np
+import dynnets as dn
+
+real_savez = np.savez
+
+def savez_slowly(f, **arrays):
+    real_savez(f, **arrays)            # the temporary file now holds a whole archive
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(60)                     # killed here, before the rename
+
+np.savez = savez_slowly
+dn.save({"w": np.zeros((256, 1024), np.float32), "epoch": 2}, sys.argv[1])
+"""
+
+
+def test_kill_9_mid_save_leaves_no_orphan_after_the_next_save(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / "best.npz"
+    dn.save({"epoch": 1}, path)
+    child = subprocess.Popen([sys.executable, "-c", KILLED_MID_SAVE, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        orphans = _tmp_files(tmp_path)
+        assert len(orphans) == 1 and os.path.getsize(tmp_path / orphans[0]) > 1_000_000
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+    assert _tmp_files(tmp_path) == orphans                     # what kill -9 leaves behind
+    assert dn.load(path)["epoch"] == 1                          # the checkpoint is the old one, whole
+    dn.save({"epoch": 3}, path)
+    assert sorted(os.listdir(tmp_path)) == ["best.npz"] and dn.load(path)["epoch"] == 3
+
+
+@pytest.mark.parametrize("content", [b'{"format": "dynnets.checkpoint/1"}', b"\x00garbage\xff" * 10, b"",
+                                     b"\x80\x04K\x01."])         # a pickle: never unpickled
+def test_load_non_checkpoints_says_not_a_dynnets_checkpoint(tmp_path, content):
+    p = tmp_path / "best.npz"
+    p.write_bytes(content)
+    with pytest.raises(io.NotACheckpointError) as e:
+        dn.load(p)
+    assert "is not a dynnets checkpoint" in str(e.value) and "pickle" not in str(e.value)
+
+
+def test_load_npz_without_metadata_or_with_objects(tmp_path):
+    p = tmp_path / "plain.npz"
+    np.savez(p, a=np.zeros(2))
+    with pytest.raises(io.NotACheckpointError, match="without dynnets metadata; arrays: a"):
+        dn.load(p)
+    np.savez(p, __dynnets_meta__=np.frombuffer(b"not json", np.uint8))
+    with pytest.raises(io.NotACheckpointError, match="not a dynnets checkpoint, or is damaged"):
+        dn.load(p)
+    np.savez(p, __dynnets_meta__=np.frombuffer(b'{"__array__": "a0"}', np.uint8), a0=np.array([{}], object))
+    with pytest.raises(io.NotACheckpointError) as e:
+        dn.load(p)
+    assert "object arrays" in str(e.value) and "allow_pickle" not in str(e.value)
+
+
+def test_replace_dir(tmp_path):
+    old, new = tmp_path / "run", io.temp_dir_beside(tmp_path / "run")
+    old.mkdir()
+    (old / "a.txt").write_text("old")
+    (old / "stale.txt").write_text("old")
+    (new / "a.txt").write_text("new")
+    io.replace_dir(new, old)
+    assert sorted(os.listdir(old)) == ["a.txt"] and (old / "a.txt").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["run"]

@@ -15,14 +15,15 @@ README = ROOT / "README.md"
 
 RUNNER = r"""
 import json, sys, traceback
-# one OpenBLAS thread, as the dynnets command runs: with one thread per core on
-# a loaded two-core machine the training block took 26 s instead of 2.5 s
-from dynnets.experiments import set_blas_threads
-set_blas_threads(1)
+# one BLAS thread, as dynnets.train's functions and the dynnets command run:
+# the blocks that train by hand (not through dynnets.train) multiply small
+# matrices, which one thread per core on a loaded two-core machine slows down
+from dynnets.blas import blas_threads
 blocks = json.load(sys.stdin)
 for i, (line, code) in enumerate(blocks):
     try:
-        exec(compile(code, f"README.md:{line}", "exec"), {"__name__": f"readme_block_{i}"})
+        with blas_threads(1):
+            exec(compile(code, f"README.md:{line}", "exec"), {"__name__": f"readme_block_{i}"})
     except BaseException:
         print(f"README block {i + 1} (line {line}) failed:", file=sys.stderr)
         traceback.print_exc()

@@ -113,7 +113,7 @@ def test_checkpoint_errors(tmp_path):
         load_checkpoint(tmp_path / "missing.npz")
     from dynnets.io import save
     save({"weights": {}}, tmp_path / "other.npz")
-    with pytest.raises(ValueError, match="is not a dynnets.checkpoint/1 checkpoint"):
+    with pytest.raises(ValueError, match="is not a dynnets checkpoint .*format is None, not 'dynnets.checkpoint/1'"):
         load_checkpoint(tmp_path / "other.npz")
 
     class NoKind:
@@ -226,3 +226,134 @@ def test_evaluations_within_an_epoch(data, tmp_path):
     assert evaluate(load_checkpoint(res.checkpoint), dev_trees, vocab)["root_fine"] == res.best["root_fine"]
     with pytest.raises(ValueError, match="TrainConfig: evals_per_epoch must be a positive integer"):
         TrainConfig(evals_per_epoch=0)
+
+
+# --------------------------------------------------------------------------
+# NaN and inf: where they appeared, and whether the learning rate is to blame
+# --------------------------------------------------------------------------
+
+
+def _nan_after(model, calls):
+    """Make the loss NaN from call ``calls`` on (as a NaN in the data would)."""
+    real, n = model.loss, [0]
+
+    def loss(batch):
+        n[0] += 1
+        out = real(batch)
+        return out * float("nan") if n[0] >= calls else out
+    model.loss = loss
+
+
+def test_nan_at_the_first_step_does_not_blame_the_learning_rate(data):
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    m.embedding.weight.data[...] = np.nan             # e.g. pretrained vectors with NaN
+    with pytest.raises(FloatingPointError) as e:
+        train(m, train_trees, dev_trees, vocab, _cfg())
+    msg = str(e.value)
+    assert msg.startswith("train: the loss became nan at epoch 1, step 1, before any update, so the learning rate "
+                          "is not the cause: check the data and the model")
+    assert "training sentences" in msg and "lower the learning rate" not in msg
+
+
+def test_diverging_updates_suggest_a_lower_learning_rate(data):
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    with np.errstate(all="ignore"), pytest.raises(FloatingPointError) as e:
+        train(m, train_trees, dev_trees, vocab, _cfg(optimizer="sgd", lr=1e30))
+    msg = str(e.value)
+    assert "after 1 updates that grew the weights of" in msg or "updates that grew the weights of" in msg
+    assert msg.endswith("the training diverged; lower the learning rate (lr=1e+30) or clip gradients (clip_norm)")
+
+
+def test_nan_later_with_weights_of_normal_size_points_at_the_data(data):
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    _nan_after(m, 4)
+    with pytest.raises(FloatingPointError) as e:
+        train(m, train_trees, dev_trees, vocab, _cfg())
+    msg = str(e.value)
+    assert msg.startswith("train: the loss became nan at epoch 1, step 4, after 3 updates that left every weight "
+                          "within 100 times its initial scale, so a too-high learning rate is an unlikely cause")
+    assert "lower the learning rate" not in msg
+
+
+def test_nan_gradient_names_the_parameter_before_it_reaches_the_weights(data):
+    import dynnets as dn
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    real = m.loss
+    # sqrt at 0: a finite loss (the term is 0) whose gradient is 0 * inf = NaN
+    m.loss = lambda batch: real(batch) + 0.0 * dn.sqrt(dn.sum(m.out.weight * 0.0))
+    before = m.out.weight.data.copy()
+    with np.errstate(all="ignore"), pytest.raises(FloatingPointError) as e:
+        train(m, train_trees, dev_trees, vocab, _cfg())
+    msg = str(e.value)
+    assert msg.startswith("train: the gradient of parameter 'out.weight' has NaN values (the loss was finite, ")
+    assert "at epoch 1, step 1, before any update, so the learning rate is not the cause" in msg
+    np.testing.assert_array_equal(m.out.weight.data, before)          # no update applied
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("lr", float("inf"), "lr must be a finite number >= 0"), ("lr", float("nan"), "lr must be a finite"),
+    ("embedding_lr", -1.0, "embedding_lr must be a finite number >= 0 or None"),
+    ("clip_norm", 0.0, "clip_norm must be a finite number > 0 or None"),
+    ("weight_decay", float("inf"), "weight_decay must be a finite number >= 0"),
+    ("seed", -1, "seed must be an integer >= 0"), ("seed", 1.5, "seed must be an integer >= 0"),
+    ("blas_threads", -1, "blas_threads must be an integer >= 0 or None"),
+])
+def test_train_config_rejects_bad_numbers(key, value, fragment):
+    with pytest.raises(ValueError, match=f"TrainConfig: {fragment}"):
+        TrainConfig(**{key: value})
+
+
+def test_an_earlier_runs_files_do_not_survive_a_new_run(data, tmp_path):
+    train_trees, dev_trees, vocab = data
+    train(build_model("treelstm", len(vocab), seed=0, **SMALL), train_trees, dev_trees, vocab, _cfg(tmp_path))
+    assert (tmp_path / "best.npz").is_file()
+    m = build_model("treelstm", len(vocab), seed=1, **SMALL)
+    _nan_after(m, 1)
+    with pytest.raises(FloatingPointError):
+        train(m, train_trees, dev_trees, vocab, _cfg(tmp_path, lr=0.07))
+    # the folder describes the failed run only: no checkpoint of the earlier one beside its config
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["train"]["lr"] == 0.07 and cfg["model"]["config"]["seed"] == 1 and "out_dir" not in cfg["train"]
+
+
+# --------------------------------------------------------------------------
+# BLAS threads
+# --------------------------------------------------------------------------
+
+
+def _record_threads(model, seen):
+    from dynnets.blas import blas_thread_counts
+    real_loss, real_proba = model.loss, model.predict_proba
+    model.loss = lambda b: (seen.add(tuple(sorted(blas_thread_counts().values()))), real_loss(b))[1]
+    model.predict_proba = lambda b: (seen.add(tuple(sorted(blas_thread_counts().values()))), real_proba(b))[1]
+
+
+@pytest.mark.parametrize("setting, inside", [(None, None), (1, 1), (2, 2), (0, 3)])
+def test_train_evaluate_predict_run_on_blas_threads(data, setting, inside):
+    """TrainConfig.blas_threads (default 1) holds for the duration of each call and is
+    restored after; 0 leaves the caller's setting."""
+    from threadpoolctl import threadpool_limits
+
+    from dynnets.blas import blas_thread_counts
+    train_trees, dev_trees, vocab = data
+    m = build_model("treelstm", len(vocab), seed=0, **SMALL)
+    seen = set()
+    _record_threads(m, seen)
+    kw = {} if setting is None else {"blas_threads": setting}
+    want = 1 if setting is None else inside
+    with threadpool_limits(3, user_api="blas"):
+        train(m, train_trees[:40], dev_trees[:10], vocab, _cfg(epochs=1, **kw))
+        assert set(blas_thread_counts().values()) == {3}
+        assert seen and all(set(s) == {want} for s in seen), seen
+        # two libraries: numpy's and SciPy's, which Numba's np.dot in the kernels calls (limited too)
+        assert len(blas_thread_counts()) >= 2
+        seen.clear()
+        evaluate(m, dev_trees[:10], vocab, **kw)
+        predict(m, dev_trees[:10], vocab, **kw)
+        assert seen and all(set(s) == {want} for s in seen), seen
+        assert set(blas_thread_counts().values()) == {3}

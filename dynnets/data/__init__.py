@@ -3,7 +3,9 @@ treebank, and minibatch layouts. Depends on numpy and networkx only.
 
 Modules
 -------
-trees      Tree, parse_tree, read_trees, write_trees, networkx, binarize, collapse_unary
+trees      Tree, parse_tree, read_trees, write_trees, networkx, binarize, collapse_unary,
+           first_nonbinary / node_position / tree_line (locating a node in its file)
+encoding   where a file stops being UTF-8 (line, column, byte offset)
 sst        load_sst, label views (fine / binary), PTB unescaping
 vocab      Vocabulary, load_embeddings
 synthetic  seeded generator of compositional sentiment trees; the labelling rules

@@ -23,14 +23,17 @@ TreeParseError            names file, line, column and what was expected
 from __future__ import annotations
 
 import gc
+import io
 import os
 import re
-import tempfile
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from ..io import atomic_write
+from .encoding import describe_decode_error
 
 __all__ = [
     "Tree",
@@ -44,6 +47,9 @@ __all__ = [
     "from_networkx",
     "binarize",
     "collapse_unary",
+    "first_nonbinary",
+    "node_position",
+    "tree_line",
 ]
 
 
@@ -59,7 +65,9 @@ class TreeParseError(ValueError):
     kind : str
         One of ``"unbalanced"``, ``"missing_label"``, ``"bad_label"``,
         ``"label_range"``, ``"empty_node"``, ``"trailing_text"``,
-        ``"unexpected_token"``, ``"empty_input"``.
+        ``"unexpected_token"``, ``"empty_input"``, ``"encoding"`` (bytes
+        that are not UTF-8; raised by :func:`read_trees` whatever ``on_error``
+        says, as the rest of the file cannot be trusted to be text).
     reason : str
         What was expected and what was found.
     """
@@ -661,7 +669,11 @@ class TreeReader:
                     # Every GC-tracked allocation of this loop happens inside
                     # the pause, or each chunk would start with a collection.
                     trees: list[Tree] = []
-                    lines = f.readlines(self.chunk_bytes)
+                    try:
+                        lines = f.readlines(self.chunk_bytes)
+                    except UnicodeDecodeError as e:
+                        line, col, reason = describe_decode_error(self.path, e)
+                        raise TreeParseError(name, line, col, "encoding", reason) from None
                     for line in lines:
                         lineno += 1
                         if not line.strip(_ASCII_SPACE):
@@ -741,28 +753,23 @@ def read_trees(path: str | os.PathLike, *, num_classes: int | None = 5, int_labe
 
 
 def write_trees(path: str | os.PathLike, trees: Iterable[Tree]) -> int:
-    """Write one tree per line, atomically (temporary file + ``os.replace``).
+    """Write one tree per line, atomically (:func:`dynnets.io.atomic_write`).
 
     Returns the number of trees written.
     """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for t in trees:
-                f.write(str(t))
-                f.write("\n")
-                n += 1
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+
+    def write(f):
+        nonlocal n
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="\n")
+        for t in trees:
+            text.write(str(t))
+            text.write("\n")
+            n += 1
+        text.flush()
+        text.detach()       # leave the binary file open for the writer's fsync
+
+    atomic_write(path, write)
     return n
 
 
@@ -934,3 +941,53 @@ def collapse_unary(tree: Tree, keep: str | Callable[[Any, Any], Any] = "top") ->
         return _node(n.label, kids)
 
     return _rebuild(tree, make)
+
+
+# ---------------------------------------------------------------------------
+# Locating a node in the text it was parsed from
+
+
+def first_nonbinary(tree: Tree) -> tuple[int, int] | None:
+    """``(preorder index, number of children)`` of the first internal node
+    (in preorder) that does not have exactly two children, or None when the
+    tree is binary."""
+    stack = [tree]
+    i = 0
+    while stack:
+        n = stack.pop()
+        k = len(n.children)
+        if k and k != 2:
+            return i, k
+        if k:
+            stack.append(n.children[1])
+            stack.append(n.children[0])
+        i += 1
+    return None
+
+
+def node_position(text: str, index: int, first_line: int = 1) -> tuple[int, int]:
+    """1-based ``(line, column)`` of the ``(`` that opens node ``index``
+    (preorder, root 0) of the bracketed tree in ``text``.
+
+    Every node of a tree in this format, leaf or not, opens with ``(`` and
+    words never contain one, so node ``i`` opens at the ``i``-th ``(``.
+    """
+    pos = -1
+    for _ in range(index + 1):
+        pos = text.find("(", pos + 1)
+        if pos < 0:
+            raise ValueError(f"node_position: the text has fewer than {index + 1} nodes")
+    return _position(text, pos, first_line)
+
+
+def tree_line(path: str | os.PathLike, index: int) -> tuple[int, str]:
+    """``(line number, line)`` of tree ``index`` (0-based) of a file read by
+    :func:`read_trees` with ``on_error="raise"``: its ``index``-th non-blank line."""
+    seen = 0
+    with open(path, encoding="utf-8-sig") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.strip(_ASCII_SPACE):
+                if seen == index:
+                    return lineno, line.rstrip("\r\n")
+                seen += 1
+    raise IndexError(f"tree_line: {path} has {seen} trees, no tree {index}")

@@ -9,14 +9,18 @@ training words.
 from __future__ import annotations
 
 import json
+import math
 import os
-import tempfile
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from ..io import atomic_write_text
+from .encoding import describe_decode_error
 
 __all__ = ["Vocabulary", "Embeddings", "load_embeddings", "PAD", "UNK", "PAD_ID", "UNK_ID"]
 
@@ -147,22 +151,8 @@ class Vocabulary:
                 "words": self._itos[2:], "counts": [self.counts.get(w, 0) for w in self._itos[2:]]}
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write JSON atomically: a temporary file in the same directory, then ``os.replace``."""
-        path = Path(path)
-        data = json.dumps(self.to_dict(), ensure_ascii=False, indent=0)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        """Write JSON atomically (:func:`dynnets.io.atomic_write_text`)."""
+        atomic_write_text(path, json.dumps(self.to_dict(), ensure_ascii=False, indent=0))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocabulary:
@@ -173,6 +163,9 @@ class Vocabulary:
                 data = json.load(f)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{e.lineno}:{e.colno}: Vocabulary.load: invalid JSON: {e.msg}") from None
+            except UnicodeDecodeError as e:
+                line, col, reason = describe_decode_error(path, e)
+                raise ValueError(f"{path}:{line}:{col}: Vocabulary.load: {reason}") from None
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
             got = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"{path}: Vocabulary.load: expected format {_FORMAT!r}, got {got!r}")
@@ -244,61 +237,89 @@ def load_embeddings(path: str | os.PathLike, vocab: Vocabulary, *, rng: np.rando
     path = Path(path)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"load_embeddings: rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    try:
+        with open(path, encoding="utf-8", errors="strict") as f:
+            return _read_vectors(f, path, vocab, rng, scale)
+    except UnicodeDecodeError as e:
+        line, col, reason = describe_decode_error(path, e)
+        raise ValueError(f"{path}:{line}:{col}: load_embeddings: {reason}") from None
+
+
+def _read_vectors(f, path: Path, vocab: Vocabulary, rng: np.random.Generator, scale: float) -> Embeddings:
     V = len(vocab)
-    with open(path, encoding="utf-8", errors="strict") as f:
-        first = f.readline()
-        if not first:
-            raise ValueError(f"{path}:1:1: load_embeddings: expected a header 'count dim' or a vector line, "
-                             "got an empty file")
-        parts = first.split()
-        lineno = 1
-        pending: str | None
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            dim = int(parts[1])
-            pending = None
-        else:
-            dim = len(parts) - 1
-            pending = first
-        if dim < 1:
-            raise ValueError(f"{path}:1:1: load_embeddings: expected 'word x1 ... xd' or 'count dim', "
-                             f"got {first.strip()[:60]!r}")
-        matrix = rng.uniform(-scale, scale, size=(V, dim)).astype(np.float32)
-        matrix[PAD_ID] = 0.0
-        found = np.zeros(V, dtype=bool)
-        exact = np.zeros(V, dtype=bool)
-        stoi = vocab._stoi
-        lower = vocab.lowercase
+    first = f.readline()
+    if not first:
+        raise ValueError(f"{path}:1:1: load_embeddings: expected a header 'count dim' or a vector line, "
+                         "got an empty file")
+    parts = first.split()
+    lineno = 1
+    pending: str | None
+    if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+        dim = int(parts[1])
+        pending = None
+    else:
+        dim = len(parts) - 1
+        pending = first
+    if dim < 1:
+        raise ValueError(f"{path}:1:1: load_embeddings: expected 'word x1 ... xd' or 'count dim', "
+                         f"got {first.strip()[:60]!r}")
+    matrix = rng.uniform(-scale, scale, size=(V, dim)).astype(np.float32)
+    matrix[PAD_ID] = 0.0
+    found = np.zeros(V, dtype=bool)
+    exact = np.zeros(V, dtype=bool)
+    stoi = vocab._stoi
+    lower = vocab.lowercase
 
-        def take(line: str, lineno: int) -> None:
-            word, sep, rest = line.partition(" ")
-            if not sep:
-                raise ValueError(f"{path}:{lineno}:1: load_embeddings: expected 'word' and {dim} numbers, "
-                                 f"got {line.strip()[:60]!r}")
-            key = word.lower() if lower else word
-            i = stoi.get(key)
-            if i is None or i < 2 or exact[i]:
-                return
-            fields = rest.split()
-            if len(fields) != dim:
-                raise ValueError(f"{path}:{lineno}:{len(word) + 2}: load_embeddings: expected {dim} numbers after "
-                                 f"the word {word!r}, got {len(fields)}")
-            try:
+    def take(line: str, lineno: int) -> None:
+        word, sep, rest = line.partition(" ")
+        if not sep:
+            raise ValueError(f"{path}:{lineno}:1: load_embeddings: expected 'word' and {dim} numbers, "
+                             f"got {line.strip()[:60]!r}")
+        key = word.lower() if lower else word
+        i = stoi.get(key)
+        if i is None or i < 2 or exact[i]:
+            return
+        fields = rest.split()
+        if len(fields) != dim:
+            raise ValueError(f"{path}:{lineno}:{len(word) + 2}: load_embeddings: expected {dim} numbers after "
+                             f"the word {word!r}, got {len(fields)}")
+        try:
+            with np.errstate(over="ignore"):      # a value beyond float32 is reported below
                 vec = np.array(fields, dtype=np.float32)
-            except ValueError:
-                bad = next(x for x in fields if not _is_float(x))
-                col = len(word) + 2 + rest.find(bad)
-                raise ValueError(f"{path}:{lineno}:{col}: load_embeddings: expected a number, got {bad!r}") from None
-            if key == word or not found[i]:
-                matrix[i] = vec
-                found[i] = True
-                exact[i] = key == word
+        except ValueError:
+            bad = next(x for x in fields if not _is_float(x))
+            col = len(word) + 2 + rest.find(bad)
+            raise ValueError(f"{path}:{lineno}:{col}: load_embeddings: expected a number, got {bad!r}") from None
+        if not np.isfinite(vec).all():
+            k = int(np.flatnonzero(~np.isfinite(vec))[0])
+            col = _field_column(rest, k) + len(word) + 1
+            if np.isnan(vec[k]):
+                what = "NaN"
+            elif math.isfinite(float(fields[k])):
+                what = "a number beyond float32's range"
+            else:
+                what = "inf"
+            raise ValueError(f"{path}:{lineno}:{col}: load_embeddings: the vector of {word!r} has {what} "
+                             f"at component {k + 1} ({fields[k]!r}); expected finite numbers")
+        if key == word or not found[i]:
+            matrix[i] = vec
+            found[i] = True
+            exact[i] = key == word
 
-        if pending is not None:
-            take(pending.rstrip("\n"), 1)
-        for lineno, line in enumerate(f, 2):
-            if line.strip():
-                take(line.rstrip("\n"), lineno)
+    if pending is not None:
+        take(pending.rstrip("\n"), 1)
+    for lineno, line in enumerate(f, 2):
+        if line.strip():
+            take(line.rstrip("\n"), lineno)
     return Embeddings(matrix, found)
+
+
+def _field_column(rest: str, k: int) -> int:
+    """1-based column within ``rest`` of its ``k``-th whitespace-separated field."""
+    for i, m in enumerate(re.finditer(r"\S+", rest)):
+        if i == k:
+            return m.start() + 1
+    return 1
 
 
 def _is_float(s: str) -> bool:

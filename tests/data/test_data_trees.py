@@ -412,3 +412,64 @@ def test_from_networkx_unreachable_component():
     g.graph["root"] = 0
     with pytest.raises(ValueError, match="2 node\\(s\\) are not reachable from root 0"):
         from_networkx(g)
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+@pytest.mark.parametrize("bad, line, col, byte", [
+    ("(3 (2 caf\u00e9) (3 good))".encode("latin-1"), 3, 10, 0xE9),       # Latin-1 text
+    (b"\x89PNG\r\n\x1a\n\x00\x00", 3, 1, 0x89),                            # binary garbage
+])
+def test_read_trees_undecodable_bytes_name_file_line_column(tmp_path, on_error, bad, line, col, byte):
+    good = b"(2 a)\n" + b"(3 (2 b) (3 c))\n"
+    p = tmp_path / "trees.txt"
+    # far into the file, past the first chunk the decoder reads
+    p.write_bytes(b"(2 a)\n" * 40000 + good[6:] + bad + b"\n(1 d)\n")
+    with pytest.raises(TreeParseError) as info:
+        list(read_trees(p, on_error=on_error))
+    e = info.value
+    offset = 6 * 40000 + len(good) - 6 + len(bad.split(bytes([byte]))[0])
+    assert (e.path, e.line, e.column, e.kind) == (str(p), 40000 + line - 1, col, "encoding")
+    assert f"byte 0x{byte:02x} (byte offset {offset} of the file) is not valid UTF-8" in str(e)
+    assert str(e).startswith(f"{p}:{40000 + line - 1}:{col}: ")
+
+
+def test_decode_error_column_ignores_a_byte_order_mark(tmp_path):
+    from dynnets.data.encoding import find_decode_error
+    p = tmp_path / "t.txt"
+    p.write_bytes(b"\xef\xbb\xbf(2 \xe9)\n")
+    assert find_decode_error(p) == (1, 4, 6, 0xE9)
+    p.write_bytes("(2 \u00e9t\u00e9)\n".encode("utf-8"))
+    assert find_decode_error(p) is None
+
+
+def test_first_nonbinary_and_node_position():
+    from dynnets.data.trees import first_nonbinary, node_position
+    text = "(3 (2 a) (3 (2 b) (2 c) (2 d)))"
+    t = parse_tree(text)
+    assert first_nonbinary(t) == (2, 3)
+    assert node_position(text, 2) == (1, 10) and node_position(text, 0) == (1, 1)
+    assert first_nonbinary(parse_tree("(3 (2 a) (3 b))")) is None
+    assert first_nonbinary(parse_tree("(3 (2 (2 a)) (3 b))")) == (1, 1)
+    assert node_position("(3 (2 a)\n   (3 b))", 2) == (2, 4)
+
+
+def test_tree_line_skips_blank_lines(tmp_path):
+    from dynnets.data.trees import tree_line
+    p = _write(tmp_path, "(2 a)\n\n  \n(3 (2 b) (3 c))\n(1 d)\n")
+    assert [str(t) for t in read_trees(p)][1] == "(3 (2 b) (3 c))"
+    assert tree_line(p, 1) == (4, "(3 (2 b) (3 c))") and tree_line(p, 2) == (5, "(1 d)")
+    with pytest.raises(IndexError):
+        tree_line(p, 3)
+
+
+def test_write_trees_leaves_no_temp_file_and_sweeps_stale_ones(tmp_path):
+    import os
+    from dynnets.io import atomic_write_bytes
+    p = tmp_path / "out.txt"
+    stale = tmp_path / ".out.txt.abcd1234.tmp"     # an untagged temp file of the same target
+    stale.write_bytes(b"x")
+    assert write_trees(p, [parse_tree("(2 a)"), parse_tree("(3 (2 b) (3 c))")]) == 2
+    assert p.read_text() == "(2 a)\n(3 (2 b) (3 c))\n"
+    assert sorted(os.listdir(tmp_path)) == ["out.txt"]
+    atomic_write_bytes(p, b"")
+    assert p.read_bytes() == b""

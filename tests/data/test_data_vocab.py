@@ -137,3 +137,39 @@ def test_embedding_errors_name_file_line_column(tmp_path, vocab):
         load_embeddings(p, vocab, rng=np.random.default_rng(0))
     with pytest.raises(TypeError, match="Generator"):
         load_embeddings(p, vocab, rng=0)
+
+
+@pytest.mark.parametrize("value, what", [("nan", "NaN"), ("-inf", "inf"), ("inf", "inf"),
+                                         ("1e39", "a number beyond float32's range")])
+def test_embedding_nan_inf_rejected_with_file_line_column(tmp_path, vocab, value, what):
+    p = tmp_path / "e.txt"
+    p.write_text(f"the 1 2 3\nunused nan nan nan\ncat 1  {value} 3\n")      # a word outside the vocabulary is not read
+    with pytest.raises(ValueError) as e:
+        load_embeddings(p, vocab, rng=np.random.default_rng(0))
+    assert str(e.value) == (f"{p}:3:8: load_embeddings: the vector of 'cat' has {what} at component 2 "
+                            f"({value!r}); expected finite numbers")
+
+
+def test_embedding_undecodable_bytes_name_file_line_column(tmp_path, vocab):
+    p = tmp_path / "e.txt"
+    p.write_bytes(b"the 1 2 3\n" * 3000 + "caf\u00e9 1 2 3\n".encode("latin-1"))
+    with pytest.raises(ValueError) as e:
+        load_embeddings(p, vocab, rng=np.random.default_rng(0))
+    assert str(e.value).startswith(f"{p}:3001:4: load_embeddings: byte 0xe9 (byte offset 30003 of the file) is "
+                                   f"not valid UTF-8")
+
+
+def test_vocabulary_load_undecodable_bytes_name_file_line_column(tmp_path, vocab):
+    p = tmp_path / "vocab.json"
+    p.write_bytes(b'{"format": 1,\n "words": ["caf\xe9"]}')
+    with pytest.raises(ValueError) as e:
+        Vocabulary.load(p)
+    assert str(e.value).startswith(f"{p}:2:16: Vocabulary.load: byte 0xe9 (byte offset 29 of the file) is not valid")
+
+
+def test_vocabulary_save_is_atomic(tmp_path, vocab):
+    import os
+    p = tmp_path / "vocab.json"
+    vocab.save(p)
+    assert Vocabulary.load(p).to_dict() == vocab.to_dict()
+    assert os.listdir(tmp_path) == ["vocab.json"]
