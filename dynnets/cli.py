@@ -277,7 +277,7 @@ COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM
 
 def add_compare_arguments(c):
     """The options of ``dynnets compare`` (shared with experiments/compare_padded_vs_dynamic.py)."""
-    from .experiments import COMPARE_VARIANTS
+    from .runs import COMPARE_VARIANTS
     c.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
                    help="SST-format folder (default: the shipped samples); without test.txt only dev is reported")
     c.add_argument("--out", type=Path, default=Path("results/compare"), metavar="DIR",
@@ -306,7 +306,7 @@ def add_compare_arguments(c):
 
 
 def _cmd_demo(a):
-    from .experiments import demo, demo_table
+    from .runs import demo, demo_table
     t0 = time.perf_counter()
     res = demo(seed=a.seed, epochs=a.epochs, out=a.out, progress=not a.no_progress, embed_dim=a.embed_dim,
                hidden=a.hidden, blas_threads=a.blas_threads)
@@ -374,7 +374,7 @@ _MODEL_FLAGS = {"embed_dim": "--embed-dim", "hidden": "--hidden", "dropout": "--
 
 
 def _model_options(a, kind, train_trees):
-    from .experiments import length_percentile
+    from .runs import length_percentile
     accepted = _model_parameters(kind)
     cfg = {}
     for key, flag in _MODEL_FLAGS.items():
@@ -418,7 +418,7 @@ def _binary_trees(splits, binarize, needs_binary, where, command, kind):
     """``splits`` binarized, or checked to be binary for a binary model (the
     first offending node named by file, line and column)."""
     from .data.trees import first_nonbinary, node_position, tree_line
-    from .experiments import binary_tree
+    from .data.trees import binary_tree
     if binarize is not None:
         return {k: [binary_tree(t, binarize) for t in v] for k, v in splits.items()}
     if not needs_binary:
@@ -445,7 +445,7 @@ def _data_folder(data):
 
 def _cmd_train(a):
     from .data.vocab import Vocabulary
-    from .experiments import load_data, model_config, split_report, write_json
+    from .runs import load_data, model_config, split_report, write_json
     from .models import build_model
     from .train import train
     out = a.out if a.out is not None else Path("runs") / a.model
@@ -522,7 +522,7 @@ def _metrics_table(reports):
 
 def _cmd_eval(a):
     from .data import load_samples, load_sst
-    from .experiments import split_report
+    from .runs import split_report
     model = _load(a.checkpoint)
     splits = load_samples() if a.data is None else load_sst(a.data)
     if a.split == "all":
@@ -547,7 +547,7 @@ def _cmd_eval(a):
     print(f"dynnets eval: {model.kind} from {a.checkpoint}" + (f" (epoch {ck['epoch']})" if "epoch" in ck else "")
           + f" on {'the samples' if a.data is None else a.data}")
     print(_metrics_table(reports))
-    from .experiments import CLASS_NAMES
+    from .runs import CLASS_NAMES
     for n, r in reports:
         print(f"\n{n}: accuracy % by sentence length (tokens)")
         print("| " + " | ".join(f"{b['bucket']} (n={b['n']})" for b in r["by_length"]) + " |")
@@ -565,7 +565,8 @@ def _cmd_eval(a):
 
 def _cmd_predict(a):
     from .data.trees import TreeParseError
-    from .experiments import CLASS_NAMES, iter_node_lines, node_predictions, read_tree
+    from .data.text import read_tree
+    from .runs import CLASS_NAMES, iter_node_lines, node_predictions
     model = _load(a.checkpoint)
     needs_binary = getattr(model, "needs_binary", False)
     tree_model = hasattr(model, "predict_all") and hasattr(model, "mode")
@@ -589,7 +590,7 @@ def _cmd_predict(a):
         pred["unknown_words"] = list(dict.fromkeys(w for w in pred["words"] if w not in model.vocab))
         results.append(pred)
     if a.json:
-        from .experiments import node_text
+        from .runs import node_text
         for pred in results:
             if pred["nodes"] is not None:
                 for n in pred["nodes"]:
@@ -641,7 +642,7 @@ def _bare(tree):
 
 def run_compare(a):
     """Run the comparison for parsed ``compare`` options; prints the tables and where the files went."""
-    from .experiments import compare_padded_vs_dynamic, compare_markdown
+    from .runs import compare_markdown, compare_padded_vs_dynamic
     res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
                                     embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
                                     optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),

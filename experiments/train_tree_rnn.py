@@ -16,7 +16,7 @@ from _util import report_files, seed_type, setup
 setup()
 
 from dynnets.data import TreeParseError  # noqa: E402
-from dynnets.experiments import train_tree_rnn  # noqa: E402
+from dynnets.runs import train_tree_rnn  # noqa: E402
 
 
 def main(argv=None):

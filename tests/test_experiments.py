@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dynnets import experiments as ex
+from dynnets import runs as ex
+from dynnets.data import text as dtext
+from dynnets.plots import figures
 from dynnets.data import Vocabulary, load_samples, parse_tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +45,7 @@ def test_compare_script_tiny(tmp_path):
     assert all(s["pad_fraction"]["mean"] == 0 for s in pad.values() if s["kind"] != "padded-lstm")
     md = (out / "results.md").read_text()
     assert "| model | epoch s |" in md and "by sentence length" in md
-    if ex.have_matplotlib():
+    if figures.have_matplotlib():
         for png in ("accuracy_by_length.png", "throughput.png", "learning_curves.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     assert str(out / "results.json") in r.stdout
@@ -71,7 +73,7 @@ def test_graph_overhead_script_tiny(tmp_path):
         assert r["eager_ms"] > 0 and r["compile_ms"] > 0 and r["static_run_ms"] > 0 and r["modify_and_run_ms"] > 0
         assert r["graph_equations"] >= r["forward_ops"]
     assert "| layers |" in (out / "results.md").read_text()
-    if ex.have_matplotlib():
+    if figures.have_matplotlib():
         assert (out / "graph_overhead.png").stat().st_size > 1000
 
 
@@ -174,8 +176,11 @@ def test_interrupted_compare_keeps_finished_runs(tmp_path, monkeypatch):
 
 
 def test_plots_skipped_with_a_note_without_matplotlib(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(ex, "have_matplotlib", lambda: False)
-    res = ex.graph_overhead(sizes=(1,), repeats=1, width=4, out=tmp_path, progress=False)
+    import runpy
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    script_mod = runpy.run_path(str(SCRIPTS / "graph_overhead.py"))
+    monkeypatch.setattr(figures, "have_matplotlib", lambda: False)
+    res = script_mod["graph_overhead"](sizes=(1,), repeats=1, width=4, out=tmp_path, progress=False)
     assert not list(tmp_path.glob("*.png"))
     assert "matplotlib is not installed" in capsys.readouterr().err
     assert sorted(Path(f).name for f in res["files"]) == ["results.json", "results.md"]
@@ -224,9 +229,9 @@ def test_padding_waste_arithmetic():
 
 
 def test_tokenize_ptb_style():
-    assert ex.tokenize("The film isn't good, but (really) \"fun\".") == [
+    assert dtext.tokenize("The film isn't good, but (really) \"fun\".") == [
         "The", "film", "is", "n't", "good", ",", "but", "(", "really", ")", '"', "fun", '"', "."]
-    assert ex.tokenize("  ") == []
+    assert dtext.tokenize("  ") == []
 
 
 def _bare(t):
@@ -243,21 +248,21 @@ def _bare(t):
     ("but", "but"),
 ])
 def test_sentence_tree_fallback(text, tree):
-    t = ex.sentence_tree(text)
+    t = dtext.sentence_tree(text)
     assert _bare(t) == tree
     assert all(len(n.children) in (0, 2) for n in t.postorder())
 
 
 def test_read_tree_kinds():
-    t, how = ex.read_tree("(3 (2 it) (3 good))")
+    t, how = dtext.read_tree("(3 (2 it) (3 good))")
     assert how == "labelled tree" and t.label == 3
-    t, how = ex.read_tree("((it (is good)) .)")
+    t, how = dtext.read_tree("((it (is good)) .)")
     assert how == "bracketed tree" and _bare(t) == "((it (is good)) .)"
-    t, how = ex.read_tree("it is good")
+    t, how = dtext.read_tree("it is good")
     assert how == "fallback binarisation"
     for bad in ("", "((it is", "(a) (b)"):
         with pytest.raises(ValueError):
-            ex.read_tree(bad)
+            dtext.read_tree(bad)
 
 
 @pytest.mark.parametrize("text, kind, column, fragment", [
@@ -270,7 +275,7 @@ def test_read_tree_kinds():
 def test_read_tree_errors_name_the_column(text, kind, column, fragment):
     from dynnets.data import TreeParseError
     with pytest.raises(TreeParseError) as e:
-        ex.read_tree(text, where="sentence 1")
+        dtext.read_tree(text, where="sentence 1")
     assert (e.value.kind, e.value.column, e.value.path) == (kind, column, "sentence 1")
     assert fragment in e.value.reason
 
@@ -278,19 +283,19 @@ def test_read_tree_errors_name_the_column(text, kind, column, fragment):
 def test_read_tree_binary_check_and_binarize():
     from dynnets.data import TreeParseError
     with pytest.raises(TreeParseError) as e:
-        ex.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binary=True)
+        dtext.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binary=True)
     assert (e.value.kind, e.value.column) == ("not_binary", 10) and "3 children" in e.value.reason
     with pytest.raises(TreeParseError) as e:
-        ex.read_tree("(it (is very good))", binary=True)          # unlabelled: the bracket's column
+        dtext.read_tree("(it (is very good))", binary=True)          # unlabelled: the bracket's column
     assert (e.value.kind, e.value.column) == ("not_binary", 5)
     with pytest.raises(TreeParseError) as e:
-        ex.read_tree("(3 (3 (2 a)) (2 b))", binary=True)          # a unary node
+        dtext.read_tree("(3 (3 (2 a)) (2 b))", binary=True)          # a unary node
     assert e.value.column == 4 and "1 child;" in e.value.reason
-    t, _ = ex.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binarize="left")
+    t, _ = dtext.read_tree("(3 (2 a) (3 (2 b) (2 c) (2 d)))", binarize="left")
     assert _bare(t) == "(a ((b c) d))"
-    t, _ = ex.read_tree("(3 (3 (2 a)) (2 (2 b) (2 c) (2 d)))", binarize="right", binary=True)
+    t, _ = dtext.read_tree("(3 (3 (2 a)) (2 (2 b) (2 c) (2 d)))", binarize="right", binary=True)
     assert _bare(t) == "(a (b (c d)))" and t.children[0].label == 3    # unary chain kept its top label
-    assert ex.read_tree("(3 (2 a) (2 b) (2 c))")[0].children[2].word == "c"   # no check unless asked
+    assert dtext.read_tree("(3 (2 a) (2 b) (2 c))")[0].children[2].word == "c"   # no check unless asked
 
 
 def test_node_predictions_follow_the_tree():

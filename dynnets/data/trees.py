@@ -47,6 +47,7 @@ __all__ = [
     "from_networkx",
     "binarize",
     "collapse_unary",
+    "binary_tree",
     "first_nonbinary",
     "node_position",
     "tree_line",
@@ -945,6 +946,14 @@ def collapse_unary(tree: Tree, keep: str | Callable[[Any, Any], Any] = "top") ->
 
 # ---------------------------------------------------------------------------
 # Locating a node in the text it was parsed from
+
+
+def binary_tree(tree, factor="right"):
+    """``tree`` with every internal node binary: nodes with more than two
+    children split (:func:`dynnets.data.binarize` with ``factor``), then unary
+    chains collapsed into their top node (:func:`dynnets.data.collapse_unary`,
+    which keeps the top label)."""
+    return collapse_unary(binarize(tree, factor))
 
 
 def first_nonbinary(tree: Tree) -> tuple[int, int] | None:

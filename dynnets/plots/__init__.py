@@ -1,0 +1,1 @@
+"""Plots: matplotlib figures of the runs and experiments (:mod:`.figures`)."""

@@ -1,0 +1,127 @@
+"""Matplotlib figures of the runs and the experiments (the optional ``plot``
+extra): drawn with the object-oriented API and written atomically as PNG."""
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .. import io as dio
+
+
+def _log(msg, enabled=True):
+    if enabled:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def have_matplotlib():
+    """True when the optional ``plot`` extra (matplotlib) is importable."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _figure(w=6.4, h=4.0):
+    # the object-oriented API: no pyplot, so no global figure state and no GUI backend
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(w, h), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig, path):
+    """Render ``fig`` to PNG in memory and write it atomically to ``path``."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    dio.atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def _plots_unavailable(progress):
+    _log("note: matplotlib is not installed (pip install 'dynnets[plot]'); plots skipped", True)
+    return []
+
+
+def _style(k):
+    # distinct line styles and markers: identical curves (the masked padded LSTM
+    # at the training maximum computes what the dynamic LSTM computes) stay visible
+    return {"linestyle": ("-", "--", "-.", ":")[k % 4], "marker": "osD^v"[k % 5], "markersize": 4}
+
+
+def _compare_plots(res, out, progress=True):
+    if not have_matplotlib():
+        return _plots_unavailable(progress)
+    summ = res["summary"]
+    files = []
+    fig = _figure()
+    ax = fig.add_subplot()
+    buckets = [b["bucket"] for b in summ[0]["by_length"]]
+    x = np.arange(len(buckets))
+    for k, s in enumerate(summ):
+        m = [np.nan if b["mean"] is None else 100 * b["mean"] for b in s["by_length"]]
+        e = [0 if b["std"] is None else 100 * b["std"] for b in s["by_length"]]
+        ax.errorbar(x + 0.04 * (k - len(summ) / 2), m, yerr=e, capsize=3, label=s["label"], **_style(k))
+    ax.set_xticks(x, [f"{b}\n(n={n['sentences']})" for b, n in zip(buckets, summ[0]["by_length"])])
+    ax.set_xlabel("sentence length (tokens)")
+    ax.set_ylabel(f"{res['eval_split']} fine-grained accuracy %")
+    ax.set_title("Accuracy by sentence length")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    files.append(save_figure(fig, out / "accuracy_by_length.png"))
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    y = [s["sent_per_s"]["mean"] or 0 for s in summ]
+    e = [s["sent_per_s"]["std"] or 0 for s in summ]
+    ax.barh(np.arange(len(summ)), y, xerr=e, capsize=3, color="tab:blue")
+    ax.set_yticks(np.arange(len(summ)), [s["label"] for s in summ], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("training sentences / s (median epoch, mean over seeds)")
+    ax.set_title("Training throughput")
+    ax.grid(alpha=0.3, axis="x")
+    files.append(save_figure(fig, out / "throughput.png"))
+
+    fig = _figure()
+    ax = fig.add_subplot()
+    for k, s in enumerate(summ):
+        m = [100 * c["mean"] for c in s["learning_curve"]]
+        ax.plot(np.arange(1, len(m) + 1), m, label=s["label"], **_style(k))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("dev fine-grained accuracy %")
+    ax.set_title("Learning curves (mean over seeds)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    files.append(save_figure(fig, out / "learning_curves.png"))
+    return files
+
+
+def _overhead_plot(res, out):
+    if not have_matplotlib():
+        return _plots_unavailable(True)
+    rows = res["rows"]
+    ops_ = [r["forward_ops"] for r in rows]
+    fig = _figure(10, 4)
+    ax = fig.add_subplot(1, 2, 1)
+    ax.loglog(ops_, [r["compile_ms"] for r in rows], "o-", label="compile (first run)")
+    ax.loglog(ops_, [r["codegen_ms"] for r in rows], "s-", label="codegen (second run)")
+    ax.loglog(ops_, [r["modify_and_run_ms"] for r in rows], "^-", label="add a layer + run")
+    ax.loglog(ops_, [r["eager_ms"] for r in rows], "k--", label="eager forward+backward")
+    ax.set_xlabel("forward ops in the graph")
+    ax.set_ylabel("ms")
+    ax.set_title("One-time costs of a static graph")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax = fig.add_subplot(1, 2, 2)
+    ax.semilogx(ops_, [r["eager_us_per_op"] for r in rows], "o-", label="eager")
+    ax.semilogx(ops_, [r["static_us_per_op"] for r in rows], "s-", label="static (steady state)")
+    ax.set_xlabel("forward ops in the graph")
+    ax.set_ylabel("us per forward op (forward + backward)")
+    ax.set_title("Per-op cost")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return [save_figure(fig, out / "graph_overhead.png")]
