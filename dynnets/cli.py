@@ -161,7 +161,7 @@ def build_parser():
                                    "model's wasted timesteps. Seconds with a warm Numba cache, under 30 s the "
                                    "first time (measured on a loaded two-core machine).",
                        epilog="The negation/contrast subset: sentences whose words include not, n't, never, hardly, "
-                              "no or but (dynnets.experiments.is_compositional). Sentences/s: median over epochs. "
+                              "no or but (dynnets.runs.is_compositional). Sentences/s: median over epochs. "
                               "Wasted steps: share of LSTM steps that read padding in a training epoch.")
     _common(d)
     d.add_argument("--epochs", type=_positive_int, default=10, help="epochs per model (default 10)")
@@ -249,7 +249,7 @@ def build_parser():
                               "binarised by a fixed rule: split at every 'but' into a left-branching chain of "
                               "clauses (a comma before 'but' stays on the left), each clause right-branching, "
                               "sentence-final punctuation joined at the root "
-                              "(dynnets.experiments.sentence_tree).")
+                              "(dynnets.data.text.sentence_tree).")
     p.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
     p.add_argument("sentences", nargs="+", metavar="SENTENCE", help="sentence(s) or bracketed tree(s)")
     p.add_argument("--nodes", action="store_true",
@@ -445,7 +445,7 @@ def _data_folder(data):
 
 def _cmd_train(a):
     from .data.vocab import Vocabulary
-    from .runs import load_data, model_config, split_report, write_json
+    from .runs import load_data, model_config, split_report
     from .models import build_model
     from .train import train
     out = a.out if a.out is not None else Path("runs") / a.model
@@ -472,7 +472,7 @@ def _cmd_train(a):
         if "test" in splits:
             metrics["test"] = split_report(model, splits["test"], vocab, blas_threads=a.blas_threads)
             reports.append(("test", metrics["test"]))
-        write_json(work / "metrics.json", metrics)
+        dio.write_json(work / "metrics.json", metrics)
         dio.replace_dir(work, out)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save", "load", "atomic_write", "atomic_write_bytes", "atomic_write_text", "remove_stale_temp_files",
-           "temp_dir_beside", "replace_dir", "NotACheckpointError"]
+__all__ = ["save", "load", "atomic_write", "atomic_write_bytes", "atomic_write_text", "write_json",
+           "remove_stale_temp_files", "temp_dir_beside", "replace_dir", "NotACheckpointError"]
 
 _META = "__dynnets_meta__"
 # the random part of a temporary name: 8 characters of [a-z0-9_] (mkstemp's
@@ -228,6 +228,29 @@ def atomic_write_bytes(path, data: bytes):
 
 def atomic_write_text(path, text: str):
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return o
+
+
+def write_json(path, obj):
+    """Write ``obj`` as indented JSON, atomically (results files); numpy
+    scalars and arrays become numbers and lists, paths strings."""
+    atomic_write_text(path, json.dumps(_jsonable(obj), indent=1, sort_keys=False) + "\n")
+    return Path(path)
 
 
 def save(state, path):

@@ -1,12 +1,23 @@
-"""The experiments behind ``dynnets demo``, ``dynnets compare`` and the
-scripts in ``experiments/``: training runs with speed and padding figures,
-the padded-vs-dynamic comparison, per-node predictions of tree models, the
-static-vs-dynamic graph overhead, result files and plots.
+"""Runs of models: what ``dynnets demo``, ``dynnets compare``, ``dynnets
+train``/``eval``/``predict`` and the scripts in ``experiments/`` train and
+measure.
 
-Everything here is library code: the command line (:mod:`dynnets.cli`) and
-the scripts are thin wrappers. Results are plain JSON-ready dicts, written
-atomically (:func:`dynnets.io.atomic_write_text`); plots need the optional
-``plot`` extra (matplotlib) and are skipped with a note without it.
+run_model(kind, splits, vocab, train_config)   one training run with speed,
+                                                padding and accuracy figures
+split_report(model, trees, vocab)               dynnets.train.evaluate's report +
+                                                the negation/contrast subset
+demo(...), demo_table(res)                      the four-model demo
+compare_padded_vs_dynamic(...), compare_markdown(res)
+                                                padded static LSTM vs dynamic models
+node_predictions(model, tree, vocab)            every node's prediction of a tree model
+train_tree_rnn(...)                             train a tree model, then list node predictions
+
+The command line (:mod:`dynnets.cli`) and the scripts are thin wrappers.
+Results are plain JSON-ready dicts, written atomically
+(:func:`dynnets.io.write_json`); their figures are drawn by
+:mod:`dynnets.plots.figures` (the optional ``plot`` extra, matplotlib; skipped
+with a note without it). Sentences given as text are read by
+:func:`dynnets.data.text.read_tree`.
 
 The compositional subset
 ------------------------
@@ -20,7 +31,6 @@ The rule looks only at words, so it applies unchanged to SST.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -35,14 +45,14 @@ from . import io as dio
 from .data import load_samples, load_sst
 from .data.text import read_tree
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
-from .plots.figures import _compare_plots
+from .plots.figures import compare_figures
 
 __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional", "compositional_mask",
            "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
            "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown",
            "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
            "SHOWCASE", "train_tree_rnn",
-           "write_json", "machine_description", "split_report"]
+           "machine_description", "split_report"]
 
 NEGATION_WORDS = frozenset({"not", "n't", "never", "hardly", "no"})
 CONTRAST_WORDS = frozenset({"but"})
@@ -316,7 +326,7 @@ def demo(seed=0, epochs=10, out=None, progress=True, embed_dim=64, hidden=64, da
 def _write_demo(res, out):
     out = Path(out)
     files = [out / "results.json", out / "results.md"]
-    write_json(files[0], res)
+    dio.write_json(files[0], res)
     dio.atomic_write_text(files[1], demo_table(res) + "\n")
     return [str(f) for f in files]
 
@@ -498,13 +508,13 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
             run = run_model(kind, splits, vocab, tc, label=label, embed_dim=embed_dim, hidden=hidden, **extra)
             res["runs"].append(_public(run))
             res["summary"] = _summarise(res["runs"], eval_split)
-            write_json(out / "results.json", res)
+            dio.write_json(out / "results.json", res)
     files = [out / "results.json", out / "results.md"]
     dio.atomic_write_text(files[1], compare_markdown(res) + "\n")
     if plots:
-        files += _compare_plots(res, out, progress)
+        files += compare_figures(res, out)
     res["files"] = [str(f) for f in files]
-    write_json(out / "results.json", res)
+    dio.write_json(out / "results.json", res)
     return res
 
 
@@ -681,32 +691,5 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
         files = [out / "results.json", out / "nodes.txt"]
         dio.atomic_write_text(files[1], text + "\n")
         res["files"] = [str(f) for f in files]
-        write_json(files[0], res)
+        dio.write_json(files[0], res)
     return res
-
-
-# --------------------------------------------------------------------------
-# files
-# --------------------------------------------------------------------------
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return o
-
-
-def write_json(path, obj):
-    """Write ``obj`` as indented JSON, atomically."""
-    dio.atomic_write_text(path, json.dumps(_jsonable(obj), indent=1, sort_keys=False) + "\n")
-    return Path(path)

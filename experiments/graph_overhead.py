@@ -1,10 +1,15 @@
 """Static vs dynamic graph overhead: eager per-op cost, static compile time
 against graph size, the cost of modifying a graph and re-running it, and the
-steady-state run cost per op, with a plot.
-
-A thin script over :func:`dynnets.experiments.graph_overhead`::
+steady-state run cost per op, with a plot::
 
     python experiments/graph_overhead.py --out results/graph_overhead
+
+A measurement of the static compiler rather than a run of a model, so its code
+lives here beside its command line, not in the library; it writes
+``results.json``, ``results.md`` and ``graph_overhead.png``
+(:func:`dynnets.plots.figures.overhead_figure`) into ``--out``. It stays an
+experiment, not a benchmark, because it writes results files and its tests run
+it in a tiny configuration (``benchmarks/`` are never part of the test run).
 """
 import argparse
 import math
@@ -19,10 +24,10 @@ setup()
 
 import numpy as np  # noqa: E402
 
-from dynnets import io as dio  # noqa: E402
 from dynnets.blas import blas_threads  # noqa: E402
-from dynnets.plots.figures import _overhead_plot  # noqa: E402
-from dynnets.runs import _log, machine_description, write_json  # noqa: E402
+from dynnets.io import atomic_write_text, write_json  # noqa: E402
+from dynnets.plots.figures import overhead_figure  # noqa: E402
+from dynnets.runs import machine_description  # noqa: E402
 
 
 def _layers(h, w, b, n, ops):
@@ -141,16 +146,17 @@ def graph_overhead(sizes=(1, 3, 10, 30, 100, 300), width=32, repeats=20, seed=0,
                      "break_even_runs": (math.ceil(setup / gain) if gain > 0 else None)})
         for o in once:
             o[4].close()
-        _log(f"  {n:5d} layers: eager {1e3 * eager_s:8.3f} ms  static compile {1e3 * first_s:8.2f} ms, "
-             f"run {1e3 * steady_s:8.3f} ms", progress)
+        if progress:
+            print(f"  {n:5d} layers: eager {1e3 * eager_s:8.3f} ms  static compile {1e3 * first_s:8.2f} ms, "
+                  f"run {1e3 * steady_s:8.3f} ms", file=sys.stderr, flush=True)
         if out is not None:
             write_json(Path(out) / "results.json", res)
     if out is not None:
         out = Path(out)
         files = [out / "results.json", out / "results.md"]
-        dio.atomic_write_text(files[1], overhead_markdown(res) + "\n")
+        atomic_write_text(files[1], overhead_markdown(res) + "\n")
         if plots:
-            files += _overhead_plot(res, out)
+            files += overhead_figure(res, out)
         res["files"] = [str(f) for f in files]
         write_json(files[0], res)
     return res

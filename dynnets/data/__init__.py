@@ -4,7 +4,9 @@ treebank, and minibatch layouts. Depends on numpy and networkx only.
 Modules
 -------
 trees      Tree, parse_tree, read_trees, write_trees, networkx, binarize, collapse_unary,
-           first_nonbinary / node_position / tree_line (locating a node in its file)
+           binary_tree, first_nonbinary / node_position / tree_line (locating a node in its file)
+text       tokenize, sentence_tree (plain text -> binary tree), read_tree (user input: an SST
+           tree, an unlabelled bracketed tree or plain text)
 encoding   where a file stops being UTF-8 (line, column, byte offset)
 sst        load_sst, label views (fine / binary), PTB unescaping
 vocab      Vocabulary, load_embeddings
@@ -19,13 +21,14 @@ from pathlib import Path
 from .batching import BucketSampler, PaddedBatch, TreeArrays, TreeBatch, merge, pad_batch, tree_arrays, tree_batch
 from .sst import (BINARY_CLASSES, FINE_CLASSES, IGNORE, binary_label, escape_ptb, label_view, load_sst, node_labels,
                   root_labels, unescape_ptb)
-from .trees import (Tree, TreeParseError, TreeParseWarning, binarize, collapse_unary, from_networkx, parse_tree,
-                    read_trees, to_networkx, write_trees)
+from .text import read_tree, sentence_tree, tokenize
+from .trees import (Tree, TreeParseError, TreeParseWarning, binarize, binary_tree, collapse_unary, from_networkx,
+                    parse_tree, read_trees, to_networkx, write_trees)
 from .vocab import Embeddings, Vocabulary, load_embeddings
 
 __all__ = [
     "Tree", "TreeParseError", "TreeParseWarning", "parse_tree", "read_trees", "write_trees", "to_networkx",
-    "from_networkx", "binarize", "collapse_unary",
+    "from_networkx", "binarize", "collapse_unary", "binary_tree", "tokenize", "sentence_tree", "read_tree",
     "load_sst", "label_view", "binary_label", "root_labels", "node_labels", "unescape_ptb", "escape_ptb",
     "IGNORE", "FINE_CLASSES", "BINARY_CLASSES",
     "Vocabulary", "Embeddings", "load_embeddings",

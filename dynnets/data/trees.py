@@ -16,7 +16,7 @@ Tree                      immutable node: ``label``, ``word`` (leaves), ``childr
 parse_tree(text)          one tree from a string; ``str(tree)`` gives it back
 read_trees(path)          streaming reader, one tree per line, ``on_error="raise" | "skip"``
 write_trees(path, trees)  atomic writer, one tree per line
-to_networkx / from_networkx, binarize, collapse_unary
+to_networkx / from_networkx, binarize, collapse_unary, binary_tree (both)
 TreeParseError            names file, line, column and what was expected
 """
 

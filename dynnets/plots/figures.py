@@ -1,5 +1,15 @@
-"""Matplotlib figures of the runs and the experiments (the optional ``plot``
-extra): drawn with the object-oriented API and written atomically as PNG."""
+"""Matplotlib figures of the runs (:mod:`dynnets.runs`) and the experiments,
+drawn with the object-oriented API (no pyplot: no global figure state, no GUI
+backend) and written atomically as PNG.
+
+matplotlib is the optional ``plot`` extra: without it every figure function
+prints a note on stderr and returns no files.
+
+compare_figures(res, out)   accuracy by length, throughput and learning curves
+                            of a :func:`dynnets.runs.compare_padded_vs_dynamic` result
+overhead_figure(res, out)   one-time and per-op costs of experiments/graph_overhead.py
+save_figure(fig, path)      PNG, atomically
+"""
 from __future__ import annotations
 
 import io
@@ -10,10 +20,7 @@ import numpy as np
 
 from .. import io as dio
 
-
-def _log(msg, enabled=True):
-    if enabled:
-        print(msg, file=sys.stderr, flush=True)
+__all__ = ["have_matplotlib", "save_figure", "compare_figures", "overhead_figure"]
 
 
 def have_matplotlib():
@@ -42,8 +49,9 @@ def save_figure(fig, path):
     return Path(path)
 
 
-def _plots_unavailable(progress):
-    _log("note: matplotlib is not installed (pip install 'dynnets[plot]'); plots skipped", True)
+def _plots_unavailable():
+    print("note: matplotlib is not installed (pip install 'dynnets[plot]'); plots skipped", file=sys.stderr,
+          flush=True)
     return []
 
 
@@ -53,9 +61,12 @@ def _style(k):
     return {"linestyle": ("-", "--", "-.", ":")[k % 4], "marker": "osD^v"[k % 5], "markersize": 4}
 
 
-def _compare_plots(res, out, progress=True):
+def compare_figures(res, out):
+    """``accuracy_by_length.png``, ``throughput.png`` and ``learning_curves.png``
+    of a :func:`dynnets.runs.compare_padded_vs_dynamic` result, in folder
+    ``out``; returns their paths."""
     if not have_matplotlib():
-        return _plots_unavailable(progress)
+        return _plots_unavailable()
     summ = res["summary"]
     files = []
     fig = _figure()
@@ -100,9 +111,11 @@ def _compare_plots(res, out, progress=True):
     return files
 
 
-def _overhead_plot(res, out):
+def overhead_figure(res, out):
+    """``graph_overhead.png`` of an ``experiments/graph_overhead.py`` result, in
+    folder ``out``; returns its path in a list."""
     if not have_matplotlib():
-        return _plots_unavailable(True)
+        return _plots_unavailable()
     rows = res["rows"]
     ops_ = [r["forward_ops"] for r in rows]
     fig = _figure(10, 4)
