@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import math
 import os
 import shutil
 import sys
@@ -39,8 +38,19 @@ import zipfile
 from pathlib import Path
 
 from . import io as dio
+from .options import COMPARE_DESCRIPTION, add_compare_arguments
+from .options import add_binarize_option as _binarize_option
+from .options import add_common_options as _common
+from .options import checkpoint as _checkpoint
+from .options import data_dir as _data_dir
+from .options import max_len as _max_len
+from .options import nonneg_float as _nonneg_float
+from .options import nonneg_int as _nonneg_int
+from .options import positive_float as _positive_float
+from .options import positive_int as _positive_int
+from .options import probability as _probability
 
-__all__ = ["main", "build_parser", "add_compare_arguments", "run_compare", "COMPARE_DESCRIPTION", "seed_type"]
+__all__ = ["main", "build_parser"]
 
 _PROG = "dynnets"
 
@@ -58,81 +68,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise _Exit(f"{self.prog}: error: {message} (see '{self.prog} --help')", 2)
-
-
-def _number(convert, ok, what):
-    """An argparse ``type`` that converts with ``convert`` and accepts values
-    for which ``ok`` holds, else fails with 'expected {what}'."""
-    def parse(s):
-        try:
-            v = convert(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}") from None
-        if not ok(v):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}")
-        return v
-    return parse
-
-
-_positive_int = _number(int, lambda v: v >= 1, "a positive integer")
-_nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
-_nonneg_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
-#: argparse type of ``--seed`` (numpy seeds are integers >= 0); the experiment scripts use it too
-seed_type = _number(int, lambda v: v >= 0, "an integer >= 0 (a random seed)")
-
-
-def _probability(s):
-    v = _nonneg_float(s)
-    if v >= 1:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {s!r}")
-    return v
-
-
-def _max_len(s):
-    if s in ("max", "p95", "median"):
-        return s
-    try:
-        return _positive_int(s)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, 'max', 'p95' or 'median', got {s!r}") from None
-
-
-def _data_dir(s):
-    p = Path(s)
-    if not p.exists():
-        raise argparse.ArgumentTypeError(f"data directory '{s}' does not exist")
-    if not p.is_dir():
-        raise argparse.ArgumentTypeError(f"'{s}' is not a directory (expected a folder with train.txt, dev.txt, "
-                                         f"test.txt)")
-    return p
-
-
-def _checkpoint(s):
-    p = Path(s)
-    if not p.is_file():
-        raise argparse.ArgumentTypeError(f"no checkpoint file at '{s}'")
-    return p
-
-
-def _common(p, trains=True):
-    """Options shared by the commands; ``trains``: --seed and --no-progress (eval and predict draw no random
-    numbers and show no progress)."""
-    if trains:
-        p.add_argument("--seed", type=seed_type, default=0,
-                       help="random seed: weights, batch order, dropout (default 0)")
-    p.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
-                   help="BLAS threads (numpy's and Numba's) while the command runs; 0 leaves the default "
-                        "(default 1)")
-    if trains:
-        p.add_argument("--no-progress", action="store_true", help="no progress bars or per-epoch lines")
-
-
-def _binarize_option(p):
-    p.add_argument("--binarize", choices=("left", "right"), default=None,
-                   help="make every tree binary: split nodes with more than two children, left- ((a b) c) or "
-                        "right-branching (a (b c)), and collapse unary chains to their top node; without it a "
-                        "non-binary tree given to a binary tree model (treelstm, treernn) is an error")
 
 
 def _model_kinds():
@@ -265,39 +200,6 @@ def build_parser():
                        description=COMPARE_DESCRIPTION)
     add_compare_arguments(c)
     return top
-
-
-COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
-                       "the 95th percentile and the median length, the dynamic (packed) LSTM and the Tree-LSTM, "
-                       "each over several seeds: seconds per epoch, sentences/s, padding, truncated sentences, dev "
-                       "and test accuracy (mean and standard deviation), accuracy by length. Writes results.json "
-                       "(after every run), results.md and PNG plots (with matplotlib) into --out. 'dynnets compare' "
-                       "and experiments/compare_padded_vs_dynamic.py run the same code.")
-
-
-def add_compare_arguments(c):
-    """The options of ``dynnets compare`` (shared with experiments/compare_padded_vs_dynamic.py)."""
-    from .runs import COMPARE_VARIANTS
-    c.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
-                   help="SST-format folder (default: the shipped samples); without test.txt only dev is reported")
-    c.add_argument("--out", type=Path, default=Path("results/compare"), metavar="DIR",
-                   help="output folder (default results/compare)")
-    _common(c)
-    c.add_argument("--seeds", type=_positive_int, default=3, metavar="N",
-                   help="number of seeds: --seed, --seed+1, ... (default 3)")
-    c.add_argument("--epochs", type=_positive_int, default=10, help="epochs per run (default 10)")
-    c.add_argument("--hidden", type=_positive_int, default=64, help="hidden width (default 64)")
-    c.add_argument("--embed-dim", type=_positive_int, default=64, help="word vector width (default 64)")
-    c.add_argument("--batch-size", type=_positive_int, default=25, help="sentences per batch (default 25)")
-    c.add_argument("--optimizer", choices=("adagrad", "adam", "sgd"), default="adam", help="default adam")
-    c.add_argument("--lr", type=_positive_float, default=0.01, help="learning rate (default 0.01)")
-    c.add_argument("--models", nargs="+", default=list(COMPARE_VARIANTS), metavar="NAME",
-                   choices=list(COMPARE_VARIANTS) + ["bow"],
-                   help="subset of: " + ", ".join(COMPARE_VARIANTS) + ", bow (default: all but bow)")
-    c.add_argument("--max-sentences", type=_positive_int, default=None, metavar="N",
-                   help="use the first N sentences of each split (quick runs)")
-    c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    return c
 
 
 # --------------------------------------------------------------------------
@@ -640,21 +542,13 @@ def _bare(tree):
     return "".join(parts)
 
 
-def run_compare(a):
-    """Run the comparison for parsed ``compare`` options; prints the tables and where the files went."""
-    from .runs import compare_markdown, compare_padded_vs_dynamic
-    res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
-                                    embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
-                                    optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
-                                    max_sentences=a.max_sentences, progress=not a.no_progress,
-                                    plots=not a.no_plots, blas_threads=a.blas_threads)
-    print(compare_markdown(res))
-    print(f"\nResults written to {', '.join(res['files'])}")
-    return 0
+def _cmd_compare(a):
+    from .runs import run_compare
+    return run_compare(a)
 
 
 _COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict": _cmd_predict,
-             "compare": run_compare}
+             "compare": _cmd_compare}
 
 
 def main(argv=None):

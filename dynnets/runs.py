@@ -49,7 +49,7 @@ from .plots.figures import compare_figures
 
 __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional", "compositional_mask",
            "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
-           "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown",
+           "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "run_compare",
            "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
            "SHOWCASE", "train_tree_rnn",
            "machine_description", "split_report"]
@@ -516,6 +516,20 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     res["files"] = [str(f) for f in files]
     dio.write_json(out / "results.json", res)
     return res
+
+
+def run_compare(a):
+    """``dynnets compare`` and experiments/compare_padded_vs_dynamic.py: the
+    comparison for options parsed by :func:`dynnets.options.add_compare_arguments`;
+    prints the tables and where the files went, returns 0."""
+    res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
+                                    embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
+                                    optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
+                                    max_sentences=a.max_sentences, progress=not a.no_progress,
+                                    plots=not a.no_plots, blas_threads=a.blas_threads)
+    print(compare_markdown(res))
+    print(f"\nResults written to {', '.join(res['files'])}")
+    return 0
 
 
 # --------------------------------------------------------------------------

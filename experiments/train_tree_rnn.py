@@ -2,7 +2,7 @@
 predicted sentiment at every node of a few sentences, so a reader sees how
 negation ("not good") and contrast ("good but boring") are composed.
 
-A thin script over :func:`dynnets.experiments.train_tree_rnn`::
+A thin script over :func:`dynnets.runs.train_tree_rnn`::
 
     python experiments/train_tree_rnn.py --model treelstm --out results/tree_rnn
     python experiments/train_tree_rnn.py --model treernn "the plot is not clever" "((it (is (very good))) .)"
