@@ -28,7 +28,6 @@ unless ``--overwrite`` is given and the folder holds only a run's files.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import shutil
@@ -70,9 +69,14 @@ class _Parser(argparse.ArgumentParser):
         raise _Exit(f"{self.prog}: error: {message} (see '{self.prog} --help')", 2)
 
 
-def _model_kinds():
-    from .models import MODEL_KINDS
-    return MODEL_KINDS
+def _model_kinds(tree=None):
+    from .models import model_kinds
+    return model_kinds(tree=tree)
+
+
+def _is_static(kind):
+    from .models import model_class
+    return bool(getattr(model_class(kind), "is_static", False))
 
 
 def build_parser():
@@ -114,8 +118,8 @@ def build_parser():
                                    "DIR/metrics.json. Unset options take the library defaults "
                                    "(dynnets.train.TrainConfig, the model's constructor).",
                        epilog="Model options apply where the model has them: --mode and --classify for tree models "
-                              "(treelstm, treernn, childsum); --max-len for padded-lstm (an integer, or max, p95, "
-                              "median of the training lengths); --dropout/--embed-dropout for the eager models. "
+                              f"({', '.join(_model_kinds(tree=True))}); --max-len for padded-lstm (an integer, or max, "
+                              "p95, median of the training lengths); --dropout/--embed-dropout for the eager models. "
                               "padded-lstm trains with its own graph optimizer built from --optimizer, --lr and "
                               "--weight-decay.")
     t.add_argument("--model", required=True, choices=_model_kinds(), metavar="KIND",
@@ -243,10 +247,10 @@ _EAGER_ONLY = {"embedding_lr": "--embedding-lr", "momentum": "--momentum", "clip
 
 def _train_config(a, out):
     from .train import TrainConfig
-    if a.model == "padded-lstm":
+    if _is_static(a.model):
         for key, flag in _EAGER_ONLY.items():
             if getattr(a, key) is not None:
-                raise _Exit(f"dynnets train: error: {flag} does not apply to --model padded-lstm (its optimizer is a "
+                raise _Exit(f"dynnets train: error: {flag} does not apply to --model {a.model} (its optimizer is a "
                             f"train op in its graph, built from --optimizer, --lr and --weight-decay)", 2)
     keys = ("epochs", "batch_size", "optimizer", "lr", "embedding_lr", "weight_decay", "momentum", "clip_norm",
             "select", "bucket_batches", "max_seconds")
@@ -256,28 +260,15 @@ def _train_config(a, out):
     return TrainConfig(seed=a.seed, progress=not a.no_progress, out_dir=str(out), blas_threads=a.blas_threads, **kw)
 
 
-def _model_parameters(kind):
-    """Keyword arguments the constructor of ``kind`` accepts."""
-    from .models import bow, padded, rnn, tree
-    if kind in ("treelstm", "treernn", "childsum"):
-        cls = tree.TreeModel
-    elif kind == "bow":
-        cls = bow.BagOfWords
-    elif kind == "padded-lstm":
-        return set(inspect.signature(padded.PaddedLSTMClassifier.__init__).parameters) | {"hidden"}
-    else:
-        cls = rnn.SequenceClassifier
-    return set(inspect.signature(cls.__init__).parameters)
-
-
 _MODEL_FLAGS = {"embed_dim": "--embed-dim", "hidden": "--hidden", "dropout": "--dropout",
                 "embed_dropout": "--embed-dropout", "mode": "--mode", "classify": "--classify",
                 "max_len": "--max-len", "dtype": "--dtype"}
 
 
 def _model_options(a, kind, train_trees):
+    from .models import model_parameters
     from .runs import length_percentile
-    accepted = _model_parameters(kind)
+    accepted = model_parameters(kind)
     cfg = {}
     for key, flag in _MODEL_FLAGS.items():
         v = getattr(a, key)
@@ -336,8 +327,14 @@ def _binary_trees(splits, binarize, needs_binary, where, command, kind):
             col = node_position(text, idx)[1]
             raise _Exit(f"{path}:{line}:{col}: this node has {n} child{'ren' if n != 1 else ''}; {kind} needs binary "
                         f"trees (two children at every node): pass --binarize left or --binarize right"
-                        + (" (or use --model childsum)" if command == "train" else ""), 1)
+                        + (f" (or use --model {' or '.join(_any_tree_kinds())})" if command == "train" else ""), 1)
     return splits
+
+
+def _any_tree_kinds():
+    """The tree models that take trees of any shape."""
+    from .models import model_class
+    return [k for k in _model_kinds(tree=True) if not model_class(k).needs_binary]
 
 
 def _data_folder(data):
@@ -471,7 +468,7 @@ def _cmd_predict(a):
     from .runs import CLASS_NAMES, iter_node_lines, node_predictions
     model = _load(a.checkpoint)
     needs_binary = getattr(model, "needs_binary", False)
-    tree_model = hasattr(model, "predict_all") and hasattr(model, "mode")
+    tree_model = getattr(model, "is_tree", False)
     results = []
     for i, s in enumerate(a.sentences, 1):
         try:

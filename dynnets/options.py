@@ -94,10 +94,12 @@ def add_common_options(p, trains=True):
 
 def add_binarize_option(p):
     """``--binarize {left,right}``."""
+    from .models import model_class, model_kinds
+    binary = ", ".join(k for k in model_kinds(tree=True) if model_class(k).needs_binary)
     p.add_argument("--binarize", choices=("left", "right"), default=None,
                    help="make every tree binary: split nodes with more than two children, left- ((a b) c) or "
                         "right-branching (a (b c)), and collapse unary chains to their top node; without it a "
-                        "non-binary tree given to a binary tree model (treelstm, treernn) is an error")
+                        f"non-binary tree given to a binary tree model ({binary}) is an error")
 
 
 COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "

@@ -159,8 +159,6 @@ def padding_waste(trees, max_len, batch_size):
 # one training run
 # --------------------------------------------------------------------------
 
-TREE_KINDS = ("treelstm", "treernn", "childsum")
-
 
 def model_config(kind, train_config, **config):
     """Model keyword arguments for ``build_model(kind, ...)`` from shared settings.
@@ -169,9 +167,10 @@ def model_config(kind, train_config, **config):
     its ``optimizer``, ``lr``, ``weight_decay`` and graph ``batch_size`` come
     from ``train_config``; ``seed`` defaults to the training seed.
     """
+    from .models import model_class
     cfg = {k: v for k, v in config.items() if v is not None}
     cfg.setdefault("seed", train_config.seed)
-    if kind == "padded-lstm":
+    if getattr(model_class(kind), "is_static", False):
         cfg.setdefault("optimizer", train_config.optimizer)
         cfg.setdefault("lr", train_config.lr)
         cfg.setdefault("weight_decay", train_config.weight_decay)
@@ -243,7 +242,8 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
     hist = result.history
     epoch_s = [h["train_seconds"] for h in hist]
     rates = [h["train_sent_per_s"] for h in hist if h["train_sent_per_s"]]
-    if kind == "padded-lstm":
+    padded = bool(getattr(model, "is_static", False))     # a static graph: fixed shapes, so padding
+    if padded:
         waste = padding_waste(splits["train"], model.max_len, model.batch_size)
         waste["max_len"] = model.max_len
     else:
@@ -262,7 +262,7 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
         if split in splits:
             out[split] = split_report(model, splits[split], vocab, blas_threads=train_config.blas_threads)
             out["padding"][f"{split}_truncated"] = (padding_waste(splits[split], model.max_len, 1)["truncated"]
-                                                    if kind == "padded-lstm" else 0)
+                                                    if padded else 0)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     out["_model"] = model
     return out
@@ -346,7 +346,7 @@ def demo_table(res):
         s = r[split]
         c = s["compositional"]
         pad = r["padding"]
-        trunc = f"{pad['truncated']}/{pad['n']}" if r["kind"] == "padded-lstm" else "0"
+        trunc = "0" if pad["max_len"] is None else f"{pad['truncated']}/{pad['n']}"
         lines.append(f"| {r['label']} | {_pct(s['root_fine'])} | {_pct(s['root_binary'])} | {_pct(c['root_fine'])} "
                      f"| {_pct(c['root_binary'])} | {r['sent_per_s']:.0f} | {_pct(pad['pad_fraction'])} | {trunc} "
                      f"| {r['train_seconds']:.1f} |")
@@ -443,8 +443,8 @@ def compare_markdown(res):
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | " + ("---: | ---: | " if res["has_test"] else "")
               + "---: |"]
     for s in summ:
-        trunc = (f"{s['truncated_train']}/{s['n_train']} / {s['truncated_eval']}" if s["kind"] == "padded-lstm"
-                 else "0 / 0")
+        trunc = ("0 / 0" if s["max_len"] is None
+                 else f"{s['truncated_train']}/{s['n_train']} / {s['truncated_eval']}")
         row = (f"| {s['label']} | {_ms(s['epoch_seconds'], 1, 2)} | {_ms(s['sent_per_s'], 1, 0)} | "
                f"{_ms(s['pad_fraction'])} | {trunc} | {_ms(s['dev']['root_fine'])} | {_ms(s['dev']['root_binary'])} | ")
         if res["has_test"]:
@@ -569,7 +569,7 @@ def node_predictions(model, tree, vocab, gold=True, texts=True, blas_threads=1):
     from .blas import blas_threads as limit
     from .train import predict
     words = tree.words()
-    if not (hasattr(model, "predict_all") and hasattr(model, "mode")):
+    if not getattr(model, "is_tree", False):
         root = predict(model, [tree], vocab, blas_threads=blas_threads)[0]
         return {"words": words, "root": root.tolist(), "nodes": None}
     old = model.mode
@@ -646,7 +646,8 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
 
     Parameters
     ----------
-    kind : {"treelstm", "treernn", "childsum"}
+    kind : str
+        A tree model's kind (``dynnets.models.model_kinds(tree=True)``).
     sentences : list of str, optional
         Trees or plain sentences (:func:`read_tree`); default :data:`SHOWCASE`,
         hand-written test sentences labelled by the sample treebank's rules.
@@ -668,11 +669,13 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
     from .data.synthetic import label_tree
     from .data.vocab import Vocabulary
     from .train import TrainConfig
-    if kind not in TREE_KINDS:
-        raise ValueError(f"train_tree_rnn: kind must be one of {TREE_KINDS}, got {kind!r}")
+    from .models import model_class, model_kinds
+    if kind not in model_kinds(tree=True):
+        raise ValueError(f"train_tree_rnn: kind must be one of {model_kinds(tree=True)}, got {kind!r}")
+    binary = model_class(kind).needs_binary
     inputs = []          # read before training, so that a bad sentence fails at once
     for i, s in enumerate(sentences if sentences is not None else SHOWCASE, 1):
-        tree, how = read_tree(s, binarize=binarize, binary=kind != "childsum", where=f"sentence {i}")
+        tree, how = read_tree(s, binarize=binarize, binary=binary, where=f"sentence {i}")
         gold = how == "labelled tree"
         if how == "bracketed tree" and data is None:
             tree, gold = label_tree(tree), True      # labelled by the samples' rules
