@@ -13,11 +13,11 @@ disagree get a dashed ring.
 Layout: :func:`tree_layout` is the Reingold-Tilford tidy drawing in
 Buchheim, Jünger and Leipert's linear-time form (2002), with the distance
 between two neighbouring nodes of a level computed from *their* widths, so
-boxes of one level never overlap however long their words; levels are
-``level_height`` apart and edges only join adjacent levels, so no box can
-overlap a box of another level or an edge, and an ordered tidy layout has
-no crossing edges. Parents are centred over their first and last child.
-Both walks are loops, so a tree of any depth can be drawn.
+boxes of one level never overlap however long their words. Levels are bands
+of equal height, and an edge leaves its nodes' own columns only in the space
+between two bands, so no box overlaps another box or an edge; an ordered
+tidy layout has no crossing edges. Parents are centred over their first and
+last child. Both walks are loops, so a tree of any depth can be drawn.
 
 Text widths come from DejaVu Sans' advance widths (the table below, read
 from the font's ``hmtx``; characters outside it count as 1.1 em, more than
@@ -116,6 +116,11 @@ def text_width(s, size):
 # --------------------------------------------------------------------------
 
 
+#: Smallest gaps (pixels) between neighbouring boxes of a level: with the same parent, with different parents.
+SIBLING_GAP = 4.0
+COUSIN_GAP = 8.0
+
+
 class TreeLayout:
     """Positions of a tree's nodes, in preorder.
 
@@ -160,7 +165,7 @@ def _structure(tree):
     return nodes, parent, children
 
 
-def tree_layout(tree, widths, sibling_gap=4.0, cousin_gap=8.0):
+def tree_layout(tree, widths, sibling_gap=SIBLING_GAP, cousin_gap=COUSIN_GAP):
     """Tidy layout (Reingold-Tilford, Buchheim et al.'s linear-time algorithm) of boxes of ``widths``.
 
     Parameters
@@ -289,12 +294,13 @@ def tree_layout(tree, widths, sibling_gap=4.0, cousin_gap=8.0):
     return TreeLayout(x, depth, w, np.asarray(parent, np.int64))
 
 
-def layout_violations(tree, layout, min_gap=0.0, tol=1e-6):
-    """Where ``layout`` breaks the tidy-drawing rules, as a list of messages (empty: none).
+def layout_violations(tree, layout, sibling_gap=SIBLING_GAP, cousin_gap=COUSIN_GAP, tol=1e-6):
+    """Where ``layout`` breaks the rules of a tidy drawing, as a list of messages (empty: none).
 
-    Checks, level by level: neighbouring boxes at least ``min_gap`` apart
-    (no overlap), nodes in the tree's left-to-right order (so no two edges
-    cross), and every parent centred over its first and last child.
+    Checks, level by level: neighbouring boxes at least ``sibling_gap``
+    apart when they share a parent, ``cousin_gap`` otherwise (so no two
+    boxes overlap); nodes in the tree's left-to-right order (so no two edges
+    cross); every parent centred over its first and last child.
     """
     nodes, parent, children = _structure(tree)
     x, w, depth = layout.x, layout.width, layout.depth
@@ -304,14 +310,15 @@ def layout_violations(tree, layout, min_gap=0.0, tol=1e-6):
         levels.setdefault(int(depth[v]), []).append(v)
     for d, row in levels.items():
         for a, b in zip(row, row[1:]):
+            need = sibling_gap if parent[a] == parent[b] else cousin_gap
             room = x[b] - x[a] - 0.5 * (w[a] + w[b])
-            if room < min_gap - tol:
-                bad.append(f"level {d}: nodes {a} and {b} are {room:.2f} px apart (need {min_gap})")
+            if room < need - tol * max(1.0, abs(x[b])):
+                bad.append(f"level {d}: nodes {a} and {b} are {room:.3f} px apart (need {need})")
     for v, kids in enumerate(children):
         if kids:
             mid = 0.5 * (x[kids[0]] + x[kids[-1]])
             if abs(x[v] - mid) > tol * max(1.0, abs(mid)):
-                bad.append(f"node {v} is at {x[v]:.2f}, not centred over its children ({mid:.2f})")
+                bad.append(f"node {v} is at {x[v]:.3f}, not centred over its children ({mid:.3f})")
     return bad
 
 
@@ -495,6 +502,20 @@ class _Scene:
         y = self.head + self.margin + self.ring + 0.5 * self.box_h + float(lay.depth[v]) * self.level_h
         return x, y
 
+    def edge(self, v):
+        """The points of the edge into node ``v`` from its parent: down from the
+        parent's box to the bottom of its level's band (the tallest box and its
+        ring), across to the top of the child's band, down to the child's box.
+        Only the slanted middle part leaves a node's own column, and it runs
+        between two bands, where there are no boxes."""
+        p = self.parent[v]
+        px, py = self.centre(p)
+        cx, cy = self.centre(v)
+        _, pt, _, ph = self.box(p)
+        _, ct, _, _ = self.box(v)
+        half = 0.5 * self.box_h + self.ring
+        return [(px, pt + ph), (px, py + half), (cx, cy - half), (cx, ct)]
+
     def box(self, v):
         """(left, top, width, height) of node ``v``'s drawn box (a dot's square for a bare internal node)."""
         x, y = self.centre(v)
@@ -568,15 +589,10 @@ def tree_svg(tree, predictions=None, *, gold=None, text=False, title=None, class
                    f'{escape(label)}</text>')
         x += width + 1.2 * f
     out.append("</g>")
-    # edges: from the bottom of a parent's box to the top of its child's
     out.append('<g class="edges" stroke="#888888" stroke-width="1" fill="none">')
     for v in range(1, len(s.nodes)):
-        p = s.parent[v]
-        px, _ = s.centre(p)
-        _, pt, _, ph = s.box(p)
-        cx, _ = s.centre(v)
-        _, ct, _, _ = s.box(v)
-        out.append(f'<line x1="{_f(px)}" y1="{_f(pt + ph)}" x2="{_f(cx)}" y2="{_f(ct)}"/>')
+        pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in s.edge(v))
+        out.append(f'<polyline points="{pts}"/>')
     out.append("</g>")
     out.append('<g class="nodes">')
     for v, nd in enumerate(s.nodes):
@@ -683,12 +699,8 @@ def tree_png(tree, predictions=None, *, scale=2.0, **kwargs):
         ax.text(x + sw + 0.4 * f, y + 0.85 * sw, label, fontsize=0.9 * f, va="baseline", **font)
         x += width + 1.2 * f
     for v in range(1, len(s.nodes)):
-        p = s.parent[v]
-        px, _ = s.centre(p)
-        _, pt, _, ph = s.box(p)
-        cx, _ = s.centre(v)
-        _, ct, _, _ = s.box(v)
-        ax.plot([px, cx], [pt + ph, ct], color="#888888", linewidth=1, solid_capstyle="butt")
+        xs, ys = zip(*s.edge(v))
+        ax.plot(xs, ys, color="#888888", linewidth=1, solid_capstyle="butt")
     for v, nd in enumerate(s.nodes):
         fill = s.colours[s.pred[v]]
         left, top, w, h = s.box(v)
