@@ -11,10 +11,11 @@ the eager recording of a forward and its backward, as Graphviz DOT text
   of the equations it replaced).
 * :func:`eager_dot` draws what eager mode recorded for one loss: each
   primitive application (a :class:`~dynnets.autograd.engine.Node`) with its
-  output shape, the Parameters at the top; beside each node, on the same
-  row, the VJP that ``backward()`` calls for it, numbered in the order
-  backward runs them (decreasing creation order), red edges carrying the
-  gradients back down to each Parameter's ``.grad``.
+  output shape, the Parameters at the top (left); and the VJP calls that
+  ``backward()`` makes for them, numbered in the order it runs them
+  (decreasing creation order), the red edges carrying each gradient (with
+  its shape) to the VJP of the node that produced the input, and at last
+  into each Parameter's ``.grad`` (right).
 * :func:`render_dot` / :func:`write_dot_picture` call ``dot``; without
   Graphviz they raise :class:`GraphvizMissing`, whose message says how to
   install it and where the DOT text went.
@@ -148,6 +149,27 @@ class CompileStages:
             title = f"after the passes: {len(self.after.eqns)} equations, {n_fused} fused kernel" \
                     f"{'s' if n_fused != 1 else ''}"
         return self.after.to_dot(title=title, fused=self.fused, **kwargs)
+
+
+    def write(self, out, stem):
+        """Write ``{stem}_before`` and ``{stem}_after`` pictures into folder ``out``
+        (``.dot``, and ``.svg`` where Graphviz is installed).
+
+        Returns
+        -------
+        (files, note)
+            The files written, and None or the reason the SVGs are missing
+            (Graphviz not installed: the ``.dot`` files are there).
+        """
+        out = Path(out)
+        files, note = [], None
+        for part, text in (("before", self.before_dot()), ("after", self.after_dot())):
+            try:
+                files += write_dot_picture(out / f"{stem}_{part}.svg", text)
+            except GraphvizMissing as exc:
+                files.append(out / f"{stem}_{part}.dot")
+                note = str(exc)
+        return files, note
 
 
 def _fused_members(before, after):
@@ -286,54 +308,69 @@ def eager_dot(root, names=None, backward=True, title=None):
                              f"take minutes); draw a smaller example")
     order = sorted(nodes.values(), key=lambda n: n.seq)                  # creation order: a topological order
     step = {id(n): k + 1 for k, n in enumerate(reversed(order))}        # backward's max-heap order
-    lines = ['digraph "eager" {', "  rankdir=TB;", "  newrank=true;",
-             '  node [fontname="DejaVu Sans", fontsize=10];', '  edge [color="#555555", arrowsize=0.6];']
+    lines = ['digraph "eager" {', "  rankdir=TB;", '  node [fontname="DejaVu Sans", fontsize=10];',
+             '  edge [color="#555555", arrowsize=0.6];']
     if title is None:
-        title = f"eager recording: {len(order)} nodes" + (f", and backward's {len(order)} VJP calls (red, in "
-                                                           f"the order backward() runs them)" if backward else "")
+        title = f"eager recording of {len(order)} primitive calls" + (
+            f" (left) and the {len(order)} VJP calls of backward() (right, numbered in the order it runs them)"
+            if backward else "")
     lines += [f"  label={dot_quote(title)};", "  labelloc=t;", "  fontsize=14;", '  fontname="DejaVu Sans";']
+    leaf_index = {i: k for k, i in enumerate(leaves)}
+    leaf_name = {}
     unnamed = 0
-    leaf_label = {}
-    for k, (i, p) in enumerate(leaves.items()):
+    for i, p in leaves.items():
         n = pname.get(i)
         if n is None:
             unnamed += 1
             n = getattr(p, "name", None) or f"leaf {unnamed}"
-        leaf_label[i] = n
-        lines.append(f"  p{k} [label={dot_quote(f'{n}{chr(10)}{_shape(p.data)}')}, shape=box, "
-                     f'style="rounded,filled", fillcolor="#b7e1a1"];')
-        if backward:
-            lines.append(f"  g{k} [label={dot_quote(f'{n}.grad')}, shape=box, style=\"rounded,filled\", "
-                         f'fillcolor="#fcbba1", color="#cb181d"];')
-            lines.append(f"  {{rank=same; p{k}; g{k};}}")
-    leaf_index = {i: k for k, i in enumerate(leaves)}
+        leaf_name[i] = n
+    fwd = ["  subgraph cluster_forward {", '    label="forward: what bind() recorded"; fontsize=11; color="#999999";']
+    for i, p in leaves.items():
+        fwd.append(f"    p{leaf_index[i]} [label={dot_quote(leaf_name[i] + chr(10) + _shape(p.data))}, shape=box, "
+                   f'style="rounded,filled", fillcolor="#b7e1a1"];')
+    edges = []
     const = 0
     for n in order:
-        s = n.seq
-        lines.append(f"  f{s} [label={dot_quote(f'{n.prim.name}{chr(10)}{_shape(n.out)}')}, shape=box, "
-                     f'style="rounded", color="#555555"];')
-        if backward:
-            lines.append(f"  b{s} [label={dot_quote(f'{step[id(n)]}. vjp {n.prim.name}')}, shape=box, "
-                         f'style="rounded,dashed", color="#cb181d", fontcolor="#cb181d"];')
-            lines.append(f"  {{rank=same; f{s}; b{s};}}")
+        fwd.append(f"    f{n.seq} [label={dot_quote(n.prim.name + chr(10) + _shape(n.out))}, shape=box, "
+                   f'style="rounded", color="#555555"];')
         for p, a in zip(n.parents, n.args):
             if p is None:
                 if isinstance(a, np.ndarray):
                     const += 1
-                    lines.append(f"  k{const} [label={dot_quote(f'{a.dtype} {_shape(a)}')}, shape=plaintext, "
-                                 f'fontcolor="#888888", fontsize=8];')
-                    lines.append(f'  k{const} -> f{s} [color="#bbbbbb"];')
+                    fwd.append(f"    k{const} [label={dot_quote(f'{a.dtype} {_shape(a)}')}, shape=plaintext, "
+                               f'fontcolor="#888888", fontsize=8];')
+                    edges.append(f'  k{const} -> f{n.seq} [color="#bbbbbb"];')
                 continue
             pn = p.grad_fn
-            src = f"p{leaf_index[id(p)]}" if pn is None else f"f{pn.seq}"
-            lines.append(f"  {src} -> f{s};")
-            if backward:
-                dst = f"g{leaf_index[id(p)]}" if pn is None else f"b{pn.seq}"
-                lines.append(f'  b{s} -> {dst} [color="#cb181d", style=dashed, constraint=false, '
-                             f'label={dot_quote(_shape(p.data))}, fontsize=8, fontcolor="#cb181d"];')
+            edges.append(f"  {'p%d' % leaf_index[id(p)] if pn is None else 'f%d' % pn.seq} -> f{n.seq};")
+    fwd.append("  }")
+    lines += fwd
     if backward:
-        lines.append(f'  seed [label="d loss = 1", shape=plaintext, fontcolor="#cb181d"];')
-        lines.append(f"  f{node.seq} -> seed [style=invis];")
-        lines.append(f'  seed -> b{node.seq} [color="#cb181d", style=dashed, constraint=false];')
+        terms = {i: 0 for i in leaves}
+        bwd = ["  subgraph cluster_backward {",
+               '    label="backward: the VJPs backward() calls"; fontsize=11; color="#cb181d"; fontcolor="#cb181d";',
+               '    seed [label="d loss / d loss = 1", shape=plaintext, fontcolor="#cb181d"];']
+        for n in order:
+            bwd.append(f"    b{n.seq} [label={dot_quote(f'{step[id(n)]}. vjp {n.prim.name}')}, shape=box, "
+                       f'style="rounded,dashed", color="#cb181d", fontcolor="#cb181d"];')
+            for p in n.parents:
+                if p is None:
+                    continue
+                pn = p.grad_fn
+                if pn is None:
+                    terms[id(p)] += 1
+                    dst = f"g{leaf_index[id(p)]}"
+                else:
+                    dst = f"b{pn.seq}"
+                edges.append(f'  b{n.seq} -> {dst} [color="#cb181d", label={dot_quote(_shape(p.data))}, '
+                             f'fontsize=8, fontcolor="#cb181d"];')
+        for i, p in leaves.items():
+            k = terms[i]
+            bwd.append(f"    g{leaf_index[i]} [label={dot_quote(f'{leaf_name[i]}.grad{chr(10)}sum of {k} term' + ('s' if k != 1 else ''))}, "
+                       f'shape=box, style="rounded,filled", fillcolor="#fcbba1", color="#cb181d"];')
+        bwd.append("  }")
+        lines += bwd
+        edges.append(f'  seed -> b{node.seq} [color="#cb181d"];')
+    lines += edges
     lines.append("}")
     return "\n".join(lines) + "\n"
