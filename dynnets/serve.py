@@ -158,6 +158,7 @@ def _json_type(v):
 class _Handler(BaseHTTPRequestHandler):
     server_version = "dynnets"
     protocol_version = "HTTP/1.0"
+    default_request_version = "HTTP/1.0"   # a garbage request line still gets a status line (not HTTP/0.9's bare body)
     timeout = 10                      # seconds a client may take to send its request
 
     def log_message(self, fmt, *args):
