@@ -9,10 +9,10 @@ graphs  DOT pictures of a static graph before and after the compile passes (comp
 """
 from .graphs import (GraphvizMissing, compile_stages, eager_dot, graph_dot, have_graphviz, render_dot,
                      write_dot_picture)
-from .trees import (PALETTE, TreeLayout, class_names, have_matplotlib, layout_violations, palette, text_width,
-                    tree_layout, tree_png, tree_svg, write_tree_png, write_tree_svg)
+from .trees import (PALETTE, TreeLayout, class_names, have_matplotlib, layout_violations, palette, scene,
+                    text_width, tree_layout, tree_png, tree_svg, write_tree_png, write_tree_svg)
 
 __all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations",
-           "tree_svg", "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib",
+           "scene", "tree_svg", "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib",
            "graph_dot", "compile_stages", "eager_dot", "render_dot", "write_dot_picture", "have_graphviz",
            "GraphvizMissing"]

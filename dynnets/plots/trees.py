@@ -33,7 +33,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-__all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations", "tree_svg",
+__all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations", "scene", "tree_svg",
            "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib"]
 
 #: Very negative, negative, neutral, positive, very positive.
@@ -524,6 +524,14 @@ class _Scene:
         return x - w / 2, y - h / 2, w, h
 
 
+def scene(tree, predictions=None, *, gold=None, text=False, title=None, class_names=None, colours=None,
+          font_size=12):
+    """What :func:`tree_svg` and :func:`tree_png` draw, before drawing: the
+    layout (``.layout``), every box (``.box(v)``), edge (``.edge(v)``) and
+    the picture's size (``.width``, ``.height``), for the same arguments."""
+    return _Scene(tree, predictions, gold, text, title, class_names, font_size, colours)
+
+
 # --------------------------------------------------------------------------
 # SVG
 # --------------------------------------------------------------------------
@@ -565,7 +573,8 @@ def tree_svg(tree, predictions=None, *, gold=None, text=False, title=None, class
         ``data-index`` (preorder), ``data-pred``, ``data-gold`` (when known),
         ``data-fill`` and a ``<title>``; the root has ``data-root="1"``.
     """
-    s = _Scene(tree, predictions, gold, text, title, class_names, font_size, colours)
+    s = scene(tree, predictions, gold=gold, text=text, title=title, class_names=class_names, colours=colours,
+              font_size=font_size)
     f = s.font
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(s.width)}" height="{_f(s.height)}" '
            f'viewBox="0 0 {_f(s.width)} {_f(s.height)}" font-family="{FONT_FAMILY}" font-size="{_f(f)}" '
