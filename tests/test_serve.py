@@ -199,7 +199,8 @@ def test_ctrl_c_stops_the_server_cleanly(checkpoint):
         assert line.startswith("dynnets serve: treelstm on http://127.0.0.1:"), line
         port = int(line.split("127.0.0.1:")[1].split("/")[0])
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("POST", "/predict", body=json.dumps({"text": "good"}), headers={"Content-Type": "application/json"})
+        conn.request("POST", "/predict", body=json.dumps({"text": "good"}),
+                     headers={"Content-Type": "application/json"})
         assert conn.getresponse().status == 200
         conn.close()
         p.send_signal(signal.SIGINT)

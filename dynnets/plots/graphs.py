@@ -366,7 +366,8 @@ def eager_dot(root, names=None, backward=True, title=None):
                              f'fontsize=8, fontcolor="#cb181d"];')
         for i, p in leaves.items():
             k = terms[i]
-            bwd.append(f"    g{leaf_index[i]} [label={dot_quote(f'{leaf_name[i]}.grad{chr(10)}sum of {k} term' + ('s' if k != 1 else ''))}, "
+            label = f"{leaf_name[i]}.grad\nsum of {k} term" + ("s" if k != 1 else "")
+            bwd.append(f"    g{leaf_index[i]} [label={dot_quote(label)}, "
                        f'shape=box, style="rounded,filled", fillcolor="#fcbba1", color="#cb181d"];')
         bwd.append("  }")
         lines += bwd

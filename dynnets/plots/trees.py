@@ -28,13 +28,12 @@ needs more room than the layout gave it.
 """
 from __future__ import annotations
 
-import math
 from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-__all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations", "scene", "tree_svg",
-           "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib"]
+__all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations", "scene",
+           "tree_svg", "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib", "SIBLING_GAP", "COUSIN_GAP"]
 
 #: Very negative, negative, neutral, positive, very positive.
 PALETTE = ("#ca0020", "#f4a582", "#cccccc", "#92c5de", "#0571b0")
@@ -580,7 +579,7 @@ def tree_svg(tree, predictions=None, *, gold=None, text=False, title=None, class
            f'viewBox="0 0 {_f(s.width)} {_f(s.height)}" font-family="{FONT_FAMILY}" font-size="{_f(f)}" '
            f'role="img" aria-label={quoteattr(s.caption)}>',
            f"<title>{escape(_xml_text(' '.join(s.words)))}</title>",
-           f'<rect width="100%" height="100%" fill="#ffffff"/>']
+           '<rect width="100%" height="100%" fill="#ffffff"/>']
     # caption and legend
     out.append(f'<text class="caption" x="{_f(s.margin)}" y="{_f(s.margin + 1.1 * f)}">{escape(s.caption)}</text>')
     x = s.margin

@@ -208,10 +208,8 @@ def _check_geometry(svg, font_size=12.0):
     # edges run from a parent's box to its child's and cross no other box
     lines = root.findall(".//s:g[@class='edges']/s:polyline", NS)
     assert len(lines) == len(items) - 1
-    ends = []
     for ln in lines:
         pts = [tuple(float(c) for c in p.split(",")) for p in ln.get("points").split()]
-        ends.append((pts[0], pts[-1]))
         for k, (b, _) in items:
             for p, q in zip(pts, pts[1:]):
                 if _segment_hits(p, q, b):
@@ -237,7 +235,6 @@ def _segment_hits(p, q, b, eps=1e-6):
         if t0 >= t1:
             return False
     return True
-    return root
 
 
 @pytest.mark.parametrize("name, tree", sixty_word_trees(), ids=lambda x: x if isinstance(x, str) else "")
@@ -246,7 +243,7 @@ def test_svg_of_60_word_trees_is_well_formed_without_overlaps(name, tree):
     proba = rng.dirichlet(np.ones(5), size=tree.size)
     for text in (False, True):
         svg = tree_svg(tree, proba, text=text)
-        root = _check_geometry(svg)
+        _check_geometry(svg)
         assert len(_svg_nodes(svg)[1]) == tree.size
 
 
