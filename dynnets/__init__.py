@@ -15,6 +15,6 @@ __all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError"
 def __getattr__(name):
     # subpackages load on first use, so `import dynnets` stays light
     import importlib
-    if name in ("nn", "optim", "static", "models", "data", "train"):
+    if name in ("nn", "optim", "static", "models", "data", "train", "plots"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'dynnets' has no attribute {name!r}")

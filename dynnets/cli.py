@@ -8,6 +8,7 @@ Subcommands::
     dynnets eval --checkpoint PATH    metrics of a checkpoint on a split
     dynnets predict --checkpoint PATH "a sentence"   class probabilities (--nodes: every node)
     dynnets compare                   padded static LSTM vs dynamic LSTM vs Tree-LSTM over seeds
+    dynnets serve --checkpoint PATH   a local page to try sentences in, and POST /predict (JSON)
 
 Bad arguments and missing or unreadable files end the command with one line
 on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
@@ -45,6 +46,7 @@ from .options import data_dir as _data_dir
 from .options import max_len as _max_len
 from .options import nonneg_float as _nonneg_float
 from .options import nonneg_int as _nonneg_int
+from .options import port as _port
 from .options import positive_float as _positive_float
 from .options import positive_int as _positive_int
 from .options import probability as _probability
@@ -196,8 +198,34 @@ def build_parser():
                         "depth x length; without --nodes it is linear in the sentence's length)")
     p.add_argument("--json", action="store_true",
                    help="print JSON (per-node predictions with --nodes; 'gold' is null for unlabelled input)")
+    p.add_argument("--svg", type=Path, default=None, metavar="FILE",
+                   help="tree models: draw the tree coloured by each node's prediction (probabilities and gold "
+                        "labels on hover) into FILE; with several sentences FILE-1.svg, FILE-2.svg, ...")
+    p.add_argument("--png", type=Path, default=None, metavar="FILE",
+                   help="the same picture as PNG (needs matplotlib: pip install 'dynnets[plot]')")
+    p.add_argument("--picture-text", action="store_true",
+                   help="--svg/--png: also write each node's class and probability in its box")
     _binarize_option(p)
     _common(p, trains=False)
+
+    # serve -----------------------------------------------------------------------------
+    v = sub.add_parser("serve", formatter_class=fmt, help="a local page to try sentences in (and a JSON endpoint)",
+                       description="Serve a page where you type a sentence and see its tree, each node coloured "
+                                   "by the checkpoint's prediction, with the root's probabilities; and POST "
+                                   "/predict, which answers JSON {\"text\": ...} with what 'dynnets predict "
+                                   "--json' prints (see dynnets.serve for the fields). The model is loaded once; "
+                                   "Ctrl-C stops the server.",
+                       epilog="Bad requests get a status (400, 404, 405, 411, 413, 415) and a one-line reason "
+                              "as JSON {\"error\": ...}; the server goes on serving.")
+    v.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
+    v.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    v.add_argument("--port", type=_port, default=8000,
+                   help="port (default 8000; 0 picks a free one)")
+    v.add_argument("--max-words", type=_positive_int, default=None, metavar="N",
+                   help="longest sentence accepted, in words (default 400)")
+    v.add_argument("--quiet", action="store_true", help="do not log each request on stderr")
+    _common(v, trains=False)
 
     # compare ---------------------------------------------------------------------------
     c = sub.add_parser("compare", formatter_class=fmt, help="padded static LSTM vs dynamic LSTM vs Tree-LSTM",
@@ -463,40 +491,31 @@ def _cmd_eval(a):
 
 
 def _cmd_predict(a):
-    from .data.trees import TreeParseError
-    from .data.text import read_tree
-    from .runs import CLASS_NAMES, iter_node_lines, node_predictions
+    from .runs import CLASS_NAMES, iter_node_lines
+    from .predictions import InputError, is_tree_model, json_record, predict_sentence
     model = _load(a.checkpoint)
-    needs_binary = getattr(model, "needs_binary", False)
-    tree_model = getattr(model, "is_tree", False)
+    tree_model = is_tree_model(model)
+    pictures = [(flag, path) for flag, path in (("--svg", a.svg), ("--png", a.png)) if path is not None]
+    if pictures and not tree_model:
+        raise _Exit(f"{pictures[0][0]} draws a tree model's per-node predictions; the checkpoint's model "
+                    f"({model.kind}) predicts the sentence only", 2)
+    if a.png is not None:
+        from .plots import have_matplotlib
+        if not have_matplotlib():
+            raise _Exit("--png needs matplotlib: pip install 'dynnets[plot]' (or use --svg, which needs nothing)", 1)
     results = []
     for i, s in enumerate(a.sentences, 1):
         try:
-            tree, how = read_tree(s, binarize=a.binarize, binary=needs_binary, where=f"sentence {i}")
-        except TreeParseError as exc:
-            at = f"line {exc.line}, column {exc.column}" if exc.line > 1 else f"column {exc.column}"
-            hint = ": pass --binarize left or --binarize right" if exc.kind == "not_binary" else ""
-            raise _Exit(f"{exc.path}, {at}: {exc.reason}{hint}", 1) from None
-        except ValueError as exc:
-            raise _Exit(f"sentence {i}: {exc}", 1) from None
-        pred = node_predictions(model, tree, model.vocab, gold=how == "labelled tree", texts=False,
-                                blas_threads=a.blas_threads)
-        if not a.nodes:
-            pred["nodes"] = None
-        pred["input"] = s
-        pred["tree"] = how
-        pred["brackets"] = _bare(tree)
-        pred["unknown_words"] = list(dict.fromkeys(w for w in pred["words"] if w not in model.vocab))
-        results.append(pred)
+            rec, tree = predict_sentence(model, s, binarize=a.binarize, where=f"sentence {i}",
+                                         blas_threads=a.blas_threads)
+        except InputError as exc:
+            raise _Exit(str(exc), 1) from None
+        results.append((rec, tree))
+    drawn = _draw_predictions(results, pictures, a.picture_text)
     if a.json:
-        from .runs import node_text
-        for pred in results:
-            if pred["nodes"] is not None:
-                for n in pred["nodes"]:
-                    n["text"] = node_text(pred, n)
-        print(json.dumps(results, indent=1))
+        print(json.dumps([json_record(rec, a.nodes) for rec, _ in results], indent=1))
         return 0
-    for i, pred in enumerate(results):
+    for i, (pred, _) in enumerate(results):
         p = pred["root"]
         names = CLASS_NAMES.get(len(p), tuple(str(k) for k in range(len(p))))
         k = max(range(len(p)), key=p.__getitem__)
@@ -516,27 +535,33 @@ def _cmd_predict(a):
                 print("nodes (class, name, probability, words):")
                 for line in iter_node_lines(pred):
                     print(line)
+        for path in drawn[i]:
+            print(f"picture: {path}")
     return 0
 
 
-def _bare(tree):
-    """The tree's bracket structure without labels (iterative: any depth)."""
-    parts = []
-    stack = [tree]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, str):
-            parts.append(n)
-        elif n.is_leaf:
-            parts.append(n.word)
-        else:
-            stack.append(")")
-            for k, c in enumerate(reversed(n.children)):
-                stack.append(c)
-                if k < len(n.children) - 1:
-                    stack.append(" ")
-            parts.append("(")
-    return "".join(parts)
+def _draw_predictions(results, pictures, text):
+    """Write each sentence's tree picture for ``--svg``/``--png``: ``out.svg``
+    for one sentence, ``out-1.svg``, ``out-2.svg``, ... for several."""
+    from .plots import write_tree_png, write_tree_svg
+    drawn = [[] for _ in results]
+    for flag, path in pictures:
+        write = write_tree_svg if flag == "--svg" else write_tree_png
+        for i, (rec, tree) in enumerate(results):
+            target = path if len(results) == 1 else path.with_name(f"{path.stem}-{i + 1}{path.suffix}")
+            write(target, tree, rec, text=text)
+            drawn[i].append(target)
+    return drawn
+
+
+def _cmd_serve(a):
+    from .serve import MAX_WORDS, serve
+    model = _load(a.checkpoint)
+    try:
+        return serve(model, host=a.host, port=a.port, max_words=a.max_words or MAX_WORDS, quiet=a.quiet,
+                     blas_threads=a.blas_threads)
+    except OSError as exc:
+        raise _Exit(f"cannot listen on {a.host}:{a.port}: {exc.strerror or exc}", 1) from None
 
 
 def _cmd_compare(a):
@@ -545,7 +570,7 @@ def _cmd_compare(a):
 
 
 _COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict": _cmd_predict,
-             "compare": _cmd_compare}
+             "compare": _cmd_compare, "serve": _cmd_serve}
 
 
 def main(argv=None):

@@ -4,7 +4,7 @@ and fails the same way everywhere (``--seed -1``: "expected an integer >= 0
 (a random seed), got '-1'").
 
 Types (argparse ``type=``): positive_int, nonneg_int, positive_float,
-nonneg_float, probability, seed_type, max_len, data_dir, checkpoint.
+nonneg_float, probability, seed_type, port, max_len, data_dir, checkpoint.
 Groups: add_common_options (--seed, --blas-threads, --no-progress),
 add_binarize_option, add_compare_arguments (``dynnets compare`` and
 experiments/compare_padded_vs_dynamic.py).
@@ -15,8 +15,8 @@ import argparse
 import math
 from pathlib import Path
 
-__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "probability", "seed_type", "max_len",
-           "data_dir", "checkpoint", "add_common_options", "add_binarize_option", "add_compare_arguments",
+__all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "probability", "seed_type", "port",
+           "max_len", "data_dir", "checkpoint", "add_common_options", "add_binarize_option", "add_compare_arguments",
            "COMPARE_DESCRIPTION"]
 
 
@@ -40,6 +40,8 @@ positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a finite 
 nonneg_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
 #: ``--seed``: numpy seeds are integers >= 0
 seed_type = _number(int, lambda v: v >= 0, "an integer >= 0 (a random seed)")
+#: ``--port``: 0 lets the system pick a free one
+port = _number(int, lambda v: 0 <= v <= 65535, "a port 0-65535")
 
 
 def probability(s):

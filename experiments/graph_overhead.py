@@ -10,6 +10,11 @@ lives here beside its command line, not in the library; it writes
 (:func:`dynnets.plots.figures.overhead_figure`) into ``--out``. It stays an
 experiment, not a benchmark, because it writes results files and its tests run
 it in a tiny configuration (``benchmarks/`` are never part of the test run).
+
+It also draws the graph it measures (``--picture-layers`` layers, 3 by
+default, with its loss and gradients) before and after the compile passes:
+``graph_overhead_before.svg`` and ``graph_overhead_after.svg`` (DOT files
+beside them; the SVGs where Graphviz's ``dot`` is installed).
 """
 import argparse
 import math
@@ -183,6 +188,28 @@ def overhead_markdown(res):
     return "\n".join(lines)
 
 
+def pictures(out, layers, width, seed):
+    """The measured chain of ``layers`` layers with its gradients, before and after the passes."""
+    import numpy as np
+
+    import dynnets.static as tf
+    from dynnets.plots import compile_stages
+    rng = np.random.default_rng(seed)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((1, width), name="x")
+        w = tf.Variable((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32), name="W")
+        b = tf.Variable((0.1 * rng.standard_normal(width)).astype(np.float32), name="b")
+        h = x
+        for _ in range(layers):
+            h = tf.tanh(tf.matmul(h, w) + b)
+        loss = tf.reduce_sum(h)
+        grads = tf.gradients(loss, [w, b])
+        tf.global_variables_initializer()
+    stages = compile_stages([loss, *grads], {x: rng.standard_normal((1, width)).astype(np.float32)})
+    return stages.write(out, "graph_overhead")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="graph_overhead.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=seed_type, default=0, help="random weights and inputs (default 0)")
@@ -193,15 +220,23 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=20, help="timed runs per figure, median reported (default 20)")
     p.add_argument("--blas-threads", type=int, default=1, help="BLAS threads; 0 leaves the default (default 1)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plot")
+    p.add_argument("--picture-layers", type=int, default=3,
+                   help="layers of the chain drawn before and after the passes (default 3; 0: no pictures)")
     p.add_argument("--no-progress", action="store_true", help="no per-size lines on stderr")
     a = p.parse_args(argv)
-    if min(a.sizes) < 1 or a.width < 1 or a.repeats < 1 or a.blas_threads < 0:
-        p.error("--sizes, --width and --repeats must be positive, --blas-threads >= 0")
+    if min(a.sizes) < 1 or a.width < 1 or a.repeats < 1 or a.blas_threads < 0 or a.picture_layers < 0:
+        p.error("--sizes, --width and --repeats must be positive, --blas-threads and --picture-layers >= 0")
     with blas_threads(a.blas_threads):
         res = graph_overhead(sizes=a.sizes, width=a.width, repeats=a.repeats, seed=a.seed, out=a.out,
                              plots=not a.no_plots, progress=not a.no_progress)
+    files, note = list(res["files"]), None
+    if a.picture_layers:
+        drawn, note = pictures(a.out, a.picture_layers, a.width, a.seed)
+        files += [str(f) for f in drawn]
     print(overhead_markdown(res))
-    report_files(res["files"])
+    report_files(files)
+    if note:
+        print(note, file=sys.stderr)
     return 0
 
 

@@ -61,6 +61,13 @@ class Tensor:
         return self._node is None
 
     @property
+    def grad_fn(self):
+        """The recorded :class:`~dynnets.autograd.engine.Node` that produced this tensor
+        (``None`` for a leaf), as PyTorch's ``grad_fn``: its ``parents`` lead to the
+        inputs' tensors, so the recording can be walked (and drawn) before backward."""
+        return self._node
+
+    @property
     def grad(self):
         """The accumulated gradient as a Tensor (``None`` before backward).
 

@@ -464,6 +464,12 @@ class Graph:
             return self.producer
         return {o: e for e in self.eqns for o in e.outs}
 
+    def to_dot(self, **kwargs):
+        """This graph as Graphviz DOT text (see :func:`dynnets.static.dot.to_dot` for the options);
+        :func:`dynnets.plots.render_dot` turns it into SVG."""
+        from .dot import to_dot
+        return to_dot(self, **kwargs)
+
     def __repr__(self):
         lines = [f"Graph({len(self.eqns)} equations, outputs={['v%d' % o for o in self.outputs]})"]
         lines += ["  " + repr(e) for e in self.eqns[:200]]
