@@ -474,14 +474,14 @@ def _cmd_eval(a):
     print(f"dynnets eval: {model.kind} from {a.checkpoint}" + (f" (epoch {ck['epoch']})" if "epoch" in ck else "")
           + f" on {'the samples' if a.data is None else a.data}")
     print(_metrics_table(reports))
-    from .runs import CLASS_NAMES
+    from .data.sst import class_names
     for n, r in reports:
         print(f"\n{n}: accuracy % by sentence length (tokens)")
         print("| " + " | ".join(f"{b['bucket']} (n={b['n']})" for b in r["by_length"]) + " |")
         print("|" + " ---: |" * len(r["by_length"]))
         print("| " + " | ".join(_fmt_pct(b["accuracy"]) for b in r["by_length"]) + " |")
         conf = r["confusion"]
-        names = CLASS_NAMES.get(len(conf), tuple(str(i) for i in range(len(conf))))
+        names = class_names(len(conf))
         print(f"\n{n}: confusion matrix (rows: true class, columns: predicted)")
         print("| true \\ predicted | " + " | ".join(f"{i}" for i in range(len(conf))) + " |")
         print("| --- |" + " ---: |" * len(conf))
@@ -491,7 +491,8 @@ def _cmd_eval(a):
 
 
 def _cmd_predict(a):
-    from .runs import CLASS_NAMES, iter_node_lines
+    from .data.sst import class_names
+    from .runs import iter_node_lines
     from .predictions import InputError, is_tree_model, json_record, predict_sentence
     model = _load(a.checkpoint)
     tree_model = is_tree_model(model)
@@ -517,7 +518,7 @@ def _cmd_predict(a):
         return 0
     for i, (pred, _) in enumerate(results):
         p = pred["root"]
-        names = CLASS_NAMES.get(len(p), tuple(str(k) for k in range(len(p))))
+        names = class_names(len(p))
         k = max(range(len(p)), key=p.__getitem__)
         if i:
             print()

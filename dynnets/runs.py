@@ -43,11 +43,12 @@ import numpy as np
 
 from . import io as dio
 from .data import load_samples, load_sst
+from .data.sst import class_names
 from .data.text import read_tree
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 from .plots.figures import compare_figures
 
-__all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional", "compositional_mask",
+__all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "is_compositional", "compositional_mask",
            "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
            "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "run_compare",
            "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
@@ -57,10 +58,6 @@ __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional"
 NEGATION_WORDS = frozenset({"not", "n't", "never", "hardly", "no"})
 CONTRAST_WORDS = frozenset({"but"})
 _COMPOSITIONAL = NEGATION_WORDS | CONTRAST_WORDS
-
-#: Names of the classes for 5 (SST fine-grained) and 2 (binary) classes.
-CLASS_NAMES = {5: ("very negative", "negative", "neutral", "positive", "very positive"),
-               2: ("negative", "positive")}
 
 
 def _log(msg, enabled=True):
@@ -537,10 +534,6 @@ def run_compare(a):
 # --------------------------------------------------------------------------
 
 
-def _names(C):
-    return CLASS_NAMES.get(C, tuple(str(i) for i in range(C)))
-
-
 def node_predictions(model, tree, vocab, gold=True, texts=True, blas_threads=1):
     """Predictions of a model for one tree, from one forward pass.
 
@@ -617,7 +610,7 @@ def iter_node_lines(pred, show_gold=False, leaves=True):
     if pred["nodes"] is None:
         yield "(per-node predictions need a tree model)"
         return
-    names = _names(len(pred["root"]))
+    names = class_names(len(pred["root"]))
     for n in pred["nodes"]:
         if n["leaf"] and not leaves:
             continue
@@ -691,7 +684,7 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
         pred = node_predictions(model, tree, vocab, gold=gold, blas_threads=blas_threads)
         pred.update(input=s, tree=how, has_gold=gold)
         items.append(pred)
-        names = _names(len(pred["root"]))
+        names = class_names(len(pred["root"]))
         k = int(np.argmax(pred["root"]))
         head = f"{' '.join(pred['words'])}\n  predicted {k} {names[k]}" + (
             f", gold {tree.label}" if gold else "")

@@ -12,8 +12,9 @@ figures  PNG figures of ``dynnets compare`` and experiments/graph_overhead.py (c
 """
 from .graphs import (GraphvizMissing, compile_stages, eager_dot, graph_dot, have_graphviz, render_dot,
                      write_dot_picture)
-from .trees import (PALETTE, TreeLayout, class_names, have_matplotlib, layout_violations, palette, scene,
-                    text_width, tree_layout, tree_png, tree_svg, write_tree_png, write_tree_svg)
+from .figures import have_matplotlib
+from .trees import (PALETTE, TreeLayout, class_names, layout_violations, palette, scene, text_width, tree_layout,
+                    tree_png, tree_svg, write_tree_png, write_tree_svg)
 
 __all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations",
            "scene", "tree_svg", "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib",
