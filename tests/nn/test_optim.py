@@ -97,9 +97,9 @@ def test_adam_weight_decay():
 
 
 # --- 0-d parameters, eager and static ----------------------------------------------------
-# Both modes call the one copy of the update rules (dynnets.nn.optim.*_update);
-# a 0-d block used to fail in the eager copy only (np.sqrt of a 0-d array is a
-# scalar, not an array to write into).
+# Both modes call the one copy of the update rules (dynnets.nn.optim.*_update).
+# A 0-d parameter is the case to watch: np.sqrt of a 0-d array is a numpy
+# scalar, not an array the in-place steps after it can write into.
 
 def _expected_0d(kind, grads, p=1.0, lr=0.1, b1=0.9, b2=0.999, eps=1e-8):
     out, s, m, v = [], 0.0, 0.0, 0.0
