@@ -12,7 +12,9 @@ compare_padded_vs_dynamic(...), compare_markdown(res)
 node_predictions(model, tree, vocab)            every node's prediction of a tree model
 train_tree_rnn(...)                             train a tree model, then list node predictions
 
-The command line (:mod:`dynnets.cli`) and the scripts are thin wrappers.
+One module rather than a package of runs: they share run_model, load_data,
+split_report and the result files, and each is a screenful. The command line
+(:mod:`dynnets.cli`) and the scripts are thin wrappers.
 Results are plain JSON-ready dicts, written atomically
 (:func:`dynnets.io.write_json`); their figures are drawn by
 :mod:`dynnets.plots.figures` (the optional ``plot`` extra, matplotlib; skipped
