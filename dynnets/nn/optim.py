@@ -277,11 +277,10 @@ def _fused_ok(data, state, g):
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 # The block rules run the same arithmetic on whole arrays (a dense step) and on
-# gathered rows (a sparse one). They need arrays of at least one dimension: on
-# a 0-d block np.sqrt returns a numpy scalar, which the in-place steps after it
-# cannot write into, so the callers pass a 0-d parameter as a one-element view
-# (np.sqrt(..., out=np.empty_like(...)) would also do, at an extra call per
-# parameter and step: +4-5% on an Adam step over 20 weight matrices of 64x64).
+# gathered rows (a sparse one). On a 0-d block np.sqrt returns a numpy scalar,
+# which the in-place steps after it cannot write into, so a 0-d block takes
+# np.sqrt(..., out=): only then, because the extra np.empty_like per parameter
+# and step costs 4-5% of an Adam step over 20 weight matrices of 64x64.
 
 
 def _sgd_block(pb, gb, lr):
@@ -290,7 +289,7 @@ def _sgd_block(pb, gb, lr):
 
 def _adagrad_block(pb, sb, gb, clr, eps):
     sb += gb * gb
-    std = np.sqrt(sb)
+    std = np.sqrt(sb) if sb.ndim else np.sqrt(sb, out=np.empty_like(sb))
     std += eps
     np.divide(gb, std, out=std)
     std *= clr
@@ -304,7 +303,7 @@ def _adam_block(pb, mb, vb, gb, b1, b2, step_size, sqrt_bc2, eps):
     sq = gb * gb
     sq *= 1.0 - b2
     vb += sq
-    denom = np.sqrt(vb)
+    denom = np.sqrt(vb) if vb.ndim else np.sqrt(vb, out=np.empty_like(vb))
     denom /= sqrt_bc2
     denom += eps
     np.divide(mb, denom, out=denom)
@@ -370,10 +369,8 @@ def adagrad_update(data, acc, g, clr, eps, weight_decay=0.0):
         # one pass instead of six whole-array passes and two temporaries:
         # the dense step was ~14% of an LSTM classifier's training step
         OK.adagrad_dense(data.reshape(-1), acc.reshape(-1), g.reshape(-1), np.array((clr, eps), dtype=data.dtype))
-    elif data.ndim:
-        _adagrad_block(data, acc, g, clr, eps)
     else:
-        _adagrad_block(data.reshape(1), acc.reshape(1), np.reshape(g, 1), clr, eps)
+        _adagrad_block(data, acc, g, clr, eps)
 
 
 def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.0, lazy=False):
@@ -405,10 +402,7 @@ def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.
         g = g.to_dense()
     if weight_decay:
         g = g + weight_decay * data
-    if data.ndim:
-        _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
-    else:
-        _adam_block(data.reshape(1), m.reshape(1), v.reshape(1), np.reshape(g, 1), b1, b2, step_size, sqrt_bc2, eps)
+    _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
 
 
 class SGD(Optimizer):
