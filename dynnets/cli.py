@@ -669,7 +669,8 @@ def run_compare(a):
                                     optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
                                     max_sentences=a.max_sentences, progress=not a.no_progress,
                                     plots=not a.no_plots, blas_threads=a.blas_threads, workers=a.workers,
-                                    scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed)
+                                    scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed,
+                                    connect_timeout=a.connect_timeout)
     print(compare_markdown(res))
     print(f"\nResults written to {', '.join(res['files'])}")
     return 0

@@ -460,7 +460,7 @@ def compare_markdown(res):
 def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2), epochs=10, embed_dim=64, hidden=64,
                               batch_size=25, optimizer="adam", lr=0.01, variants=COMPARE_VARIANTS,
                               max_sentences=None, progress=True, plots=True, blas_threads=1, workers=None,
-                              scheduler=None, retries=2, skip_failed=False):
+                              scheduler=None, retries=2, skip_failed=False, connect_timeout=10.0):
     """The padded static LSTM (unrolled to the training maximum, the 95th
     percentile and the median length) against the dynamic LSTM and the
     Tree-LSTM, over several seeds.
@@ -520,7 +520,8 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
 
     log = (lambda s: _log(s)) if progress else (lambda s: None)
     records, _ = sw.run_all(runs, d, out, workers=workers, scheduler=scheduler, progress=progress,
-                            skip_failed=skip_failed, retries=retries, runner=run_model, on_result=update, log=log)
+                            skip_failed=skip_failed, retries=retries, connect_timeout=connect_timeout,
+                            runner=run_model, on_result=update, log=log)
     collect(records)
     for f in res["failed"]:
         _log(f"compare: {f['label']}, seed {f['seed']} failed: {f['error']}")

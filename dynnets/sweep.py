@@ -121,7 +121,7 @@ from pathlib import Path
 from . import io as dio
 
 __all__ = ["SweepError", "Grid", "ModelSpec", "Run", "SweepData", "parse_seeds", "parse_setting", "read_grid_file",
-           "build_grid", "load_data", "plan", "train_run", "execute", "run_all", "aggregate", "markdown", "sweep",
+           "build_grid", "load_data", "plan", "train_run", "execute", "dask_client", "run_all", "aggregate", "markdown", "sweep",
            "add_engine_arguments", "add_arguments", "run_command", "SWEEP_FORMAT", "WORKER_ENV"]
 
 SWEEP_FORMAT = "dynnets.sweep/1"
@@ -276,8 +276,8 @@ def read_grid_file(path):
         except tomllib.TOMLDecodeError as exc:
             msg = str(exc)
             m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
-            pos = f"{m[1]}:{m[2]}" if m else "1"
-            raise SweepError(f"{path}:{pos}: not valid TOML: {re.sub(r' *[(]at line.*', '', msg)}") from None
+            pos = f"{m[1]}:{m[2]}" if m else str(max(1, len(text.splitlines())))     # "(at end of document)"
+            raise SweepError(f"{path}:{pos}: not valid TOML: {re.sub(r' *[(]at (line|end).*', '', msg)}") from None
     else:
         raise SweepError(f"grid file '{path}': expected a .toml or .json file")
     if not isinstance(doc, dict):
@@ -838,7 +838,16 @@ def _summary_line(rec):
 
 
 @contextlib.contextmanager
-def _dask_client(workers, scheduler, retries, connect_timeout, log):
+def dask_client(workers=None, scheduler=None, retries=2, connect_timeout=10.0, log=None):
+    """A Dask ``Client``: of a new ``LocalCluster`` (``workers`` processes,
+    default one per core, configured as the module docstring says), or
+    connected to the scheduler at ``scheduler``; closed (with its cluster) on exit.
+
+    Raises :class:`SweepError` when Dask is not installed or the scheduler
+    cannot be reached within ``connect_timeout`` seconds.
+    """
+    log = log or (lambda s: print(s, flush=True))
+    workers = _default_workers() if workers is None else workers
     try:
         import dask
         from distributed import Client, LocalCluster
@@ -982,8 +991,7 @@ def _run_dask(pending, data, runner, record, workers, scheduler, client, retries
     if client is not None:
         ctx = contextlib.nullcontext(client)
     else:
-        ctx = _dask_client(_default_workers() if workers is None else workers, scheduler, retries, connect_timeout,
-                           log)
+        ctx = dask_client(workers, scheduler, retries, connect_timeout, log)
     with ctx as c:
         from distributed import as_completed
         payload = c.scatter(data, broadcast=True, hash=False)
@@ -1236,6 +1244,8 @@ def add_engine_arguments(p):
                         "$DASK_SCHEDULER_ADDRESS, else a local cluster)")
     g.add_argument("--retries", type=_count, default=2, metavar="N",
                    help="times a run whose worker died is rescheduled (default 2)")
+    g.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="give up on --scheduler after this long (default 10)")
     g.add_argument("--skip-failed", action="store_true",
                    help="keep the recorded failures of an earlier invocation instead of running them again")
     return p
@@ -1247,8 +1257,10 @@ def add_arguments(p):
                    help="a TOML or JSON grid file (see 'Sweeps' in the README); flags replace or extend it")
     p.add_argument("--models", nargs="+", default=None, metavar="NAME",
                    help="model kinds (treelstm, lstm, padded-lstm, ...) or names the grid file defines")
-    p.add_argument("--seeds", nargs="+", type=_seeds_arg, default=None, metavar="SEEDS",
-                   help="seeds: 0-4, 0,2,5 or 0 1 2 (default: the grid file's, else 0)")
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", nargs="+", type=_seeds_arg, default=None, metavar="SEEDS",
+                       help="seeds: 0-4, 0,2,5 or 0 1 2 (default: the grid file's, else 0)")
+    seeds.add_argument("--seed", type=_seeds_arg, default=None, metavar="N", help="one seed (= --seeds N)")
     p.add_argument("--set", dest="sets", action="append", type=_set_arg, default=[], metavar="NAME=V[,V...]",
                    help="a setting for every model that accepts it (a model argument, a TrainConfig field, "
                         "lowercase or min_freq); several values make an axis; repeatable")
@@ -1266,6 +1278,8 @@ def add_arguments(p):
 
 def check_engine_arguments(a):
     """One-line errors for engine flags that contradict each other."""
+    if not (math.isfinite(a.connect_timeout) and a.connect_timeout > 0):
+        raise SweepError(f"--connect-timeout: expected a number of seconds > 0, got {a.connect_timeout}")
     if a.scheduler is not None and a.workers is not None:
         raise SweepError("--workers sizes the local cluster; with --scheduler the cluster has its own workers")
 
@@ -1275,7 +1289,8 @@ def run_command(a, argv=None):
     check_engine_arguments(a)
     if a.max_sentences == 0:
         raise SweepError("--max-sentences: expected a positive integer, got 0")
-    seeds = None if a.seeds is None else [s for group in a.seeds for s in group]
+    groups = a.seeds if a.seeds is not None else ([a.seed] if a.seed is not None else None)
+    seeds = None if groups is None else [s for group in groups for s in group]
     if seeds is not None:
         seeds = parse_seeds(seeds)
     grid = build_grid(a.grid, models=a.models, seeds=seeds, sets=a.sets, data=a.data,
@@ -1284,7 +1299,8 @@ def run_command(a, argv=None):
         argv = sys.argv[2:] if sys.argv[1:2] == ["sweep"] else sys.argv[1:]
     command = "dynnets sweep " + " ".join(shlex.quote(x) for x in argv)
     res = sweep(grid, a.out, workers=a.workers, scheduler=a.scheduler, progress=not a.no_progress,
-                skip_failed=a.skip_failed, retries=a.retries, plots=not a.no_plots, command=command.strip())
+                skip_failed=a.skip_failed, retries=a.retries, connect_timeout=a.connect_timeout,
+                plots=not a.no_plots, command=command.strip())
     st = res["stats"]
     failed = sum(1 for r in res["runs"] if r["status"] != "ok")
     print()

@@ -171,7 +171,8 @@ def main(argv=None):
                  + f" {env}. Times are wall clock per run on a shared machine, training plus the dev "
                    f"evaluations."]
         res = sweep(grid(args), args.out, workers=args.workers, scheduler=args.scheduler,
-                    progress=not args.no_progress, skip_failed=args.skip_failed, retries=args.retries, plots=False,
+                    progress=not args.no_progress, skip_failed=args.skip_failed, retries=args.retries,
+                    connect_timeout=args.connect_timeout, plots=False,
                     command=command.strip(), title=title, notes=notes,
                     log=(lambda s: print(s, flush=True)))
     except SweepError as exc:
