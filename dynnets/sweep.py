@@ -102,6 +102,7 @@ import contextlib
 import dataclasses
 import difflib
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -121,8 +122,9 @@ from pathlib import Path
 from . import io as dio
 
 __all__ = ["SweepError", "Grid", "ModelSpec", "Run", "SweepData", "parse_seeds", "parse_setting", "read_grid_file",
-           "build_grid", "load_data", "plan", "train_run", "execute", "dask_client", "run_all", "aggregate", "markdown", "sweep",
-           "add_engine_arguments", "add_arguments", "run_command", "SWEEP_FORMAT", "WORKER_ENV"]
+           "build_grid", "load_data", "plan", "train_run", "execute", "dask_client", "run_all", "aggregate",
+           "markdown", "write_results", "sweep", "add_engine_arguments", "add_arguments", "check_engine_arguments",
+           "run_command", "SWEEP_FORMAT", "WORKER_ENV"]
 
 SWEEP_FORMAT = "dynnets.sweep/1"
 #: environment of a local cluster's worker processes (set before each starts)
@@ -618,7 +620,6 @@ def plan(grid, data, runner=None):
 
     lengths = [len(t.leaves()) for t in data.splits()["train"]]
     runs = []
-    import itertools
     for m in grid.models:
         axes = {k: v for k, v in grid.settings.items()
                 if k in train_fields or k in VOCAB_SETTINGS or probe.accepts(m.kind, k)}
@@ -630,7 +631,7 @@ def plan(grid, data, runner=None):
             def blame(msg, m=m, values=values, names=names):
                 """Where the setting that ``msg`` names came from (else the model's entry)."""
                 for n in sorted(names, key=len, reverse=True):
-                    if re.search(rf"\b{n}\b", msg):
+                    if re.search(rf"\b{re.escape(n)}\b", msg):
                         w = where.get(("model setting", m.name, n)) or where.get(("setting", n)) or f"setting {n}"
                         return f"{w} ({m.name}, {n}={values[n]!r})"
                 return f"{where.get(('model', m.name), m.name)} ({m.name})"
@@ -862,7 +863,8 @@ def dask_client(workers=None, scheduler=None, retries=2, connect_timeout=10.0, l
             raise SweepError(f"--scheduler {scheduler}: cannot reach a Dask scheduler ({msg})") from None
         try:
             n = len(client.scheduler_info().get("workers", {}))
-            log(f"sweep: Dask scheduler {scheduler}, {n} worker{'s' if n != 1 else ''} now")
+            log(f"sweep: Dask scheduler {scheduler}, {n} worker{'s' if n != 1 else ''} now"
+                + ("; the runs wait until workers connect" if n == 0 else ""))
             yield client
         finally:
             client.close()

@@ -58,9 +58,10 @@ def test_local_cluster_gives_the_serial_figures(tmp_path):
     assert os.getpid() not in {w["pid"] for w in workers}
     # the environment each worker process got before it started, and the BLAS limit of each run
     assert all(w["numba_threads"] == 1 and set(w["blas_threads"].values()) == {1} for w in workers)
-    # the driver compiled (or loaded) every kernel these runs use: workers load them from Numba's cache
-    assert sum(w["numba"]["compiled"] for w in workers) == 0
-    assert sum(w["numba"]["loaded"] for w in workers) > 0
+    if os.environ.get("NUMBA_DISABLE_JIT", "0") == "0":
+        # the driver compiled (or loaded) every kernel these runs use: workers load them from Numba's cache
+        assert sum(w["numba"]["compiled"] for w in workers) == 0
+        assert sum(w["numba"]["loaded"] for w in workers) > 0
     assert run_files(tmp_path / "dask") == sorted(f"{k}.json" for k in serial)
 
 
