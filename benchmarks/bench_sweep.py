@@ -41,7 +41,7 @@ def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "sst",
                     help="SST folder (default ../shared/data/sst beside the repository)")
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seeds", default="0-3")
@@ -61,6 +61,7 @@ def main():
     quiet = (lambda s: None)
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     walls = {"serial": [], "dask": []}
+    run_s = {"serial": {}, "dask": {}}      # model -> seconds of each of its runs
     starts, closes, overheads, reference = [], [], [], None
     per_worker = []
 
@@ -94,6 +95,8 @@ def main():
             order = (serial, dask) if k % 2 == 0 else (dask, serial)
             for f in order:
                 recs = f(k)
+                for r in recs.values():
+                    run_s[f.__name__].setdefault(r["kind"], []).append(r["seconds"])
                 figs = {key: (r["result"]["dev"], [h["train_loss"] for h in r["result"]["history"]])
                         for key, r in recs.items()}
                 assert all(r["status"] == "ok" for r in recs.values()), [r.get("error") for r in recs.values()]
@@ -114,6 +117,10 @@ def main():
          [f"dask, LocalCluster of {a.workers}", f"{med['dask']:.1f}", " / ".join(f"{x:.1f}" for x in walls["dask"]),
           f"{med['serial'] / med['dask']:.2f}x", f"{statistics.median(starts):.1f}",
           f"{statistics.median(closes):.1f}", f"{statistics.median(overheads):.2f}"]]))
+    print()
+    print(markdown_table(["model", "run s, serial (median)", "run s, in a dask worker (median)"],
+                         [[m, f"{statistics.median(run_s['serial'][m]):.2f}",
+                           f"{statistics.median(run_s['dask'][m]):.2f}"] for m in run_s["serial"]]))
     # per worker: first run against its later runs of the same model; kernels compiled / loaded
     rows = []
     for k, recs in enumerate(per_worker, 1):

@@ -869,8 +869,17 @@ def dask_client(workers=None, scheduler=None, retries=2, connect_timeout=10.0, l
         finally:
             client.close()
         return
-    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})
+    # Dask's default MALLOC_TRIM_THRESHOLD_=65536 (so workers hand freed memory
+    # back to the OS) also pins glibc's mmap threshold at 128 KiB: each array
+    # of a 300/150 model is then a fresh mmap, page faults and all. A
+    # Tree-LSTM SST epoch trained in 5.33 s with it, 3.74 s without (measured
+    # in one process).
+    env = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}).items()
+           if k != "MALLOC_TRIM_THRESHOLD_"}
     env.update(WORKER_ENV)
+    # the nanny sets these in this process's environment before it spawns a
+    # worker; they are put back when the cluster closes
+    saved = {k: os.environ.get(k) for k in env}
     config = {"distributed.nanny.pre-spawn-environ": env,
               # one run per worker at a time: a run never waits behind another on a busy worker
               "distributed.scheduler.worker-saturation": 1.0,
@@ -892,6 +901,31 @@ def dask_client(workers=None, scheduler=None, retries=2, connect_timeout=10.0, l
             client.close()
     finally:
         cluster.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _worker_plugin():
+    """A Dask ``WorkerPlugin`` that freezes the garbage collector when its worker closes.
+
+    A worker ends with the parsed treebank and the imported modules alive;
+    frozen, the collections of interpreter shutdown skip them (closing a
+    2-worker cluster after each worker parsed SST: 4.0 s without, 0.16 s
+    with, measured).
+    """
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class FreezeAtExit(WorkerPlugin):
+        name = "dynnets-freeze-at-exit"
+
+        def teardown(self, worker):
+            import gc
+            gc.freeze()
+
+    return FreezeAtExit()
 
 
 def _default_workers():
@@ -996,6 +1030,7 @@ def _run_dask(pending, data, runner, record, workers, scheduler, client, retries
         ctx = dask_client(workers, scheduler, retries, connect_timeout, log)
     with ctx as c:
         from distributed import as_completed
+        c.register_plugin(_worker_plugin())
         payload = c.scatter(data, broadcast=True, hash=False)
         by_future = {}
         for r in pending:
