@@ -90,6 +90,11 @@ split files once (their bytes are also what the key hashes), parses them
 every worker; a worker parses them with the same parser once per process
 (parsing SST takes 0.6 s; unpickling the parsed trees took 1.7 s).
 
+Worker processes are spawned, so they import the main module of the
+process that starts a local cluster: a script that calls :func:`sweep` or
+:func:`run_all` with workers keeps its work under ``if __name__ ==
+"__main__":``.
+
 A task whose worker process dies is rescheduled by Dask's scheduler, up to
 ``retries`` times for a local cluster (``distributed.scheduler.allowed-failures``;
 an existing cluster's scheduler uses its own setting); ``retries`` is also the

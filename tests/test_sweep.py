@@ -263,3 +263,10 @@ def test_unparsable_data_and_unreachable_scheduler_are_one_line(tmp_path, capsys
     assert code == 1 and len(lines) == 1, err
     assert lines[0].startswith(f"dynnets sweep: error: --scheduler {address}: cannot reach a Dask scheduler")
     assert not (tmp_path / "s" / "runs").exists()
+
+
+def test_plot_of_the_groups(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = sw.sweep(tiny_grid(models=("lstm",), max_sentences=20), tmp_path, workers=0, progress=False, log=quiet)
+    assert str(tmp_path / "accuracy.png") in res["files"]
+    assert (tmp_path / "accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
