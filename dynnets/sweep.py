@@ -896,9 +896,12 @@ def dask_client(workers=None, scheduler=None, retries=2, connect_timeout=10.0, l
     try:
         client = Client(cluster)
         try:
+            import importlib.util
             info = client.scheduler_info()
             dash = (f"dashboard {client.dashboard_link}" if "dashboard" in info.get("services", {})
-                    else "no dashboard (it needs bokeh: pip install 'bokeh>=3.1')")
+                    else "no dashboard")
+            if importlib.util.find_spec("bokeh") is None:
+                dash += " (its pages need bokeh: pip install 'bokeh>=3.1')"
             log(f"sweep: LocalCluster of {workers} worker process{'es' if workers != 1 else ''}, 1 thread each, "
                 f"scheduler {cluster.scheduler_address}; {dash}")
             yield client
