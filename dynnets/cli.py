@@ -9,6 +9,7 @@ Subcommands::
     dynnets predict --checkpoint PATH "a sentence"   class probabilities (--nodes: every node)
     dynnets compare                   padded static LSTM vs dynamic LSTM vs Tree-LSTM over seeds
     dynnets serve --checkpoint PATH   a local page to try sentences in, and POST /predict (JSON)
+    dynnets sweep [GRID] --models ... models x seeds x settings on Dask (dynnets.sweep)
 
 Bad arguments and missing or unreadable files end the command with one line
 on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
@@ -291,7 +292,24 @@ def build_parser():
     c = sub.add_parser("compare", formatter_class=fmt, help="padded static LSTM vs dynamic LSTM vs Tree-LSTM",
                        description=COMPARE_DESCRIPTION)
     add_compare_arguments(c)
+
+    # sweep -----------------------------------------------------------------------------
+    from .sweep import add_arguments as add_sweep_arguments
+    w = sub.add_parser("sweep", formatter_class=fmt, help="a grid of models x seeds x settings, on Dask",
+                       description=SWEEP_DESCRIPTION,
+                       epilog="Example: dynnets sweep --models treelstm lstm padded-lstm --seeds 0-4 "
+                              "--set max_len=12,35,52 --set hidden=150 --data ../shared/data/sst --out sweeps/a")
+    add_sweep_arguments(w)
+    _common(w, trains=False)
     return top
+
+
+SWEEP_DESCRIPTION = ("Train every point of a grid (models x seeds x settings; a TOML or JSON file and/or flags), on "
+                     "a local Dask cluster (one worker process per core) or an existing one (--scheduler), or in "
+                     "this process (--workers 0). Each finished run is written to OUT/runs/<key>.json at once; "
+                     "running the same sweep again skips finished runs. Writes OUT/results.json (every run; mean "
+                     "and sample std over seeds per setting) and OUT/results.md. Errors in the grid stop it before "
+                     "any run starts. 'dynnets sweep' and experiments/sweep.py run the same code.")
 
 
 COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
@@ -324,6 +342,8 @@ def add_compare_arguments(c):
     c.add_argument("--max-sentences", type=_positive_int, default=None, metavar="N",
                    help="use the first N sentences of each split (quick runs)")
     c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    from .sweep import add_engine_arguments
+    add_engine_arguments(c)
     return c
 
 
@@ -667,18 +687,27 @@ def _cmd_serve(a):
 def run_compare(a):
     """Run the comparison for parsed ``compare`` options; prints the tables and where the files went."""
     from .experiments import compare_padded_vs_dynamic, compare_markdown
+    from .sweep import check_engine_arguments
+    check_engine_arguments(a)
     res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
                                     embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
                                     optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
                                     max_sentences=a.max_sentences, progress=not a.no_progress,
-                                    plots=not a.no_plots, blas_threads=a.blas_threads)
+                                    plots=not a.no_plots, blas_threads=a.blas_threads, workers=a.workers,
+                                    scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed,
+                                    connect_timeout=a.connect_timeout)
     print(compare_markdown(res))
     print(f"\nResults written to {', '.join(res['files'])}")
     return 0
 
 
+def _cmd_sweep(a):
+    from .sweep import run_command
+    return run_command(a)
+
+
 _COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict": _cmd_predict,
-             "compare": run_compare, "serve": _cmd_serve}
+             "compare": run_compare, "serve": _cmd_serve, "sweep": _cmd_sweep}
 
 
 def main(argv=None):

@@ -76,7 +76,7 @@ def test_graph_overhead_script_tiny(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
-                                  "sst_accuracy.py"])
+                                  "sst_accuracy.py", "sweep.py"])
 def test_script_help(name, monkeypatch, capsys):
     import runpy
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -110,7 +110,8 @@ def test_sst_accuracy_from_another_folder(tmp_path):
     finally:
         sys.path.remove(str(SCRIPTS))
     assert mod["parse"]([]).data == ROOT.parent / "shared" / "data" / "sst"
-    assert mod["parse"](["--seed", "4"]).seeds == [4] and mod["parse"]([]).seeds == [0, 1, 2]
+    assert mod["parse"](["--seed", "4"]).seeds == [4] and mod["parse"]([]).seeds == [0, 1, 2, 3, 4]
+    assert mod["parse"]([]).evals_per_epoch == 1            # selection once per epoch by default
     r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(tmp_path / "none")],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 1 and r.stderr.strip() == (f"sst_accuracy.py: error: no SST folder at "
@@ -167,7 +168,8 @@ def test_interrupted_compare_keeps_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "run_model", flaky)
     with pytest.raises(KeyboardInterrupt):
         ex.compare_padded_vs_dynamic(out=tmp_path, seeds=[0], epochs=1, embed_dim=4, hidden=4,
-                                     variants=("lstm", "bow", "treelstm"), max_sentences=20, progress=False)
+                                     variants=("lstm", "bow", "treelstm"), max_sentences=20, progress=False,
+                                     workers=0)
     res = json.loads((tmp_path / "results.json").read_text())
     assert [r["kind"] for r in res["runs"]] == ["lstm", "bow"]
     assert [s["label"] for s in res["summary"]] == ["dynamic LSTM (packed)", "bag of words"]
@@ -323,7 +325,7 @@ def test_compare_without_test_split_reports_dev_only(tmp_path):
         lines = load_samples()[split][:30]
         (data / f"{split}.txt").write_text("\n".join(str(t) for t in lines) + "\n")
     res = ex.compare_padded_vs_dynamic(data=data, out=tmp_path / "out", seeds=[0], epochs=1, embed_dim=4, hidden=4,
-                                       variants=("lstm", "padded-p95"), progress=False, plots=False)
+                                       variants=("lstm", "padded-p95"), progress=False, plots=False, workers=0)
     assert res["has_test"] is False and res["eval_split"] == "dev"
     assert "test" not in res["runs"][0] and "test" not in res["summary"][0]
     md = (tmp_path / "out" / "results.md").read_text()
