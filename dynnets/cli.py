@@ -9,6 +9,7 @@ Subcommands::
     dynnets predict --checkpoint PATH "a sentence"   class probabilities (--nodes: every node)
     dynnets compare                   padded static LSTM vs dynamic LSTM vs Tree-LSTM over seeds
     dynnets serve --checkpoint PATH   a local page to try sentences in, and POST /predict (JSON)
+    dynnets sweep [GRID] --models ... models x seeds x settings on Dask (dynnets.sweep)
 
 Bad arguments and missing or unreadable files end the command with one line
 on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
@@ -231,7 +232,24 @@ def build_parser():
     c = sub.add_parser("compare", formatter_class=fmt, help="padded static LSTM vs dynamic LSTM vs Tree-LSTM",
                        description=COMPARE_DESCRIPTION)
     add_compare_arguments(c)
+
+    # sweep -----------------------------------------------------------------------------
+    from .sweep import add_arguments as add_sweep_arguments
+    w = sub.add_parser("sweep", formatter_class=fmt, help="a grid of models x seeds x settings, on Dask",
+                       description=SWEEP_DESCRIPTION,
+                       epilog="Example: dynnets sweep --models treelstm lstm padded-lstm --seeds 0-4 "
+                              "--set max_len=12,35,52 --set hidden=150 --data ../shared/data/sst --out sweeps/a")
+    add_sweep_arguments(w)
+    _common(w, trains=False)
     return top
+
+
+SWEEP_DESCRIPTION = ("Train every point of a grid (models x seeds x settings; a TOML or JSON file and/or flags), on "
+                     "a local Dask cluster (one worker process per core) or an existing one (--scheduler), or in "
+                     "this process (--workers 0). Each finished run is written to OUT/runs/<key>.json at once; "
+                     "running the same sweep again skips finished runs. Writes OUT/results.json (every run; mean "
+                     "and sample std over seeds per setting) and OUT/results.md. Errors in the grid stop it before "
+                     "any run starts. 'dynnets sweep' and experiments/sweep.py run the same code.")
 
 
 # --------------------------------------------------------------------------
@@ -570,8 +588,13 @@ def _cmd_compare(a):
     return run_compare(a)
 
 
+def _cmd_sweep(a):
+    from .sweep import run_command
+    return run_command(a)
+
+
 _COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict": _cmd_predict,
-             "compare": _cmd_compare, "serve": _cmd_serve}
+             "compare": _cmd_compare, "serve": _cmd_serve, "sweep": _cmd_sweep}
 
 
 def main(argv=None):

@@ -134,4 +134,6 @@ def add_compare_arguments(c):
     c.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                    help="use the first N sentences of each split (quick runs)")
     c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    from .sweep import add_engine_arguments
+    add_engine_arguments(c)
     return c

@@ -465,10 +465,18 @@ def compare_markdown(res):
 
 def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2), epochs=10, embed_dim=64, hidden=64,
                               batch_size=25, optimizer="adam", lr=0.01, variants=COMPARE_VARIANTS,
-                              max_sentences=None, progress=True, plots=True, blas_threads=1):
+                              max_sentences=None, progress=True, plots=True, blas_threads=1, workers=None,
+                              scheduler=None, retries=2, skip_failed=False, connect_timeout=10.0):
     """The padded static LSTM (unrolled to the training maximum, the 95th
     percentile and the median length) against the dynamic LSTM and the
     Tree-LSTM, over several seeds.
+
+    The grid (variants x seeds) runs on the sweep engine
+    (:func:`dynnets.sweep.run_all`, each run :func:`run_model`): ``workers``
+    processes of a local Dask cluster (None: one per core; 0: in this
+    process) or an existing cluster at ``scheduler``. Each finished run is
+    written to ``out/runs/<key>.json``; calling again with the same settings
+    skips finished runs.
 
     Writes into ``out``: ``results.json`` (after every finished run, so an
     interrupted run keeps what finished), ``results.md`` (tables), and with
@@ -479,12 +487,12 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     -------
     dict
         Settings, ``runs`` (one :func:`run_model` result per variant and
-        seed), ``summary`` (mean/std per variant), ``files``.
+        seed, seed by seed), ``summary`` (mean/std per variant), ``failed``
+        (runs that raised: label, seed, error), ``files``.
     """
-    from .data.vocab import Vocabulary
-    from .train import TrainConfig
-    splits, name = load_data(data, max_sentences)
-    vocab = Vocabulary.from_trees(splits["train"], lowercase=True)
+    from . import sweep as sw
+    d = sw.load_data(data, max_sentences)
+    splits, name = d.splits(), d.name
     out = Path(out)
     has_test = "test" in splits
     eval_split = "test" if has_test else "dev"
@@ -492,25 +500,40 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     if not seeds:
         raise ValueError("compare: expected at least one seed")
     specs = [_variant(v, splits["train"]) for v in variants]
+    grid = sw.Grid(models=[sw.ModelSpec(v, kind, label, {k: [x] for k, x in extra.items()})
+                           for v, (label, kind, extra) in zip(variants, specs)], seeds=seeds,
+                   settings={"embed_dim": [embed_dim], "hidden": [hidden], "epochs": [epochs],
+                             "batch_size": [batch_size], "optimizer": [optimizer], "lr": [lr], "embedding_lr": [lr],
+                             "patience": [None], "blas_threads": [blas_threads]})
+    runs = sw.plan(grid, d, runner=run_model)
+    order = {v: i for i, v in enumerate(variants)}
+    runs.sort(key=lambda r: (r.seed, order[r.name]))
     res = {"experiment": "compare_padded_vs_dynamic", "data": name, "has_test": has_test, "eval_split": eval_split,
            "seeds": seeds, "epochs": epochs, "embed_dim": embed_dim, "hidden": hidden, "batch_size": batch_size,
            "optimizer": optimizer, "lr": lr, "machine": machine_description(), "runs": [], "summary": [],
-           "files": []}
-    total = len(specs) * len(seeds)
-    k = 0
-    for seed in seeds:
-        tc = TrainConfig(epochs=epochs, batch_size=batch_size, optimizer=optimizer, lr=lr, embedding_lr=lr,
-                         patience=None, seed=seed, progress=progress, blas_threads=blas_threads)
-        for label, kind, extra in specs:
-            k += 1
-            _log(f"[{k}/{total}] {label}, seed {seed}", progress)
-            run = run_model(kind, splits, vocab, tc, label=label, embed_dim=embed_dim, hidden=hidden, **extra)
-            res["runs"].append(_public(run))
-            res["summary"] = _summarise(res["runs"], eval_split)
-            dio.write_json(out / "results.json", res)
+           "failed": [], "files": []}
+
+    def collect(records):
+        res["runs"] = [records[r.key]["result"] for r in runs
+                       if r.key in records and records[r.key]["status"] == "ok"]
+        res["failed"] = [{"label": r.label, "seed": r.seed, "error": records[r.key]["error"]} for r in runs
+                         if r.key in records and records[r.key]["status"] != "ok"]
+        res["summary"] = _summarise(res["runs"], eval_split) if res["runs"] else []
+
+    def update(rec, records):
+        collect(records)
+        dio.write_json(out / "results.json", res)
+
+    log = (lambda s: _log(s)) if progress else (lambda s: None)
+    records, _ = sw.run_all(runs, d, out, workers=workers, scheduler=scheduler, progress=progress,
+                            skip_failed=skip_failed, retries=retries, connect_timeout=connect_timeout,
+                            runner=run_model, on_result=update, log=log)
+    collect(records)
+    for f in res["failed"]:
+        _log(f"compare: {f['label']}, seed {f['seed']} failed: {f['error']}")
     files = [out / "results.json", out / "results.md"]
     dio.atomic_write_text(files[1], compare_markdown(res) + "\n")
-    if plots:
+    if plots and res["runs"]:
         files += compare_figures(res, out)
     res["files"] = [str(f) for f in files]
     dio.write_json(out / "results.json", res)
@@ -521,11 +544,15 @@ def run_compare(a):
     """``dynnets compare`` and experiments/compare_padded_vs_dynamic.py: the
     comparison for options parsed by :func:`dynnets.options.add_compare_arguments`;
     prints the tables and where the files went, returns 0."""
+    from .sweep import check_engine_arguments
+    check_engine_arguments(a)
     res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
                                     embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
                                     optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
                                     max_sentences=a.max_sentences, progress=not a.no_progress,
-                                    plots=not a.no_plots, blas_threads=a.blas_threads)
+                                    plots=not a.no_plots, blas_threads=a.blas_threads, workers=a.workers,
+                                    scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed,
+                                    connect_timeout=a.connect_timeout)
     print(compare_markdown(res))
     print(f"\nResults written to {', '.join(res['files'])}")
     return 0

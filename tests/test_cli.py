@@ -32,13 +32,16 @@ def assert_one_line_error(code, err, status, *fragments):
 
 
 @pytest.mark.parametrize("cmd, options", [
-    ([], ["demo", "train", "eval", "predict", "compare"]),
+    ([], ["demo", "train", "eval", "predict", "compare", "sweep"]),
     (["demo"], ["--seed", "--epochs", "--out", "--hidden", "negation"]),
     (["train"], ["--model", "--data", "--out", "--seed", "--epochs", "--lr", "--optimizer", "--hidden", "--mode",
                  "--max-len", "--patience", "padded-lstm", "bow", "treelstm"]),
     (["eval"], ["--checkpoint", "--data", "--split", "--json"]),
     (["predict"], ["--checkpoint", "--nodes", "SENTENCE", "binarised"]),
-    (["compare"], ["--data", "--out", "--seeds", "--seed", "--epochs", "--models", "--no-plots"]),
+    (["compare"], ["--data", "--out", "--seeds", "--seed", "--epochs", "--models", "--no-plots", "--workers",
+                   "--scheduler"]),
+    (["sweep"], ["GRID", "--models", "--seeds", "--set", "--out", "--workers", "--scheduler", "--retries",
+                 "--skip-failed", "DASK_SCHEDULER_ADDRESS"]),
 ])
 def test_help_of_every_command(cmd, options, capsys):
     code, out, err = run(cmd + ["--help"], capsys)

@@ -75,7 +75,7 @@ def test_graph_overhead_script_tiny(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
-                                  "sst_accuracy.py"])
+                                  "sst_accuracy.py", "sweep.py"])
 def test_script_help(name, monkeypatch, capsys):
     import runpy
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -109,7 +109,8 @@ def test_sst_accuracy_from_another_folder(tmp_path):
     finally:
         sys.path.remove(str(SCRIPTS))
     assert mod["parse"]([]).data == ROOT.parent / "shared" / "data" / "sst"
-    assert mod["parse"](["--seed", "4"]).seeds == [4] and mod["parse"]([]).seeds == [0, 1, 2]
+    assert mod["parse"](["--seed", "4"]).seeds == [4] and mod["parse"]([]).seeds == [0, 1, 2, 3, 4]
+    assert mod["parse"]([]).evals_per_epoch == 1            # selection once per epoch by default
     r = subprocess.run([sys.executable, str(SCRIPTS / "sst_accuracy.py"), "--data", str(tmp_path / "none")],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 1 and r.stderr.strip() == (f"sst_accuracy.py: error: no SST folder at "

@@ -22,7 +22,8 @@ def test_interrupted_compare_keeps_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(runs, "run_model", flaky)
     with pytest.raises(KeyboardInterrupt):
         runs.compare_padded_vs_dynamic(out=tmp_path, seeds=[0], epochs=1, embed_dim=4, hidden=4,
-                                       variants=("lstm", "bow", "treelstm"), max_sentences=20, progress=False)
+                                       variants=("lstm", "bow", "treelstm"), max_sentences=20, progress=False,
+                                       workers=0)
     res = json.loads((tmp_path / "results.json").read_text())
     assert [r["kind"] for r in res["runs"]] == ["lstm", "bow"]
     assert [s["label"] for s in res["summary"]] == ["dynamic LSTM (packed)", "bag of words"]
@@ -95,7 +96,7 @@ def test_compare_without_test_split_reports_dev_only(tmp_path):
         lines = load_samples()[split][:30]
         (data / f"{split}.txt").write_text("\n".join(str(t) for t in lines) + "\n")
     res = runs.compare_padded_vs_dynamic(data=data, out=tmp_path / "out", seeds=[0], epochs=1, embed_dim=4, hidden=4,
-                                         variants=("lstm", "padded-p95"), progress=False, plots=False)
+                                         variants=("lstm", "padded-p95"), progress=False, plots=False, workers=0)
     assert res["has_test"] is False and res["eval_split"] == "dev"
     assert "test" not in res["runs"][0] and "test" not in res["summary"][0]
     md = (tmp_path / "out" / "results.md").read_text()
