@@ -8,6 +8,7 @@ prints a note on stderr and returns no files.
 compare_figures(res, out)   accuracy by length, throughput and learning curves
                             of a :func:`dynnets.runs.compare_padded_vs_dynamic` result
 overhead_figure(res, out)   one-time and per-op costs of experiments/graph_overhead.py
+sweep_figure(groups, ...)   dev/test accuracy per group of a sweep (:mod:`dynnets.sweep`)
 save_figure(fig, path)      PNG, atomically
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from .. import io as dio
 
-__all__ = ["have_matplotlib", "save_figure", "compare_figures", "overhead_figure"]
+__all__ = ["have_matplotlib", "save_figure", "compare_figures", "overhead_figure", "sweep_figure"]
 
 
 def have_matplotlib():
@@ -138,3 +139,37 @@ def overhead_figure(res, out):
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")
     return [save_figure(fig, out / "graph_overhead.png")]
+
+
+def sweep_figure(groups, names, metrics, path):
+    """Bars of dev (and test) accuracy per group of a sweep, with the standard
+    deviation over seeds, one panel per metric; written to ``path``.
+
+    Parameters
+    ----------
+    groups : list of dict
+        :func:`dynnets.sweep.aggregate`'s groups (``split -> metric -> {mean, std}``).
+    names : list of str
+        The label of each group's bars.
+    metrics : sequence of (key, label)
+        The panels, e.g. ``(("root_fine", "fine"), ("root_binary", "binary"))``.
+    """
+    splits = [s for s in ("dev", "test") if any(s in g for g in groups)]
+    fig = _figure(10, 0.45 * len(groups) + 1.5)
+    axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)[0]
+    for ax, (metric, lab) in zip(axes, metrics):
+        h = 0.8 / len(splits)
+        for i, s in enumerate(splits):
+            ys = [k + i * h for k in range(len(groups))]
+            means = [100 * (g[s][metric]["mean"] or 0) if s in g else 0 for g in groups]
+            errs = [100 * (g[s][metric]["std"] or 0) if s in g else 0 for g in groups]
+            ax.barh(ys, means, height=h, xerr=errs, label=s, capsize=2)
+        ax.set_yticks([k + 0.4 - h / 2 for k in range(len(groups))], names)
+        ax.set_xlabel(f"root {lab} accuracy % (mean ± std over seeds)")
+        ax.legend(loc="lower right")
+    axes[0].invert_yaxis()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    dio.atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
