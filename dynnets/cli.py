@@ -30,9 +30,7 @@ unless ``--overwrite`` is given and the folder holds only a run's files.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
-import math
 import os
 import shutil
 import sys
@@ -41,8 +39,20 @@ import zipfile
 from pathlib import Path
 
 from . import io as dio
+from .options import COMPARE_DESCRIPTION, add_compare_arguments
+from .options import add_binarize_option as _binarize_option
+from .options import add_common_options as _common
+from .options import checkpoint as _checkpoint
+from .options import data_dir as _data_dir
+from .options import max_len as _max_len
+from .options import nonneg_float as _nonneg_float
+from .options import nonneg_int as _nonneg_int
+from .options import port as _port
+from .options import positive_float as _positive_float
+from .options import positive_int as _positive_int
+from .options import probability as _probability
 
-__all__ = ["main", "build_parser", "add_compare_arguments", "run_compare", "COMPARE_DESCRIPTION", "seed_type"]
+__all__ = ["main", "build_parser"]
 
 _PROG = "dynnets"
 
@@ -62,84 +72,14 @@ class _Parser(argparse.ArgumentParser):
         raise _Exit(f"{self.prog}: error: {message} (see '{self.prog} --help')", 2)
 
 
-def _number(convert, ok, what):
-    """An argparse ``type`` that converts with ``convert`` and accepts values
-    for which ``ok`` holds, else fails with 'expected {what}'."""
-    def parse(s):
-        try:
-            v = convert(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}") from None
-        if not ok(v):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}")
-        return v
-    return parse
+def _model_kinds(tree=None):
+    from .models import model_kinds
+    return model_kinds(tree=tree)
 
 
-_positive_int = _number(int, lambda v: v >= 1, "a positive integer")
-_nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-_positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
-_nonneg_float = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
-#: argparse type of ``--seed`` (numpy seeds are integers >= 0); the experiment scripts use it too
-seed_type = _number(int, lambda v: v >= 0, "an integer >= 0 (a random seed)")
-
-
-def _probability(s):
-    v = _nonneg_float(s)
-    if v >= 1:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {s!r}")
-    return v
-
-
-def _max_len(s):
-    if s in ("max", "p95", "median"):
-        return s
-    try:
-        return _positive_int(s)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, 'max', 'p95' or 'median', got {s!r}") from None
-
-
-def _data_dir(s):
-    p = Path(s)
-    if not p.exists():
-        raise argparse.ArgumentTypeError(f"data directory '{s}' does not exist")
-    if not p.is_dir():
-        raise argparse.ArgumentTypeError(f"'{s}' is not a directory (expected a folder with train.txt, dev.txt, "
-                                         f"test.txt)")
-    return p
-
-
-def _checkpoint(s):
-    p = Path(s)
-    if not p.is_file():
-        raise argparse.ArgumentTypeError(f"no checkpoint file at '{s}'")
-    return p
-
-
-def _common(p, trains=True):
-    """Options shared by the commands; ``trains``: --seed and --no-progress (eval and predict draw no random
-    numbers and show no progress)."""
-    if trains:
-        p.add_argument("--seed", type=seed_type, default=0,
-                       help="random seed: weights, batch order, dropout (default 0)")
-    p.add_argument("--blas-threads", type=_nonneg_int, default=1, metavar="N",
-                   help="BLAS threads (numpy's and Numba's) while the command runs; 0 leaves the default "
-                        "(default 1)")
-    if trains:
-        p.add_argument("--no-progress", action="store_true", help="no progress bars or per-epoch lines")
-
-
-def _binarize_option(p):
-    p.add_argument("--binarize", choices=("left", "right"), default=None,
-                   help="make every tree binary: split nodes with more than two children, left- ((a b) c) or "
-                        "right-branching (a (b c)), and collapse unary chains to their top node; without it a "
-                        "non-binary tree given to a binary tree model (treelstm, treernn) is an error")
-
-
-def _model_kinds():
-    from .models import MODEL_KINDS
-    return MODEL_KINDS
+def _is_static(kind):
+    from .models import model_class
+    return bool(getattr(model_class(kind), "is_static", False))
 
 
 def build_parser():
@@ -163,7 +103,7 @@ def build_parser():
                                    "model's wasted timesteps. Seconds with a warm Numba cache, under 30 s the "
                                    "first time (measured on a loaded two-core machine).",
                        epilog="The negation/contrast subset: sentences whose words include not, n't, never, hardly, "
-                              "no or but (dynnets.experiments.is_compositional). Sentences/s: median over epochs. "
+                              "no or but (dynnets.runs.is_compositional). Sentences/s: median over epochs. "
                               "Wasted steps: share of LSTM steps that read padding in a training epoch.")
     _common(d)
     d.add_argument("--epochs", type=_positive_int, default=10, help="epochs per model (default 10)")
@@ -181,8 +121,8 @@ def build_parser():
                                    "DIR/metrics.json. Unset options take the library defaults "
                                    "(dynnets.train.TrainConfig, the model's constructor).",
                        epilog="Model options apply where the model has them: --mode and --classify for tree models "
-                              "(treelstm, treernn, childsum); --max-len for padded-lstm (an integer, or max, p95, "
-                              "median of the training lengths); --dropout/--embed-dropout for the eager models. "
+                              f"({', '.join(_model_kinds(tree=True))}); --max-len for padded-lstm (an integer, or max, "
+                              "p95, median of the training lengths); --dropout/--embed-dropout for the eager models. "
                               "padded-lstm trains with its own graph optimizer built from --optimizer, --lr and "
                               "--weight-decay.")
     t.add_argument("--model", required=True, choices=_model_kinds(), metavar="KIND",
@@ -251,7 +191,7 @@ def build_parser():
                               "binarised by a fixed rule: split at every 'but' into a left-branching chain of "
                               "clauses (a comma before 'but' stays on the left), each clause right-branching, "
                               "sentence-final punctuation joined at the root "
-                              "(dynnets.experiments.sentence_tree).")
+                              "(dynnets.data.text.sentence_tree).")
     p.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
     p.add_argument("sentences", nargs="+", metavar="SENTENCE", help="sentence(s) or bracketed tree(s)")
     p.add_argument("--nodes", action="store_true",
@@ -281,7 +221,7 @@ def build_parser():
     v.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
     v.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
-    v.add_argument("--port", type=_number(int, lambda x: 0 <= x <= 65535, "a port 0-65535"), default=8000,
+    v.add_argument("--port", type=_port, default=8000,
                    help="port (default 8000; 0 picks a free one)")
     v.add_argument("--max-words", type=_positive_int, default=None, metavar="N",
                    help="longest sentence accepted, in words (default 400)")
@@ -312,48 +252,13 @@ SWEEP_DESCRIPTION = ("Train every point of a grid (models x seeds x settings; a 
                      "any run starts. 'dynnets sweep' and experiments/sweep.py run the same code.")
 
 
-COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
-                       "the 95th percentile and the median length, the dynamic (packed) LSTM and the Tree-LSTM, "
-                       "each over several seeds: seconds per epoch, sentences/s, padding, truncated sentences, dev "
-                       "and test accuracy (mean and standard deviation), accuracy by length. Writes results.json "
-                       "(after every run), results.md and PNG plots (with matplotlib) into --out. 'dynnets compare' "
-                       "and experiments/compare_padded_vs_dynamic.py run the same code.")
-
-
-def add_compare_arguments(c):
-    """The options of ``dynnets compare`` (shared with experiments/compare_padded_vs_dynamic.py)."""
-    from .experiments import COMPARE_VARIANTS
-    c.add_argument("--data", type=_data_dir, default=None, metavar="DIR",
-                   help="SST-format folder (default: the shipped samples); without test.txt only dev is reported")
-    c.add_argument("--out", type=Path, default=Path("results/compare"), metavar="DIR",
-                   help="output folder (default results/compare)")
-    _common(c)
-    c.add_argument("--seeds", type=_positive_int, default=3, metavar="N",
-                   help="number of seeds: --seed, --seed+1, ... (default 3)")
-    c.add_argument("--epochs", type=_positive_int, default=10, help="epochs per run (default 10)")
-    c.add_argument("--hidden", type=_positive_int, default=64, help="hidden width (default 64)")
-    c.add_argument("--embed-dim", type=_positive_int, default=64, help="word vector width (default 64)")
-    c.add_argument("--batch-size", type=_positive_int, default=25, help="sentences per batch (default 25)")
-    c.add_argument("--optimizer", choices=("adagrad", "adam", "sgd"), default="adam", help="default adam")
-    c.add_argument("--lr", type=_positive_float, default=0.01, help="learning rate (default 0.01)")
-    c.add_argument("--models", nargs="+", default=list(COMPARE_VARIANTS), metavar="NAME",
-                   choices=list(COMPARE_VARIANTS) + ["bow"],
-                   help="subset of: " + ", ".join(COMPARE_VARIANTS) + ", bow (default: all but bow)")
-    c.add_argument("--max-sentences", type=_positive_int, default=None, metavar="N",
-                   help="use the first N sentences of each split (quick runs)")
-    c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    from .sweep import add_engine_arguments
-    add_engine_arguments(c)
-    return c
-
-
 # --------------------------------------------------------------------------
 # commands
 # --------------------------------------------------------------------------
 
 
 def _cmd_demo(a):
-    from .experiments import demo, demo_table
+    from .runs import demo, demo_table
     t0 = time.perf_counter()
     res = demo(seed=a.seed, epochs=a.epochs, out=a.out, progress=not a.no_progress, embed_dim=a.embed_dim,
                hidden=a.hidden, blas_threads=a.blas_threads)
@@ -388,10 +293,10 @@ _EAGER_ONLY = {"embedding_lr": "--embedding-lr", "momentum": "--momentum", "clip
 
 def _train_config(a, out):
     from .train import TrainConfig
-    if a.model == "padded-lstm":
+    if _is_static(a.model):
         for key, flag in _EAGER_ONLY.items():
             if getattr(a, key) is not None:
-                raise _Exit(f"dynnets train: error: {flag} does not apply to --model padded-lstm (its optimizer is a "
+                raise _Exit(f"dynnets train: error: {flag} does not apply to --model {a.model} (its optimizer is a "
                             f"train op in its graph, built from --optimizer, --lr and --weight-decay)", 2)
     keys = ("epochs", "batch_size", "optimizer", "lr", "embedding_lr", "weight_decay", "momentum", "clip_norm",
             "select", "bucket_batches", "max_seconds")
@@ -401,28 +306,15 @@ def _train_config(a, out):
     return TrainConfig(seed=a.seed, progress=not a.no_progress, out_dir=str(out), blas_threads=a.blas_threads, **kw)
 
 
-def _model_parameters(kind):
-    """Keyword arguments the constructor of ``kind`` accepts."""
-    from .models import bow, padded, rnn, tree
-    if kind in ("treelstm", "treernn", "childsum"):
-        cls = tree.TreeModel
-    elif kind == "bow":
-        cls = bow.BagOfWords
-    elif kind == "padded-lstm":
-        return set(inspect.signature(padded.PaddedLSTMClassifier.__init__).parameters) | {"hidden"}
-    else:
-        cls = rnn.SequenceClassifier
-    return set(inspect.signature(cls.__init__).parameters)
-
-
 _MODEL_FLAGS = {"embed_dim": "--embed-dim", "hidden": "--hidden", "dropout": "--dropout",
                 "embed_dropout": "--embed-dropout", "mode": "--mode", "classify": "--classify",
                 "max_len": "--max-len", "dtype": "--dtype"}
 
 
 def _model_options(a, kind, train_trees):
-    from .experiments import length_percentile
-    accepted = _model_parameters(kind)
+    from .models import model_parameters
+    from .runs import length_percentile
+    accepted = model_parameters(kind)
     cfg = {}
     for key, flag in _MODEL_FLAGS.items():
         v = getattr(a, key)
@@ -465,7 +357,7 @@ def _binary_trees(splits, binarize, needs_binary, where, command, kind):
     """``splits`` binarized, or checked to be binary for a binary model (the
     first offending node named by file, line and column)."""
     from .data.trees import first_nonbinary, node_position, tree_line
-    from .experiments import binary_tree
+    from .data.trees import binary_tree
     if binarize is not None:
         return {k: [binary_tree(t, binarize) for t in v] for k, v in splits.items()}
     if not needs_binary:
@@ -481,8 +373,14 @@ def _binary_trees(splits, binarize, needs_binary, where, command, kind):
             col = node_position(text, idx)[1]
             raise _Exit(f"{path}:{line}:{col}: this node has {n} child{'ren' if n != 1 else ''}; {kind} needs binary "
                         f"trees (two children at every node): pass --binarize left or --binarize right"
-                        + (" (or use --model childsum)" if command == "train" else ""), 1)
+                        + (f" (or use --model {' or '.join(_any_tree_kinds())})" if command == "train" else ""), 1)
     return splits
+
+
+def _any_tree_kinds():
+    """The tree models that take trees of any shape."""
+    from .models import model_class
+    return [k for k in _model_kinds(tree=True) if not model_class(k).needs_binary]
 
 
 def _data_folder(data):
@@ -492,7 +390,7 @@ def _data_folder(data):
 
 def _cmd_train(a):
     from .data.vocab import Vocabulary
-    from .experiments import load_data, model_config, split_report, write_json
+    from .runs import load_data, model_config, split_report
     from .models import build_model
     from .train import train
     out = a.out if a.out is not None else Path("runs") / a.model
@@ -519,7 +417,7 @@ def _cmd_train(a):
         if "test" in splits:
             metrics["test"] = split_report(model, splits["test"], vocab, blas_threads=a.blas_threads)
             reports.append(("test", metrics["test"]))
-        write_json(work / "metrics.json", metrics)
+        dio.write_json(work / "metrics.json", metrics)
         dio.replace_dir(work, out)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -569,7 +467,7 @@ def _metrics_table(reports):
 
 def _cmd_eval(a):
     from .data import load_samples, load_sst
-    from .experiments import split_report
+    from .runs import split_report
     model = _load(a.checkpoint)
     splits = load_samples() if a.data is None else load_sst(a.data)
     if a.split == "all":
@@ -594,14 +492,14 @@ def _cmd_eval(a):
     print(f"dynnets eval: {model.kind} from {a.checkpoint}" + (f" (epoch {ck['epoch']})" if "epoch" in ck else "")
           + f" on {'the samples' if a.data is None else a.data}")
     print(_metrics_table(reports))
-    from .experiments import CLASS_NAMES
+    from .data.sst import class_names
     for n, r in reports:
         print(f"\n{n}: accuracy % by sentence length (tokens)")
         print("| " + " | ".join(f"{b['bucket']} (n={b['n']})" for b in r["by_length"]) + " |")
         print("|" + " ---: |" * len(r["by_length"]))
         print("| " + " | ".join(_fmt_pct(b["accuracy"]) for b in r["by_length"]) + " |")
         conf = r["confusion"]
-        names = CLASS_NAMES.get(len(conf), tuple(str(i) for i in range(len(conf))))
+        names = class_names(len(conf))
         print(f"\n{n}: confusion matrix (rows: true class, columns: predicted)")
         print("| true \\ predicted | " + " | ".join(f"{i}" for i in range(len(conf))) + " |")
         print("| --- |" + " ---: |" * len(conf))
@@ -611,7 +509,8 @@ def _cmd_eval(a):
 
 
 def _cmd_predict(a):
-    from .experiments import CLASS_NAMES, iter_node_lines
+    from .data.sst import class_names
+    from .runs import iter_node_lines
     from .predictions import InputError, is_tree_model, json_record, predict_sentence
     model = _load(a.checkpoint)
     tree_model = is_tree_model(model)
@@ -637,7 +536,7 @@ def _cmd_predict(a):
         return 0
     for i, (pred, _) in enumerate(results):
         p = pred["root"]
-        names = CLASS_NAMES.get(len(p), tuple(str(k) for k in range(len(p))))
+        names = class_names(len(p))
         k = max(range(len(p)), key=p.__getitem__)
         if i:
             print()
@@ -684,21 +583,9 @@ def _cmd_serve(a):
         raise _Exit(f"cannot listen on {a.host}:{a.port}: {exc.strerror or exc}", 1) from None
 
 
-def run_compare(a):
-    """Run the comparison for parsed ``compare`` options; prints the tables and where the files went."""
-    from .experiments import compare_padded_vs_dynamic, compare_markdown
-    from .sweep import check_engine_arguments
-    check_engine_arguments(a)
-    res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
-                                    embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
-                                    optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
-                                    max_sentences=a.max_sentences, progress=not a.no_progress,
-                                    plots=not a.no_plots, blas_threads=a.blas_threads, workers=a.workers,
-                                    scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed,
-                                    connect_timeout=a.connect_timeout)
-    print(compare_markdown(res))
-    print(f"\nResults written to {', '.join(res['files'])}")
-    return 0
+def _cmd_compare(a):
+    from .runs import run_compare
+    return run_compare(a)
 
 
 def _cmd_sweep(a):
@@ -707,7 +594,7 @@ def _cmd_sweep(a):
 
 
 _COMMANDS = {"demo": _cmd_demo, "train": _cmd_train, "eval": _cmd_eval, "predict": _cmd_predict,
-             "compare": run_compare, "serve": _cmd_serve, "sweep": _cmd_sweep}
+             "compare": _cmd_compare, "serve": _cmd_serve, "sweep": _cmd_sweep}
 
 
 def main(argv=None):

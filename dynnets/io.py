@@ -11,6 +11,13 @@ process with that pid). Temporary files of a live process, or of another
 host sharing the folder, are left alone. :func:`temp_dir_beside` and
 :func:`replace_dir` do the same for a whole folder (``dynnets train``'s run
 folder).
+
+Files and folders get the permissions a plain ``open()`` / ``mkdir()`` would
+give them: a new file ``0o666`` and a new folder ``0o777``, less the umask
+(and as the folder's default ACL says, since the kernel applies both at
+creation); a file that already exists keeps its permission bits. The module
+needs only the standard library and numpy, so :mod:`dynnets.data` writes
+through it too.
 """
 from __future__ import annotations
 
@@ -18,19 +25,21 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
-import tempfile
+import stat
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["save", "load", "atomic_write", "atomic_write_bytes", "atomic_write_text", "remove_stale_temp_files",
-           "temp_dir_beside", "replace_dir", "NotACheckpointError"]
+__all__ = ["save", "load", "atomic_write", "atomic_write_bytes", "atomic_write_text", "write_json",
+           "remove_stale_temp_files", "temp_dir_beside", "replace_dir", "NotACheckpointError"]
 
 _META = "__dynnets_meta__"
-# mkstemp's random part: 8 characters of [a-z0-9_]
+# the random part of a temporary name: 8 characters of [a-z0-9_] (mkstemp's
+# alphabet, so that files left by plain mkstemp writers are recognised too)
 _TAGGED = re.compile(r"^\.(?P<target>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>[0-9]+)\.[a-z0-9_]{8}\.tmp$")
 _UNTAGGED = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp$")
 
@@ -101,7 +110,30 @@ def temp_dir_beside(path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path.parent)
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.{_host()}-{os.getpid()}.", suffix=".tmp", dir=path.parent))
+    return _create_beside(path, lambda tmp: os.mkdir(tmp, 0o777))[0]
+
+
+def _create_beside(path, create):
+    """``(tmp, create(tmp))`` for a new tagged temporary name ``tmp`` beside
+    ``path`` (retried on a name clash).
+
+    Not :func:`tempfile.mkstemp` / ``mkdtemp``: they create with mode 0600 /
+    0700, and fixing that afterwards with chmod needs the umask, which can
+    only be read by setting it, a race with other threads creating files.
+    ``os.open(..., 0o666)`` and ``os.mkdir(..., 0o777)`` let the kernel apply
+    the umask (and a default ACL) as it does for ``open()``.
+    """
+    prefix = f".{path.name}.{_host()}-{os.getpid()}."
+    for _ in range(100):
+        tmp = path.parent / f"{prefix}{secrets.token_hex(4)}.tmp"
+        try:
+            return tmp, create(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path} after 100 tries")
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def replace_dir(src, dst):
@@ -162,13 +194,10 @@ def atomic_write(path, write):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(path.parent, path.name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_host()}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    tmp, fd = _create_beside(path, lambda t: os.open(t, _CREATE, 0o666))
     try:
-        # mkstemp creates the file 0600; give it the permissions a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
+            _keep_mode(path, tmp)
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -181,12 +210,47 @@ def atomic_write(path, write):
         raise
 
 
+def _keep_mode(path, tmp):
+    """Give ``tmp`` the permission bits of the file ``path`` when it exists:
+    ``open(path, "w")`` keeps an existing file's mode, and so does its atomic
+    replacement."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) & 0o777)
+
+
 def atomic_write_bytes(path, data: bytes):
     atomic_write(path, lambda f: f.write(data))
 
 
 def atomic_write_text(path, text: str):
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    return o
+
+
+def write_json(path, obj):
+    """Write ``obj`` as indented JSON, atomically (results files); numpy
+    scalars and arrays become numbers and lists, paths strings."""
+    atomic_write_text(path, json.dumps(_jsonable(obj), indent=1, sort_keys=False) + "\n")
+    return Path(path)
 
 
 def save(state, path):

@@ -18,11 +18,11 @@ class InputError(ValueError):
 
 def is_tree_model(model):
     """Whether ``model`` predicts every node of a tree (the tree models)."""
-    return hasattr(model, "predict_all") and hasattr(model, "mode")
+    return bool(getattr(model, "is_tree", False))
 
 
 def read_sentence(model, text, binarize=None, where="sentence 1"):
-    """The tree of ``text`` for ``model`` (:func:`dynnets.experiments.read_tree`) and how it was read.
+    """The tree of ``text`` for ``model`` (:func:`dynnets.data.text.read_tree`) and how it was read.
 
     Raises
     ------
@@ -31,8 +31,8 @@ def read_sentence(model, text, binarize=None, where="sentence 1"):
         bad label, unbalanced brackets, a node that is not binary for a binary
         model), ``"<where>: <reason>"`` for other unreadable input.
     """
+    from .data.text import read_tree
     from .data.trees import TreeParseError
-    from .experiments import read_tree
     try:
         return read_tree(text, binarize=binarize, binary=getattr(model, "needs_binary", False), where=where)
     except TreeParseError as exc:
@@ -52,7 +52,7 @@ def predict_sentence(model, text, binarize=None, where="sentence 1", blas_thread
         The record (see the module docstring; ``nodes`` without their
         texts, linear in the sentence's size) and the tree that was predicted.
     """
-    from .experiments import node_predictions
+    from .runs import node_predictions
     tree, how = read_sentence(model, text, binarize, where)
     rec = node_predictions(model, tree, model.vocab, gold=how == "labelled tree", texts=False,
                            blas_threads=blas_threads)
@@ -66,7 +66,7 @@ def predict_sentence(model, text, binarize=None, where="sentence 1", blas_thread
 def json_record(record, nodes=False):
     """The record as ``dynnets predict --json`` prints it: ``nodes`` None
     unless ``nodes``, each node with its words as ``text`` when given."""
-    from .experiments import node_text
+    from .runs import node_text
     out = dict(record)
     if not nodes or out["nodes"] is None:
         out["nodes"] = None

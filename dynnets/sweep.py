@@ -1150,31 +1150,10 @@ def _machine():
 
 def _plot(groups, path):
     """Bars of dev (and test) fine and binary accuracy per group, with the std over seeds."""
-    import io as _io
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    splits = [s for s in ("dev", "test") if any(s in g for g in groups)]
+    from .plots.figures import sweep_figure
     names = [g["label"] + ("" if not g["axes"] else " " + ",".join(f"{k}={_fmt_value(v)}" for k, v in
                                                                      g["axes"].items())) for g in groups]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * len(groups) + 1.5), sharey=True)
-    for ax, (metric, lab) in zip(axes, _METRICS[:2]):
-        h = 0.8 / len(splits)
-        for i, s in enumerate(splits):
-            ys = [k + i * h for k in range(len(groups))]
-            means = [100 * (g[s][metric]["mean"] or 0) if s in g else 0 for g in groups]
-            errs = [100 * (g[s][metric]["std"] or 0) if s in g else 0 for g in groups]
-            ax.barh(ys, means, height=h, xerr=errs, label=s, capsize=2)
-        ax.set_yticks([k + 0.4 - h / 2 for k in range(len(groups))], names)
-        ax.set_xlabel(f"root {lab} accuracy % (mean ± std over seeds)")
-        ax.legend(loc="lower right")
-    axes[0].invert_yaxis()
-    fig.tight_layout()
-    buf = _io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    dio.atomic_write_bytes(path, buf.getvalue())
+    return sweep_figure(groups, names, _METRICS[:2], path)
 
 
 def write_results(out, runs, records, data, grid=None, command=None, title=None, notes=(), extra=None):
@@ -1193,14 +1172,6 @@ def write_results(out, runs, records, data, grid=None, command=None, title=None,
     dio.atomic_write_text(out / "results.json", json.dumps(_plain(res), indent=1, sort_keys=True))
     dio.atomic_write_text(out / "results.md", markdown(groups, title, notes))
     return res
-
-
-def _have_matplotlib():
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def sweep(grid, out, *, workers=None, scheduler=None, client=None, progress=True, skip_failed=False, retries=2,
@@ -1234,7 +1205,8 @@ def sweep(grid, out, *, workers=None, scheduler=None, client=None, progress=True
     res = write_results(out, runs, records, data, grid, command, title, notes)
     files = [Path(out) / "results.json", Path(out) / "results.md"]
     if plots and res["groups"]:
-        if _have_matplotlib():
+        from .plots.figures import have_matplotlib
+        if have_matplotlib():
             _plot(res["groups"], Path(out) / "accuracy.png")
             files.append(Path(out) / "accuracy.png")
         else:
@@ -1247,17 +1219,6 @@ def sweep(grid, out, *, workers=None, scheduler=None, client=None, progress=True
 # --------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------
-
-
-def _count(s):
-    import argparse
-    try:
-        v = int(s)
-    except ValueError:
-        v = -1
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-    return v
 
 
 def _seeds_arg(s):
@@ -1280,14 +1241,15 @@ def add_engine_arguments(p):
     """The engine options (``--workers``, ``--scheduler``, ``--retries``,
     ``--skip-failed``), shared by ``dynnets sweep``, ``dynnets compare`` and
     the experiment scripts."""
+    from .options import nonneg_int
     g = p.add_argument_group("sweep engine (dynnets.sweep)")
-    g.add_argument("--workers", type=_count, default=None, metavar="N",
+    g.add_argument("--workers", type=nonneg_int, default=None, metavar="N",
                    help="worker processes of the local Dask cluster (default: one per core); 0 runs every run in "
                         "this process, one after the other")
     g.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"), metavar="ADDRESS",
                    help="submit to an existing Dask scheduler, e.g. tcp://host:8786 (default: "
                         "$DASK_SCHEDULER_ADDRESS, else a local cluster)")
-    g.add_argument("--retries", type=_count, default=2, metavar="N",
+    g.add_argument("--retries", type=nonneg_int, default=2, metavar="N",
                    help="times a run whose worker died is rescheduled (default 2)")
     g.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="give up on --scheduler after this long (default 10)")
@@ -1298,6 +1260,7 @@ def add_engine_arguments(p):
 
 def add_arguments(p):
     """The options of ``dynnets sweep`` (also ``experiments/sweep.py``)."""
+    from .options import nonneg_int
     p.add_argument("grid", nargs="?", type=Path, default=None, metavar="GRID",
                    help="a TOML or JSON grid file (see 'Sweeps' in the README); flags replace or extend it")
     p.add_argument("--models", nargs="+", default=None, metavar="NAME",
@@ -1311,7 +1274,7 @@ def add_arguments(p):
                         "lowercase or min_freq); several values make an axis; repeatable")
     p.add_argument("--data", type=Path, default=None, metavar="DIR",
                    help="SST-format folder (train.txt, dev.txt, optional test.txt; default: the shipped samples)")
-    p.add_argument("--max-sentences", type=_count, default=None, metavar="N",
+    p.add_argument("--max-sentences", type=nonneg_int, default=None, metavar="N",
                    help="the first N trees of each split (quick runs)")
     p.add_argument("--out", type=Path, default=Path("results/sweep"), metavar="DIR",
                    help="sweep folder: runs/<key>.json, results.json, results.md (default results/sweep)")

@@ -2,8 +2,8 @@
 
 ``setup()`` puts the repository root on ``sys.path`` (the scripts run from a
 checkout without installing); ``seed_type`` is the argparse type of
-``--seed`` (an integer >= 0, as numpy's seeds), the same as the ``dynnets``
-command's.
+``--seed`` (an integer >= 0, as numpy's seeds), the ``dynnets`` command's
+(:func:`dynnets.options.seed_type`).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def setup():
 
 def seed_type(s):
     setup()
-    from dynnets.cli import seed_type as parse
+    from dynnets.options import seed_type as parse
     return parse(s)
 
 

@@ -1,7 +1,7 @@
 """Padded static LSTM vs dynamic LSTM vs Tree-LSTM (accuracy, speed, padding).
 
-A thin script over :func:`dynnets.experiments.compare_padded_vs_dynamic`
-(the same code as ``dynnets compare``)::
+A thin script over :func:`dynnets.runs.compare_padded_vs_dynamic`
+(the same code and options as ``dynnets compare``)::
 
     python experiments/compare_padded_vs_dynamic.py --seeds 3 --out results/compare
     python experiments/compare_padded_vs_dynamic.py --data ../shared/data/sst --out results/compare_sst
@@ -15,7 +15,8 @@ from _util import setup
 
 setup()
 
-from dynnets.cli import COMPARE_DESCRIPTION, add_compare_arguments, run_compare  # noqa: E402
+from dynnets.options import COMPARE_DESCRIPTION, add_compare_arguments  # noqa: E402
+from dynnets.runs import run_compare  # noqa: E402
 
 
 def main(argv=None):

@@ -256,3 +256,142 @@ def test_replace_dir(tmp_path):
     io.replace_dir(new, old)
     assert sorted(os.listdir(old)) == ["a.txt"] and (old / "a.txt").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["run"]
+
+
+# --------------------------------------------------------------------------
+# every writer of the package: the permissions of a plain open(), the content,
+# no temporary file left when it fails
+# --------------------------------------------------------------------------
+
+TREES = ["(3 (2 it) (3 good))", "(1 (2 not) (3 good))"]
+
+
+def _trees():
+    from dynnets.data import parse_tree
+    return [parse_tree(s) for s in TREES]
+
+
+def _write_trees(path):
+    from dynnets.data import write_trees
+    assert write_trees(path, _trees()) == 2
+
+
+def _read_trees(path):
+    from dynnets.data import read_trees
+    return [str(t) for t in read_trees(path)]
+
+
+def _vocab():
+    from dynnets.data import Vocabulary
+    return Vocabulary.from_trees(_trees())
+
+
+def _read_vocab(path):
+    from dynnets.data import Vocabulary
+    return Vocabulary.load(path).to_dict()
+
+
+def _save_checkpoint(path):
+    from dynnets.models import build_model
+    from dynnets.train import save_checkpoint
+    v = _vocab()
+    save_checkpoint(path, build_model("bow", len(v), embed_dim=4, hidden=4, seed=0), v, epoch=3)
+
+
+def _read_checkpoint(path):
+    from dynnets.train import load_checkpoint
+    m = load_checkpoint(path)
+    return m.kind, m.checkpoint["epoch"], m.vocab.to_dict(), {k: v.tolist() for k, v in m.state_dict().items()}
+
+
+def _write_results(path):
+    io.write_json(path, {"acc": np.float32(0.5), "sizes": np.arange(3)})
+
+
+#: writer, reader, the content a reader sees after the writer ran
+WRITERS = {
+    "write_trees": (_write_trees, _read_trees, lambda: TREES),
+    "Vocabulary.save": (lambda p: _vocab().save(p), _read_vocab, lambda: _vocab().to_dict()),
+    "checkpoint": (_save_checkpoint, _read_checkpoint, None),
+    "results": (_write_results, lambda p: __import__("json").loads(p.read_text()),
+                lambda: {"acc": 0.5, "sizes": [0, 1, 2]}),
+    "text": (lambda p: io.atomic_write_text(p, "| a |\n"), lambda p: p.read_text(), lambda: "| a |\n"),
+}
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for the test (restored after)."""
+    old = os.umask(0o022)
+    try:
+        yield os.umask
+    finally:
+        os.umask(old)
+
+
+def _mode(path):
+    import stat
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002], ids=["022", "077", "002"])
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_writers_give_the_permissions_of_open(name, mask, tmp_path, umask):
+    write, read, want = WRITERS[name]
+    umask(mask)
+    with open(tmp_path / "plain", "w"):
+        pass
+    path = tmp_path / "sub" / "out"             # a new folder, as mkdir makes it
+    write(path)
+    assert _mode(path) == _mode(tmp_path / "plain") == 0o666 & ~mask
+    assert _mode(path.parent) == 0o777 & ~mask
+    first = read(path)
+    if want is not None:
+        assert first == want()
+    os.chmod(path, 0o640)                        # an existing file keeps its mode, as open("w") keeps it
+    write(path)
+    assert _mode(path) == 0o640 and read(path) == first
+    assert not _tmp_files(path.parent)
+
+
+@pytest.mark.parametrize("name", list(WRITERS))
+def test_writers_leave_the_old_file_and_no_temporary_file_on_failure(name, tmp_path, monkeypatch):
+    write, read, _ = WRITERS[name]
+    path = tmp_path / "out"
+    write(path)
+    before, old = path.read_bytes(), read(path)
+
+    def fsync_fails(fd):
+        raise OSError("I/O error (simulated)")
+
+    monkeypatch.setattr(os, "fsync", fsync_fails)
+    with pytest.raises(OSError, match="I/O error"):
+        write(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before and read(path) == old
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_write_trees_failing_mid_stream_keeps_the_old_file(tmp_path):
+    from dynnets.data import write_trees
+    path = tmp_path / "train.txt"
+    _write_trees(path)
+
+    def trees_then_fail():
+        yield from _trees()
+        raise RuntimeError("the generator failed (simulated)")
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        write_trees(path, trees_then_fail())
+    assert _read_trees(path) == TREES and sorted(os.listdir(tmp_path)) == ["train.txt"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_run_folder_gets_the_permissions_of_mkdir(tmp_path, umask):
+    umask(0o027)
+    work = io.temp_dir_beside(tmp_path / "run")
+    assert _mode(work) == 0o750
+    (work / "best.npz").write_bytes(b"x")
+    io.replace_dir(work, tmp_path / "run")
+    assert _mode(tmp_path / "run") == 0o750 and sorted(os.listdir(tmp_path)) == ["run"]

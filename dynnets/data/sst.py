@@ -23,13 +23,21 @@ import numpy as np
 
 from .trees import Tree, read_trees
 
-__all__ = ["SPLITS", "IGNORE", "FINE_CLASSES", "BINARY_CLASSES", "load_sst", "label_view", "binary_label",
-           "root_labels", "node_labels", "unescape_ptb", "escape_ptb"]
+__all__ = ["SPLITS", "IGNORE", "FINE_CLASSES", "BINARY_CLASSES", "CLASS_NAMES", "class_names", "load_sst",
+           "label_view", "binary_label", "root_labels", "node_labels", "unescape_ptb", "escape_ptb"]
 
 SPLITS = ("train", "dev", "test")
 IGNORE = -1
 FINE_CLASSES = 5
 BINARY_CLASSES = 2
+#: Names of the classes for 5 (SST fine-grained) and 2 (binary) classes.
+CLASS_NAMES = {FINE_CLASSES: ("very negative", "negative", "neutral", "positive", "very positive"),
+               BINARY_CLASSES: ("negative", "positive")}
+
+
+def class_names(C):
+    """Names of ``C`` classes (SST's five, the binary two, else the numbers)."""
+    return CLASS_NAMES.get(C, tuple(str(i) for i in range(C)))
 
 _UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
 _ESCAPE = {v: k for k, v in _UNESCAPE.items()}

@@ -65,7 +65,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from .trees import Tree, _leaf, _node, write_trees
+from .trees import Tree, write_trees
 
 __all__ = ["LEXICON", "NEGATORS", "INTENSIFIERS", "CONTRAST", "SyntheticConfig", "label_tree", "sentiment",
            "bag_of_words_label", "constructions", "from_brackets", "generate_trees", "generate_treebank",
@@ -222,9 +222,9 @@ def from_brackets(text: str) -> Tree:
             if len(stack) < 2 or not stack[-1]:
                 raise ValueError(f"from_brackets: unbalanced or empty brackets at token {i} of {text!r}")
             kids = stack.pop()
-            stack[-1].append(kids[0] if len(kids) == 1 else _node(2, tuple(kids)))
+            stack[-1].append(kids[0] if len(kids) == 1 else Tree.node(2, tuple(kids)))
         else:
-            stack[-1].append(_leaf(2, t))
+            stack[-1].append(Tree.leaf(2, t))
     if len(stack) != 1 or len(stack[0]) != 1:
         raise ValueError(f"from_brackets: expected one balanced tree, got {text!r}")
     return label_tree(stack[0][0])
@@ -447,11 +447,11 @@ def _struct_to_tree(s: _Struct) -> Tree:
     while stack:
         item, expanded = stack.pop()
         if isinstance(item, str):
-            results.append(_leaf(2, item))
+            results.append(Tree.leaf(2, item))
         elif expanded:
             right = results.pop()
             left = results.pop()
-            results.append(_node(2, (left, right)))
+            results.append(Tree.node(2, (left, right)))
         else:
             stack.append((item, True))
             stack.append((item[1], False))
@@ -506,11 +506,11 @@ def random_tree(rng: np.random.Generator, n_leaves: int, *, max_children: int = 
         raise ValueError(f"random_tree: n_leaves must be >= 1, got {n_leaves}")
     if max_children < 2:
         raise ValueError(f"random_tree: max_children must be >= 2, got {max_children}")
-    nodes = [_leaf(int(rng.integers(num_classes)), vocab[int(rng.integers(len(vocab)))]) for _ in range(n_leaves)]
+    nodes = [Tree.leaf(int(rng.integers(num_classes)), vocab[int(rng.integers(len(vocab)))]) for _ in range(n_leaves)]
     while len(nodes) > 1:
         k = int(rng.integers(2, min(max_children, len(nodes)) + 1))
         i = int(rng.integers(len(nodes) - k + 1))
-        nodes[i:i + k] = [_node(int(rng.integers(num_classes)), tuple(nodes[i:i + k]))]
+        nodes[i:i + k] = [Tree.node(int(rng.integers(num_classes)), tuple(nodes[i:i + k]))]
     return nodes[0]
 
 

@@ -16,7 +16,7 @@ Tree                      immutable node: ``label``, ``word`` (leaves), ``childr
 parse_tree(text)          one tree from a string; ``str(tree)`` gives it back
 read_trees(path)          streaming reader, one tree per line, ``on_error="raise" | "skip"``
 write_trees(path, trees)  atomic writer, one tree per line
-to_networkx / from_networkx, binarize, collapse_unary
+to_networkx / from_networkx, binarize, collapse_unary, binary_tree (both)
 TreeParseError            names file, line, column and what was expected
 """
 
@@ -47,6 +47,7 @@ __all__ = [
     "from_networkx",
     "binarize",
     "collapse_unary",
+    "binary_tree",
     "first_nonbinary",
     "node_position",
     "tree_line",
@@ -945,6 +946,14 @@ def collapse_unary(tree: Tree, keep: str | Callable[[Any, Any], Any] = "top") ->
 
 # ---------------------------------------------------------------------------
 # Locating a node in the text it was parsed from
+
+
+def binary_tree(tree, factor="right"):
+    """``tree`` with every internal node binary: nodes with more than two
+    children split (:func:`dynnets.data.binarize` with ``factor``), then unary
+    chains collapsed into their top node (:func:`dynnets.data.collapse_unary`,
+    which keeps the top label)."""
+    return collapse_unary(binarize(tree, factor))
 
 
 def first_nonbinary(tree: Tree) -> tuple[int, int] | None:

@@ -13,6 +13,7 @@ import numpy as np
 from .. import nn
 from ..autograd import ops
 from .common import ModelBase, prepare_sentences
+from .registry import register
 
 __all__ = ["BagOfWords", "BowBatch"]
 
@@ -42,6 +43,7 @@ class BowBatch:
         return len(self.labels)
 
 
+@register("bow")
 class BagOfWords(ModelBase, nn.Module):
     """Mean of word vectors -> tanh(linear) -> linear -> softmax.
 

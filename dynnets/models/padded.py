@@ -46,8 +46,9 @@ from .. import static as ds
 from ..autograd import ops
 from ..autograd.tensor import Parameter
 from ..data.batching import pad_batch
+from .registry import register
 
-__all__ = ["PaddedLSTMClassifier", "PaddedBatch", "forward", "build", "pad_sentences"]
+__all__ = ["PaddedLSTMClassifier", "PaddedBatch", "forward", "pad_sentences"]
 
 PAD_ID = 0
 PARAM_NAMES = ("embedding.weight", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "out.weight",
@@ -157,6 +158,7 @@ def forward(params, ids, mask, labels, weights, hidden_size, masked):
     return loss, ops.softmax(logits)
 
 
+@register("padded-lstm", aliases={"hidden": "hidden_size"})
 class PaddedLSTMClassifier:
     """Padded, unrolled LSTM classifier as a static graph (see the module docstring).
 
@@ -364,11 +366,3 @@ class PaddedLSTMClassifier:
         c = self.config
         return (f"PaddedLSTMClassifier(vocab_size={c['vocab_size']}, embed_dim={c['embed_dim']}, hidden_size="
                 f"{c['hidden_size']}, batch_size={c['batch_size']}, max_len={c['max_len']}, masked={c['masked']})")
-
-
-def build(vocab_size, **config):
-    """``PaddedLSTMClassifier(vocab_size, **config)`` (the ``padded-lstm`` kind of
-    :func:`dynnets.models.build_model`; ``hidden`` is accepted for ``hidden_size``)."""
-    if "hidden" in config:
-        config["hidden_size"] = config.pop("hidden")
-    return PaddedLSTMClassifier(vocab_size, **config)

@@ -26,6 +26,7 @@ from .. import nn
 from ..autograd import ops
 from ..data.vocab import UNK_ID
 from .common import ModelBase, gru_seq, lstm_seq, pack_sentences, prepare_sentences, rnn_seq, uniform_param
+from .registry import register
 
 __all__ = ["SequenceClassifier"]
 
@@ -144,3 +145,12 @@ class SequenceClassifier(ModelBase, nn.Module):
 
     def extra_repr(self):
         return f"{self.kind}, hidden={self.hidden}"
+
+
+# one kind per cell and direction, all of one class
+register("lstm", SequenceClassifier, cell="lstm", bidirectional=False)
+register("gru", SequenceClassifier, cell="gru", bidirectional=False)
+register("rnn", SequenceClassifier, cell="rnn", bidirectional=False)
+register("bilstm", SequenceClassifier, cell="lstm", bidirectional=True)
+register("bigru", SequenceClassifier, cell="gru", bidirectional=True)
+register("birnn", SequenceClassifier, cell="rnn", bidirectional=True)

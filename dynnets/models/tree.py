@@ -40,6 +40,7 @@ from ..autograd import ops
 from ..data.vocab import UNK_ID
 from .common import (ModelBase, childsum_levels, collate_trees, prepare_trees, split_rows, tree_lstm_leaf_node,
                      tree_lstm_levels, tree_lstm_node, tree_rnn_levels, uniform_param)
+from .registry import register
 
 __all__ = ["TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM"]
 
@@ -83,6 +84,7 @@ class TreeModel(ModelBase, nn.Module):
         "float32" (default) or "float64".
     """
 
+    is_tree = True
     needs_binary = True
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, mode="level", classify="all",
@@ -244,6 +246,7 @@ def _init(rng, shape, fan_in, dt):
     return uniform_param(rng, shape, 1.0 / math.sqrt(fan_in), dt)
 
 
+@register("treelstm")
 class TreeLSTM(TreeModel):
     """Binary constituency Tree-LSTM (Tai et al. 2015, eqs. 9-14).
 
@@ -286,6 +289,7 @@ class TreeLSTM(TreeModel):
         return ops.concat(states, axis=0)[:, :self.hidden]
 
 
+@register("treernn")
 class TreeRNN(TreeModel):
     """Recursive neural network (Socher et al. 2011): leaves
     h = tanh(x W_leaf + b_leaf), internal nodes h = tanh([h_l; h_r] W + b).
@@ -319,6 +323,7 @@ class TreeRNN(TreeModel):
         return ops.concat(states, axis=0)
 
 
+@register("childsum")
 class ChildSumTreeLSTM(TreeModel):
     """Child-sum Tree-LSTM (Tai et al. 2015, eqs. 2-8) for any number of
     children; words only at the leaves (internal nodes have x = 0).

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..autograd import ops
-from .layers import _float_dtype, _positive_int, as_generator, uniform_
+from .layers import as_generator, float_dtype, positive_int, uniform_
 from .module import Module, Parameter
 
 __all__ = ["RNNCell", "GRUCell", "LSTMCell"]
@@ -29,9 +29,9 @@ class _CellBase(Module):
     def __init__(self, input_size, hidden_size, bias, rng, dtype):
         super().__init__()
         name = type(self).__name__
-        self.input_size = _positive_int(name, "input_size", input_size)
-        self.hidden_size = _positive_int(name, "hidden_size", hidden_size)
-        dt = _float_dtype(name, dtype)
+        self.input_size = positive_int(name, "input_size", input_size)
+        self.hidden_size = positive_int(name, "hidden_size", hidden_size)
+        dt = float_dtype(name, dtype)
         gen = as_generator(rng)
         G, H = self._gates, hidden_size
         bound = 1.0 / math.sqrt(H)

@@ -28,14 +28,17 @@ def as_generator(rng):
     return np.random.default_rng(rng)
 
 
-def _float_dtype(owner, dtype):
+def float_dtype(owner, dtype):
+    """``np.dtype(dtype)``, checked to be a floating-point type (the error names ``owner``)."""
     dt = np.dtype(dtype)
     if dt.kind != "f":
         raise TypeError(f"{owner}: dtype must be a floating-point type, got {dt}")
     return dt
 
 
-def _positive_int(owner, name, value, allow_zero=False):
+def positive_int(owner, name, value, allow_zero=False):
+    """``value`` as an int, checked to be a positive (or, with ``allow_zero``,
+    non-negative) integer; the error names ``owner`` and the argument ``name``."""
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (0 if allow_zero else 1):
         want = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{owner}: {name} must be {want} integer, got {value!r}")
@@ -72,9 +75,9 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, rng=None, dtype=np.float32):
         super().__init__()
-        self.in_features = _positive_int("Linear", "in_features", in_features, allow_zero=True)
-        self.out_features = _positive_int("Linear", "out_features", out_features, allow_zero=True)
-        dt = _float_dtype("Linear", dtype)
+        self.in_features = positive_int("Linear", "in_features", in_features, allow_zero=True)
+        self.out_features = positive_int("Linear", "out_features", out_features, allow_zero=True)
+        dt = float_dtype("Linear", dtype)
         gen = as_generator(rng)
         # kaiming_uniform(a=sqrt(5)): gain = sqrt(2/(1+a^2)) = sqrt(1/3), bound = sqrt(3)*gain/sqrt(fan_in)
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
@@ -121,10 +124,10 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, rng=None, dtype=np.float32,
                  _weight=None):
         super().__init__()
-        self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
-        self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
+        self.num_embeddings = positive_int("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = positive_int("Embedding", "embedding_dim", embedding_dim)
         self.padding_idx = self._check_padding(padding_idx, num_embeddings)
-        dt = _float_dtype("Embedding", dtype)
+        dt = float_dtype("Embedding", dtype)
         if _weight is None:
             w = as_generator(rng).standard_normal((num_embeddings, embedding_dim)).astype(dt)
             if self.padding_idx is not None:
@@ -157,7 +160,7 @@ class Embedding(Module):
                              f"got shape {arr.shape}")
         if dtype is None:
             dtype = arr.dtype if arr.dtype.kind == "f" else np.float32
-        w = np.array(arr, dtype=_float_dtype("Embedding.from_pretrained", dtype), copy=True)
+        w = np.array(arr, dtype=float_dtype("Embedding.from_pretrained", dtype), copy=True)
         emb = cls(arr.shape[0], arr.shape[1], padding_idx=padding_idx, dtype=w.dtype, _weight=w)
         emb.weight.requires_grad = not freeze
         return emb

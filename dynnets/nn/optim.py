@@ -24,14 +24,23 @@ Otherwise (momentum, weight decay, non-lazy Adam) the update touches every row
 by definition, and the gradient is densified first. The results of the sparse
 paths are identical to densifying and taking the dense step.
 
+Update rules
+------------
+:func:`sgd_update`, :func:`adagrad_update` and :func:`adam_update` update one
+parameter array in place from a dense or row-sparse gradient. They are the
+only copy of the arithmetic: these optimizers and the static graph's
+(:mod:`dynnets.static.train`) both call them, so the two modes take the same
+steps, and any array shape works, 0-d included.
+
 Kernels
 -------
 Adagrad's dense and row-sparse steps run as one Numba pass each
 (:mod:`dynnets.nn.optim_kernels`) when the arrays are C-contiguous float32 or
 float64 of one dtype: the chain of numpy operations took ~600 us per step for
 an LSTM classifier's 270k dense weights, the kernel ~40 us (measured on a
-shared 2-core machine, ``float32``). The numpy block rules below are the
-kernels' twins and the fallback for other arrays (tested to agree within one unit in the last place).
+shared 2-core machine, ``float32``). The numpy block rules (``_adagrad_block``)
+are the kernels' twins and the fallback for other arrays (tested to agree
+within one unit in the last place).
 
 State
 -----
@@ -46,22 +55,13 @@ import math
 
 import numpy as np
 
-from ..autograd.primitives import RowSparse
-from ..autograd.tensor import Tensor
+from ..autograd import RowSparse, Tensor
 from . import optim_kernels as OK
 from .utils import clip_grad_norm_
 
-__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "clip_grad_norm_"]
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "clip_grad_norm_", "sgd_update", "adagrad_update", "adam_update"]
 
 _REQUIRED = object()
-
-
-def _coalesced(g):
-    """``g`` (RowSparse) with unique sorted rows; duplicates summed."""
-    rows = g.rows
-    if rows.size > 1 and not np.all(rows[1:] > rows[:-1]):
-        return g.coalesce()
-    return g
 
 
 class Optimizer:
@@ -240,16 +240,23 @@ class Optimizer:
 
 
 # ---------------------------------------------------------------------------
-# update rules on blocks: the full arrays for a dense step, the gathered rows
-# for a sparse one, so both paths run the same arithmetic
+# update rules: the one copy, used by these optimizers and by the static
+# graph's (dynnets.static.train); each updates one parameter array in place
 # ---------------------------------------------------------------------------
 
 
-def _rows_apply(p, rows, states, update, *args):
-    """Gather ``rows`` of ``p.data`` and of each state array, run
-    ``update(p_block, *state_blocks, *args)`` on the gathered blocks in place,
-    and scatter them back."""
-    data = p.data
+def _coalesced(g):
+    """``g`` (RowSparse) with unique sorted rows; duplicates summed."""
+    rows = g.rows
+    if rows.size > 1 and not np.all(rows[1:] > rows[:-1]):
+        return g.coalesce()
+    return g
+
+
+def _rows_apply(data, rows, states, update, *args):
+    """Gather ``rows`` of ``data`` and of each state array, run
+    ``update(data_block, *state_blocks, *args)`` on the gathered blocks in
+    place, and scatter them back."""
     pb = data[rows]
     blocks = [s[rows] for s in states]
     update(pb, *blocks, *args)
@@ -269,33 +276,133 @@ def _fused_ok(data, state, g):
 
 _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
+# The block rules run the same arithmetic on whole arrays (a dense step) and on
+# gathered rows (a sparse one). On a 0-d block np.sqrt returns a numpy scalar,
+# which the in-place steps after it cannot write into, so a 0-d block takes
+# np.sqrt(..., out=): only then, because the extra np.empty_like per parameter
+# and step costs 4-5% of an Adam step over 20 weight matrices of 64x64.
 
-def _sgd_update(pb, gb, lr):
+
+def _sgd_block(pb, gb, lr):
     pb -= lr * gb
 
 
-def _adagrad_update(pb, sb, gb, clr, eps):
+def _adagrad_block(pb, sb, gb, clr, eps):
     sb += gb * gb
-    std = np.sqrt(sb)
+    std = np.sqrt(sb) if sb.ndim else np.sqrt(sb, out=np.empty_like(sb))
     std += eps
     np.divide(gb, std, out=std)
     std *= clr
     pb -= std
 
 
-def _adam_update(pb, mb, vb, gb, b1, b2, step_size, sqrt_bc2, eps):
+def _adam_block(pb, mb, vb, gb, b1, b2, step_size, sqrt_bc2, eps):
     mb *= b1
     mb += (1.0 - b1) * gb
     vb *= b2
     sq = gb * gb
     sq *= 1.0 - b2
     vb += sq
-    denom = np.sqrt(vb)
+    denom = np.sqrt(vb) if vb.ndim else np.sqrt(vb, out=np.empty_like(vb))
     denom /= sqrt_bc2
     denom += eps
     np.divide(mb, denom, out=denom)
     denom *= step_size
     pb -= denom
+
+
+def sgd_update(data, g, lr, weight_decay=0.0):
+    """One SGD step without momentum, in place: ``data -= lr * (g + weight_decay * data)``.
+
+    Parameters
+    ----------
+    data : ndarray
+        The parameter, updated in place.
+    g : ndarray or RowSparse
+        Its gradient; a row-sparse one without weight decay updates only its
+        rows (duplicates summed), otherwise it is densified.
+    lr, weight_decay : float
+    """
+    if type(g) is RowSparse:
+        if not weight_decay:
+            g = _coalesced(g)
+            _rows_apply(data, g.rows, (), _sgd_block, g.values, lr)
+            return
+        g = g.to_dense()
+    if weight_decay:
+        g = g + weight_decay * data
+    data -= lr * g                  # _sgd_block, inlined: one call less per parameter and step
+
+
+def adagrad_update(data, acc, g, clr, eps, weight_decay=0.0):
+    """One Adagrad step, in place: with ``g += weight_decay * data``,
+    ``acc += g * g``; ``data -= clr * g / (sqrt(acc) + eps)``.
+
+    Parameters
+    ----------
+    data, acc : ndarray
+        The parameter and its accumulator (same shape), updated in place.
+    g : ndarray or RowSparse
+        The gradient; a row-sparse one without weight decay updates only its
+        rows' accumulator and values (PyTorch's sparse Adagrad), otherwise it
+        is densified.
+    clr : float
+        This step's learning rate (after any decay).
+    eps, weight_decay : float
+
+    C-contiguous float32/float64 arrays of one dtype take one Numba pass
+    (:mod:`dynnets.nn.optim_kernels`); others the numpy rule, the kernels' twin.
+    """
+    if type(g) is RowSparse:
+        if not weight_decay:
+            g = _coalesced(g)
+            vals = g.values
+            if data.ndim == 2 and _fused_ok(data, acc, vals):
+                OK.adagrad_rows(data, acc, g.rows, vals, np.array((clr, eps), dtype=data.dtype))
+            else:
+                _rows_apply(data, g.rows, (acc,), _adagrad_block, vals, clr, eps)
+            return
+        g = g.to_dense()
+    if weight_decay:
+        g = g + weight_decay * data
+    if _fused_ok(data, acc, g):
+        # one pass instead of six whole-array passes and two temporaries:
+        # the dense step was ~14% of an LSTM classifier's training step
+        OK.adagrad_dense(data.reshape(-1), acc.reshape(-1), g.reshape(-1), np.array((clr, eps), dtype=data.dtype))
+    else:
+        _adagrad_block(data, acc, g, clr, eps)
+
+
+def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.0, lazy=False):
+    """One Adam step, in place: with ``g += weight_decay * data``,
+    ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+    ``data -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)``.
+
+    Parameters
+    ----------
+    data, m, v : ndarray
+        The parameter and its first and second moments, updated in place.
+    g : ndarray or RowSparse
+        The gradient. A row-sparse one with ``lazy`` updates only its rows
+        (the weight decay too); without ``lazy`` it is densified and every
+        row's moments decay.
+    b1, b2, eps, weight_decay : float
+    step_size, sqrt_bc2 : float
+        ``lr / (1 - b1^t)`` and ``sqrt(1 - b2^t)`` at step t (the bias corrections).
+    lazy : bool
+    """
+    if type(g) is RowSparse:
+        if lazy:
+            g = _coalesced(g)
+            vals = g.values
+            if weight_decay:
+                vals = vals + weight_decay * data[g.rows]
+            _rows_apply(data, g.rows, (m, v), _adam_block, vals, b1, b2, step_size, sqrt_bc2, eps)
+            return
+        g = g.to_dense()
+    if weight_decay:
+        g = g + weight_decay * data
+    _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
 
 
 class SGD(Optimizer):
@@ -344,26 +451,23 @@ class SGD(Optimizer):
             g = p._grad
             if g is None:
                 continue
+            if not mom:
+                sgd_update(p.data, g, lr, wd)
+                continue
             if type(g) is RowSparse:
-                if mom == 0.0 and wd == 0.0:
-                    g = _coalesced(g)
-                    _rows_apply(p, g.rows, (), _sgd_update, g.values, lr)
-                    continue
                 g = g.to_dense()
             if wd:
                 g = g + wd * p.data
-            if mom:
-                st = state.get(p)
-                if st is None:
-                    st = state[p] = {}
-                buf = st.get("momentum_buffer")
-                if buf is None:
-                    buf = st["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
-                else:
-                    buf *= mom
-                    buf += (1.0 - damp) * g if damp else g
-                g = g + mom * buf if nesterov else buf
-            _sgd_update(p.data, g, lr)
+            st = state.get(p)
+            if st is None:
+                st = state[p] = {}
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = st["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
+            else:
+                buf *= mom
+                buf += (1.0 - damp) * g if damp else g
+            sgd_update(p.data, g + mom * buf if nesterov else buf, lr)
 
 
 class Adagrad(Optimizer):
@@ -411,27 +515,7 @@ class Adagrad(Optimizer):
                 st = state[p] = {"step": 0, "sum": np.full(p.data.shape, init, dtype=p.data.dtype)}
             st["step"] += 1
             clr = lr / (1.0 + (st["step"] - 1) * decay)
-            data = p.data
-            acc = st["sum"]
-            if type(g) is RowSparse:
-                if not wd:
-                    g = _coalesced(g)
-                    vals = g.values
-                    if data.ndim == 2 and _fused_ok(data, acc, vals):
-                        OK.adagrad_rows(data, acc, g.rows, vals, np.array((clr, eps), dtype=data.dtype))
-                    else:
-                        _rows_apply(p, g.rows, (acc,), _adagrad_update, vals, clr, eps)
-                    continue
-                g = g.to_dense()
-            if wd:
-                g = g + wd * data
-            if _fused_ok(data, acc, g):
-                # one pass instead of six whole-array passes and two temporaries:
-                # the dense step was ~14% of an LSTM classifier's training step
-                OK.adagrad_dense(data.reshape(-1), acc.reshape(-1), g.reshape(-1),
-                                 np.array((clr, eps), dtype=data.dtype))
-            else:
-                _adagrad_update(data, acc, g, clr, eps)
+            adagrad_update(p.data, st["sum"], g, clr, eps, wd)
 
 
 class Adam(Optimizer):
@@ -489,16 +573,4 @@ class Adam(Optimizer):
             t = st["step"] = st["step"] + 1
             step_size = lr / (1.0 - b1 ** t)
             sqrt_bc2 = math.sqrt(1.0 - b2 ** t)
-            if type(g) is RowSparse:
-                if lazy:
-                    g = _coalesced(g)
-                    vals = g.values
-                    if wd:
-                        vals = vals + wd * p.data[g.rows]
-                    _rows_apply(p, g.rows, (st["exp_avg"], st["exp_avg_sq"]), _adam_update, vals,
-                                b1, b2, step_size, sqrt_bc2, eps)
-                    continue
-                g = g.to_dense()
-            if wd:
-                g = g + wd * p.data
-            _adam_update(p.data, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps)
+            adam_update(p.data, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps, wd, lazy)

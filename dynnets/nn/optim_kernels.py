@@ -2,7 +2,7 @@
 numpy's chain of whole-array operations and temporaries.
 
 The numpy twins are the block update rules in :mod:`dynnets.nn.optim`
-(``_adagrad_update``); ``tests/nn/test_optim_kernels.py`` compares the two,
+(``_adagrad_block``); ``tests/nn/test_optim_kernels.py`` compares the two,
 also under ``NUMBA_DISABLE_JIT=1``.
 
 Conventions (those of :mod:`dynnets.autograd.kernels_tree`): arrays are

@@ -32,8 +32,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
+from ..data.sst import class_names
+
 __all__ = ["PALETTE", "palette", "class_names", "text_width", "TreeLayout", "tree_layout", "layout_violations", "scene",
-           "tree_svg", "write_tree_svg", "tree_png", "write_tree_png", "have_matplotlib", "SIBLING_GAP", "COUSIN_GAP"]
+           "tree_svg", "write_tree_svg", "tree_png", "write_tree_png", "SIBLING_GAP", "COUSIN_GAP"]
 
 #: Very negative, negative, neutral, positive, very positive.
 PALETTE = ("#ca0020", "#f4a582", "#cccccc", "#92c5de", "#0571b0")
@@ -59,14 +61,6 @@ DEJAVU_SANS_WIDTHS = (
     2025, 1675, 1251, 1212, 1251, 1403, 1075, 1403, 1075, 1403, 1075, 721)
 _OTHER_EM = 1.1
 FONT_FAMILY = "'DejaVu Sans', Verdana, 'Bitstream Vera Sans', Arial, Helvetica, sans-serif"
-
-_NAMES = {5: ("very negative", "negative", "neutral", "positive", "very positive"), 2: ("negative", "positive")}
-
-
-def class_names(C):
-    """Names of ``C`` classes (SST's five, the binary two, else the numbers)."""
-    return _NAMES.get(C, tuple(str(i) for i in range(C)))
-
 
 def palette(C):
     """``C`` colours from very negative to very positive: :data:`PALETTE` for 5
@@ -548,7 +542,7 @@ def tree_svg(tree, predictions=None, *, gold=None, text=False, title=None, class
     ----------
     tree : Tree
     predictions : dict, array_like or None
-        Per-node predictions: a record of :func:`dynnets.experiments.node_predictions`
+        Per-node predictions: a record of :func:`dynnets.runs.node_predictions`
         (or one of ``dynnets predict --json --nodes``), whose ``nodes`` list
         the nodes in preorder; or probabilities of shape (n_nodes, C) in
         preorder; or None to draw the tree's own (gold) labels.
@@ -657,15 +651,6 @@ def write_tree_svg(path, tree, predictions=None, **kwargs):
 # --------------------------------------------------------------------------
 # PNG (matplotlib)
 # --------------------------------------------------------------------------
-
-
-def have_matplotlib():
-    """Whether matplotlib (the ``plot`` extra) can be imported."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 _NO_MPL = "PNG pictures need matplotlib: pip install 'dynnets[plot]' (or write SVG, which needs nothing)"

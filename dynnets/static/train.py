@@ -2,9 +2,10 @@
 
 ``opt.minimize(loss)`` builds the gradient subgraph (:func:`gradients`) and
 one effectful *apply* node that updates every Variable in place when the
-returned train op runs. The update rules are dynnets' eager ones
-(:mod:`dynnets.nn.optim`, PyTorch's maths, same order of operations), so a
-static and an eager model trained with the same settings take the same steps:
+returned train op runs. The update rules are the eager optimizers' own
+functions (:func:`dynnets.nn.optim.sgd_update`, ``adagrad_update``,
+``adam_update``: PyTorch's maths, one copy), so a static and an eager model
+trained with the same settings take the same steps:
 
 * ``GradientDescentOptimizer``: ``w -= lr * (g + weight_decay * w)``;
 * ``AdagradOptimizer``: ``acc += g*g; w -= lr * g / (sqrt(acc) + epsilon)``
@@ -28,55 +29,12 @@ import math
 
 import numpy as np
 
-from ..autograd.primitives import Aval, RowSparse, ShapeError, _fmt
+from ..autograd.primitives import Aval, ShapeError, _fmt
+from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import _gradients
 from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer"]
-
-
-def _coalesced(g):
-    rows = g.rows
-    if rows.size > 1 and not np.all(rows[1:] > rows[:-1]):
-        return g.coalesce()
-    return g
-
-
-def _rows_apply(data, rows, states, update, *args):
-    pb = data[rows]
-    blocks = [s[rows] for s in states]
-    update(pb, *blocks, *args)
-    data[rows] = pb
-    for s, b in zip(states, blocks):
-        s[rows] = b
-
-
-def _sgd_update(pb, gb, lr):
-    pb -= lr * gb
-
-
-def _adagrad_update(pb, sb, gb, clr, eps):
-    sb += gb * gb
-    std = np.sqrt(sb, out=np.empty_like(sb))     # out=: an array even for 0-d variables
-    std += eps
-    np.divide(gb, std, out=std)
-    std *= clr
-    pb -= std
-
-
-def _adam_update(pb, mb, vb, gb, b1, b2, step_size, sqrt_bc2, eps):
-    mb *= b1
-    mb += (1.0 - b1) * gb
-    vb *= b2
-    sq = gb * gb
-    sq *= 1.0 - b2
-    vb += sq
-    denom = np.sqrt(vb, out=np.empty_like(vb))
-    denom /= sqrt_bc2
-    denom += eps
-    np.divide(mb, denom, out=denom)
-    denom *= step_size
-    pb -= denom
 
 
 def _apply_impl(S, *args, opt, vars, slots, n):
@@ -191,16 +149,7 @@ class GradientDescentOptimizer(Optimizer):
     def _apply(self, S, grads, vars, lr):
         wd = self.weight_decay
         for v, g in zip(vars, grads):
-            w = S[v.index]
-            if type(g) is RowSparse:
-                if not wd:
-                    g = _coalesced(g)
-                    _rows_apply(w, g.rows, (), _sgd_update, g.values, lr)
-                    continue
-                g = g.to_dense()
-            if wd:
-                g = g + wd * w
-            w -= lr * g
+            sgd_update(S[v.index], g, lr, wd)
 
 
 class AdagradOptimizer(Optimizer):
@@ -226,17 +175,7 @@ class AdagradOptimizer(Optimizer):
         wd = self.weight_decay
         eps = self.epsilon
         for v, g in zip(vars, grads):
-            w = S[v.index]
-            acc = S[self._slots[v]["accumulator"].index]
-            if type(g) is RowSparse:
-                if not wd:
-                    g = _coalesced(g)
-                    _rows_apply(w, g.rows, (acc,), _adagrad_update, g.values, lr, eps)
-                    continue
-                g = g.to_dense()
-            if wd:
-                g = g + wd * w
-            _adagrad_update(w, acc, g, lr, eps)
+            adagrad_update(S[v.index], S[self._slots[v]["accumulator"].index], g, lr, eps, wd)
 
 
 class AdamOptimizer(Optimizer):
@@ -275,19 +214,6 @@ class AdamOptimizer(Optimizer):
         step_size = lr / (1.0 - b1 ** t)
         sqrt_bc2 = math.sqrt(1.0 - b2 ** t)
         for v, g in zip(vars, grads):
-            w = S[v.index]
             sl = self._slots[v]
-            m = S[sl["m"].index]
-            vv = S[sl["v"].index]
-            if type(g) is RowSparse:
-                if self.lazy:
-                    g = _coalesced(g)
-                    vals = g.values
-                    if wd:
-                        vals = vals + wd * w[g.rows]
-                    _rows_apply(w, g.rows, (m, vv), _adam_update, vals, b1, b2, step_size, sqrt_bc2, eps)
-                    continue
-                g = g.to_dense()
-            if wd:
-                g = g + wd * w
-            _adam_update(w, m, vv, g, b1, b2, step_size, sqrt_bc2, eps)
+            adam_update(S[v.index], S[sl["m"].index], S[sl["v"].index], g, b1, b2, step_size, sqrt_bc2, eps, wd,
+                        self.lazy)

@@ -96,6 +96,70 @@ def test_adam_weight_decay():
     assert got == pytest.approx(want, abs=1e-12)
 
 
+# --- 0-d parameters, eager and static ----------------------------------------------------
+# Both modes call the one copy of the update rules (dynnets.nn.optim.*_update).
+# A 0-d parameter is the case to watch: np.sqrt of a 0-d array is a numpy
+# scalar, not an array the in-place steps after it can write into.
+
+def _expected_0d(kind, grads, p=1.0, lr=0.1, b1=0.9, b2=0.999, eps=1e-8):
+    out, s, m, v = [], 0.0, 0.0, 0.0
+    for t, g in enumerate(grads, 1):
+        if kind == "sgd":
+            p -= lr * g
+        elif kind == "adagrad":
+            s += g * g
+            p -= lr * g / (math.sqrt(s) + 1e-10)
+        else:
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            p -= lr / (1 - b1 ** t) * m / (math.sqrt(v) / math.sqrt(1 - b2 ** t) + eps)
+        out.append(p)
+    return out
+
+
+def _eager_0d(kind, dtype, grads):
+    p = nn.Parameter(np.array(1.0, dtype))
+    opt = {"sgd": optim.SGD, "adagrad": optim.Adagrad, "adam": optim.Adam}[kind]([p], lr=0.1)
+    out = []
+    for g in grads:
+        p._grad = np.array(g, dtype)
+        opt.step()
+        assert p.data.shape == () and p.data.dtype == dtype
+        out.append(p.data.copy())
+    return out
+
+
+def _static_0d(kind, dtype, grads):
+    import dynnets.static as ds
+    graph = ds.Graph()
+    with graph.as_default():
+        w = ds.Variable(np.array(1.0, dtype), name="w")
+        c = ds.placeholder((), dtype, name="c")
+        opt = {"sgd": lambda: ds.train.GradientDescentOptimizer(0.1),
+               "adagrad": lambda: ds.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0, epsilon=1e-10),
+               "adam": lambda: ds.train.AdamOptimizer(0.1)}[kind]()
+        step = opt.minimize(w * c)            # d/dw (w * c) = c: the gradient is fed
+        init = ds.global_variables_initializer()
+    out = []
+    with ds.Session(graph) as sess:
+        sess.run(init)
+        for g in grads:
+            sess.run(step, {c: g})
+            val = sess.run(w)
+            assert val.shape == () and val.dtype == dtype
+            out.append(val)
+    return out
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-13), (np.float32, 1e-6), (np.float16, 2e-3)])
+@pytest.mark.parametrize("kind", ["sgd", "adagrad", "adam"])
+def test_zero_dim_parameter_eager_and_static(kind, dtype, rtol):
+    eager = _eager_0d(kind, dtype, GRADS)
+    static = _static_0d(kind, dtype, GRADS)
+    np.testing.assert_allclose(np.array(eager, np.float64), _expected_0d(kind, GRADS), rtol=rtol)
+    np.testing.assert_array_equal(eager, static)       # the same function: the same bits
+
+
 # --- in place, gradients untouched ------------------------------------------------------
 
 @pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.1),

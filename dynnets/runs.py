@@ -1,12 +1,25 @@
-"""The experiments behind ``dynnets demo``, ``dynnets compare`` and the
-scripts in ``experiments/``: training runs with speed and padding figures,
-the padded-vs-dynamic comparison, per-node predictions of tree models, the
-static-vs-dynamic graph overhead, result files and plots.
+"""Runs of models: what ``dynnets demo``, ``dynnets compare``, ``dynnets
+train``/``eval``/``predict`` and the scripts in ``experiments/`` train and
+measure.
 
-Everything here is library code: the command line (:mod:`dynnets.cli`) and
-the scripts are thin wrappers. Results are plain JSON-ready dicts, written
-atomically (:func:`dynnets.io.atomic_write_text`); plots need the optional
-``plot`` extra (matplotlib) and are skipped with a note without it.
+run_model(kind, splits, vocab, train_config)   one training run with speed,
+                                                padding and accuracy figures
+split_report(model, trees, vocab)               dynnets.train.evaluate's report +
+                                                the negation/contrast subset
+demo(...), demo_table(res)                      the four-model demo
+compare_padded_vs_dynamic(...), compare_markdown(res)
+                                                padded static LSTM vs dynamic models
+node_predictions(model, tree, vocab)            every node's prediction of a tree model
+train_tree_rnn(...)                             train a tree model, then list node predictions
+
+One module rather than a package of runs: they share run_model, load_data,
+split_report and the result files, and each is a screenful. The command line
+(:mod:`dynnets.cli`) and the scripts are thin wrappers.
+Results are plain JSON-ready dicts, written atomically
+(:func:`dynnets.io.write_json`); their figures are drawn by
+:mod:`dynnets.plots.figures` (the optional ``plot`` extra, matplotlib; skipped
+with a note without it). Sentences given as text are read by
+:func:`dynnets.data.text.read_tree`.
 
 The compositional subset
 ------------------------
@@ -20,13 +33,9 @@ The rule looks only at words, so it applies unchanged to SST.
 """
 from __future__ import annotations
 
-import io
-import json
 import math
 import os
 import platform
-import re
-import statistics
 import sys
 import time
 from datetime import datetime, timezone
@@ -36,24 +45,21 @@ import numpy as np
 
 from . import io as dio
 from .data import load_samples, load_sst
-from .data.trees import (Tree, TreeParseError, binarize, collapse_unary, first_nonbinary, node_position,
-                         parse_tree)
+from .data.sst import class_names
+from .data.text import read_tree
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
+from .plots.figures import compare_figures
 
-__all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "CLASS_NAMES", "is_compositional", "compositional_mask",
+__all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "is_compositional", "compositional_mask",
            "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
-           "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "tokenize", "sentence_tree",
-           "read_tree", "binary_tree", "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
-           "SHOWCASE", "train_tree_rnn", "graph_overhead", "overhead_markdown",
-           "write_json", "save_figure", "have_matplotlib", "machine_description", "split_report"]
+           "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "run_compare",
+           "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
+           "SHOWCASE", "train_tree_rnn",
+           "machine_description", "split_report"]
 
 NEGATION_WORDS = frozenset({"not", "n't", "never", "hardly", "no"})
 CONTRAST_WORDS = frozenset({"but"})
 _COMPOSITIONAL = NEGATION_WORDS | CONTRAST_WORDS
-
-#: Names of the classes for 5 (SST fine-grained) and 2 (binary) classes.
-CLASS_NAMES = {5: ("very negative", "negative", "neutral", "positive", "very positive"),
-               2: ("negative", "positive")}
 
 
 def _log(msg, enabled=True):
@@ -152,8 +158,6 @@ def padding_waste(trees, max_len, batch_size):
 # one training run
 # --------------------------------------------------------------------------
 
-TREE_KINDS = ("treelstm", "treernn", "childsum")
-
 
 def model_config(kind, train_config, **config):
     """Model keyword arguments for ``build_model(kind, ...)`` from shared settings.
@@ -162,9 +166,10 @@ def model_config(kind, train_config, **config):
     its ``optimizer``, ``lr``, ``weight_decay`` and graph ``batch_size`` come
     from ``train_config``; ``seed`` defaults to the training seed.
     """
+    from .models import model_class
     cfg = {k: v for k, v in config.items() if v is not None}
     cfg.setdefault("seed", train_config.seed)
-    if kind == "padded-lstm":
+    if getattr(model_class(kind), "is_static", False):
         cfg.setdefault("optimizer", train_config.optimizer)
         cfg.setdefault("lr", train_config.lr)
         cfg.setdefault("weight_decay", train_config.weight_decay)
@@ -236,7 +241,8 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
     hist = result.history
     epoch_s = [h["train_seconds"] for h in hist]
     rates = [h["train_sent_per_s"] for h in hist if h["train_sent_per_s"]]
-    if kind == "padded-lstm":
+    padded = bool(getattr(model, "is_static", False))     # a static graph: fixed shapes, so padding
+    if padded:
         waste = padding_waste(splits["train"], model.max_len, model.batch_size)
         waste["max_len"] = model.max_len
     else:
@@ -255,7 +261,7 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
         if split in splits:
             out[split] = split_report(model, splits[split], vocab, blas_threads=train_config.blas_threads)
             out["padding"][f"{split}_truncated"] = (padding_waste(splits[split], model.max_len, 1)["truncated"]
-                                                    if kind == "padded-lstm" else 0)
+                                                    if padded else 0)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     out["_model"] = model
     return out
@@ -319,7 +325,7 @@ def demo(seed=0, epochs=10, out=None, progress=True, embed_dim=64, hidden=64, da
 def _write_demo(res, out):
     out = Path(out)
     files = [out / "results.json", out / "results.md"]
-    write_json(files[0], res)
+    dio.write_json(files[0], res)
     dio.atomic_write_text(files[1], demo_table(res) + "\n")
     return [str(f) for f in files]
 
@@ -339,7 +345,7 @@ def demo_table(res):
         s = r[split]
         c = s["compositional"]
         pad = r["padding"]
-        trunc = f"{pad['truncated']}/{pad['n']}" if r["kind"] == "padded-lstm" else "0"
+        trunc = "0" if pad["max_len"] is None else f"{pad['truncated']}/{pad['n']}"
         lines.append(f"| {r['label']} | {_pct(s['root_fine'])} | {_pct(s['root_binary'])} | {_pct(c['root_fine'])} "
                      f"| {_pct(c['root_binary'])} | {r['sent_per_s']:.0f} | {_pct(pad['pad_fraction'])} | {trunc} "
                      f"| {r['train_seconds']:.1f} |")
@@ -436,8 +442,8 @@ def compare_markdown(res):
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | " + ("---: | ---: | " if res["has_test"] else "")
               + "---: |"]
     for s in summ:
-        trunc = (f"{s['truncated_train']}/{s['n_train']} / {s['truncated_eval']}" if s["kind"] == "padded-lstm"
-                 else "0 / 0")
+        trunc = ("0 / 0" if s["max_len"] is None
+                 else f"{s['truncated_train']}/{s['n_train']} / {s['truncated_eval']}")
         row = (f"| {s['label']} | {_ms(s['epoch_seconds'], 1, 2)} | {_ms(s['sent_per_s'], 1, 0)} | "
                f"{_ms(s['pad_fraction'])} | {trunc} | {_ms(s['dev']['root_fine'])} | {_ms(s['dev']['root_binary'])} | ")
         if res["has_test"]:
@@ -516,7 +522,7 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
 
     def update(rec, records):
         collect(records)
-        write_json(out / "results.json", res)
+        dio.write_json(out / "results.json", res)
 
     log = (lambda s: _log(s)) if progress else (lambda s: None)
     records, _ = sw.run_all(runs, d, out, workers=workers, scheduler=scheduler, progress=progress,
@@ -528,297 +534,33 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     files = [out / "results.json", out / "results.md"]
     dio.atomic_write_text(files[1], compare_markdown(res) + "\n")
     if plots and res["runs"]:
-        files += _compare_plots(res, out, progress)
+        files += compare_figures(res, out)
     res["files"] = [str(f) for f in files]
-    write_json(out / "results.json", res)
+    dio.write_json(out / "results.json", res)
     return res
 
 
-# --------------------------------------------------------------------------
-# plots
-# --------------------------------------------------------------------------
-
-
-def have_matplotlib():
-    """True when the optional ``plot`` extra (matplotlib) is importable."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _figure(w=6.4, h=4.0):
-    # the object-oriented API: no pyplot, so no global figure state and no GUI backend
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(w, h), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def save_figure(fig, path):
-    """Render ``fig`` to PNG in memory and write it atomically to ``path``."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    dio.atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
-
-
-def _plots_unavailable(progress):
-    _log("note: matplotlib is not installed (pip install 'dynnets[plot]'); plots skipped", True)
-    return []
-
-
-def _style(k):
-    # distinct line styles and markers: identical curves (the masked padded LSTM
-    # at the training maximum computes what the dynamic LSTM computes) stay visible
-    return {"linestyle": ("-", "--", "-.", ":")[k % 4], "marker": "osD^v"[k % 5], "markersize": 4}
-
-
-def _compare_plots(res, out, progress=True):
-    if not have_matplotlib():
-        return _plots_unavailable(progress)
-    summ = res["summary"]
-    files = []
-    fig = _figure()
-    ax = fig.add_subplot()
-    buckets = [b["bucket"] for b in summ[0]["by_length"]]
-    x = np.arange(len(buckets))
-    for k, s in enumerate(summ):
-        m = [np.nan if b["mean"] is None else 100 * b["mean"] for b in s["by_length"]]
-        e = [0 if b["std"] is None else 100 * b["std"] for b in s["by_length"]]
-        ax.errorbar(x + 0.04 * (k - len(summ) / 2), m, yerr=e, capsize=3, label=s["label"], **_style(k))
-    ax.set_xticks(x, [f"{b}\n(n={n['sentences']})" for b, n in zip(buckets, summ[0]["by_length"])])
-    ax.set_xlabel("sentence length (tokens)")
-    ax.set_ylabel(f"{res['eval_split']} fine-grained accuracy %")
-    ax.set_title("Accuracy by sentence length")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    files.append(save_figure(fig, out / "accuracy_by_length.png"))
-
-    fig = _figure()
-    ax = fig.add_subplot()
-    y = [s["sent_per_s"]["mean"] or 0 for s in summ]
-    e = [s["sent_per_s"]["std"] or 0 for s in summ]
-    ax.barh(np.arange(len(summ)), y, xerr=e, capsize=3, color="tab:blue")
-    ax.set_yticks(np.arange(len(summ)), [s["label"] for s in summ], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("training sentences / s (median epoch, mean over seeds)")
-    ax.set_title("Training throughput")
-    ax.grid(alpha=0.3, axis="x")
-    files.append(save_figure(fig, out / "throughput.png"))
-
-    fig = _figure()
-    ax = fig.add_subplot()
-    for k, s in enumerate(summ):
-        m = [100 * c["mean"] for c in s["learning_curve"]]
-        ax.plot(np.arange(1, len(m) + 1), m, label=s["label"], **_style(k))
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("dev fine-grained accuracy %")
-    ax.set_title("Learning curves (mean over seeds)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    files.append(save_figure(fig, out / "learning_curves.png"))
-    return files
+def run_compare(a):
+    """``dynnets compare`` and experiments/compare_padded_vs_dynamic.py: the
+    comparison for options parsed by :func:`dynnets.options.add_compare_arguments`;
+    prints the tables and where the files went, returns 0."""
+    from .sweep import check_engine_arguments
+    check_engine_arguments(a)
+    res = compare_padded_vs_dynamic(data=a.data, out=a.out, seeds=range(a.seed, a.seed + a.seeds), epochs=a.epochs,
+                                    embed_dim=a.embed_dim, hidden=a.hidden, batch_size=a.batch_size,
+                                    optimizer=a.optimizer, lr=a.lr, variants=tuple(a.models),
+                                    max_sentences=a.max_sentences, progress=not a.no_progress,
+                                    plots=not a.no_plots, blas_threads=a.blas_threads, workers=a.workers,
+                                    scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed,
+                                    connect_timeout=a.connect_timeout)
+    print(compare_markdown(res))
+    print(f"\nResults written to {', '.join(res['files'])}")
+    return 0
 
 
 # --------------------------------------------------------------------------
 # sentences and per-node predictions
 # --------------------------------------------------------------------------
-
-_CLITIC = re.compile(r"^(.+?)(n't|'s|'re|'ve|'ll|'d|'m)$", re.IGNORECASE)
-_EDGE_PUNCT = "\"'`.,;:!?()[]{}"
-_FINAL = frozenset({".", "!", "?"})
-
-
-def tokenize(text):
-    """Split a plain sentence into PTB-style tokens: whitespace, then leading
-    and trailing punctuation, then clitics (``isn't`` -> ``is n't``,
-    ``film's`` -> ``film 's``)."""
-    out = []
-    for raw in text.split():
-        lead, trail = [], []
-        while raw and raw[0] in _EDGE_PUNCT and len(raw) > 1:
-            lead.append(raw[0])
-            raw = raw[1:]
-        while raw and raw[-1] in _EDGE_PUNCT and len(raw) > 1:
-            trail.append(raw[-1])
-            raw = raw[:-1]
-        body = [raw]
-        m = _CLITIC.match(raw)
-        if m:
-            body = [m.group(1), m.group(2)]
-        out += lead + [b for b in body if b] + trail[::-1]
-    return out
-
-
-def _right_branching(words):
-    """Right-branching tree over ``words``; a trailing comma joins at the top: ``((a (b c)) ,)``."""
-    tail = None
-    if len(words) > 1 and words[-1] == ",":
-        words, tail = words[:-1], words[-1]
-    t = Tree.leaf(2, words[-1])
-    for w in reversed(words[:-1]):
-        t = Tree.node(2, (Tree.leaf(2, w), t))
-    return t if tail is None else Tree.node(2, (t, Tree.leaf(2, tail)))
-
-
-def sentence_tree(text):
-    """A binary tree over a plain sentence (the fallback when no parse is given).
-
-    Rule: tokenize (:func:`tokenize`); split the sentence at every "but" into
-    a left-branching chain ``((c1 (but c2)) (but c3))``, a comma just before
-    "but" staying with the clause on its left; each clause is right-branching
-    (``(the (film (is good)))``), a trailing comma joined at its top;
-    sentence-final ``.``, ``!`` or ``?`` joins at the root. This mirrors how
-    English phrases nest to the right and how "but" joins clauses (the shape
-    of the sample treebank's trees); every node gets the neutral label 2.
-    """
-    words = tokenize(text)
-    if not words:
-        raise ValueError("sentence_tree: the sentence has no words")
-    final = None
-    if len(words) > 1 and words[-1] in _FINAL:
-        final = words.pop()
-    parts, cur = [], []
-    for w in words:
-        if w.lower() == "but" and cur:
-            parts.append(cur)
-            cur = [w]
-        else:
-            cur.append(w)
-    parts.append(cur)
-    tree = None
-    for p in parts:
-        if tree is None:
-            tree = _right_branching(p)
-        elif len(p) == 1:          # a trailing "but": just another word
-            tree = Tree.node(2, (tree, Tree.leaf(2, p[0])))
-        else:
-            tree = Tree.node(2, (tree, Tree.node(2, (Tree.leaf(2, p[0]), _right_branching(p[1:])))))
-    if final is not None:
-        tree = Tree.node(2, (tree, Tree.leaf(2, final)))
-    return tree
-
-
-_BRACKET_TOKENS = re.compile(r"\(|\)|[^ \t\n\r\f\v()]+")
-_FIRST_TOKEN = re.compile(r"[ \t\n\r\f\v]*\([ \t\n\r\f\v]*([^ \t\n\r\f\v()]+)")
-_INT_TOKEN = re.compile(r"[+-]?[0-9]+")
-
-
-def _line_col(text, pos):
-    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
-
-
-def _fail(text, pos, where, kind, reason):
-    return TreeParseError(where, *_line_col(text, pos), kind, reason)
-
-
-def _unlabelled_brackets(text, where):
-    """An unlabelled bracketed tree (labels 2); a bracket around one item is
-    that item. Returns the tree and the offset of each internal node's '('."""
-    stack = [[None, []]]
-    opened = {}
-    for m in _BRACKET_TOKENS.finditer(text):
-        t, pos = m.group(), m.start()
-        if t == "(":
-            if len(stack) == 1 and stack[0][1]:
-                raise _fail(text, pos, where, "trailing_text", "expected end of input after the tree, got '('")
-            stack.append([pos, []])
-        elif t == ")":
-            if len(stack) < 2:
-                raise _fail(text, pos, where, "unbalanced", "unbalanced brackets: ')' has no matching '('")
-            start, kids = stack.pop()
-            if not kids:
-                raise _fail(text, start, where, "empty_node", "empty brackets '()': expected words or subtrees")
-            if len(kids) == 1:
-                node = kids[0]
-            else:
-                node = Tree.node(2, tuple(kids))
-                opened[id(node)] = start
-            stack[-1][1].append(node)
-        else:
-            if len(stack) == 1:
-                raise _fail(text, pos, where, "unexpected_token", f"expected '(' to start a tree, got {t!r}")
-            stack[-1][1].append(Tree.leaf(2, t))
-    if len(stack) != 1:
-        raise _fail(text, stack[-1][0], where, "unbalanced",
-                    f"unbalanced brackets: this '(' is not closed ({len(stack) - 1} unclosed at the end)")
-    if not stack[0][1]:
-        raise _fail(text, 0, where, "empty_input", "expected a tree, got no words")
-    return stack[0][1][0], opened
-
-
-def read_tree(text, binarize=None, binary=False, where="<input>"):
-    """A tree from user input: an SST tree ``(3 (2 it) (3 good))``, an
-    unlabelled bracketed tree ``((it (is good)) .)`` (labels 2), or a plain
-    sentence (:func:`sentence_tree`).
-
-    Input that opens with ``(`` followed by an integer is read as an SST
-    tree, with a label after every ``(`` in 0..4; other input that opens
-    with ``(`` as an unlabelled tree, in which a bracket around one item is
-    that item.
-
-    Parameters
-    ----------
-    text : str
-    binarize : {None, "left", "right"}
-        Make every node binary: nodes with more than two children are split
-        (:func:`dynnets.data.binarize`, ``left``: ``((a b) c)``, ``right``:
-        ``(a (b c))``), then unary chains collapsed to their top node
-        (:func:`dynnets.data.collapse_unary`).
-    binary : bool
-        Raise at the first node (after ``binarize``) that has other than two children.
-    where : str
-        Names the input in errors (``TreeParseError.path``).
-
-    Returns
-    -------
-    (tree, how) : (Tree, str)
-        ``how`` is ``"labelled tree"``, ``"bracketed tree"`` or ``"fallback binarisation"``.
-
-    Raises
-    ------
-    TreeParseError
-        With the line and column of the fault (a bad label, an unbalanced
-        bracket, a node that is not binary).
-    """
-    if not text.strip():
-        raise TreeParseError(where, 1, 1, "empty_input", "expected a sentence or a tree, got empty input")
-    if not text.lstrip().startswith("("):
-        return sentence_tree(text), "fallback binarisation"
-    m = _FIRST_TOKEN.match(text)
-    if m is not None and _INT_TOKEN.fullmatch(m.group(1)):
-        tree, how, opened = parse_tree(text, path=where), "labelled tree", None
-    else:
-        (tree, opened), how = _unlabelled_brackets(text, where), "bracketed tree"
-    if binarize is not None:
-        tree = binary_tree(tree, binarize)
-    elif binary:
-        bad = first_nonbinary(tree)
-        if bad is not None:
-            idx, k = bad
-            if opened is None:
-                line, col = node_position(text, idx)
-            else:
-                line, col = _line_col(text, opened[id(tree.preorder()[idx])])
-            raise TreeParseError(where, line, col, "not_binary",
-                                 f"this node has {k} child{'ren' if k != 1 else ''}; the model needs binary trees "
-                                 f"(two children at every node)")
-    return tree, how
-
-
-def binary_tree(tree, factor="right"):
-    """``tree`` with every internal node binary: nodes with more than two
-    children split (:func:`dynnets.data.binarize` with ``factor``), then unary
-    chains collapsed into their top node (:func:`dynnets.data.collapse_unary`,
-    which keeps the top label)."""
-    return collapse_unary(binarize(tree, factor))
-
-
-def _names(C):
-    return CLASS_NAMES.get(C, tuple(str(i) for i in range(C)))
 
 
 def node_predictions(model, tree, vocab, gold=True, texts=True, blas_threads=1):
@@ -849,7 +591,7 @@ def node_predictions(model, tree, vocab, gold=True, texts=True, blas_threads=1):
     from .blas import blas_threads as limit
     from .train import predict
     words = tree.words()
-    if not (hasattr(model, "predict_all") and hasattr(model, "mode")):
+    if not getattr(model, "is_tree", False):
         root = predict(model, [tree], vocab, blas_threads=blas_threads)[0]
         return {"words": words, "root": root.tolist(), "nodes": None}
     old = model.mode
@@ -897,7 +639,7 @@ def iter_node_lines(pred, show_gold=False, leaves=True):
     if pred["nodes"] is None:
         yield "(per-node predictions need a tree model)"
         return
-    names = _names(len(pred["root"]))
+    names = class_names(len(pred["root"]))
     for n in pred["nodes"]:
         if n["leaf"] and not leaves:
             continue
@@ -926,7 +668,8 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
 
     Parameters
     ----------
-    kind : {"treelstm", "treernn", "childsum"}
+    kind : str
+        A tree model's kind (``dynnets.models.model_kinds(tree=True)``).
     sentences : list of str, optional
         Trees or plain sentences (:func:`read_tree`); default :data:`SHOWCASE`,
         hand-written test sentences labelled by the sample treebank's rules.
@@ -948,11 +691,13 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
     from .data.synthetic import label_tree
     from .data.vocab import Vocabulary
     from .train import TrainConfig
-    if kind not in TREE_KINDS:
-        raise ValueError(f"train_tree_rnn: kind must be one of {TREE_KINDS}, got {kind!r}")
+    from .models import model_class, model_kinds
+    if kind not in model_kinds(tree=True):
+        raise ValueError(f"train_tree_rnn: kind must be one of {model_kinds(tree=True)}, got {kind!r}")
+    binary = model_class(kind).needs_binary
     inputs = []          # read before training, so that a bad sentence fails at once
     for i, s in enumerate(sentences if sentences is not None else SHOWCASE, 1):
-        tree, how = read_tree(s, binarize=binarize, binary=kind != "childsum", where=f"sentence {i}")
+        tree, how = read_tree(s, binarize=binarize, binary=binary, where=f"sentence {i}")
         gold = how == "labelled tree"
         if how == "bracketed tree" and data is None:
             tree, gold = label_tree(tree), True      # labelled by the samples' rules
@@ -968,7 +713,7 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
         pred = node_predictions(model, tree, vocab, gold=gold, blas_threads=blas_threads)
         pred.update(input=s, tree=how, has_gold=gold)
         items.append(pred)
-        names = _names(len(pred["root"]))
+        names = class_names(len(pred["root"]))
         k = int(np.argmax(pred["root"]))
         head = f"{' '.join(pred['words'])}\n  predicted {k} {names[k]}" + (
             f", gold {tree.label}" if gold else "")
@@ -985,216 +730,5 @@ def train_tree_rnn(kind="treelstm", seed=0, epochs=10, embed_dim=64, hidden=64, 
         files = [out / "results.json", out / "nodes.txt"]
         dio.atomic_write_text(files[1], text + "\n")
         res["files"] = [str(f) for f in files]
-        write_json(files[0], res)
+        dio.write_json(files[0], res)
     return res
-
-
-# --------------------------------------------------------------------------
-# graph overhead
-# --------------------------------------------------------------------------
-
-
-def _layers(h, w, b, n, ops):
-    for _ in range(n):
-        h = ops.tanh(ops.matmul(h, w) + b)
-    return h
-
-
-def _time(fn, repeats):
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
-def _static_once(ds, ops, W0, b0, x0, n, width):
-    """One fresh static graph of ``n`` layers: (build s, first run s, second
-    run s, append a layer + run it s, session, fetch, feed, plan stats)."""
-    t0 = time.perf_counter()
-    g = ds.Graph()
-    with g.as_default():
-        x = ds.placeholder((1, width), np.float32, name="x")
-        wv, bv = ds.Variable(W0.copy(), name="W"), ds.Variable(b0.copy(), name="b")
-        h = _layers(x, wv, bv, n, ops)
-        loss = ops.sum(h)
-        grads = ds.gradients(loss, [wv, bv])
-        init = ds.global_variables_initializer()
-    build_s = time.perf_counter() - t0
-    sess = ds.Session(g)
-    sess.run(init)
-    fetch = [loss, grads]
-    feed = {x: x0}
-    t0 = time.perf_counter()
-    sess.run(fetch, feed)
-    first_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sess.run(fetch, feed)
-    second_s = time.perf_counter() - t0
-    st = [p for p in sess.stats if p["nodes_graph"]][-1]
-    with g.as_default():
-        t0 = time.perf_counter()
-        loss2 = ops.sum(_layers(h, wv, bv, 1, ops))
-        sess.run([loss2, ds.gradients(loss2, [wv, bv])], feed)
-        modify_s = time.perf_counter() - t0
-    return build_s, first_s, second_s, modify_s, sess, fetch, feed, st
-
-
-def graph_overhead(sizes=(1, 3, 10, 30, 100, 300), width=32, repeats=20, seed=0, out=None, progress=True,
-                   plots=True):
-    """What a static graph costs and saves against eager execution.
-
-    The model is a chain of ``n`` layers ``h = tanh(h @ W + b)`` (3 ops per
-    layer, shared ``W`` (width, width) and ``b``, one row), loss ``sum(h)``,
-    gradients of ``W`` and ``b``. For each ``n``:
-
-    * eager: forward + backward time (median of ``repeats``) and per forward op;
-    * static: graph construction time; compile time (first ``Session.run`` of
-      the fetch: passes and the tier-1 plan) and code generation (the second
-      run builds the straight-line tier-2 function); steady-state run time
-      (median of ``repeats`` later runs) and per op; modifying the graph
-      (appending one more layer and its gradients) and running the new fetch
-      once (compile + run);
-    * the break-even number of runs after which static (build + compile +
-      runs) has cost less than eager.
-
-    One-time costs are medians over ``max(3, repeats // 4)`` fresh graphs;
-    run times are medians of ``repeats`` runs.
-
-    Returns
-    -------
-    dict
-        ``rows`` (one per size) and ``files`` (``results.json``,
-        ``results.md``, ``graph_overhead.png`` in ``out``).
-    """
-    from . import static as ds
-    from .autograd import ops
-    from .autograd.tensor import Parameter
-    rng = np.random.default_rng(seed)
-    W0 = (rng.standard_normal((width, width)) / math.sqrt(width)).astype(np.float32)
-    b0 = (0.1 * rng.standard_normal(width)).astype(np.float32)
-    x0 = rng.standard_normal((1, width)).astype(np.float32)
-    rows = []
-    res = {"experiment": "graph_overhead", "width": width, "repeats": repeats, "seed": seed,
-           "machine": machine_description(), "rows": rows, "files": []}
-    for n in sizes:
-        n = int(n)
-        if n < 1:
-            raise ValueError(f"graph_overhead: sizes must be >= 1, got {n}")
-        w, b = Parameter(W0.copy()), Parameter(b0.copy())
-
-        def eager():
-            w._grad = None
-            b._grad = None
-            loss = ops.sum(_layers(x0, w, b, n, ops))
-            loss.backward()
-            return loss
-        eager()
-        eager_s = _time(eager, repeats)
-
-        once = [_static_once(ds, ops, W0, b0, x0, n, width) for _ in range(max(3, repeats // 4))]
-        build_s, first_s, second_s, modify_s = (statistics.median(o[k] for o in once) for k in range(4))
-        sess, fetch, feed, st = once[-1][4:]
-        for _ in range(3):
-            sess.run(fetch, feed)
-        steady_s = _time(lambda: sess.run(fetch, feed), repeats)
-        n_ops = 3 * n
-        setup = build_s + first_s + second_s
-        gain = eager_s - steady_s
-        rows.append({"layers": n, "forward_ops": n_ops, "graph_equations": st["nodes_graph"],
-                     "plan_equations": st["nodes_after"], "fused_kernels": st["fused_kernels"], "eager_ms": 1e3 * eager_s,
-                     "eager_us_per_op": 1e6 * eager_s / n_ops, "build_ms": 1e3 * build_s,
-                     "compile_ms": 1e3 * first_s, "codegen_ms": 1e3 * second_s, "static_run_ms": 1e3 * steady_s,
-                     "static_us_per_op": 1e6 * steady_s / n_ops, "modify_and_run_ms": 1e3 * modify_s,
-                     "break_even_runs": (math.ceil(setup / gain) if gain > 0 else None)})
-        for o in once:
-            o[4].close()
-        _log(f"  {n:5d} layers: eager {1e3 * eager_s:8.3f} ms  static compile {1e3 * first_s:8.2f} ms, "
-             f"run {1e3 * steady_s:8.3f} ms", progress)
-        if out is not None:
-            write_json(Path(out) / "results.json", res)
-    if out is not None:
-        out = Path(out)
-        files = [out / "results.json", out / "results.md"]
-        dio.atomic_write_text(files[1], overhead_markdown(res) + "\n")
-        if plots:
-            files += _overhead_plot(res, out)
-        res["files"] = [str(f) for f in files]
-        write_json(files[0], res)
-    return res
-
-
-def overhead_markdown(res):
-    """The graph-overhead table (markdown)."""
-    m = res["machine"]
-    lines = [f"Chain of tanh(h @ W + b) layers, width {res['width']}, one row, forward + backward; medians of "
-             f"{res['repeats']} runs; {m['cpus']} cpus, {m['date']} (shared machine: timings are noisy).", "",
-             "| layers | fwd ops | plan nodes (fused kernels) | eager ms | eager us/op | build ms | compile ms | "
-             "codegen ms | static run ms | static us/op | add a layer + run ms | break-even runs |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in res["rows"]:
-        be = "never" if r["break_even_runs"] is None else str(r["break_even_runs"])
-        lines.append(f"| {r['layers']} | {r['forward_ops']} | {r['plan_equations']} ({r['fused_kernels']}) | "
-                     f"{r['eager_ms']:.3f} | {r['eager_us_per_op']:.1f} | "
-                     f"{r['build_ms']:.2f} | {r['compile_ms']:.2f} | {r['codegen_ms']:.2f} | "
-                     f"{r['static_run_ms']:.3f} | {r['static_us_per_op']:.1f} | {r['modify_and_run_ms']:.2f} | {be} |")
-    lines += ["", "compile: the first run of a new fetch (passes, fused Numba kernels compiled or loaded from "
-              "their cache, tier-1 plan, that run); codegen: the second run (generates the straight-line tier-2 "
-              "function); break-even: runs after which build + compile + codegen + static runs cost less than "
-              "eager runs."]
-    return "\n".join(lines)
-
-
-def _overhead_plot(res, out):
-    if not have_matplotlib():
-        return _plots_unavailable(True)
-    rows = res["rows"]
-    ops_ = [r["forward_ops"] for r in rows]
-    fig = _figure(10, 4)
-    ax = fig.add_subplot(1, 2, 1)
-    ax.loglog(ops_, [r["compile_ms"] for r in rows], "o-", label="compile (first run)")
-    ax.loglog(ops_, [r["codegen_ms"] for r in rows], "s-", label="codegen (second run)")
-    ax.loglog(ops_, [r["modify_and_run_ms"] for r in rows], "^-", label="add a layer + run")
-    ax.loglog(ops_, [r["eager_ms"] for r in rows], "k--", label="eager forward+backward")
-    ax.set_xlabel("forward ops in the graph")
-    ax.set_ylabel("ms")
-    ax.set_title("One-time costs of a static graph")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, which="both")
-    ax = fig.add_subplot(1, 2, 2)
-    ax.semilogx(ops_, [r["eager_us_per_op"] for r in rows], "o-", label="eager")
-    ax.semilogx(ops_, [r["static_us_per_op"] for r in rows], "s-", label="static (steady state)")
-    ax.set_xlabel("forward ops in the graph")
-    ax.set_ylabel("us per forward op (forward + backward)")
-    ax.set_title("Per-op cost")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, which="both")
-    return [save_figure(fig, out / "graph_overhead.png")]
-
-
-# --------------------------------------------------------------------------
-# files
-# --------------------------------------------------------------------------
-
-
-def _jsonable(o):
-    if isinstance(o, dict):
-        return {str(k): _jsonable(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_jsonable(v) for v in o]
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return o
-
-
-def write_json(path, obj):
-    """Write ``obj`` as indented JSON, atomically."""
-    dio.atomic_write_text(path, json.dumps(_jsonable(obj), indent=1, sort_keys=False) + "\n")
-    return Path(path)

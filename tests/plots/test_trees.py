@@ -286,7 +286,7 @@ def test_svg_without_predictions_draws_the_tree_labels():
 
 
 def test_svg_from_a_model_record(tmp_path):
-    from dynnets.experiments import node_predictions
+    from dynnets.runs import node_predictions
     data = load_samples()
     vocab = Vocabulary.from_trees(data["train"])
     model = build_model("treelstm", len(vocab), embed_dim=8, hidden=8, seed=0)
