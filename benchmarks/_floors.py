@@ -258,3 +258,207 @@ class TreeLevelReference:
                              f"max |dU| diff {np.abs(self.dU - dU).max():.3g}, "
                              f"max |dW_leaf| diff {np.abs(self.dWl - dW_leaf).max():.3g}")
         return res["loss"]
+
+
+class PackedLSTMReference:
+    """The packed LSTM sentence classifier written by hand on preallocated buffers.
+
+    Parameters
+    ----------
+    weights : dict
+        ``SequenceClassifier(cell="lstm").state_dict()`` as arrays (PyTorch
+        names and layouts: ``weight_ih_l0`` (4H, E), ``weight_hh_l0`` (4H, H),
+        biases, ``out.weight`` (C, H)); copied.
+    batches : list of PackedBatch
+        The minibatches (``collate(...)``): packed ids, ``batch_sizes``, ``last``.
+    lr : float
+    seed : int
+
+    The products per minibatch, as dynnets' packed path does them (each
+    distinct word's input projection once, no product at the first step,
+    whose previous state is zero):
+
+    * forward: the embedding gather of the distinct words (u, E); the input
+      projection (u, E) @ (E, 4H); per step t >= 1 (n_t, H) @ (H, 4H); the
+      classifier (B, H) @ (H, C);
+    * backward: the classifier's (B, C) @ (C, H) and (C, B) @ (B, H); per step,
+      in reverse, (n_t, 4H) @ (4H, H); the recurrent weights' (4H, R) @ (R, H)
+      over the R rows of steps >= 1; the input weights' (4H, u) @ (u, E) and
+      the words' (u, 4H) @ (4H, E).
+    """
+
+    def __init__(self, weights, batches, lr=0.05, seed=0):
+        from dynnets.autograd import kernels as K
+        from dynnets.autograd import kernels_tree as KT
+        from dynnets.nn import optim_kernels as OK
+
+        self.K, self.KT, self.OK = K, KT, OK
+        w = {k: np.array(v, copy=True, order="C") for k, v in weights.items()}
+        self.emb = w["embedding.weight"]
+        self.dt = dt = self.emb.dtype
+        self.wih, self.whh = w["weight_ih_l0"], w["weight_hh_l0"]
+        self.bih, self.bhh = w["bias_ih_l0"], w["bias_hh_l0"]
+        self.wo, self.bo = w["out.weight"], w["out.bias"]
+        G4, self.E = self.wih.shape
+        self.H = H = G4 // 4
+        self.C = C = self.wo.shape[0]
+        self.batches = []
+        for pb in batches:
+            uniq, rows = _rows_unique(pb.ids)
+            sizes = np.asarray(pb.batch_sizes).tolist()
+            offs = [0]
+            for s in sizes[:-1]:
+                offs.append(offs[-1] + s)
+            steps = [(n, o, offs[t - 1]) for t, (n, o) in enumerate(zip(sizes, offs)) if t]
+            later = sizes[1:]
+            prev_rows = (np.concatenate([np.arange(p, p + n) for n, o, p in steps]).astype(np.int64)
+                         if steps else np.zeros(0, np.int64))
+            self.batches.append(dict(uniq=uniq, rows=rows, nu=len(uniq), total=int(sum(sizes)), n0=sizes[0],
+                                     steps=steps, R=int(sum(later)), prev_rows=prev_rows,
+                                     last=np.ascontiguousarray(pb.last, dtype=np.int64),
+                                     labels=np.ascontiguousarray(pb.labels, dtype=np.int64), B=len(pb.labels)))
+        mu = max(b["nu"] for b in self.batches)
+        mt = max(b["total"] for b in self.batches)
+        mb = max(b["B"] for b in self.batches)
+        mr = max(max(b["R"] for b in self.batches), 1)
+        m0 = max(b["n0"] for b in self.batches)
+        rng = np.random.default_rng(seed)
+        E = self.E
+        self.Xu = _rand(rng, (mu, E), dt)
+        self.Gu = np.empty((mu, 4 * H), dt)
+        self.dGu = _rand(rng, (mu, 4 * H), dt)
+        self.dXu = np.empty((mu, E), dt)
+        self.gx = _rand(rng, (mt, 4 * H), dt)
+        self.pre = np.empty((mt, 4 * H), dt)
+        self.h = _rand(rng, (mt, H), dt)
+        self.c = _rand(rng, (mt, H), dt)
+        self.acts = _rand(rng, (mt, 4 * H), dt)
+        self.dh = np.empty((mt, H), dt)
+        self.dc = np.empty((mt, H), dt)
+        self.dg = _rand(rng, (mt, 4 * H), dt)
+        self.dhbuf = np.empty((m0, H), dt)
+        self.hprev = _rand(rng, (mr, H), dt)
+        self.hlast = _rand(rng, (mb, H), dt)
+        self.logits = np.empty((mb, C), dt)
+        self.dlog = _rand(rng, (mb, C), dt)
+        self.dhlast = np.empty((mb, H), dt)
+        self.dWih = np.empty_like(self.wih)
+        self.dWhh = np.empty_like(self.whh)
+        self.dWo = np.empty_like(self.wo)
+        self.acc = {k: np.zeros_like(getattr(self, k)) for k in ("emb", "wih", "whh", "bih", "bhh", "wo", "bo")}
+        self.scal = np.array((lr, 1e-10), dtype=dt)
+
+    def products(self):
+        """The floor: every minibatch's matrix products (and the embedding gather) alone."""
+        return self.make(("products",))
+
+    def make(self, pieces):
+        """One training pass over the minibatches with ``pieces`` (a prefix
+        of :data:`LSTM_PIECES`)."""
+        pieces = tuple(pieces)
+        if pieces != LSTM_PIECES[:len(pieces)]:
+            raise ValueError(f"PackedLSTMReference: pieces must be a prefix of {LSTM_PIECES}, got {pieces}")
+        G, T, L, O = "gathers" in pieces, "gates" in pieces, "loss" in pieces, "optimizer" in pieces
+        K, KT, OK = self.K, self.KT, self.OK
+        mm, take = np.matmul, np.take
+        emb, wih, whh, bih, bhh, wo, bo = self.emb, self.wih, self.whh, self.bih, self.bhh, self.wo, self.bo
+        Xu, Gu, dGu, dXu, gx, pre, h, c, acts, dh, dc, dg = (self.Xu, self.Gu, self.dGu, self.dXu, self.gx, self.pre,
+                                                           self.h, self.c, self.acts, self.dh, self.dc, self.dg)
+        dhbuf, hprev, hlast, logits, dlog, dhlast = self.dhbuf, self.hprev, self.hlast, self.logits, self.dlog, self.dhlast
+        dWih, dWhh, dWo = self.dWih, self.dWhh, self.dWo
+        acc, scal = self.acc, self.scal
+        wihT, whhT, woT = (np.ascontiguousarray(wih.T), np.ascontiguousarray(whh.T), np.ascontiguousarray(wo.T))
+        out = {}
+
+        def one(bt):
+            nu, total, n0, B, R = bt["nu"], bt["total"], bt["n0"], bt["B"], bt["R"]
+            uniq, rows, last, steps = bt["uniq"], bt["rows"], bt["last"], bt["steps"]
+            # ---- forward
+            take(emb, uniq, axis=0, out=Xu[:nu], mode="clip")
+            mm(Xu[:nu], wihT, out=Gu[:nu])
+            if T:
+                Gu[:nu] += bih
+            if G:
+                take(Gu[:nu], rows, axis=0, out=gx[:total], mode="clip")
+            if T:
+                KT.lstm_step_fwd(gx[:n0], bhh, c, -1, 0, h, acts)
+            for n, o, p in steps:
+                z = mm(h[p:p + n], whhT, out=pre[o:o + n])
+                if T:
+                    z += gx[o:o + n]
+                    KT.lstm_step_fwd(z, bhh, c, p, o, h, acts)
+            if G:
+                take(h, last, axis=0, out=hlast[:B], mode="clip")
+            z = mm(hlast[:B], woT, out=logits[:B])
+            if L:
+                z += bo
+                z -= z.max(axis=1, keepdims=True)
+                e = np.exp(z)
+                s = e.sum(axis=1, keepdims=True)
+                lab = bt["labels"]
+                ar = np.arange(B)
+                out["loss"] = float((np.log(s[:, 0]) - z[ar, lab]).mean())
+                e /= s
+                e[ar, lab] -= 1.0
+                e *= 1.0 / B
+                dlog[:B] = e
+            # ---- backward
+            mm(dlog[:B], wo, out=dhlast[:B])
+            mm(dlog[:B].T, hlast[:B], out=dWo)
+            if G:
+                dh[:total] = 0.0
+                dh[last] = dhlast[:B]
+            if T:
+                dc[:total] = 0.0
+            for n, o, p in reversed(steps):
+                if T:
+                    KT.lstm_step_bwd(dh, dc, acts, c, p, o, n, dg)
+                z = mm(dg[o:o + n], whh, out=dhbuf[:n])
+                if T:
+                    dh[p:p + n] += z
+            if T:
+                KT.lstm_step_bwd(dh, dc, acts, c, -1, 0, n0, dg)
+            if G and R:
+                take(h, bt["prev_rows"], axis=0, out=hprev[:R], mode="clip")
+            mm(dg[n0:total].T, hprev[:R], out=dWhh)
+            if G:
+                dGs = K.embedding_bwd(rows, dg[:total], nu)
+            else:
+                dGs = dGu[:nu]
+            mm(dGs.T, Xu[:nu], out=dWih)
+            mm(dGs, wih, out=dXu[:nu])
+            if L:
+                out["dbih"] = dGs.sum(0)
+                out["dbhh"] = dg[:total].sum(0)
+                out["dbo"] = dlog[:B].sum(0)
+            if O:
+                for p_, a, g in ((wih, acc["wih"], dWih), (whh, acc["whh"], dWhh), (wo, acc["wo"], dWo),
+                                 (bih, acc["bih"], out["dbih"]), (bhh, acc["bhh"], out["dbhh"]),
+                                 (bo, acc["bo"], out["dbo"])):
+                    OK.adagrad_dense(p_.reshape(-1), a.reshape(-1), g.reshape(-1), scal)
+                OK.adagrad_rows(emb, acc["emb"], uniq, dXu[:nu], scal)
+                wihT[...] = wih.T
+                whhT[...] = whh.T
+                woT[...] = wo.T
+
+        batches = self.batches
+
+        def run():
+            for bt in batches:
+                one(bt)
+
+        run.first = lambda: (one(batches[0]), out)[1]
+        return run
+
+    def check(self, loss, dW_hh, dW_ih):
+        """The full reference (without the optimizer) on the first minibatch
+        against a contender's loss and recurrent/input weight gradients."""
+        res = self.make(LSTM_PIECES[:-1]).first()
+        ok = (abs(res["loss"] - loss) <= 1e-5 * max(1.0, abs(loss))
+              and np.allclose(self.dWhh, dW_hh, atol=1e-6, rtol=1e-3)
+              and np.allclose(self.dWih, dW_ih, atol=1e-6, rtol=1e-3))
+        if not ok:
+            raise SystemExit(f"packed LSTM reference disagrees with dynnets: loss {res['loss']} vs {loss}, "
+                             f"max |dW_hh| diff {np.abs(self.dWhh - dW_hh).max():.3g}, "
+                             f"max |dW_ih| diff {np.abs(self.dWih - dW_ih).max():.3g}")
+        return res["loss"]
