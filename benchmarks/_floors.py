@@ -33,6 +33,10 @@ def _rand(rng, shape, dt):
     return (0.1 * rng.standard_normal(shape)).astype(dt)
 
 
+def _no_product(a, b, out):
+    return out
+
+
 def _rows_unique(ids):
     uniq, rows = np.unique(ids, return_inverse=True)
     return uniq.astype(np.int64), rows.reshape(-1).astype(np.int64)
@@ -139,16 +143,18 @@ class TreeLevelReference:
         (and the embedding gather) and nothing else."""
         return self.make(phase, ("products",))
 
-    def make(self, phase, pieces):
+    def make(self, phase, pieces, products=True):
         """A closure running one pass over the minibatches with ``pieces``
-        (a prefix of :data:`TREE_PIECES`) of the computation."""
+        (a prefix of :data:`TREE_PIECES`) of the computation; ``products=False``
+        leaves the matrix products out (the rest alone, to check that the
+        pieces add up)."""
         pieces = tuple(pieces)
         if pieces != TREE_PIECES[:len(pieces)]:
             raise ValueError(f"TreeLevelReference: pieces must be a prefix of {TREE_PIECES}, got {pieces}")
         train = phase == "train"
         G, T, L, O = "gathers" in pieces, "gates" in pieces, "loss" in pieces, "optimizer" in pieces
         K, KT, OK = self.K, self.KT, self.OK
-        mm, take = np.matmul, np.take
+        mm, take = (np.matmul if products else _no_product), np.take
         emb, wl, bl, U, b, wo, bo, woT = self.emb, self.wl, self.bl, self.U, self.b, self.wo, self.bo, self.woT
         Xu, Zu, dZu, dXu, Su, actsU, dS0 = self.Xu, self.Zu, self.dZu, self.dXu, self.Su, self.actsU, self.dS0
         h, c, dh, dc, hcat, Z, acts, dZ, dhcat = (self.h, self.c, self.dh, self.dc, self.hcat, self.Z, self.acts,
@@ -354,7 +360,13 @@ class PackedLSTMReference:
 
     def make(self, pieces):
         """One training pass over the minibatches with ``pieces`` (a prefix
-        of :data:`LSTM_PIECES`)."""
+        of :data:`LSTM_PIECES`).
+
+        (No variant without the products here: the step loop adds each
+        input projection into the recurrent product's output in place, so
+        without the products that buffer grows batch after batch until the
+        gate kernels see overflowing values, which time differently: measured
+        10x slower.)"""
         pieces = tuple(pieces)
         if pieces != LSTM_PIECES[:len(pieces)]:
             raise ValueError(f"PackedLSTMReference: pieces must be a prefix of {LSTM_PIECES}, got {pieces}")

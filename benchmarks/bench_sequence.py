@@ -14,6 +14,24 @@ Adagrad lr 0.05, softmax on the final state):
 * ``dynnets dynamic (shuffled)`` -- dynnets on plain shuffled batches (no
   bucketing), to show what packing costs without it.
 
+Floors and reference passes (unless ``--no-floor``; see ``_floors.py``):
+
+* ``floor: products only (bucketed)`` -- the same bucketed minibatches'
+  matrix products alone, each one ``numpy.matmul`` into a preallocated
+  output: the embedding gather and input projection of each batch's distinct
+  words, the recurrent product of every step after the first (whose previous
+  state is zero), the classifier, and in backward the classifier's two, one
+  recurrent product per step, the recurrent and input weights' gradients and
+  the words' gradient. Every contender is printed as a fraction of it.
+* ``floor: products only (shuffled)`` -- the same on the shuffled batches:
+  the same rows in twice the steps (the step and row counts of both are
+  printed first).
+* ``packed ref +gathers``, ``+gates``, ``+loss``, ``+optimizer`` -- the model
+  by hand on those buffers, one piece more each (the gathers and scatters of
+  projections, last states and previous states; dynnets' step kernels; the
+  cross-entropy and bias gradients; the Adagrad kernels), checked against
+  dynnets' first-minibatch loss and weight gradients.
+
 Word embeddings are sparse in PyTorch (``sparse=True``) and row-sparse in
 dynnets, so no contender pays for a dense update of the whole table. Batches
 (padded tensors, packed index arrays) are built once, outside the timing.

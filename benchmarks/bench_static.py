@@ -75,6 +75,47 @@ def _dynnets_static_linreg(np, ds):
     return g, sess, fd, loss, train_op, w
 
 
+def _numpy_linreg(np):
+    x, y = np.array(X, np.float32), np.array(Y, np.float32)
+    w, b = np.array(0.1, np.float32), np.array(0.3, np.float32)
+    k = np.float32(2.0 / len(X))
+    lr = np.float32(0.01)
+
+    def run():
+        r = w * x + b - y
+        np.mean(r * r)                 # the loss, as the plan computes it
+        g = r * k
+        w[...] -= lr * np.dot(g, x)
+        b[...] -= lr * g.sum()
+    return run
+
+
+def _numba_linreg(np):
+    from numba import njit
+
+    @njit(cache=False)
+    def step(w, b, x, y, lr):
+        n = x.shape[0]
+        gw = np.float32(0.0)
+        gb = np.float32(0.0)
+        loss = np.float32(0.0)
+        for i in range(n):
+            r = w[0] * x[i] + b[0] - y[i]
+            loss += r * r
+            gw += r * x[i]
+            gb += r
+        k = np.float32(2.0) / n
+        w[0] -= lr * k * gw
+        b[0] -= lr * k * gb
+        return loss / n
+
+    x, y = np.array(X, np.float32), np.array(Y, np.float32)
+    w, b = np.array([0.1], np.float32), np.array([0.3], np.float32)
+    lr = np.float32(0.01)
+    step(w, b, x, y, lr)
+    return lambda: step(w, b, x, y, lr)
+
+
 def _jax_linreg(np):
     """The same step under ``jax.jit`` (float32 on the CPU, one dispatch per
     step, the result awaited as dynnets' is), or None without jax."""
@@ -151,6 +192,11 @@ def bench_linreg(args, np, summary):
         notes.append("tensorflow is not installed: TF1 skipped (reference on this kind of machine: "
                      f"{TF1_REF['step_us']:.0f} us per sess.run(train_op))")
 
+    # reference passes: the same step's arithmetic by hand, in numpy (what a
+    # plan of numpy calls cannot beat) and as one Numba kernel (what a plan
+    # fused into a single compiled call could approach)
+    contenders["reference: numpy by hand"] = _numpy_linreg(np)
+    contenders["reference: one Numba kernel"] = _numba_linreg(np)
     jax_step = _jax_linreg(np)
     if jax_step is None:
         notes.append("jax is not installed (pip install -e '.[bench]'): jax.jit skipped (reference measured on "
@@ -212,7 +258,7 @@ def bench_addop(args, np, summary):
     makers = [lambda: loss * 2.0, lambda: ds.tanh(loss), lambda: ds.square(w) + loss, lambda: ds.reduce_sum(
         ds.exp(loss) - 1.0), lambda: loss / 3.0 + 1.0]
     n = max(50, args.repeats * 20)
-    build, first, total, again, compile_ms = [], [], [], [], []
+    build, first, total, again, compile_ms, passes = [], [], [], [], [], []
     existing = loss * 1.5
     with g.as_default():
         existing = loss * 1.5
@@ -231,11 +277,15 @@ def bench_addop(args, np, summary):
         first.append(t2 - t1)
         total.append(t2 - t0)
         again.append(t3 - t2)
+        plan = sess._plan_list[-1]
         compile_ms.append(sess.stats[-1]["compile_ms"])
+        passes.append(dict(plan.pass_times, lower=plan.compile_time - sum(plan.pass_times.values())))
     med = lambda xs: statistics.median(xs) * 1e6  # noqa: E731
     rows = [["add one op (graph construction)", f"{med(build):.1f}"],
             ["first run using it (prune, passes, plan, run)", f"{med(first):.1f}"],
             ["  of which compile", f"{statistics.median(compile_ms) * 1e3:.1f}"],
+            *[[f"    {k}" + (" (feeds checked, lowered to instructions, tier-1 plan)" if k == "lower" else ""),
+               f"{statistics.median(p[k] for p in passes) * 1e6:.1f}"] for k in passes[-1]],
             ["add op + first run", f"{med(total):.1f}"],
             ["run an existing op (cached plan)", f"{med(again):.1f}"]]
     print(f"\n## Adding an op to a graph that has run ({len(g.eqns)} nodes at the end; {n} samples), us\n")

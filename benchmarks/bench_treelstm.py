@@ -23,17 +23,34 @@ objects that exist before the timing frozen out of the garbage collector
 medians over ``--repeats`` passes. The first minibatch's loss of every
 contender is printed to show that they compute the same function.
 
-A fifth, reference pass runs in the evaluation round unless ``--no-floor``:
-``products only`` does nothing but the matrix-vector products that per-node
-evaluation cannot avoid, one ``numpy.matmul`` into a preallocated output per
-node (a leaf's word vector times the (300, 450) leaf weights, an internal
-node's [h_l; h_r] times the (300, 750) ``U``), on the same trees. It is not a
-model: it is the floor under any recursive evaluation on this machine, and
-the script prints the largest "recursive / torch recursive" evaluation ratio
-that floor allows. A sixth, ``node kernels only``, calls dynnets' fused
-per-node kernels (products and gate maths) on preallocated buffers, with no
-graph, no primitive and no Python beyond the loop: what dynnets' recursive
-evaluation would cost without any framework overhead.
+Floors and reference passes (unless ``--no-floor``; see ``_floors.py``), in
+the same interleaved rounds:
+
+* ``level floor: products only`` -- the level-batched floor: the same
+  minibatches' matrix products alone, on the same level schedule, each one
+  ``numpy.matmul`` into a preallocated output (forward: the embedding gather
+  of each batch's distinct words, their leaf product, one ``U`` product per
+  level, the classifier; backward, in training: the classifier's two, one
+  ``U^T`` product per level, ``U``'s and the leaf weights' gradients, the
+  words' gradient). Every contender is printed as a fraction of it, for
+  training and for evaluation (where the classifier reads the roots only).
+* ``level ref +gathers``, ``+gates``, ``+loss``, ``+optimizer`` -- the same
+  model written by hand on those buffers, adding one piece at a time: the
+  gathers and scatters (per-leaf states, the children's pairs and their
+  adjoint, the scatter of leaf gradients to words), dynnets' fused gate
+  kernels, the softmax cross-entropy and bias gradients (in evaluation: the
+  softmax), the Adagrad kernels; ``level ref, all but the products`` is the
+  last one with the products left out, to show that the pieces add up. Its loss and ``U``/``w_leaf`` gradients on
+  the first minibatch are checked against dynnets' before the timing. The
+  last one is dynnets level-batched without the framework.
+* ``recursive floor: per-node products`` (evaluation) -- the floor under any
+  per-node evaluation: one ``numpy.matmul`` per node into a preallocated
+  output (a leaf's word vector times the (300, 450) leaf weights, an
+  internal node's [h_l; h_r] times the (300, 750) ``U``), on the same trees;
+  the script prints the largest "recursive / torch recursive" evaluation
+  ratio it allows. ``recursive ref: node kernels only`` calls dynnets' fused
+  per-node kernels (products and gate maths) on preallocated buffers, with no
+  graph and no primitive.
 
 Run from the repository root::
 
@@ -333,6 +350,12 @@ def main():
                 extra["train"][f"level ref +{TREE_PIECES[k - 1]}"] = level_ref.make("train", TREE_PIECES[:k])
             for k in range(2, len(TREE_PIECES)):
                 extra["eval"][f"level ref +{TREE_PIECES[k - 1]}"] = level_eval.make("eval", TREE_PIECES[:k])
+            # on buffers and weights of its own: without the products it feeds
+            # the kernels stale (finite) values and updates its weights with them
+            own = {ph: TreeLevelReference(weights, [b.schedule for b in collated["level"][k]], lr=args.lr,
+                                          seed=args.seed) for ph, k in (("train", 0), ("eval", 1))}
+            extra["train"][NO_PRODUCTS] = own["train"].make("train", TREE_PIECES, products=False)
+            extra["eval"][NO_PRODUCTS] = own["eval"].make("eval", TREE_PIECES[:-1], products=False)
         extra["eval"][REC_FLOOR], extra["eval"][REC_KERNELS] = recursive_floors(np, weights, flat, E, H, args.seed)
     n = len(trees)
     results = {}
@@ -390,6 +413,7 @@ def main():
 
 
 LEVEL_FLOOR = "level floor: products only"
+NO_PRODUCTS = "level ref, all but the products"
 REC_FLOOR = "recursive floor: per-node products"
 REC_KERNELS = "recursive ref: node kernels only"
 
