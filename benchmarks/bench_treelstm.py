@@ -39,8 +39,9 @@ the same interleaved rounds:
   gathers and scatters (per-leaf states, the children's pairs and their
   adjoint, the scatter of leaf gradients to words), dynnets' fused gate
   kernels, the softmax cross-entropy and bias gradients (in evaluation: the
-  softmax), the Adagrad kernels; ``level ref, all but the products`` is the
-  last one with the products left out, to show that the pieces add up. Its loss and ``U``/``w_leaf`` gradients on
+  softmax), the Adagrad kernels; in evaluation, ``level ref, all but the
+  products`` is the last one with the products left out, to show that the
+  pieces add up. Its loss and ``U``/``w_leaf`` gradients on
   the first minibatch are checked against dynnets' before the timing. The
   last one is dynnets level-batched without the framework.
 * ``recursive floor: per-node products`` (evaluation) -- the floor under any
@@ -350,12 +351,9 @@ def main():
                 extra["train"][f"level ref +{TREE_PIECES[k - 1]}"] = level_ref.make("train", TREE_PIECES[:k])
             for k in range(2, len(TREE_PIECES)):
                 extra["eval"][f"level ref +{TREE_PIECES[k - 1]}"] = level_eval.make("eval", TREE_PIECES[:k])
-            # on buffers and weights of its own: without the products it feeds
-            # the kernels stale (finite) values and updates its weights with them
-            own = {ph: TreeLevelReference(weights, [b.schedule for b in collated["level"][k]], lr=args.lr,
-                                          seed=args.seed) for ph, k in (("train", 0), ("eval", 1))}
-            extra["train"][NO_PRODUCTS] = own["train"].make("train", TREE_PIECES, products=False)
-            extra["eval"][NO_PRODUCTS] = own["eval"].make("eval", TREE_PIECES[:-1], products=False)
+            # evaluation only, on buffers of its own (see TreeLevelReference.make)
+            own = TreeLevelReference(weights, [b.schedule for b in collated["level"][1]], seed=args.seed)
+            extra["eval"][NO_PRODUCTS] = own.make("eval", TREE_PIECES[:-1], products=False)
         extra["eval"][REC_FLOOR], extra["eval"][REC_KERNELS] = recursive_floors(np, weights, flat, E, H, args.seed)
     n = len(trees)
     results = {}
