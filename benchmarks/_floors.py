@@ -143,7 +143,7 @@ class TreeLevelReference:
         (and the embedding gather) and nothing else."""
         return self.make(phase, ("products",))
 
-    def make(self, phase, pieces, products=True):  # noqa: C901 (one straight pass, flags per piece)
+    def make(self, phase, pieces, products=True):
         """A closure running one pass over the minibatches with ``pieces``
         (a prefix of :data:`TREE_PIECES`) of the computation; ``products=False``
         leaves the matrix products out (the rest alone, to check that the
@@ -381,7 +381,8 @@ class PackedLSTMReference:
         emb, wih, whh, bih, bhh, wo, bo = self.emb, self.wih, self.whh, self.bih, self.bhh, self.wo, self.bo
         Xu, Gu, dGu, dXu, gx, pre, h, c, acts, dh, dc, dg = (self.Xu, self.Gu, self.dGu, self.dXu, self.gx, self.pre,
                                                            self.h, self.c, self.acts, self.dh, self.dc, self.dg)
-        dhbuf, hprev, hlast, logits, dlog, dhlast = self.dhbuf, self.hprev, self.hlast, self.logits, self.dlog, self.dhlast
+        dhbuf, hprev, hlast = self.dhbuf, self.hprev, self.hlast
+        logits, dlog, dhlast = self.logits, self.dlog, self.dhlast
         dWih, dWhh, dWo = self.dWih, self.dWhh, self.dWo
         acc, scal = self.acc, self.scal
         wihT, whhT, woT = (np.ascontiguousarray(wih.T), np.ascontiguousarray(whh.T), np.ascontiguousarray(wo.T))
