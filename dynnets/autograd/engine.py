@@ -21,7 +21,8 @@ from heapq import heappush as _heappush
 import numpy as np
 
 from . import tensor as _tensor_module
-from .primitives import MatmulT, OuterSum, RowSparse, ShapeError, check_shapes
+from .primitives import (DTypeError, IndexRangeError, MatmulT, OuterSum, RowSparse, ShapeError,
+                         check_shapes)
 from .tensor import Parameter, Tensor
 
 __all__ = [
@@ -134,14 +135,80 @@ def _new(data, node, idx, rg):
     return t
 
 
+# ---------------------------------------------------------------------------
+# input checks
+#
+# Every application runs its primitive's shape rule, the input check. A rule
+# depends only on the inputs' shapes and dtypes (a Python scalar counts by its
+# type: numpy keeps it weak) and on the attributes, so bind keys that
+# signature and runs the rule once per distinct key: a repeated signature costs
+# building the key and one dict lookup. Checks that depend on values (class
+# targets, ids, tree schedules) run on every call, inside the implementations.
+# ---------------------------------------------------------------------------
+
+_CHECKED_MAX = 4096      # signatures kept per primitive; the cache is emptied when full
+_SLICE = object()        # marks a slice in a frozen attribute key
+
+
+def _freeze(v):
+    """A hashable stand-in for an attribute value holding slices (unhashable
+    before Python 3.12); raises TypeError for one that holds arrays."""
+    tp = type(v)
+    if tp is slice:
+        return (_SLICE, v.start, v.stop, v.step)
+    if tp is tuple or tp is list:
+        return (tp,) + tuple([_freeze(x) for x in v])
+    hash(v)
+    return v
+
+
+def _check_miss(prim, key, arrays, attrs):
+    """Run the shape rule for a signature not seen yet and remember it;
+    ``key`` None: the signature is not hashable, check without caching."""
+    check_shapes(prim, arrays, attrs)
+    if key is not None:
+        checked = prim.checked
+        if len(checked) >= _CHECKED_MAX:
+            checked.clear()
+        checked[key] = True
+
+
+def _check(prim, sig, arrays, attrs):
+    """The slow half of the check: the attributes joined to the inputs'
+    signature ``sig``, and misses."""
+    key = sig
+    if attrs:
+        key = (sig, *attrs.items())
+        try:
+            if key in prim.checked:
+                return
+        except TypeError:
+            try:
+                key = (sig, *[(k, _freeze(v)) for k, v in attrs.items()])
+            except TypeError:
+                key = None          # an attribute holds an array: checked on every call
+            else:
+                if key in prim.checked:
+                    return
+    _check_miss(prim, key, arrays, attrs)
+
+
 def _explain(prim, args, attrs, exc):
-    """Turn a failure inside a forward implementation into the shape rule's
-    clear message (the shape rule is the input check: DESIGN.md rule 6)."""
+    """A failure inside a forward implementation, as an error naming the op:
+    the shape rule's message when the rule rejects the inputs (DESIGN.md rule
+    6), else the failure's own (a value-dependent one: an index out of range)."""
     try:
         check_shapes(prim, args, attrs)
     except ShapeError as err:
         raise err.with_traceback(None) from None
-    raise exc
+    if isinstance(exc, ShapeError):
+        raise exc
+    kind = IndexRangeError if isinstance(exc, IndexError) else DTypeError if isinstance(exc, TypeError) \
+        else ShapeError
+    raise kind(f"{prim.name}: {exc}") from exc
+
+
+_WEAK = frozenset({float, int, bool})
 
 
 def bind(prim, *args, **attrs):
@@ -149,7 +216,7 @@ def bind(prim, *args, **attrs):
 
     Returns a Tensor (a tuple of Tensors for multiple-result primitives). When
     an argument is a symbolic static-graph value, the static handler builds a
-    graph node instead.
+    graph node instead. The inputs are checked first (see above).
     """
     # Fast paths for one and two arguments (most ops): unrolled, without the
     # per-argument list building of the general path (measured ~0.5 us/op).
@@ -159,70 +226,123 @@ def bind(prim, *args, **attrs):
         tp = type(x)
         if tp is _TENSOR or tp is _PARAM:
             xd = x.data
+            xs = xd.shape
+            xt = xd.dtype
             if not x.requires_grad:
                 x = None
-        elif tp in _CONST:
+        elif tp is _NDARRAY:
             xd = x
+            xs = x.shape
+            xt = x.dtype
+            x = None
+        elif tp in _WEAK:
+            xd = x
+            xs = tp
+            xt = None
             x = None
         else:
             return _bind_general(prim, args, attrs)
         tp = type(y)
         if tp is _TENSOR or tp is _PARAM:
             yd = y.data
+            ys = yd.shape
+            yt = yd.dtype
             if not y.requires_grad:
                 y = None
-        elif tp in _CONST:
+        elif tp is _NDARRAY:
             yd = y
+            ys = y.shape
+            yt = y.dtype
+            y = None
+        elif tp in _WEAK:
+            yd = y
+            ys = tp
+            yt = None
             y = None
         else:
             return _bind_general(prim, args, attrs)
+        key = (xs, xt, ys, yt)
+        if attrs or key not in prim.checked:
+            _check(prim, key, (xd, yd), attrs)
         return _apply(prim, (xd, yd), None if x is None and y is None else (x, y), attrs)
     if n == 1:
         x = args[0]
         tp = type(x)
         if tp is _TENSOR or tp is _PARAM:
-            return _apply(prim, (x.data,), (x,) if x.requires_grad else None, attrs)
+            xd = x.data
+            key = (xd.shape, xd.dtype)
+            if attrs or key not in prim.checked:
+                _check(prim, key, (xd,), attrs)
+            return _apply(prim, (xd,), (x,) if x.requires_grad else None, attrs)
     return _bind_general(prim, args, attrs)
 
 
 def _bind_general(prim, args, attrs):
     arrays = []
     parents = []
+    key = []
+    keyed = True
     rg = False
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM:
-            arrays.append(a.data)
+            d = a.data
+            arrays.append(d)
+            key.append(d.shape)
+            key.append(d.dtype)
             if a.requires_grad:
                 rg = True
                 parents.append(a)
             else:
                 parents.append(None)
+        elif tp is _NDARRAY:
+            arrays.append(a)
+            key.append(a.shape)
+            key.append(a.dtype)
+            parents.append(None)
+        elif tp in _WEAK:
+            arrays.append(a)
+            key.append(tp)
+            key.append(None)
+            parents.append(None)
         elif tp in _CONST:
             arrays.append(a)
+            key.append(a.shape)
+            key.append(a.dtype)
             parents.append(None)
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
         elif isinstance(a, Tensor):        # other Tensor subclasses
-            arrays.append(a.data)
+            d = a.data
+            arrays.append(d)
+            key.append(d.shape)
+            key.append(d.dtype)
             if a.requires_grad:
                 rg = True
                 parents.append(a)
             else:
                 parents.append(None)
         else:
+            # a list, None or another object: no cheap signature, checked on every call
             arrays.append(a)
+            keyed = False
             parents.append(None)
-    return _apply(prim, tuple(arrays), tuple(parents) if rg else None, attrs)
+    arrays = tuple(arrays)
+    if keyed:
+        key = tuple(key)
+        if attrs or key not in prim.checked:
+            _check(prim, key, arrays, attrs)
+    else:
+        _check_miss(prim, None, arrays, attrs)
+    return _apply(prim, arrays, tuple(parents) if rg else None, attrs)
 
 
 def _apply(prim, arrays, parents, attrs):
-    """Run the forward; record a node when ``parents`` (inputs needing grad) is given."""
+    """Run the forward of checked inputs; record a node when ``parents``
+    (inputs needing grad) is given."""
     try:
         out = prim.impl(*arrays, **attrs)
-    except ShapeError:
-        raise
-    except (ValueError, IndexError, TypeError) as exc:
+    except (ValueError, IndexError, TypeError, OverflowError) as exc:
         _explain(prim, arrays, attrs, exc)
     if _Mode.anomaly:
         _check_finite(prim, out, "forward")
@@ -417,6 +537,13 @@ def backward(root, gradient=None, retain_graph=False):
                     continue
                 if pn.freed:
                     raise RuntimeError(_FREED_MSG)
+                if type(gi) is _NDARRAY:
+                    # a gradient takes its input's dtype on every edge, as in
+                    # PyTorch (a VJP of a mixed float32/float64 op computes in
+                    # float64) and as static gradients are declared
+                    dt = p.data.dtype
+                    if gi.dtype is not dt and gi.dtype != dt:
+                        gi = gi.astype(dt)
                 if pn.g is None:
                     _heappush(heap, (-pn.seq, pn))
                 _seed(pn, p._idx, gi)

@@ -209,23 +209,51 @@ def min(x, axis=None, keepdims=False):
 # --- shapes and indexing --------------------------------------------------------
 
 def reshape(x, *shape):
-    return bind(P.reshape_p, x, shape=_shape_arg(shape))
+    """``x`` with the given shape; one dimension may be -1 (inferred), and an
+    unknown dimension of a static value (``None``, as in ``x.shape``) is
+    inferred the same way."""
+    shape = _shape_arg(shape)
+    if None in shape:
+        if shape.count(None) + shape.count(-1) > 1:
+            raise P.ShapeError(f"reshape: at most one dimension of shape={shape} can be inferred (None or -1); "
+                               f"x.shape={x.shape}")
+        shape = tuple(-1 if d is None else d for d in shape)
+    return bind(P.reshape_p, x, shape=shape)
 
 
 def flatten(x):
     return reshape(x, -1)
 
 
+def _axis_of(op, axis, ndim):
+    if not -ndim <= axis < ndim:
+        raise P.ShapeError(f"{op}: axis {axis} is out of range for an input with {ndim} dimensions")
+    return axis % ndim
+
+
 def squeeze(x, axis):
+    """``x`` without dimension ``axis``, which must have size 1."""
     shp = list(x.shape)
-    del shp[axis]
-    return reshape(x, *shp)
+    ax = _axis_of("squeeze", axis, len(shp))
+    if shp[ax] not in (1, None):
+        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} has size {shp[ax]}, not 1")
+    del shp[ax]
+    if shp.count(None) <= 1:
+        return reshape(x, *shp)
+    if x.shape[ax] is None:
+        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(x.shape)} is unknown, and so are other "
+                           f"dimensions: reshape to an explicit shape instead")
+    return getitem(x, (slice(None),) * ax + (0,))
 
 
 def unsqueeze(x, axis):
+    """``x`` with a new dimension of size 1 at ``axis``."""
     shp = list(x.shape)
-    shp.insert(axis if axis >= 0 else len(shp) + axis + 1, 1)
-    return reshape(x, *shp)
+    ax = _axis_of("unsqueeze", axis, len(shp) + 1)
+    shp.insert(ax, 1)
+    if shp.count(None) <= 1:
+        return reshape(x, *shp)
+    return getitem(x, (slice(None),) * ax + (None,))
 
 
 def transpose(x, *axes):
@@ -426,6 +454,7 @@ def _install(cls):
     cls.squeeze = squeeze
     cls.unsqueeze = unsqueeze
     cls.transpose = transpose
+    cls.astype = astype
     cls.T = property(lambda self: transpose(self))
     cls.matmul = matmul
     cls.pow = pow
