@@ -190,15 +190,24 @@ def _axis(axis):
     return axis
 
 
+# The defaults are not passed: an application without attributes is checked
+# and recorded with less work (a whole-tensor sum is the usual loss).
+
 def sum(x, axis=None, keepdims=False):
+    if axis is None and not keepdims:
+        return bind(P.sum_p, x)
     return bind(P.sum_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
+    if axis is None and not keepdims:
+        return bind(P.mean_p, x)
     return bind(P.mean_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):
+    if axis is None and not keepdims:
+        return bind(P.max_p, x)
     return bind(P.max_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
@@ -288,6 +297,8 @@ def take(x, indices):
 
 
 def concat(xs, axis=0):
+    if axis == 0 and type(axis) is int:
+        return bind(P.concat_p, *xs)         # the default, without attributes (see sum)
     return bind(P.concat_p, *xs, axis=axis)
 
 
@@ -295,6 +306,8 @@ cat = concat
 
 
 def stack(xs, axis=0):
+    if axis == 0 and type(axis) is int:
+        return bind(P.stack_p, *xs)
     return bind(P.stack_p, *xs, axis=axis)
 
 
@@ -335,10 +348,14 @@ def linear(x, weight, bias):
 # --- softmax, losses, embedding, dropout ----------------------------------------
 
 def softmax(x, axis=-1):
+    if axis == -1 and type(axis) is int:
+        return bind(P.softmax_p, x)          # the default, without attributes (see sum)
     return bind(P.softmax_p, x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
+    if axis == -1 and type(axis) is int:
+        return bind(P.log_softmax_p, x)
     return bind(P.log_softmax_p, x, axis=axis)
 
 

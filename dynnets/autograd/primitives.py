@@ -59,10 +59,10 @@ class Aval(NamedTuple):
 
 class Primitive:
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results",
-                 "differentiable", "scalar", "doc", "nondiff_args", "lazy_grads", "checked")
+                 "differentiable", "scalar", "doc", "nondiff_args", "lazy_grads", "checked", "attr_key")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
-                 differentiable=True, scalar=None, nondiff_args=()):
+                 differentiable=True, scalar=None, nondiff_args=(), attr_key=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -77,8 +77,11 @@ class Primitive:
         # densifies every other primitive's output gradients first)
         self.lazy_grads = False
         # input signatures (shapes, dtypes, attributes) whose shape rule eager
-        # bind has already run and passed: see engine.bind
+        # bind has already run and passed: see engine.bind. ``attr_key``
+        # (attributes -> a hashable stand-in) serves attributes that Python
+        # cannot hash (slices, before Python 3.12)
         self.checked = {}
+        self.attr_key = attr_key
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -92,18 +95,21 @@ PRIMITIVES: dict[str, Primitive] = {}
 
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, multiple_results=False,
-            differentiable=True, scalar=None, nondiff_args=()):
+            differentiable=True, scalar=None, nondiff_args=(), attr_key=None):
     """Declare a primitive: forward, shape rule and VJP(s) together.
 
     ``vjp`` is a tuple with one function (or ``None``) per input.
     ``scalar`` is an optional template such as ``"math.tanh({0})"`` that lets
     the static compiler fuse chains of elementwise ops into one Numba kernel.
+    ``attr_key(**attrs)`` gives a hashable stand-in for attributes Python
+    cannot hash, so eager bind can cache their input check (see engine).
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
     if differentiable and vjp is None and joint_vjp is None:
         raise ValueError(f"defprim: differentiable primitive {name!r} needs vjp= or joint_vjp=")
-    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results, differentiable, scalar, nondiff_args)
+    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results, differentiable, scalar, nondiff_args,
+                  attr_key)
     PRIMITIVES[name] = p
     return p
 
@@ -975,7 +981,24 @@ def _getitem_vjp(g, ins, out, index):
     return gx
 
 
-getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,))
+_SLICE = object()      # marks a slice in getitem's attribute key
+
+
+def _getitem_key(index):
+    """A hashable stand-in for a basic index (slices are unhashable before
+    Python 3.12); an index holding arrays stays unhashable (TypeError)."""
+    tp = type(index)
+    if tp is tuple:
+        key = []            # a plain loop: a comprehension's frame costs ~0.1 us here
+        for i in index:
+            key.append((_SLICE, i.start, i.stop, i.step) if type(i) is slice else i)
+        return tuple(key)
+    if tp is slice:
+        return (_SLICE, index.start, index.stop, index.step)
+    return index
+
+
+getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,), attr_key=_getitem_key)
 
 
 def _take(x, idx):
