@@ -185,8 +185,8 @@ def _explain(prim, args, attrs, exc):
         raise err.with_traceback(None) from None
     if isinstance(exc, ShapeError):
         raise exc
-    kind = IndexRangeError if isinstance(exc, IndexError) else DTypeError if isinstance(exc, TypeError) \
-        else ShapeError
+    kind = IndexRangeError if isinstance(exc, IndexError) else \
+        DTypeError if isinstance(exc, (TypeError, AttributeError)) else ShapeError
     raise kind(f"{prim.name}: {exc}") from exc
 
 
@@ -267,52 +267,54 @@ def _bind_general(prim, args, attrs):
     arrays = []
     parents = []
     key = []
+    # bound methods: ~20 appends per cell application, ~15 ns saved each
+    push, ppush, kpush = arrays.append, parents.append, key.append
     keyed = True
     rg = False
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM:
             d = a.data
-            arrays.append(d)
-            key.append(d.shape)
-            key.append(d.dtype)
+            push(d)
+            kpush(d.shape)
+            kpush(d.dtype)
             if a.requires_grad:
                 rg = True
-                parents.append(a)
+                ppush(a)
             else:
-                parents.append(None)
+                ppush(None)
         elif tp is _NDARRAY:
-            arrays.append(a)
-            key.append(a.shape)
-            key.append(a.dtype)
-            parents.append(None)
+            push(a)
+            kpush(a.shape)
+            kpush(a.dtype)
+            ppush(None)
         elif tp in _WEAK:
-            arrays.append(a)
-            key.append(tp)
-            key.append(None)
-            parents.append(None)
+            push(a)
+            kpush(tp)
+            kpush(None)
+            ppush(None)
         elif tp in _CONST:
-            arrays.append(a)
-            key.append(a.shape)
-            key.append(a.dtype)
-            parents.append(None)
+            push(a)
+            kpush(a.shape)
+            kpush(a.dtype)
+            ppush(None)
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
         elif isinstance(a, Tensor):        # other Tensor subclasses
             d = a.data
-            arrays.append(d)
-            key.append(d.shape)
-            key.append(d.dtype)
+            push(d)
+            kpush(d.shape)
+            kpush(d.dtype)
             if a.requires_grad:
                 rg = True
-                parents.append(a)
+                ppush(a)
             else:
-                parents.append(None)
+                ppush(None)
         else:
             # a list, None or another object: no cheap signature, checked on every call
-            arrays.append(a)
+            push(a)
             keyed = False
-            parents.append(None)
+            ppush(None)
     arrays = tuple(arrays)
     if keyed:
         key = tuple(key)
@@ -329,8 +331,9 @@ def _apply(prim, arrays, parents, attrs):
     """Run the forward of checked inputs; record a node when ``parents``
     (inputs needing grad) is given."""
     try:
-        out = prim.impl(*arrays, **attrs)
-    except (ValueError, IndexError, TypeError, OverflowError) as exc:
+        # without **{}: unpacking an empty dict costs ~0.05 us per op
+        out = prim.impl(*arrays, **attrs) if attrs else prim.impl(*arrays)
+    except (ValueError, IndexError, TypeError, OverflowError, AttributeError) as exc:
         _explain(prim, arrays, attrs, exc)
     if _Mode.anomaly:
         _check_finite(prim, out, "forward")
@@ -356,7 +359,19 @@ def _apply(prim, arrays, parents, attrs):
     node.freed = False
     node.seq = _next_seq()
     if prim.multiple_results:
-        return tuple([_new(o, node, i, True) for i, o in enumerate(out)])
+        res = []
+        i = 0
+        for o in out:
+            t = _object_new(_TENSOR)
+            t.data = o
+            t._grad = None
+            t.requires_grad = True
+            t._node = node
+            t._idx = i
+            t.name = None
+            res.append(t)
+            i += 1
+        return tuple(res)
     t = _object_new(_TENSOR)
     t.data = out
     t._grad = None
@@ -498,7 +513,7 @@ def backward(root, gradient=None, retain_graph=False):
                 n.freed = True
             joint = prim.joint_vjp
             if joint is not None:
-                grads = joint(gn, args, out, **attrs)
+                grads = joint(gn, args, out, **attrs) if attrs else joint(gn, args, out)
             else:
                 vjps = prim.vjps
             i = -1
@@ -510,7 +525,7 @@ def backward(root, gradient=None, retain_graph=False):
                     f = vjps[i]
                     if f is None:
                         continue
-                    gi = f(gn, args, out, **attrs)
+                    gi = f(gn, args, out, **attrs) if attrs else f(gn, args, out)
                 else:
                     gi = grads[i]
                 if gi is None:

@@ -841,10 +841,10 @@ def _broadcast_to_shape(x, shape):
     shape = _shape_attr("broadcast_to", shape)
     if any(d < 0 for d in shape):
         raise ShapeError(f"broadcast_to: shape={shape} has a negative dimension")
-    out = broadcast_shapes("broadcast_to", x.shape, shape, names=["x", "shape"])
-    if out != tuple(shape):
-        raise ShapeError(f"broadcast_to: x.shape={_fmt(x.shape)} cannot be broadcast to shape={tuple(shape)}")
-    return Aval(tuple(shape), _dt(x))
+    xs = tuple(x.shape)
+    if len(xs) > len(shape) or any(d is not None and d != 1 and d != t for d, t in zip(reversed(xs), reversed(shape))):
+        raise ShapeError(f"broadcast_to: x.shape={_fmt(xs)} cannot be broadcast to shape={shape}")
+    return Aval(shape, _dt(x))
 
 
 broadcast_to_p = defprim("broadcast_to", _broadcast_to, _broadcast_to_shape,
@@ -1023,7 +1023,7 @@ def _take_vjp(g, ins, out):
         # rows scatter-added by the Numba kernel: np.add.at took 1.8 ms for
         # 480 rows of 600 (measured), the kernel a few microseconds
         n = shape[0]
-        idx = idx.astype(np.int64, copy=False)
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
         lo, hi = idx.min(), idx.max()
         # the forward accepted these indices; checked again because the
         # kernel does not bounds-check (the array may have changed since)
@@ -1223,9 +1223,10 @@ def _linear_shape(x, w, b):
         raise ShapeError(f"linear: x.shape[-1]={x.shape[-1]} does not match weight.shape[1]={w.shape[1]} "
                          f"(x.shape={_fmt(x.shape)}, weight.shape={_fmt(w.shape)})")
     bs = tuple(b.shape)
-    if not (bs == () or (len(bs) in (1, 2) and bs[:-1] in ((), (1,)) and _dims_match(bs[-1], w.shape[0]))):
-        raise ShapeError(f"linear: bias.shape={_fmt(bs)} does not match weight.shape[0]={w.shape[0]} "
-                         f"(expected ({w.shape[0]},), (1, {w.shape[0]}) or ())")
+    if not (bs == () or (len(bs) in (1, 2) and bs[:-1] in ((), (1,), (None,)) and _dims_match(bs[-1], w.shape[0]))):
+        o = _fmt(w.shape[:1])[1:-2]
+        raise ShapeError(f"linear: bias.shape={_fmt(bs)} does not match weight.shape[0]={o} "
+                         f"(expected ({o},), (1, {o}) or ())")
     # the bias broadcasts against x @ w.T: a (1, out) bias on a 1-D x gives (1, out), as in PyTorch
     out = broadcast_shapes("linear", tuple(x.shape[:-1]) + (w.shape[0],), bs, names=["x @ weight.T", "bias"])
     return Aval(out, _ufunc_dtype("linear", np.add, Aval((), _ufunc_dtype("linear", np.matmul, x, w)), b))
@@ -1237,8 +1238,9 @@ def _dims_match(a, b):
 
 def _linear_vjp(g, ins, out, factor=True):
     x, w, b = ins
-    x2 = x.reshape(-1, x.shape[-1])
-    g2 = g.reshape(-1, g.shape[-1])
+    rows = math.prod(x.shape[:-1])         # not -1: a reshape cannot infer it when in_features is 0
+    x2 = x.reshape(rows, x.shape[-1])
+    g2 = g.reshape(rows, w.shape[0])
     gw = _wgrad_f(g2, x2, w.shape) if factor else _tdot(g2, x2)
     gx = (g2 @ w).reshape(x.shape)
     gb = g2.sum(0) if np.ndim(b) else g2.sum()
@@ -1356,6 +1358,10 @@ def _xent_vjp(g, ins, out, reduction="mean"):
     probs = out[1]
     n, c = probs.shape
     dt = probs.dtype
+    tail = (None,) if len(ins) > 2 else ()
+    if gl is None:
+        # only the saved softmax received a gradient, which by design carries none
+        return (np.zeros((n, c), dtype=dt), None) + tail
     w = np.ones(n, dtype=dt) if weights is None else np.ascontiguousarray(weights, dtype=dt)
     if reduction == "none":
         grow = np.ascontiguousarray(gl, dtype=dt)
@@ -1370,7 +1376,7 @@ def _xent_vjp(g, ins, out, reduction="mean"):
         raise ShapeError(f"cross_entropy: targets.shape={_fmt(t.shape)} and mask.shape={_fmt(w.shape)} do not "
                          f"match the {n} rows of the logits")
     dlogits = K.softmax_xent_bwd(probs, t, w, grow)
-    return (dlogits, None) + ((None,) if len(ins) > 2 else ())
+    return (dlogits, None) + tail
 
 
 softmax_cross_entropy_p = defprim(
@@ -1382,6 +1388,8 @@ def _embedding(weight, ids):
     """Rows of ``weight`` (V, D) for integer ``ids`` of any shape in ``[0, V)``
     (no negative ids: PyTorch's embedding rejects them rather than wrap)."""
     n = weight.shape[0]
+    if type(ids) is not np.ndarray:
+        ids = np.asarray(ids)
     # one reduction over the unsigned view finds negative and too-large ids alike
     if ids.size and ids.view(ids.dtype.str.replace("i", "u")).max() >= n:
         flat = ids.reshape(-1)
@@ -1525,7 +1533,13 @@ def _cell_kernel(name, n):
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
     Returns (h', c', acts) where acts (B, 5H) are the saved gate activations and tanh(c')."""
-    x, h, c, w_ih, w_hh, b_ih, b_hh = _kernel_args(x, h, c, w_ih, w_hh, b_ih, b_hh)
+    dt = c.dtype
+    # (equality, not identity: arrays Numba allocates carry their own dtype objects)
+    if not ((dt == _F32 or dt == _F64) and x.dtype == dt and h.dtype == dt and w_ih.dtype == dt
+            and w_hh.dtype == dt and b_ih.dtype == dt and b_hh.dtype == dt and c.flags.c_contiguous
+            and b_ih.flags.c_contiguous and b_hh.flags.c_contiguous):
+        # one check of the usual case, inline: this cell runs once per time step
+        x, h, c, w_ih, w_hh, b_ih, b_hh = _kernel_args(x, h, c, w_ih, w_hh, b_ih, b_hh)
     # W_ih x.T, not x W_ih.T: single-threaded OpenBLAS runs this
     # weight-on-the-left product 10-30% faster (measured, float32, B=25:
     # 300->600 72 vs 105 us, 150->600 37 vs 52 us), and with x.T made
@@ -1548,8 +1562,8 @@ def _zeros_if_none(g, like):
     in ``like``'s dtype, after checking it has ``like``'s shape."""
     if g is None:
         return np.zeros_like(like)
-    if np.shape(g) != like.shape:
-        raise ShapeError(f"gradient of shape {_fmt(np.shape(g))} for an output of shape {_fmt(like.shape)}")
+    if g.shape != like.shape:
+        raise ShapeError(f"gradient of shape {_fmt(g.shape)} for an output of shape {_fmt(like.shape)}")
     return np.ascontiguousarray(g, dtype=like.dtype)
 
 

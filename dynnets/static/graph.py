@@ -53,7 +53,29 @@ class UninitializedVariableError(RuntimeError):
 
 
 class OpError(RuntimeError):
-    """An op failed while a plan ran; names the op and where it was created."""
+    """An op failed while a plan ran; names the op and where it was created.
+    A failure on bad input is also the IndexError, ValueError or TypeError it
+    was (:func:`op_error`), so ``except IndexError`` catches it as in eager mode."""
+
+
+class OpIndexError(OpError, IndexError):
+    pass
+
+
+class OpValueError(OpError, ValueError):
+    pass
+
+
+class OpTypeError(OpError, TypeError):
+    pass
+
+
+def op_error(exc, msg):
+    """An OpError with message ``msg`` of the category of ``exc``."""
+    for base, cls in ((IndexError, OpIndexError), (ValueError, OpValueError), (TypeError, OpTypeError)):
+        if isinstance(exc, base):
+            return cls(msg)
+    return OpError(msg)
 
 
 class StaticPrimitive(Primitive):

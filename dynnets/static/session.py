@@ -31,8 +31,8 @@ import numpy as np
 from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, _fmt
 from . import passes as _passes
 from .backward import vjp_call_info
-from .graph import (FeedError, GraphError, Operation, OpError, UninitializedVariableError, Value, _site_str,
-                    constant_p, effect_variables, get_default_graph, param_p, placeholder_p, variable_p,
+from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
+                    effect_variables, get_default_graph, op_error, param_p, placeholder_p, variable_p,
                     variables_initializer)
 
 __all__ = ["Session"]
@@ -605,9 +605,9 @@ class Session:
             where = f" in op '{eqn.name}'{_site_str(eqn.site)}" if eqn is not None else ""
             return type(exc)(f"{exc}{where}")
         if eqn is None:
-            return OpError(f"Session.run: {type(exc).__name__}: {exc}")
-        return OpError(f"Session.run: op '{eqn.name}' ({eqn.prim.name}){_site_str(eqn.site)} failed: "
-                       f"{type(exc).__name__}: {exc}")
+            return op_error(exc, f"Session.run: {type(exc).__name__}: {exc}")
+        return op_error(exc, f"{eqn.prim.name}: Session.run: op '{eqn.name}'{_site_str(eqn.site)} failed: "
+                             f"{type(exc).__name__}: {exc}")
 
 
 @contextlib.contextmanager
