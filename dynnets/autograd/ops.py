@@ -244,14 +244,14 @@ def squeeze(x, axis):
     """``x`` without dimension ``axis``, which must have size 1."""
     shp = list(x.shape)
     ax = _axis_of("squeeze", axis, len(shp))
-    if shp[ax] not in (1, None):
+    if shp[ax] is None:
+        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} is unknown, so it cannot be "
+                           f"checked to have size 1: reshape to an explicit shape instead")
+    if shp[ax] != 1:
         raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} has size {shp[ax]}, not 1")
     del shp[ax]
     if shp.count(None) <= 1:
         return reshape(x, *shp)
-    if x.shape[ax] is None:
-        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(x.shape)} is unknown, and so are other "
-                           f"dimensions: reshape to an explicit shape instead")
     return getitem(x, (slice(None),) * ax + (0,))
 
 

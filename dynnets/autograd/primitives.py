@@ -1352,7 +1352,7 @@ def _xent_shape(logits, targets, weights=None, reduction="mean"):
 
 
 def _xent_vjp(g, ins, out, reduction="mean"):
-    logits, targets = ins[0], ins[1]
+    targets = ins[1]
     weights = ins[2] if len(ins) > 2 and ins[2] is not None else None
     gl = g[0]
     probs = out[1]
