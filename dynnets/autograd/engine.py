@@ -1,8 +1,9 @@
 """Eager (define-by-run) execution: ``bind``, graph recording and ``backward``.
 
-Every op on tensors goes through :func:`bind`, which runs the primitive's
-forward implementation and, when any input requires a gradient and grad mode is
-on, records one :class:`Node`. :func:`backward` walks the recorded nodes in
+Every op on tensors goes through :func:`bind`, which checks the inputs (the
+primitive's shape rule, run once per input signature: see "input checks"
+below), runs the primitive's forward implementation and, when any input
+requires a gradient and grad mode is on, records one :class:`Node`. :func:`backward` walks the recorded nodes in
 reverse topological order with an explicit stack (no Python recursion, so a
 chain of any length works) and calls each primitive's VJP from the table in
 :mod:`dynnets.autograd.primitives`.

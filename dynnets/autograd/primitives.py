@@ -7,10 +7,14 @@ Every primitive is declared once with :func:`defprim`:
     :mod:`dynnets.autograd.kernels`);
 ``shape(*avals, **attrs)``
     the shape/dtype rule, which is also the input check: it raises
-    :class:`ShapeError` naming the op, the argument, what was expected and what
-    was received. Static graphs run it at construction time; eager mode runs it
-    to explain a failing forward. ``avals`` have ``.shape`` (dimensions may be
-    ``None`` = unknown) and ``.dtype``;
+    :class:`ShapeError` (:class:`DTypeError`, :class:`IndexRangeError`) naming
+    the op, the argument, what was expected and what was received. Static
+    graphs run it at construction time (again with the fed shapes); eager
+    ``bind`` runs it once per input signature (see :mod:`.engine`). ``avals``
+    have ``.shape`` (dimensions may be ``None`` = unknown) and ``.dtype``.
+    What depends on values (class targets, ids, tree schedules) the
+    implementation checks on every call, before any kernel sees it: the
+    kernels index unchecked;
 ``vjps``
     one vector-Jacobian product per input, each a plain function
     ``vjp(g, inputs, out, **attrs) -> gradient of that input`` (``None`` for a
