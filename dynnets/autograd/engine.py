@@ -168,7 +168,8 @@ def _check(prim, sig, arrays, attrs):
     hashable form where it has one (``attr_key``: getitem's slices)."""
     ak = prim.attr_key
     try:
-        key = (sig, *attrs.items()) if ak is None else (sig, ak(**attrs))
+        # the values' types too: axis=1.0 equals axis=1, but only one is valid
+        key = (sig, *attrs.items(), *map(type, attrs.values())) if ak is None else (sig, ak(**attrs))
         if key in prim.checked:
             return
     except TypeError:

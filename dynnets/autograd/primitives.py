@@ -1065,7 +1065,8 @@ def _concat_shape(*xs, axis=0):
         total = None if (total is None or x.shape[ax] is None) else total + x.shape[ax]
     shp = list(xs[0].shape)
     shp[ax] = total
-    return Aval(tuple(shp), _rtype(*[x.dtype for x in xs]))
+    # numpy makes Python scalars arrays here (no weak promotion)
+    return Aval(tuple(shp), np.result_type(*[_dt(x) for x in xs]))
 
 
 def _concat_vjp(g, ins, out, axis=0):
@@ -1100,7 +1101,8 @@ def _stack_shape(*xs, axis=0):
     ax = _norm_axis("stack", axis, nd)[0]
     shp = list(s0)
     shp.insert(ax, len(xs))
-    return Aval(tuple(shp), _rtype(*[x.dtype for x in xs]))
+    # numpy makes Python scalars arrays here (no weak promotion)
+    return Aval(tuple(shp), np.result_type(*[_dt(x) for x in xs]))
 
 
 def _stack_vjp(g, ins, out, axis=0):
