@@ -3,10 +3,10 @@
 Every op on tensors goes through :func:`bind`, which checks the inputs (the
 primitive's shape rule, run once per input signature: see "input checks"
 below), runs the primitive's forward implementation and, when any input
-requires a gradient and grad mode is on, records one :class:`Node`. :func:`backward` walks the recorded nodes in
-reverse topological order with an explicit stack (no Python recursion, so a
-chain of any length works) and calls each primitive's VJP from the table in
-:mod:`dynnets.autograd.primitives`.
+requires a gradient and grad mode is on, records one :class:`Node`.
+:func:`backward` walks the recorded nodes in reverse topological order with an
+explicit stack (no Python recursion, so a chain of any length works) and calls
+each primitive's VJP from the table in :mod:`dynnets.autograd.primitives`.
 
 Per-op overhead is the enemy of dynamic networks (DESIGN.md rule 10), so the hot
 path here avoids isinstance chains, keyword plumbing and copies: a node stores

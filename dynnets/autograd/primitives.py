@@ -2467,7 +2467,7 @@ def _same_float(*arrays):
     """True when all arrays are C-contiguous numpy arrays of one float dtype
     (float32 or float64), the kernels' input convention."""
     dt = arrays[0].dtype
-    if dt != np.float32 and dt != np.float64:
+    if dt != _F32 and dt != _F64:           # dtype objects: comparing with np.float32 converts it each time
         return False
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
