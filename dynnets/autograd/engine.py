@@ -126,17 +126,6 @@ _next_seq = itertools.count().__next__
 _CONST = frozenset({float, int, bool, np.ndarray, np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
-def _new(data, node, idx, rg):
-    t = _object_new(_TENSOR)
-    t.data = data
-    t._grad = None
-    t.requires_grad = rg
-    t._node = node
-    t._idx = idx
-    t.name = None
-    return t
-
-
 # ---------------------------------------------------------------------------
 # input checks
 #
@@ -149,6 +138,10 @@ def _new(data, node, idx, rg):
 # ---------------------------------------------------------------------------
 
 _CHECKED_MAX = 4096      # signatures kept per primitive; the cache is emptied when full
+# Applications with more inputs (a concat of a minibatch's node states) are
+# checked without a key: their signatures rarely repeat, a key would cost as
+# much as the rule, and thousands of them would fill the cache's memory.
+_KEYED_ARGS = 16
 
 
 def _check_miss(prim, key, arrays, attrs):
@@ -193,6 +186,7 @@ def _explain(prim, args, attrs, exc):
 
 
 _WEAK = frozenset({float, int, bool})
+_TP = frozenset({Tensor, Parameter})
 
 
 def bind(prim, *args, **attrs):
@@ -262,10 +256,40 @@ def bind(prim, *args, **attrs):
             elif key not in prim.checked:
                 _check_miss(prim, key, (xd,), attrs)
             return _apply(prim, (xd,), (x,) if x.requires_grad else None, attrs)
+    elif n == 3 or n == 4:
+        # three or four tensors (a tree node, a leaf, linear): unrolled too,
+        # which costs less with the key than the loop did without it (measured)
+        x, y, z = args[0], args[1], args[2]
+        tp = _TP
+        if type(x) in tp and type(y) in tp and type(z) in tp:
+            xd, yd, zd = x.data, y.data, z.data
+            if n == 3:
+                key = (xd.shape, xd.dtype, yd.shape, yd.dtype, zd.shape, zd.dtype)
+                arrays = (xd, yd, zd)
+                rg = x.requires_grad or y.requires_grad or z.requires_grad
+                parents = (x if x.requires_grad else None, y if y.requires_grad else None,
+                           z if z.requires_grad else None) if rg else None
+            else:
+                w = args[3]
+                if type(w) not in tp:
+                    return _bind_general(prim, args, attrs)
+                wd = w.data
+                key = (xd.shape, xd.dtype, yd.shape, yd.dtype, zd.shape, zd.dtype, wd.shape, wd.dtype)
+                arrays = (xd, yd, zd, wd)
+                rg = x.requires_grad or y.requires_grad or z.requires_grad or w.requires_grad
+                parents = (x if x.requires_grad else None, y if y.requires_grad else None,
+                           z if z.requires_grad else None, w if w.requires_grad else None) if rg else None
+            if attrs:
+                _check(prim, key, arrays, attrs)
+            elif key not in prim.checked:
+                _check_miss(prim, key, arrays, attrs)
+            return _apply(prim, arrays, parents, attrs)
     return _bind_general(prim, args, attrs)
 
 
 def _bind_general(prim, args, attrs):
+    if len(args) > _KEYED_ARGS:
+        return _bind_many(prim, args, attrs)
     arrays = []
     parents = []
     key = []
@@ -329,6 +353,32 @@ def _bind_general(prim, args, attrs):
     return _apply(prim, arrays, tuple(parents) if rg else None, attrs)
 
 
+def _bind_many(prim, args, attrs):
+    """:func:`_bind_general` for many inputs: the rule runs without a key."""
+    arrays = []
+    parents = []
+    push, ppush = arrays.append, parents.append
+    rg = False
+    for a in args:
+        tp = type(a)
+        if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
+                                             and not getattr(a, "_is_symbolic", False)):
+            push(a.data)
+            if a.requires_grad:
+                rg = True
+                ppush(a)
+            else:
+                ppush(None)
+        elif getattr(a, "_is_symbolic", False):
+            return _Mode.symbolic(prim, args, attrs)
+        else:
+            push(a)
+            ppush(None)
+    arrays = tuple(arrays)
+    check_shapes(prim, arrays, attrs)
+    return _apply(prim, arrays, tuple(parents) if rg else None, attrs)
+
+
 def _apply(prim, arrays, parents, attrs):
     """Run the forward of checked inputs; record a node when ``parents``
     (inputs needing grad) is given."""
@@ -341,7 +391,20 @@ def _apply(prim, arrays, parents, attrs):
         _check_finite(prim, out, "forward")
     if parents is None or not _Mode.grad_enabled or not prim.differentiable:
         if prim.multiple_results:
-            return tuple([_new(o, None, i, False) for i, o in enumerate(out)])
+            # inline, as below: a comprehension of helper calls cost ~1 us more per op
+            res = []
+            i = 0
+            for o in out:
+                t = _object_new(_TENSOR)
+                t.data = o
+                t._grad = None
+                t.requires_grad = False
+                t._node = None
+                t._idx = i
+                t.name = None
+                res.append(t)
+                i += 1
+            return tuple(res)
         t = _object_new(_TENSOR)
         t.data = out
         t._grad = None

@@ -241,15 +241,15 @@ def _axis_of(op, axis, ndim):
 
 
 def squeeze(x, axis):
-    """``x`` without dimension ``axis``, which must have size 1."""
+    """``x`` without dimension ``axis`` if it has size 1, else ``x`` unchanged
+    (as ``torch.squeeze(x, dim)``)."""
     shp = list(x.shape)
     ax = _axis_of("squeeze", axis, len(shp))
     if shp[ax] is None:
-        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} is unknown, so it cannot be "
-                           f"checked to have size 1: reshape to an explicit shape instead")
-    if shp[ax] != 1:
-        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} has size {shp[ax]}, not 1")
-    del shp[ax]
+        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} is unknown, so whether it is "
+                           f"removed (size 1) cannot be decided when the graph is built: reshape instead")
+    if shp[ax] == 1:
+        del shp[ax]
     if shp.count(None) <= 1:
         return reshape(x, *shp)
     return getitem(x, (slice(None),) * ax + (0,))

@@ -295,3 +295,13 @@ def test_level_schedules_are_checked_again_in_backward():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert "REJECTED tree_lstm_levels: left[1]=1000000 is not a node of an earlier level" in proc.stdout
+
+
+def test_squeeze_follows_pytorch():
+    x = t64(np.ones((2, 1, 3)), rg=True)
+    assert dn.squeeze(x, 1).shape == (2, 3) and dn.squeeze(x, -2).shape == (2, 3)
+    assert dn.squeeze(x, 0).shape == (2, 1, 3)          # a dimension of another size stays (torch.squeeze)
+    dn.squeeze(x, 0).sum().backward()
+    assert x.grad.shape == (2, 1, 3)
+    with pytest.raises(ShapeError, match="squeeze: axis 3 is out of range"):
+        dn.squeeze(x, 3)

@@ -14,7 +14,8 @@ placeholders have unknown (None) dimensions. The property:
 * an accepted input gives outputs of exactly the shapes and dtypes the shape
   rule predicts, and its VJPs give gradients of the inputs' shapes;
 * the static graph accepts and rejects what eager mode does and computes the
-  same values;
+  same values, and its symbolic gradients have the inputs' shapes and
+  declared dtypes;
 * nothing crashes: the examples run in a child process, so a segfault (a
   kernel reading or writing out of bounds) fails this test and prints the
   input that caused it, instead of killing the test run;
@@ -122,8 +123,9 @@ class Gen:
     def spoil(self, args, p=0.35, index_args=()):
         """Valid variations first: one argument as a non-contiguous view, one
         float argument in the other float dtype. Then, with probability ``p``,
-        spoil one argument: another shape, another dtype, a non-contiguous
-        view of another shape, an empty array or a Python scalar."""
+        spoil one argument: another shape, another dtype, a strided view, an
+        empty array or a Python scalar (an index argument may instead get
+        values far out of range)."""
         args = list(args)
         arrays = [k for k, a in enumerate(args) if isinstance(a, np.ndarray)]
         if arrays and self.flag(0.3):
@@ -349,12 +351,10 @@ def _tree_cell(g):
     return g.spoil(args), {}
 
 
-def _leaf(packed):
-    def gen(g):
-        N, E, H = g.dim(0, 3), g.dim(0, 3), g.dim(0, 3)
-        dt = g.fdt()
-        return g.spoil([g.arr((N, E), dt), g.arr((E, 3 * H), dt), g.arr((3 * H,), dt)]), {}
-    return gen
+def _leaf(g):
+    N, E, H = g.dim(0, 3), g.dim(0, 3), g.dim(0, 3)
+    dt = g.fdt()
+    return g.spoil([g.arr((N, E), dt), g.arr((E, 3 * H), dt), g.arr((3 * H,), dt)]), {}
 
 
 def _tree_node(g):
@@ -455,7 +455,7 @@ STRATEGIES = {
     "stack": _concat_like(True), "matmul": _matmul, "linear": _linear, "softmax": _softmax,
     "log_softmax": _softmax, "softmax_cross_entropy": _xent, "embedding": _embedding,
     "lstm_cell": _cell(4, True), "gru_cell": _cell(3, False), "tree_lstm_cell": _tree_cell,
-    "tree_lstm_leaf": _leaf(False), "tree_lstm_leaf_node": _leaf(True), "tree_lstm_node": _tree_node,
+    "tree_lstm_leaf": _leaf, "tree_lstm_leaf_node": _leaf, "tree_lstm_node": _tree_node,
     "tree_lstm_levels": _binary_levels(True), "tree_rnn_levels": _binary_levels(False),
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
     "split_rows": _split_rows,
