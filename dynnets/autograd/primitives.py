@@ -478,7 +478,11 @@ def _ufunc_dtype(name, ufunc, *avals):
     dts = []
     for a in avals:
         d = a.dtype
-        dts.append(d if isinstance(d, np.dtype) else _WEAK.get(type(d)) or _dt(a))
+        if not isinstance(d, np.dtype):
+            d = _WEAK.get(type(d), None)
+            if d is None:
+                d = _dt(a)
+        dts.append(d)
     try:
         return ufunc.resolve_dtypes((*dts, None))[-1]
     except (TypeError, ValueError) as e:
