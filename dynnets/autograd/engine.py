@@ -621,11 +621,16 @@ def backward(root, gradient=None, retain_graph=False):
                     dt = p.data.dtype
                     if gi.dtype is not dt and gi.dtype != dt:
                         gi = gi.astype(dt)
+                # _seed inline (an edge into every tree node in recursive models)
                 pg = pn.g
                 if pg is None:
                     _heappush(heap, (-pn.seq, pn))
                 if pn.prim.multiple_results:
-                    _seed(pn, p._idx, gi)
+                    if pg is None:
+                        pn.g = pg = [None] * len(pn.out)
+                    k = p._idx
+                    old = pg[k]
+                    pg[k] = gi if old is None else _add(old, gi)
                 else:
                     pn.g = gi if pg is None else _add(pg, gi)
     except BaseException:
