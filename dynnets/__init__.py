@@ -1,5 +1,9 @@
 """dynnets: dynamic (define-by-run) and static (define-then-run) neural networks
 on numpy and Numba, built from one table of primitives."""
+from . import numba_cache as _numba_cache
+
+_numba_cache.install()      # before any kernel is compiled or loaded: see dynnets/numba_cache.py
+
 from .autograd import (AnomalyError, GradcheckError, Parameter, ShapeError, Tensor, detect_anomaly,
                        enable_grad, gradcheck, is_grad_enabled, no_grad)
 from .autograd.ops import *  # noqa: F401,F403
