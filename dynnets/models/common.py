@@ -18,8 +18,8 @@ from ..data.batching import TreeArrays, TreeBatch, merge
 from ..data.trees import Tree
 
 __all__ = ["split_rows", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels", "tree_lstm_node",
-           "tree_lstm_leaf_node", "TreeExample", "TreeMiniBatch",
-           "prepare_trees", "collate_trees", "examples_from_schedule", "minibatch_from_schedule", "SentenceExample", "PackedBatch", "pack_sentences",
+           "tree_lstm_leaf_node", "TreeExample", "TreeMiniBatch", "prepare_trees", "collate_trees",
+           "examples_from_schedule", "minibatch_from_schedule", "SentenceExample", "PackedBatch", "pack_sentences",
            "prepare_sentences", "ModelBase", "uniform_param"]
 
 
