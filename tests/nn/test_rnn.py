@@ -148,6 +148,18 @@ def test_full_length_unbatched_relu_and_no_bias(kind):
             assert out1.shape == (5, 2 * H) and _states(kind, st1)[0].shape == (4, H)
             np.testing.assert_allclose(out1.data, ref_out[0], rtol=1e-12, atol=1e-13)
             np.testing.assert_allclose(_states(kind, st1)[0].data, ref_h[:, 0], rtol=1e-12, atol=1e-13)
+            # with initial states, batched and unbatched
+            h0, c0 = rng.standard_normal((4, 2, H)), rng.standard_normal((4, 2, H))
+            ref_out, ref_h, ref_c = reference(kind, seqs, params, 2, True, h0, c0 if kind == "LSTM" else None,
+                                              act=act)
+            for x_in, hx, want_out, sl in ((x, (h0, c0), np.stack(ref_out), slice(None)),
+                                           (seqs[1], (h0[:, 1], c0[:, 1]), ref_out[1], 1)):
+                out, st = layer(x_in, hx if kind == "LSTM" else hx[0])
+                got = out.data if bf or x_in.ndim == 2 else out.data.transpose(1, 0, 2)
+                np.testing.assert_allclose(got, want_out, rtol=1e-12, atol=1e-13)
+                np.testing.assert_allclose(_states(kind, st)[0].data, ref_h[:, sl], rtol=1e-12, atol=1e-13)
+                if kind == "LSTM":
+                    np.testing.assert_allclose(st[1].data, ref_c[:, sl], rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
