@@ -42,6 +42,10 @@ from .utils.rnn import PackedSequence, pack_padded_sequence, pack_sequence, pack
 __all__ = ["RNNBase", "RNN", "GRU", "LSTM"]
 
 
+def _rows(ts):
+    return ts[0] if len(ts) == 1 else ops.concat(ts, axis=0)
+
+
 class RNNBase(Module):
     """The machinery shared by :class:`RNN`, :class:`GRU` and :class:`LSTM`
     (see the module docstring); use those."""
@@ -303,8 +307,7 @@ class RNNBase(Module):
             else:
                 h = act(gx[o:o + n] + ops.linear(h, w_hh, b_hh))
             hs.append(h)
-        cat = (lambda ts: ts[0] if len(ts) == 1 else ops.concat(ts, axis=0))
-        return cat(hs), (cat(cs) if cs else None)
+        return _rows(hs), (_rows(cs) if cs else None)
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
