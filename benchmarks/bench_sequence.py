@@ -14,6 +14,24 @@ Adagrad lr 0.05, softmax on the final state):
 * ``dynnets dynamic (shuffled)`` -- dynnets on plain shuffled batches (no
   bucketing), to show what packing costs without it.
 
+Floors and reference passes (unless ``--no-floor``; see ``_floors.py``):
+
+* ``floor: products only (bucketed)`` -- the same bucketed minibatches'
+  matrix products alone, each one ``numpy.matmul`` into a preallocated
+  output: the embedding gather and input projection of each batch's distinct
+  words, the recurrent product of every step after the first (whose previous
+  state is zero), the classifier, and in backward the classifier's two, one
+  recurrent product per step, the recurrent and input weights' gradients and
+  the words' gradient. Every contender is printed as a fraction of it.
+* ``floor: products only (shuffled)`` -- the same on the shuffled batches:
+  the same rows in twice the steps (the step and row counts of both are
+  printed first).
+* ``packed ref +gathers``, ``+gates``, ``+loss``, ``+optimizer`` -- the model
+  by hand on those buffers, one piece more each (the gathers and scatters of
+  projections, last states and previous states; dynnets' step kernels; the
+  cross-entropy and bias gradients; the Adagrad kernels), checked against
+  dynnets' first-minibatch loss and weight gradients.
+
 Word embeddings are sparse in PyTorch (``sparse=True``) and row-sparse in
 dynnets, so no contender pays for a dense update of the whole table. Batches
 (padded tensors, packed index arrays) are built once, outside the timing.
@@ -54,6 +72,9 @@ def parse():
                     help="BucketSampler buckets of this many batches (1: tightest, least padding for torch)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-floor", action="store_true", help="skip the floors and reference passes")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="time the floors but not the reference passes between them and dynnets")
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--blas-threads", type=int, default=2,
                     help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
@@ -180,27 +201,69 @@ def main():
     tm_p.zero_grad()
     print("# first-minibatch loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
 
+    def batch_stats(packed):
+        steps = sum(len(b.batch_sizes) for b in packed)
+        distinct = sum(len(np.unique(b.ids)) for b in packed)
+        rows = sum(int(np.sum(b.batch_sizes)) for b in packed)
+        return steps, distinct, rows
+
+    shuf_packed = [model.collate([examples[i] for i in b]) for b in shuffled]
+    for tag, pk in (("bucketed", dyn_packed), ("shuffled", shuf_packed)):
+        st, di, ro = batch_stats(pk)
+        print(f"# {tag}: {len(pk)} batches, {ro} packed rows, {st} recurrent steps ({st / len(pk):.1f} per batch, "
+              f"{ro / st:.1f} rows per step), {di} distinct-word projections ({100 * di / ro:.0f}% of the tokens)")
+
+    extra = {}
+    if not args.no_floor:
+        from _floors import LSTM_PIECES, PackedLSTMReference
+
+        ref = PackedLSTMReference(weights, dyn_packed, lr=args.lr, seed=args.seed)
+        model.zero_grad()
+        loss0 = model.loss(dyn_packed[0])
+        loss0.backward()
+        ref_loss = ref.check(loss0.item(), np.asarray(model.weight_hh_l0.grad), np.asarray(model.weight_ih_l0.grad))
+        model.zero_grad()
+        print(f"# packed reference, first-minibatch loss {ref_loss:.6f} (dynnets {loss0.item():.6f}); its W_hh and "
+              f"W_ih gradients match dynnets'")
+        extra[FLOOR] = ref.products()
+        extra[FLOOR_SHUF] = PackedLSTMReference(weights, shuf_packed, lr=args.lr, seed=args.seed).products()
+        if not args.no_reference:
+            for k in range(2, len(LSTM_PIECES) + 1):
+                extra[f"packed ref +{LSTM_PIECES[k - 1]}"] = ref.make(LSTM_PIECES[:k])
+
     # data and models exist now: keep them out of the garbage collector's full
     # collections during the timing, for every contender alike (dynnets.train
     # does the same while training)
     gc.freeze()
     contenders = {"dynnets dynamic": dyn_run, "torch bucketed": t_buck, "torch packed": t_pack,
-                  "dynnets dynamic (shuffled)": dyn_shuf_run}
+                  "dynnets dynamic (shuffled)": dyn_shuf_run, **extra}
     times = interleaved(contenders, repeats=args.repeats, number=1, warmup=1)
     n = len(examples)
     med = {}
     for c, ts in times.items():
         med[c] = statistics.median(n / t for t in ts)
-        print(f"# {c:28s} sent/s per epoch: " + ", ".join(f"{n / t:.0f}" for t in ts))
+        print(f"# {c:34s} sent/s per epoch: " + ", ".join(f"{n / t:.0f}" for t in ts))
+    fl = med.get(FLOOR)
     print()
-    print(markdown_table(["contender", "train sent/s (median)", "epoch seconds"],
-                         [[c, f"{med[c]:.0f}", f"{n / med[c]:.2f}"] for c in contenders]))
+    print(markdown_table(["contender", "train sent/s (median)", "epoch seconds", "/ floor"],
+                         [[c, f"{med[c]:.0f}", f"{n / med[c]:.2f}", f"{med[c] / fl:.2f}" if fl else "-"]
+                          for c in contenders]))
     print()
-    print(f"dynnets dynamic / torch bucketed: {med['dynnets dynamic'] / med['torch bucketed']:.2f}x (target >= 1.0x)")
+    r = med["dynnets dynamic"] / med["torch bucketed"]
+    print(f"dynnets dynamic / torch bucketed: {r:.2f}x (target >= 1.5x: {'met' if r >= 1.5 else 'NOT met'})")
     print(f"dynnets dynamic / torch packed: {med['dynnets dynamic'] / med['torch packed']:.2f}x")
-    print(f"dynnets dynamic (shuffled) / torch bucketed: "
-          f"{med['dynnets dynamic (shuffled)'] / med['torch bucketed']:.2f}x")
+    print(f"dynnets dynamic (shuffled) / dynnets dynamic: "
+          f"{med['dynnets dynamic (shuffled)'] / med['dynnets dynamic']:.2f}x")
+    if fl:
+        f = med["dynnets dynamic"] / fl
+        print(f"dynnets dynamic / {FLOOR}: {f:.2f} (target >= 0.8: {'met' if f >= 0.8 else 'NOT met'}); the floor "
+              f"is {1e6 / fl:.0f} us per sentence, dynnets {1e6 / med['dynnets dynamic']:.0f}, torch bucketed "
+              f"{1e6 / med['torch bucketed']:.0f}")
+        print(f"{FLOOR_SHUF} / {FLOOR}: {med[FLOOR_SHUF] / fl:.2f}")
 
+
+FLOOR = "floor: products only (bucketed)"
+FLOOR_SHUF = "floor: products only (shuffled)"
 
 if __name__ == "__main__":
     main()

@@ -23,17 +23,35 @@ objects that exist before the timing frozen out of the garbage collector
 medians over ``--repeats`` passes. The first minibatch's loss of every
 contender is printed to show that they compute the same function.
 
-A fifth, reference pass runs in the evaluation round unless ``--no-floor``:
-``products only`` does nothing but the matrix-vector products that per-node
-evaluation cannot avoid, one ``numpy.matmul`` into a preallocated output per
-node (a leaf's word vector times the (300, 450) leaf weights, an internal
-node's [h_l; h_r] times the (300, 750) ``U``), on the same trees. It is not a
-model: it is the floor under any recursive evaluation on this machine, and
-the script prints the largest "recursive / torch recursive" evaluation ratio
-that floor allows. A sixth, ``node kernels only``, calls dynnets' fused
-per-node kernels (products and gate maths) on preallocated buffers, with no
-graph, no primitive and no Python beyond the loop: what dynnets' recursive
-evaluation would cost without any framework overhead.
+Floors and reference passes (unless ``--no-floor``; see ``_floors.py``), in
+the same interleaved rounds:
+
+* ``level floor: products only`` -- the level-batched floor: the same
+  minibatches' matrix products alone, on the same level schedule, each one
+  ``numpy.matmul`` into a preallocated output (forward: the embedding gather
+  of each batch's distinct words, their leaf product, one ``U`` product per
+  level, the classifier; backward, in training: the classifier's two, one
+  ``U^T`` product per level, ``U``'s and the leaf weights' gradients, the
+  words' gradient). Every contender is printed as a fraction of it, for
+  training and for evaluation (where the classifier reads the roots only).
+* ``level ref +gathers``, ``+gates``, ``+loss``, ``+optimizer`` -- the same
+  model written by hand on those buffers, adding one piece at a time: the
+  gathers and scatters (per-leaf states, the children's pairs and their
+  adjoint, the scatter of leaf gradients to words), dynnets' fused gate
+  kernels, the softmax cross-entropy and bias gradients (in evaluation: the
+  softmax), the Adagrad kernels; in evaluation, ``level ref, all but the
+  products`` is the last one with the products left out, to show that the
+  pieces add up. Its loss and ``U``/``w_leaf`` gradients on
+  the first minibatch are checked against dynnets' before the timing. The
+  last one is dynnets level-batched without the framework.
+* ``recursive floor: per-node products`` (evaluation) -- the floor under any
+  per-node evaluation: one ``numpy.matmul`` per node into a preallocated
+  output (a leaf's word vector times the (300, 450) leaf weights, an
+  internal node's [h_l; h_r] times the (300, 750) ``U``), on the same trees;
+  the script prints the largest "recursive / torch recursive" evaluation
+  ratio it allows. ``recursive ref: node kernels only`` calls dynnets' fused
+  per-node kernels (products and gate maths) on preallocated buffers, with no
+  graph and no primitive.
 
 Run from the repository root::
 
@@ -77,7 +95,9 @@ def parse():
     ap.add_argument("--contenders", default="dynnets level,dynnets recursive,torch level,torch recursive")
     ap.add_argument("--no-eval", action="store_true")
     ap.add_argument("--no-floor", action="store_true",
-                    help="skip the reference 'products only' pass (see the module docstring)")
+                    help="skip the floors and reference passes (see the module docstring)")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="time the floors but not the level reference passes between them and dynnets")
     return ap.parse_args()
 
 
@@ -305,81 +325,133 @@ def main():
               "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),
               "torch level": (torch_train("level"), torch_eval("level")),
               "torch recursive": (torch_train("recursive"), torch_eval("recursive"))}
-    floor = None
-    if not (args.no_floor or args.no_eval):
-        # per-node products alone, for the evaluation trees (see the docstring)
-        w_leaf = np.ascontiguousarray(weights["w_leaf"])
-        U = np.ascontiguousarray(weights["U"])
-        x1 = np.random.default_rng(args.seed).standard_normal((1, E)).astype(w_leaf.dtype)
-        h1 = np.random.default_rng(args.seed + 1).standard_normal((1, 2 * H)).astype(U.dtype)
-        zl = np.empty((1, w_leaf.shape[1]), w_leaf.dtype)
-        zi = np.empty((1, U.shape[1]), U.dtype)
-        counts = [(len(e.leaves), len(e.internal)) for e in flat]
-        mm = np.matmul
-
-        def floor():
-            for n_leaf, n_int in counts:
-                for _ in range(n_leaf):
-                    mm(x1, w_leaf, out=zl)
-                for _ in range(n_int):
-                    mm(h1, U, out=zi)
-
-        from dynnets.autograd import kernels_tree as KT
-
-        b_leaf, b_int = np.ascontiguousarray(weights["b_leaf"]), np.ascontiguousarray(weights["b"])
-        s_buf = np.empty((1, 2 * H), U.dtype)
-        acts3, acts5, hcat = np.empty((1, 3 * H), U.dtype), np.empty((1, 5 * H), U.dtype), np.empty((1, 2 * H), U.dtype)
-        s_l = np.random.default_rng(args.seed + 2).standard_normal((1, 2 * H)).astype(U.dtype)
-        s_r = s_l.copy()
-        leaf_k, node_k = KT.tree_lstm_leaf_node_fwd_mv, KT.tree_lstm_node_fwd_mv
-
-        def kernels_floor():
-            for n_leaf, n_int in counts:
-                for _ in range(n_leaf):
-                    leaf_k(x1, w_leaf, b_leaf, s_buf, acts3)
-                for _ in range(n_int):
-                    node_k(s_l, s_r, U, b_int, s_buf, acts5, hcat)
     unknown = [w for w in wanted if w not in makers]
     if unknown:
         sys.exit(f"bench_treelstm: unknown contenders {unknown}; choose from {list(makers)}")
+    extra = {"train": {}, "eval": {}}
+    if not args.no_floor:
+        from _floors import TREE_PIECES, TreeLevelReference
+
+        level_ref = TreeLevelReference(weights, [b.schedule for b in collated["level"][0]], lr=args.lr,
+                                       seed=args.seed)
+        # the reference must compute what dynnets computes: same first-minibatch loss and gradients
+        m0 = dyn["level"][0]
+        m0.zero_grad()
+        loss0 = m0.loss(collated["level"][0][0])
+        loss0.backward()
+        ref_loss = level_ref.check(loss0.item(), np.asarray(m0.U.grad), np.asarray(m0.w_leaf.grad))
+        m0.zero_grad()
+        print(f"# level reference, first-minibatch loss {ref_loss:.6f} (dynnets level {loss0.item():.6f}); "
+              f"its U and w_leaf gradients match dynnets'")
+        level_eval = TreeLevelReference(weights, [b.schedule for b in collated["level"][1]], seed=args.seed)
+        extra["train"][LEVEL_FLOOR] = level_ref.products("train")
+        extra["eval"][LEVEL_FLOOR] = level_eval.products("eval")
+        if not args.no_reference:
+            for k in range(2, len(TREE_PIECES) + 1):
+                extra["train"][f"level ref +{TREE_PIECES[k - 1]}"] = level_ref.make("train", TREE_PIECES[:k])
+            for k in range(2, len(TREE_PIECES)):
+                extra["eval"][f"level ref +{TREE_PIECES[k - 1]}"] = level_eval.make("eval", TREE_PIECES[:k])
+            # evaluation only, on buffers of its own (see TreeLevelReference.make)
+            own = TreeLevelReference(weights, [b.schedule for b in collated["level"][1]], seed=args.seed)
+            extra["eval"][NO_PRODUCTS] = own.make("eval", TREE_PIECES[:-1], products=False)
+        extra["eval"][REC_FLOOR], extra["eval"][REC_KERNELS] = recursive_floors(np, weights, flat, E, H, args.seed)
     n = len(trees)
     results = {}
     for phase, k in (("train", 0), ("eval", 1)):
         if phase == "eval" and args.no_eval:
             continue
         runs = {c: makers[c][k] for c in wanted}
-        if phase == "eval" and floor is not None:
-            runs["products only"] = floor
-            runs["node kernels only"] = kernels_floor
+        runs.update(extra[phase])
         times = interleaved(runs, repeats=args.repeats, number=1, warmup=1)
         for c in runs:
             results[(c, phase)] = [n / t for t in times[c]]
-            print(f"# {phase:5s} {c:18s} sent/s per pass: " + ", ".join(f"{n / t:.0f}" for t in times[c]))
+            print(f"# {phase:5s} {c:36s} sent/s per pass: " + ", ".join(f"{n / t:.0f}" for t in times[c]))
 
     def med(c, phase):
         v = results.get((c, phase))
         return statistics.median(v) if v else None
 
+    def frac(x, y):
+        return "-" if x is None or y is None else f"{x / y:.2f}"
+
+    lf_tr, lf_ev, rf_ev = med(LEVEL_FLOOR, "train"), med(LEVEL_FLOOR, "eval"), med(REC_FLOOR, "eval")
     rows = []
-    for c in wanted + ([c for c in ("products only", "node kernels only") if (c, "eval") in results]):
+    for c in wanted:
         tr, ev = med(c, "train"), med(c, "eval")
-        rows.append([c, "-" if tr is None else f"{tr:.0f}", "-" if ev is None else f"{ev:.0f}"])
+        rows.append([c, "-" if tr is None else f"{tr:.0f}", frac(tr, lf_tr), "-" if ev is None else f"{ev:.0f}",
+                     frac(ev, lf_ev), frac(ev, rf_ev) if "recursive" in c else "-"])
+    for c in [LEVEL_FLOOR, *extra["train"], *extra["eval"]]:
+        if any(r[0] == c for r in rows):
+            continue
+        tr, ev = med(c, "train"), med(c, "eval")
+        rows.append([c, "-" if tr is None else f"{tr:.0f}", frac(tr, lf_tr), "-" if ev is None else f"{ev:.0f}",
+                     frac(ev, lf_ev), frac(ev, rf_ev) if c in (REC_FLOOR, REC_KERNELS) else "-"])
     print()
-    print(markdown_table(["contender", "train sent/s (median)", "eval sent/s (median)"], rows))
+    print(markdown_table(["contender", "train sent/s", "/ level floor", "eval sent/s", "/ level floor",
+                          "/ recursive floor"], rows))
     print()
     for a, b_, target in (("dynnets level", "torch level", 1.5), ("dynnets recursive", "torch recursive", 5.0)):
         for phase in ("train", "eval"):
             x, y = med(a, phase), med(b_, phase)
             if x and y:
                 print(f"{a} / {b_} ({phase}): {x / y:.2f}x (target >= {target}x)")
-    fl, kf, tr_ev = med("products only", "eval"), med("node kernels only", "eval"), med("torch recursive", "eval")
-    if fl and tr_ev:
-        print(f"products only (per-node matrix-vector products, nothing else): {1e6 / fl:.0f} us per sentence; "
-              f"no recursive evaluation can exceed {fl / tr_ev:.2f}x torch recursive here")
+    for phase, fl in (("train", lf_tr), ("eval", lf_ev)):
+        x = med("dynnets level", phase)
+        if x and fl:
+            print(f"dynnets level / {LEVEL_FLOOR} ({phase}): {x / fl:.2f} (target >= 0.8): "
+                  f"{'met' if x >= 0.8 * fl else 'NOT met'}; the floor is {1e6 / fl:.0f} us per sentence, "
+                  f"dynnets level {1e6 / x:.0f}")
+    tr_ev = med("torch recursive", "eval")
+    kf = med(REC_KERNELS, "eval")
+    if rf_ev and tr_ev:
+        print(f"{REC_FLOOR}: {1e6 / rf_ev:.0f} us per sentence; no recursive evaluation can exceed "
+              f"{rf_ev / tr_ev:.2f}x torch recursive here")
     if kf and tr_ev:
-        print(f"node kernels only (dynnets' per-node kernels, no framework): {1e6 / kf:.0f} us per sentence, "
-              f"{kf / tr_ev:.2f}x torch recursive")
+        print(f"{REC_KERNELS}: {1e6 / kf:.0f} us per sentence, {kf / tr_ev:.2f}x torch recursive")
 
+
+LEVEL_FLOOR = "level floor: products only"
+NO_PRODUCTS = "level ref, all but the products"
+REC_FLOOR = "recursive floor: per-node products"
+REC_KERNELS = "recursive ref: node kernels only"
+
+
+def recursive_floors(np, weights, flat, E, H, seed):
+    """The per-node evaluation floor (every node's matrix-vector product, one
+    ``numpy.matmul`` into a preallocated output) and dynnets' fused per-node
+    kernels on preallocated buffers, on the evaluation trees."""
+    from dynnets.autograd import kernels_tree as KT
+
+    w_leaf = np.ascontiguousarray(weights["w_leaf"])
+    U = np.ascontiguousarray(weights["U"])
+    x1 = np.random.default_rng(seed).standard_normal((1, E)).astype(w_leaf.dtype)
+    h1 = np.random.default_rng(seed + 1).standard_normal((1, 2 * H)).astype(U.dtype)
+    zl = np.empty((1, w_leaf.shape[1]), w_leaf.dtype)
+    zi = np.empty((1, U.shape[1]), U.dtype)
+    counts = [(len(e.leaves), len(e.internal)) for e in flat]
+    mm = np.matmul
+
+    def floor():
+        for n_leaf, n_int in counts:
+            for _ in range(n_leaf):
+                mm(x1, w_leaf, out=zl)
+            for _ in range(n_int):
+                mm(h1, U, out=zi)
+
+    b_leaf, b_int = np.ascontiguousarray(weights["b_leaf"]), np.ascontiguousarray(weights["b"])
+    s_buf = np.empty((1, 2 * H), U.dtype)
+    acts3, acts5, hcat = np.empty((1, 3 * H), U.dtype), np.empty((1, 5 * H), U.dtype), np.empty((1, 2 * H), U.dtype)
+    s_l = np.random.default_rng(seed + 2).standard_normal((1, 2 * H)).astype(U.dtype)
+    s_r = s_l.copy()
+    leaf_k, node_k = KT.tree_lstm_leaf_node_fwd_mv, KT.tree_lstm_node_fwd_mv
+
+    def kernels_floor():
+        for n_leaf, n_int in counts:
+            for _ in range(n_leaf):
+                leaf_k(x1, w_leaf, b_leaf, s_buf, acts3)
+            for _ in range(n_int):
+                node_k(s_l, s_r, U, b_int, s_buf, acts5, hcat)
+    return floor, kernels_floor
 
 if __name__ == "__main__":
     main()

@@ -190,15 +190,24 @@ def _axis(axis):
     return axis
 
 
+# The defaults are not passed: an application without attributes is checked
+# and recorded with less work (a whole-tensor sum is the usual loss).
+
 def sum(x, axis=None, keepdims=False):
+    if axis is None and not keepdims:
+        return bind(P.sum_p, x)
     return bind(P.sum_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):
+    if axis is None and not keepdims:
+        return bind(P.mean_p, x)
     return bind(P.mean_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):
+    if axis is None and not keepdims:
+        return bind(P.max_p, x)
     return bind(P.max_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
@@ -209,23 +218,51 @@ def min(x, axis=None, keepdims=False):
 # --- shapes and indexing --------------------------------------------------------
 
 def reshape(x, *shape):
-    return bind(P.reshape_p, x, shape=_shape_arg(shape))
+    """``x`` with the given shape; one dimension may be -1 (inferred), and an
+    unknown dimension of a static value (``None``, as in ``x.shape``) is
+    inferred the same way."""
+    shape = _shape_arg(shape)
+    if None in shape:
+        if shape.count(None) + shape.count(-1) > 1:
+            raise P.ShapeError(f"reshape: at most one dimension of shape={shape} can be inferred (None or -1); "
+                               f"x.shape={x.shape}")
+        shape = tuple(-1 if d is None else d for d in shape)
+    return bind(P.reshape_p, x, shape=shape)
 
 
 def flatten(x):
     return reshape(x, -1)
 
 
+def _axis_of(op, axis, ndim):
+    if not -ndim <= axis < ndim:
+        raise P.ShapeError(f"{op}: axis {axis} is out of range for an input with {ndim} dimensions")
+    return axis % ndim
+
+
 def squeeze(x, axis):
+    """``x`` without dimension ``axis`` if it has size 1, else ``x`` unchanged
+    (as ``torch.squeeze(x, dim)``)."""
     shp = list(x.shape)
-    del shp[axis]
-    return reshape(x, *shp)
+    ax = _axis_of("squeeze", axis, len(shp))
+    if shp[ax] is None:
+        raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} is unknown, so whether it is "
+                           f"removed (size 1) cannot be decided when the graph is built: reshape instead")
+    if shp[ax] == 1:
+        del shp[ax]
+    if shp.count(None) <= 1:
+        return reshape(x, *shp)
+    return getitem(x, (slice(None),) * ax + (0,))
 
 
 def unsqueeze(x, axis):
+    """``x`` with a new dimension of size 1 at ``axis``."""
     shp = list(x.shape)
-    shp.insert(axis if axis >= 0 else len(shp) + axis + 1, 1)
-    return reshape(x, *shp)
+    ax = _axis_of("unsqueeze", axis, len(shp) + 1)
+    shp.insert(ax, 1)
+    if shp.count(None) <= 1:
+        return reshape(x, *shp)
+    return getitem(x, (slice(None),) * ax + (None,))
 
 
 def transpose(x, *axes):
@@ -260,6 +297,8 @@ def take(x, indices):
 
 
 def concat(xs, axis=0):
+    if axis == 0 and type(axis) is int:
+        return bind(P.concat_p, *xs)         # the default, without attributes (see sum)
     return bind(P.concat_p, *xs, axis=axis)
 
 
@@ -267,6 +306,8 @@ cat = concat
 
 
 def stack(xs, axis=0):
+    if axis == 0 and type(axis) is int:
+        return bind(P.stack_p, *xs)
     return bind(P.stack_p, *xs, axis=axis)
 
 
@@ -307,10 +348,14 @@ def linear(x, weight, bias):
 # --- softmax, losses, embedding, dropout ----------------------------------------
 
 def softmax(x, axis=-1):
+    if axis == -1 and type(axis) is int:
+        return bind(P.softmax_p, x)          # the default, without attributes (see sum)
     return bind(P.softmax_p, x, axis=axis)
 
 
 def log_softmax(x, axis=-1):
+    if axis == -1 and type(axis) is int:
+        return bind(P.log_softmax_p, x)
     return bind(P.log_softmax_p, x, axis=axis)
 
 
@@ -426,6 +471,7 @@ def _install(cls):
     cls.squeeze = squeeze
     cls.unsqueeze = unsqueeze
     cls.transpose = transpose
+    cls.astype = astype
     cls.T = property(lambda self: transpose(self))
     cls.matmul = matmul
     cls.pow = pow

@@ -7,10 +7,14 @@ Every primitive is declared once with :func:`defprim`:
     :mod:`dynnets.autograd.kernels`);
 ``shape(*avals, **attrs)``
     the shape/dtype rule, which is also the input check: it raises
-    :class:`ShapeError` naming the op, the argument, what was expected and what
-    was received. Static graphs run it at construction time; eager mode runs it
-    to explain a failing forward. ``avals`` have ``.shape`` (dimensions may be
-    ``None`` = unknown) and ``.dtype``;
+    :class:`ShapeError` (:class:`DTypeError`, :class:`IndexRangeError`) naming
+    the op, the argument, what was expected and what was received. Static
+    graphs run it at construction time (again with the fed shapes); eager
+    ``bind`` runs it once per input signature (see :mod:`.engine`). ``avals``
+    have ``.shape`` (dimensions may be ``None`` = unknown) and ``.dtype``.
+    What depends on values (class targets, ids, tree schedules) the
+    implementation checks on every call, before any kernel sees it: the
+    kernels index unchecked;
 ``vjps``
     one vector-Jacobian product per input, each a plain function
     ``vjp(g, inputs, out, **attrs) -> gradient of that input`` (``None`` for a
@@ -33,12 +37,22 @@ from . import kernels as K
 from . import kernels_tree as KT
 from . import reference as _twin
 
-__all__ = ["Primitive", "PRIMITIVES", "defprim", "ShapeError", "RowSparse", "OuterSum", "Aval",
-           "unbroadcast", "check_shapes", "vjp_primitive"]
+__all__ = ["Primitive", "PRIMITIVES", "defprim", "ShapeError", "DTypeError", "IndexRangeError", "RowSparse",
+           "OuterSum", "Aval", "unbroadcast", "check_shapes", "run_rule", "vjp_primitive"]
 
 
 class ShapeError(ValueError):
     """Bad input to an op: names the op, the argument, expected and received."""
+
+
+class DTypeError(ShapeError, TypeError):
+    """An input of a dtype the op does not take (integer logits, a float index...).
+    A TypeError, as PyTorch's, and a ShapeError, as every bad input to an op."""
+
+
+class IndexRangeError(ShapeError, IndexError):
+    """An index value out of range (a class target, an embedding id, a tree
+    node): an IndexError, as PyTorch's, and a ShapeError."""
 
 
 class Aval(NamedTuple):
@@ -49,10 +63,10 @@ class Aval(NamedTuple):
 
 class Primitive:
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results",
-                 "differentiable", "scalar", "doc", "nondiff_args", "lazy_grads")
+                 "differentiable", "scalar", "doc", "nondiff_args", "lazy_grads", "checked", "attr_key")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
-                 differentiable=True, scalar=None, nondiff_args=()):
+                 differentiable=True, scalar=None, nondiff_args=(), attr_key=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -66,6 +80,12 @@ class Primitive:
         # the joint VJP accepts MatmulT output gradients (eager backward
         # densifies every other primitive's output gradients first)
         self.lazy_grads = False
+        # input signatures (shapes, dtypes, attributes) whose shape rule eager
+        # bind has already run and passed: see engine.bind. ``attr_key``
+        # (attributes -> a hashable stand-in) serves attributes that Python
+        # cannot hash (slices, before Python 3.12)
+        self.checked = {}
+        self.attr_key = attr_key
 
     def __repr__(self):
         return f"<primitive {self.name}>"
@@ -79,18 +99,21 @@ PRIMITIVES: dict[str, Primitive] = {}
 
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, multiple_results=False,
-            differentiable=True, scalar=None, nondiff_args=()):
+            differentiable=True, scalar=None, nondiff_args=(), attr_key=None):
     """Declare a primitive: forward, shape rule and VJP(s) together.
 
     ``vjp`` is a tuple with one function (or ``None``) per input.
     ``scalar`` is an optional template such as ``"math.tanh({0})"`` that lets
     the static compiler fuse chains of elementwise ops into one Numba kernel.
+    ``attr_key(**attrs)`` gives a hashable stand-in for attributes Python
+    cannot hash, so eager bind can cache their input check (see engine).
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
     if differentiable and vjp is None and joint_vjp is None:
         raise ValueError(f"defprim: differentiable primitive {name!r} needs vjp= or joint_vjp=")
-    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results, differentiable, scalar, nondiff_args)
+    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results, differentiable, scalar, nondiff_args,
+                  attr_key)
     PRIMITIVES[name] = p
     return p
 
@@ -166,7 +189,13 @@ class RowSparse:
         if len(rows) == len(self.rows):
             order = np.argsort(self.rows, kind="stable")
             return RowSparse(self.rows[order], self.values[order], self.shape)
-        vals = K.embedding_bwd(inv.astype(np.int64), np.ascontiguousarray(self.values), len(rows))
+        vals = self.values
+        if _kernel_float(vals.dtype) and vals.ndim == 2:
+            vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(vals), len(rows))
+        else:
+            out = np.zeros((len(rows),) + vals.shape[1:], dtype=vals.dtype)
+            np.add.at(out, inv.reshape(-1), vals)
+            vals = out
         return RowSparse(rows, vals, self.shape)
 
     def to_dense(self):
@@ -242,7 +271,8 @@ class OuterSum:
                 else:
                     a = np.concatenate([np.ones((r.shape[0], 1), dtype=r.dtype) if a is None else a
                                         for a, r in zip(lhs, self.rhs)])
-                if a.shape[0] <= _OUTER_MAX and a.dtype == b.dtype and a.ndim == 2 and b.ndim == 2:
+                if (a.shape[0] <= _OUTER_MAX and a.dtype == b.dtype and _kernel_float(a.dtype) and a.ndim == 2
+                        and b.ndim == 2 and a.shape[0] == b.shape[0]):
                     # one row: the streaming kernel (as fast as np.dot at 32 x 32,
                     # 3x faster at 150 x 600, measured)
                     out = K.outer_sum_fwd(np.ascontiguousarray(a), np.ascontiguousarray(b))
@@ -344,6 +374,8 @@ def _rtype(*dts):
 
 
 def _aval_of(x):
+    if type(x) is np.ndarray:
+        return x                     # has .shape and .dtype, all a rule reads (an Aval costs ~0.4 us)
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return Aval(tuple(x.shape), x.dtype)
     if isinstance(x, (bool, int, float)):
@@ -352,9 +384,31 @@ def _aval_of(x):
     return Aval(a.shape, a.dtype)
 
 
+# exceptions a shape rule may raise on input it was not written for (an index
+# into a shape of too few dimensions, None in arithmetic, a bad attribute type)
+RULE_ERRORS = (TypeError, ValueError, IndexError, ArithmeticError, KeyError, AttributeError)
+
+
+def run_rule(prim, avals, attrs):
+    """``prim.shape(*avals, **attrs)``; any failure comes out as a ShapeError
+    (DTypeError, IndexRangeError) naming the op, also where the rule itself
+    tripped over an input it did not foresee."""
+    try:
+        return prim.shape(*avals, **attrs)
+    except ShapeError:
+        raise
+    except RULE_ERRORS as e:
+        desc = ", ".join(f"{_fmt(a.shape)} {_dt(a)}" for a in avals)
+        kind = DTypeError if isinstance(e, TypeError) else IndexRangeError if isinstance(e, IndexError) \
+            else ShapeError
+        at = f", attributes {attrs}" if attrs else ""
+        raise kind(f"{prim.name}: invalid inputs ({desc}{at}): {type(e).__name__}: {e}") from None
+
+
 def check_shapes(prim, args, attrs):
     """Run ``prim``'s shape rule on concrete arguments (raises ShapeError)."""
-    return prim.shape(*[_aval_of(a) for a in args], **attrs)
+    nd = np.ndarray
+    return run_rule(prim, [a if type(a) is nd else _aval_of(a) for a in args], attrs)
 
 
 def _dt(a):
@@ -362,28 +416,36 @@ def _dt(a):
     return d if isinstance(d, np.dtype) else np.asarray(d).dtype
 
 
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+
+
+def _kernel_float(dt):
+    """The float dtypes the Numba kernels are compiled for."""
+    return dt == _F32 or dt == _F64
+
+
+def _is_int(a):
+    return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+
+
 def _norm_axis(op, axis, ndim):
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if _is_int(axis):
+        axes = (axis,)
+    elif isinstance(axis, (tuple, list)) and all(_is_int(a) for a in axis):
+        axes = tuple(axis)
+    else:
+        raise DTypeError(f"{op}: axis must be an integer or a tuple of integers, got {axis!r}")
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
             raise ShapeError(f"{op}: axis {a} is out of range for an input with {ndim} dimensions")
-        out.append(a % ndim)
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: axis {axis!r} names a dimension twice")
     return tuple(out)
-
-
-_SENTINEL = 7919     # stands in for an unknown dimension when a rule evaluates numpy on a dummy
-
-
-def _dummy(shape, dtype):
-    real = tuple(_SENTINEL if d is None else d for d in shape)
-    return np.broadcast_to(np.zeros((), dtype=_dt(Aval((), dtype))), real)
-
-
-def _undummy(shape):
-    return tuple(None if d == _SENTINEL else d for d in shape)
 
 
 def unbroadcast(g, shape):
@@ -406,18 +468,41 @@ def unbroadcast(g, shape):
 # elementwise primitives
 # --------------------------------------------------------------------------
 
-def _unary_shape(name, float_only=True):
+_WEAK = {bool: np.dtype(bool), int: int, float: float, complex: complex}
+
+
+def _ufunc_dtype(name, ufunc, *avals):
+    """The result dtype of numpy ufunc ``ufunc`` on inputs ``avals``, Python
+    scalars kept weak (NEP 50), as the forward computes it; DTypeError where
+    the ufunc has no loop for these dtypes (boolean subtract, negative...)."""
+    dts = []
+    for a in avals:
+        d = a.dtype
+        if not isinstance(d, np.dtype):
+            d = _WEAK.get(type(d), None)
+            if d is None:
+                d = _dt(a)
+        dts.append(d)
+    try:
+        return ufunc.resolve_dtypes((*dts, None))[-1]
+    except (TypeError, ValueError) as e:
+        names = ["x", "y"][:len(avals)]
+        desc = ", ".join(f"{n}.dtype={_dt(a)}" for n, a in zip(names, avals))
+        raise DTypeError(f"{name}: unsupported dtypes ({desc}): {e}") from None
+
+
+def _unary_shape(name, ufunc=None, float_only=True):
     def rule(x):
-        if float_only and _dt(x).kind not in "fc":
-            raise ShapeError(f"{name}: expected a floating-point input, got dtype {_dt(x)}")
-        return Aval(tuple(x.shape), _dt(x))
+        if float_only and _dt(x).kind != "f":
+            raise DTypeError(f"{name}: expected a floating-point input, got dtype {_dt(x)}")
+        return Aval(tuple(x.shape), _dt(x) if ufunc is None else _ufunc_dtype(name, ufunc, x))
     rule.__name__ = f"{name}_shape"
     return rule
 
 
-def _binary_shape(name):
+def _binary_shape(name, ufunc):
     def rule(x, y):
-        return Aval(broadcast_shapes(name, x.shape, y.shape, names=["x", "y"]), _rtype(x.dtype, y.dtype))
+        return Aval(broadcast_shapes(name, x.shape, y.shape, names=["x", "y"]), _ufunc_dtype(name, ufunc, x, y))
     rule.__name__ = f"{name}_shape"
     return rule
 
@@ -431,41 +516,57 @@ def _shp(a):
 
 
 add_p = defprim(
-    "add", np.add, _binary_shape("add"),
+    "add", np.add, _binary_shape("add", np.add),
     vjp=(lambda g, ins, out: unbroadcast(g, _shp(ins[0])),
          lambda g, ins, out: unbroadcast(g, _shp(ins[1]))),
     scalar="({0} + {1})")
 
 sub_p = defprim(
-    "sub", np.subtract, _binary_shape("sub"),
+    "sub", np.subtract, _binary_shape("sub", np.subtract),
     vjp=(lambda g, ins, out: unbroadcast(g, _shp(ins[0])),
          lambda g, ins, out: unbroadcast(-g, _shp(ins[1]))),
     scalar="({0} - {1})")
 
 mul_p = defprim(
-    "mul", np.multiply, _binary_shape("mul"),
+    "mul", np.multiply, _binary_shape("mul", np.multiply),
     vjp=(lambda g, ins, out: unbroadcast(g * ins[1], _shp(ins[0])),
          lambda g, ins, out: unbroadcast(g * ins[0], _shp(ins[1]))),
     scalar="({0} * {1})")
 
 div_p = defprim(
-    "div", np.true_divide, _binary_shape("div"),
+    "div", np.true_divide, _binary_shape("div", np.true_divide),
     vjp=(lambda g, ins, out: unbroadcast(g / ins[1], _shp(ins[0])),
          lambda g, ins, out: unbroadcast(-g * out / ins[1], _shp(ins[1]))),
     scalar="({0} / {1})")
 
 
+def _pow_vjp_x(g, ins, out):
+    x, y = ins
+    # d/dx x**y = y x**(y-1), and 0 wherever y == 0, also at x == 0 where the
+    # product is 0 * inf (PyTorch's pow_backward)
+    if type(y) is float or type(y) is int:
+        if y == 0:
+            return np.zeros(_shp(x), dtype=g.dtype)
+        return unbroadcast(g * y * np.power(x, y - 1), _shp(x))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gx = g * y * np.power(x, y - 1)
+    return unbroadcast(np.where(y == 0, 0, gx), _shp(x))
+
+
 def _pow_vjp_y(g, ins, out):
-    x = ins[0]
-    # d/dy x**y = log(x) x**y, defined for x > 0; 0 where x == 0 (as PyTorch).
-    logx = np.log(np.where(x > 0, x, 1))
-    return unbroadcast(g * out * logx, _shp(ins[1]))
+    x, y = ins
+    # d/dy x**y = x**y log(x) in g's dtype (np.log of a Python base would be a
+    # float64 scalar, which promotes); at x == 0 it is 0 for y >= 0 and
+    # -inf * g for y < 0, NaN for x < 0, as PyTorch's pow_backward_exponent
+    xa = np.asarray(x, dtype=g.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gy = g * out * np.log(xa)
+    return unbroadcast(np.where((xa == 0) & (np.asarray(y) >= 0), 0, gy), _shp(y))
 
 
 pow_p = defprim(
-    "pow", np.power, _binary_shape("pow"),
-    vjp=(lambda g, ins, out: unbroadcast(g * ins[1] * np.power(ins[0], ins[1] - 1), _shp(ins[0])),
-         _pow_vjp_y),
+    "pow", np.power, _binary_shape("pow", np.power),
+    vjp=(_pow_vjp_x, _pow_vjp_y),
     scalar="({0} ** {1})")
 
 
@@ -476,27 +577,27 @@ def _select_vjp(g, win, tie, shape):
 
 
 maximum_p = defprim(
-    "maximum", np.maximum, _binary_shape("maximum"),
+    "maximum", np.maximum, _binary_shape("maximum", np.maximum),
     vjp=(lambda g, ins, out: _select_vjp(g, ins[0] > ins[1], ins[0] == ins[1], _shp(ins[0])),
          lambda g, ins, out: _select_vjp(g, ins[1] > ins[0], ins[0] == ins[1], _shp(ins[1]))),
     scalar="max({0}, {1})")
 
 minimum_p = defprim(
-    "minimum", np.minimum, _binary_shape("minimum"),
+    "minimum", np.minimum, _binary_shape("minimum", np.minimum),
     vjp=(lambda g, ins, out: _select_vjp(g, ins[0] < ins[1], ins[0] == ins[1], _shp(ins[0])),
          lambda g, ins, out: _select_vjp(g, ins[1] < ins[0], ins[0] == ins[1], _shp(ins[1]))),
     scalar="min({0}, {1})")
 
-neg_p = defprim("neg", np.negative, _unary_shape("neg", float_only=False),
+neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
                 vjp=(lambda g, ins, out: -g,), scalar="(-{0})")
 
-exp_p = defprim("exp", np.exp, _unary_shape("exp"),
+exp_p = defprim("exp", np.exp, _unary_shape("exp", np.exp),
                 vjp=(lambda g, ins, out: g * out,), scalar="math.exp({0})")
 
-log_p = defprim("log", np.log, _unary_shape("log"),
+log_p = defprim("log", np.log, _unary_shape("log", np.log),
                 vjp=(lambda g, ins, out: g / ins[0],), scalar="math.log({0})")
 
-tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh"),
+tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
                  vjp=(lambda g, ins, out: g * (1 - out * out),), scalar="math.tanh({0})")
 
 
@@ -519,10 +620,10 @@ def _relu(x):
 relu_p = defprim("relu", _relu, _unary_shape("relu"),
                  vjp=(lambda g, ins, out: g * (ins[0] > 0),), scalar="max({0}, 0.0)")
 
-sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt"),
+sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
                  vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})")
 
-abs_p = defprim("abs", np.abs, _unary_shape("abs", float_only=False),
+abs_p = defprim("abs", np.abs, _unary_shape("abs", np.abs, float_only=False),
                 vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})")
 
 
@@ -531,9 +632,19 @@ def _clip(x, lo=None, hi=None):
 
 
 def _clip_shape(x, lo=None, hi=None):
+    if _dt(x).kind not in "iuf":
+        raise DTypeError(f"clip: expected a real numeric input, got dtype {_dt(x)}")
+    for nm, v in (("lo", lo), ("hi", hi)):
+        if v is not None and (not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool)):
+            raise DTypeError(f"clip: {nm} must be a real number or None, got {v!r}")
     if lo is not None and hi is not None and lo > hi:
         raise ShapeError(f"clip: lo={lo} is greater than hi={hi}")
-    return Aval(tuple(x.shape), _dt(x))
+    dt = _dt(x)
+    if lo is not None:
+        dt = _ufunc_dtype("clip", np.maximum, Aval((), dt), Aval((), lo))
+    if hi is not None:
+        dt = _ufunc_dtype("clip", np.minimum, Aval((), dt), Aval((), hi))
+    return Aval(tuple(x.shape), dt)
 
 
 def _clip_vjp(g, ins, out, lo=None, hi=None):
@@ -588,9 +699,16 @@ def _reduce_shape(name):
         dt = _dt(x)
         if name == "mean" and dt.kind not in "fc":
             dt = np.dtype(np.float64)
+        elif name == "sum" and dt.kind in "biu":
+            dt = _sum_dtype(dt)
         return Aval(shp, dt)
     rule.__name__ = f"{name}_shape"
     return rule
+
+
+def _sum_dtype(dt):
+    """numpy's sum of booleans and small integers is a platform integer."""
+    return np.add.reduce(np.zeros(1, dtype=dt)).dtype
 
 
 def _expand_to(g, shape, axis, keepdims):
@@ -666,21 +784,33 @@ def _reshape(x, shape):
     return np.reshape(x, shape)
 
 
+def _shape_attr(op, shape):
+    """A target shape attribute as a tuple of Python ints (DTypeError otherwise)."""
+    if not isinstance(shape, (tuple, list)) or not all(_is_int(d) for d in shape):
+        raise DTypeError(f"{op}: shape must be a tuple of integers, got {shape!r}")
+    return tuple(int(d) for d in shape)
+
+
 def _reshape_shape(x, shape):
-    shape = tuple(shape)
+    shape = _shape_attr("reshape", shape)
+    if any(d < -1 for d in shape):
+        raise ShapeError(f"reshape: invalid dimension in shape={shape} (dimensions are >= 0, or -1 for one "
+                         f"inferred from the others)")
     if sum(1 for d in shape if d == -1) > 1:
         raise ShapeError(f"reshape: only one dimension can be -1, got shape={shape}")
+    rest = math.prod(d for d in shape if d != -1)
     if any(d is None for d in x.shape):
-        if -1 in shape:
-            return Aval(tuple(None if d == -1 else d for d in shape), _dt(x))
-        return Aval(shape, _dt(x))
-    n = int(np.prod(x.shape))
+        # the known part of x must fit: its element count divides the result's
+        known = math.prod(d for d in x.shape if d is not None)
+        if -1 not in shape and (rest % known if known else rest):
+            raise ShapeError(f"reshape: cannot reshape x.shape={_fmt(x.shape)} into shape={shape}")
+        return Aval(tuple(None if d == -1 else d for d in shape), _dt(x))
+    n = math.prod(x.shape)
     if -1 in shape:
-        rest = int(np.prod([d for d in shape if d != -1]))
         if rest == 0 or n % rest:
             raise ShapeError(f"reshape: cannot reshape x.shape={_fmt(x.shape)} ({n} elements) into shape={shape}")
         shape = tuple(n // rest if d == -1 else d for d in shape)
-    elif int(np.prod(shape)) != n:
+    elif rest != n:
         raise ShapeError(f"reshape: cannot reshape x.shape={_fmt(x.shape)} ({n} elements) into shape={shape}")
     return Aval(shape, _dt(x))
 
@@ -697,6 +827,8 @@ def _transpose_shape(x, axes=None):
     nd = len(x.shape)
     if axes is None:
         return Aval(tuple(reversed(x.shape)), _dt(x))
+    if not isinstance(axes, (tuple, list)) or not all(_is_int(a) for a in axes):
+        raise DTypeError(f"transpose: axes must be a tuple of integers, got {axes!r}")
     axes = tuple(axes)
     if sorted(a % nd if -nd <= a < nd else a for a in axes) != list(range(nd)):
         raise ShapeError(f"transpose: axes={axes} is not a permutation of the {nd} dimensions of x.shape={_fmt(x.shape)}")
@@ -717,10 +849,13 @@ def _broadcast_to(x, shape):
 
 
 def _broadcast_to_shape(x, shape):
-    out = broadcast_shapes("broadcast_to", x.shape, tuple(shape), names=["x", "shape"])
-    if out != tuple(shape):
-        raise ShapeError(f"broadcast_to: x.shape={_fmt(x.shape)} cannot be broadcast to shape={tuple(shape)}")
-    return Aval(tuple(shape), _dt(x))
+    shape = _shape_attr("broadcast_to", shape)
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"broadcast_to: shape={shape} has a negative dimension")
+    xs = tuple(x.shape)
+    if len(xs) > len(shape) or any(d is not None and d != 1 and d != t for d, t in zip(reversed(xs), reversed(shape))):
+        raise ShapeError(f"broadcast_to: x.shape={_fmt(xs)} cannot be broadcast to shape={shape}")
+    return Aval(shape, _dt(x))
 
 
 broadcast_to_p = defprim("broadcast_to", _broadcast_to, _broadcast_to_shape,
@@ -739,12 +874,112 @@ def _getitem(x, index):
     return x[index]
 
 
+def _index_error(index, x, msg):
+    return IndexRangeError(f"getitem: index {index!r} is invalid for x.shape={_fmt(x.shape)}: {msg}")
+
+
 def _getitem_shape(x, index):
+    """numpy's indexing rules computed on the shape alone: a slice of a known
+    dimension has ``len(range(*slice.indices(d)))`` elements, of an unknown one
+    an unknown number; integer and boolean arrays (advanced indices) give the
+    broadcast shape of the index arrays, in place of the indexed dimensions
+    when those are adjacent, else in front (numpy's rule). Index values are
+    not range-checked against unknown dimensions (the run checks them)."""
+    shape = tuple(x.shape)
+    nd = len(shape)
+    items = index if type(index) is tuple else (index,)
+    kinds = []                 # (kind, value): new, ell, int, slice, iarr, barr
+    used = 0
+    for i in items:
+        if i is None:
+            kinds.append(("new", None))
+        elif i is Ellipsis:
+            kinds.append(("ell", None))
+        elif isinstance(i, (bool, np.bool_)):
+            kinds.append(("barr", np.asarray(i)))
+        elif _is_int(i):
+            kinds.append(("int", int(i)))
+            used += 1
+        elif type(i) is slice:
+            for part in (i.start, i.stop, i.step):
+                if part is not None and not hasattr(part, "__index__"):
+                    raise _index_error(index, x, "slice bounds must be integers or None")
+            if i.step is not None and i.step.__index__() == 0:
+                raise _index_error(index, x, "slice step cannot be zero")
+            kinds.append(("slice", i))
+            used += 1
+        else:
+            a = i if type(i) is np.ndarray else np.asarray(i) if isinstance(i, (list, tuple)) else None
+            if a is None or a.dtype.kind not in "biu":
+                raise _index_error(index, x, "only integers, slices, None, Ellipsis and integer or boolean "
+                                             "arrays are valid indices")
+            if a.dtype.kind == "b":
+                kinds.append(("barr", a))
+                used += a.ndim
+            else:
+                kinds.append(("iarr", a))
+                used += 1
+    n_ell = sum(1 for k, _ in kinds if k == "ell")
+    if n_ell > 1:
+        raise _index_error(index, x, "an index can only have a single ellipsis")
+    if used > nd:
+        raise _index_error(index, x, f"too many indices ({used}) for {nd} dimensions")
+    full = ("slice", slice(None))
+    if n_ell:
+        k = next(j for j, (kind, _) in enumerate(kinds) if kind == "ell")
+        # the ellipsis stays as a separator: numpy never counts advanced
+        # indices on both sides of one as adjacent, even when it stands for no dimension
+        kinds[k:k + 1] = [("ell", None)] + [full] * (nd - used)
+    else:
+        kinds += [full] * (nd - used)
+    advanced = any(k in ("iarr", "barr") for k, _ in kinds)
+    out = []
+    adv_shapes = []
+    adv_at = []                # positions in `kinds` of advanced indices
+    p = 0
+    for j, (kind, v) in enumerate(kinds):
+        if kind == "ell":
+            continue
+        if kind == "new":
+            out.append(1)
+            continue
+        if kind == "slice":
+            d = shape[p]
+            out.append(None if d is None else len(range(*v.indices(d))))
+            p += 1
+            continue
+        if kind == "int":
+            d = shape[p]
+            if d is not None and not -d <= v < d:
+                raise _index_error(index, x, f"{v} is out of range for dimension {p} of size {d}")
+            p += 1
+            if not advanced:
+                continue
+            adv_shapes.append(())
+        elif kind == "iarr":
+            adv_shapes.append(v.shape)
+            p += 1
+        else:
+            dims = shape[p:p + v.ndim]
+            # (numpy skips the match for an empty mask)
+            if v.size and any(d is not None and d != m for d, m in zip(dims, v.shape)):
+                raise _index_error(index, x, f"boolean index of shape {v.shape} does not match the indexed "
+                                             f"dimensions {_fmt(dims)}")
+            adv_shapes.append((int(np.count_nonzero(v)),))
+            p += v.ndim
+        adv_at.append(j)
+        out.append("adv")
+    if not advanced:
+        return Aval(tuple(out), _dt(x))
     try:
-        res = _dummy(x.shape, x.dtype)[index]
-    except IndexError as e:
-        raise ShapeError(f"getitem: index {index!r} is invalid for x.shape={_fmt(x.shape)}: {e}") from None
-    return Aval(_undummy(res.shape), _dt(x))
+        bshape = np.broadcast_shapes(*adv_shapes)
+    except ValueError:
+        raise _index_error(index, x, f"index arrays of shapes {adv_shapes} cannot be broadcast together") from None
+    basic = [d for d in out if d != "adv"]
+    if adv_at == list(range(adv_at[0], adv_at[-1] + 1)):
+        at = out.index("adv")
+        return Aval(tuple(basic[:at]) + bshape + tuple(basic[at:]), _dt(x))
+    return Aval(bshape + tuple(basic), _dt(x))
 
 
 def _getitem_vjp(g, ins, out, index):
@@ -757,7 +992,24 @@ def _getitem_vjp(g, ins, out, index):
     return gx
 
 
-getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,))
+_SLICE = object()      # marks a slice in getitem's attribute key
+
+
+def _getitem_key(index):
+    """A hashable stand-in for a basic index (slices are unhashable before
+    Python 3.12); an index holding arrays stays unhashable (TypeError)."""
+    tp = type(index)
+    if tp is tuple:
+        key = []            # a plain loop: a comprehension's frame costs ~0.1 us here
+        for i in index:
+            key.append((_SLICE, i.start, i.stop, i.step) if type(i) is slice else i)
+        return tuple(key)
+    if tp is slice:
+        return (_SLICE, index.start, index.stop, index.step)
+    return index
+
+
+getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,), attr_key=_getitem_key)
 
 
 def _take(x, idx):
@@ -777,14 +1029,20 @@ def _take_vjp(g, ins, out):
     x, idx = ins
     shape = np.shape(x)
     idx = np.asarray(idx)
-    if (idx.ndim == 1 and len(shape) == 2 and idx.size and g.dtype.kind == "f"
-            and idx.dtype.kind in "iu"):
+    if (idx.ndim == 1 and len(shape) == 2 and idx.size and _kernel_float(g.dtype)
+            and idx.dtype.kind in "iu" and g.shape == (idx.shape[0], shape[1])):
         # rows scatter-added by the Numba kernel: np.add.at took 1.8 ms for
         # 480 rows of 600 (measured), the kernel a few microseconds
         n = shape[0]
-        if idx.min() < 0:
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        lo, hi = idx.min(), idx.max()
+        # the forward accepted these indices; checked again because the
+        # kernel does not bounds-check (the array may have changed since)
+        if lo < -n or hi >= n:
+            raise IndexRangeError(f"take: index {lo if lo < -n else hi} is out of range for x.shape[0]={n}")
+        if lo < 0:
             idx = np.where(idx < 0, idx + n, idx)
-        return K.embedding_bwd(idx.astype(np.int64, copy=False), np.ascontiguousarray(g), n)
+        return K.embedding_bwd(idx, np.ascontiguousarray(g), n)
     gx = np.zeros(shape, dtype=g.dtype)
     np.add.at(gx, idx, g)
     return gx
@@ -797,24 +1055,45 @@ def _concat(*xs, axis=0):
     return np.concatenate(xs, axis=axis)
 
 
+def _many_dtype(xs):
+    """The result dtype of concatenating or stacking ``xs``: numpy makes Python
+    scalars arrays there (no weak promotion). One result_type over the distinct
+    dtypes: a recursive model concatenates thousands of node states."""
+    dts = {x.dtype for x in xs}
+    return np.result_type(*[d if isinstance(d, np.dtype) else _dt(Aval((), d)) for d in dts])
+
+
 def _concat_shape(*xs, axis=0):
     if not xs:
         raise ShapeError("concat: expected at least one input")
-    nd = len(xs[0].shape)
+    shapes = [x.shape for x in xs]
+    s0 = tuple(shapes[0])
+    nd = len(s0)
     ax = _norm_axis("concat", axis, nd)[0]
-    total = 0
-    for i, x in enumerate(xs):
-        if len(x.shape) != nd:
-            raise ShapeError(f"concat: input {i} has {len(x.shape)} dimensions, input 0 has {nd} "
-                             f"(shapes {[_fmt(x.shape) for x in xs]})")
-        for d in range(nd):
-            if d != ax and x.shape[d] is not None and xs[0].shape[d] is not None and x.shape[d] != xs[0].shape[d]:
-                raise ShapeError(f"concat: input {i}.shape={_fmt(x.shape)} does not match input 0.shape="
-                                 f"{_fmt(xs[0].shape)} outside axis {axis}")
-        total = None if (total is None or x.shape[ax] is None) else total + x.shape[ax]
-    shp = list(xs[0].shape)
-    shp[ax] = total
-    return Aval(tuple(shp), _rtype(*[x.dtype for x in xs]))
+    # the set of shapes outside the axis: one element (and no unknown dimension)
+    # in the usual case, checked without a Python loop per input (a recursive
+    # model concatenates a minibatch's thousands of node states)
+    if ax == 0:
+        rest = {tuple(s[1:]) if len(s) == nd else None for s in shapes}
+    else:
+        rest = {tuple(s[:ax]) + tuple(s[ax + 1:]) if len(s) == nd else None for s in shapes}
+    if len(rest) != 1 or None in rest or None in next(iter(rest)):
+        for i, x in enumerate(xs):
+            if len(x.shape) != nd:
+                raise ShapeError(f"concat: input {i} has {len(x.shape)} dimensions, input 0 has {nd} "
+                                 f"(input {i}.shape={_fmt(x.shape)}, input 0.shape={_fmt(s0)})")
+            for d in range(nd):
+                if d != ax and not _dims_match(x.shape[d], s0[d]):
+                    raise ShapeError(f"concat: input {i}.shape={_fmt(x.shape)} does not match input 0.shape="
+                                     f"{_fmt(s0)} outside axis {axis}")
+    sizes = [s[ax] for s in shapes]
+    shp = list(s0)
+    shp[ax] = None if None in sizes else sum(sizes)
+    # known dimensions outside the axis may come from any input
+    for d in range(nd):
+        if d != ax and shp[d] is None:
+            shp[d] = next((s[d] for s in shapes if s[d] is not None), None)
+    return Aval(tuple(shp), _many_dtype(xs))
 
 
 def _concat_vjp(g, ins, out, axis=0):
@@ -841,15 +1120,17 @@ def _stack(*xs, axis=0):
 def _stack_shape(*xs, axis=0):
     if not xs:
         raise ShapeError("stack: expected at least one input")
-    s0 = xs[0].shape
-    for i, x in enumerate(xs):
-        if len(x.shape) != len(s0) or any(a is not None and b is not None and a != b for a, b in zip(x.shape, s0)):
-            raise ShapeError(f"stack: input {i}.shape={_fmt(x.shape)} does not match input 0.shape={_fmt(s0)}")
+    s0 = tuple(xs[0].shape)
+    shapes = {tuple(x.shape) for x in xs}
+    if len(shapes) != 1 or None in s0:
+        for i, x in enumerate(xs):
+            if not _fits(tuple(x.shape), s0):
+                raise ShapeError(f"stack: input {i}.shape={_fmt(x.shape)} does not match input 0.shape={_fmt(s0)}")
     nd = len(s0) + 1
     ax = _norm_axis("stack", axis, nd)[0]
-    shp = list(s0)
+    shp = [next((x.shape[d] for x in xs if x.shape[d] is not None), None) for d in range(len(s0))]
     shp.insert(ax, len(xs))
-    return Aval(tuple(shp), _rtype(*[x.dtype for x in xs]))
+    return Aval(tuple(shp), _many_dtype(xs))
 
 
 def _stack_vjp(g, ins, out, axis=0):
@@ -887,7 +1168,7 @@ def _tdot(a, b):
 
 def _wgrad(d, a):
     """Weight gradient ``d.T @ a`` of a product over the rows of ``a``."""
-    if d.shape[0] <= _OUTER_MAX and d.dtype == a.dtype:
+    if d.shape[0] <= _OUTER_MAX and _same_float(d, a):
         return K.outer_sum_fwd(d, a)
     return _tdot(d, a)
 
@@ -970,18 +1251,30 @@ def _linear(x, w, b):
 def _linear_shape(x, w, b):
     if len(w.shape) != 2:
         raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got w.shape={_fmt(w.shape)}")
+    if len(x.shape) == 0:
+        raise ShapeError(f"linear: x must have at least one dimension (..., in_features), got x.shape={_fmt(x.shape)}")
     if x.shape[-1] is not None and w.shape[1] is not None and x.shape[-1] != w.shape[1]:
         raise ShapeError(f"linear: x.shape[-1]={x.shape[-1]} does not match weight.shape[1]={w.shape[1]} "
                          f"(x.shape={_fmt(x.shape)}, weight.shape={_fmt(w.shape)})")
-    if tuple(b.shape) not in ((w.shape[0],), ()) and b.shape != (1, w.shape[0]):
-        raise ShapeError(f"linear: bias.shape={_fmt(b.shape)} does not match weight.shape[0]={w.shape[0]}")
-    return Aval(tuple(x.shape[:-1]) + (w.shape[0],), _rtype(x.dtype, w.dtype))
+    bs = tuple(b.shape)
+    if not (bs == () or (len(bs) in (1, 2) and bs[:-1] in ((), (1,), (None,)) and _dims_match(bs[-1], w.shape[0]))):
+        o = _fmt(w.shape[:1])[1:-2]
+        raise ShapeError(f"linear: bias.shape={_fmt(bs)} does not match weight.shape[0]={o} "
+                         f"(expected ({o},), (1, {o}) or ())")
+    # the bias broadcasts against x @ w.T: a (1, out) bias on a 1-D x gives (1, out), as in PyTorch
+    out = broadcast_shapes("linear", tuple(x.shape[:-1]) + (w.shape[0],), bs, names=["x @ weight.T", "bias"])
+    return Aval(out, _ufunc_dtype("linear", np.add, Aval((), _ufunc_dtype("linear", np.matmul, x, w)), b))
+
+
+def _dims_match(a, b):
+    return a is None or b is None or a == b
 
 
 def _linear_vjp(g, ins, out, factor=True):
     x, w, b = ins
-    x2 = x.reshape(-1, x.shape[-1])
-    g2 = g.reshape(-1, g.shape[-1])
+    rows = math.prod(x.shape[:-1])         # not -1: a reshape cannot infer it when in_features is 0
+    x2 = x.reshape(rows, x.shape[-1])
+    g2 = g.reshape(rows, w.shape[0])
     gw = _wgrad_f(g2, x2, w.shape) if factor else _tdot(g2, x2)
     gx = (g2 @ w).reshape(x.shape)
     gb = g2.sum(0) if np.ndim(b) else g2.sum()
@@ -1000,16 +1293,20 @@ linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp)
 
 
 def _softmax(x, axis=-1):
-    if x.ndim == 2 and (axis == -1 or axis == 1) and x.flags.c_contiguous:
+    if x.ndim == 2 and (axis == -1 or axis == 1) and x.shape[1] and _same_float(x):
         return K.softmax_fwd(x)
+    if x.shape[axis] == 0:
+        return np.empty_like(x)
     m = np.max(x, axis=axis, keepdims=True)
     e = np.exp(x - m)
     return e / e.sum(axis=axis, keepdims=True)
 
 
 def _log_softmax(x, axis=-1):
-    if x.ndim == 2 and (axis == -1 or axis == 1) and x.flags.c_contiguous:
+    if x.ndim == 2 and (axis == -1 or axis == 1) and x.shape[1] and _same_float(x):
         return K.log_softmax_fwd(x)
+    if x.shape[axis] == 0:
+        return np.empty_like(x)
     m = np.max(x, axis=axis, keepdims=True)
     s = x - m
     return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
@@ -1017,9 +1314,11 @@ def _log_softmax(x, axis=-1):
 
 def _softmax_shape(name):
     def rule(x, axis=-1):
+        if not _is_int(axis):
+            raise DTypeError(f"{name}: axis must be an integer, got {axis!r}")
         _norm_axis(name, axis, len(x.shape))
         if _dt(x).kind != "f":
-            raise ShapeError(f"{name}: expected a floating-point input, got dtype {_dt(x)}")
+            raise DTypeError(f"{name}: expected a floating-point input, got dtype {_dt(x)}")
         return Aval(tuple(x.shape), _dt(x))
     return rule
 
@@ -1033,25 +1332,32 @@ log_softmax_p = defprim(
     vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),))
 
 
+def _class_indices(op, name, t, n_classes):
+    """``t`` as C-contiguous int64 after checking every value is in
+    ``[0, n_classes)``: the kernels index with them unchecked. One reduction
+    over the unsigned view finds negative and too-large values alike."""
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    if t.size and t.view(np.uint64).max() >= n_classes:
+        bad = t[(t < 0) | (t >= n_classes)][0]
+        raise IndexRangeError(f"{op}: {name} {bad} is out of range for {n_classes} classes")
+    return t
+
+
 def _xent(logits, targets, weights=None, reduction="mean"):
     """Softmax cross-entropy over rows; returns (loss, probs). ``weights`` (N,)
     masks rows (0 drops a row); 'mean' divides by the total weight."""
     n, c = logits.shape
-    t = np.asarray(targets)
-    if t.dtype != np.int64:
-        t = t.astype(np.int64)
-    if n and (t.min() < 0 or t.max() >= c):
-        bad = t[(t < 0) | (t >= c)][0]
-        raise ShapeError(f"cross_entropy: target {bad} is out of range for {c} classes")
-    w = np.ones(n, dtype=logits.dtype) if weights is None else np.asarray(weights, dtype=logits.dtype)
-    losses, probs = K.softmax_xent_fwd(np.ascontiguousarray(logits), t, np.ascontiguousarray(w))
+    t = _class_indices("cross_entropy", "target", targets, c)
+    dt = logits.dtype
+    w = np.ones(n, dtype=dt) if weights is None else np.ascontiguousarray(weights, dtype=dt)
+    losses, probs = K.softmax_xent_fwd(np.ascontiguousarray(logits), t, w)
     if reduction == "none":
         loss = losses
     elif reduction == "sum":
-        loss = np.asarray(losses.sum(), dtype=logits.dtype)
+        loss = np.asarray(losses.sum(), dtype=dt)
     else:
         total = w.sum()
-        loss = np.asarray(losses.sum() / total if total > 0 else 0.0, dtype=logits.dtype)
+        loss = np.asarray(losses.sum() / total if total > 0 else 0.0, dtype=dt)
     return loss, probs
 
 
@@ -1060,33 +1366,51 @@ def _xent_shape(logits, targets, weights=None, reduction="mean"):
         raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if len(logits.shape) != 2:
         raise ShapeError(f"cross_entropy: logits must be 2-D (N, C), got logits.shape={_fmt(logits.shape)}")
+    if not _kernel_float(_dt(logits)):
+        raise DTypeError(f"cross_entropy: logits must be float32 or float64, got dtype {_dt(logits)}")
     if _dt(targets).kind not in "iu":
-        raise ShapeError(f"cross_entropy: targets must be integer class indices, got dtype {_dt(targets)}")
-    if len(targets.shape) != 1 or (targets.shape[0] is not None and logits.shape[0] is not None
-                                   and targets.shape[0] != logits.shape[0]):
+        raise DTypeError(f"cross_entropy: targets must be integer class indices, got dtype {_dt(targets)}")
+    if len(targets.shape) != 1 or not _dims_match(targets.shape[0], logits.shape[0]):
         raise ShapeError(f"cross_entropy: targets.shape={_fmt(targets.shape)} does not match "
-                         f"logits.shape[0]={logits.shape[0]}")
-    if weights is not None and tuple(weights.shape) != (targets.shape[0],):
-        raise ShapeError(f"cross_entropy: mask.shape={_fmt(weights.shape)} does not match "
-                         f"targets.shape={_fmt(targets.shape)}")
-    shp = (logits.shape[0],) if reduction == "none" else ()
-    return Aval(shp, _dt(logits)), Aval(tuple(logits.shape), _dt(logits))
+                         f"logits.shape[0]={logits.shape[0]} (logits.shape={_fmt(logits.shape)}; expected one "
+                         f"class index per row, targets.shape={_fmt(logits.shape[:1])})")
+    if weights is not None:
+        if len(weights.shape) != 1 or not _dims_match(weights.shape[0], targets.shape[0]):
+            raise ShapeError(f"cross_entropy: mask.shape={_fmt(weights.shape)} does not match "
+                             f"targets.shape={_fmt(targets.shape)}")
+        if _dt(weights).kind not in "biuf":
+            raise DTypeError(f"cross_entropy: mask must be real numbers, got dtype {_dt(weights)}")
+    n = logits.shape[0] if logits.shape[0] is not None else targets.shape[0]
+    shp = (n,) if reduction == "none" else ()
+    return Aval(shp, _dt(logits)), Aval((n, logits.shape[1]), _dt(logits))
 
 
 def _xent_vjp(g, ins, out, reduction="mean"):
-    logits, targets = ins[0], ins[1]
+    targets = ins[1]
     weights = ins[2] if len(ins) > 2 and ins[2] is not None else None
     gl = g[0]
-    n = logits.shape[0]
-    w = np.ones(n, dtype=logits.dtype) if weights is None else np.asarray(weights, dtype=logits.dtype)
+    probs = out[1]
+    n, c = probs.shape
+    dt = probs.dtype
+    tail = (None,) if len(ins) > 2 else ()
+    if gl is None:
+        # only the saved softmax received a gradient, which by design carries none
+        return (np.zeros((n, c), dtype=dt), None) + tail
+    w = np.ones(n, dtype=dt) if weights is None else np.ascontiguousarray(weights, dtype=dt)
     if reduction == "none":
-        grow = np.ascontiguousarray(gl, dtype=logits.dtype)
+        grow = np.ascontiguousarray(gl, dtype=dt)
+        if grow.shape != (n,):
+            raise ShapeError(f"cross_entropy: gradient of the per-row losses has shape {_fmt(grow.shape)}, "
+                             f"expected ({n},)")
     else:
         scale = gl if reduction == "sum" else (gl / w.sum() if w.sum() > 0 else 0 * gl)
-        grow = np.full(n, scale, dtype=logits.dtype)
-    t = np.asarray(targets).astype(np.int64, copy=False)
-    dlogits = K.softmax_xent_bwd(out[1], t, np.ascontiguousarray(w), grow)
-    return (dlogits, None) + ((None,) if len(ins) > 2 else ())
+        grow = np.full(n, scale, dtype=dt)
+    t = _class_indices("cross_entropy", "target", targets, c)
+    if t.shape != (n,) or w.shape != (n,):
+        raise ShapeError(f"cross_entropy: targets.shape={_fmt(t.shape)} and mask.shape={_fmt(w.shape)} do not "
+                         f"match the {n} rows of the logits")
+    dlogits = K.softmax_xent_bwd(probs, t, w, grow)
+    return (dlogits, None) + tail
 
 
 softmax_cross_entropy_p = defprim(
@@ -1095,7 +1419,16 @@ softmax_cross_entropy_p = defprim(
 
 
 def _embedding(weight, ids):
-    """Rows of ``weight`` (V, D) for integer ``ids`` of any shape."""
+    """Rows of ``weight`` (V, D) for integer ``ids`` of any shape in ``[0, V)``
+    (no negative ids: PyTorch's embedding rejects them rather than wrap)."""
+    n = weight.shape[0]
+    if type(ids) is not np.ndarray:
+        ids = np.asarray(ids)
+    # one reduction over the unsigned view finds negative and too-large ids alike
+    if ids.size and ids.view(ids.dtype.str.replace("i", "u")).max() >= n:
+        flat = ids.reshape(-1)
+        bad = flat[(flat < 0) | (flat >= n)][0]
+        raise IndexRangeError(f"embedding: id {bad} is out of range for {n} embeddings (ids must be in [0, {n}))")
     return weight[ids]
 
 
@@ -1103,26 +1436,32 @@ def _embedding_shape(weight, ids):
     if len(weight.shape) != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got weight.shape={_fmt(weight.shape)}")
     if _dt(ids).kind not in "iu":
-        raise ShapeError(f"embedding: ids must be integers, got dtype {_dt(ids)}")
+        raise DTypeError(f"embedding: ids must be integers, got dtype {_dt(ids)}")
     return Aval(tuple(ids.shape) + (weight.shape[1],), _dt(weight))
 
 
 def _embedding_vjp(g, ins, out):
     weight, ids = ins
+    V, D = weight.shape
     flat = np.asarray(ids).reshape(-1)
-    if flat.size and (flat.min() < 0 or flat.max() >= weight.shape[0]):
-        raise ShapeError(f"embedding: id out of range for {weight.shape[0]} embeddings")
+    if flat.size and (flat.min() < 0 or flat.max() >= V):
+        raise IndexRangeError(f"embedding: id out of range for {V} embeddings")
     rows, inv = np.unique(flat, return_inverse=True)
+    inv = inv.astype(np.int64).reshape(-1)
     if type(g) is MatmulT:
-        if g.a.shape[0] == flat.size:
+        if g.a.shape[0] == flat.size and _same_float(g.a):
             # g = a @ w.T (per-node leaves, see split_rows): rows of a are
             # summed per id and the values stay a product, formed once for
             # all the sentences of a minibatch (RowSparse._join)
-            vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(g.a), len(rows))
+            vals = K.embedding_bwd(inv, g.a, len(rows))
             return RowSparse(rows, MatmulT(vals, g.w), weight.shape)
         g = g.to_dense()
-    vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(g.reshape(flat.size, -1)),
-                           len(rows))
+    g2 = np.reshape(g, (flat.size, D))
+    if _kernel_float(g2.dtype):
+        vals = K.embedding_bwd(inv, np.ascontiguousarray(g2), len(rows))
+    else:
+        vals = np.zeros((len(rows), D), dtype=g2.dtype)
+        np.add.at(vals, inv, g2)
     return RowSparse(rows, vals, weight.shape)
 
 
@@ -1139,24 +1478,62 @@ def _c(a):
     return np.ascontiguousarray(a)
 
 
-def _check_cell(name, x, h, hidden, gates, w_ih, w_hh, extra=()):
+def _fits(got, want):
+    """Shape ``got`` can be ``want``: same rank, and each dimension equal or unknown (None) in either."""
+    return len(got) == len(want) and all(a is None or b is None or a == b for a, b in zip(got, want))
+
+
+def _mul(k, d):
+    return None if d is None else k * d
+
+
+def _floats(op, **avals):
+    """The common dtype of a kernel primitive's float inputs, each of which
+    must be float32 or float64 (the dtypes the Numba kernels are compiled for)."""
+    for name, a in avals.items():
+        if not _kernel_float(_dt(a)):
+            raise DTypeError(f"{op}: {name} must be float32 or float64, got dtype {_dt(a)}")
+    return np.result_type(*[_dt(a) for a in avals.values()])
+
+
+def _kernel_args(*arrays):
+    """``arrays`` as they are when they are C-contiguous numpy arrays of one
+    float dtype (the usual case, one fast check), else as C-contiguous copies
+    in their common dtype: each kernel is compiled for that one signature."""
+    if _same_float(*arrays):
+        return arrays
+    dt = np.result_type(*arrays)
+    return tuple(np.ascontiguousarray(a, dtype=dt) for a in arrays)
+
+
+def _check_cell(name, x, h, gates, w_ih, w_hh, extra=()):
+    """Shapes of a PyTorch-style cell's inputs; ``extra`` lists further
+    (name, aval, want) with ``want`` in the tokens "B" (batch), "H" (hidden
+    size) and "G" (gates * H). Returns (B, H)."""
     def bad(msg):
         raise ShapeError(f"{name}: {msg}")
+    if len(w_hh.shape) != 2 or not _dims_match(w_hh.shape[0], _mul(gates, w_hh.shape[1])):
+        want = f"({gates * w_hh.shape[1]}, {w_hh.shape[1]})" if len(w_hh.shape) == 2 and w_hh.shape[1] is not None \
+            else f"({gates}*hidden_size, hidden_size)"
+        bad(f"weight_hh.shape={_fmt(w_hh.shape)} should be {want}")
+    H = w_hh.shape[1]
+    G = _mul(gates, H)
     if len(x.shape) != 2:
         bad(f"x must be 2-D (batch, input_size), got x.shape={_fmt(x.shape)}")
-    if len(w_ih.shape) != 2 or w_ih.shape[0] != gates * hidden:
-        bad(f"weight_ih.shape={_fmt(w_ih.shape)} should be ({gates}*hidden_size, input_size) "
-            f"with hidden_size={hidden}")
-    if x.shape[1] != w_ih.shape[1]:
+    if len(w_ih.shape) != 2 or not _dims_match(w_ih.shape[0], G):
+        bad(f"weight_ih.shape={_fmt(w_ih.shape)} should be ({G}, input_size) ({gates}*hidden_size with "
+            f"hidden_size={H} from weight_hh.shape={_fmt(w_hh.shape)})")
+    if not _dims_match(x.shape[1], w_ih.shape[1]):
         bad(f"x.shape[1]={x.shape[1]} does not match weight_ih.shape[1]={w_ih.shape[1]}")
-    if tuple(w_hh.shape) != (gates * hidden, hidden):
-        bad(f"weight_hh.shape={_fmt(w_hh.shape)} should be ({gates * hidden}, {hidden})")
-    if len(h.shape) != 2 or h.shape[1] != hidden or (None not in (h.shape[0], x.shape[0]) and h.shape[0] != x.shape[0]):
-        bad(f"h.shape={_fmt(h.shape)} should be ({x.shape[0]}, {hidden})")
+    B = x.shape[0] if x.shape[0] is not None else (h.shape[0] if len(h.shape) == 2 else None)
+    if not _fits(tuple(h.shape), (B, H)):
+        bad(f"h.shape={_fmt(h.shape)} should be {_fmt((B, H))} (x.shape={_fmt(x.shape)}, hidden_size={H})")
     for nm, a, want in extra:
-        if tuple(a.shape) != want and not (len(a.shape) == len(want) and all(
-                p is None or q is None or p == q for p, q in zip(a.shape, want))):
-            bad(f"{nm}.shape={_fmt(a.shape)} should be {_fmt(want)}")
+        want = tuple({"B": B, "H": H, "G": G}[d] for d in want)
+        if not _fits(tuple(a.shape), want):
+            bad(f"{nm}.shape={_fmt(a.shape)} should be {_fmt(want)} (x.shape={_fmt(x.shape)}, "
+                f"h.shape={_fmt(h.shape)})")
+    return B, H
 
 
 # The Numba cell kernels evaluate exp/tanh one scalar at a time (libm, ~9 ns
@@ -1190,6 +1567,13 @@ def _cell_kernel(name, n):
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
     Returns (h', c', acts) where acts (B, 5H) are the saved gate activations and tanh(c')."""
+    dt = c.dtype
+    # (equality, not identity: arrays Numba allocates carry their own dtype objects)
+    if not ((dt == _F32 or dt == _F64) and x.dtype == dt and h.dtype == dt and w_ih.dtype == dt
+            and w_hh.dtype == dt and b_ih.dtype == dt and b_hh.dtype == dt and c.flags.c_contiguous
+            and b_ih.flags.c_contiguous and b_hh.flags.c_contiguous):
+        # one check of the usual case, inline: this cell runs once per time step
+        x, h, c, w_ih, w_hh, b_ih, b_hh = _kernel_args(x, h, c, w_ih, w_hh, b_ih, b_hh)
     # W_ih x.T, not x W_ih.T: single-threaded OpenBLAS runs this
     # weight-on-the-left product 10-30% faster (measured, float32, B=25:
     # 300->600 72 vs 105 us, 150->600 37 vs 52 us), and with x.T made
@@ -1197,26 +1581,31 @@ def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     # copy is a no-op). The kernel reads the two (4H, B) products as they are
     # and adds the biases itself: no transposing copy, no four broadcast
     # additions (~6 us at B=1).
-    return _cell_kernel("lstm_cell_fwd", c.size)(np.dot(w_ih, _c(x.T)), np.dot(w_hh, _c(h.T)), b_ih, b_hh, _c(c))
+    return _cell_kernel("lstm_cell_fwd", c.size)(np.dot(w_ih, _c(x.T)), np.dot(w_hh, _c(h.T)), b_ih, b_hh, c)
 
 
 def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
-    H = w_hh.shape[1]
-    _check_cell("lstm_cell", x, h, H, 4, w_ih, w_hh,
-                [("c", c, tuple(h.shape)), ("bias_ih", b_ih, (4 * H,)), ("bias_hh", b_hh, (4 * H,))])
-    dt = _rtype(x.dtype, w_ih.dtype)
-    return Aval(tuple(h.shape), dt), Aval(tuple(h.shape), dt), Aval((h.shape[0], 5 * H), dt)
+    dt = _floats("lstm_cell", x=x, h=h, c=c, weight_ih=w_ih, weight_hh=w_hh, bias_ih=b_ih, bias_hh=b_hh)
+    B, H = _check_cell("lstm_cell", x, h, 4, w_ih, w_hh,
+                       [("c", c, ("B", "H")), ("bias_ih", b_ih, ("G",)), ("bias_hh", b_hh, ("G",))])
+    return Aval((B, H), dt), Aval((B, H), dt), Aval((B, _mul(5, H)), dt)
 
 
 def _zeros_if_none(g, like):
-    return np.zeros_like(like) if g is None else _c(g)
+    """An output gradient as a kernel argument: zeros for None, else C-contiguous
+    in ``like``'s dtype, after checking it has ``like``'s shape."""
+    if g is None:
+        return np.zeros_like(like)
+    if g.shape != like.shape:
+        raise ShapeError(f"gradient of shape {_fmt(g.shape)} for an output of shape {_fmt(like.shape)}")
+    return np.ascontiguousarray(g, dtype=like.dtype)
 
 
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
     dgates, dc, db = _cell_kernel("lstm_cell_bwd", cn.size)(
-        _zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _c(c))
+        _zeros_if_none(g[0], hn), _zeros_if_none(g[1], cn), acts, _f(c, cn.dtype))
     # both biases receive the same array, as before (clip_grad_norm_ reassigns, never scales in place)
     return (np.dot(dgates, w_ih), np.dot(dgates, w_hh), dc, _wgrad_f(dgates, x, w_ih.shape),
             _wgrad_f(dgates, h, w_hh.shape), db, db)
@@ -1228,25 +1617,25 @@ lstm_cell_p = defprim("lstm_cell", _lstm_cell, _lstm_cell_shape, joint_vjp=_lstm
 
 def _gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``GRUCell`` (r, z, n chunks). Returns (h', acts, gh)."""
+    x, h, w_ih, w_hh, b_ih, b_hh = _kernel_args(x, h, w_ih, w_hh, b_ih, b_hh)
     gi = x @ w_ih.T
     gi += b_ih
     gh = h @ w_hh.T
     gh += b_hh
-    hn, acts = _cell_kernel("gru_cell_fwd", h.size)(gi, gh, _c(h))
+    hn, acts = _cell_kernel("gru_cell_fwd", h.size)(gi, gh, h)
     return hn, acts, gh
 
 
 def _gru_cell_shape(x, h, w_ih, w_hh, b_ih, b_hh):
-    H = w_hh.shape[1]
-    _check_cell("gru_cell", x, h, H, 3, w_ih, w_hh, [("bias_ih", b_ih, (3 * H,)), ("bias_hh", b_hh, (3 * H,))])
-    dt = _rtype(x.dtype, w_ih.dtype)
-    return Aval(tuple(h.shape), dt), Aval((h.shape[0], 3 * H), dt), Aval((h.shape[0], 3 * H), dt)
+    dt = _floats("gru_cell", x=x, h=h, weight_ih=w_ih, weight_hh=w_hh, bias_ih=b_ih, bias_hh=b_hh)
+    B, H = _check_cell("gru_cell", x, h, 3, w_ih, w_hh, [("bias_ih", b_ih, ("G",)), ("bias_hh", b_hh, ("G",))])
+    return Aval((B, H), dt), Aval((B, _mul(3, H)), dt), Aval((B, _mul(3, H)), dt)
 
 
 def _gru_cell_vjp(g, ins, out):
     x, h, w_ih, w_hh, b_ih, b_hh = ins
     hn, acts, gh = out
-    dgi, dgh, dh = _cell_kernel("gru_cell_bwd", hn.size)(_zeros_if_none(g[0], hn), acts, gh, _c(h))
+    dgi, dgh, dh = _cell_kernel("gru_cell_bwd", hn.size)(_zeros_if_none(g[0], hn), acts, gh, _f(h, hn.dtype))
     dh = dh + dgh @ w_hh
     return (dgi @ w_ih, dh, _wgrad_f(dgi, x, w_ih.shape), _wgrad_f(dgh, h, w_hh.shape), dgi.sum(0), dgh.sum(0))
 
@@ -1263,32 +1652,37 @@ def _tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
 
     ``w`` has shape (2H, 5H). Returns (h, c, acts).
     """
+    h_l, h_r, c_l, c_r, w, b = _kernel_args(h_l, h_r, c_l, c_r, w, b)
     hcat = np.concatenate((h_l, h_r), axis=1)
     z = hcat @ w
     z += b
-    return _cell_kernel("tree_lstm_fwd", c_l.size)(z, _c(c_l), _c(c_r))
+    return _cell_kernel("tree_lstm_fwd", c_l.size)(z, c_l, c_r)
 
 
 def _tree_lstm_cell_shape(h_l, h_r, c_l, c_r, w, b):
-    H = h_l.shape[1] if len(h_l.shape) == 2 else None
+    op = "tree_lstm_cell"
+    dt = _floats(op, h_l=h_l, h_r=h_r, c_l=c_l, c_r=c_r, w=w, b=b)
     if len(h_l.shape) != 2:
-        raise ShapeError(f"tree_lstm_cell: h_l must be 2-D (nodes, hidden), got h_l.shape={_fmt(h_l.shape)}")
+        raise ShapeError(f"{op}: h_l must be 2-D (nodes, hidden), got h_l.shape={_fmt(h_l.shape)}")
+    n, H = h_l.shape
     for nm, a in (("h_r", h_r), ("c_l", c_l), ("c_r", c_r)):
-        if len(a.shape) != 2 or a.shape[1] != H or (None not in (a.shape[0], h_l.shape[0]) and a.shape[0] != h_l.shape[0]):
-            raise ShapeError(f"tree_lstm_cell: {nm}.shape={_fmt(a.shape)} does not match h_l.shape={_fmt(h_l.shape)}")
-    if tuple(w.shape) != (2 * H, 5 * H):
-        raise ShapeError(f"tree_lstm_cell: w.shape={_fmt(w.shape)} should be ({2 * H}, {5 * H}) for hidden size {H}")
-    if tuple(b.shape) != (5 * H,):
-        raise ShapeError(f"tree_lstm_cell: b.shape={_fmt(b.shape)} should be ({5 * H},)")
-    dt = _rtype(h_l.dtype, w.dtype)
-    n = h_l.shape[0]
-    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, 5 * H), dt)
+        if not _fits(tuple(a.shape), (n, H)):
+            raise ShapeError(f"{op}: {nm}.shape={_fmt(a.shape)} does not match h_l.shape={_fmt(h_l.shape)}")
+        n = n if n is not None else a.shape[0]
+    if not _fits(tuple(w.shape), (_mul(2, H), _mul(5, H))):
+        raise ShapeError(f"{op}: w.shape={_fmt(w.shape)} should be {_fmt((_mul(2, H), _mul(5, H)))} for hidden "
+                         f"size {H}")
+    if not _fits(tuple(b.shape), (_mul(5, H),)):
+        raise ShapeError(f"{op}: b.shape={_fmt(b.shape)} should be {_fmt((_mul(5, H),))}")
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, _mul(5, H)), dt)
 
 
 def _tree_lstm_cell_vjp(g, ins, out):
     h_l, h_r, c_l, c_r, w, b = ins
     h, c, acts = out
-    dz, dcl, dcr = _cell_kernel("tree_lstm_bwd", c.size)(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts, _c(c_l), _c(c_r), c)
+    dt = c.dtype
+    dz, dcl, dcr = _cell_kernel("tree_lstm_bwd", c.size)(_zeros_if_none(g[0], h), _zeros_if_none(g[1], c), acts,
+                                                         _f(c_l, dt), _f(c_r, dt), c)
     H = h.shape[1]
     dhcat = dz @ w.T
     hcat = np.concatenate((h_l, h_r), axis=1)
@@ -1302,22 +1696,28 @@ tree_lstm_cell_p = defprim("tree_lstm_cell", _tree_lstm_cell, _tree_lstm_cell_sh
 def _tree_lstm_leaf(x, w, b):
     """Tree-LSTM leaf (input only, no children): z = x W + b split into i, o, u;
     c = i*u; h = o*tanh(c). ``w`` has shape (E, 3H). Returns (h, c, acts)."""
+    x, w, b = _kernel_args(x, w, b)
     z = x @ w
     z += b
     return _cell_kernel("tree_lstm_leaf_fwd", z.size // 3)(z)
 
 
-def _tree_lstm_leaf_shape(x, w, b):
+def _leaf_shape(op, x, w, b):
+    """Shapes of a Tree-LSTM leaf's inputs x (n, E), w (E, 3H), b (3H,); returns (n, H)."""
     if len(x.shape) != 2:
-        raise ShapeError(f"tree_lstm_leaf: x must be 2-D (nodes, input_size), got x.shape={_fmt(x.shape)}")
-    if len(w.shape) != 2 or w.shape[0] != x.shape[1] or (w.shape[1] is not None and w.shape[1] % 3):
-        raise ShapeError(f"tree_lstm_leaf: w.shape={_fmt(w.shape)} should be ({x.shape[1]}, 3*hidden)")
-    H = w.shape[1] // 3
-    if tuple(b.shape) != (3 * H,):
-        raise ShapeError(f"tree_lstm_leaf: b.shape={_fmt(b.shape)} should be ({3 * H},)")
-    dt = _rtype(x.dtype, w.dtype)
-    n = x.shape[0]
-    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, 3 * H), dt)
+        raise ShapeError(f"{op}: x must be 2-D (nodes, input_size), got x.shape={_fmt(x.shape)}")
+    if len(w.shape) != 2 or not _dims_match(w.shape[0], x.shape[1]) or (w.shape[1] is not None and w.shape[1] % 3):
+        raise ShapeError(f"{op}: w.shape={_fmt(w.shape)} should be ({x.shape[1]}, 3*hidden)")
+    H = None if w.shape[1] is None else w.shape[1] // 3
+    if not _fits(tuple(b.shape), (_mul(3, H),)):
+        raise ShapeError(f"{op}: b.shape={_fmt(b.shape)} should be {_fmt((_mul(3, H),))}")
+    return x.shape[0], H
+
+
+def _tree_lstm_leaf_shape(x, w, b):
+    dt = _floats("tree_lstm_leaf", x=x, w=w, b=b)
+    n, H = _leaf_shape("tree_lstm_leaf", x, w, b)
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, _mul(3, H)), dt)
 
 
 def _tree_lstm_leaf_vjp(g, ins, out):
@@ -1346,6 +1746,15 @@ _LAZY = (RowSparse, OuterSum, MatmulT)
 DENSE_VJPS = {("matmul", 1): _matmul_vjp_w_dense, ("linear", None): _linear_vjp_dense}
 
 
+def _dense_like(a, x):
+    if a is None:
+        return None
+    if type(a) in _LAZY:
+        a = a.to_dense()
+    dt = getattr(x, "dtype", None)
+    return a if dt is None or a.dtype == dt else np.asarray(a).astype(dt)
+
+
 def vjp_primitive(prim, i=None):
     """A primitive whose forward *is* ``prim``'s VJP for input ``i`` (or the
     joint VJP when ``i`` is None). Inputs: (g, *prim_inputs, out) where ``g``
@@ -1367,18 +1776,23 @@ def vjp_primitive(prim, i=None):
         else:
             g, ins, out = args[0], args[1:1 + _n_in], args[1 + _n_in]
         r = fn(g, ins, out, **attrs)
-        if type(r) is RowSparse or type(r) is OuterSum or type(r) is MatmulT:
-            r = r.to_dense()
+        # dense, in each input's dtype (the static graph declares that)
         if i is None:
-            r = tuple(None if a is None else (a.to_dense() if type(a) in _LAZY else a) for a in r)
-        return r
+            return tuple(_dense_like(a, x) for a, x in zip(r, ins))
+        return _dense_like(r, ins[i])
 
     def shape(*avals, _n_in, **attrs):
         if prim.multiple_results:
             nout = (len(avals) - _n_in) // 2
-            ins = avals[nout:nout + _n_in]
+            gs, ins, outs = avals[:nout], avals[nout:nout + _n_in], avals[nout + _n_in:]
         else:
-            ins = avals[1:1 + _n_in]
+            gs, ins, outs = avals[:1], avals[1:1 + _n_in], avals[1 + _n_in:]
+        # each output gradient (a None constant where an output has none) must
+        # have its output's shape: the VJPs' kernels index them unchecked
+        for k, (ga, oa) in enumerate(zip(gs, outs)):
+            if not (ga.shape == () and _dt(ga) == object) and not _fits(tuple(ga.shape), tuple(oa.shape)):
+                raise ShapeError(f"{name}: gradient of output {k} has shape {_fmt(ga.shape)}, the output "
+                                 f"{_fmt(oa.shape)}")
         if i is None:
             return tuple(Aval(tuple(a.shape), _dt(a)) for a in ins)
         return Aval(tuple(ins[i].shape), _dt(ins[i]))
@@ -1463,6 +1877,14 @@ def _level_bounds(op, offsets, n_leaves, n_nodes):
     return o
 
 
+def _children(op, name, children, offsets, n_leaves, parent_of=None):
+    """Child indices as C-contiguous int64, after checking that each is a node
+    of an earlier level than its parent (the kernels read them unchecked)."""
+    children = np.ascontiguousarray(children, dtype=np.int64)
+    _check_children(op, name, children, offsets, n_leaves, parent_of)
+    return children
+
+
 def _check_children(op, name, children, offsets, n_leaves, parent_of=None):
     """Every child index must be a node of an earlier level than its parent."""
     if children.size == 0:
@@ -1475,8 +1897,8 @@ def _check_children(op, name, children, offsets, n_leaves, parent_of=None):
     bad = (children < 0) | (children >= starts)
     if bad.any():
         k = int(np.argmax(bad))
-        raise ShapeError(f"{op}: {name}[{k}]={int(children[k])} is not a node of an earlier level than its "
-                         f"parent (whose level starts at node {int(starts[k])})")
+        raise IndexRangeError(f"{op}: {name}[{k}]={int(children[k])} is not a node of an earlier level than "
+                              f"its parent (whose level starts at node {int(starts[k])})")
 
 
 def _check_index(op, name, a):
@@ -1487,14 +1909,13 @@ def _check_index(op, name, a):
 def _check_state(op, h0, c0=None):
     if len(h0.shape) != 2:
         raise ShapeError(f"{op}: h0 must be 2-D (n_leaves, hidden), got h0.shape={_fmt(h0.shape)}")
-    if c0 is not None and (len(c0.shape) != 2 or c0.shape[1] != h0.shape[1] or (
-            None not in (c0.shape[0], h0.shape[0]) and c0.shape[0] != h0.shape[0])):
+    if c0 is not None and not _fits(tuple(c0.shape), tuple(h0.shape)):
         raise ShapeError(f"{op}: c0.shape={_fmt(c0.shape)} does not match h0.shape={_fmt(h0.shape)}")
     return h0.shape[1]
 
 
 def _check_param(op, name, a, want):
-    if tuple(a.shape) != tuple(want):
+    if not _fits(tuple(a.shape), tuple(want)):
         raise ShapeError(f"{op}: {name}.shape={_fmt(a.shape)} should be {_fmt(want)}")
 
 
@@ -1541,8 +1962,8 @@ def _tree_lstm_levels(h0, c0, w, b, left, right, offsets):
     ni = left.shape[0]
     N = n0 + ni
     off = _level_bounds("tree_lstm_levels", offsets, n0, N)
-    _check_children("tree_lstm_levels", "left", left, offsets, n0)
-    _check_children("tree_lstm_levels", "right", right, offsets, n0)
+    left = _children("tree_lstm_levels", "left", left, off, n0)
+    right = _children("tree_lstm_levels", "right", right, off, n0)
     dt = np.result_type(h0, c0, w, b)
     h = np.empty((N, H), dtype=dt)
     c = np.empty((N, H), dtype=dt)
@@ -1552,8 +1973,6 @@ def _tree_lstm_levels(h0, c0, w, b, left, right, offsets):
     acts = np.empty((ni, 5 * H), dtype=dt)
     w = _f(w, dt)
     b = _f(b, dt)
-    left = _f(left, np.int64)
-    right = _f(right, np.int64)
     for k in range(1, len(off) - 1):
         lo, hi = off[k], off[k + 1]
         if hi == lo:
@@ -1567,34 +1986,40 @@ def _tree_lstm_levels(h0, c0, w, b, left, right, offsets):
 
 def _tree_lstm_levels_shape(h0, c0, w, b, left, right, offsets):
     op = "tree_lstm_levels"
+    dt = _floats(op, h0=h0, c0=c0, w=w, b=b)
     H = _check_state(op, h0, c0)
-    _check_param(op, "w", w, (2 * H, 5 * H))
-    _check_param(op, "b", b, (5 * H,))
+    _check_param(op, "w", w, (_mul(2, H), _mul(5, H)))
+    _check_param(op, "b", b, (_mul(5, H),))
     for nm, a in (("left", left), ("right", right), ("offsets", offsets)):
         _check_index(op, nm, a)
     if None not in (left.shape[0], right.shape[0]) and left.shape[0] != right.shape[0]:
         raise ShapeError(f"{op}: left.shape={_fmt(left.shape)} does not match right.shape={_fmt(right.shape)}")
-    dt = _rtype(h0.dtype, c0.dtype, w.dtype, b.dtype)
     n, ni = _sum_dims(h0.shape[0], left.shape[0]), left.shape[0]
-    return Aval((n, H), dt), Aval((n, H), dt), Aval((ni, 2 * H), dt), Aval((ni, 5 * H), dt)
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((ni, _mul(2, H)), dt), Aval((ni, _mul(5, H)), dt)
 
 
 def _grad_buffer(g, like):
-    """A writable copy of an output gradient (zeros for None) to accumulate into."""
-    return np.zeros_like(like) if g is None else np.array(g, dtype=like.dtype, copy=True, order="C")
+    """A writable copy of an output gradient (zeros for None) to accumulate into,
+    after checking it has the output's shape (the kernels index it unchecked)."""
+    if g is None:
+        return np.zeros_like(like)
+    if np.shape(g) != like.shape:
+        raise ShapeError(f"gradient of shape {_fmt(np.shape(g))} for an output of shape {_fmt(like.shape)}")
+    return np.array(g, dtype=like.dtype, copy=True, order="C")
 
 
 def _tree_lstm_levels_vjp(g, ins, out):
     h0, c0, w, b, left, right, offsets = ins
     h, c, hcat, acts = out
     n0 = h0.shape[0]
-    off = np.asarray(offsets).tolist()
+    # the forward's checks again: the kernels index with these unchecked
+    off = _level_bounds("tree_lstm_levels", offsets, n0, h.shape[0])
+    left = _children("tree_lstm_levels", "left", left, off, n0)
+    right = _children("tree_lstm_levels", "right", right, off, n0)
     dh = _grad_buffer(g[0], h)
     dc = _grad_buffer(g[1], c)
     dz = np.empty_like(acts)
     wt = _ft(w, h.dtype)
-    left = _f(left, np.int64)
-    right = _f(right, np.int64)
     for k in range(len(off) - 2, 0, -1):
         lo, hi = off[k], off[k + 1]
         if hi == lo:
@@ -1633,16 +2058,14 @@ def _tree_rnn_levels(h0, w, b, left, right, offsets):
     ni = left.shape[0]
     N = n0 + ni
     off = _level_bounds("tree_rnn_levels", offsets, n0, N)
-    _check_children("tree_rnn_levels", "left", left, offsets, n0)
-    _check_children("tree_rnn_levels", "right", right, offsets, n0)
+    left = _children("tree_rnn_levels", "left", left, off, n0)
+    right = _children("tree_rnn_levels", "right", right, off, n0)
     dt = np.result_type(h0, w, b)
     h = np.empty((N, H), dtype=dt)
     h[:n0] = h0
     hcat = np.empty((ni, 2 * H), dtype=dt)
     w = _f(w, dt)
     b = _f(b, dt)
-    left = _f(left, np.int64)
-    right = _f(right, np.int64)
     for k in range(1, len(off) - 1):
         lo, hi = off[k], off[k + 1]
         if hi == lo:
@@ -1655,27 +2078,27 @@ def _tree_rnn_levels(h0, w, b, left, right, offsets):
 
 def _tree_rnn_levels_shape(h0, w, b, left, right, offsets):
     op = "tree_rnn_levels"
+    dt = _floats(op, h0=h0, w=w, b=b)
     H = _check_state(op, h0)
-    _check_param(op, "w", w, (2 * H, H))
+    _check_param(op, "w", w, (_mul(2, H), H))
     _check_param(op, "b", b, (H,))
     for nm, a in (("left", left), ("right", right), ("offsets", offsets)):
         _check_index(op, nm, a)
     if None not in (left.shape[0], right.shape[0]) and left.shape[0] != right.shape[0]:
         raise ShapeError(f"{op}: left.shape={_fmt(left.shape)} does not match right.shape={_fmt(right.shape)}")
-    dt = _rtype(h0.dtype, w.dtype, b.dtype)
-    return Aval((_sum_dims(h0.shape[0], left.shape[0]), H), dt), Aval((left.shape[0], 2 * H), dt)
+    return Aval((_sum_dims(h0.shape[0], left.shape[0]), H), dt), Aval((left.shape[0], _mul(2, H)), dt)
 
 
 def _tree_rnn_levels_vjp(g, ins, out):
     h0, w, b, left, right, offsets = ins
     h, hcat = out
     n0 = h0.shape[0]
-    off = np.asarray(offsets).tolist()
+    off = _level_bounds("tree_rnn_levels", offsets, n0, h.shape[0])
+    left = _children("tree_rnn_levels", "left", left, off, n0)
+    right = _children("tree_rnn_levels", "right", right, off, n0)
     dh = _grad_buffer(g[0], h)
     dz = np.empty((hcat.shape[0], h.shape[1]), dtype=h.dtype)
     wt = _ft(w, h.dtype)
-    left = _f(left, np.int64)
-    right = _f(right, np.int64)
     for k in range(len(off) - 2, 0, -1):
         lo, hi = off[k], off[k + 1]
         if hi == lo:
@@ -1715,17 +2138,10 @@ def _childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offse
         Saved for the backward pass.
     """
     n0, H = h0.shape
-    ni = child_ptr.shape[0] - 1
+    off, ptr, idx = _csr_schedule(h0, child_ptr, child_idx, offsets)
+    ni = ptr.shape[0] - 1
     N = n0 + ni
-    off = _level_bounds("childsum_levels", offsets, n0, N)
-    ptr = _f(child_ptr, np.int64)
-    idx = _f(child_idx, np.int64)
     E = idx.shape[0]
-    if ptr[0] != 0 or ptr[-1] != E or np.any(np.diff(ptr) < 1):
-        raise ShapeError(f"childsum_levels: child_ptr must rise from 0 to len(child_idx)={E} with at least one "
-                         f"child per internal node; got child_ptr[0]={int(ptr[0])}, child_ptr[-1]={int(ptr[-1])}")
-    _check_children("childsum_levels", "child_idx", idx, offsets, n0,
-                    parent_of=np.repeat(np.arange(ni), np.diff(ptr)))
     dt = np.result_type(h0, c0, u_iou, u_f, b_iou, b_f)
     h = np.empty((N, H), dtype=dt)
     c = np.empty((N, H), dtype=dt)
@@ -1750,20 +2166,42 @@ def _childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offse
     return h, c, hsum, hch, acts, facts
 
 
+def _csr_schedule(h0, child_ptr, child_idx, offsets):
+    """Validated (offsets, child_ptr, child_idx) of a child-sum schedule, the
+    index arrays as C-contiguous int64 (the kernels read them unchecked)."""
+    op = "childsum_levels"
+    n0 = h0.shape[0]
+    if child_ptr.shape[0] < 1:
+        raise ShapeError(f"{op}: child_ptr must have n_internal + 1 >= 1 entries, got child_ptr.shape="
+                         f"{_fmt(child_ptr.shape)}")
+    ptr = np.ascontiguousarray(child_ptr, dtype=np.int64)
+    idx = np.ascontiguousarray(child_idx, dtype=np.int64)
+    ni = ptr.shape[0] - 1
+    off = _level_bounds(op, offsets, n0, n0 + ni)
+    E = idx.shape[0]
+    if ptr[0] != 0 or ptr[-1] != E or np.any(np.diff(ptr) < 1):
+        raise ShapeError(f"{op}: child_ptr must rise from 0 to len(child_idx)={E} with at least one "
+                         f"child per internal node; got child_ptr[0]={int(ptr[0])}, child_ptr[-1]={int(ptr[-1])}")
+    _check_children(op, "child_idx", idx, off, n0, parent_of=np.repeat(np.arange(ni), np.diff(ptr)))
+    return off, ptr, idx
+
+
 def _childsum_levels_shape(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
     op = "childsum_levels"
+    dt = _floats(op, h0=h0, c0=c0, u_iou=u_iou, u_f=u_f, b_iou=b_iou, b_f=b_f)
     H = _check_state(op, h0, c0)
-    _check_param(op, "u_iou", u_iou, (H, 3 * H))
+    _check_param(op, "u_iou", u_iou, (H, _mul(3, H)))
     _check_param(op, "u_f", u_f, (H, H))
-    _check_param(op, "b_iou", b_iou, (3 * H,))
+    _check_param(op, "b_iou", b_iou, (_mul(3, H),))
     _check_param(op, "b_f", b_f, (H,))
     for nm, a in (("child_ptr", child_ptr), ("child_idx", child_idx), ("offsets", offsets)):
         _check_index(op, nm, a)
-    dt = _rtype(h0.dtype, c0.dtype, u_iou.dtype, u_f.dtype, b_iou.dtype, b_f.dtype)
+    if child_ptr.shape[0] == 0:
+        raise ShapeError(f"{op}: child_ptr must have n_internal + 1 >= 1 entries, got child_ptr.shape=(0,)")
     ni = None if child_ptr.shape[0] is None else child_ptr.shape[0] - 1
     n = _sum_dims(h0.shape[0], ni)
     E = child_idx.shape[0]
-    return (Aval((n, H), dt), Aval((n, H), dt), Aval((ni, H), dt), Aval((E, H), dt), Aval((ni, 3 * H), dt),
+    return (Aval((n, H), dt), Aval((n, H), dt), Aval((ni, H), dt), Aval((E, H), dt), Aval((ni, _mul(3, H)), dt),
             Aval((E, H), dt))
 
 
@@ -1771,9 +2209,7 @@ def _childsum_levels_vjp(g, ins, out):
     h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets = ins
     h, c, hsum, hch, acts, facts = out
     n0 = h0.shape[0]
-    off = np.asarray(offsets).tolist()
-    ptr = _f(child_ptr, np.int64)
-    idx = _f(child_idx, np.int64)
+    off, ptr, idx = _csr_schedule(h0, child_ptr, child_idx, offsets)
     dh = _grad_buffer(g[0], h)
     dc = _grad_buffer(g[1], c)
     dziou = np.empty_like(acts)
@@ -1829,17 +2265,18 @@ def _prev_rows(sizes, offs):
 
 
 def _seq_shape(op, gates, gx, w_hh, b_hh, batch_sizes):
+    dt = _floats(op, gx=gx, w_hh=w_hh, b_hh=b_hh)
     if len(gx.shape) != 2:
         raise ShapeError(f"{op}: gx must be 2-D (total_steps, {gates}*hidden), got gx.shape={_fmt(gx.shape)}")
-    if len(w_hh.shape) != 2 or w_hh.shape[0] != gates * w_hh.shape[1]:
+    if len(w_hh.shape) != 2 or not _dims_match(w_hh.shape[0], _mul(gates, w_hh.shape[1])):
         raise ShapeError(f"{op}: w_hh.shape={_fmt(w_hh.shape)} should be ({gates}*hidden, hidden)")
     H = w_hh.shape[1]
-    if gx.shape[1] != gates * H:
-        raise ShapeError(f"{op}: gx.shape[1]={gx.shape[1]} does not match {gates}*hidden={gates * H} "
+    if not _dims_match(gx.shape[1], _mul(gates, H)):
+        raise ShapeError(f"{op}: gx.shape[1]={gx.shape[1]} does not match {gates}*hidden={_mul(gates, H)} "
                          f"(w_hh.shape={_fmt(w_hh.shape)})")
-    _check_param(op, "b_hh", b_hh, (gates * H,))
+    _check_param(op, "b_hh", b_hh, (_mul(gates, H),))
     _check_index(op, "batch_sizes", batch_sizes)
-    return H, _rtype(gx.dtype, w_hh.dtype, b_hh.dtype)
+    return H, dt
 
 
 def _lstm_seq(gx, w_hh, b_hh, batch_sizes):
@@ -1889,7 +2326,7 @@ def _lstm_seq(gx, w_hh, b_hh, batch_sizes):
 def _lstm_seq_shape(gx, w_hh, b_hh, batch_sizes):
     H, dt = _seq_shape("lstm_seq", 4, gx, w_hh, b_hh, batch_sizes)
     n = gx.shape[0]
-    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, 4 * H), dt)
+    return Aval((n, H), dt), Aval((n, H), dt), Aval((n, _mul(4, H)), dt)
 
 
 def _lstm_seq_vjp(g, ins, out):
@@ -1960,7 +2397,7 @@ def _gru_seq(gx, w_hh, b_hh, batch_sizes):
 def _gru_seq_shape(gx, w_hh, b_hh, batch_sizes):
     H, dt = _seq_shape("gru_seq", 3, gx, w_hh, b_hh, batch_sizes)
     n = gx.shape[0]
-    return Aval((n, H), dt), Aval((n, 3 * H), dt), Aval((n, 3 * H), dt)
+    return Aval((n, H), dt), Aval((n, _mul(3, H)), dt), Aval((n, _mul(3, H)), dt)
 
 
 def _gru_seq_vjp(g, ins, out):
@@ -2058,7 +2495,7 @@ def _same_float(*arrays):
     """True when all arrays are C-contiguous numpy arrays of one float dtype
     (float32 or float64), the kernels' input convention."""
     dt = arrays[0].dtype
-    if dt != np.float32 and dt != np.float64:
+    if dt != _F32 and dt != _F64:           # dtype objects: comparing with np.float32 converts it each time
         return False
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
@@ -2086,15 +2523,20 @@ def _tree_lstm_node(s_l, s_r, w, b):
     """
     n, H2 = s_l.shape
     H = H2 // 2
-    if n <= _MV_ROWS and _same_float(s_l, s_r, w, b):
-        # one node (recursive execution): the fused kernel with the
-        # matrix-vector product inside (12.6 -> 10.5 us per node, measured)
-        dt = w.dtype
-        s = np.empty((n, H2), dtype=dt)
-        acts = np.empty((n, 5 * H), dtype=dt)
-        hcat = np.empty((n, H2), dtype=dt)
-        KT.tree_lstm_node_fwd_mv(s_l, s_r, w, b, s, acts, hcat)
-        return s, acts, hcat
+    dt = w.dtype
+    # _same_float inline: this runs once per tree node
+    if ((dt == _F32 or dt == _F64) and s_l.dtype == dt and s_r.dtype == dt and b.dtype == dt
+            and s_l.flags.c_contiguous and s_r.flags.c_contiguous and w.flags.c_contiguous and b.flags.c_contiguous):
+        if n <= _MV_ROWS:
+            # one node (recursive execution): the fused kernel with the
+            # matrix-vector product inside (12.6 -> 10.5 us per node, measured)
+            s = np.empty((n, H2), dtype=dt)
+            acts = np.empty((n, 5 * H), dtype=dt)
+            hcat = np.empty((n, H2), dtype=dt)
+            KT.tree_lstm_node_fwd_mv(s_l, s_r, w, b, s, acts, hcat)
+            return s, acts, hcat
+    else:
+        s_l, s_r, w, b = _kernel_args(s_l, s_r, w, b)
     hcat = np.concatenate((s_l[:, :H], s_r[:, :H]), axis=1)
     z = hcat @ w
     s = np.empty((n, H2), dtype=z.dtype)
@@ -2105,17 +2547,16 @@ def _tree_lstm_node(s_l, s_r, w, b):
 
 def _tree_lstm_node_shape(s_l, s_r, w, b):
     op = "tree_lstm_node"
+    dt = _floats(op, s_l=s_l, s_r=s_r, w=w, b=b)
     if len(s_l.shape) != 2 or (s_l.shape[1] is not None and s_l.shape[1] % 2):
         raise ShapeError(f"{op}: s_l must be 2-D (nodes, 2*hidden) holding [h | c], got s_l.shape={_fmt(s_l.shape)}")
-    if len(s_r.shape) != 2 or s_r.shape[1] != s_l.shape[1] or (
-            None not in (s_l.shape[0], s_r.shape[0]) and s_l.shape[0] != s_r.shape[0]):
+    if not _fits(tuple(s_r.shape), tuple(s_l.shape)):
         raise ShapeError(f"{op}: s_r.shape={_fmt(s_r.shape)} does not match s_l.shape={_fmt(s_l.shape)}")
-    H = s_l.shape[1] // 2
-    _check_param(op, "w", w, (2 * H, 5 * H))
-    _check_param(op, "b", b, (5 * H,))
-    dt = _rtype(s_l.dtype, s_r.dtype, w.dtype, b.dtype)
-    n = s_l.shape[0]
-    return Aval((n, 2 * H), dt), Aval((n, 5 * H), dt), Aval((n, 2 * H), _rtype(s_l.dtype, s_r.dtype))
+    H = None if s_l.shape[1] is None else s_l.shape[1] // 2
+    _check_param(op, "w", w, (_mul(2, H), _mul(5, H)))
+    _check_param(op, "b", b, (_mul(5, H),))
+    n = s_l.shape[0] if s_l.shape[0] is not None else s_r.shape[0]
+    return Aval((n, _mul(2, H)), dt), Aval((n, _mul(5, H)), dt), Aval((n, _mul(2, H)), dt)
 
 
 def _tree_lstm_node_vjp(g, ins, out):
@@ -2123,10 +2564,11 @@ def _tree_lstm_node_vjp(g, ins, out):
     s, acts, hcat = out
     n, H2 = s.shape
     H = H2 // 2
+    dt = s.dtype
     dz = np.empty_like(acts)
-    ds_l = np.empty((n, H2), dtype=s.dtype)
-    ds_r = np.empty((n, H2), dtype=s.dtype)
-    KT.tree_lstm_node_bwd(_zeros_if_none(g[0], s), acts, s_l, s_r, s, dz, ds_l, ds_r)
+    ds_l = np.empty((n, H2), dtype=dt)
+    ds_r = np.empty((n, H2), dtype=dt)
+    KT.tree_lstm_node_bwd(_zeros_if_none(g[0], s), acts, _f(s_l, dt), _f(s_r, dt), s, dz, ds_l, ds_r)
     dhcat = dz @ w.T
     ds_l[:, :H] = dhcat[:, :H]
     ds_r[:, :H] = dhcat[:, H:]
@@ -2152,12 +2594,17 @@ def _tree_lstm_leaf_node(x, w, b):
     acts : (n, 3H)
     """
     n, G = x.shape[0], w.shape[1]
-    if n <= _MV_ROWS and _same_float(x, w, b):
-        dt = w.dtype
-        s = np.empty((n, 2 * (G // 3)), dtype=dt)
-        acts = np.empty((n, G), dtype=dt)
-        KT.tree_lstm_leaf_node_fwd_mv(x, w, b, s, acts)
-        return s, acts
+    dt = w.dtype
+    # _same_float inline: this runs once per leaf
+    if ((dt == _F32 or dt == _F64) and x.dtype == dt and b.dtype == dt and x.flags.c_contiguous
+            and w.flags.c_contiguous and b.flags.c_contiguous):
+        if n <= _MV_ROWS:
+            s = np.empty((n, 2 * (G // 3)), dtype=dt)
+            acts = np.empty((n, G), dtype=dt)
+            KT.tree_lstm_leaf_node_fwd_mv(x, w, b, s, acts)
+            return s, acts
+    else:
+        x, w, b = _kernel_args(x, w, b)
     z = x @ w
     s = np.empty((n, 2 * (G // 3)), dtype=z.dtype)
     acts = np.empty((n, G), dtype=z.dtype)
@@ -2167,14 +2614,9 @@ def _tree_lstm_leaf_node(x, w, b):
 
 def _tree_lstm_leaf_node_shape(x, w, b):
     op = "tree_lstm_leaf_node"
-    if len(x.shape) != 2:
-        raise ShapeError(f"{op}: x must be 2-D (nodes, input_size), got x.shape={_fmt(x.shape)}")
-    if len(w.shape) != 2 or w.shape[0] != x.shape[1] or (w.shape[1] is not None and w.shape[1] % 3):
-        raise ShapeError(f"{op}: w.shape={_fmt(w.shape)} should be ({x.shape[1]}, 3*hidden)")
-    H = w.shape[1] // 3
-    _check_param(op, "b", b, (3 * H,))
-    dt = _rtype(x.dtype, w.dtype, b.dtype)
-    return Aval((x.shape[0], 2 * H), dt), Aval((x.shape[0], 3 * H), dt)
+    dt = _floats(op, x=x, w=w, b=b)
+    n, H = _leaf_shape(op, x, w, b)
+    return Aval((n, _mul(2, H)), dt), Aval((n, _mul(3, H)), dt)
 
 
 def _tree_lstm_leaf_node_vjp(g, ins, out):

@@ -126,10 +126,6 @@ class Tensor:
         self.requires_grad = bool(flag)
         return self
 
-    def astype(self, dtype):
-        from . import ops
-        return ops.astype(self, dtype)
-
     def backward(self, gradient=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 

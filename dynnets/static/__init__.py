@@ -155,7 +155,11 @@ def negative(x, name=None):
 
 def identity(x, name=None):
     """``x`` itself (a graph node gets a new name only when ``name`` is given)."""
-    return _named(_ops.reshape(x, *x.shape), name) if name is not None else x
+    if name is None:
+        return x
+    # a reshape to the same shape infers at most one unknown dimension; x[...] any number
+    same = _ops.reshape(x, *x.shape) if list(x.shape).count(None) <= 1 else _ops.getitem(x, Ellipsis)
+    return _named(same, name)
 
 
 def cast(x, dtype, name=None):

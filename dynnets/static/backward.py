@@ -220,6 +220,14 @@ def _gradients_nogc(ys, xs, grad_ys=None):
         c = cot.get(o)
         return None if c is None else _total(g, c, f"gradients/{g.values[o].name}/add_n")
 
+    for k, (y, gy) in enumerate(zip(ys, grad_ys)):
+        if gy is not None:
+            gshape = tuple(gy.shape) if isinstance(gy, Value) else np.shape(gy)
+            if len(gshape) != len(y.shape) or any(a is not None and b is not None and a != b
+                                                   for a, b in zip(gshape, y.shape)):
+                raise P.ShapeError(f"gradients: grad_ys[{k}].shape={_fmt(gshape)} does not match "
+                                   f"y.shape={_fmt(y.shape)} ('{y.name}')")
+
     with g.as_default():
         for y, gy in zip(ys, grad_ys):
             if y.id not in dep:

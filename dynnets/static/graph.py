@@ -29,7 +29,7 @@ import numpy as np
 
 from ..autograd import engine as _engine
 from ..autograd import ops as _ops
-from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _dt, _fmt
+from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _dt, _fmt, run_rule
 from ..autograd.tensor import Tensor
 
 __all__ = [
@@ -53,7 +53,29 @@ class UninitializedVariableError(RuntimeError):
 
 
 class OpError(RuntimeError):
-    """An op failed while a plan ran; names the op and where it was created."""
+    """An op failed while a plan ran; names the op and where it was created.
+    A failure on bad input is also the IndexError, ValueError or TypeError it
+    was (:func:`op_error`), so ``except IndexError`` catches it as in eager mode."""
+
+
+class OpIndexError(OpError, IndexError):
+    pass
+
+
+class OpValueError(OpError, ValueError):
+    pass
+
+
+class OpTypeError(OpError, TypeError):
+    pass
+
+
+def op_error(exc, msg):
+    """An OpError with message ``msg`` of the category of ``exc``."""
+    for base, cls in ((IndexError, OpIndexError), (ValueError, OpValueError), (TypeError, OpTypeError)):
+        if isinstance(exc, base):
+            return cls(msg)
+    return OpError(msg)
 
 
 class StaticPrimitive(Primitive):
@@ -553,14 +575,9 @@ def _symbolic_bind(prim, args, attrs):
     ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
     avals = g.avals
     try:
-        out = prim.shape(*[avals[i] for i in ins], **attrs)
+        out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
-        site = _user_site()
-        raise ShapeError(f"{e}{_site_str(site)}").with_traceback(None) from None
-    except (TypeError, ValueError, IndexError) as e:
-        site = _user_site()
-        raise ShapeError(f"{prim.name}: invalid inputs {[str(Aval(tuple(avals[i].shape), _dt(avals[i]))) for i in ins]}"
-                         f" or attributes {attrs}: {e}{_site_str(site)}").with_traceback(None) from None
+        raise type(e)(f"{e}{_site_str(_user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, site=_user_site())
 
 

@@ -148,9 +148,9 @@ def infer_shapes(g, input_avals=None):
         if not any(i in dirty for i in e.ins):
             continue
         try:
-            out = e.prim.shape(*[avals[i] for i in e.ins], **e.attrs)
+            out = P.run_rule(e.prim, [avals[i] for i in e.ins], e.attrs)
         except ShapeError as err:
-            raise ShapeError(f"{err} [op '{e.name}'{_site_str(e.site)}, with the fed shapes]") from None
+            raise type(err)(f"{err} [op '{e.name}'{_site_str(e.site)}, with the fed shapes]") from None
         outs = out if e.prim.multiple_results else (out,)
         for o, a in zip(e.outs, outs):
             if tuple(avals[o].shape) != tuple(a.shape) or _dt(avals[o]) != _dt(a):
@@ -397,14 +397,23 @@ def _compile_kernel(src):
     return k
 
 
-def _fused_primitive(kernel, src, out_aval, reshapes, n_arrays, scalars_dtype):
+def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype):
     shape = tuple(out_aval.shape)
     dtype = np.dtype(out_aval.dtype)
     cast = scalars_dtype.type
+    n_arrays = len(in_avals)
+    want = [(tuple(a.shape), np.dtype(a.dtype)) for a in in_avals]
 
     def impl(*args, out=None):
         if out is None:
             out = np.empty(shape, dtype)
+        elif out.shape != shape:
+            raise ShapeError(f"fused: out.shape={out.shape} should be {shape}")
+        # the kernel indexes its inputs by the shapes it was generated for, unchecked
+        for a, (shp, dt) in zip(args, want):
+            if np.shape(a) != shp or a.dtype != dt:
+                raise ShapeError(f"fused: an input has shape {np.shape(a)} and dtype {a.dtype}, the kernel was "
+                                 f"generated for shape {shp} and dtype {dt}")
         arrs = [a if r is None else np.reshape(a, r) for a, r in zip(args[:n_arrays], reshapes)]
         kernel(out, *arrs, *[cast(s) for s in args[n_arrays:]])
         return out
@@ -529,7 +538,8 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
         src = _kernel_source(nd, patterns, body, len(scalars))
         kernel = nd_cache.get(src) or _compile_kernel(src)
         nd_cache[src] = kernel
-        prim = _fused_primitive(kernel, src, avals[e.outs[0]], reshapes, len(arrays), np.dtype(avals[e.outs[0]].dtype))
+        prim = _fused_primitive(kernel, src, avals[e.outs[0]], reshapes, [avals[i] for i in arrays],
+                                np.dtype(avals[e.outs[0]].dtype))
         new.append(Eqn(prim, tuple(arrays) + tuple(scalars), e.outs,
                        {}, "fused(" + "+".join(m.prim.name for m in order) + ")", e.site))
     return g.derive(new)

@@ -31,8 +31,8 @@ import numpy as np
 from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, _fmt
 from . import passes as _passes
 from .backward import vjp_call_info
-from .graph import (FeedError, GraphError, Operation, OpError, UninitializedVariableError, Value, _site_str,
-                    constant_p, effect_variables, get_default_graph, param_p, placeholder_p, variable_p,
+from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
+                    effect_variables, get_default_graph, op_error, param_p, placeholder_p, variable_p,
                     variables_initializer)
 
 __all__ = ["Session"]
@@ -54,6 +54,41 @@ def _dense_all(r):
 
 def _cp(x):
     return x.copy() if type(x) is _ndarray else x
+
+
+def _bad_param(p, shape, dtype):
+    d = p.data
+    raise ShapeError(f"Session.run: live parameter '{p.name or 'param'}' has shape {_fmt(d.shape)} and dtype "
+                     f"{d.dtype}; the graph was traced for shape {_fmt(shape)} and dtype {dtype} (trace again "
+                     f"after changing a parameter's shape)")
+
+
+def _cast(x, dt):
+    """A gradient in its input's declared dtype ``dt`` (a VJP computes in the
+    promoted dtype of a mixed float32/float64 equation, as numpy does)."""
+    if x is None or dt is None or x.dtype == dt:
+        return x
+    if type(x) is RowSparse:
+        return RowSparse(x.rows, x.values.astype(dt), x.shape)
+    return np.asarray(x).astype(dt)
+
+
+def _cast_all(r, dts):
+    return tuple(_cast(x, dt) for x, dt in zip(r, dts))
+
+
+def _grad_casts(g, e):
+    """Declared dtypes to cast a VJP equation's results to, or None where its
+    float inputs and results all have one dtype and no Python scalar takes
+    part (nothing can promote; integer and boolean inputs are indices and
+    masks, None constants stand for absent output gradients)."""
+    dts = [g.avals[o].dtype for o in e.outs]
+    ins = [g.avals[i].dtype for i in e.ins]
+    floats = [d for d in dts + ins if not (isinstance(d, np.dtype) and d.kind in "biuO")]
+    if floats and all(isinstance(d, np.dtype) and d == floats[0] for d in floats):
+        return None
+    out = tuple(d if isinstance(d, np.dtype) else None for d in dts)
+    return out if len(e.outs) > 1 or e.prim.multiple_results else out[0]
 
 
 def _struct_key(f):
@@ -413,7 +448,9 @@ class Session:
                 if not snap:
                     shared.add(o)
             elif p is param_p:
-                instrs.append(_Ins("param", (new_slot(o),), None, (), None, e, e.attrs["param"]))
+                decl = g.avals[o]
+                instrs.append(_Ins("param", (new_slot(o),), None, (), None, e,
+                                   (e.attrs["param"], tuple(decl.shape), np.dtype(decl.dtype))))
                 shared.add(o)
             else:
                 args = tuple(slot[i] for i in e.ins)
@@ -428,7 +465,8 @@ class Session:
                     n_in = e.attrs["_n_in"]
                     rest = {a: b for a, b in e.attrs.items() if a != "_n_in"}
                     n_out = (len(args) - n_in) // 2 if fwd_multi else 1
-                    instrs.append(_Ins("vjp", outs, fn, args, rest or None, e, (fwd_multi, n_out, n_in, densify)))
+                    instrs.append(_Ins("vjp", outs, fn, args, rest or None, e,
+                                       (fwd_multi, n_out, n_in, densify, _grad_casts(g, e))))
                 else:
                     buf = None
                     if e.buf is not None:
@@ -473,7 +511,8 @@ class Session:
     def _tier2_nogc(self, plan):
         """Replace ``plan.fn`` by generated straight-line Python."""
         t0 = _perf()
-        ns = {"S": self._storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp}
+        ns = {"S": self._storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp, "_cast": _cast,
+              "_cast_all": _cast_all, "_bad_param": _bad_param}
         consts = plan.consts
         for s, c in consts.items():
             ns[f"C{s}"] = c
@@ -494,8 +533,10 @@ class Session:
                 idx, snap = ins.extra
                 ln = f"{outs} = S[{idx}]" + (".copy()" if snap else "")
             elif kind == "param":
-                ns[f"P{k}"] = ins.extra
-                ln = f"{outs} = P{k}.data"
+                prm, shp, dt = ins.extra
+                ns[f"P{k}"], ns[f"Q{k}"], ns[f"D{k}"] = prm, shp, dt
+                ln = (f"{outs} = P{k}.data if P{k}.data.shape == Q{k} and P{k}.data.dtype == D{k} "
+                      f"else _bad_param(P{k}, Q{k}, D{k})")
             elif kind == "copy":
                 ln = f"{outs} = _cp({a[0]})"
             else:
@@ -507,7 +548,7 @@ class Session:
                 if kind == "effect":
                     call = f"F{k}(S{''.join(', ' + x for x in a)}{kw})"
                 elif kind == "vjp":
-                    fwd_multi, n_out, n_in, densify = ins.extra
+                    fwd_multi, n_out, n_in, densify, dts = ins.extra
                     if fwd_multi:
                         gs = "(" + "".join(x + ", " for x in a[:n_out]) + ")"
                         xs = "(" + "".join(x + ", " for x in a[n_out:n_out + n_in]) + ")"
@@ -517,6 +558,9 @@ class Session:
                     call = f"F{k}({gs}, {xs}, {os_}{kw})"
                     if densify:
                         call = f"_dense_all({call})" if multi else f"_dense({call})"
+                    if dts is not None:
+                        ns[f"T{k}"] = dts
+                        call = f"_cast_all({call}, T{k})" if multi else f"_cast({call}, T{k})"
                 else:
                     extra = ""
                     if ins.extra is not None:
@@ -559,11 +603,11 @@ class Session:
         eqn = plan.instrs[k].eqn if k is not None and k < len(plan.instrs) else None
         if isinstance(exc, ShapeError):
             where = f" in op '{eqn.name}'{_site_str(eqn.site)}" if eqn is not None else ""
-            return ShapeError(f"{exc}{where}")
+            return type(exc)(f"{exc}{where}")
         if eqn is None:
-            return OpError(f"Session.run: {type(exc).__name__}: {exc}")
-        return OpError(f"Session.run: op '{eqn.name}' ({eqn.prim.name}){_site_str(eqn.site)} failed: "
-                       f"{type(exc).__name__}: {exc}")
+            return op_error(exc, f"Session.run: {type(exc).__name__}: {exc}")
+        return op_error(exc, f"{eqn.prim.name}: Session.run: op '{eqn.name}'{_site_str(eqn.site)} failed: "
+                             f"{type(exc).__name__}: {exc}")
 
 
 @contextlib.contextmanager
@@ -662,10 +706,11 @@ def _step(ins, S):
             def step(env):
                 env[o] = S[idx]
     elif kind == "param":
-        prm = ins.extra
+        prm, shp, dt = ins.extra
 
         def step(env):
-            env[o] = prm.data
+            d = prm.data
+            env[o] = d if d.shape == shp and d.dtype == dt else _bad_param(prm, shp, dt)
     elif kind == "copy":
         src = a[0]
 
@@ -676,8 +721,16 @@ def _step(ins, S):
         if kind == "call" and ins.extra is not None:
             kw["out"] = ins.extra
         if kind == "vjp":
-            fwd_multi, n_out, n_in, densify = ins.extra
-            post = (_dense_all if ins.eqn.prim.multiple_results else _dense) if densify else None
+            fwd_multi, n_out, n_in, densify, dts = ins.extra
+            multi = ins.eqn.prim.multiple_results
+            post = (_dense_all if multi else _dense) if densify else None
+            if dts is not None:
+                dense = post
+
+                def post(r):
+                    if dense is not None:
+                        r = dense(r)
+                    return _cast_all(r, dts) if multi else _cast(r, dts)
             if fwd_multi:
                 def call(env):
                     return fn(tuple(env[i] for i in a[:n_out]), tuple(env[i] for i in a[n_out:n_out + n_in]),

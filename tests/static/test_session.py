@@ -332,10 +332,15 @@ def test_runtime_error_names_op():
         ids = ds.placeholder((2,), np.int64, name="ids")
         E = ds.Variable(np.zeros((3, 2), np.float32), name="E")
         out = ds.nn.embedding_lookup(E, ids)
+        taken = ds.gather(E, ids)
     with ds.Session(g) as sess:
         sess.global_variables_initializer()
         for _ in range(3):      # both executor tiers
-            with pytest.raises(ds.OpError, match=r"op 'embedding'.*created at test_session.py:\d+.*failed"):
+            with pytest.raises(ds.OpError, match=r"op 'take'.*created at test_session.py:\d+.*failed"):
+                sess.run(taken, {ids: np.array([0, 7])})
+            # an out-of-range id is a bad input: an IndexError naming the op and where it was created
+            with pytest.raises(IndexError, match=r"embedding: id 7 is out of range.*op 'embedding'.*created at "
+                                                 r"test_session.py:\d+"):
                 sess.run(out, {ids: np.array([0, 7])})
 
 
