@@ -9,11 +9,13 @@ from .autograd import (AnomalyError, GradcheckError, Parameter, ShapeError, Tens
 from .autograd.ops import *  # noqa: F401,F403
 from .autograd.ops import __all__ as _ops_all
 from .io import load, save
+from .random import default_generator, initial_seed, manual_seed, seed
 
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError", "no_grad", "enable_grad",
-           "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", *_ops_all]
+           "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", "manual_seed", "seed", "initial_seed",
+           "default_generator", *_ops_all]
 
 
 def __getattr__(name):
