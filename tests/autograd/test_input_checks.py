@@ -233,6 +233,29 @@ def test_linear_one_dim_x_with_row_bias_agrees_with_its_rule():
     assert x.grad.shape == (3,) and b.grad.shape == (1, 2)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_without_bias(dtype):
+    """As torch.nn.functional.linear(x, w) / bias=None: x @ w.T, in x's dtype,
+    eager and static."""
+    import dynnets.static as ds
+    rng = np.random.default_rng(0)
+    x, w, g = (rng.standard_normal(s).astype(dtype) for s in ((5, 3), (2, 3), (5, 2)))
+    tx, tw = dn.Tensor(x, requires_grad=True), dn.Tensor(w, requires_grad=True)
+    for out in (ops.linear(tx, tw), ops.linear(tx, tw, None)):
+        assert out.dtype == dtype
+        np.testing.assert_allclose(out.data, x @ w.T, rtol=1e-6)
+    (ops.linear(tx, tw) * g).sum().backward()
+    np.testing.assert_allclose(tx.grad.data, g @ w, rtol=1e-6)
+    np.testing.assert_allclose(tw.grad.data, g.T @ x, rtol=1e-6)
+    graph = ds.Graph()
+    with graph.as_default():
+        px, pw = ds.placeholder((None, 3), dtype), ds.placeholder((2, 3), dtype)
+        y = ops.linear(px, pw)
+        assert y.shape == (None, 2) and y.dtype == dtype
+        with ds.Session(graph) as sess:
+            np.testing.assert_allclose(sess.run(y, {px: x[0:1], pw: w}), x[0:1] @ w.T, rtol=1e-6)
+
+
 def test_mixed_dtype_gradients_take_each_inputs_dtype():
     """A gradient has its input's dtype on every edge, as in PyTorch: the
     gradient reaching the float32 ``h`` is rounded to float32 before the

@@ -192,13 +192,14 @@ def test_functional_embedding_argument_order():
     C.check(lambda i, t: dn.nn.functional.embedding(i, t), lambda i, t: F.embedding(i, t), [_IDS["1d"], w], [1])
 
 
-@pytest.mark.xfail(strict=True, reason="linear's bias is required: linear(x, w, None) raises DTypeError "
-                                       "\"unsupported operand type(s) for +: 'float' and 'NoneType'\"; torch's "
-                                       "F.linear(x, w) / bias=None is x @ w.T")
-def test_linear_without_bias():
+@pytest.mark.parametrize("x_shape", [(3, 4), (4,), (2, 3, 4)], ids=["2d", "1d", "3d"])
+@pytest.mark.parametrize("dtype,mode", ALL, ids=ALL_IDS)
+def test_linear_without_bias(x_shape, dtype, mode):
+    # linear(x, w) and linear(x, w, None) are x @ w.T, as torch's F.linear without a bias
     rng = np.random.default_rng(26)
-    x, w = C.draw(rng, (3, 4)), C.draw(rng, (2, 4))
-    C.check(lambda a, b: dn.linear(a, b, None), lambda a, b: F.linear(a, b, None), [x, w], [0, 1])
+    x, w = C.draw(rng, x_shape, dtype), C.draw(rng, (2, 4), dtype)
+    C.check(lambda a, b: dn.linear(a, b, None), lambda a, b: F.linear(a, b, None), [x, w], [0, 1], mode=mode)
+    C.check(dn.nn.functional.linear, F.linear, [x, w], [0, 1], mode=mode)
 
 
 # --------------------------------------------------------------------------
@@ -696,3 +697,4 @@ def test_lazy_adam_as_sparse_adam_with_tiny_eps():
 def test_lazy_adam_as_sparse_adam_default_eps():
     _sparse_run(lambda p: dn.optim.Adam(p, lr=0.1, eps=1e-3, lazy=True),
                 lambda p: torch.optim.SparseAdam(list(p), lr=0.1, eps=1e-3))
+
