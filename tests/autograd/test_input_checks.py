@@ -256,6 +256,23 @@ def test_linear_without_bias(dtype):
             np.testing.assert_allclose(sess.run(y, {px: x[0:1], pw: w}), x[0:1] @ w.T, rtol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_gradients_at_nan_as_pytorch():
+    """PyTorch's conventions where an input is NaN: relu passes the gradient
+    (threshold_backward zeroes only x <= 0), and maximum/minimum give the
+    whole gradient to both inputs (ties still split it)."""
+    nan = np.nan
+    x = t64(np.array([nan, 1.0, -1.0, 0.0]), rg=True)
+    ops.sum(ops.relu(x)).backward()
+    np.testing.assert_array_equal(x.grad.data, [1.0, 1.0, 0.0, 0.0])
+    for op, a_wins in ((ops.maximum, [1.0, 1.0, 1.0, 0.5, 1.0]), (ops.minimum, [1.0, 1.0, 0.0, 0.5, 1.0])):
+        a = t64(np.array([1.0, nan, 2.0, 2.0, nan]), rg=True)
+        b = t64(np.array([nan, 2.0, 1.0, 2.0, nan]), rg=True)
+        ops.sum(op(a, b)).backward()
+        np.testing.assert_array_equal(a.grad.data, a_wins)
+        np.testing.assert_array_equal(b.grad.data, [1.0, 1.0, 1.0 - a_wins[2], 0.5, 1.0])
+
+
 def test_mixed_dtype_gradients_take_each_inputs_dtype():
     """A gradient has its input's dtype on every edge, as in PyTorch: the
     gradient reaching the float32 ``h`` is rounded to float32 before the

@@ -411,15 +411,15 @@ def test_ties(f, tf, vals, dtype, mode):
 
 
 NANS = [
-    ("relu", dn.relu, torch.relu, [[np.nan, 1.0]],
-     "relu's gradient at NaN is 0 (mask x > 0); torch passes it (threshold_backward zeroes only x <= 0)"),
-    ("maximum", dn.maximum, torch.maximum, [[1.0, np.nan], [np.nan, 2.0]],
-     "maximum's gradient is 0 to both inputs where one is NaN; torch gives 1 to both"),
-    ("minimum", dn.minimum, torch.minimum, [[1.0, np.nan], [np.nan, 2.0]],
-     "minimum's gradient is 0 to both inputs where one is NaN; torch gives 1 to both"),
+    # where an input is NaN: relu passes the gradient (threshold_backward), maximum and minimum give the
+    # whole gradient to both inputs
+    ("relu", dn.relu, torch.relu, [[np.nan, 1.0]], None),
+    ("maximum", dn.maximum, torch.maximum, [[1.0, np.nan, np.nan, 2.0], [np.nan, 2.0, np.nan, 2.0]], None),
+    ("minimum", dn.minimum, torch.minimum, [[1.0, np.nan, np.nan, 2.0], [np.nan, 2.0, np.nan, 2.0]], None),
     ("clip", lambda x: dn.clip(x, -1.0, 1.0), lambda x: torch.clamp(x, -1.0, 1.0), [[np.nan, 0.5]], None),
-    ("abs", dn.abs, torch.abs, [[np.nan, -1.0]],
-     "abs's gradient at NaN is NaN (sign(NaN)); torch gives 0 (sgn(NaN) = 0)"),
+    ("abs", dn.abs, torch.abs, [[np.nan, -1.0, 0.0]],
+     "abs's gradient at NaN is NaN (g * sign(NaN)); torch gives 0 (sgn(NaN) = 0). Left: the cheapest NaN-safe "
+     "VJP measured (sign, then zero its NaNs) costs 1.27 vs 0.57 us at (1, 5) and 1.5x at (512, 300)"),
     ("max", dn.max, torch.amax, [[1.0, np.nan, 3.0]], None),
     ("exp", dn.exp, torch.exp, [[np.nan, np.inf, -np.inf]], None),
     ("sigmoid", dn.sigmoid, torch.sigmoid, [[np.nan, np.inf, -np.inf]], None),
