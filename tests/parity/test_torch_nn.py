@@ -698,3 +698,25 @@ def test_lazy_adam_as_sparse_adam_default_eps():
     _sparse_run(lambda p: dn.optim.Adam(p, lr=0.1, eps=1e-3, lazy=True),
                 lambda p: torch.optim.SparseAdam(list(p), lr=0.1, eps=1e-3))
 
+
+# --------------------------------------------------------------------------
+# manual_seed: torch's convention (the numbers come from another generator)
+# --------------------------------------------------------------------------
+
+def test_manual_seed_repeats_initialisation_and_dropout_as_torch():
+    def draws(lib, mod):
+        lib.manual_seed(5)
+        assert lib.initial_seed() == 5
+        layers = [mod.Linear(4, 3), mod.LSTM(3, 2, num_layers=2, dropout=0.5), mod.Embedding(6, 2)]
+        drop = mod.Dropout(0.5)
+        x = np.ones((4, 6), np.float32)
+        masks = [np.asarray(drop(lib.tensor(x) if lib is torch else dn.Tensor(x))) != 0 for _ in range(2)]
+        ws = [np.array(p.detach().numpy() if lib is torch else p.data) for m in layers for p in m.parameters()]
+        return ws, masks
+
+    for lib, mod in ((dn, nn), (torch, torch.nn)):
+        first, again = draws(lib, mod), draws(lib, mod)
+        for a, b in zip(first[0] + first[1], again[0] + again[1]):
+            np.testing.assert_array_equal(a, b)
+        # two calls of one Dropout draw different masks
+        assert (first[1][0] != first[1][1]).any()
