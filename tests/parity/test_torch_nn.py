@@ -119,14 +119,14 @@ def test_cross_entropy_all_rows_masked():
 
 
 @pytest.mark.xfail(strict=True, reason="cross_entropy takes 2-D (N, C) logits only (ShapeError); torch also "
-                                       "takes unbatched (C,) logits with a 0-d target")
+                                       "takes unbatched (C,) logits with a 0-d target (nn.CrossEntropyLoss does)")
 def test_cross_entropy_unbatched():
     x = _logits(np.float64)[0]
     C.check(lambda t: dn.cross_entropy(t, np.array(2)), lambda t: F.cross_entropy(t, torch.tensor(2)), [x], [0])
 
 
 @pytest.mark.xfail(strict=True, reason="cross_entropy takes 2-D (N, C) logits only (ShapeError); torch also "
-                                       "takes (N, C, d1, ...) with (N, d1, ...) targets")
+                                       "takes (N, C, d1, ...) with (N, d1, ...) targets (nn.CrossEntropyLoss does)")
 def test_cross_entropy_spatial():
     x = C.draw(np.random.default_rng(21), (2, _K, 3), np.float64)
     y = np.array([[0, 1, 3], [2, 2, 0]])
@@ -134,7 +134,8 @@ def test_cross_entropy_spatial():
 
 
 @pytest.mark.xfail(strict=True, reason="cross_entropy takes integer class targets only (DTypeError); torch "
-                                       "also takes class probabilities (float targets of the logits' shape)")
+                                       "also takes class probabilities (float targets of the logits' shape; "
+                                       "nn.CrossEntropyLoss does)")
 def test_cross_entropy_probability_targets():
     x = _logits(np.float64)
     p = np.random.default_rng(22).dirichlet(np.ones(_K), _N)

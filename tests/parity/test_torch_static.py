@@ -235,7 +235,8 @@ STATIC_OPTIMIZERS = [
 
 
 @pytest.mark.parametrize("sname,skw,tname,tkw", STATIC_OPTIMIZERS,
-                         ids=[f"{s}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for s, kw, _, _ in STATIC_OPTIMIZERS])
+                         ids=[f"{s}-{'-'.join(f'{k}={v}' for k, v in kw.items())}"
+                              for s, kw, _, _ in STATIC_OPTIMIZERS])
 def test_static_optimizer_steps(sname, skw, tname, tkw):
     rng = np.random.default_rng(10)
     params = _mlp_params(rng, np.float64)
