@@ -576,16 +576,18 @@ def _select_vjp(g, win, tie, shape):
     return unbroadcast(g * win + (g * 0.5) * tie, shape)
 
 
+# An input "wins" unless it loses or ties: ~(x <= y), not x > y, so that where
+# either input is NaN both get the whole gradient, as in PyTorch
 maximum_p = defprim(
     "maximum", np.maximum, _binary_shape("maximum", np.maximum),
-    vjp=(lambda g, ins, out: _select_vjp(g, ins[0] > ins[1], ins[0] == ins[1], _shp(ins[0])),
-         lambda g, ins, out: _select_vjp(g, ins[1] > ins[0], ins[0] == ins[1], _shp(ins[1]))),
+    vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] <= ins[1]), ins[0] == ins[1], _shp(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ~(ins[1] <= ins[0]), ins[0] == ins[1], _shp(ins[1]))),
     scalar="max({0}, {1})")
 
 minimum_p = defprim(
     "minimum", np.minimum, _binary_shape("minimum", np.minimum),
-    vjp=(lambda g, ins, out: _select_vjp(g, ins[0] < ins[1], ins[0] == ins[1], _shp(ins[0])),
-         lambda g, ins, out: _select_vjp(g, ins[1] < ins[0], ins[0] == ins[1], _shp(ins[1]))),
+    vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] >= ins[1]), ins[0] == ins[1], _shp(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ~(ins[1] >= ins[0]), ins[0] == ins[1], _shp(ins[1]))),
     scalar="min({0}, {1})")
 
 neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
@@ -617,8 +619,9 @@ def _relu(x):
     return np.maximum(x, 0)
 
 
+# ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward
 relu_p = defprim("relu", _relu, _unary_shape("relu"),
-                 vjp=(lambda g, ins, out: g * (ins[0] > 0),), scalar="max({0}, 0.0)")
+                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)")
 
 sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
                  vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})")
