@@ -33,7 +33,7 @@ import numpy as np
 from ..autograd import ops as _ops
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
-from ..autograd.primitives import Aval, ShapeError, _dt
+from ..autograd.primitives import Aval, ShapeError, dtype_of
 from . import nn, passes, train
 from .backward import gradients
 from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
@@ -195,7 +195,7 @@ def _fill_like(x, value):
     return np.full(np.shape(x), value, dtype=np.result_type(x))
 
 
-_fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tuple(x.shape), _dt(x)))
+_fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tuple(x.shape), dtype_of(x)))
 
 
 def zeros_like(x, name=None):

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..autograd import primitives as P
 from ..autograd.engine import bind
-from ..autograd.primitives import Aval, RowSparse, _dt, _fmt, vjp_primitive
+from ..autograd.primitives import Aval, RowSparse, dtype_of, fmt_shape, vjp_primitive
 from .graph import SOURCES, GraphError, StaticPrimitive, Value, _densified
 
 __all__ = ["gradients", "SPARSE_VJPS", "vjp_call_info", "add_n_p", "accumulate_p", "ones_like_p"]
@@ -35,7 +35,7 @@ def _ones_like(y):
     return np.ones(np.shape(y), dtype=np.result_type(y))
 
 
-ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), _dt(y)))
+ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), dtype_of(y)))
 
 
 def _add_n(*xs, out=None):
@@ -78,8 +78,8 @@ def _add_n_shape(*xs):
     s = tuple(xs[0].shape)
     for i, x in enumerate(xs[1:], 1):
         if tuple(x.shape) != s:
-            raise P.ShapeError(f"add_n: input {i}.shape={_fmt(x.shape)} does not match input 0.shape={_fmt(s)}")
-    return Aval(s, P._rtype(*[x.dtype for x in xs]))
+            raise P.ShapeError(f"add_n: input {i}.shape={fmt_shape(x.shape)} does not match input 0.shape={fmt_shape(s)}")
+    return Aval(s, P.result_type(*[x.dtype for x in xs]))
 
 
 add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True)
@@ -148,7 +148,7 @@ def _contribute(g, c, r, name):
     if c.dense is None:
         c.dense = r
     elif not c.owned:
-        aval = Aval(tuple(r.shape), P._rtype(c.dense.dtype, r.dtype))
+        aval = Aval(tuple(r.shape), P.result_type(c.dense.dtype, r.dtype))
         c.dense = g._append(add_n_p, (c.dense.id, r.id), {}, aval, name=name)
         c.owned = True
     else:
@@ -163,7 +163,7 @@ def _total(g, c, name):
             c.total = terms[0]
         else:
             sparse = c.dense is None
-            aval = Aval(tuple(terms[0].shape), P._rtype(*[t.dtype for t in terms]))
+            aval = Aval(tuple(terms[0].shape), P.result_type(*[t.dtype for t in terms]))
             c.total = g._append(add_n_p, tuple(t.id for t in terms), {}, aval, name=name, sparse=sparse)
     return c.total
 
@@ -225,14 +225,14 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             gshape = tuple(gy.shape) if isinstance(gy, Value) else np.shape(gy)
             if len(gshape) != len(y.shape) or any(a is not None and b is not None and a != b
                                                    for a, b in zip(gshape, y.shape)):
-                raise P.ShapeError(f"gradients: grad_ys[{k}].shape={_fmt(gshape)} does not match "
-                                   f"y.shape={_fmt(y.shape)} ('{y.name}')")
+                raise P.ShapeError(f"gradients: grad_ys[{k}].shape={fmt_shape(gshape)} does not match "
+                                   f"y.shape={fmt_shape(y.shape)} ('{y.name}')")
 
     with g.as_default():
         for y, gy in zip(ys, grad_ys):
             if y.id not in dep:
                 continue
-            if _dt(avals[y.id]).kind not in "fc":
+            if dtype_of(avals[y.id]).kind not in "fc":
                 raise TypeError(f"gradients: y '{y.name}' has dtype {y.dtype}; only floating-point values have gradients")
             if gy is None:
                 gy = g._append(ones_like_p, (y.id,), {}, Aval(tuple(y.shape), y.dtype), name=f"gradients/{y.name}/ones")
@@ -249,7 +249,7 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             if not any(o in cot for o in e.outs):
                 continue
             need = [k for k, i in enumerate(e.ins)
-                    if i in dep and k not in p.nondiff_args and _dt(avals[i]).kind in "fc"
+                    if i in dep and k not in p.nondiff_args and dtype_of(avals[i]).kind in "fc"
                     and (p.joint_vjp is not None or p.vjps[k] is not None)]
             if not need:
                 continue

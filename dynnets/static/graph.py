@@ -29,7 +29,7 @@ import numpy as np
 
 from ..autograd import engine as _engine
 from ..autograd import ops as _ops
-from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _dt, _fmt, run_rule
+from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, dtype_of, fmt_shape, run_rule
 from ..autograd.tensor import Tensor
 
 __all__ = [
@@ -165,7 +165,7 @@ class Value:
 
     @property
     def dtype(self):
-        return _dt(self.graph.avals[self.id])
+        return dtype_of(self.graph.avals[self.id])
 
     @property
     def ndim(self):
@@ -188,7 +188,7 @@ class Value:
     def __len__(self):
         d = self.shape[0] if self.shape else None
         if d is None:
-            raise TypeError(f"len() of Value '{self.name}' with shape {_fmt(self.shape)}: first dimension unknown")
+            raise TypeError(f"len() of Value '{self.name}' with shape {fmt_shape(self.shape)}: first dimension unknown")
         return d
 
     def __iter__(self):
@@ -199,7 +199,7 @@ class Value:
         raise TypeError(f"Value '{self.name}' cannot be used as a Python index while the graph is built")
 
     def __repr__(self):
-        return f"<{type(self).__name__} '{self.name}' shape={_fmt(self.shape)} dtype={self.dtype}>"
+        return f"<{type(self).__name__} '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
     def eval(self, feed_dict=None, session=None):
         """``session.run(self, feed_dict)`` (as TF1's ``Tensor.eval``)."""
@@ -296,7 +296,7 @@ class Variable(Value):
         session._load_variable(self, value)
 
     def __repr__(self):
-        return f"<Variable '{self.name}' shape={_fmt(self.shape)} dtype={self.dtype}>"
+        return f"<Variable '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
 
 # --------------------------------------------------------------------------
@@ -593,7 +593,7 @@ def _densify(x):
     return x.to_dense() if type(x) is RowSparse else x
 
 
-densify_p = StaticPrimitive("densify", _densify, lambda x: Aval(tuple(x.shape), _dt(x)))
+densify_p = StaticPrimitive("densify", _densify, lambda x: Aval(tuple(x.shape), dtype_of(x)))
 
 
 def _densified(v):
@@ -793,8 +793,8 @@ def _assign_impl(S, value, var, mode):
 def _assign_shape(value, var, mode):
     want = var.graph.avals[var.id]
     if not _shape_fits(tuple(value.shape), want.shape, exact=(mode == "assign")):
-        raise ShapeError(f"{mode}: value.shape={_fmt(value.shape)} does not match variable '{var.name}'.shape="
-                         f"{_fmt(want.shape)}")
+        raise ShapeError(f"{mode}: value.shape={fmt_shape(value.shape)} does not match variable '{var.name}'.shape="
+                         f"{fmt_shape(want.shape)}")
     return want
 
 

@@ -50,7 +50,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..autograd import primitives as P
-from ..autograd.primitives import ShapeError, _dt
+from ..autograd.primitives import ShapeError, dtype_of
 from .graph import (SOURCES, Eqn, StaticPrimitive, _site_str, constant_p, param_p, placeholder_p,
                     variable_p)
 
@@ -135,7 +135,7 @@ def infer_shapes(g, input_avals=None):
     if input_avals:
         for pid, a in input_avals.items():
             old = g.avals[pid]
-            if tuple(old.shape) != tuple(a.shape) or _dt(old) != _dt(a):
+            if tuple(old.shape) != tuple(a.shape) or dtype_of(old) != dtype_of(a):
                 changed[pid] = a
     if not changed:
         return g
@@ -153,7 +153,7 @@ def infer_shapes(g, input_avals=None):
             raise type(err)(f"{err} [op '{e.name}'{_site_str(e.site)}, with the fed shapes]") from None
         outs = out if e.prim.multiple_results else (out,)
         for o, a in zip(e.outs, outs):
-            if tuple(avals[o].shape) != tuple(a.shape) or _dt(avals[o]) != _dt(a):
+            if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
                 avals[o] = a
                 dirty.add(o)
     return g.derive(list(g.eqns), avals=avals)
@@ -475,7 +475,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
                     if not (pe is not None and isinstance(pe.attrs["value"], (float, int))
                             and not isinstance(pe.attrs["value"], bool)):
                         if not (_concrete(a.shape) and _bcast_to(tuple(a.shape), tuple(root_aval.shape))
-                                and _dt(a) == dt):
+                                and dtype_of(a) == dt):
                             ok = False
                     continue
                 if (fusible(pe) and uses[i] == 1 and id(pe) not in absorbed and avals[i].dtype == dt
@@ -484,7 +484,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
                 else:
                     a = avals[i]
                     if not (_concrete(a.shape) and _bcast_to(tuple(a.shape), tuple(root_aval.shape))
-                            and _dt(a) == dt):
+                            and dtype_of(a) == dt):
                         ok = False
         if not ok or len(members) < 2:
             continue

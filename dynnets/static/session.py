@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, _fmt
+from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, fmt_shape
 from . import passes as _passes
 from .backward import vjp_call_info
 from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
@@ -58,8 +58,8 @@ def _cp(x):
 
 def _bad_param(p, shape, dtype):
     d = p.data
-    raise ShapeError(f"Session.run: live parameter '{p.name or 'param'}' has shape {_fmt(d.shape)} and dtype "
-                     f"{d.dtype}; the graph was traced for shape {_fmt(shape)} and dtype {dtype} (trace again "
+    raise ShapeError(f"Session.run: live parameter '{p.name or 'param'}' has shape {fmt_shape(d.shape)} and dtype "
+                     f"{d.dtype}; the graph was traced for shape {fmt_shape(shape)} and dtype {dtype} (trace again "
                      f"after changing a parameter's shape)")
 
 
@@ -290,8 +290,8 @@ class Session:
                 decl = g.avals[k.id]
                 shp = tuple(decl.shape)
                 if len(v.shape) != len(shp) or any(d is not None and d != s for d, s in zip(shp, v.shape)):
-                    raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {_fmt(shp)}, given a "
-                                    f"value of shape {_fmt(v.shape)}")
+                    raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {fmt_shape(shp)}, given a "
+                                    f"value of shape {fmt_shape(v.shape)}")
                 dt = decl.dtype
                 if v.dtype != dt:
                     if v.dtype.kind in "biuf" and np.can_cast(v.dtype, dt, "same_kind"):
@@ -310,7 +310,7 @@ class Session:
         missing = [g.values[e.outs[0]] for e in pruned.eqns if e.prim is placeholder_p and e.outs[0] not in fed]
         if missing:
             m = missing[0]
-            raise FeedError(f"Session.run: placeholder '{m.name}' (shape {_fmt(m.shape)}, dtype {m.dtype}) must "
+            raise FeedError(f"Session.run: placeholder '{m.name}' (shape {fmt_shape(m.shape)}, dtype {m.dtype}) must "
                             f"be fed: the fetches need it" + (f" (also unfed: {[x.name for x in missing[1:]]})"
                                                               if len(missing) > 1 else ""))
         opt = self._optimize(pruned, input_avals, timings)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.engine import _accumulate_leaf
-from ..autograd.primitives import _fmt
+from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor
 from .backward import _gradients
 from .graph import _TRACE, Graph, Value, placeholder
@@ -215,7 +215,7 @@ class TracedFunction:
                 loss = flat[0]
                 if tuple(loss.shape) not in ((), (1,)):
                     raise ValueError(f"trace: the gradient is of fn's first output, which must be a scalar; "
-                                     f"got shape {_fmt(loss.shape)}")
+                                     f"got shape {fmt_shape(loss.shape)}")
                 xs = [g._params.get(id(p)) for p in self.grads_of]
                 used = [(k, x) for k, x in enumerate(xs) if x is not None]
                 grads = _gradients(loss, [x for _, x in used]) if used else []

@@ -151,7 +151,7 @@ def test_activations_propagate_nan():
 def test_per_node_primitives_one_row_equal_many_rows(dtype):
     """The per-node Tree-LSTM primitives take the fused matrix-vector kernels
     for one or two rows and a BLAS product for more: both give the same rows."""
-    from dynnets.autograd import primitives as P
+    from dynnets.autograd.primitives import tree as P
 
     rng = np.random.default_rng(7)
     Hh, E = 5, 7

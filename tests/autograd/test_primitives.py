@@ -697,11 +697,11 @@ def test_factored_weight_gradients_equal_dense_ones_over_a_loop(kind, monkeypatc
     """A cell or product applied row by row (a define-by-run loop) returns its
     weight gradients as OuterSum factors; the accumulated result equals the
     dense per-step gradients (factoring disabled), in float64."""
-    import dynnets.autograd.primitives as P
+    import dynnets.autograd.gradtypes as G
     from dynnets import nn
 
     def grads(factor_rows):
-        monkeypatch.setattr(P, "_FACTOR_ROWS", factor_rows)
+        monkeypatch.setattr(G, "FACTOR_ROWS", factor_rows)
         rng = np.random.default_rng(11)
         xs = [ops.tensor(rng.standard_normal((1, 4)), dtype=np.float64) for _ in range(5)]
         if kind in ("lstm_cell", "gru_cell"):
@@ -728,7 +728,7 @@ def test_factored_weight_gradients_equal_dense_ones_over_a_loop(kind, monkeypatc
                 h = ops.tanh(h @ w + x) if kind == "matmul" else ops.tanh(ops.linear(h, w, x[0]))
             params = [w]
         (h * h).sum().backward()
-        assert all(type(p._grad) is not P.OuterSum for p in params)
+        assert all(type(p._grad) is not G.OuterSum for p in params)
         return [p.grad.numpy() for p in params]
 
     dense = grads(0)
@@ -741,11 +741,11 @@ def test_split_rows_forms_leaf_input_gradients_in_one_product(mix, monkeypatch):
     """Per-node leaves return their input gradient as MatmulT, which split_rows'
     VJP forms with one product; a row also used with another weight, twice, or
     by an ordinary op falls back to dense sums. All equal the dense path."""
-    import dynnets.autograd.primitives as P
+    import dynnets.autograd.gradtypes as G
     from dynnets.models.common import split_rows, tree_lstm_leaf_node
 
     def grads(factor_rows):
-        monkeypatch.setattr(P, "_FACTOR_ROWS", factor_rows)
+        monkeypatch.setattr(G, "FACTOR_ROWS", factor_rows)
         rng = np.random.default_rng(12)
         x = ops.tensor(rng.standard_normal((4, 5)), requires_grad=True, dtype=np.float64)
         w, w2 = (ops.tensor(rng.standard_normal((5, 6)), requires_grad=True, dtype=np.float64) for _ in range(2))
@@ -876,15 +876,15 @@ def test_fused_cells_numpy_twin_path(name, monkeypatch):
     """Large batches run the cells' numpy twins instead of the Numba kernels
     (faster there); force each path on the small samples: both must pass
     gradcheck and agree."""
-    import dynnets.autograd.primitives as P
-    always = {k: (None if v is None else 0) for k, v in P._TWIN_MIN.items()}
-    never = {k: None for k in P._TWIN_MIN}
+    import dynnets.autograd.primitives.cells as C
+    always = {k: (None if v is None else 0) for k, v in C._TWIN_MIN.items()}
+    never = {k: None for k in C._TWIN_MIN}
     prim = PRIMITIVES[name]
     for case in SAMPLES[name](np.random.default_rng(5)):
         diff = case.diff_positions(prim)
-        monkeypatch.setattr(P, "_TWIN_MIN", never)
+        monkeypatch.setattr(C, "_TWIN_MIN", never)
         kernel_out = prim.impl(*case.args)
-        monkeypatch.setattr(P, "_TWIN_MIN", always)
+        monkeypatch.setattr(C, "_TWIN_MIN", always)
         gradcheck(_fn(prim, case, diff), [case.args[k] for k in diff])
         for a, b in zip(prim.impl(*case.args), kernel_out):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
