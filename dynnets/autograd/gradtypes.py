@@ -87,13 +87,8 @@ class RowSparse:
             order = np.argsort(self.rows, kind="stable")
             return RowSparse(self.rows[order], self.values[order], self.shape)
         vals = self.values
-        if is_kernel_float(vals.dtype) and vals.ndim == 2:
-            vals = K.embedding_bwd(inv.astype(np.int64).reshape(-1), np.ascontiguousarray(vals), len(rows))
-        else:
-            out = np.zeros((len(rows),) + vals.shape[1:], dtype=vals.dtype)
-            np.add.at(out, inv.reshape(-1), vals)
-            vals = out
-        return RowSparse(rows, vals, self.shape)
+        return RowSparse(rows, sum_rows(inv.astype(np.int64).reshape(-1), vals, len(rows), vals.shape[1:]),
+                         self.shape)
 
     def to_dense(self):
         out = np.zeros(self.shape, dtype=self.values.dtype)
@@ -275,3 +270,188 @@ def factored_matmul_t(a, w):
     if a.shape[0] <= FACTOR_ROWS:
         return MatmulT(a, w)
     return a @ w.T
+
+
+# --------------------------------------------------------------------------
+# adding and densifying: the only code that branches on the types above
+# --------------------------------------------------------------------------
+
+_NDARRAY = np.ndarray
+_LAZY = frozenset({RowSparse, OuterSum, MatmulT})
+
+
+def is_lazy(x):
+    """Whether ``x`` is one of the gradient types above (not an array yet)."""
+    return type(x) in _LAZY
+
+
+def is_row_sparse(x):
+    return type(x) is RowSparse
+
+
+def densify(x, keep_matmul=False):
+    """``x`` as an array; with ``keep_matmul`` a :class:`MatmulT` stays
+    factored (for a ``lazy_grads`` primitive's VJP)."""
+    tx = type(x)
+    if tx in _LAZY and not (keep_matmul and tx is MatmulT):
+        return x.to_dense()
+    return x
+
+
+def densify_all(r):
+    """A joint VJP's gradients with factored or row-sparse parts densified."""
+    return tuple(densify(x) for x in r)
+
+
+def dense_like(a, x):
+    """Gradient ``a`` dense, in the dtype of input ``x`` (``None`` stays ``None``)."""
+    if a is None:
+        return None
+    if type(a) in _LAZY:
+        a = a.to_dense()
+    dt = getattr(x, "dtype", None)
+    return a if dt is None or a.dtype == dt else np.asarray(a).astype(dt)
+
+
+def cast(x, dt):
+    """Gradient ``x`` in dtype ``dt`` (a row-sparse one stays row-sparse)."""
+    if x is None or dt is None or x.dtype == dt:
+        return x
+    if type(x) is RowSparse:
+        return RowSparse(x.rows, x.values.astype(dt), x.shape)
+    return np.asarray(x).astype(dt)
+
+
+def add(old, new):
+    """``old + new`` for gradients of any of the types (``old`` may be None).
+    Factored sums stay factored where both sides allow it; an
+    :class:`OuterSum` is extended in place (only the engine holds them)."""
+    if old is None:
+        return new
+    to, tn = type(old), type(new)
+    if to is _NDARRAY and tn is _NDARRAY:
+        return old + new
+    if to is MatmulT or tn is MatmulT:
+        if to is MatmulT and tn is MatmulT and old.w is new.w:
+            return old.add(new)
+        return add(old.to_dense() if to is MatmulT else old, new.to_dense() if tn is MatmulT else new)
+    if to is OuterSum:
+        return old.add(new.to_dense() if tn is RowSparse else new)
+    if tn is OuterSum:
+        return new.add(old.to_dense() if to is RowSparse else old)
+    if to is RowSparse:
+        return old.add(new) if tn is RowSparse else old.add_to_dense(new)
+    if tn is RowSparse:
+        return new.add_to_dense(old)
+    return old + new
+
+
+def leaf_grad(g, data):
+    """Gradient ``g`` made fit to accumulate into a leaf holding ``data``: a
+    product formed, an array in the leaf's dtype and shape (writable), a
+    row-sparse one in its dtype; an :class:`OuterSum` stays factored until
+    backward's last step."""
+    tg = type(g)
+    if tg is MatmulT:
+        g = g.to_dense()
+        tg = _NDARRAY
+    if tg is OuterSum:
+        return g
+    if tg is RowSparse:
+        if g.dtype != data.dtype:
+            g = RowSparse(g.rows, g.values.astype(data.dtype), g.shape)
+        return g
+    if g.dtype != data.dtype:
+        g = g.astype(data.dtype)
+    if g.shape != data.shape:
+        g = np.broadcast_to(g, data.shape)
+    if not g.flags.writeable:
+        g = g.copy()
+    return g
+
+
+def values(x):
+    """The array a gradient's numbers are in (a row-sparse one's values), for
+    checks such as anomaly detection."""
+    return x.values if type(x) is RowSparse else x
+
+
+def add_n(xs):
+    """The sum of gradients of which some are row-sparse: all sparse, they
+    are concatenated (still row-sparse); else scattered into the dense sum."""
+    sparse = [x for x in xs if type(x) is RowSparse]
+    if len(sparse) == len(xs):
+        return RowSparse(np.concatenate([s.rows for s in sparse]),
+                         np.concatenate([s.values for s in sparse]), sparse[0].shape)
+    dense = None
+    for x in xs:
+        if type(x) is not RowSparse:
+            dense = np.array(x, copy=True) if dense is None else dense + x
+    for s in sparse:
+        np.add.at(dense, s.rows, s.values.astype(dense.dtype, copy=False))
+    return dense
+
+
+def any_row_sparse(xs):
+    for x in xs:
+        if type(x) is RowSparse:
+            return True
+    return False
+
+
+def is_outer_sum(x):
+    return type(x) is OuterSum
+
+
+def form(x, dtype):
+    """An :class:`OuterSum` formed in ``dtype`` (any other gradient as it is):
+    backward forms a parameter's gathered factors once, at its end."""
+    return x.to_dense(dtype) if type(x) is OuterSum else x
+
+
+def sum_rows(inv, g, n_rows, row_shape):
+    """The ``inv.size`` rows (of shape ``row_shape``) of gradient ``g`` summed
+    into ``n_rows`` by index ``inv`` (int64): the values of a row-sparse
+    gradient. A :class:`MatmulT` ``g = a @ w.T`` (per-node leaves, see
+    :func:`join_rows`) keeps its product: the rows of ``a`` are summed, and
+    the product is formed once for all the sentences of a minibatch
+    (``RowSparse`` joins such values)."""
+    if type(g) is MatmulT:
+        if g.a.shape[0] == inv.size and same_float(g.a):
+            return MatmulT(K.embedding_bwd(inv, g.a, n_rows), g.w)
+        g = g.to_dense()
+    g2 = np.reshape(g, (inv.size,) + tuple(row_shape))
+    if is_kernel_float(g2.dtype) and g2.ndim == 2:
+        return K.embedding_bwd(inv, np.ascontiguousarray(g2), n_rows)
+    out = np.zeros((n_rows,) + tuple(row_shape), dtype=g2.dtype)
+    np.add.at(out, inv, g2)
+    return out
+
+
+def join_rows(gs, shape, dtype):
+    """The gradient of an input of ``shape`` (n, ...) from the gradients of
+    its n rows (each of shape (1, ...), or None). When every given row's
+    gradient is a one-row product with the same ``w`` (per-node leaves read
+    as rows of a sentence's embeddings), the result is one :class:`MatmulT`
+    for all rows: a ``lazy_grads`` consumer forms it with one matrix product,
+    any other is given it dense by the engine."""
+    lazy = [gi for gi in gs if type(gi) is MatmulT]
+    if lazy:
+        w = lazy[0].w
+        if len(shape) == 2 and all(gi is None or (type(gi) is MatmulT and gi.w is w and gi.a.shape[0] == 1)
+                                   for gi in gs):
+            if len(lazy) == len(gs):
+                a = np.concatenate([gi.a for gi in gs])
+            else:
+                a = np.zeros((len(gs), lazy[0].a.shape[1]), dtype=lazy[0].a.dtype)
+                for i, gi in enumerate(gs):
+                    if gi is not None:
+                        a[i] = gi.a[0]
+            return MatmulT(a, w)
+        gs = [gi.to_dense() if type(gi) is MatmulT else gi for gi in gs]
+    dt = next((gi.dtype for gi in gs if gi is not None), dtype)
+    gx = np.zeros(shape, dtype=dt)
+    for i, gi in enumerate(gs):
+        if gi is not None:
+            gx[i] = gi[0]
+    return gx

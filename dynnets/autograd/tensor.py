@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .primitives import RowSparse, ShapeError
+from .gradtypes import densify
+from .primitives.core import ShapeError
 
 __all__ = ["Tensor", "Parameter"]
 
@@ -77,9 +78,7 @@ class Tensor:
         g = self._grad
         if g is None:
             return None
-        if type(g) is RowSparse:
-            g = g.to_dense()
-        return Tensor(g)
+        return Tensor(densify(g))
 
     @grad.setter
     def grad(self, value):

@@ -29,7 +29,8 @@ import numpy as np
 
 from ..autograd import engine as _engine
 from ..autograd import ops as _ops
-from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, dtype_of, fmt_shape, run_rule
+from ..autograd import gradtypes
+from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
 from ..autograd.tensor import Tensor
 
 __all__ = [
@@ -85,13 +86,14 @@ class StaticPrimitive(Primitive):
     takes ``out=`` (a caller's array, for the memory plan) and returns a
     fresh array otherwise."""
 
-    __slots__ = ("effect", "source", "out_arg")
+    __slots__ = ("effect", "source", "out_arg", "kernel_source")
 
     def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False):
         super().__init__(name, impl, shape, multiple_results=multiple_results, differentiable=False)
         self.effect = effect
         self.source = source
         self.out_arg = out_arg
+        self.kernel_source = None     # a fused kernel's generated source
 
 
 def _no_impl(*a, **k):
@@ -400,8 +402,8 @@ class Graph:
                 v = self._append(constant_p, (), {"value": value}, aval, name="Const")
                 self._scalar_consts[key] = v
             return v
-        if isinstance(value, RowSparse):
-            raise TypeError("a RowSparse gradient cannot be a graph constant")
+        if gradtypes.is_lazy(value):
+            raise TypeError(f"a {type(value).__name__} gradient cannot be a graph constant")
         arr = np.array(value, copy=True) if not isinstance(value, np.generic) else value
         if isinstance(arr, np.ndarray):
             arr.setflags(write=False)
@@ -589,11 +591,7 @@ _engine.set_symbolic_handler(_symbolic_bind)
 # --------------------------------------------------------------------------
 
 
-def _densify(x):
-    return x.to_dense() if type(x) is RowSparse else x
-
-
-densify_p = StaticPrimitive("densify", _densify, lambda x: Aval(tuple(x.shape), dtype_of(x)))
+densify_p = StaticPrimitive("densify", gradtypes.densify, lambda x: Aval(tuple(x.shape), dtype_of(x)))
 
 
 def _densified(v):

@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, fmt_shape
+from ..autograd import gradtypes
+from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from . import passes as _passes
-from .backward import vjp_call_info
 from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
                     effect_variables, get_default_graph, op_error, param_p, placeholder_p, variable_p,
                     variables_initializer)
@@ -42,14 +42,8 @@ _asarray = np.asarray
 _perf = time.perf_counter
 
 
-def _dense(x):
-    tp = type(x)
-    return x.to_dense() if tp is RowSparse or tp is OuterSum or tp is MatmulT else x
-
-
-def _dense_all(r):
-    """A joint VJP's gradients with factored or row-sparse parts densified."""
-    return tuple(_dense(x) for x in r)
+_dense = gradtypes.densify
+_dense_all = gradtypes.densify_all
 
 
 def _cp(x):
@@ -63,14 +57,7 @@ def _bad_param(p, shape, dtype):
                      f"after changing a parameter's shape)")
 
 
-def _cast(x, dt):
-    """A gradient in its input's declared dtype ``dt`` (a VJP computes in the
-    promoted dtype of a mixed float32/float64 equation, as numpy does)."""
-    if x is None or dt is None or x.dtype == dt:
-        return x
-    if type(x) is RowSparse:
-        return RowSparse(x.rows, x.values.astype(dt), x.shape)
-    return np.asarray(x).astype(dt)
+_cast = gradtypes.cast
 
 
 def _cast_all(r, dts):
@@ -455,7 +442,7 @@ class Session:
             else:
                 args = tuple(slot[i] for i in e.ins)
                 outs = tuple(new_slot(x) for x in e.outs)
-                info = vjp_call_info(p)
+                info = getattr(p, "vjp_call", None)
                 if getattr(p, "effect", False):
                     variables.extend(effect_variables(e))
                     instrs.append(_Ins("effect", outs, p.impl, args, e.attrs or None, e, None))

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.engine import _accumulate_leaf
+from ..autograd.engine import accumulate_grad
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor
 from .backward import _gradients
@@ -152,7 +152,7 @@ class TracedFunction:
         if self.accumulate:
             for p, gr in zip(self.grads_of, grads):
                 if gr is not None:
-                    _accumulate_leaf(p, gr)
+                    accumulate_grad(p, gr)
             return outs
         return outs, grads
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import kernels as K
-from ..gradtypes import MatmulT
+from ..gradtypes import join_rows
 from .core import (Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
                    is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
 
@@ -487,32 +487,9 @@ def _split_rows_shape(x):
 
 def _split_rows_vjp(g, ins, out):
     x = ins[0]
-    lazy = [gi for gi in g if type(gi) is MatmulT]
-    if lazy:
-        w = lazy[0].w
-        if np.ndim(x) == 2 and all(gi is None or (type(gi) is MatmulT and gi.w is w and gi.a.shape[0] == 1)
-                                   for gi in g):
-            # every row's gradient is (its a) @ w.T: one product for all rows
-            if len(lazy) == len(g):
-                a = np.concatenate([gi.a for gi in g])
-            else:
-                a = np.zeros((len(g), lazy[0].a.shape[1]), dtype=lazy[0].a.dtype)
-                for i, gi in enumerate(g):
-                    if gi is not None:
-                        a[i] = gi.a[0]
-            # still a product: an embedding consumer keeps it so (lazy_grads),
-            # any other is given it dense by the engine
-            return (MatmulT(a, w),)
-        g = [gi.to_dense() if type(gi) is MatmulT else gi for gi in g]
-    dt = next((gi.dtype for gi in g if gi is not None), np.asarray(x).dtype)
-    gx = np.zeros(np.shape(x), dtype=dt)
-    for i, gi in enumerate(g):
-        if gi is not None:
-            gx[i] = gi[0]
-    return (gx,)
+    return (join_rows(g, np.shape(x), np.asarray(x).dtype),)
 
 
 split_rows_p = defprim("split_rows", _split_rows, _split_rows_shape, joint_vjp=_split_rows_vjp,
-                       multiple_results=True)
-split_rows_p.lazy_grads = True
+                       multiple_results=True, lazy_grads=True)
 

@@ -57,11 +57,21 @@ class Aval(NamedTuple):
 
 
 class Primitive:
-    __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results",
-                 "differentiable", "scalar", "doc", "nondiff_args", "lazy_grads", "checked", "attr_key")
+    """One entry of the table; every fact about it is an attribute set from
+    :func:`defprim`'s arguments (see there), so the engine, the static graph,
+    its gradients and the compile passes read one object.
+
+    ``checked`` is the eager input-check cache: input signatures (shapes,
+    dtypes, attributes) whose shape rule ``bind`` has already run and passed
+    (see :mod:`dynnets.autograd.engine`)."""
+
+    __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
+                 "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
+                 "attr_key", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
-                 differentiable=True, scalar=None, nondiff_args=(), attr_key=None):
+                 differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
+                 sparse_grads=(), twin_min=None, attr_key=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -69,48 +79,97 @@ class Primitive:
         self.joint_vjp = joint_vjp
         self.multiple_results = multiple_results
         self.differentiable = differentiable
-        self.scalar = scalar          # scalar expression template, for elementwise fusion
         self.nondiff_args = tuple(nondiff_args)
         self.doc = impl.__doc__
-        # the joint VJP accepts MatmulT output gradients (eager backward
-        # densifies every other primitive's output gradients first)
-        self.lazy_grads = False
-        # input signatures (shapes, dtypes, attributes) whose shape rule eager
-        # bind has already run and passed: see engine.bind. ``attr_key``
-        # (attributes -> a hashable stand-in) serves attributes that Python
-        # cannot hash (slices, before Python 3.12)
-        self.checked = {}
+        self.scalar = scalar
+        self.lazy_grads = bool(lazy_grads)
+        self.dense_vjp = dense_vjp
+        self.sparse_grads = frozenset(sparse_grads)
+        self.twin_min = twin_min
         self.attr_key = attr_key
+        self.checked = {}
+
+    def vjp_fn(self, i=None, dense=False):
+        """The VJP of input ``i`` (the joint VJP for ``None``); with ``dense``
+        its ``dense_vjp`` twin where it has one."""
+        if dense and self.dense_vjp is not None:
+            d = self.dense_vjp if i is None else self.dense_vjp[i]
+            if d is not None:
+                return d
+        return self.joint_vjp if i is None else self.vjps[i]
 
     def __repr__(self):
         return f"<primitive {self.name}>"
-
-    def bind(self, *args, **attrs):
-        from .engine import bind
-        return bind(self, *args, **attrs)
 
 
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def defprim(name, impl, shape, vjp=None, joint_vjp=None, multiple_results=False,
-            differentiable=True, scalar=None, nondiff_args=(), attr_key=None):
-    """Declare a primitive: forward, shape rule and VJP(s) together.
+def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
+            nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
+            attr_key=None):
+    """Declare a primitive: every fact about it, in one call.
 
-    ``vjp`` is a tuple with one function (or ``None``) per input.
-    ``scalar`` is an optional template such as ``"math.tanh({0})"`` that lets
-    the static compiler fuse chains of elementwise ops into one Numba kernel.
-    ``attr_key(**attrs)`` gives a hashable stand-in for attributes Python
-    cannot hash, so eager bind can cache their input check (see engine).
+    Parameters
+    ----------
+    name : str
+        The table key; the public op drops the ``_p`` of the Python name.
+    impl : callable
+        ``impl(*arrays, **attrs)``: the forward on numpy arrays (a tuple for
+        ``multiple_results``).
+    shape : callable
+        ``shape(*avals, **attrs) -> Aval`` (a tuple of them): the shape/dtype
+        rule and input check.
+    vjp : tuple of callables or None
+        One ``vjp(g, inputs, out, **attrs)`` per input (``None`` for an input
+        without gradient). ``grep -rn "vjp=" dynnets`` lists every gradient.
+    joint_vjp : callable
+        Instead of ``vjp``: ``joint_vjp(g, inputs, out, **attrs) -> tuple``
+        for primitives whose input gradients share work.
+    multiple_results : bool
+    differentiable : bool
+        ``False`` for a primitive without gradients (comparisons, argmax):
+        bind records nothing for it.
+    nondiff_args : tuple of int
+        Inputs that never get a gradient (indices, masks, schedules).
+    scalar : str
+        A scalar expression template (``"({0} * {1})"``) for an elementwise
+        primitive: the static compiler fuses chains of primitives that have one
+        into a generated Numba kernel (:func:`dynnets.static.passes.fuse_elementwise`).
+    lazy_grads : bool
+        The VJP accepts :class:`~dynnets.autograd.gradtypes.MatmulT` output
+        gradients (eager backward densifies them for every other primitive).
+    dense_vjp : callable, or tuple of callables/None aligned with ``vjp``
+        Twins of VJPs that return factored gradients
+        (:class:`~dynnets.autograd.gradtypes.OuterSum`) for callers that
+        densify every gradient at once (static plans), where forming the
+        factors costs more than the dense gradient.
+    sparse_grads : tuple of int
+        Inputs whose VJP returns a :class:`~dynnets.autograd.gradtypes.RowSparse`
+        gradient; symbolic gradients keep it sparse (optimizers update rows).
+    twin_min : int
+        The work size (rows times hidden size) from which the implementation
+        runs its kernel's numpy twin instead of the kernel (the twin's SIMD
+        ufuncs win on large arrays; measured per primitive). The implementation
+        reads it from the primitive, so a test can move it.
+    attr_key : callable
+        ``attr_key(**attrs)``: a hashable stand-in for attributes Python cannot
+        hash (slices), so eager bind can cache their input check.
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
     if differentiable and vjp is None and joint_vjp is None:
         raise ValueError(f"defprim: differentiable primitive {name!r} needs vjp= or joint_vjp=")
-    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results, differentiable, scalar, nondiff_args,
-                  attr_key)
+    if dense_vjp is not None and (joint_vjp is not None) != callable(dense_vjp):
+        raise ValueError(f"defprim: {name!r}: dense_vjp= is a function for a joint_vjp=, a tuple aligned with "
+                         f"vjp= otherwise")
+    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
+                  differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
+                  dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key)
     PRIMITIVES[name] = p
     return p
+
+
 # --------------------------------------------------------------------------
 # shape-rule helpers
 # --------------------------------------------------------------------------

@@ -78,8 +78,7 @@ def _pow_vjp_y(g, ins, out):
 
 pow_p = defprim(
     "pow", np.power, _binary_shape("pow", np.power),
-    vjp=(_pow_vjp_x, _pow_vjp_y),
-    scalar="({0} ** {1})")
+    vjp=(_pow_vjp_x, _pow_vjp_y))
 
 
 def _select_vjp(g, win, tie, shape):
@@ -103,14 +102,20 @@ minimum_p = defprim(
 neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
                 vjp=(lambda g, ins, out: -g,), scalar="(-{0})")
 
+# exp, log, tanh, sigmoid and pow have no scalar= template, so the static
+# compiler never fuses them: a Numba kernel evaluates them with scalar libm
+# calls where numpy's ufuncs are SIMD-vectorised, and a fused exp(a)*b ran at
+# 0.5x numpy's speed at 1024 elements, 0.25x from 4096 on (tanh 12-30x slower
+# from 4096 on), measured with ``benchmarks/bench_static.py --only fusion``
+# (dynnets.static.passes): below FUSE_MIN_SIZE no fusion runs at all.
 exp_p = defprim("exp", np.exp, _unary_shape("exp", np.exp),
-                vjp=(lambda g, ins, out: g * out,), scalar="math.exp({0})")
+                vjp=(lambda g, ins, out: g * out,))
 
 log_p = defprim("log", np.log, _unary_shape("log", np.log),
-                vjp=(lambda g, ins, out: g / ins[0],), scalar="math.log({0})")
+                vjp=(lambda g, ins, out: g / ins[0],))
 
 tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
-                 vjp=(lambda g, ins, out: g * (1 - out * out),), scalar="math.tanh({0})")
+                 vjp=(lambda g, ins, out: g * (1 - out * out),))
 
 
 def _sigmoid(x):
@@ -121,8 +126,7 @@ def _sigmoid(x):
 
 
 sigmoid_p = defprim("sigmoid", _sigmoid, _unary_shape("sigmoid"),
-                    vjp=(lambda g, ins, out: g * out * (1 - out),),
-                    scalar="(1.0 / (1.0 + math.exp(-{0})) if {0} >= 0 else math.exp({0}) / (1.0 + math.exp({0})))")
+                    vjp=(lambda g, ins, out: g * out * (1 - out),))
 
 
 def _relu(x):

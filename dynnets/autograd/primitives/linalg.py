@@ -74,7 +74,10 @@ def _matmul_vjp_w_dense(g, ins, out):
     return unbroadcast(gw, w.shape)
 
 
-matmul_p = defprim("matmul", _matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w))
+# static plans densify every gradient at once: there the dense twin of the weight
+# VJP forms it directly (a factor object and its product cost more)
+matmul_p = defprim("matmul", _matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w),
+                   dense_vjp=(None, _matmul_vjp_w_dense))
 
 
 def _linear(x, w, b):
@@ -116,5 +119,5 @@ def _linear_vjp_dense(g, ins, out):
     return _linear_vjp(g, ins, out, factor=False)
 
 
-linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp)
+linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp, dense_vjp=_linear_vjp_dense)
 

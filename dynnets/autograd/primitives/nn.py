@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels as K
-from ..gradtypes import MatmulT, RowSparse
+from ..gradtypes import RowSparse, sum_rows
 from .core import (Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fmt_shape,
                    is_int, is_kernel_float, norm_axis, same_float)
 
@@ -171,24 +171,9 @@ def _embedding_vjp(g, ins, out):
         raise IndexRangeError(f"embedding: id out of range for {V} embeddings")
     rows, inv = np.unique(flat, return_inverse=True)
     inv = inv.astype(np.int64).reshape(-1)
-    if type(g) is MatmulT:
-        if g.a.shape[0] == flat.size and same_float(g.a):
-            # g = a @ w.T (per-node leaves, see split_rows): rows of a are
-            # summed per id and the values stay a product, formed once for
-            # all the sentences of a minibatch (RowSparse._join)
-            vals = K.embedding_bwd(inv, g.a, len(rows))
-            return RowSparse(rows, MatmulT(vals, g.w), weight.shape)
-        g = g.to_dense()
-    g2 = np.reshape(g, (flat.size, D))
-    if is_kernel_float(g2.dtype):
-        vals = K.embedding_bwd(inv, np.ascontiguousarray(g2), len(rows))
-    else:
-        vals = np.zeros((len(rows), D), dtype=g2.dtype)
-        np.add.at(vals, inv, g2)
-    return RowSparse(rows, vals, weight.shape)
+    return RowSparse(rows, sum_rows(inv, g, len(rows), (D,)), weight.shape)
 
 
 embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None),
-                      nondiff_args=(1,))
-embedding_p.lazy_grads = True
+                      nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,))
 
