@@ -1,15 +1,21 @@
 """dynnets: dynamic (define-by-run) and static (define-then-run) neural networks
 on numpy and Numba, built from one table of primitives."""
+from . import numba_cache as _numba_cache
+
+_numba_cache.install()      # before any kernel is compiled or loaded: see dynnets/numba_cache.py
+
 from .autograd import (AnomalyError, GradcheckError, Parameter, ShapeError, Tensor, detect_anomaly,
                        enable_grad, gradcheck, is_grad_enabled, no_grad)
 from .autograd.ops import *  # noqa: F401,F403
 from .autograd.ops import __all__ as _ops_all
 from .io import load, save
+from .random import default_generator, initial_seed, manual_seed, seed
 
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError", "no_grad", "enable_grad",
-           "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", *_ops_all]
+           "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", "manual_seed", "seed", "initial_seed",
+           "default_generator", *_ops_all]
 
 
 def __getattr__(name):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
-from .common import ModelBase, prepare_sentences
+from .common import ModelBase, SentenceExample, prepare_sentences
 from .registry import register
 
 __all__ = ["BagOfWords", "BowBatch"]
@@ -65,6 +65,8 @@ class BagOfWords(ModelBase, nn.Module):
     """
 
     kind = "bow"
+    example_type = SentenceExample
+    batch_type = BowBatch
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, dropout=0.0, embed_dropout=0.0,
                  embed_init=None, seed=0, dtype="float32"):
@@ -112,24 +114,27 @@ class BagOfWords(ModelBase, nn.Module):
         labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
         return BowBatch(ids, average, labels, lengths)
 
-    def sentence_vectors(self, batch):
+    def sentence_vectors(self, batch, vocab=None):
         """Mean word vector of each sentence, (B, E)."""
+        batch = self.as_batch(batch, vocab)
         return ops.matmul(batch.average, self.embed_drop(self.embedding(batch.ids)))
 
-    def logits_and_labels(self, batch, which="loss"):
+    def logits_and_labels(self, batch, which="loss", vocab=None):
         """Logits (B, C) and labels (``which`` as in the tree models; a sentence has one output)."""
+        batch = self.as_batch(batch, vocab)
         h = self.sentence_vectors(batch)
         if self.hidden:
             h = ops.tanh(self.proj(h))
         return self.out(self.drop(h)), batch.labels
 
-    def loss(self, batch):
+    def loss(self, batch, vocab=None):
         """Mean cross-entropy over the sentences (a scalar Tensor)."""
-        logits, labels = self.logits_and_labels(batch)
+        logits, labels = self.logits_and_labels(batch, vocab=vocab)
         return ops.cross_entropy(logits, labels)
 
-    def forward(self, batch):
-        return self.loss(batch)
+    def forward(self, batch, vocab=None):
+        """``model(x)`` is ``model.loss(x)``: ``x`` a minibatch, trees or prepared examples."""
+        return self.loss(batch, vocab)
 
     def extra_repr(self):
         c = self.config

@@ -15,10 +15,11 @@ import numpy as np
 from ..autograd import primitives as P
 from ..autograd.engine import bind, no_grad
 from ..data.batching import TreeArrays, TreeBatch, merge
+from ..data.trees import Tree
 
 __all__ = ["split_rows", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels", "tree_lstm_node",
-           "tree_lstm_leaf_node", "lstm_seq", "gru_seq", "rnn_seq", "TreeExample", "TreeMiniBatch",
-           "prepare_trees", "collate_trees", "SentenceExample", "PackedBatch", "pack_sentences",
+           "tree_lstm_leaf_node", "TreeExample", "TreeMiniBatch", "prepare_trees", "collate_trees",
+           "examples_from_schedule", "minibatch_from_schedule", "SentenceExample", "PackedBatch", "pack_sentences",
            "prepare_sentences", "ModelBase", "uniform_param"]
 
 
@@ -59,21 +60,6 @@ def tree_lstm_leaf_node(x, w, b):
     return bind(P.tree_lstm_leaf_node_p, x, w, b)[0]
 
 
-def lstm_seq(gx, w_hh, b_hh, batch_sizes):
-    """Packed LSTM; returns the hidden state of every packed step (total, H)."""
-    return bind(P.lstm_seq_p, gx, w_hh, b_hh, batch_sizes)[0]
-
-
-def gru_seq(gx, w_hh, b_hh, batch_sizes):
-    """Packed GRU; returns the hidden state of every packed step (total, H)."""
-    return bind(P.gru_seq_p, gx, w_hh, b_hh, batch_sizes)[0]
-
-
-def rnn_seq(gx, w_hh, b_hh, batch_sizes):
-    """Packed Elman RNN (tanh); returns every packed step's state (total, H)."""
-    return bind(P.rnn_seq_p, gx, w_hh, b_hh, batch_sizes)
-
-
 # --------------------------------------------------------------------------
 # trees
 # --------------------------------------------------------------------------
@@ -112,16 +98,41 @@ class TreeExample:
         return int(self.arrays.labels[-1])
 
 
+def _example(a):
+    ptr, idx = a.child_ptr.tolist(), a.child_idx.tolist()
+    children = tuple(tuple(idx[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1))
+    leaves = tuple(i for i, k in enumerate(children) if not k)
+    internal = tuple((i, k) for i, k in enumerate(children) if k)
+    return TreeExample(a, children, a.word_ids[a.word_ids >= 0], leaves, internal)
+
+
 def prepare_trees(trees, vocab):
     """:class:`TreeExample` for each tree (node labels as given, e.g. 0-4)."""
+    return [_example(TreeArrays.from_tree(t, vocab)) for t in trees]
+
+
+def examples_from_schedule(s):
+    """The :class:`TreeExample` of each tree of a :class:`~dynnets.data.batching.TreeBatch`
+    (what :func:`prepare_trees` gives for the trees ``tree_batch`` was called with)."""
+    heights = np.repeat(np.arange(s.n_levels, dtype=np.int64), np.diff(s.level_offsets))
     out = []
-    for t in trees:
-        a = TreeArrays.from_tree(t, vocab)
-        ptr, idx = a.child_ptr.tolist(), a.child_idx.tolist()
-        children = tuple(tuple(idx[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1))
-        leaves = tuple(i for i, k in enumerate(children) if not k)
-        internal = tuple((i, k) for i, k in enumerate(children) if k)
-        out.append(TreeExample(a, children, a.word_ids[a.word_ids >= 0], leaves, internal))
+    for t in range(s.n_trees):
+        g = s.postorder_to_global[s.tree_offsets[t]:s.tree_offsets[t + 1]]     # global node of each postorder position
+        leaf = g < s.n_leaves
+        word_ids = np.full(len(g), -1, dtype=np.int64)
+        word_ids[leaf] = s.leaf_word_ids[g[leaf]]
+        rows = g[~leaf] - s.n_leaves
+        counts = s.child_ptr[rows + 1] - s.child_ptr[rows]
+        n_children = np.zeros(len(g), dtype=np.int64)
+        n_children[~leaf] = counts
+        ptr = np.zeros(len(g) + 1, dtype=np.int64)
+        np.cumsum(n_children, out=ptr[1:])
+        seg = np.zeros(len(rows), dtype=np.int64)
+        np.cumsum(counts[:-1], out=seg[1:])
+        src = np.repeat(s.child_ptr[rows] - seg, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        a = TreeArrays(labels=s.labels[g], heights=heights[g], word_ids=word_ids, n_children=n_children,
+                       child_ptr=ptr, child_idx=s.node_order[s.child_idx[src]], n_leaves=int(leaf.sum()))
+        out.append(_example(a))
     return out
 
 
@@ -161,6 +172,14 @@ def collate_trees(examples):
     labels = np.concatenate([e.arrays.labels for e in examples])
     roots = sched.tree_offsets[1:] - 1
     return TreeMiniBatch(list(examples), sched, labels, roots, labels[roots], sched.n_tokens.copy())
+
+
+def minibatch_from_schedule(s):
+    """The :class:`TreeMiniBatch` of a :class:`~dynnets.data.batching.TreeBatch`
+    (``tree_batch(trees, vocab)``): the same as ``collate_trees(prepare_trees(trees, vocab))``."""
+    labels = s.labels[s.postorder_to_global]
+    roots = s.tree_offsets[1:] - 1
+    return TreeMiniBatch(examples_from_schedule(s), s, labels, roots, labels[roots], s.n_tokens.copy())
 
 
 # --------------------------------------------------------------------------
@@ -271,15 +290,73 @@ class ModelBase:
 
     Subclasses define ``prepare``, ``collate``, ``logits_and_labels`` and set
     ``kind`` and ``config`` (the constructor's keyword arguments, plain
-    values, so that a checkpoint can rebuild the model).
+    values, so that a checkpoint can rebuild the model), ``example_type``
+    (what ``prepare`` returns a list of) and ``batch_type`` (what ``collate``
+    returns).
+
+    The methods that take a minibatch (``model(batch)``, ``loss``,
+    ``logits_and_labels``, ``predict_proba``, ...) also take what
+    :meth:`as_batch` turns into one: trees, or prepared examples.
     """
 
     is_static = False
     kind = None
+    example_type = None
+    batch_type = None
+    #: The vocabulary that :meth:`as_batch` looks the words of trees up in
+    #: when a call passes no ``vocab=``. None until set: ``load_checkpoint``
+    #: sets it, and so may you (``model.vocab = Vocabulary.from_trees(train)``).
+    vocab = None
 
     def make_batch(self, trees, vocab):
         """``collate(prepare(trees, vocab))`` (the protocol shared with the static models)."""
         return self.collate(self.prepare(trees, vocab))
+
+    def as_batch(self, data, vocab=None):
+        """``data`` as this model's minibatch.
+
+        * a :class:`~dynnets.data.trees.Tree` or a list of them:
+          ``collate(prepare(trees, vocab))``, with ``vocab`` or else
+          :attr:`vocab` (an error if both are None);
+        * a list of prepared examples (``prepare``'s output, or part of it):
+          ``collate(examples)``;
+        * a minibatch (``collate``'s output): itself.
+
+        Training should ``prepare`` a dataset once and ``collate`` each
+        minibatch; trees are for a quick call (each call prepares them anew).
+        """
+        if isinstance(data, Tree):
+            data = [data]
+        if isinstance(data, (list, tuple)):
+            return self._collate_list(data, vocab)
+        if self.batch_type is not None and not isinstance(data, self.batch_type):
+            raise TypeError(f"{type(self).__name__}: expected a minibatch ({self.batch_type.__name__} from "
+                            f"collate), a list of Trees or a list of {self.example_type.__name__} (from prepare), "
+                            f"got {type(data).__name__}")
+        return data
+
+    def _collate_list(self, data, vocab):
+        name = type(self).__name__
+        if not data:
+            raise ValueError(f"{name}: expected trees or prepared examples, got an empty {type(data).__name__}")
+        if isinstance(data[0], Tree):
+            bad = next((i for i, t in enumerate(data) if not isinstance(t, Tree)), None)
+            if bad is not None:
+                raise TypeError(f"{name}: item {bad} of the list is a {type(data[bad]).__name__}, not a Tree")
+            v = self.vocab if vocab is None else vocab
+            if v is None:
+                raise ValueError(f"{name}: got {len(data)} tree(s) but no vocabulary to look their words up: pass "
+                                 f"vocab= (model(trees, vocab=vocab)) or set model.vocab (load_checkpoint sets it); "
+                                 f"to train, prepare once per dataset and collate per minibatch: "
+                                 f"model.collate(model.prepare(trees, vocab))")
+            return self.make_batch(list(data), v)
+        kind = self.example_type
+        if kind is not None:
+            bad = next((i for i, e in enumerate(data) if not isinstance(e, kind)), None)
+            if bad is not None:
+                raise TypeError(f"{name}: expected a list of Trees or of {kind.__name__} (from prepare); item {bad} "
+                                f"is a {type(data[bad]).__name__}")
+        return self.collate(list(data))
 
     def _eval(self, fn, *args):
         """``fn(*args)`` in eval mode without recording, restoring the mode after."""
@@ -298,9 +375,9 @@ class ModelBase:
         e = np.exp(z)
         return e / e.sum(axis=1, keepdims=True)
 
-    def predict_proba(self, batch):
+    def predict_proba(self, batch, vocab=None):
         """Class probabilities of each sentence (tree root), (n_sentences, C), in batch order."""
-        logits, _ = self._eval(self.logits_and_labels, batch, "roots")
+        logits, _ = self._eval(self.logits_and_labels, self.as_batch(batch, vocab), "roots")
         return self._softmax(logits.data)
 
     def embedding_parameters(self):

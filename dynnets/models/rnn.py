@@ -25,12 +25,18 @@ import numpy as np
 from .. import nn
 from ..autograd import ops
 from ..data.vocab import UNK_ID
-from .common import ModelBase, gru_seq, lstm_seq, pack_sentences, prepare_sentences, rnn_seq, uniform_param
+from ..nn import functional as F
+from .common import ModelBase, PackedBatch, SentenceExample, pack_sentences, prepare_sentences, uniform_param
 from .registry import register
 
 __all__ = ["SequenceClassifier"]
 
-CELLS = {"lstm": (4, lstm_seq), "gru": (3, gru_seq), "rnn": (1, rnn_seq)}
+
+def _lstm_h(gx, w_hh, b_hh, batch_sizes):
+    return F.lstm_seq(gx, w_hh, b_hh, batch_sizes)[0]
+
+
+CELLS = {"lstm": (4, _lstm_h), "gru": (3, F.gru_seq), "rnn": (1, F.rnn_seq)}
 
 
 class SequenceClassifier(ModelBase, nn.Module):
@@ -54,7 +60,13 @@ class SequenceClassifier(ModelBase, nn.Module):
         In training, each word is replaced by ``<unk>`` (id 1) with this probability.
     seed : int
     dtype : str
+
+    The methods that take a minibatch also take trees or prepared examples
+    (:meth:`~dynnets.models.common.ModelBase.as_batch`).
     """
+
+    example_type = SentenceExample
+    batch_type = PackedBatch
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, cell="lstm", bidirectional=False,
                  dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, seed=0, dtype="float32"):
@@ -103,8 +115,9 @@ class SequenceClassifier(ModelBase, nn.Module):
         """A PackedBatch (no padding) of sentences in the given order."""
         return pack_sentences([e.ids for e in examples], [e.label for e in examples])
 
-    def final_states(self, batch):
+    def final_states(self, batch, vocab=None):
         """Final hidden state(s) of each sentence, (B, H) or (B, 2H), in batch order."""
+        batch = self.as_batch(batch, vocab)
         ids = batch.ids
         if self.training and self.word_dropout > 0.0:
             ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
@@ -130,18 +143,20 @@ class SequenceClassifier(ModelBase, nn.Module):
             outs.append(ops.take(h, batch.last))
         return outs[0] if len(outs) == 1 else ops.concat(outs, axis=1)
 
-    def logits_and_labels(self, batch, which="loss"):
+    def logits_and_labels(self, batch, which="loss", vocab=None):
         """Logits (B, C) and labels of the sentences (``which`` is accepted for
         the protocol shared with tree models: a sentence has one output)."""
+        batch = self.as_batch(batch, vocab)
         return self.out(self.drop(self.final_states(batch))), batch.labels
 
-    def loss(self, batch):
+    def loss(self, batch, vocab=None):
         """Mean cross-entropy over the sentences (a scalar Tensor)."""
-        logits, labels = self.logits_and_labels(batch)
+        logits, labels = self.logits_and_labels(batch, vocab=vocab)
         return ops.cross_entropy(logits, labels)
 
-    def forward(self, batch):
-        return self.loss(batch)
+    def forward(self, batch, vocab=None):
+        """``model(x)`` is ``model.loss(x)``."""
+        return self.loss(batch, vocab)
 
     def extra_repr(self):
         return f"{self.kind}, hidden={self.hidden}"

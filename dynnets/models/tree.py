@@ -28,6 +28,14 @@ Dropout (inverted) applies to the word vectors (``embed_dropout``) and to the
 states before the classifier (``dropout``).
 
 Weights use the ``x @ W`` layout, ``W`` of shape (in, out).
+
+The protocol: ``prepare(trees, vocab)`` once per dataset (per-tree arrays),
+``collate(examples)`` per minibatch (examples and level schedule), then
+``loss(batch)`` (also ``model(batch)``) to train and ``predict_all(batch)``
+to evaluate. For a quick call these methods also take a list of trees (their
+words looked up in ``vocab=``, else in ``model.vocab``, which
+``load_checkpoint`` sets) or the :class:`~dynnets.data.batching.TreeBatch` of
+``dynnets.data.tree_batch(trees, vocab)``.
 """
 from __future__ import annotations
 
@@ -38,8 +46,10 @@ import numpy as np
 from .. import nn
 from ..autograd import ops
 from ..data.vocab import UNK_ID
-from .common import (ModelBase, childsum_levels, collate_trees, prepare_trees, split_rows, tree_lstm_leaf_node,
-                     tree_lstm_levels, tree_lstm_node, tree_rnn_levels, uniform_param)
+from ..data.batching import TreeBatch
+from .common import (ModelBase, TreeExample, TreeMiniBatch, childsum_levels, collate_trees, minibatch_from_schedule,
+                     prepare_trees, split_rows, tree_lstm_leaf_node, tree_lstm_levels, tree_lstm_node,
+                     tree_rnn_levels, uniform_param)
 from .registry import register
 
 __all__ = ["TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM"]
@@ -86,6 +96,8 @@ class TreeModel(ModelBase, nn.Module):
 
     is_tree = True
     needs_binary = True
+    example_type = TreeExample
+    batch_type = TreeMiniBatch
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, mode="level", classify="all",
                  dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, root_weight=1.0,
@@ -133,38 +145,54 @@ class TreeModel(ModelBase, nn.Module):
 
     def collate(self, examples):
         """A TreeMiniBatch (level schedule + examples) from precomputed trees."""
-        batch = collate_trees(examples)
-        if self.needs_binary and batch.schedule.left is None and batch.schedule.n_internal:
-            k = next(i for i, e in enumerate(examples) if np.any(e.arrays.n_children[e.arrays.n_children > 0] != 2))
+        return self._check_binary(collate_trees(examples))
+
+    def as_batch(self, data, vocab=None):
+        """``data`` as a :class:`~dynnets.models.common.TreeMiniBatch`: a
+        minibatch as is; a :class:`~dynnets.data.batching.TreeBatch`
+        (``tree_batch(trees, vocab)``) with its per-tree examples rebuilt
+        (so both modes run on it); trees or prepared examples as
+        :meth:`ModelBase.as_batch` says."""
+        if isinstance(data, TreeBatch):
+            return self._check_binary(minibatch_from_schedule(data))
+        return ModelBase.as_batch(self, data, vocab)
+
+    def _check_binary(self, batch):
+        s = batch.schedule
+        if self.needs_binary and s.left is None and s.n_internal:
+            kids = np.diff(s.child_ptr)
+            k = int(s.tree_index[s.n_leaves + int(np.flatnonzero(kids != 2)[0])])
             raise ValueError(f"{type(self).__name__}: tree {k} of the batch has a node with other than two "
                              f"children; this model needs binary trees (see dynnets.data.trees.binarize, "
                              f"or use ChildSumTreeLSTM)")
         return batch
 
-    def node_states(self, batch):
+    def node_states(self, batch, vocab=None):
         """Hidden states of every node, (n_nodes, H), and their labels and root rows.
 
         Level mode orders nodes as the schedule (level by level); recursive
         mode tree after tree, each in postorder.
         """
+        batch = self.as_batch(batch, vocab)
         if self.mode == "level":
             s = batch.schedule
             return self._level(s), s.labels, s.root_index
         return self._recursive(batch.examples), batch.postorder_labels, batch.postorder_roots
 
-    def logits_and_labels(self, batch, which="loss"):
+    def logits_and_labels(self, batch, which="loss", vocab=None):
         """Logits and labels of the nodes the loss classifies (``which="loss"``:
         every node or the roots, per ``classify``), of the roots (``"roots"``)
         or of every node (``"nodes"``)."""
-        h, labels, roots = self.node_states(batch)
+        h, labels, roots = self.node_states(batch, vocab)
         if which == "roots" or (which == "loss" and self.classify == "root"):
             h = ops.take(h, roots)
             labels = labels[roots]
         return self.out(self.drop(h)), labels
 
-    def loss(self, batch):
+    def loss(self, batch, vocab=None):
         """Sum of the classified nodes' cross-entropies (roots weighted by
         ``root_weight``) / number of trees (a scalar Tensor)."""
+        batch = self.as_batch(batch, vocab)
         h, labels, roots = self.node_states(batch)
         if self.classify == "root":
             h, labels, weights = ops.take(h, roots), labels[roots], None
@@ -179,9 +207,11 @@ class TreeModel(ModelBase, nn.Module):
             loss = loss + self.side_weight * _side_nll(logits, labels, self.num_classes, weights)
         return loss * (1.0 / batch.n_trees)
 
-    def predict_all(self, batch):
+    def predict_all(self, batch, vocab=None):
         """One eval forward: root probabilities (n_trees, C), every node's
         probabilities (n_nodes, C) and the node labels (n_nodes,)."""
+        batch = self.as_batch(batch, vocab)
+
         def run():
             h, labels, roots = self.node_states(batch)
             return self.out(h).data, labels, roots
@@ -189,13 +219,16 @@ class TreeModel(ModelBase, nn.Module):
         p = self._softmax(logits)
         return p[roots], p, labels
 
-    def predict_nodes(self, batch):
+    def predict_nodes(self, batch, vocab=None):
         """Probabilities of every node, (n_nodes, C), and the node labels."""
-        _, p, labels = self.predict_all(batch)
+        _, p, labels = self.predict_all(batch, vocab)
         return p, labels
 
-    def forward(self, batch):
-        return self.loss(batch)
+    def forward(self, batch, vocab=None):
+        """``model(x)`` is ``model.loss(x)``: ``x`` a minibatch from
+        ``collate``, a ``TreeBatch`` from ``tree_batch``, trees or prepared
+        examples (see :meth:`as_batch`)."""
+        return self.loss(batch, vocab)
 
     def _embed(self, ids):
         if self.training and self.word_dropout > 0.0:

@@ -6,7 +6,8 @@ of a ``torch.nn.LSTMCell`` / ``GRUCell`` / ``RNNCell`` state_dict load
 unchanged (``cell.load_state_dict({k: v.numpy() for k, v in sd.items()})``).
 
 All parameters are initialised U(-1/sqrt(H), 1/sqrt(H)), as PyTorch does, in
-the order weight_ih, weight_hh, bias_ih, bias_hh. A step is one fused
+the order weight_ih, weight_hh, bias_ih, bias_hh, from ``rng=`` or, without
+it, from the default generator (:func:`dynnets.manual_seed`). A step is one fused
 primitive (LSTM, GRU: Numba kernels) or two ``linear`` ops and a nonlinearity
 (RNN).
 """

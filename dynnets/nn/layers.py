@@ -1,9 +1,11 @@
 """Layers with PyTorch's names, parameter shapes and initialisation.
 
 Every constructor takes ``rng=`` (a seed or a ``numpy.random.Generator``) so
-initialisation is reproducible, and ``dtype=np.float32``. Samples are drawn in
-float64 and then cast, so the same seed gives the same numbers (up to rounding)
-in float32 and float64.
+initialisation is reproducible, and ``dtype=np.float32``. Without ``rng=`` the
+weights come from the default generator, which ``dynnets.manual_seed(seed)``
+seeds (as ``torch.manual_seed``; see :mod:`dynnets.random`). Samples are drawn
+in float64 and then cast, so the same seed gives the same numbers (up to
+rounding) in float32 and float64.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd.tensor import Tensor
+from ..random import default_generator, generator
 from .module import Module, Parameter
 
 __all__ = ["Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity", "Tanh", "ReLU", "Sigmoid",
@@ -21,11 +24,10 @@ __all__ = ["Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identi
 
 
 def as_generator(rng):
-    """``rng`` if it is a ``numpy.random.Generator``, else ``default_rng(rng)``
-    (``rng`` a seed, a ``SeedSequence`` or ``None`` for fresh entropy)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(rng)
+    """``rng`` if it is a ``numpy.random.Generator``, the default generator
+    (:func:`dynnets.manual_seed`) for None, else ``default_rng(rng)`` (a seed
+    or a ``SeedSequence``)."""
+    return generator(rng)
 
 
 def float_dtype(owner, dtype):
@@ -59,7 +61,8 @@ class Linear(Module):
     bias : bool
         Whether to learn an additive bias.
     rng : int, Generator or None
-        Source of the initial weights.
+        Source of the initial weights (None: the default generator,
+        :func:`dynnets.manual_seed`; weight drawn before bias).
     dtype : numpy float dtype, default float32
 
     Attributes
@@ -109,6 +112,8 @@ class Embedding(Module):
         (static-graph) ids the ids are unknown when the graph is built, so the
         lookup is not masked there.
     rng : int, Generator or None
+        Source of the initial weights (None: the default generator,
+        :func:`dynnets.manual_seed`).
     dtype : numpy float dtype, default float32
 
     Attributes
@@ -194,7 +199,10 @@ class Dropout(Module):
     p : float in [0, 1]
     rng : int, Generator or None
         Draws the masks. A Generator is used as is (shared with the caller), a
-        seed makes a private one, so a run with the same seed repeats.
+        seed makes a private one, so a run with the same seed repeats. None
+        (the default): each training-mode call draws its mask from the default
+        generator at that moment (as PyTorch), so ``dynnets.manual_seed``
+        fixes the masks even when called after the module was built.
     """
 
     def __init__(self, p=0.5, rng=None):
@@ -202,7 +210,7 @@ class Dropout(Module):
         if not isinstance(p, (int, float, np.floating)) or not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
-        self.rng = as_generator(rng)
+        self.rng = None if rng is None else as_generator(rng)
 
     def forward(self, x):
         """x (any shape) -> same shape."""
@@ -211,7 +219,7 @@ class Dropout(Module):
         if self.p == 1.0:
             data = x.data if isinstance(x, Tensor) else np.asarray(x)
             return ops.mul(x, np.zeros(data.shape, dtype=data.dtype))
-        return ops.dropout(x, self.p, self.rng, training=True)
+        return ops.dropout(x, self.p, default_generator if self.rng is None else self.rng, training=True)
 
     def extra_repr(self):
         return f"p={self.p}"

@@ -1,5 +1,5 @@
 """Gradient utilities: global-norm clipping and calling a module with
-substituted parameters."""
+substituted parameters; packed sequences in :mod:`dynnets.nn.utils.rnn`."""
 from __future__ import annotations
 
 import contextlib
@@ -7,10 +7,11 @@ import math
 
 import numpy as np
 
-from ..autograd.primitives import RowSparse
-from ..autograd.tensor import Tensor
+from ...autograd.primitives import RowSparse
+from ...autograd.tensor import Tensor
+from . import rnn
 
-__all__ = ["clip_grad_norm_", "functional_call"]
+__all__ = ["clip_grad_norm_", "functional_call", "rnn"]
 
 
 def _params_list(parameters):
