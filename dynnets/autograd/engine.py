@@ -21,14 +21,13 @@ from heapq import heappush as _heappush
 
 import numpy as np
 
-from . import tensor as _tensor_module
-from .primitives import (DTypeError, IndexRangeError, MatmulT, OuterSum, RowSparse, ShapeError,
-                         check_shapes)
-from .tensor import Parameter, Tensor
+from . import gradtypes as _gt
+from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
 
 __all__ = [
-    "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler",
+    "Node", "bind", "backward", "no_grad", "enable_grad",
+    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
+    "accumulate_grad",
 ]
 
 
@@ -38,6 +37,7 @@ class _Mode:
     grad_enabled = True
     anomaly = False
     symbolic = None          # set by dynnets.static: handles symbolic arguments
+    captured = frozenset()   # ids of the Parameters a trace reads live (capture_parameters)
 
 
 def is_grad_enabled() -> bool:
@@ -115,10 +115,13 @@ class Node:
         return f"<Node {self.prim.name}>"
 
 
-_TENSOR = Tensor
+# The tensor classes, registered by dynnets.autograd.tensor when it defines
+# them (register_tensor_types): Tensor's methods bind primitives, so
+# tensor.py sits above this module, which cannot import it.
+Tensor = Parameter = _TENSOR = _PARAM = None
+_TP = frozenset()
 _NODE = Node
 _NDARRAY = np.ndarray
-_PARAM = Parameter
 _object_new = object.__new__
 _next_seq = itertools.count().__next__
 # Argument types that are plain constants: bind takes its fast path for them
@@ -186,7 +189,38 @@ def _explain(prim, args, attrs, exc):
 
 
 _WEAK = frozenset({float, int, bool})
-_TP = frozenset({Tensor, Parameter})
+
+
+def register_tensor_types(tensor, parameter):
+    """The hook by which :mod:`dynnets.autograd.tensor` hands the engine the
+    classes it creates (``tensor``) and recognises on bind's fast path (both):
+    called once, when that module defines them."""
+    global Tensor, Parameter, _TENSOR, _PARAM, _TP
+    Tensor = _TENSOR = tensor
+    Parameter = _PARAM = parameter
+    _TP = frozenset({tensor, parameter})
+
+
+@contextlib.contextmanager
+def capture_parameters(params):
+    """The tracing hook (:mod:`dynnets.static.trace`): inside, every op that
+    reads one of the Parameters ``params`` goes to the symbolic handler, which
+    adds the Parameter to the trace's graph as a live input, instead of
+    running eagerly. Parameters leave bind's fast paths meanwhile (the type
+    checks there are identity tests, which cannot tell a captured Parameter
+    from another); outside a trace bind pays nothing for the hook."""
+    global _PARAM, _TP
+    prev = _PARAM, _TP, _Mode.captured
+    _PARAM, _TP = _NOT_A_TYPE, frozenset({_TENSOR})
+    _Mode.captured = prev[2] | frozenset(map(id, params))
+    try:
+        yield
+    finally:
+        _PARAM, _TP, _Mode.captured = prev
+
+
+class _NOT_A_TYPE:
+    """No argument's type: bind's Parameter fast path while parameters are captured."""
 
 
 def bind(prim, *args, **attrs):
@@ -326,7 +360,9 @@ def _bind_general(prim, args, attrs):
             ppush(None)
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
-        elif isinstance(a, Tensor):        # other Tensor subclasses
+        elif isinstance(a, Tensor):        # other Tensor subclasses, and Parameters a trace captures
+            if id(a) in _Mode.captured:
+                return _Mode.symbolic(prim, args, attrs)
             d = a.data
             push(d)
             kpush(d.shape)
@@ -362,14 +398,15 @@ def _bind_many(prim, args, attrs):
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
-                                             and not getattr(a, "_is_symbolic", False)):
+                                             and not getattr(a, "_is_symbolic", False)
+                                             and id(a) not in _Mode.captured):
             push(a.data)
             if a.requires_grad:
                 rg = True
                 ppush(a)
             else:
                 ppush(None)
-        elif getattr(a, "_is_symbolic", False):
+        elif getattr(a, "_is_symbolic", False) or id(a) in _Mode.captured:
             return _Mode.symbolic(prim, args, attrs)
         else:
             push(a)
@@ -450,63 +487,23 @@ def _apply(prim, arrays, parents, attrs):
 def _check_finite(prim, out, where, which=None):
     outs = out if isinstance(out, tuple) else (out,)
     for o in outs:
-        if o is None or type(o) is RowSparse:
-            o = None if o is None else o.values
+        if o is not None:
+            o = _gt.values(o)
         if o is not None and np.asarray(o).dtype.kind in "fc" and not np.all(np.isfinite(o)):
             what = f" (gradient of input {which})" if which is not None else ""
             raise AnomalyError(f"detect_anomaly: op '{prim.name}' produced NaN or inf in {where}{what}")
 
 
-# gradient types that stand for an array without being one (primitives.py)
-_FACTORED = frozenset({RowSparse, OuterSum, MatmulT})
+_add = _gt.add
+_dense = _gt.densify
+_is_lazy = _gt.is_lazy
+_is_outer_sum = _gt.is_outer_sum
+_form = _gt.form
 
 
-def _dense(x, lazy=False):
-    """``x`` as an array, except a MatmulT kept for a ``lazy_grads`` primitive."""
-    tx = type(x)
-    if tx in _FACTORED and not (lazy and tx is MatmulT):
-        return x.to_dense()
-    return x
-
-
-def _add(old, new):
-    if old is None:
-        return new
-    to, tn = type(old), type(new)
-    if to is _NDARRAY and tn is _NDARRAY:
-        return old + new
-    if to is MatmulT or tn is MatmulT:
-        if to is MatmulT and tn is MatmulT and old.w is new.w:
-            return old.add(new)
-        return _add(old.to_dense() if to is MatmulT else old, new.to_dense() if tn is MatmulT else new)
-    if to is OuterSum:
-        return old.add(new.to_dense() if tn is RowSparse else new)
-    if tn is OuterSum:
-        return new.add(old.to_dense() if to is RowSparse else old)
-    if to is RowSparse:
-        return old.add(new) if tn is RowSparse else old.add_to_dense(new)
-    if tn is RowSparse:
-        return new.add_to_dense(old)
-    return old + new
-
-
-def _accumulate_leaf(t, g):
-    if type(g) is MatmulT:
-        g = g.to_dense()
-    if type(g) is OuterSum:
-        t._grad = _add(t._grad, g)     # stays factored until backward's last step
-        return
-    if type(g) is not RowSparse:
-        d = t.data
-        if g.dtype != d.dtype:
-            g = g.astype(d.dtype)
-        if g.shape != d.shape:
-            g = np.broadcast_to(g, d.shape)
-        if not g.flags.writeable:
-            g = g.copy()
-    elif g.dtype != t.data.dtype:
-        g = RowSparse(g.rows, g.values.astype(t.data.dtype), g.shape)
-    t._grad = _add(t._grad, g)
+def accumulate_grad(t, g):
+    """Add gradient ``g`` into leaf ``t``'s ``.grad`` (as backward does)."""
+    t._grad = _add(t._grad, _gt.leaf_grad(g, t.data))
 
 
 _FREED_MSG = ("backward: part of this graph was already freed by an earlier backward; "
@@ -539,7 +536,7 @@ def backward(root, gradient=None, retain_graph=False):
             raise ShapeError(f"backward: gradient shape {g.shape} does not match tensor shape {data.shape}")
     node = root._node
     if node is None:
-        _accumulate_leaf(root, g)
+        accumulate_grad(root, g)
         return
     if node.freed:
         raise RuntimeError(
@@ -561,10 +558,10 @@ def backward(root, gradient=None, retain_graph=False):
             if prim.multiple_results:
                 # (a list from _seed, only read by the VJP) densified only if needed
                 for x in gn:
-                    if type(x) in _FACTORED:
+                    if _is_lazy(x):
                         gn = [_dense(y, prim.lazy_grads) for y in gn]
                         break
-            elif type(gn) in _FACTORED:
+            elif _is_lazy(gn):
                 gn = _dense(gn, prim.lazy_grads)
             parents = n.parents
             attrs = n.attrs
@@ -599,7 +596,7 @@ def backward(root, gradient=None, retain_graph=False):
                     _check_finite(prim, gi, "backward", i)
                 pn = p._node
                 if pn is None:
-                    if type(gi) is OuterSum:
+                    if _is_outer_sum(gi):
                         # factored weight gradients of one leaf are gathered
                         # here and formed with one product after the sweep
                         # (a VJP returns a fresh OuterSum per input, so the
@@ -639,18 +636,15 @@ def backward(root, gradient=None, retain_graph=False):
             n.g = None
         raise
     for p, gi in leaves:
-        _accumulate_leaf(p, gi)
+        accumulate_grad(p, gi)
     for p, gi in factored.values():
         if p._grad is None:
             # all factors of this parameter in one matrix product
-            p._grad = gi.to_dense(p.data.dtype)
+            p._grad = _form(gi, p.data.dtype)
             continue
-        _accumulate_leaf(p, gi)
-        if type(p._grad) is OuterSum:
-            p._grad = p._grad.to_dense(p.data.dtype)
+        accumulate_grad(p, gi)
+        p._grad = _form(p._grad, p.data.dtype)
 
-
-_tensor_module._engine_backward = backward
 
 
 def _seed(node, idx, g):

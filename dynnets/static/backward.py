@@ -1,8 +1,8 @@
 """Symbolic gradients: the gradient subgraph is built from the table's VJPs.
 
 For every equation between ``xs`` and ``ys`` (in reverse order), the VJP of
-its primitive is bound as a node through :func:`primitives.vjp_primitive`,
-whose forward *is* the table's VJP function; eager ``backward`` calls the very
+its primitive is bound as a node through :func:`vjp_primitive`, whose
+forward *is* the table's VJP function; eager ``backward`` calls the very
 same functions, so eager and static gradients are one implementation.
 Contributions to a value used several times are summed as they are produced:
 the second starts a sum (``add_n``, which the memory plan can give a reused
@@ -10,56 +10,44 @@ buffer) and each further one is added into it in place right after its VJP
 (``accumulate``), while it is still in cache; row-sparse embedding gradients
 are kept apart and concatenated by one final ``add_n`` instead of densified.
 
-The only place a static gradient differs in form from the table's is sparsity:
-``vjp_primitive`` densifies a :class:`RowSparse` result, so for the VJPs that
-return one (``SPARSE_VJPS``) the graph binds a twin that keeps it sparse; the
-value is marked ``sparse`` and is densified automatically when an ordinary op
-consumes it (optimizers apply it sparsely).
+A static gradient differs in form from the table's in two ways, both declared
+by the primitive: a plan densifies every gradient at once, so where a VJP
+returns factors it binds the primitive's ``dense_vjp`` twin; and the inputs
+in its ``sparse_grads`` keep their :class:`RowSparse` gradient (the value is
+marked ``sparse`` and is densified automatically when an ordinary op consumes
+it; optimizers apply it sparsely).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import primitives as P
+from ..autograd import gradtypes
 from ..autograd.engine import bind
-from ..autograd.primitives import Aval, RowSparse, _dt, _fmt, vjp_primitive
-from .graph import SOURCES, GraphError, StaticPrimitive, Value, _densified
+from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type
+from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified
 
-__all__ = ["gradients", "SPARSE_VJPS", "vjp_call_info", "add_n_p", "accumulate_p", "ones_like_p"]
-
-# (primitive name, input index) of table VJPs that return a RowSparse gradient
-SPARSE_VJPS = frozenset({("embedding", 0)})
+__all__ = ["gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p", "ones_like_p"]
 
 
 def _ones_like(y):
     return np.ones(np.shape(y), dtype=np.result_type(y))
 
 
-ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), _dt(y)))
+ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), dtype_of(y)))
 
 
 def _add_n(*xs, out=None):
     """Sum of gradients (a fresh array, or ``out``); RowSparse terms are
     concatenated (all sparse) or scattered into the dense sum."""
-    sparse = [x for x in xs if type(x) is RowSparse]
-    if not sparse:
-        if out is not None and all(np.shape(x) == out.shape for x in xs[:2]):
-            acc = np.add(xs[0], xs[1], out=out)
-        else:
-            acc = np.add(xs[0], xs[1])
-        for x in xs[2:]:
-            acc = _accumulate(acc, x)
-        return acc
-    if len(sparse) == len(xs):
-        return RowSparse(np.concatenate([s.rows for s in sparse]),
-                         np.concatenate([s.values for s in sparse]), sparse[0].shape)
-    dense = None
-    for x in xs:
-        if type(x) is not RowSparse:
-            dense = np.array(x, copy=True) if dense is None else dense + x
-    for s in sparse:
-        np.add.at(dense, s.rows, s.values.astype(dense.dtype, copy=False))
-    return dense
+    if gradtypes.any_row_sparse(xs):
+        return gradtypes.add_n(xs)
+    if out is not None and all(np.shape(x) == out.shape for x in xs[:2]):
+        acc = np.add(xs[0], xs[1], out=out)
+    else:
+        acc = np.add(xs[0], xs[1])
+    for x in xs[2:]:
+        acc = _accumulate(acc, x)
+    return acc
 
 
 def _accumulate(acc, x):
@@ -78,8 +66,8 @@ def _add_n_shape(*xs):
     s = tuple(xs[0].shape)
     for i, x in enumerate(xs[1:], 1):
         if tuple(x.shape) != s:
-            raise P.ShapeError(f"add_n: input {i}.shape={_fmt(x.shape)} does not match input 0.shape={_fmt(s)}")
-    return Aval(s, P._rtype(*[x.dtype for x in xs]))
+            raise ShapeError(f"add_n: input {i}.shape={fmt_shape(x.shape)} does not match input 0.shape={fmt_shape(s)}")
+    return Aval(s, result_type(*[x.dtype for x in xs]))
 
 
 add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True)
@@ -87,45 +75,72 @@ add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True)
 # cache, into the sum add_n started (a single add_n at the end reads every term cold)
 accumulate_p = StaticPrimitive("accumulate", _accumulate, lambda acc, x: _add_n_shape(acc, x))
 
-_SPARSE_PRIMS: dict = {}
-_INFO: dict = {}
+class VjpPrimitive(StaticPrimitive):
+    """A primitive whose forward *is* a table primitive's VJP (see
+    :func:`vjp_primitive`). ``vjp_call`` is ``(fn, forward has multiple results,
+    joint, densify the result)``, so a plan calls the table's function
+    directly."""
+
+    __slots__ = ("vjp_call",)
 
 
-def _sparse_vjp_primitive(prim, i):
-    """Twin of ``vjp_primitive(prim, i)`` that returns the table VJP's
-    RowSparse result as it is."""
-    key = (prim.name, i)
-    p = _SPARSE_PRIMS.get(key)
+_VJP_PRIMS: dict = {}     # (primitive, input index or None, sparse) -> VjpPrimitive
+
+
+def vjp_primitive(prim, i=None, sparse=False):
+    """A primitive whose forward *is* ``prim``'s VJP for input ``i`` (or the
+    joint VJP when ``i`` is None). Inputs: (g, *prim_inputs, out) where ``g``
+    and ``out`` are tuples packed as separate arguments for multiple-result
+    primitives: (g_0..g_k, x_0..x_n, out_0..out_k). Its result is dense, in
+    each input's dtype (where a VJP returns factors, the primitive's
+    ``dense_vjp`` twin is bound), except with ``sparse`` (an input in
+    ``prim.sparse_grads``): the table VJP's RowSparse result as it is. Not
+    itself differentiable (no second-order gradients)."""
+    key = (prim, i, sparse)
+    p = _VJP_PRIMS.get(key)
     if p is not None:
         return p
-    fn = prim.vjps[i]
+    fn = prim.vjp_fn(i, dense=not sparse)
+    dense_like = gradtypes.dense_like
 
     def impl(*args, _n_in, **attrs):
-        return fn(args[0], args[1:1 + _n_in], args[1 + _n_in], **attrs)
+        if prim.multiple_results:
+            nout = (len(args) - _n_in) // 2
+            g = tuple(args[:nout])
+            ins = args[nout:nout + _n_in]
+            out = tuple(args[nout + _n_in:])
+        else:
+            g, ins, out = args[0], args[1:1 + _n_in], args[1 + _n_in]
+        r = fn(g, ins, out, **attrs)
+        if sparse:
+            return r
+        # dense, in each input's dtype (the static graph declares that)
+        if i is None:
+            return tuple(dense_like(a, x) for a, x in zip(r, ins))
+        return dense_like(r, ins[i])
 
-    p = StaticPrimitive(f"sparse_vjp_{prim.name}_{i}", impl, vjp_primitive(prim, i).shape)
-    _SPARSE_PRIMS[key] = p
-    _INFO[p] = (fn, prim.multiple_results, False, False)
+    def shape(*avals, _n_in, **attrs):
+        if prim.multiple_results:
+            nout = (len(avals) - _n_in) // 2
+            gs, ins, outs = avals[:nout], avals[nout:nout + _n_in], avals[nout + _n_in:]
+        else:
+            gs, ins, outs = avals[:1], avals[1:1 + _n_in], avals[1 + _n_in:]
+        # each output gradient (a None constant where an output has none) must
+        # have its output's shape: the VJPs' kernels index them unchecked
+        for k, (ga, oa) in enumerate(zip(gs, outs)):
+            if not (ga.shape == () and dtype_of(ga) == object) and not fits(tuple(ga.shape), tuple(oa.shape)):
+                raise ShapeError(f"{name}: gradient of output {k} has shape {fmt_shape(ga.shape)}, the output "
+                                 f"{fmt_shape(oa.shape)}")
+        if i is None:
+            return tuple(Aval(tuple(a.shape), dtype_of(a)) for a in ins)
+        return Aval(tuple(ins[i].shape), dtype_of(ins[i]))
+
+    name = ("sparse_vjp_" if sparse else "vjp_") + prim.name + ("" if i is None else f"_{i}")
+    p = VjpPrimitive(name, impl, shape, multiple_results=(i is None))
+    # a joint VJP may return factored (OuterSum) or row-sparse parts: the plan densifies them
+    p.vjp_call = (fn, prim.multiple_results, i is None, i is None)
+    _VJP_PRIMS[key] = p
     return p
-
-
-def vjp_call_info(prim):
-    """For a VJP node's primitive: (table function, forward has multiple
-    results, joint, densify result) so a plan can call the table's VJP
-    directly; None for any other primitive."""
-    info = _INFO.get(prim)
-    if info is not None:
-        return info
-    for (name, i), p in P.VJP_PRIMITIVES.items():
-        if p is prim:
-            fwd = P.PRIMITIVES[name]
-            # the dense twin where the table's VJP would return a factored gradient
-            fn = P.DENSE_VJPS.get((name, i)) or (fwd.joint_vjp if i is None else fwd.vjps[i])
-            # a joint VJP may return factored (OuterSum) or row-sparse parts: densify them as vjp_primitive does
-            info = (fn, fwd.multiple_results, i is None, i is None or (name, i) in SPARSE_VJPS)
-            _INFO[prim] = info
-            return info
-    return None
 
 
 class _Cot:
@@ -148,7 +163,7 @@ def _contribute(g, c, r, name):
     if c.dense is None:
         c.dense = r
     elif not c.owned:
-        aval = Aval(tuple(r.shape), P._rtype(c.dense.dtype, r.dtype))
+        aval = Aval(tuple(r.shape), result_type(c.dense.dtype, r.dtype))
         c.dense = g._append(add_n_p, (c.dense.id, r.id), {}, aval, name=name)
         c.owned = True
     else:
@@ -163,7 +178,7 @@ def _total(g, c, name):
             c.total = terms[0]
         else:
             sparse = c.dense is None
-            aval = Aval(tuple(terms[0].shape), P._rtype(*[t.dtype for t in terms]))
+            aval = Aval(tuple(terms[0].shape), result_type(*[t.dtype for t in terms]))
             c.total = g._append(add_n_p, tuple(t.id for t in terms), {}, aval, name=name, sparse=sparse)
     return c.total
 
@@ -225,14 +240,14 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             gshape = tuple(gy.shape) if isinstance(gy, Value) else np.shape(gy)
             if len(gshape) != len(y.shape) or any(a is not None and b is not None and a != b
                                                    for a, b in zip(gshape, y.shape)):
-                raise P.ShapeError(f"gradients: grad_ys[{k}].shape={_fmt(gshape)} does not match "
-                                   f"y.shape={_fmt(y.shape)} ('{y.name}')")
+                raise ShapeError(f"gradients: grad_ys[{k}].shape={fmt_shape(gshape)} does not match "
+                                   f"y.shape={fmt_shape(y.shape)} ('{y.name}')")
 
     with g.as_default():
         for y, gy in zip(ys, grad_ys):
             if y.id not in dep:
                 continue
-            if _dt(avals[y.id]).kind not in "fc":
+            if dtype_of(avals[y.id]).kind not in "fc":
                 raise TypeError(f"gradients: y '{y.name}' has dtype {y.dtype}; only floating-point values have gradients")
             if gy is None:
                 gy = g._append(ones_like_p, (y.id,), {}, Aval(tuple(y.shape), y.dtype), name=f"gradients/{y.name}/ones")
@@ -249,7 +264,7 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             if not any(o in cot for o in e.outs):
                 continue
             need = [k for k, i in enumerate(e.ins)
-                    if i in dep and k not in p.nondiff_args and _dt(avals[i]).kind in "fc"
+                    if i in dep and k not in p.nondiff_args and dtype_of(avals[i]).kind in "fc"
                     and (p.joint_vjp is not None or p.vjps[k] is not None)]
             if not need:
                 continue
@@ -265,24 +280,21 @@ def _gradients_nogc(ys, xs, grad_ys=None):
                 tail = outs[:1]
             if p.joint_vjp is not None:
                 res = bind(vjp_primitive(p, None), *head, *ins, *tail, _n_in=n_in, **e.attrs)
-                vjp_call_info(vjp_primitive(p, None))
                 for k in need:
                     contribute(e.ins[k], res[k])
             else:
                 for k in need:
-                    if (p.name, k) in SPARSE_VJPS:
-                        vp = _sparse_vjp_primitive(p, k)
-                        r = bind(vp, *head, *ins, *tail, _n_in=n_in, **e.attrs)
+                    sparse = k in p.sparse_grads
+                    r = bind(vjp_primitive(p, k, sparse), *head, *ins, *tail, _n_in=n_in, **e.attrs)
+                    if sparse:
                         r.sparse = True
-                    else:
-                        vp = vjp_primitive(p, k)
-                        vjp_call_info(vp)
-                        r = bind(vp, *head, *ins, *tail, _n_in=n_in, **e.attrs)
                     contribute(e.ins[k], r)
         return [total(x.id) for x in xs]
 
 
-def _gradients(ys, xs, grad_ys=None):
+def sparse_gradients(ys, xs, grad_ys=None):
+    """:func:`gradients` with row-sparse gradients (embedding tables) left
+    sparse: what the optimizers and traced functions update rows from."""
     from .session import _no_gc
     with _no_gc():
         return _gradients_nogc(ys, xs, grad_ys)
@@ -293,4 +305,4 @@ def gradients(ys, xs, grad_ys=None):
     (as ``tf.gradients``): a list of Values, ``None`` for an x that ``ys`` do
     not depend on. Row-sparse gradients are returned densified; optimizers use
     the sparse form."""
-    return [None if r is None else (_densified(r) if r.sparse else r) for r in _gradients(ys, xs, grad_ys)]
+    return [None if r is None else (densified(r) if r.sparse else r) for r in sparse_gradients(ys, xs, grad_ys)]

@@ -28,9 +28,10 @@ import sys
 import numpy as np
 
 from ..autograd import engine as _engine
-from ..autograd import ops as _ops
-from ..autograd.primitives import Aval, Primitive, RowSparse, ShapeError, _dt, _fmt, run_rule
-from ..autograd.tensor import Tensor
+from ..autograd import gradtypes
+from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
+from ..autograd.tensor import Tensor, TensorOps
+from .dot import to_dot
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
@@ -85,13 +86,14 @@ class StaticPrimitive(Primitive):
     takes ``out=`` (a caller's array, for the memory plan) and returns a
     fresh array otherwise."""
 
-    __slots__ = ("effect", "source", "out_arg")
+    __slots__ = ("effect", "source", "out_arg", "kernel_source")
 
     def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False):
         super().__init__(name, impl, shape, multiple_results=multiple_results, differentiable=False)
         self.effect = effect
         self.source = source
         self.out_arg = out_arg
+        self.kernel_source = None     # a fused kernel's generated source
 
 
 def _no_impl(*a, **k):
@@ -142,10 +144,11 @@ class Eqn:
 # --------------------------------------------------------------------------
 
 
-class Value:
+class Value(TensorOps):
     """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
     shape (dimensions may be ``None``) and a dtype, and supports every dynnets
-    op and operator. Its value exists only inside :meth:`Session.run`."""
+    op and operator (:class:`~dynnets.autograd.tensor.TensorOps`, shared with
+    eager tensors). Its value exists only inside :meth:`Session.run`."""
 
     __slots__ = ("graph", "id", "name", "sparse", "_dense")
     _is_symbolic = True
@@ -165,7 +168,7 @@ class Value:
 
     @property
     def dtype(self):
-        return _dt(self.graph.avals[self.id])
+        return dtype_of(self.graph.avals[self.id])
 
     @property
     def ndim(self):
@@ -188,7 +191,7 @@ class Value:
     def __len__(self):
         d = self.shape[0] if self.shape else None
         if d is None:
-            raise TypeError(f"len() of Value '{self.name}' with shape {_fmt(self.shape)}: first dimension unknown")
+            raise TypeError(f"len() of Value '{self.name}' with shape {fmt_shape(self.shape)}: first dimension unknown")
         return d
 
     def __iter__(self):
@@ -199,16 +202,13 @@ class Value:
         raise TypeError(f"Value '{self.name}' cannot be used as a Python index while the graph is built")
 
     def __repr__(self):
-        return f"<{type(self).__name__} '{self.name}' shape={_fmt(self.shape)} dtype={self.dtype}>"
+        return f"<{type(self).__name__} '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
     def eval(self, feed_dict=None, session=None):
         """``session.run(self, feed_dict)`` (as TF1's ``Tensor.eval``)."""
         if session is None:
             raise ValueError(f"eval of '{self.name}': pass session= (there is no default session)")
         return session.run(self, feed_dict)
-
-
-_ops._install(Value)
 
 
 def is_symbolic(x):
@@ -296,7 +296,7 @@ class Variable(Value):
         session._load_variable(self, value)
 
     def __repr__(self):
-        return f"<Variable '{self.name}' shape={_fmt(self.shape)} dtype={self.dtype}>"
+        return f"<Variable '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
 
 # --------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def _user_site():
     return (f.f_code.co_filename, f.f_lineno)
 
 
-def _site_str(site):
+def site_str(site):
     if site is None:
         return ""
     return f" (created at {os.path.basename(site[0])}:{site[1]})"
@@ -400,8 +400,8 @@ class Graph:
                 v = self._append(constant_p, (), {"value": value}, aval, name="Const")
                 self._scalar_consts[key] = v
             return v
-        if isinstance(value, RowSparse):
-            raise TypeError("a RowSparse gradient cannot be a graph constant")
+        if gradtypes.is_lazy(value):
+            raise TypeError(f"a {type(value).__name__} gradient cannot be a graph constant")
         arr = np.array(value, copy=True) if not isinstance(value, np.generic) else value
         if isinstance(arr, np.ndarray):
             arr.setflags(write=False)
@@ -489,7 +489,6 @@ class Graph:
     def to_dot(self, **kwargs):
         """This graph as Graphviz DOT text (see :func:`dynnets.static.dot.to_dot` for the options);
         :func:`dynnets.plots.render_dot` turns it into SVG."""
-        from .dot import to_dot
         return to_dot(self, **kwargs)
 
     def __repr__(self):
@@ -524,6 +523,18 @@ def reset_default_graph():
 _TRACE: list = []     # graphs of the active traces (innermost last)
 
 
+@contextlib.contextmanager
+def tracing(g):
+    """Make ``g`` the graph of the innermost active trace: ops without a
+    symbolic argument append to it, and it may capture eager Parameters
+    (:func:`dynnets.static.trace`)."""
+    _TRACE.append(g)
+    try:
+        yield g
+    finally:
+        _TRACE.pop()
+
+
 def _graph_of(args, prim):
     g = None
     for i, a in enumerate(args):
@@ -540,7 +551,7 @@ def _graph_of(args, prim):
 def _input_id(g, a, i, prim):
     if isinstance(a, Value):
         if a.sparse:
-            a = _densified(a)
+            a = densified(a)
         return a.id
     if isinstance(a, Tensor):
         if getattr(a, "_is_symbolic", False) or (a.requires_grad and a._node is None):
@@ -571,13 +582,13 @@ def _symbolic_bind(prim, args, attrs):
         if _has_symbolic(v):
             raise TypeError(f"{prim.name}: attribute {k!r} holds a symbolic value, which has no value while the "
                             f"graph is built (index with dynnets.take / dynnets.static.gather instead)"
-                            f"{_site_str(_user_site())}")
+                            f"{site_str(_user_site())}")
     ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
     avals = g.avals
     try:
         out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{_site_str(_user_site())}").with_traceback(None) from None
+        raise type(e)(f"{e}{site_str(_user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, site=_user_site())
 
 
@@ -589,70 +600,15 @@ _engine.set_symbolic_handler(_symbolic_bind)
 # --------------------------------------------------------------------------
 
 
-def _densify(x):
-    return x.to_dense() if type(x) is RowSparse else x
+densify_p = StaticPrimitive("densify", gradtypes.densify, lambda x: Aval(tuple(x.shape), dtype_of(x)))
 
 
-densify_p = StaticPrimitive("densify", _densify, lambda x: Aval(tuple(x.shape), _dt(x)))
-
-
-def _densified(v):
+def densified(v):
     if v._dense is None:
         v._dense = v.graph._append(densify_p, (v.id,), {}, Aval(tuple(v.shape), v.dtype), name=f"{v.name}/dense")
     return v._dense
 
 
-# comparisons and argmax: non-differentiable static ops (as eager Tensors' comparisons)
-
-
-def _compare_prim(name, fn):
-    def shape(x, y):
-        from ..autograd.primitives import broadcast_shapes
-        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
-    return StaticPrimitive(name, fn, shape)
-
-
-COMPARE = {name: _compare_prim(name, fn) for name, fn in
-           (("less", np.less), ("less_equal", np.less_equal), ("greater", np.greater),
-            ("greater_equal", np.greater_equal), ("equal", np.equal), ("not_equal", np.not_equal))}
-
-
-def compare(name, x, y):
-    """``x <op> y`` elementwise as a boolean Value (no gradient flows)."""
-    g = x.graph if isinstance(x, Value) else y.graph
-    ins = [_input_id(g, a, i, COMPARE[name]) for i, a in enumerate((x, y))]
-    out = COMPARE[name].shape(g.avals[ins[0]], g.avals[ins[1]])
-    return g._append(COMPARE[name], ins, {}, out, site=_user_site())
-
-
-def _argmax(x, axis=None):
-    return np.argmax(x, axis=axis)
-
-
-def _argmax_shape(x, axis=None):
-    if axis is None:
-        return Aval((), np.dtype(np.int64))
-    nd = len(x.shape)
-    if not -nd <= axis < nd:
-        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
-    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
-
-
-argmax_p = StaticPrimitive("argmax", _argmax, _argmax_shape)
-
-
-def argmax(x, axis=None):
-    """Index of the maximum (along ``axis``), int64; no gradient."""
-    g = x.graph
-    out = _argmax_shape(g.avals[x.id], axis)
-    return g._append(argmax_p, (x.id,), {"axis": axis}, out, site=_user_site())
-
-
-Value.__lt__ = lambda self, o: compare("less", self, o)
-Value.__le__ = lambda self, o: compare("less_equal", self, o)
-Value.__gt__ = lambda self, o: compare("greater", self, o)
-Value.__ge__ = lambda self, o: compare("greater_equal", self, o)
-Value.argmax = argmax
 
 
 # --------------------------------------------------------------------------
@@ -793,8 +749,8 @@ def _assign_impl(S, value, var, mode):
 def _assign_shape(value, var, mode):
     want = var.graph.avals[var.id]
     if not _shape_fits(tuple(value.shape), want.shape, exact=(mode == "assign")):
-        raise ShapeError(f"{mode}: value.shape={_fmt(value.shape)} does not match variable '{var.name}'.shape="
-                         f"{_fmt(want.shape)}")
+        raise ShapeError(f"{mode}: value.shape={fmt_shape(value.shape)} does not match variable '{var.name}'.shape="
+                         f"{fmt_shape(want.shape)}")
     return want
 
 

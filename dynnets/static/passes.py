@@ -22,7 +22,9 @@ times are whole plan runs, so they include the Python around the kernels):
 * a kernel is *slower* for transcendental ops: Numba calls scalar libm where
   numpy uses SIMD; ``exp(a)*b`` was 0.5x numpy's speed at 1024 elements and
   0.25x from 4096 on (``tanh`` 12-30x slower from 4096 on in a microbenchmark) - so exp,
-  log, tanh, sigmoid and pow end a fused group instead of joining it;
+  log, tanh, sigmoid and pow have no ``scalar=`` template in the table and end a
+  fused group instead of joining it (the pass fuses exactly the primitives
+  that declare a template);
 * the first use of a new expression costs a Numba compilation (0.1-0.5 s;
   later plans with the same expression reuse it from ``_KERNELS``, and later
   processes from the disk cache below), so fusion only runs on arrays of at
@@ -49,22 +51,17 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..autograd import gradtypes
 from ..autograd import primitives as P
-from ..autograd.primitives import ShapeError, _dt
-from .graph import (SOURCES, Eqn, StaticPrimitive, _site_str, constant_p, param_p, placeholder_p,
+from ..autograd.primitives import ShapeError, dtype_of
+from .graph import (SOURCES, Eqn, StaticPrimitive, site_str as _site_str, constant_p, param_p, placeholder_p,
                     variable_p)
 
 __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",
-           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "FUSE_MIN_SIZE", "MEMORY_MIN_SIZE",
-           "FUSIBLE"]
+           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "FUSE_MIN_SIZE", "MEMORY_MIN_SIZE"]
 
 FUSE_MIN_SIZE = 2048
 MEMORY_MIN_SIZE = 4096
-
-# elementwise primitives cheap enough to gain from fusion (see the module docstring)
-FUSIBLE = frozenset(p for p in (P.add_p, P.sub_p, P.mul_p, P.div_p, P.neg_p, P.abs_p, P.maximum_p,
-                                P.minimum_p, P.relu_p, P.sqrt_p))
-
 
 # --------------------------------------------------------------------------
 # pruning and dead code
@@ -135,7 +132,7 @@ def infer_shapes(g, input_avals=None):
     if input_avals:
         for pid, a in input_avals.items():
             old = g.avals[pid]
-            if tuple(old.shape) != tuple(a.shape) or _dt(old) != _dt(a):
+            if tuple(old.shape) != tuple(a.shape) or dtype_of(old) != dtype_of(a):
                 changed[pid] = a
     if not changed:
         return g
@@ -153,7 +150,7 @@ def infer_shapes(g, input_avals=None):
             raise type(err)(f"{err} [op '{e.name}'{_site_str(e.site)}, with the fed shapes]") from None
         outs = out if e.prim.multiple_results else (out,)
         for o, a in zip(e.outs, outs):
-            if tuple(avals[o].shape) != tuple(a.shape) or _dt(avals[o]) != _dt(a):
+            if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
                 avals[o] = a
                 dirty.add(o)
     return g.derive(list(g.eqns), avals=avals)
@@ -196,7 +193,7 @@ def fold_constants(g, max_size=1 << 16):
                 new.append(e)
             continue
         outs = res if e.prim.multiple_results else (res,)
-        if any(isinstance(r, P.RowSparse) or np.size(r) > max_size for r in outs if r is not None):
+        if any(gradtypes.is_lazy(r) or np.size(r) > max_size for r in outs if r is not None):
             if new is not None:
                 new.append(e)
             continue
@@ -422,12 +419,13 @@ def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype):
         return out_aval
 
     p = StaticPrimitive("fused", impl, shape_rule, out_arg=True)
-    p.scalar = src
+    p.kernel_source = src
     return p
 
 
 def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
-    """Fuse trees of cheap elementwise equations (``FUSIBLE``) whose result
+    """Fuse trees of elementwise equations whose primitive has a ``scalar=``
+    template (the cheap ones: see the module docstring) and whose result
     has at least ``min_size`` elements into one generated Numba kernel.
 
     A group is grown backwards from a root: an input joins when its producer
@@ -448,7 +446,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
     avals = g.avals
 
     def fusible(e):
-        if e.prim not in FUSIBLE:
+        if e.prim.scalar is None:
             return False
         a = avals[e.outs[0]]
         return _concrete(a.shape) and isinstance(a.dtype, np.dtype) and a.dtype.kind == "f"
@@ -475,7 +473,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
                     if not (pe is not None and isinstance(pe.attrs["value"], (float, int))
                             and not isinstance(pe.attrs["value"], bool)):
                         if not (_concrete(a.shape) and _bcast_to(tuple(a.shape), tuple(root_aval.shape))
-                                and _dt(a) == dt):
+                                and dtype_of(a) == dt):
                             ok = False
                     continue
                 if (fusible(pe) and uses[i] == 1 and id(pe) not in absorbed and avals[i].dtype == dt
@@ -484,7 +482,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
                 else:
                     a = avals[i]
                     if not (_concrete(a.shape) and _bcast_to(tuple(a.shape), tuple(root_aval.shape))
-                            and _dt(a) == dt):
+                            and dtype_of(a) == dt):
                         ok = False
         if not ok or len(members) < 2:
             continue

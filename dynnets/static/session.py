@@ -28,10 +28,10 @@ import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, MatmulT, OuterSum, RowSparse, ShapeError, _fmt
+from ..autograd import gradtypes
+from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from . import passes as _passes
-from .backward import vjp_call_info
-from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
+from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, site_str as _site_str, constant_p,
                     effect_variables, get_default_graph, op_error, param_p, placeholder_p, variable_p,
                     variables_initializer)
 
@@ -42,14 +42,8 @@ _asarray = np.asarray
 _perf = time.perf_counter
 
 
-def _dense(x):
-    tp = type(x)
-    return x.to_dense() if tp is RowSparse or tp is OuterSum or tp is MatmulT else x
-
-
-def _dense_all(r):
-    """A joint VJP's gradients with factored or row-sparse parts densified."""
-    return tuple(_dense(x) for x in r)
+_dense = gradtypes.densify
+_dense_all = gradtypes.densify_all
 
 
 def _cp(x):
@@ -58,19 +52,12 @@ def _cp(x):
 
 def _bad_param(p, shape, dtype):
     d = p.data
-    raise ShapeError(f"Session.run: live parameter '{p.name or 'param'}' has shape {_fmt(d.shape)} and dtype "
-                     f"{d.dtype}; the graph was traced for shape {_fmt(shape)} and dtype {dtype} (trace again "
+    raise ShapeError(f"Session.run: live parameter '{p.name or 'param'}' has shape {fmt_shape(d.shape)} and dtype "
+                     f"{d.dtype}; the graph was traced for shape {fmt_shape(shape)} and dtype {dtype} (trace again "
                      f"after changing a parameter's shape)")
 
 
-def _cast(x, dt):
-    """A gradient in its input's declared dtype ``dt`` (a VJP computes in the
-    promoted dtype of a mixed float32/float64 equation, as numpy does)."""
-    if x is None or dt is None or x.dtype == dt:
-        return x
-    if type(x) is RowSparse:
-        return RowSparse(x.rows, x.values.astype(dt), x.shape)
-    return np.asarray(x).astype(dt)
+_cast = gradtypes.cast
 
 
 def _cast_all(r, dts):
@@ -290,8 +277,8 @@ class Session:
                 decl = g.avals[k.id]
                 shp = tuple(decl.shape)
                 if len(v.shape) != len(shp) or any(d is not None and d != s for d, s in zip(shp, v.shape)):
-                    raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {_fmt(shp)}, given a "
-                                    f"value of shape {_fmt(v.shape)}")
+                    raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {fmt_shape(shp)}, given a "
+                                    f"value of shape {fmt_shape(v.shape)}")
                 dt = decl.dtype
                 if v.dtype != dt:
                     if v.dtype.kind in "biuf" and np.can_cast(v.dtype, dt, "same_kind"):
@@ -310,7 +297,7 @@ class Session:
         missing = [g.values[e.outs[0]] for e in pruned.eqns if e.prim is placeholder_p and e.outs[0] not in fed]
         if missing:
             m = missing[0]
-            raise FeedError(f"Session.run: placeholder '{m.name}' (shape {_fmt(m.shape)}, dtype {m.dtype}) must "
+            raise FeedError(f"Session.run: placeholder '{m.name}' (shape {fmt_shape(m.shape)}, dtype {m.dtype}) must "
                             f"be fed: the fetches need it" + (f" (also unfed: {[x.name for x in missing[1:]]})"
                                                               if len(missing) > 1 else ""))
         opt = self._optimize(pruned, input_avals, timings)
@@ -455,7 +442,7 @@ class Session:
             else:
                 args = tuple(slot[i] for i in e.ins)
                 outs = tuple(new_slot(x) for x in e.outs)
-                info = vjp_call_info(p)
+                info = getattr(p, "vjp_call", None)
                 if getattr(p, "effect", False):
                     variables.extend(effect_variables(e))
                     instrs.append(_Ins("effect", outs, p.impl, args, e.attrs or None, e, None))

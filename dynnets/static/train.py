@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
-from ..autograd.primitives import Aval, ShapeError, _fmt
+from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
-from .backward import _gradients
+from .backward import sparse_gradients
 from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer"]
@@ -47,8 +47,8 @@ def _apply_shape(*avals, opt, vars, slots, n):
     for a, v in zip(avals[:n], vars):
         want = v.graph.avals[v.id]
         if tuple(a.shape) != tuple(want.shape):
-            raise ShapeError(f"{opt.name}: gradient shape {_fmt(a.shape)} does not match variable '{v.name}' "
-                             f"shape {_fmt(want.shape)}")
+            raise ShapeError(f"{opt.name}: gradient shape {fmt_shape(a.shape)} does not match variable '{v.name}' "
+                             f"shape {fmt_shape(want.shape)}")
     return Aval((), None)
 
 
@@ -86,8 +86,8 @@ class Optimizer:
             if not isinstance(v, Variable):
                 raise TypeError(f"{self.name}.compute_gradients: {v!r} is not a Variable")
         if loss.shape not in ((), (1,)):
-            raise ValueError(f"{self.name}.compute_gradients: loss must be a scalar, got shape {_fmt(loss.shape)}")
-        return list(zip(_gradients(loss, var_list), var_list))
+            raise ValueError(f"{self.name}.compute_gradients: loss must be a scalar, got shape {fmt_shape(loss.shape)}")
+        return list(zip(sparse_gradients(loss, var_list), var_list))
 
     def _make_slots(self, var):
         slots = self._slots.get(var)

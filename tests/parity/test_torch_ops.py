@@ -220,6 +220,9 @@ OPS = [
 COVERED_ELSEWHERE = {
     "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "uniform", "arange",
     "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "argmax",
+    "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels",
+    "tree_lstm_node", "tree_lstm_leaf_node", "split_rows",
 }
 
 
@@ -248,6 +251,8 @@ PRIMITIVES_ELSEWHERE = {
     "tree_lstm_node": ("test_torch_tree.py", "test_tree_lstm_node"),
     "tree_lstm_leaf_node": ("test_torch_tree.py", "test_tree_lstm_leaf_node"),
     "split_rows": ("test_torch_tree.py", "test_split_rows"),
+    **{name: ("test_torch_ops.py", "test_comparison_primitives")
+       for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "argmax")},
 }
 
 
@@ -950,6 +955,44 @@ def test_comparisons_and_argmax(op):
     # ties: the first maximal index, as torch
     _same(dn.Tensor(x).argmax(axis=1), torch.tensor(x).argmax(1))
     _same(dn.Tensor(x).argmax(), torch.tensor(x).argmax())
+
+
+_COMPARISONS = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
+                "greater": "gt", "greater_equal": "ge"}
+
+
+@pytest.mark.parametrize("mode", ["eager", "static", "static-unknown"])
+@pytest.mark.parametrize("name", sorted(_COMPARISONS) + ["argmax"])
+def test_comparison_primitives(name, mode):
+    """The comparison and argmax primitives through the public functions, in
+    eager and static mode (known and unknown dims), with broadcasting, NaN and ties."""
+    import dynnets.autograd.ops as ops
+    import dynnets.static as ds
+    x = np.array([[1.0, 2.0, 3.0], [3.0, 3.0, np.nan]])
+    y = np.array([[1.0, 0.0, 4.0]])
+    tx, ty = torch.tensor(x), torch.tensor(y)
+    if name == "argmax":
+        # NaN counts as the maximum, ties give the first index, as torch
+        cases = [((x,), {"axis": 1}, tx.argmax(1)), ((x,), {}, tx.argmax()),
+                 ((x[:, :2],), {"axis": 0}, tx[:, :2].argmax(0))]
+        fn = ops.argmax
+    else:
+        cases = [((x, y), {}, getattr(torch, _COMPARISONS[name])(tx, ty)),
+                 ((x, 2.0), {}, getattr(torch, _COMPARISONS[name])(tx, 2.0))]
+        fn = getattr(ops, name)
+    for args, kw, want in cases:
+        if mode == "eager":
+            got = fn(*[dn.Tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kw).data
+        else:
+            g = ds.Graph()
+            with g.as_default():
+                phs = [ds.placeholder(np.float64, a.shape if mode == "static" else (None,) * a.ndim)
+                       if isinstance(a, np.ndarray) else a for a in args]
+                out = fn(*phs, **kw)
+            with ds.Session(graph=g) as sess:
+                got = sess.run(out, {p: a for p, a in zip(phs, args) if isinstance(a, np.ndarray)})
+        np.testing.assert_array_equal(np.asarray(got), want.numpy())
+        assert np.asarray(got).dtype == want.numpy().dtype
 
 
 def test_item_float_int_len_iter_bool():

@@ -1,4 +1,4 @@
-"""The tree primitives behind the tree models (``dynnets.models.common``:
+"""The tree primitives behind the tree models (``dynnets.autograd.ops``:
 ``tree_lstm_levels``, ``tree_rnn_levels``, ``childsum_levels`` over a level
 schedule; ``tree_lstm_node``, ``tree_lstm_leaf_node`` on packed ``[h | c]``
 states; ``split_rows``) against PyTorch compositions of the papers'
@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dynnets.models import common as M  # noqa: E402
+from dynnets.autograd import ops as M  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_parity_common", os.path.join(os.path.dirname(__file__), "_common.py"))
 C = sys.modules.get("_parity_common") or importlib.util.module_from_spec(_spec)

@@ -1,0 +1,511 @@
+"""Reductions, shapes and indexing: sum, mean, max, reshape, transpose,
+broadcast_to, getitem, take, concat, stack, split_rows."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import kernels as K
+from ..gradtypes import join_rows
+from .core import (Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
+                   is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
+
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "argmax_p"]
+
+# --------------------------------------------------------------------------
+# reductions
+# --------------------------------------------------------------------------
+
+
+def _reduce_shape(name):
+    def rule(x, axis=None, keepdims=False):
+        ax = norm_axis(name, axis, len(x.shape))
+        if ax is None:
+            shp = (1,) * len(x.shape) if keepdims else ()
+        elif keepdims:
+            shp = tuple(1 if i in ax else d for i, d in enumerate(x.shape))
+        else:
+            shp = tuple(d for i, d in enumerate(x.shape) if i not in ax)
+        dt = dtype_of(x)
+        if name == "mean" and dt.kind not in "fc":
+            dt = np.dtype(np.float64)
+        elif name == "sum" and dt.kind in "biu":
+            dt = _sum_dtype(dt)
+        return Aval(shp, dt)
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+def _sum_dtype(dt):
+    """numpy's sum of booleans and small integers is a platform integer."""
+    return np.add.reduce(np.zeros(1, dtype=dt)).dtype
+
+
+def _expand_to(g, shape, axis, keepdims):
+    """Adjoint of a reduction: ``g`` repeated along the reduced axes."""
+    if axis is not None and not keepdims:
+        g = np.expand_dims(g, axis)
+    # A fresh array rather than np.broadcast_to's read-only view: broadcast_to
+    # costs ~1.8 us of Python per call, empty+copyto ~0.5 us, and the result is
+    # writeable, so a leaf can keep it without another copy.
+    out = np.empty(shape, dtype=g.dtype)
+    np.copyto(out, g)
+    return out
+
+
+def _sum(x, axis=None, keepdims=False):
+    # the ufunc method directly: np.sum adds ~0.8 us of Python dispatch
+    return np.add.reduce(x, axis=axis, keepdims=keepdims)
+
+
+def _mean(x, axis=None, keepdims=False):
+    if getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        return np.add.reduce(x, axis=axis, keepdims=keepdims) / _count(x.shape, axis)
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _count(shape, axis):
+    if axis is None:
+        return math.prod(shape)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    return math.prod(shape[a] for a in axes)
+
+
+sum_p = defprim("sum", _sum, _reduce_shape("sum"),
+                vjp=(lambda g, ins, out, axis=None, keepdims=False:
+                     _expand_to(g, shape_of(ins[0]), axis, keepdims),))
+
+mean_p = defprim("mean", _mean, _reduce_shape("mean"),
+                 vjp=(lambda g, ins, out, axis=None, keepdims=False:
+                      _expand_to(g / _count(shape_of(ins[0]), axis), shape_of(ins[0]), axis, keepdims),))
+
+
+def _max(x, axis=None, keepdims=False):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _max_vjp(g, ins, out, axis=None, keepdims=False):
+    x = ins[0]
+    o = out if (keepdims or axis is None and np.ndim(out) == x.ndim) else (
+        np.expand_dims(out, axis) if axis is not None else out)
+    mask = (x == o)
+    # ties share the gradient evenly (the subgradient PyTorch's amax uses)
+    count = mask.sum(axis=axis, keepdims=True)
+    gg = g if (keepdims or axis is None) else np.expand_dims(g, axis)
+    return (mask * (gg / count)).astype(x.dtype, copy=False)
+
+
+def _max_shape(x, axis=None, keepdims=False):
+    ax = norm_axis("max", axis, len(x.shape))
+    for a in (ax or range(len(x.shape))):
+        if x.shape[a] == 0:
+            raise ShapeError(f"max: cannot reduce over axis {a} of size 0 (x.shape={fmt_shape(x.shape)})")
+    return _reduce_shape("max")(x, axis, keepdims)
+
+
+max_p = defprim("max", _max, _max_shape, vjp=(_max_vjp,))
+
+# --------------------------------------------------------------------------
+# shapes and indexing
+# --------------------------------------------------------------------------
+
+
+def _reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+def _shape_attr(op, shape):
+    """A target shape attribute as a tuple of Python ints (DTypeError otherwise)."""
+    if not isinstance(shape, (tuple, list)) or not all(is_int(d) for d in shape):
+        raise DTypeError(f"{op}: shape must be a tuple of integers, got {shape!r}")
+    return tuple(int(d) for d in shape)
+
+
+def _reshape_shape(x, shape):
+    shape = _shape_attr("reshape", shape)
+    if any(d < -1 for d in shape):
+        raise ShapeError(f"reshape: invalid dimension in shape={shape} (dimensions are >= 0, or -1 for one "
+                         f"inferred from the others)")
+    if sum(1 for d in shape if d == -1) > 1:
+        raise ShapeError(f"reshape: only one dimension can be -1, got shape={shape}")
+    rest = math.prod(d for d in shape if d != -1)
+    if any(d is None for d in x.shape):
+        # the known part of x must fit: its element count divides the result's
+        known = math.prod(d for d in x.shape if d is not None)
+        if -1 not in shape and (rest % known if known else rest):
+            raise ShapeError(f"reshape: cannot reshape x.shape={fmt_shape(x.shape)} into shape={shape}")
+        return Aval(tuple(None if d == -1 else d for d in shape), dtype_of(x))
+    n = math.prod(x.shape)
+    if -1 in shape:
+        if rest == 0 or n % rest:
+            raise ShapeError(f"reshape: cannot reshape x.shape={fmt_shape(x.shape)} ({n} elements) into shape={shape}")
+        shape = tuple(n // rest if d == -1 else d for d in shape)
+    elif rest != n:
+        raise ShapeError(f"reshape: cannot reshape x.shape={fmt_shape(x.shape)} ({n} elements) into shape={shape}")
+    return Aval(shape, dtype_of(x))
+
+
+reshape_p = defprim("reshape", _reshape, _reshape_shape,
+                    vjp=(lambda g, ins, out, shape: g.reshape(np.shape(ins[0])),))
+
+
+def _transpose(x, axes=None):
+    return np.transpose(x, axes)
+
+
+def _transpose_shape(x, axes=None):
+    nd = len(x.shape)
+    if axes is None:
+        return Aval(tuple(reversed(x.shape)), dtype_of(x))
+    if not isinstance(axes, (tuple, list)) or not all(is_int(a) for a in axes):
+        raise DTypeError(f"transpose: axes must be a tuple of integers, got {axes!r}")
+    axes = tuple(axes)
+    if sorted(a % nd if -nd <= a < nd else a for a in axes) != list(range(nd)):
+        raise ShapeError(f"transpose: axes={axes} is not a permutation of the {nd} dimensions of x.shape={fmt_shape(x.shape)}")
+    return Aval(tuple(x.shape[a] for a in axes), dtype_of(x))
+
+
+def _transpose_vjp(g, ins, out, axes=None):
+    if axes is None:
+        return np.transpose(g)
+    return np.transpose(g, np.argsort([a % g.ndim for a in axes]))
+
+
+transpose_p = defprim("transpose", _transpose, _transpose_shape, vjp=(_transpose_vjp,))
+
+
+def _broadcast_to(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+def _broadcast_to_shape(x, shape):
+    shape = _shape_attr("broadcast_to", shape)
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"broadcast_to: shape={shape} has a negative dimension")
+    xs = tuple(x.shape)
+    if len(xs) > len(shape) or any(d is not None and d != 1 and d != t for d, t in zip(reversed(xs), reversed(shape))):
+        raise ShapeError(f"broadcast_to: x.shape={fmt_shape(xs)} cannot be broadcast to shape={shape}")
+    return Aval(shape, dtype_of(x))
+
+
+broadcast_to_p = defprim("broadcast_to", _broadcast_to, _broadcast_to_shape,
+                         vjp=(lambda g, ins, out, shape: unbroadcast(g, np.shape(ins[0])),))
+
+
+def _is_basic(index):
+    idx = index if isinstance(index, tuple) else (index,)
+    for i in idx:
+        if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))):
+            return False
+    return True
+
+
+def _getitem(x, index):
+    return x[index]
+
+
+def _index_error(index, x, msg):
+    return IndexRangeError(f"getitem: index {index!r} is invalid for x.shape={fmt_shape(x.shape)}: {msg}")
+
+
+def _getitem_shape(x, index):
+    """numpy's indexing rules computed on the shape alone: a slice of a known
+    dimension has ``len(range(*slice.indices(d)))`` elements, of an unknown one
+    an unknown number; integer and boolean arrays (advanced indices) give the
+    broadcast shape of the index arrays, in place of the indexed dimensions
+    when those are adjacent, else in front (numpy's rule). Index values are
+    not range-checked against unknown dimensions (the run checks them)."""
+    shape = tuple(x.shape)
+    nd = len(shape)
+    items = index if type(index) is tuple else (index,)
+    kinds = []                 # (kind, value): new, ell, int, slice, iarr, barr
+    used = 0
+    for i in items:
+        if i is None:
+            kinds.append(("new", None))
+        elif i is Ellipsis:
+            kinds.append(("ell", None))
+        elif isinstance(i, (bool, np.bool_)):
+            kinds.append(("barr", np.asarray(i)))
+        elif is_int(i):
+            kinds.append(("int", int(i)))
+            used += 1
+        elif type(i) is slice:
+            for part in (i.start, i.stop, i.step):
+                if part is not None and not hasattr(part, "__index__"):
+                    raise _index_error(index, x, "slice bounds must be integers or None")
+            if i.step is not None and i.step.__index__() == 0:
+                raise _index_error(index, x, "slice step cannot be zero")
+            kinds.append(("slice", i))
+            used += 1
+        else:
+            a = i if type(i) is np.ndarray else np.asarray(i) if isinstance(i, (list, tuple)) else None
+            if a is None or a.dtype.kind not in "biu":
+                raise _index_error(index, x, "only integers, slices, None, Ellipsis and integer or boolean "
+                                             "arrays are valid indices")
+            if a.dtype.kind == "b":
+                kinds.append(("barr", a))
+                used += a.ndim
+            else:
+                kinds.append(("iarr", a))
+                used += 1
+    n_ell = sum(1 for k, _ in kinds if k == "ell")
+    if n_ell > 1:
+        raise _index_error(index, x, "an index can only have a single ellipsis")
+    if used > nd:
+        raise _index_error(index, x, f"too many indices ({used}) for {nd} dimensions")
+    full = ("slice", slice(None))
+    if n_ell:
+        k = next(j for j, (kind, _) in enumerate(kinds) if kind == "ell")
+        # the ellipsis stays as a separator: numpy never counts advanced
+        # indices on both sides of one as adjacent, even when it stands for no dimension
+        kinds[k:k + 1] = [("ell", None)] + [full] * (nd - used)
+    else:
+        kinds += [full] * (nd - used)
+    advanced = any(k in ("iarr", "barr") for k, _ in kinds)
+    out = []
+    adv_shapes = []
+    adv_at = []                # positions in `kinds` of advanced indices
+    p = 0
+    for j, (kind, v) in enumerate(kinds):
+        if kind == "ell":
+            continue
+        if kind == "new":
+            out.append(1)
+            continue
+        if kind == "slice":
+            d = shape[p]
+            out.append(None if d is None else len(range(*v.indices(d))))
+            p += 1
+            continue
+        if kind == "int":
+            d = shape[p]
+            if d is not None and not -d <= v < d:
+                raise _index_error(index, x, f"{v} is out of range for dimension {p} of size {d}")
+            p += 1
+            if not advanced:
+                continue
+            adv_shapes.append(())
+        elif kind == "iarr":
+            adv_shapes.append(v.shape)
+            p += 1
+        else:
+            dims = shape[p:p + v.ndim]
+            # (numpy skips the match for an empty mask)
+            if v.size and any(d is not None and d != m for d, m in zip(dims, v.shape)):
+                raise _index_error(index, x, f"boolean index of shape {v.shape} does not match the indexed "
+                                             f"dimensions {fmt_shape(dims)}")
+            adv_shapes.append((int(np.count_nonzero(v)),))
+            p += v.ndim
+        adv_at.append(j)
+        out.append("adv")
+    if not advanced:
+        return Aval(tuple(out), dtype_of(x))
+    try:
+        bshape = np.broadcast_shapes(*adv_shapes)
+    except ValueError:
+        raise _index_error(index, x, f"index arrays of shapes {adv_shapes} cannot be broadcast together") from None
+    basic = [d for d in out if d != "adv"]
+    if adv_at == list(range(adv_at[0], adv_at[-1] + 1)):
+        at = out.index("adv")
+        return Aval(tuple(basic[:at]) + bshape + tuple(basic[at:]), dtype_of(x))
+    return Aval(bshape + tuple(basic), dtype_of(x))
+
+
+def _getitem_vjp(g, ins, out, index):
+    x = ins[0]
+    gx = np.zeros(np.shape(x), dtype=g.dtype)
+    if _is_basic(index):
+        gx[index] = g
+    else:
+        np.add.at(gx, index, g)     # repeated indices accumulate
+    return gx
+
+
+_SLICE = object()      # marks a slice in getitem's attribute key
+
+
+def _getitem_key(index):
+    """A hashable stand-in for a basic index (slices are unhashable before
+    Python 3.12); an index holding arrays stays unhashable (TypeError)."""
+    tp = type(index)
+    if tp is tuple:
+        key = []            # a plain loop: a comprehension's frame costs ~0.1 us here
+        for i in index:
+            key.append((_SLICE, i.start, i.stop, i.step) if type(i) is slice else i)
+        return tuple(key)
+    if tp is slice:
+        return (_SLICE, index.start, index.stop, index.step)
+    return index
+
+
+getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,), attr_key=_getitem_key)
+
+
+def _take(x, idx):
+    """Rows of ``x`` at integer indices ``idx`` (a gather along axis 0)."""
+    return x[idx]
+
+
+def _take_shape(x, idx):
+    if dtype_of(idx).kind not in "iu":
+        raise ShapeError(f"take: indices must be integers, got dtype {dtype_of(idx)}")
+    if len(x.shape) < 1:
+        raise ShapeError("take: x must have at least one dimension")
+    return Aval(tuple(idx.shape) + tuple(x.shape[1:]), dtype_of(x))
+
+
+def _take_vjp(g, ins, out):
+    x, idx = ins
+    shape = np.shape(x)
+    idx = np.asarray(idx)
+    if (idx.ndim == 1 and len(shape) == 2 and idx.size and is_kernel_float(g.dtype)
+            and idx.dtype.kind in "iu" and g.shape == (idx.shape[0], shape[1])):
+        # rows scatter-added by the Numba kernel: np.add.at took 1.8 ms for
+        # 480 rows of 600 (measured), the kernel a few microseconds
+        n = shape[0]
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        lo, hi = idx.min(), idx.max()
+        # the forward accepted these indices; checked again because the
+        # kernel does not bounds-check (the array may have changed since)
+        if lo < -n or hi >= n:
+            raise IndexRangeError(f"take: index {lo if lo < -n else hi} is out of range for x.shape[0]={n}")
+        if lo < 0:
+            idx = np.where(idx < 0, idx + n, idx)
+        return K.embedding_bwd(idx, np.ascontiguousarray(g), n)
+    gx = np.zeros(shape, dtype=g.dtype)
+    np.add.at(gx, idx, g)
+    return gx
+
+
+take_p = defprim("take", _take, _take_shape, vjp=(_take_vjp, None), nondiff_args=(1,))
+
+
+def _concat(*xs, axis=0):
+    return np.concatenate(xs, axis=axis)
+
+
+def _many_dtype(xs):
+    """The result dtype of concatenating or stacking ``xs``: numpy makes Python
+    scalars arrays there (no weak promotion). One result_type over the distinct
+    dtypes: a recursive model concatenates thousands of node states."""
+    dts = {x.dtype for x in xs}
+    return np.result_type(*[d if isinstance(d, np.dtype) else dtype_of(Aval((), d)) for d in dts])
+
+
+def _concat_shape(*xs, axis=0):
+    if not xs:
+        raise ShapeError("concat: expected at least one input")
+    shapes = [x.shape for x in xs]
+    s0 = tuple(shapes[0])
+    nd = len(s0)
+    ax = norm_axis("concat", axis, nd)[0]
+    # the set of shapes outside the axis: one element (and no unknown dimension)
+    # in the usual case, checked without a Python loop per input (a recursive
+    # model concatenates a minibatch's thousands of node states)
+    if ax == 0:
+        rest = {tuple(s[1:]) if len(s) == nd else None for s in shapes}
+    else:
+        rest = {tuple(s[:ax]) + tuple(s[ax + 1:]) if len(s) == nd else None for s in shapes}
+    if len(rest) != 1 or None in rest or None in next(iter(rest)):
+        for i, x in enumerate(xs):
+            if len(x.shape) != nd:
+                raise ShapeError(f"concat: input {i} has {len(x.shape)} dimensions, input 0 has {nd} "
+                                 f"(input {i}.shape={fmt_shape(x.shape)}, input 0.shape={fmt_shape(s0)})")
+            for d in range(nd):
+                if d != ax and not dims_match(x.shape[d], s0[d]):
+                    raise ShapeError(f"concat: input {i}.shape={fmt_shape(x.shape)} does not match input 0.shape="
+                                     f"{fmt_shape(s0)} outside axis {axis}")
+    sizes = [s[ax] for s in shapes]
+    shp = list(s0)
+    shp[ax] = None if None in sizes else sum(sizes)
+    # known dimensions outside the axis may come from any input
+    for d in range(nd):
+        if d != ax and shp[d] is None:
+            shp[d] = next((s[d] for s in shapes if s[d] is not None), None)
+    return Aval(tuple(shp), _many_dtype(xs))
+
+
+def _concat_vjp(g, ins, out, axis=0):
+    if axis == 0 or axis == -g.ndim:
+        # plain slices: np.split costs ~1.5 us per piece in Python, which
+        # dominates when a recursive model concatenates ~1000 node states
+        out, start = [], 0
+        for x in ins:
+            stop = start + np.shape(x)[0]
+            out.append(g[start:stop])
+            start = stop
+        return tuple(out)
+    sizes = np.cumsum([np.shape(x)[axis] for x in ins])[:-1]
+    return tuple(np.split(g, sizes, axis=axis))
+
+
+concat_p = defprim("concat", _concat, _concat_shape, joint_vjp=_concat_vjp)
+
+
+def _stack(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+def _stack_shape(*xs, axis=0):
+    if not xs:
+        raise ShapeError("stack: expected at least one input")
+    s0 = tuple(xs[0].shape)
+    shapes = {tuple(x.shape) for x in xs}
+    if len(shapes) != 1 or None in s0:
+        for i, x in enumerate(xs):
+            if not fits(tuple(x.shape), s0):
+                raise ShapeError(f"stack: input {i}.shape={fmt_shape(x.shape)} does not match input 0.shape={fmt_shape(s0)}")
+    nd = len(s0) + 1
+    ax = norm_axis("stack", axis, nd)[0]
+    shp = [next((x.shape[d] for x in xs if x.shape[d] is not None), None) for d in range(len(s0))]
+    shp.insert(ax, len(xs))
+    return Aval(tuple(shp), _many_dtype(xs))
+
+
+def _stack_vjp(g, ins, out, axis=0):
+    return tuple(np.moveaxis(g, axis, 0))
+
+
+stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp)
+
+def _split_rows(x):
+    """The rows of ``x`` (n, ...) as n arrays of shape (1, ...): a recursive
+    model reads its per-word inputs with one node instead of n ``getitem``s
+    (whose VJPs would each allocate an (n, ...) gradient)."""
+    return tuple(x[i:i + 1] for i in range(x.shape[0]))
+
+
+def _split_rows_shape(x):
+    if len(x.shape) < 1:
+        raise ShapeError("split_rows: x must have at least one dimension, got a 0-d input")
+    if x.shape[0] is None:
+        raise ShapeError(f"split_rows: x.shape[0] (the number of results) must be known, got x.shape={fmt_shape(x.shape)}")
+    return tuple(Aval((1,) + tuple(x.shape[1:]), dtype_of(x)) for _ in range(x.shape[0]))
+
+
+def _split_rows_vjp(g, ins, out):
+    x = ins[0]
+    return (join_rows(g, np.shape(x), np.asarray(x).dtype),)
+
+
+split_rows_p = defprim("split_rows", _split_rows, _split_rows_shape, joint_vjp=_split_rows_vjp,
+                       multiple_results=True, lazy_grads=True)
+
+
+
+def _argmax(x, axis=None):
+    return np.asarray(np.argmax(x, axis=axis))
+
+
+def _argmax_shape(x, axis=None):
+    if axis is None:
+        return Aval((), np.dtype(np.int64))
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
+
+
+argmax_p = defprim("argmax", _argmax, _argmax_shape, differentiable=False)

@@ -1,0 +1,391 @@
+"""The core of the primitive table: :class:`Primitive`, :func:`defprim`,
+:data:`PRIMITIVES`, :class:`Aval`, the error classes, and the shape and dtype
+helpers the domain modules (``elementwise``, ``array``, ``linalg``, ``nn``,
+``cells``, ``tree``, ``seq``) build their shape rules and implementations from.
+
+Every primitive is declared once with :func:`defprim`:
+
+``impl(*arrays, **attrs)``
+    the forward computation on numpy arrays (or a Numba kernel from
+    :mod:`dynnets.autograd.kernels`);
+``shape(*avals, **attrs)``
+    the shape/dtype rule, which is also the input check: it raises
+    :class:`ShapeError` (:class:`DTypeError`, :class:`IndexRangeError`) naming
+    the op, the argument, what was expected and what was received. Static
+    graphs run it at construction time (again with the fed shapes); eager
+    ``bind`` runs it once per input signature (see :mod:`..engine`). ``avals``
+    have ``.shape`` (dimensions may be ``None`` = unknown) and ``.dtype``.
+    What depends on values (class targets, ids, tree schedules) the
+    implementation checks on every call, before any kernel sees it: the
+    kernels index unchecked;
+``vjps``
+    one vector-Jacobian product per input, each a plain function
+    ``vjp(g, inputs, out, **attrs) -> gradient of that input`` (``None`` for a
+    non-differentiable input), in the manner of HIPS autograd's ``defvjp``. Or
+    ``joint_vjp(g, inputs, out, **attrs) -> tuple`` for fused primitives whose
+    input gradients share work. Because a VJP is a function of arrays only, the
+    static graph binds it as a node (:mod:`dynnets.static.backward`), so eager
+    and static gradients are the same code.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..dtypes import F32, F64, is_kernel_float, same_float
+__all__ = ["ShapeError", "DTypeError", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "grad_buffer", "same_float"]
+
+class ShapeError(ValueError):
+    """Bad input to an op: names the op, the argument, expected and received."""
+
+
+class DTypeError(ShapeError, TypeError):
+    """An input of a dtype the op does not take (integer logits, a float index...).
+    A TypeError, as PyTorch's, and a ShapeError, as every bad input to an op."""
+
+
+class IndexRangeError(ShapeError, IndexError):
+    """An index value out of range (a class target, an embedding id, a tree
+    node): an IndexError, as PyTorch's, and a ShapeError."""
+
+
+class Aval(NamedTuple):
+    """Abstract value: what a shape rule sees of an input."""
+    shape: tuple
+    dtype: object
+
+
+class Primitive:
+    """One entry of the table; every fact about it is an attribute set from
+    :func:`defprim`'s arguments (see there), so the engine, the static graph,
+    its gradients and the compile passes read one object.
+
+    ``checked`` is the eager input-check cache: input signatures (shapes,
+    dtypes, attributes) whose shape rule ``bind`` has already run and passed
+    (see :mod:`dynnets.autograd.engine`)."""
+
+    __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
+                 "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
+                 "attr_key", "checked")
+
+    def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
+                 differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
+                 sparse_grads=(), twin_min=None, attr_key=None):
+        self.name = name
+        self.impl = impl
+        self.shape = shape
+        self.vjps = tuple(vjps) if vjps is not None else None
+        self.joint_vjp = joint_vjp
+        self.multiple_results = multiple_results
+        self.differentiable = differentiable
+        self.nondiff_args = tuple(nondiff_args)
+        self.doc = impl.__doc__
+        self.scalar = scalar
+        self.lazy_grads = bool(lazy_grads)
+        self.dense_vjp = dense_vjp
+        self.sparse_grads = frozenset(sparse_grads)
+        self.twin_min = twin_min
+        self.attr_key = attr_key
+        self.checked = {}
+
+    def vjp_fn(self, i=None, dense=False):
+        """The VJP of input ``i`` (the joint VJP for ``None``); with ``dense``
+        its ``dense_vjp`` twin where it has one."""
+        if dense and self.dense_vjp is not None:
+            d = self.dense_vjp if i is None else self.dense_vjp[i]
+            if d is not None:
+                return d
+        return self.joint_vjp if i is None else self.vjps[i]
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
+            nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
+            attr_key=None):
+    """Declare a primitive: every fact about it, in one call.
+
+    Parameters
+    ----------
+    name : str
+        The table key; the public op drops the ``_p`` of the Python name.
+    impl : callable
+        ``impl(*arrays, **attrs)``: the forward on numpy arrays (a tuple for
+        ``multiple_results``).
+    shape : callable
+        ``shape(*avals, **attrs) -> Aval`` (a tuple of them): the shape/dtype
+        rule and input check.
+    vjp : tuple of callables or None
+        One ``vjp(g, inputs, out, **attrs)`` per input (``None`` for an input
+        without gradient). ``grep -rn "vjp=" dynnets`` lists every gradient.
+    joint_vjp : callable
+        Instead of ``vjp``: ``joint_vjp(g, inputs, out, **attrs) -> tuple``
+        for primitives whose input gradients share work.
+    multiple_results : bool
+    differentiable : bool
+        ``False`` for a primitive without gradients (comparisons, argmax):
+        bind records nothing for it.
+    nondiff_args : tuple of int
+        Inputs that never get a gradient (indices, masks, schedules).
+    scalar : str
+        A scalar expression template (``"({0} * {1})"``) for an elementwise
+        primitive: the static compiler fuses chains of primitives that have one
+        into a generated Numba kernel (:func:`dynnets.static.passes.fuse_elementwise`).
+    lazy_grads : bool
+        The VJP accepts :class:`~dynnets.autograd.gradtypes.MatmulT` output
+        gradients (eager backward densifies them for every other primitive).
+    dense_vjp : callable, or tuple of callables/None aligned with ``vjp``
+        Twins of VJPs that return factored gradients
+        (:class:`~dynnets.autograd.gradtypes.OuterSum`) for callers that
+        densify every gradient at once (static plans), where forming the
+        factors costs more than the dense gradient.
+    sparse_grads : tuple of int
+        Inputs whose VJP returns a :class:`~dynnets.autograd.gradtypes.RowSparse`
+        gradient; symbolic gradients keep it sparse (optimizers update rows).
+    twin_min : int
+        The work size (rows times hidden size) from which the implementation
+        runs its kernel's numpy twin instead of the kernel (the twin's SIMD
+        ufuncs win on large arrays; measured per primitive). The implementation
+        reads it from the primitive, so a test can move it.
+    attr_key : callable
+        ``attr_key(**attrs)``: a hashable stand-in for attributes Python cannot
+        hash (slices), so eager bind can cache their input check.
+    """
+    if name in PRIMITIVES:
+        raise ValueError(f"defprim: primitive {name!r} is already defined")
+    if differentiable and vjp is None and joint_vjp is None:
+        raise ValueError(f"defprim: differentiable primitive {name!r} needs vjp= or joint_vjp=")
+    if dense_vjp is not None and (joint_vjp is not None) != callable(dense_vjp):
+        raise ValueError(f"defprim: {name!r}: dense_vjp= is a function for a joint_vjp=, a tuple aligned with "
+                         f"vjp= otherwise")
+    p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
+                  differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
+                  dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key)
+    PRIMITIVES[name] = p
+    return p
+
+
+# --------------------------------------------------------------------------
+# shape-rule helpers
+# --------------------------------------------------------------------------
+
+def fmt_shape(shape):
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def broadcast_shapes(op, *shapes, names=None):
+    """numpy broadcasting with unknown (None) dimensions; raises ShapeError."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for k in range(1, ndim + 1):
+        dim = 1
+        for s in shapes:
+            if k > len(s):
+                continue
+            d = s[-k]
+            if d == 1:
+                continue
+            if dim == 1:
+                dim = d
+            elif d is None:
+                continue
+            elif dim is None:
+                dim = d
+            elif d != dim:
+                names = names or [f"input {i}" for i in range(len(shapes))]
+                desc = ", ".join(f"{n}.shape={fmt_shape(s)}" for n, s in zip(names, shapes))
+                raise ShapeError(f"{op}: shapes cannot be broadcast together: {desc}")
+        out.append(dim)
+    return tuple(reversed(out))
+
+
+def result_type(*dts):
+    try:
+        return np.result_type(*dts)
+    except TypeError:
+        return np.result_type(*[np.asarray(d).dtype if not isinstance(d, np.dtype) else d for d in dts])
+
+
+def aval_of(x):
+    if type(x) is np.ndarray:
+        return x                     # has .shape and .dtype, all a rule reads (an Aval costs ~0.4 us)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return Aval(tuple(x.shape), x.dtype)
+    if isinstance(x, (bool, int, float)):
+        return Aval((), x)           # a weak Python scalar: numpy promotion keeps the other dtype
+    a = np.asarray(x)
+    return Aval(a.shape, a.dtype)
+
+
+# exceptions a shape rule may raise on input it was not written for (an index
+# into a shape of too few dimensions, None in arithmetic, a bad attribute type)
+RULE_ERRORS = (TypeError, ValueError, IndexError, ArithmeticError, KeyError, AttributeError)
+
+
+def run_rule(prim, avals, attrs):
+    """``prim.shape(*avals, **attrs)``; any failure comes out as a ShapeError
+    (DTypeError, IndexRangeError) naming the op, also where the rule itself
+    tripped over an input it did not foresee."""
+    try:
+        return prim.shape(*avals, **attrs)
+    except ShapeError:
+        raise
+    except RULE_ERRORS as e:
+        desc = ", ".join(f"{fmt_shape(a.shape)} {dtype_of(a)}" for a in avals)
+        kind = DTypeError if isinstance(e, TypeError) else IndexRangeError if isinstance(e, IndexError) \
+            else ShapeError
+        at = f", attributes {attrs}" if attrs else ""
+        raise kind(f"{prim.name}: invalid inputs ({desc}{at}): {type(e).__name__}: {e}") from None
+
+
+def check_shapes(prim, args, attrs):
+    """Run ``prim``'s shape rule on concrete arguments (raises ShapeError)."""
+    nd = np.ndarray
+    return run_rule(prim, [a if type(a) is nd else aval_of(a) for a in args], attrs)
+
+
+def dtype_of(a):
+    d = a.dtype
+    return d if isinstance(d, np.dtype) else np.asarray(d).dtype
+
+
+def is_int(a):
+    return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+
+
+def norm_axis(op, axis, ndim):
+    if axis is None:
+        return None
+    if is_int(axis):
+        axes = (axis,)
+    elif isinstance(axis, (tuple, list)) and all(is_int(a) for a in axis):
+        axes = tuple(axis)
+    else:
+        raise DTypeError(f"{op}: axis must be an integer or a tuple of integers, got {axis!r}")
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{op}: axis {a} is out of range for an input with {ndim} dimensions")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{op}: axis {axis!r} names a dimension twice")
+    return tuple(out)
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` down to ``shape`` (the adjoint of numpy broadcasting)."""
+    if g.shape == shape:
+        return g
+    # np.add.reduce rather than g.sum: the ufunc method skips ~0.4 us of Python
+    nd = g.ndim - len(shape)
+    if nd > 0:
+        g = np.add.reduce(g, axis=tuple(range(nd)))
+        if g.shape == shape:
+            return g
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1)
+    if axes:
+        g = np.add.reduce(g, axis=axes, keepdims=True)
+    return g
+
+_WEAK = {bool: np.dtype(bool), int: int, float: float, complex: complex}
+
+
+def ufunc_dtype(name, ufunc, *avals):
+    """The result dtype of numpy ufunc ``ufunc`` on inputs ``avals``, Python
+    scalars kept weak (NEP 50), as the forward computes it; DTypeError where
+    the ufunc has no loop for these dtypes (boolean subtract, negative...)."""
+    dts = []
+    for a in avals:
+        d = a.dtype
+        if not isinstance(d, np.dtype):
+            d = _WEAK.get(type(d), None)
+            if d is None:
+                d = dtype_of(a)
+        dts.append(d)
+    try:
+        return ufunc.resolve_dtypes((*dts, None))[-1]
+    except (TypeError, ValueError) as e:
+        names = ["x", "y"][:len(avals)]
+        desc = ", ".join(f"{n}.dtype={dtype_of(a)}" for n, a in zip(names, avals))
+        raise DTypeError(f"{name}: unsupported dtypes ({desc}): {e}") from None
+def shape_of(a):
+    # the attribute, not np.shape (a dispatched Python function, ~0.1 us per call)
+    try:
+        return a.shape
+    except AttributeError:
+        return np.shape(a)
+def dims_match(a, b):
+    return a is None or b is None or a == b
+
+def contiguous(a):
+    return np.ascontiguousarray(a)
+
+
+def fits(got, want):
+    """Shape ``got`` can be ``want``: same rank, and each dimension equal or unknown (None) in either."""
+    return len(got) == len(want) and all(a is None or b is None or a == b for a, b in zip(got, want))
+
+
+def mul_dim(k, d):
+    return None if d is None else k * d
+
+
+def kernel_floats(op, **avals):
+    """The common dtype of a kernel primitive's float inputs, each of which
+    must be float32 or float64 (the dtypes the Numba kernels are compiled for)."""
+    for name, a in avals.items():
+        if not is_kernel_float(dtype_of(a)):
+            raise DTypeError(f"{op}: {name} must be float32 or float64, got dtype {dtype_of(a)}")
+    return np.result_type(*[dtype_of(a) for a in avals.values()])
+
+
+def kernel_args(*arrays):
+    """``arrays`` as they are when they are C-contiguous numpy arrays of one
+    float dtype (the usual case, one fast check), else as C-contiguous copies
+    in their common dtype: each kernel is compiled for that one signature."""
+    if same_float(*arrays):
+        return arrays
+    dt = np.result_type(*arrays)
+    return tuple(np.ascontiguousarray(a, dtype=dt) for a in arrays)
+
+def grad_or_zeros(g, like):
+    """An output gradient as a kernel argument: zeros for None, else C-contiguous
+    in ``like``'s dtype, after checking it has ``like``'s shape."""
+    if g is None:
+        return np.zeros_like(like)
+    if g.shape != like.shape:
+        raise ShapeError(f"gradient of shape {fmt_shape(g.shape)} for an output of shape {fmt_shape(like.shape)}")
+    return np.ascontiguousarray(g, dtype=like.dtype)
+
+def check_index(op, name, a):
+    if len(a.shape) != 1 or dtype_of(a).kind not in "iu":
+        raise ShapeError(f"{op}: {name} must be a 1-D integer array, got shape {fmt_shape(a.shape)} and dtype {dtype_of(a)}")
+
+def check_param(op, name, a, want):
+    if not fits(tuple(a.shape), tuple(want)):
+        raise ShapeError(f"{op}: {name}.shape={fmt_shape(a.shape)} should be {fmt_shape(want)}")
+
+def as_float(a, dt):
+    """C-contiguous array of dtype ``dt`` (the kernels take one float dtype)."""
+    return np.ascontiguousarray(a, dtype=dt)
+
+
+def transposed_float(a, dt):
+    """``a.T`` as a C-contiguous copy of dtype ``dt``: with a transposed right
+    operand OpenBLAS packs slowly for few rows ((5, 750) @ (750, 300).T view:
+    97 us; with the copy: 46 us, float32, measured), and one copy per call
+    serves every level or step."""
+    return np.ascontiguousarray(np.asarray(a).T, dtype=dt)
+def grad_buffer(g, like):
+    """A writable copy of an output gradient (zeros for None) to accumulate into,
+    after checking it has the output's shape (the kernels index it unchecked)."""
+    if g is None:
+        return np.zeros_like(like)
+    if np.shape(g) != like.shape:
+        raise ShapeError(f"gradient of shape {fmt_shape(np.shape(g))} for an output of shape {fmt_shape(like.shape)}")
+    return np.array(g, dtype=like.dtype, copy=True, order="C")

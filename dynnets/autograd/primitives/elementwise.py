@@ -1,0 +1,228 @@
+"""Elementwise primitives: arithmetic, transcendental functions, clip, where,
+astype; with ``scalar=`` templates where the static compiler fuses them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import (Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dtype_of, result_type, shape_of,
+                   ufunc_dtype, unbroadcast)
+
+__all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p",
+           "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
+
+def _unary_shape(name, ufunc=None, float_only=True):
+    def rule(x):
+        if float_only and dtype_of(x).kind != "f":
+            raise DTypeError(f"{name}: expected a floating-point input, got dtype {dtype_of(x)}")
+        return Aval(tuple(x.shape), dtype_of(x) if ufunc is None else ufunc_dtype(name, ufunc, x))
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+def _binary_shape(name, ufunc):
+    def rule(x, y):
+        return Aval(broadcast_shapes(name, x.shape, y.shape, names=["x", "y"]), ufunc_dtype(name, ufunc, x, y))
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+
+
+add_p = defprim(
+    "add", np.add, _binary_shape("add", np.add),
+    vjp=(lambda g, ins, out: unbroadcast(g, shape_of(ins[0])),
+         lambda g, ins, out: unbroadcast(g, shape_of(ins[1]))),
+    scalar="({0} + {1})")
+
+sub_p = defprim(
+    "sub", np.subtract, _binary_shape("sub", np.subtract),
+    vjp=(lambda g, ins, out: unbroadcast(g, shape_of(ins[0])),
+         lambda g, ins, out: unbroadcast(-g, shape_of(ins[1]))),
+    scalar="({0} - {1})")
+
+mul_p = defprim(
+    "mul", np.multiply, _binary_shape("mul", np.multiply),
+    vjp=(lambda g, ins, out: unbroadcast(g * ins[1], shape_of(ins[0])),
+         lambda g, ins, out: unbroadcast(g * ins[0], shape_of(ins[1]))),
+    scalar="({0} * {1})")
+
+div_p = defprim(
+    "div", np.true_divide, _binary_shape("div", np.true_divide),
+    vjp=(lambda g, ins, out: unbroadcast(g / ins[1], shape_of(ins[0])),
+         lambda g, ins, out: unbroadcast(-g * out / ins[1], shape_of(ins[1]))),
+    scalar="({0} / {1})")
+
+
+def _pow_vjp_x(g, ins, out):
+    x, y = ins
+    # d/dx x**y = y x**(y-1), and 0 wherever y == 0, also at x == 0 where the
+    # product is 0 * inf (PyTorch's pow_backward)
+    if type(y) is float or type(y) is int:
+        if y == 0:
+            return np.zeros(shape_of(x), dtype=g.dtype)
+        return unbroadcast(g * y * np.power(x, y - 1), shape_of(x))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gx = g * y * np.power(x, y - 1)
+    return unbroadcast(np.where(y == 0, 0, gx), shape_of(x))
+
+
+def _pow_vjp_y(g, ins, out):
+    x, y = ins
+    # d/dy x**y = x**y log(x) in g's dtype (np.log of a Python base would be a
+    # float64 scalar, which promotes); at x == 0 it is 0 for y >= 0 and
+    # -inf * g for y < 0, NaN for x < 0, as PyTorch's pow_backward_exponent
+    xa = np.asarray(x, dtype=g.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gy = g * out * np.log(xa)
+    return unbroadcast(np.where((xa == 0) & (np.asarray(y) >= 0), 0, gy), shape_of(y))
+
+
+pow_p = defprim(
+    "pow", np.power, _binary_shape("pow", np.power),
+    vjp=(_pow_vjp_x, _pow_vjp_y))
+
+
+def _select_vjp(g, win, tie, shape):
+    # Ties split the gradient evenly (the average of both one-sided derivatives).
+    # Multiplying by the bool masks, not by 0.5*mask, keeps g's dtype (float32).
+    return unbroadcast(g * win + (g * 0.5) * tie, shape)
+
+
+# An input "wins" unless it loses or ties: ~(x <= y), not x > y, so that where
+# either input is NaN both get the whole gradient, as in PyTorch
+maximum_p = defprim(
+    "maximum", np.maximum, _binary_shape("maximum", np.maximum),
+    vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] <= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ~(ins[1] <= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
+    scalar="max({0}, {1})")
+
+minimum_p = defprim(
+    "minimum", np.minimum, _binary_shape("minimum", np.minimum),
+    vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] >= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ~(ins[1] >= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
+    scalar="min({0}, {1})")
+
+neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
+                vjp=(lambda g, ins, out: -g,), scalar="(-{0})")
+
+# exp, log, tanh, sigmoid and pow have no scalar= template, so the static
+# compiler never fuses them: a Numba kernel evaluates them with scalar libm
+# calls where numpy's ufuncs are SIMD-vectorised, and a fused exp(a)*b ran at
+# 0.5x numpy's speed at 1024 elements, 0.25x from 4096 on (tanh 12-30x slower
+# from 4096 on), measured with ``benchmarks/bench_static.py --only fusion``
+# (dynnets.static.passes): below FUSE_MIN_SIZE no fusion runs at all.
+exp_p = defprim("exp", np.exp, _unary_shape("exp", np.exp),
+                vjp=(lambda g, ins, out: g * out,))
+
+log_p = defprim("log", np.log, _unary_shape("log", np.log),
+                vjp=(lambda g, ins, out: g / ins[0],))
+
+tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
+                 vjp=(lambda g, ins, out: g * (1 - out * out),))
+
+
+def _sigmoid(x):
+    """Numerically stable logistic function."""
+    # exp of a non-positive argument never overflows
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(np.result_type(x), copy=False)
+
+
+sigmoid_p = defprim("sigmoid", _sigmoid, _unary_shape("sigmoid"),
+                    vjp=(lambda g, ins, out: g * out * (1 - out),))
+
+
+def _relu(x):
+    return np.maximum(x, 0)
+
+
+# ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward
+relu_p = defprim("relu", _relu, _unary_shape("relu"),
+                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)")
+
+sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
+                 vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})")
+
+abs_p = defprim("abs", np.abs, _unary_shape("abs", np.abs, float_only=False),
+                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})")
+
+
+def _clip(x, lo=None, hi=None):
+    return np.clip(x, lo, hi)
+
+
+def _clip_shape(x, lo=None, hi=None):
+    if dtype_of(x).kind not in "iuf":
+        raise DTypeError(f"clip: expected a real numeric input, got dtype {dtype_of(x)}")
+    for nm, v in (("lo", lo), ("hi", hi)):
+        if v is not None and (not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool)):
+            raise DTypeError(f"clip: {nm} must be a real number or None, got {v!r}")
+    if lo is not None and hi is not None and lo > hi:
+        raise ShapeError(f"clip: lo={lo} is greater than hi={hi}")
+    dt = dtype_of(x)
+    if lo is not None:
+        dt = ufunc_dtype("clip", np.maximum, Aval((), dt), Aval((), lo))
+    if hi is not None:
+        dt = ufunc_dtype("clip", np.minimum, Aval((), dt), Aval((), hi))
+    return Aval(tuple(x.shape), dt)
+
+
+def _clip_vjp(g, ins, out, lo=None, hi=None):
+    x = ins[0]
+    m = np.ones(x.shape, dtype=bool)
+    if lo is not None:
+        m &= x >= lo
+    if hi is not None:
+        m &= x <= hi
+    return g * m
+
+
+clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,))
+
+
+def _where_shape(c, x, y):
+    if dtype_of(c).kind != "b":
+        raise ShapeError(f"where: condition must be boolean, got dtype {dtype_of(c)}")
+    return Aval(broadcast_shapes("where", c.shape, x.shape, y.shape, names=["condition", "x", "y"]),
+                result_type(x.dtype, y.dtype))
+
+
+where_p = defprim(
+    "where", np.where, _where_shape,
+    vjp=(None,
+         lambda g, ins, out: unbroadcast(np.where(ins[0], g, 0).astype(g.dtype, copy=False), shape_of(ins[1])),
+         lambda g, ins, out: unbroadcast(np.where(ins[0], 0, g).astype(g.dtype, copy=False), shape_of(ins[2]))),
+    nondiff_args=(0,))
+
+
+def _astype(x, dtype):
+    return np.asarray(x).astype(dtype, copy=False)
+
+
+astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.dtype(dtype)),
+                   vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),))
+
+
+
+# --------------------------------------------------------------------------
+# comparisons: boolean results, no gradient (eager and static alike)
+# --------------------------------------------------------------------------
+
+
+def _comparison(name, ufunc):
+    def impl(x, y):
+        return np.asarray(ufunc(x, y))         # an array also for two scalars: a tensor's data is an array
+
+    def rule(x, y):
+        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
+    impl.__name__ = name
+    rule.__name__ = f"{name}_shape"
+    return defprim(name, impl, rule, differentiable=False)
+
+
+less_p = _comparison("less", np.less)
+less_equal_p = _comparison("less_equal", np.less_equal)
+greater_p = _comparison("greater", np.greater)
+greater_equal_p = _comparison("greater_equal", np.greater_equal)
+equal_p = _comparison("equal", np.equal)
+not_equal_p = _comparison("not_equal", np.not_equal)

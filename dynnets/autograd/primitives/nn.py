@@ -1,0 +1,179 @@
+"""Softmax, log-softmax, softmax cross-entropy and embedding."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import kernels as K
+from ..gradtypes import RowSparse, sum_rows
+from .core import (Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fmt_shape,
+                   is_int, is_kernel_float, norm_axis, same_float)
+
+__all__ = ["softmax_p", "log_softmax_p", "softmax_cross_entropy_p", "embedding_p"]
+
+# --------------------------------------------------------------------------
+# softmax family, losses, embedding
+# --------------------------------------------------------------------------
+
+
+def _softmax(x, axis=-1):
+    if x.ndim == 2 and (axis == -1 or axis == 1) and x.shape[1] and same_float(x):
+        return K.softmax_fwd(x)
+    if x.shape[axis] == 0:
+        return np.empty_like(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis=-1):
+    if x.ndim == 2 and (axis == -1 or axis == 1) and x.shape[1] and same_float(x):
+        return K.log_softmax_fwd(x)
+    if x.shape[axis] == 0:
+        return np.empty_like(x)
+    m = np.max(x, axis=axis, keepdims=True)
+    s = x - m
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+def _softmax_shape(name):
+    def rule(x, axis=-1):
+        if not is_int(axis):
+            raise DTypeError(f"{name}: axis must be an integer, got {axis!r}")
+        norm_axis(name, axis, len(x.shape))
+        if dtype_of(x).kind != "f":
+            raise DTypeError(f"{name}: expected a floating-point input, got dtype {dtype_of(x)}")
+        return Aval(tuple(x.shape), dtype_of(x))
+    return rule
+
+
+softmax_p = defprim(
+    "softmax", _softmax, _softmax_shape("softmax"),
+    vjp=(lambda g, ins, out, axis=-1: out * (g - (g * out).sum(axis=axis, keepdims=True)),))
+
+log_softmax_p = defprim(
+    "log_softmax", _log_softmax, _softmax_shape("log_softmax"),
+    vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),))
+
+
+def _class_indices(op, name, t, n_classes):
+    """``t`` as C-contiguous int64 after checking every value is in
+    ``[0, n_classes)``: the kernels index with them unchecked. One reduction
+    over the unsigned view finds negative and too-large values alike."""
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    if t.size and t.view(np.uint64).max() >= n_classes:
+        bad = t[(t < 0) | (t >= n_classes)][0]
+        raise IndexRangeError(f"{op}: {name} {bad} is out of range for {n_classes} classes")
+    return t
+
+
+def _xent(logits, targets, weights=None, reduction="mean"):
+    """Softmax cross-entropy over rows; returns (loss, probs). ``weights`` (N,)
+    masks rows (0 drops a row); 'mean' divides by the total weight."""
+    n, c = logits.shape
+    t = _class_indices("cross_entropy", "target", targets, c)
+    dt = logits.dtype
+    w = np.ones(n, dtype=dt) if weights is None else np.ascontiguousarray(weights, dtype=dt)
+    losses, probs = K.softmax_cross_entropy_fwd(np.ascontiguousarray(logits), t, w)
+    if reduction == "none":
+        loss = losses
+    elif reduction == "sum":
+        loss = np.asarray(losses.sum(), dtype=dt)
+    else:
+        total = w.sum()
+        loss = np.asarray(losses.sum() / total if total > 0 else 0.0, dtype=dt)
+    return loss, probs
+
+
+def _xent_shape(logits, targets, weights=None, reduction="mean"):
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if len(logits.shape) != 2:
+        raise ShapeError(f"cross_entropy: logits must be 2-D (N, C), got logits.shape={fmt_shape(logits.shape)}")
+    if not is_kernel_float(dtype_of(logits)):
+        raise DTypeError(f"cross_entropy: logits must be float32 or float64, got dtype {dtype_of(logits)}")
+    if dtype_of(targets).kind not in "iu":
+        raise DTypeError(f"cross_entropy: targets must be integer class indices, got dtype {dtype_of(targets)}")
+    if len(targets.shape) != 1 or not dims_match(targets.shape[0], logits.shape[0]):
+        raise ShapeError(f"cross_entropy: targets.shape={fmt_shape(targets.shape)} does not match "
+                         f"logits.shape[0]={logits.shape[0]} (logits.shape={fmt_shape(logits.shape)}; expected one "
+                         f"class index per row, targets.shape={fmt_shape(logits.shape[:1])})")
+    if weights is not None:
+        if len(weights.shape) != 1 or not dims_match(weights.shape[0], targets.shape[0]):
+            raise ShapeError(f"cross_entropy: mask.shape={fmt_shape(weights.shape)} does not match "
+                             f"targets.shape={fmt_shape(targets.shape)}")
+        if dtype_of(weights).kind not in "biuf":
+            raise DTypeError(f"cross_entropy: mask must be real numbers, got dtype {dtype_of(weights)}")
+    n = logits.shape[0] if logits.shape[0] is not None else targets.shape[0]
+    shp = (n,) if reduction == "none" else ()
+    return Aval(shp, dtype_of(logits)), Aval((n, logits.shape[1]), dtype_of(logits))
+
+
+def _xent_vjp(g, ins, out, reduction="mean"):
+    targets = ins[1]
+    weights = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    gl = g[0]
+    probs = out[1]
+    n, c = probs.shape
+    dt = probs.dtype
+    tail = (None,) if len(ins) > 2 else ()
+    if gl is None:
+        # only the saved softmax received a gradient, which by design carries none
+        return (np.zeros((n, c), dtype=dt), None) + tail
+    w = np.ones(n, dtype=dt) if weights is None else np.ascontiguousarray(weights, dtype=dt)
+    if reduction == "none":
+        grow = np.ascontiguousarray(gl, dtype=dt)
+        if grow.shape != (n,):
+            raise ShapeError(f"cross_entropy: gradient of the per-row losses has shape {fmt_shape(grow.shape)}, "
+                             f"expected ({n},)")
+    else:
+        scale = gl if reduction == "sum" else (gl / w.sum() if w.sum() > 0 else 0 * gl)
+        grow = np.full(n, scale, dtype=dt)
+    t = _class_indices("cross_entropy", "target", targets, c)
+    if t.shape != (n,) or w.shape != (n,):
+        raise ShapeError(f"cross_entropy: targets.shape={fmt_shape(t.shape)} and mask.shape={fmt_shape(w.shape)} do not "
+                         f"match the {n} rows of the logits")
+    dlogits = K.softmax_cross_entropy_bwd(probs, t, w, grow)
+    return (dlogits, None) + tail
+
+
+softmax_cross_entropy_p = defprim(
+    "softmax_cross_entropy", _xent, _xent_shape, joint_vjp=_xent_vjp,
+    multiple_results=True, nondiff_args=(1, 2))
+
+
+def _embedding(weight, ids):
+    """Rows of ``weight`` (V, D) for integer ``ids`` of any shape in ``[0, V)``
+    (no negative ids: PyTorch's embedding rejects them rather than wrap)."""
+    n = weight.shape[0]
+    if type(ids) is not np.ndarray:
+        ids = np.asarray(ids)
+    # one reduction over the unsigned view finds negative and too-large ids alike
+    if ids.size and ids.view(ids.dtype.str.replace("i", "u")).max() >= n:
+        flat = ids.reshape(-1)
+        bad = flat[(flat < 0) | (flat >= n)][0]
+        raise IndexRangeError(f"embedding: id {bad} is out of range for {n} embeddings (ids must be in [0, {n}))")
+    return weight[ids]
+
+
+def _embedding_shape(weight, ids):
+    if len(weight.shape) != 2:
+        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got weight.shape={fmt_shape(weight.shape)}")
+    if dtype_of(ids).kind not in "iu":
+        raise DTypeError(f"embedding: ids must be integers, got dtype {dtype_of(ids)}")
+    return Aval(tuple(ids.shape) + (weight.shape[1],), dtype_of(weight))
+
+
+def _embedding_vjp(g, ins, out):
+    weight, ids = ins
+    V, D = weight.shape
+    flat = np.asarray(ids).reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= V):
+        raise IndexRangeError(f"embedding: id out of range for {V} embeddings")
+    rows, inv = np.unique(flat, return_inverse=True)
+    inv = inv.astype(np.int64).reshape(-1)
+    return RowSparse(rows, sum_rows(inv, g, len(rows), (D,)), weight.shape)
+
+
+embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None),
+                      nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,))
+
