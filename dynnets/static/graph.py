@@ -345,7 +345,9 @@ class Graph:
     argument order and ``outputs`` its results, so it is a function; a value
     of an enclosing graph used inside it is *captured* (:meth:`capture`) as
     one more input placeholder, and ``captures`` lists the (outer value,
-    placeholder) pairs in order.
+    placeholder) pairs in order. ``programs`` caches a subgraph's compiled
+    plans (filled by :mod:`.control_flow` when it first runs; not part of
+    what the graph computes).
 
     ``meta`` holds what a pass tells lowering about a derived graph:
     ``"buffers"`` (buffer slot -> (shape, dtype), from the memory plan) and
@@ -372,6 +374,7 @@ class Graph:
         self.inputs = ()
         self.captures = []
         self._captured = {}
+        self.programs = {}
 
     # --- construction -----------------------------------------------------------
     def _unique_name(self, base):
@@ -526,6 +529,7 @@ class Graph:
         g.parent = self.root.parent
         g.inputs = self.root.inputs
         g.captures = self.root.captures
+        g.programs = self.root.programs
         return g
 
     def with_outputs(self, outputs):
