@@ -14,9 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dynnets"
 
 #: Private names still imported across modules, with the issue that removes them.
-#: TODO(issue 11): the static compiler's split (lowering and executors out of
-#: session.py) gives ``_no_gc`` a public home.
-PENDING = {("dynnets/static/backward.py", "_no_gc")}
+PENDING = set()
 
 #: The layers of DESIGN.md's dependency picture, lowest first: a module imports
 #: modules of its own layer or lower ones only (a module's layer is that of the

@@ -24,9 +24,10 @@ import numpy as np
 from ..autograd import gradtypes
 from ..autograd.engine import bind
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type
-from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified
+from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified, gc_paused
 
-__all__ = ["gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p", "ones_like_p"]
+__all__ = ["gradients", "sparse_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p",
+           "ones_like_p"]
 
 
 def _ones_like(y):
@@ -294,9 +295,9 @@ def _gradients_nogc(ys, xs, grad_ys=None):
 
 def sparse_gradients(ys, xs, grad_ys=None):
     """:func:`gradients` with row-sparse gradients (embedding tables) left
-    sparse: what the optimizers and traced functions update rows from."""
-    from .session import _no_gc
-    with _no_gc():
+    sparse (``.sparse``: the run-time value is a :class:`RowSparse`): what the
+    optimizers and traced functions update rows from."""
+    with gc_paused():
         return _gradients_nogc(ys, xs, grad_ys)
 
 
