@@ -453,6 +453,14 @@ class Graph:
     def get_collection(self, name):
         return list(self._collections.get(name, ()))
 
+    def get_all_collection_keys(self):
+        return list(self._collections)
+
+    def as_graph_def(self):
+        """This graph as a self-contained :class:`dynnets.static.export.GraphDef` (see there)."""
+        from .export import as_graph_def
+        return as_graph_def(self)
+
     # --- derived graphs (the compiler's) ------------------------------------------
     def derive(self, eqns, outputs=None, avals=None):
         """A derived graph with other equations (same value ids)."""

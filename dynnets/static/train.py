@@ -34,7 +34,8 @@ from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import _gradients
 from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
 
-__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer"]
+__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "Saver", "latest_checkpoint",
+           "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph"]
 
 
 def _apply_impl(S, *args, opt, vars, slots, n):
@@ -217,3 +218,8 @@ class AdamOptimizer(Optimizer):
             sl = self._slots[v]
             adam_update(S[v.index], S[sl["m"].index], S[sl["v"].index], g, b1, b2, step_size, sqrt_bc2, eps, wd,
                         self.lazy)
+
+
+# tf.train's checkpoint and graph-file names (their modules import this one's optimizers lazily)
+from .export import export_meta_graph, import_meta_graph, write_graph  # noqa: E402
+from .saver import Saver, checkpoint_exists, get_checkpoint_state, latest_checkpoint  # noqa: E402
