@@ -71,7 +71,7 @@ from .graph import (COMPARE, Operation, Value, Variable, argmax_p, assign_p, con
                     get_default_graph, group_p, init_p, param_p, placeholder, placeholder_p, variable_p)
 
 __all__ = ["GraphDef", "GraphFormatError", "ExportError", "FORMAT", "VERSION", "as_graph_def", "write_graph",
-           "read_graph_def", "import_graph_def", "export_meta_graph", "import_meta_graph"]
+           "read_graph_def", "import_graph_def", "export_meta_graph", "import_meta_graph", "to_graph_def", "value_ids"]
 
 FORMAT = "dynnets.graph"
 VERSION = 1
@@ -700,7 +700,8 @@ class _Builder:
         return self.new
 
 
-def _as_graph_def(x, who):
+def to_graph_def(x, who="import_graph_def"):
+    """``x`` itself when a :class:`GraphDef` (checked), else the GraphDef of the graph file at path ``x``."""
     if isinstance(x, GraphDef):
         _check_structure(x)
         return x
@@ -709,7 +710,7 @@ def _as_graph_def(x, who):
     raise TypeError(f"{who}: expected a GraphDef or a path, got {type(x).__name__}")
 
 
-def _lookup_ids(gd, name, who):
+def value_ids(gd, name, who="lookup"):
     """The value ids a name of the file stands for: a value name, ``node:k``
     (TF1's tensor names) or a node name (all its outputs)."""
     for i, v in enumerate(gd.doc["values"]):
@@ -729,7 +730,7 @@ def _lookup_ids(gd, name, who):
 
 
 def _lookup(gd, new, name, who):
-    ids = _lookup_ids(gd, name, who)
+    ids = value_ids(gd, name, who)
     if len(ids) != 1:
         raise KeyError(f"{who}: node {name!r} of {gd.source} has {len(ids)} outputs; name one as '{name}:k'")
     return new[ids[0]]
@@ -744,7 +745,7 @@ def import_graph_def(graph_def, return_elements=None, name="import", graph=None)
     Returns the Values named in ``return_elements`` (value names, ``"x:0"``
     or node names, as written in the file), or None.
     """
-    gd = _as_graph_def(graph_def, "import_graph_def")
+    gd = to_graph_def(graph_def, "import_graph_def")
     g = graph if graph is not None else get_default_graph()
     prefix = f"{g._unique_name(name)}/" if name else ""
     new = _Builder(gd, g, prefix).build()
@@ -769,7 +770,7 @@ def import_meta_graph(meta_graph_or_file, import_scope=None, graph=None):
     :class:`~dynnets.static.train.Saver` over its variables (as
     ``tf.train.import_meta_graph``): ``saver.restore(sess, path)`` next."""
     from .saver import Saver
-    gd = _as_graph_def(meta_graph_or_file, "import_meta_graph")
+    gd = to_graph_def(meta_graph_or_file, "import_meta_graph")
     g = graph if graph is not None else get_default_graph()
     prefix = f"{import_scope}/" if import_scope else ""
     new = _Builder(gd, g, prefix).build()

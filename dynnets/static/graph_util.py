@@ -9,7 +9,7 @@ graph deploys as one file with no checkpoint beside it::
 """
 from __future__ import annotations
 
-from .export import GraphDef, GraphFormatError, _as_graph_def, _lookup_ids
+from .export import GraphDef, GraphFormatError, to_graph_def, value_ids
 from .graph import GraphError, Variable
 
 __all__ = ["extract_sub_graph", "convert_variables_to_constants"]
@@ -25,7 +25,7 @@ def _needed(gd, dest_nodes, who):
     for k, nd in enumerate(gd.doc["nodes"]):
         for o in nd["outputs"]:
             producer[o] = k
-    stack = [producer[i] for name in dest_nodes for i in _lookup_ids(gd, name, who)]
+    stack = [producer[i] for name in dest_nodes for i in value_ids(gd, name, who)]
     need = set()
     while stack:
         k = stack.pop()
@@ -73,7 +73,7 @@ def extract_sub_graph(graph_def, dest_nodes):
     """The part of ``graph_def`` that the values named in ``dest_nodes`` need
     (as ``tf.graph_util.extract_sub_graph``); names as in
     :func:`~dynnets.static.export.import_graph_def`'s ``return_elements``."""
-    gd = _as_graph_def(graph_def, "extract_sub_graph")
+    gd = to_graph_def(graph_def, "extract_sub_graph")
     keep = _needed(gd, dest_nodes, "extract_sub_graph")
     for k in keep:
         nd = gd.doc["nodes"][k]
