@@ -1,0 +1,317 @@
+"""Graph export: GraphDef / graph files round-trip (values equal), meta
+graphs train on, freezing, the errors for bad files, and a frozen padded LSTM
+run in a fresh process to the original's predictions."""
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dynnets
+import dynnets.static as tf
+from dynnets.autograd.primitives import PRIMITIVES
+from dynnets.models.padded import PaddedLSTMClassifier, pad_sentences
+from dynnets.static.export import ExportError, GraphFormatError
+from dynnets.static.graph import tracing
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _many_attrs_graph():
+    """A graph with every kind of attribute the format stores, and gradients."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 4), name="x")
+        idx = tf.placeholder((None,), np.int64, name="idx")
+        w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), name="w")
+        h = dynnets.tanh(tf.matmul(x, w))
+        parts = [
+            h[1:, ::2], h[..., None][:, 0], h[np.array([0, 0, 1])], dynnets.clip(h, -0.5, np.inf),
+            tf.reduce_sum(h, axis=(0, 1), keepdims=True) * 2, tf.transpose(h, [1, 0]),
+            tf.reshape(h, [-1, 1]), tf.cast(tf.cast(h * 10, np.int32), np.float32),
+            dynnets.where(tf.greater(h, 0.0), h, tf.zeros_like(h)), tf.gather(w, idx),
+            dynnets.softmax(h, axis=0), tf.concat([h, h], axis=1), tf.stack([h, h], axis=2),
+            tf.cast(tf.argmax(h, axis=1), np.float32) + np.float32(0.5), h ** 2 + 1,
+        ]
+        total = tf.identity(sum(tf.reduce_sum(p) for p in parts), name="total")
+        gw, gx = tf.gradients(total, [w, x])
+        gw = tf.identity(gw, name="gw")
+        gx = tf.identity(gx, name="gx")
+    return g, x, idx, total, gw, gx
+
+
+FEED_X = np.arange(20, dtype=np.float32).reshape(5, 4) / 20 - 0.4
+FEED_IDX = np.array([0, 3, 3, 1])
+
+
+def test_graph_def_round_trip_through_a_file(tmp_path):
+    g, x, idx, total, gw, gx = _many_attrs_graph()
+    sess = tf.Session(g)
+    sess.run(tf.global_variables_initializer(g))
+    want = sess.run([total, gw, gx], {x: FEED_X, idx: FEED_IDX})
+    path = tf.train.write_graph(g, tmp_path, "g.graph")
+    g2 = tf.Graph()
+    with g2.as_default():
+        t2, gw2, gx2 = tf.import_graph_def(path, return_elements=["total", "gw:0", "gx"], name="")
+    assert [e.prim.name for e in g2.eqns] == [e.prim.name for e in g.eqns]
+    assert [v.name for v in g2.values] == [v.name for v in g.values]
+    s2 = tf.Session(g2)
+    s2.run(tf.global_variables_initializer(g2))
+    got = s2.run([t2, gw2, gx2], {g2.get_value_by_name("x"): FEED_X, g2.get_value_by_name("idx"): FEED_IDX})
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_import_names_and_scopes():
+    g, *_ = _many_attrs_graph()
+    gd = g.as_graph_def()
+    g2 = tf.Graph()
+    with g2.as_default():
+        a = tf.import_graph_def(gd, return_elements=["x"])
+        b = tf.import_graph_def(gd, return_elements=["x"])
+    assert (a[0].name, b[0].name) == ("import/x", "import_1/x")
+    with pytest.raises(KeyError, match="no value or node named 'nope'"):
+        tf.import_graph_def(gd, return_elements=["nope"], graph=tf.Graph())
+
+
+def test_meta_graph_trains_on_like_the_original(tmp_path):
+    """A padded LSTM's training graph (sparse embedding gradients, two
+    optimizers and their slots) rebuilt from its meta graph takes the same steps."""
+    for opt in ("adam", "adagrad"):
+        m = PaddedLSTMClassifier(vocab_size=20, embed_dim=6, hidden_size=5, batch_size=3, max_len=5,
+                                 optimizer=opt, seed=2)
+        rng = np.random.default_rng(0)
+        batch = pad_sentences([rng.integers(1, 20, rng.integers(1, 8)) for _ in range(3)],
+                              rng.integers(0, 5, 3), 3, 5)
+        m.train_step(batch)
+        ckpt = tf.train.Saver().save(m.session, tmp_path / opt / "model.ckpt")
+        g2 = tf.Graph()
+        with g2.as_default():
+            saver = tf.train.import_meta_graph(ckpt + ".meta")
+        s2 = tf.Session(g2)
+        saver.restore(s2, ckpt)
+        feed = {g2.get_value_by_name(k.name): v for k, v in m._feed(batch, 0).items()}
+        train2, loss2 = g2.get_value_by_name("train"), g2.get_value_by_name(m._loss.name)
+        for _ in range(2):
+            a = m.session.run([m._train_op, m._loss], m._feed(batch, 0))[1]
+            b = s2.run([train2, loss2], feed)[1]
+            assert a == b
+        for v in m.graph.variables:
+            np.testing.assert_array_equal(s2.variable_value(g2.get_value_by_name(v.name)),
+                                          m.session.variable_value(v))
+
+
+def test_collections_travel_with_the_meta_graph(tmp_path):
+    g, x, idx, total, *_ = _many_attrs_graph()
+    g.add_to_collection("outputs", total)
+    tf.train.export_meta_graph(tmp_path / "m.meta", graph=g)
+    g2 = tf.Graph()
+    with g2.as_default():
+        tf.train.import_meta_graph(tmp_path / "m.meta", import_scope="net")
+    assert [v.name for v in g2.get_collection("outputs")] == ["net/total"]
+    g.add_to_collection("junk", "a string")
+    with pytest.raises(ExportError, match="collection 'junk' holds 'a string'"):
+        tf.train.export_meta_graph(graph=g)
+    tf.train.export_meta_graph(graph=g, collection_list=["outputs"])
+
+
+def test_freeze_replaces_variables_by_their_values():
+    g, x, idx, total, gw, gx = _many_attrs_graph()
+    sess = tf.Session(g)
+    sess.run(tf.global_variables_initializer(g))
+    w = g.get_value_by_name("w")
+    w.load(np.full((4, 3), 0.25, np.float32), sess)
+    frozen = tf.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), ["total"])
+    ops = [n["op"] for n in frozen.node]
+    assert "variable" not in ops and "init_variables" not in ops and not any(o.startswith("vjp") for o in ops)
+    g2 = tf.Graph()
+    with g2.as_default():
+        [t2] = tf.import_graph_def(frozen, return_elements=["total"], name="")
+    assert g2.variables == []
+    s2 = tf.Session(g2)
+    got = s2.run(t2, {g2.get_value_by_name("x"): FEED_X, g2.get_value_by_name("idx"): FEED_IDX})
+    assert got == sess.run(total, {x: FEED_X, idx: FEED_IDX})
+    with pytest.raises(tf.GraphError, match="depend on the effect op 'init'"):
+        tf.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), ["init"])
+    with pytest.raises(TypeError, match="list of names"):
+        tf.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), "total")
+
+
+def test_what_the_format_cannot_hold_is_an_export_error():
+    g = tf.Graph()
+    p = dynnets.Parameter(np.ones(3, np.float32))
+    with g.as_default(), tracing(g):          # how trace() captures a live eager parameter
+        x = tf.placeholder((3,), name="x")
+        y = x * p
+    with pytest.raises(ExportError, match="op 'param' \\(param\\) is a live parameter of a traced function"):
+        g.as_graph_def()
+    with pytest.raises(ExportError, match="derived"):
+        tf.train.write_graph(g.with_outputs([y]), "unused", "g.graph")
+    g2 = tf.Graph()
+    with g2.as_default():
+        tf.constant(np.array(["a", "b"]))
+    with pytest.raises(ExportError, match="dtype <U1; the graph format stores only boolean and numeric arrays"):
+        g2.as_graph_def()
+
+
+def test_static_primitive_names_do_not_clash_with_the_table():
+    from dynnets.static.export import _static_primitives
+    table = _static_primitives()
+    assert not set(table) & set(PRIMITIVES)
+    assert {"placeholder", "variable", "constant", "apply_gradients", "assign", "add_n"} <= set(table)
+
+
+# --------------------------------------------------------------------------
+# bad files
+# --------------------------------------------------------------------------
+
+
+def _small_graph_file(path):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 2), name="x")
+        w = tf.Variable(np.ones((2, 2), np.float32), name="w")
+        tf.identity(tf.matmul(x, w) + 1.0, name="y")
+    return tf.train.write_graph(g, path.parent, path.name)
+
+
+def _rewrite(src, dst, edit_doc=None, members=None):
+    """Copy graph file ``src`` to ``dst`` with its JSON edited and members added/replaced."""
+    with zipfile.ZipFile(src) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    if edit_doc is not None:
+        doc = json.loads(files["graph.json"])
+        edit_doc(doc)
+        files["graph.json"] = json.dumps(doc).encode()
+    files.update(members or {})
+    with zipfile.ZipFile(dst, "w") as z:
+        for n, b in files.items():
+            z.writestr(n, b)
+    return dst
+
+
+def _set(path, value):
+    def edit(doc):
+        d = doc
+        for k in path[:-1]:
+            d = d[k]
+        d[path[-1]] = value
+    return edit
+
+
+def _object_npy():
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("case, message", [
+    ("text", "not a dynnets graph file \\(not a zip archive"),
+    ("truncated", "not a zip archive: another format, or a truncated file"),
+    ("npz", "a zip archive without graph.json; members: w.npy"),
+    ("bad_json", "graph.json is not valid JSON"),
+    ("foreign", "not a dynnets graph file \\(format 'onnx', expected 'dynnets.graph'\\)"),
+    ("future", "written in graph format version 2 .*reads versions up to 1: upgrade dynnets"),
+    ("unknown_op", "nodes\\[2\\] 'matmul' \\(os.system\\): unknown primitive 'os.system'"),
+    ("lying_shape", "value 2 'matmul' is declared \\(None, 5\\) float32 but its op gives \\(None, 2\\) float32"),
+    ("bad_shape_rule", "nodes\\[2\\] 'matmul' \\(matmul\\): ShapeError: matmul"),
+    ("later_input", "nodes\\[2\\] \\('matmul', matmul\\): input 9 is not the id of a value produced by an earlier"),
+    ("pickle", "member arrays/a0.npy: it holds an object array \\(pickled Python objects\\)"),
+    ("missing_array", "array 'a0' is not in the file"),
+    ("bad_attr", "attribute value \\{'eval': 'print\\(1\\)'\\} is not one the format defines"),
+    ("crc", "member arrays/a0.npy is damaged \\(its checksum does not match\\)"),
+])
+def test_bad_graph_files_are_named_and_refused(tmp_path, case, message):
+    good = _small_graph_file(tmp_path / "good.graph")
+    bad = tmp_path / "bad.graph"
+    if case == "text":
+        bad.write_text("node { name: 'x' }")
+    elif case == "truncated":
+        bad.write_bytes(Path(good).read_bytes()[:-40])
+    elif case == "npz":
+        np.savez(bad, w=np.ones(2))
+        bad = tmp_path / "bad.graph.npz"
+    elif case == "bad_json":
+        _rewrite(good, bad, members={"graph.json": b"{\"format\": "})
+    elif case == "foreign":
+        _rewrite(good, bad, _set(["format"], "onnx"))
+    elif case == "future":
+        _rewrite(good, bad, _set(["version"], 2))
+    elif case == "unknown_op":
+        _rewrite(good, bad, _set(["nodes", 2, "op"], "os.system"))
+    elif case == "lying_shape":
+        _rewrite(good, bad, _set(["values", 2, "shape"], [None, 5]))
+    elif case == "bad_shape_rule":
+        _rewrite(good, bad, _set(["values", 0, "shape"], [None, 3]))     # x (?, 3) @ w (2, 2)
+    elif case == "later_input":
+        _rewrite(good, bad, _set(["nodes", 2, "inputs"], [0, 9]))
+    elif case == "pickle":
+        _rewrite(good, bad, members={"arrays/a0.npy": _object_npy()})
+    elif case == "missing_array":
+        _rewrite(good, bad, _set(["nodes", 1, "attrs", "initial_value"], {"array": "a0"}))
+        with zipfile.ZipFile(bad) as z:
+            files = {n: z.read(n) for n in z.namelist() if n != "arrays/a0.npy"}
+        with zipfile.ZipFile(bad, "w") as z:
+            for n, b in files.items():
+                z.writestr(n, b)
+    elif case == "bad_attr":
+        _rewrite(good, bad, _set(["nodes", 1, "attrs", "initial_value"], {"eval": "print(1)"}))
+    elif case == "crc":
+        data = bytearray(Path(good).read_bytes())
+        k = data.index(b"\x93NUMPY")           # the array member's bytes, stored uncompressed
+        data[k + 130] ^= 0xFF
+        bad.write_bytes(bytes(data))
+    with pytest.raises(GraphFormatError, match=message) as ei:
+        tf.import_graph_def(bad, graph=tf.Graph())
+    assert str(bad) in str(ei.value)
+
+
+def test_a_missing_graph_file_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no graph file at .*none.graph"):
+        tf.import_graph_def(tmp_path / "none.graph")
+
+
+# --------------------------------------------------------------------------
+# deployment: a frozen padded LSTM in a fresh process
+# --------------------------------------------------------------------------
+
+DEPLOY = r"""
+import sys
+import numpy as np
+import dynnets.static as tf
+
+graph_file, output, batch_file, out_file = sys.argv[1:]
+g = tf.Graph()
+with g.as_default():
+    [probs] = tf.import_graph_def(graph_file, return_elements=[output], name="")
+batch = np.load(batch_file, allow_pickle=False)
+ids, mask = g.get_value_by_name("ids"), g.get_value_by_name("mask")
+with tf.Session(g) as sess:
+    out = np.concatenate([sess.run(probs, {ids: batch["ids"][k], mask: batch["mask"][k]})
+                          for k in range(batch["ids"].shape[0])])
+np.save(out_file, out)
+"""
+
+
+def test_frozen_padded_lstm_runs_in_a_fresh_process_to_the_same_predictions(tmp_path):
+    m = PaddedLSTMClassifier(vocab_size=40, embed_dim=8, hidden_size=6, batch_size=4, max_len=9, seed=3)
+    rng = np.random.default_rng(1)
+    sents = [rng.integers(1, 40, rng.integers(1, 12)) for _ in range(10)]
+    batch = pad_sentences(sents, rng.integers(0, 5, 10), 4, 9)
+    for _ in range(2):
+        m.train_step(batch)
+    want = m.predict_proba(batch)
+    frozen = tf.graph_util.convert_variables_to_constants(m.session, m.graph.as_graph_def(), [m._probs.name])
+    path = tf.train.write_graph(frozen, tmp_path, "padded_lstm.graph", as_text=False)
+    np.savez(tmp_path / "batch.npz", ids=batch.ids, mask=batch.mask)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", DEPLOY, path, m._probs.name, str(tmp_path / "batch.npz"), str(tmp_path / "out.npy")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = np.load(tmp_path / "out.npy")[:batch.n_sentences]
+    np.testing.assert_array_equal(got, want)
