@@ -67,8 +67,8 @@ from .. import __version__
 from ..autograd.primitives import PRIMITIVES, Aval, run_rule
 from ..io import atomic_write
 from .backward import VjpPrimitive, accumulate_p, add_n_p, ones_like_p, vjp_primitive
-from .graph import (COMPARE, Operation, Value, Variable, argmax_p, assign_p, constant_p, densify_p,
-                    get_default_graph, group_p, init_p, param_p, placeholder, placeholder_p, variable_p)
+from .graph import (COMPARE, Graph, Operation, Value, Variable, argmax_p, assign_p, constant_p, densify_p,
+                    get_default_graph, group_p, init_p, param_p, placeholder_p, variable_p)
 
 __all__ = ["GraphDef", "GraphFormatError", "ExportError", "FORMAT", "VERSION", "as_graph_def", "write_graph",
            "read_graph_def", "import_graph_def", "export_meta_graph", "import_meta_graph", "to_graph_def", "value_ids"]
@@ -98,19 +98,40 @@ _OPTIMIZER_FIELDS = {
 _DTYPE_KINDS = "biufc"
 _WEAK = {bool: "weak bool", int: "weak int", float: "weak float"}
 _TABLE: dict = {}
+_WHILE: dict = {}
 
 
 def _static_primitives():
     """name -> primitive, for the static graph's own primitives a file may name
-    (built on first use: ``train`` and the package import this module)."""
+    (built on first use: ``train`` and the package import this module). Two
+    primitives share the name ``while`` (with and without a gradient); its
+    ``back_prop`` attribute tells them apart (:func:`_resolve`)."""
     if not _TABLE:
+        from . import control_flow as cf
         from . import fill_like_p
         from .train import apply_p
-        for p in (placeholder_p, variable_p, constant_p, densify_p, argmax_p, init_p, group_p, assign_p, apply_p,
-                  ones_like_p, add_n_p, accumulate_p, fill_like_p, *COMPARE.values()):
+        prims = [placeholder_p, variable_p, constant_p, densify_p, argmax_p, init_p, group_p, assign_p, apply_p,
+                 ones_like_p, add_n_p, accumulate_p, fill_like_p, *COMPARE.values(), cf.while_p, cf.cond_p,
+                 cf.ta_new_p, cf.ta_write_p, cf.ta_read_p, cf.ta_stack_p, cf.ta_unstack_p, cf.ta_scatter_p,
+                 cf.ta_gather_p, cf.ta_size_p]
+        for p in prims:
             assert p.name not in PRIMITIVES and p.name not in _TABLE, p.name
             _TABLE[p.name] = p
+        _WHILE.update({True: cf.while_p, False: cf.while_nograd_p})
     return _TABLE
+
+
+def _exportable(p):
+    """Whether a file can name primitive ``p`` (see :func:`_resolve`)."""
+    return PRIMITIVES.get(p.name) is p or _static_primitives().get(p.name) is p or p is _WHILE.get(False)
+
+
+def _resolve(name, attrs):
+    """The primitive a file's op name stands for, or None."""
+    p = PRIMITIVES.get(name) or _static_primitives().get(name)
+    if p is not None and p is _WHILE[True] and attrs.get("back_prop") is False:
+        return _WHILE[False]
+    return p
 
 
 def _optimizer_classes():
@@ -128,8 +149,8 @@ def _vjp_source(p):
     if tail.isdigit():
         cands.append((head, int(tail)))
     for of, i in cands:
-        q = PRIMITIVES.get(of)
-        if q is not None and vjp_primitive(q, i, sparse) is p:
+        q = _resolve(of, {})
+        if q is not None and q.differentiable and vjp_primitive(q, i, sparse) is p:
             return of, i, sparse
     return None
 
@@ -192,13 +213,19 @@ class GraphDef:
 
 
 class _Encoder:
-    def __init__(self, g):
+    """Encodes a graph and, through its attributes, its subgraphs (loop
+    bodies, branches: one entry of ``subgraphs`` each, however many nodes
+    name them), arrays and optimizers."""
+
+    def __init__(self, root):
         from .train import Optimizer
-        self.g = g
+        self.root = root
         self.arrays = {}
         self._array_keys = {}
         self.optimizers = []
         self._opt_ids = {}
+        self.subgraphs = {}
+        self._sub_keys = {}
         self._Optimizer = Optimizer
 
     def array(self, a, where):
@@ -214,18 +241,21 @@ class _Encoder:
         self._array_keys[id(a)] = (k, a)      # a kept alive, so its id is not reused
         return k
 
-    def attr(self, x, where):
+    def attr(self, x, where, g):
         tp = type(x)
         if x is None or tp is bool or tp is str or tp is int:
             return x
         if tp is float:
             return x if math.isfinite(x) else {"float": repr(x)}
         if tp is list:
-            return [self.attr(v, where) for v in x]
+            return [self.attr(v, where, g) for v in x]
         if tp is tuple:
-            return {"tuple": [self.attr(v, where) for v in x]}
+            return {"tuple": [self.attr(v, where, g) for v in x]}
+        if tp is Aval:
+            shape, dt = _aval_json(x)
+            return {"aval": [shape, dt]}
         if tp is slice:
-            return {"slice": [self.attr(x.start, where), self.attr(x.stop, where), self.attr(x.step, where)]}
+            return {"slice": [self.attr(x.start, where, g), self.attr(x.stop, where, g), self.attr(x.step, where, g)]}
         if x is Ellipsis:
             return {"ellipsis": True}
         if isinstance(x, np.ndarray):
@@ -238,15 +268,34 @@ class _Encoder:
                                   f"numeric dtypes")
             return {"dtype": x.name}
         if isinstance(x, Variable):
-            if x.graph is not self.g:
+            if x.graph is not g:
                 raise ExportError(f"export: {where} is the variable '{x.name}' of another graph")
             return {"value": x.id}
         if isinstance(x, self._Optimizer):
-            return {"optimizer": self.optimizer(x, where)}
+            return {"optimizer": self.optimizer(x, where, g)}
+        if isinstance(x, Graph):
+            return {"subgraph": self.subgraph(x, where, g)}
         raise ExportError(f"export: {where} holds a {tp.__name__} ({x!r:.60}), which the graph format cannot store "
-                          f"(JSON values, tuples, slices, dtypes, arrays, Variables and optimizers only)")
+                          f"(JSON values, tuples, slices, dtypes, avals, arrays, Variables, optimizers and "
+                          f"subgraphs only)")
 
-    def optimizer(self, opt, where):
+    def subgraph(self, sub, where, g):
+        k = self._sub_keys.get(id(sub))
+        if k is not None:
+            return k[0]
+        if sub.parent is not g:
+            raise ExportError(f"export: {where} is a subgraph nested in another graph than the op's")
+        k = f"g{len(self._sub_keys)}"
+        self._sub_keys[id(sub)] = (k, sub)
+        doc = self.graph(sub)
+        doc["parent"] = None if g is self.root else self._sub_keys[id(g)][0]
+        doc["inputs"] = list(sub.inputs)
+        doc["outputs"] = list(sub.outputs)
+        doc["captures"] = [[outer.id, ph.id] for outer, ph in sub.captures]
+        self.subgraphs[k] = doc
+        return k
+
+    def optimizer(self, opt, where, g):
         k = self._opt_ids.get(id(opt))
         if k is not None:
             return k
@@ -258,21 +307,21 @@ class _Encoder:
         for f in _OPTIMIZER_FIELDS[cname]:
             v = getattr(opt, f)
             if isinstance(v, Value):
-                if v.graph is not self.g:
+                if v.graph is not g:
                     raise ExportError(f"export: {where}: the optimizer's learning rate '{v.name}' is a value of "
                                       f"another graph")
                 cfg[f] = {"value": v.id}
             else:
-                cfg[f] = self.attr(v, f"{where}: optimizer {f}")
-        slots = [[var.id, {s: sv.id for s, sv in d.items()}] for var, d in opt._slots.items() if var.graph is self.g]
-        step = getattr(opt, "_step", {}).get(self.g)
+                cfg[f] = self.attr(v, f"{where}: optimizer {f}", g)
+        slots = [[var.id, {s: sv.id for s, sv in d.items()}] for var, d in opt._slots.items() if var.graph is g]
+        step = getattr(opt, "_step", {}).get(g)
         k = len(self.optimizers)
         self.optimizers.append({"class": cname, "config": cfg, "slots": slots,
                                 "step": None if step is None else step.id})
         self._opt_ids[id(opt)] = k
         return k
 
-    def node(self, e):
+    def node(self, e, g):
         p = e.prim
         where = f"op '{e.name}' ({p.name})"
         rec = {"op": p.name, "name": e.name, "inputs": list(e.ins), "outputs": list(e.outs)}
@@ -284,7 +333,7 @@ class _Encoder:
             if src is None:
                 raise ExportError(f"export: {where}: a gradient primitive whose forward primitive is not in the table")
             rec["vjp"] = {"of": src[0], "input": src[1], "sparse": src[2]}
-        elif PRIMITIVES.get(p.name) is not p and _static_primitives().get(p.name) is not p:
+        elif not _exportable(p):
             raise ExportError(f"export: {where}: primitive '{p.name}' is neither in the primitive table nor one of "
                               f"the static graph's own primitives, so a file could not name it")
         if p is variable_p:
@@ -292,28 +341,35 @@ class _Encoder:
             attrs = {"initial_value": {"array": self.array(var.initial_value, f"{where} initial_value")},
                      "trainable": var.trainable}
         else:
-            attrs = {k: self.attr(v, f"{where} attribute {k!r}") for k, v in e.attrs.items()}
+            attrs = {k: self.attr(v, f"{where} attribute {k!r}", g) for k, v in e.attrs.items()}
         rec["attrs"] = attrs
-        if isinstance(self.g.values[e.outs[0]], Operation):
+        if isinstance(g.values[e.outs[0]], Operation):
             rec["operation"] = True
         return rec
+
+    def graph(self, g):
+        nodes = [self.node(e, g) for e in g.eqns]
+        values = []
+        for v, a in zip(g.values, g.avals):
+            shape, dt = _aval_json(a)
+            values.append({"name": v.name, "shape": shape, "dtype": dt, "sparse": bool(v.sparse)})
+        return {"values": values, "nodes": nodes, "placeholders": [v.id for v in g.placeholders]}
 
 
 def as_graph_def(graph=None, meta=False, collection_list=None):
     """``graph`` (default: the default graph) as a :class:`GraphDef`: every
-    node, with variables' initial values and the optimizers of its train ops;
-    with ``meta``, its collections too (all, or those in ``collection_list``)."""
+    node, with variables' initial values, the optimizers of its train ops and
+    its loops' and conds' subgraphs; with ``meta``, its collections too (all,
+    or those in ``collection_list``)."""
     g = graph if graph is not None else get_default_graph()
     if g is not g.root:
         raise ExportError("export: a derived (compiled) graph cannot be exported; export the graph you built")
+    if g.parent is not None:
+        raise ExportError("export: a loop body or branch is exported with the graph around it")
     enc = _Encoder(g)
-    nodes = [enc.node(e) for e in g.eqns]
-    values = []
-    for v, a in zip(g.values, g.avals):
-        shape, dt = _aval_json(a)
-        values.append({"name": v.name, "shape": shape, "dtype": dt, "sparse": bool(v.sparse)})
+    body = enc.graph(g)
     doc = {"format": FORMAT, "version": VERSION, "kind": "meta_graph" if meta else "graph_def",
-           "producer": f"dynnets {__version__}", "values": values, "nodes": nodes, "optimizers": enc.optimizers}
+           "producer": f"dynnets {__version__}", **body, "optimizers": enc.optimizers, "subgraphs": enc.subgraphs}
     if meta:
         cols = {}
         keys = g.get_all_collection_keys() if collection_list is None else list(collection_list)
@@ -427,21 +483,20 @@ def _is_id(x, n):
     return type(x) is int and 0 <= x < n
 
 
-def _check_structure(gd):
-    """The structural rules of the format (module docstring), so that
-    building reads only ids, names and lists that exist."""
-    doc, src = gd.doc, gd.source
-    _check_header(doc, src)
-
+def _check_graph(d, src, at):
+    """The structural rules of one graph's ``values`` and ``nodes``
+    (``at``: where it sits in the file, for messages)."""
     def bad(msg):
-        raise GraphFormatError(f"{src}: {msg}")
-    values, nodes = doc.get("values"), doc.get("nodes")
+        raise GraphFormatError(f"{src}: {at}{msg}")
+    if not isinstance(d, dict):
+        bad("a graph must be an object")
+    values, nodes = d.get("values"), d.get("nodes")
     if not isinstance(values, list) or not isinstance(nodes, list):
         bad("'values' and 'nodes' must be lists")
     n = len(values)
     for i, v in enumerate(values):
         if not (isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("shape"), list)
-                and all(d is None or (type(d) is int and d >= 0) for d in v["shape"])
+                and all(x is None or (type(x) is int and x >= 0) for x in v["shape"])
                 and (v.get("dtype") is None or isinstance(v.get("dtype"), str)) and type(v.get("sparse")) is bool):
             bad(f"values[{i}] must be {{'name': str, 'shape': [int >= 0 or null], 'dtype': str or null, "
                 f"'sparse': bool}}, got {v!r:.100}")
@@ -462,6 +517,21 @@ def _check_structure(gd):
         nxt += len(outs)
     if nxt != n:
         bad(f"{n} values but the nodes produce {nxt}")
+    phs = d.get("placeholders")
+    if not isinstance(phs, list) or not all(_is_id(i, n) for i in phs):
+        bad("'placeholders' must be a list of value ids")
+    return n
+
+
+def _check_structure(gd):
+    """The structural rules of the format (module docstring), so that
+    building reads only ids, names and lists that exist."""
+    doc, src = gd.doc, gd.source
+    _check_header(doc, src)
+
+    def bad(msg):
+        raise GraphFormatError(f"{src}: {msg}")
+    n = _check_graph(doc, src, "")
     opts = doc.get("optimizers", [])
     if not isinstance(opts, list) or not all(isinstance(o, dict) for o in opts):
         bad("'optimizers' must be a list of objects")
@@ -469,6 +539,25 @@ def _check_structure(gd):
     if not isinstance(cols, dict) or not all(isinstance(c, list) and all(_is_id(i, n) for i in c)
                                              for c in cols.values()):
         bad("'collections' must map names to lists of value ids")
+    subs = doc.get("subgraphs", {})
+    if not isinstance(subs, dict):
+        bad("'subgraphs' must map keys to graphs")
+    sizes = {}
+    for k, sd in subs.items():
+        sizes[k] = _check_graph(sd, src, f"subgraphs[{k!r}]: ")
+    for k, sd in subs.items():
+        at = f"subgraphs[{k!r}]: "
+        parent = sd.get("parent")
+        if parent is not None and (parent not in subs or parent == k):
+            bad(f"{at}parent {parent!r} is neither null (the graph itself) nor another subgraph")
+        m, pn = sizes[k], (n if parent is None else sizes[parent])
+        ins, outs, caps = sd.get("inputs"), sd.get("outputs"), sd.get("captures")
+        if not (isinstance(ins, list) and all(_is_id(i, m) for i in ins)
+                and isinstance(outs, list) and all(_is_id(i, m) for i in outs)):
+            bad(f"{at}'inputs' and 'outputs' must be lists of its value ids")
+        if not (isinstance(caps, list) and all(isinstance(c, list) and len(c) == 2 and _is_id(c[0], pn)
+                                               and _is_id(c[1], m) for c in caps)):
+            bad(f"{at}'captures' must be [enclosing graph's value id, own value id] pairs")
 
 
 # --------------------------------------------------------------------------
@@ -477,15 +566,23 @@ def _check_structure(gd):
 
 
 class _Builder:
-    def __init__(self, gd, g, prefix):
+    """Adds the nodes of one graph of a GraphDef (the file's own, or a
+    subgraph ``key`` of it, built into a subgraph of ``parent``'s graph) to
+    graph ``g``; ``new[i]`` becomes the Value for the file's value ``i``."""
+
+    def __init__(self, gd, g, prefix, parent=None, key=None):
         self.gd, self.g, self.prefix = gd, g, prefix
         self.doc = gd.doc
-        self.new = [None] * len(self.doc["values"])
-        self.opts = {}
+        self.d = self.doc if key is None else self.doc["subgraphs"][key]
+        self.key = key
+        self.parent = parent
+        self.shared = {"opts": {}, "subs": {}} if parent is None else parent.shared
+        self.new = [None] * len(self.d["values"])
+        self.at = "" if key is None else f"{parent.at}subgraphs[{key!r}]: "
         self.where = ""
 
     def fail(self, msg):
-        raise GraphFormatError(f"{self.gd.source}: {self.where}{msg}")
+        raise GraphFormatError(f"{self.gd.source}: {self.at}{self.where}{msg}")
 
     def dtype(self, s):
         try:
@@ -541,10 +638,49 @@ class _Builder:
                 return self.variable(x["value"])
             if "optimizer" in x:
                 return self.optimizer(x["optimizer"])
+            if "subgraph" in x:
+                return self.subgraph(x["subgraph"])
+            if "aval" in x and isinstance(x["aval"], list) and len(x["aval"]) == 2:
+                shape, dt = x["aval"]
+                if not (isinstance(shape, list) and all(d is None or (type(d) is int and d >= 0) for d in shape)):
+                    self.fail(f"aval shape {shape!r:.60} is not a list of sizes")
+                return Aval(tuple(shape), self.dtype(dt))
         self.fail(f"attribute value {x!r:.80} is not one the format defines")
 
+    def subgraph(self, k):
+        subs = self.doc.get("subgraphs", {})
+        if not isinstance(k, str) or k not in subs:
+            self.fail(f"subgraph {k!r} is not in 'subgraphs'")
+        sub = self.shared["subs"].get(k)
+        if sub is not None:
+            if sub.parent is not self.g:
+                self.fail(f"subgraph {k!r} is nested in another graph than this node's")
+            return sub
+        sd = subs[k]
+        if sd.get("parent") != self.key:
+            self.fail(f"subgraph {k!r} is nested in {sd.get('parent')!r}, not in this node's graph")
+        sub = self.g.subgraph()
+        child = _Builder(self.gd, sub, "", self, k)
+        child.build()
+        for role in ("inputs", "outputs"):
+            setattr(sub, role, tuple(child.new[i].id for i in sd[role]))
+        caps = []
+        for a, b in sd["captures"]:
+            if self.new[a] is None or sub.producers()[child.new[b].id].prim is not placeholder_p:
+                self.fail(f"subgraph {k!r}: capture [{a}, {b}] must pair a value defined before this node with a "
+                          f"placeholder of the subgraph")
+            caps.append((self.new[a], child.new[b]))
+        sub.captures = caps
+        if any(sub.producers()[i].prim is not placeholder_p for i in sub.inputs):
+            self.fail(f"subgraph {k!r}: its inputs must be placeholders")
+        self.shared["subs"][k] = sub
+        return sub
+
     def optimizer(self, k):
-        opt = self.opts.get(k) if type(k) is int else None
+        if self.key is not None:
+            self.fail("an optimizer inside a subgraph")
+        opts_built = self.shared["opts"]
+        opt = opts_built.get(k) if type(k) is int else None
         if opt is not None:
             return opt
         opts = self.doc.get("optimizers", [])
@@ -599,13 +735,13 @@ class _Builder:
             if tuple(sv.shape) != () or sv.dtype.kind not in "iu":
                 self.fail(f"optimizer {k}: step variable '{sv.name}' must be an integer scalar")
             opt._step[self.g] = sv
-        self.opts[k] = opt
+        opts_built[k] = opt
         return opt
 
     def primitive(self, nd):
         vjp = nd.get("vjp")
         if vjp is not None:
-            of = PRIMITIVES.get(vjp.get("of")) if isinstance(vjp, dict) else None
+            of = _resolve(vjp.get("of"), nd["attrs"]) if isinstance(vjp, dict) else None
             i, sparse = (vjp.get("input"), vjp.get("sparse")) if isinstance(vjp, dict) else (None, None)
             if of is None or not (i is None or type(i) is int) or type(sparse) is not bool:
                 self.fail(f"gradient {vjp!r:.80} does not name a primitive of the table, an input and 'sparse'")
@@ -617,13 +753,13 @@ class _Builder:
             if p.name != nd["op"]:
                 self.fail(f"the gradient of {of.name} input {i} is named {p.name!r}, not {nd['op']!r}")
             return p
-        p = PRIMITIVES.get(nd["op"]) or _static_primitives().get(nd["op"])
+        p = _resolve(nd["op"], nd["attrs"])
         if p is None:
             self.fail(f"unknown primitive {nd['op']!r} (not in this dynnets' primitive table)")
         return p
 
     def check_avals(self, outs, avals):
-        vals = self.doc["values"]
+        vals = self.d["values"]
         for o, a in zip(outs, avals):
             got = _aval_json(a)
             want = (vals[o]["shape"], vals[o]["dtype"])
@@ -632,8 +768,8 @@ class _Builder:
                           f"{tuple(got[0])} {got[1]}")
 
     def build(self):
-        g, pre, vals = self.g, self.prefix, self.doc["values"]
-        for k, nd in enumerate(self.doc["nodes"]):
+        g, pre, vals = self.g, self.prefix, self.d["values"]
+        for k, nd in enumerate(self.d["nodes"]):
             self.where = f"nodes[{k}] '{nd['name']}' ({nd['op']}): "
             p = self.primitive(nd)
             outs = nd["outputs"]
@@ -646,8 +782,7 @@ class _Builder:
                 rec = vals[outs[0]]
                 if attrs or rec["sparse"]:
                     self.fail("a placeholder has no attributes and is not sparse")
-                with g.as_default():
-                    res = placeholder(tuple(rec["shape"]), self.dtype(rec["dtype"]), name=name)
+                res = g._append(placeholder_p, (), {}, Aval(tuple(rec["shape"]), self.dtype(rec["dtype"])), name=name)
             elif p is variable_p:
                 if set(attrs) != {"initial_value", "trainable"} or type(attrs["trainable"]) is not bool:
                     self.fail("a variable has the attributes 'initial_value' (an array) and 'trainable' (a bool)")
@@ -693,10 +828,14 @@ class _Builder:
                 v.sparse = rec["sparse"]
                 self.new[o] = v
         self.where = ""
-        cols = self.doc.get("collections", {})
-        for cname, ids in cols.items():
-            for i in ids:
-                g.add_to_collection(cname, self.new[i])
+        for i in self.d["placeholders"]:
+            if g.producers()[self.new[i].id].prim is not placeholder_p:
+                self.fail(f"'placeholders' lists value {i}, which is not a placeholder")
+            g.placeholders.append(self.new[i])
+        if self.key is None:
+            for cname, ids in self.doc.get("collections", {}).items():
+                for i in ids:
+                    g.add_to_collection(cname, self.new[i])
         return self.new
 
 

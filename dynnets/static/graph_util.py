@@ -38,35 +38,56 @@ def _needed(gd, dest_nodes, who):
 
 def _subset(gd, keep, replace=None, kind="graph_def"):
     """A new GraphDef of the nodes ``keep`` (in order), renumbered; ``replace``
-    maps a node index to a node record standing in for it."""
+    maps a node index to a node record standing in for it. The subgraphs and
+    arrays the kept nodes name come along (a subgraph's captures renumbered
+    with the graph around it)."""
     doc = gd.doc
     ids = {}
     values, nodes = [], []
-    arrays = {}
+    arrays, subs = {}, {}
     for k in keep:
         nd = (replace or {}).get(k, doc["nodes"][k])
         for o in nd["outputs"]:
             ids[o] = len(values)
             values.append(dict(doc["values"][o]))
         rec = dict(nd, inputs=[ids[i] for i in nd["inputs"]], outputs=[ids[o] for o in nd["outputs"]])
-        rec["attrs"] = {a: _remap(v, ids, arrays, gd.arrays) for a, v in rec["attrs"].items()}
+        rec["attrs"] = {a: _remap(v, ids, arrays, subs, gd) for a, v in rec["attrs"].items()}
         nodes.append(rec)
     new = {key: doc[key] for key in ("format", "version", "producer")}
-    new.update(kind=kind, values=values, nodes=nodes, optimizers=[])
+    new.update(kind=kind, values=values, nodes=nodes, placeholders=[ids[i] for i in doc["placeholders"] if i in ids],
+               optimizers=[], subgraphs=subs)
     return GraphDef(new, arrays)
 
 
-def _remap(x, ids, arrays, src):
+def _remap(x, ids, arrays, subs, gd):
+    """An attribute of a kept node with its value ids renumbered by ``ids``;
+    the arrays and subgraphs it names are copied into ``arrays``/``subs``."""
     if isinstance(x, list):
-        return [_remap(v, ids, arrays, src) for v in x]
+        return [_remap(v, ids, arrays, subs, gd) for v in x]
     if isinstance(x, dict):
         if "array" in x and isinstance(x["array"], str):
-            arrays[x["array"]] = src[x["array"]]
+            arrays[x["array"]] = gd.arrays[x["array"]]
             return dict(x)
         if "value" in x and type(x["value"]) is int:
             return {"value": ids[x["value"]]}
-        return {k: _remap(v, ids, arrays, src) for k, v in x.items()}
+        if "subgraph" in x:
+            _copy_subgraph(x["subgraph"], ids, arrays, subs, gd)
+            return dict(x)
+        return {k: _remap(v, ids, arrays, subs, gd) for k, v in x.items()}
     return x
+
+
+def _copy_subgraph(key, outer_ids, arrays, subs, gd):
+    if key in subs:
+        return
+    sd = dict(gd.doc["subgraphs"][key])
+    if sd["parent"] is None:
+        sd["captures"] = [[outer_ids[a], b] for a, b in sd["captures"]]
+    subs[key] = sd
+    inner = {i: i for i in range(len(sd["values"]))}
+    for nd in sd["nodes"]:
+        for v in nd["attrs"].values():
+            _remap(v, inner, arrays, subs, gd)
 
 
 def extract_sub_graph(graph_def, dest_nodes):
