@@ -42,7 +42,8 @@ from ..autograd.primitives import Aval, ShapeError, dtype_of
 from . import graph_util, nn, passes, train
 from .backward import gradients
 from .control_flow import TensorArray, cond, while_loop
-from .export import GraphDef, GraphFormatError, import_graph_def
+from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
+from .saver import CheckpointMismatchError
 from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
                     Value, Variable, argmax, compare, constant, get_default_graph, global_variables,
                     global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
@@ -61,7 +62,7 @@ __all__ = [
     "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
     "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction", "nn", "train", "passes",
-    "graph_util", "import_graph_def", "GraphDef", "GraphFormatError",
+    "graph_util", "import_graph_def", "GraphDef", "GraphFormatError", "ExportError", "CheckpointMismatchError",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",

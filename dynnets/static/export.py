@@ -13,7 +13,8 @@ collections too, so a training graph can be rebuilt and trained on.
 The file format (version 1)
 ---------------------------
 One zip archive (stored, not compressed; written atomically by
-:func:`dynnets.io.atomic_write`) with the members
+:func:`dynnets.io.atomic_write`; ``unzip -p FILE graph.json`` shows it) with
+the members
 
 ``graph.json``
     the structure, UTF-8 JSON::
@@ -22,37 +23,57 @@ One zip archive (stored, not compressed; written atomically by
          "producer": "dynnets 0.1.0",
          "values": [{"name": "x", "shape": [null, 3], "dtype": "float32", "sparse": false}, ...],
          "nodes":  [{"op": "matmul", "name": "matmul", "inputs": [0, 1], "outputs": [2],
-                     "attrs": {...}}, ...],
-         "optimizers": [...], "collections": {"train_op": [17]}}
+                     "attrs": {}}, ...],
+         "placeholders": [0],
+         "optimizers": [{"class": "AdamOptimizer", "config": {...}, "slots": [[1, {"m": 7, "v": 8}]],
+                         "step": 9}],
+         "subgraphs": {"g0": {"parent": null, "values": [...], "nodes": [...], "placeholders": [],
+                              "inputs": [0, 1], "outputs": [5], "captures": [[1, 1]]}, ...},
+         "collections": {"train_op": [17]}}        (meta graphs only)
 
     Values are numbered ``0..n-1``; each is the output of exactly one node,
     and a node's inputs are outputs of nodes before it (so ``nodes`` is a
     topological order). ``op`` is a primitive's name, looked up in the
-    shared primitive table or the static graph's own primitives; a gradient
-    node also has ``"vjp": {"of": "lstm_cell", "input": 0 | null, "sparse":
-    false}``. ``"operation": true`` marks a node run for its effect. Sources
-    have ``op`` ``placeholder`` (its shape and dtype are its value's),
-    ``variable`` (attrs ``initial_value``, ``trainable``) and ``constant``
-    (attr ``value``). ``dtype`` is a numpy dtype name, ``null`` for an
-    effect's result, ``"weak int"`` (``float``, ``bool``) for a Python
-    scalar constant, ``"none"`` for the None constant of a missing gradient.
+    shared primitive table or the static graph's own primitives (sources,
+    effects, gradient sums, control flow); a gradient node also has
+    ``"vjp": {"of": "lstm_cell", "input": 0 | null, "sparse": false}``.
+    ``"operation": true`` marks a node run for its effect. Sources have
+    ``op`` ``placeholder`` (its shape and dtype are its value's), ``variable``
+    (attrs ``initial_value``, ``trainable``) and ``constant`` (attr
+    ``value``). ``dtype`` is a numpy dtype name, ``null`` for an effect's
+    result, ``"weak int"`` (``float``, ``bool``) for a Python scalar
+    constant, ``"object"`` for the None constant of a missing gradient.
+    A loop body or condition or a ``cond`` branch is an entry of
+    ``subgraphs`` with the same ``values``/``nodes``/``placeholders`` in
+    ids of its own, its ``inputs`` and ``outputs`` (the function it is),
+    ``captures`` (pairs [value id in the enclosing graph, its placeholder
+    here]) and ``parent`` (the enclosing subgraph's key, ``null`` for the
+    file's graph).
 ``arrays/<key>.npy``
     every array, in numpy's ``.npy`` format (no object arrays).
 
 An attribute is JSON: ``null``, booleans, numbers (``{"float": "nan"}``,
 ``"inf"``, ``"-inf"`` where JSON has none), strings, lists, or one of the
 tagged objects ``{"tuple": [...]}``, ``{"slice": [start, stop, step]}``,
-``{"ellipsis": true}``, ``{"dtype": "int64"}``, ``{"array": key}`` (a
-``.npy`` member; ``"item": true`` for a numpy scalar), ``{"value": id}`` (a
-Variable of the graph), ``{"optimizer": k}`` (an entry of ``optimizers``:
-its class, hyperparameters and slot variables).
+``{"ellipsis": true}``, ``{"dtype": "int64"}``, ``{"aval": [shape, dtype]}``,
+``{"array": key}`` (a ``.npy`` member; ``"item": true`` for a numpy
+scalar), ``{"value": id}`` (a Variable of the graph), ``{"optimizer": k}``
+(an entry of ``optimizers``: its class, constructor arguments and slot
+variables), ``{"subgraph": key}``.
 
 Nothing in a file is executed: arrays are read with ``allow_pickle=False``,
 primitives and optimizer classes are looked up by name in fixed tables, and
 every node's shape rule (which is also its input check) runs again on
-import, so a file that lies about shapes is refused before a kernel sees
-it. A damaged, truncated, foreign or newer-version file raises
-:class:`GraphFormatError` naming the file and what is wrong.
+import and must give the shapes and dtypes the file declares, so a file
+that lies about shapes is refused before a kernel sees it. A damaged
+(checksums are verified), truncated, foreign or newer-version file raises
+:class:`GraphFormatError` naming the file and what is wrong; a reader of
+version ``v`` refuses versions above ``v`` and a change to the format that
+an older reader would misread raises :data:`VERSION`.
+
+What a file cannot hold (:class:`ExportError`): live parameters of traced
+functions (freeze a graph built from Variables instead), primitives defined
+outside the table, optimizer subclasses, attributes of other types.
 """
 from __future__ import annotations
 

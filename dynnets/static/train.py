@@ -22,6 +22,10 @@ the eager optimizers; otherwise they are densified first.
 Slot variables (accumulators, moments, Adam's step) are Variables of the
 graph created by ``minimize``/``apply_gradients``, so, as in TF1, create the
 train op before ``global_variables_initializer()``.
+
+The rest of ``tf.train`` lives beside: ``Saver``, ``latest_checkpoint``,
+``get_checkpoint_state`` (:mod:`.saver`), ``write_graph``,
+``export_meta_graph``, ``import_meta_graph`` (:mod:`.export`).
 """
 from __future__ import annotations
 
