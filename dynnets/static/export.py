@@ -773,11 +773,24 @@ class _Builder:
             p = vjp_primitive(of, i, sparse)
             if p.name != nd["op"]:
                 self.fail(f"the gradient of {of.name} input {i} is named {p.name!r}, not {nd['op']!r}")
+            self.check_forward(nd, of)
             return p
         p = _resolve(nd["op"], nd["attrs"])
         if p is None:
             self.fail(f"unknown primitive {nd['op']!r} (not in this dynnets' primitive table)")
         return p
+
+    def check_forward(self, nd, of):
+        """A gradient node must read the inputs, outputs and attributes of a
+        forward node before it (as :mod:`.backward` binds it): a VJP's kernels
+        trust what the forward's shape rule and value checks let through."""
+        n_in = nd["attrs"].get("_n_in")
+        ins = nd["inputs"]
+        n_out = (len(ins) - n_in) // 2 if of.multiple_results and type(n_in) is int else 1
+        rest = {a: v for a, v in nd["attrs"].items() if a != "_n_in"}
+        key = (of.name, tuple(ins[n_out:n_out + n_in]), json.dumps(rest, sort_keys=True), tuple(ins[n_out + n_in:]))
+        if type(n_in) is not int or key not in self.forward:
+            self.fail(f"a gradient node must take the inputs, outputs and attributes of an earlier '{of.name}' node")
 
     def check_avals(self, outs, avals):
         vals = self.d["values"]
@@ -789,7 +802,14 @@ class _Builder:
                           f"{tuple(got[0])} {got[1]}")
 
     def build(self):
+        try:
+            return self._build()
+        except RecursionError:
+            self.fail("attributes nested too deeply")
+
+    def _build(self):
         g, pre, vals = self.g, self.prefix, self.d["values"]
+        self.forward = set()        # (op, input ids, attributes, output ids) of forward nodes, for check_forward
         for k, nd in enumerate(self.d["nodes"]):
             self.where = f"nodes[{k}] '{nd['name']}' ({nd['op']}): "
             p = self.primitive(nd)
@@ -838,6 +858,10 @@ class _Builder:
                 self.check_avals(outs, avals)
                 res = g._append(p, tuple(v.id for v in ins), dec, aval, name=name,
                                 cls=Operation if nd.get("operation") is True else Value)
+                if p.differentiable and "vjp" not in nd:
+                    # a single-result primitive's VJP reads its one output; a multiple-result one's all
+                    self.forward.add((p.name, tuple(nd["inputs"]), json.dumps(attrs, sort_keys=True),
+                                      tuple(outs if p.multiple_results else outs[:1])))
             res = res if isinstance(res, tuple) else (res,)
             if p in (variable_p, constant_p):
                 self.check_avals(outs, [g.avals[res[0].id]])

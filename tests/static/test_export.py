@@ -176,8 +176,15 @@ def _small_graph_file(path):
     with g.as_default():
         x = tf.placeholder((None, 2), name="x")
         w = tf.Variable(np.ones((2, 2), np.float32), name="w")
-        tf.identity(tf.matmul(x, w) + 1.0, name="y")
+        y = tf.identity(tf.matmul(x, w) + 1.0, name="y")
+        tf.gradients(tf.reduce_sum(y), [w])
     return tf.train.write_graph(g, path.parent, path.name)
+
+
+def _rewire_vjp(doc):
+    """Point the gradient of matmul's w at another (?, 2) value than x."""
+    nd = next(n for n in doc["nodes"] if n["op"] == "vjp_matmul_1")
+    nd["inputs"][1] = 2
 
 
 def _rewrite(src, dst, edit_doc=None, members=None):
@@ -225,6 +232,8 @@ def _object_npy():
     ("missing_array", "array 'a0' is not in the file"),
     ("bad_attr", "attribute value \\{'eval': 'print\\(1\\)'\\} is not one the format defines"),
     ("crc", "member arrays/a0.npy is damaged \\(its checksum does not match\\)"),
+    ("rewired_vjp", "vjp_matmul_1.*a gradient node must take the inputs, outputs and attributes of an earlier "
+                    "'matmul' node"),
 ])
 def test_bad_graph_files_are_named_and_refused(tmp_path, case, message):
     good = _small_graph_file(tmp_path / "good.graph")
@@ -261,6 +270,8 @@ def test_bad_graph_files_are_named_and_refused(tmp_path, case, message):
                 z.writestr(n, b)
     elif case == "bad_attr":
         _rewrite(good, bad, _set(["nodes", 1, "attrs", "initial_value"], {"eval": "print(1)"}))
+    elif case == "rewired_vjp":
+        _rewrite(good, bad, _rewire_vjp)
     elif case == "crc":
         data = bytearray(Path(good).read_bytes())
         k = data.index(b"\x93NUMPY")           # the array member's bytes, stored uncompressed
