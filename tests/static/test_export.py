@@ -296,20 +296,30 @@ import sys
 import numpy as np
 import dynnets.static as tf
 
-graph_file, output, batch_file, out_file = sys.argv[1:]
-g = tf.Graph()
-with g.as_default():
-    [probs] = tf.import_graph_def(graph_file, return_elements=[output], name="")
+graph_file, ckpt, output, batch_file, out_file = sys.argv[1:]
 batch = np.load(batch_file, allow_pickle=False)
-ids, mask = g.get_value_by_name("ids"), g.get_value_by_name("mask")
+
+
+def predict(g, sess, probs):
+    ids, mask = g.get_value_by_name("ids"), g.get_value_by_name("mask")
+    return np.concatenate([sess.run(probs, {ids: batch["ids"][k], mask: batch["mask"][k]})
+                           for k in range(batch["ids"].shape[0])])
+
+
+with tf.Graph().as_default() as g:                   # the frozen graph alone
+    [probs] = tf.import_graph_def(graph_file, return_elements=[output], name="")
 with tf.Session(g) as sess:
-    out = np.concatenate([sess.run(probs, {ids: batch["ids"][k], mask: batch["mask"][k]})
-                          for k in range(batch["ids"].shape[0])])
-np.save(out_file, out)
+    frozen = predict(g, sess, probs)
+with tf.Graph().as_default() as g:                   # the training graph and its checkpoint
+    saver = tf.train.import_meta_graph(ckpt + ".meta")
+with tf.Session(g) as sess:
+    saver.restore(sess, ckpt)
+    restored = predict(g, sess, g.get_value_by_name(output))
+np.savez(out_file, frozen=frozen, restored=restored)
 """
 
 
-def test_frozen_padded_lstm_runs_in_a_fresh_process_to_the_same_predictions(tmp_path):
+def test_frozen_and_saved_padded_lstm_run_in_a_fresh_process_to_the_same_predictions(tmp_path):
     m = PaddedLSTMClassifier(vocab_size=40, embed_dim=8, hidden_size=6, batch_size=4, max_len=9, seed=3)
     rng = np.random.default_rng(1)
     sents = [rng.integers(1, 40, rng.integers(1, 12)) for _ in range(10)]
@@ -317,15 +327,18 @@ def test_frozen_padded_lstm_runs_in_a_fresh_process_to_the_same_predictions(tmp_
     for _ in range(2):
         m.train_step(batch)
     want = m.predict_proba(batch)
+    ckpt = tf.train.Saver().save(m.session, tmp_path / "ckpt" / "model.ckpt", global_step=2)
     frozen = tf.graph_util.convert_variables_to_constants(m.session, m.graph.as_graph_def(), [m._probs.name])
     path = tf.train.write_graph(frozen, tmp_path, "padded_lstm.graph", as_text=False)
     np.savez(tmp_path / "batch.npz", ids=batch.ids, mask=batch.mask)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-c", DEPLOY, path, m._probs.name, str(tmp_path / "batch.npz"), str(tmp_path / "out.npy")],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    args = [path, ckpt, m._probs.name, str(tmp_path / "batch.npz"), str(tmp_path / "out.npz")]
+    r = subprocess.run([sys.executable, "-c", DEPLOY, *args], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    got = np.load(tmp_path / "out.npy")[:batch.n_sentences]
-    np.testing.assert_array_equal(got, want)
+    out = np.load(tmp_path / "out.npz")
+    np.testing.assert_array_equal(out["frozen"][:batch.n_sentences], want)
+    np.testing.assert_array_equal(out["restored"][:batch.n_sentences], want)
 
 
 # --------------------------------------------------------------------------

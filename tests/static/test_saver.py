@@ -160,7 +160,7 @@ def test_bad_checkpoint_files(tmp_path):
     with pytest.raises(NotACheckpointError, match="other.npz is a dynnets file but not a Saver checkpoint"):
         saver.restore(sess, tmp_path / "other.npz")
     dynnets.save({"format": "dynnets.checkpoint", "version": 9, "variables": {}}, tmp_path / "new.npz")
-    with pytest.raises(NotACheckpointError, match="new.npz has checkpoint version 9; this dynnets reads versions 1 to 1"):
+    with pytest.raises(NotACheckpointError, match="new.npz has checkpoint version 9; this dynnets reads versions 1 "):
         saver.restore(sess, tmp_path / "new")
     with pytest.raises(ValueError, match="save_path is None"):
         saver.restore(sess, tf.train.latest_checkpoint(tmp_path / "empty"))
