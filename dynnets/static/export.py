@@ -37,7 +37,9 @@ the members
     shared primitive table or the static graph's own primitives (sources,
     effects, gradient sums, control flow); a gradient node also has
     ``"vjp": {"of": "lstm_cell", "input": 0 | null, "sparse": false}``.
-    ``"operation": true`` marks a node run for its effect. Sources have
+    ``"operation": true`` marks a node run for its effect; ``"nograd":
+    true`` the primitive without a gradient of a pair sharing its name
+    (``while`` built with ``back_prop=False``). Sources have
     ``op`` ``placeholder`` (its shape and dtype are its value's), ``variable``
     (attrs ``initial_value``, ``trainable``) and ``constant`` (attr
     ``value``). ``dtype`` is a numpy dtype name, ``null`` for an effect's
@@ -77,8 +79,11 @@ outside the table, optimizer subclasses, attributes of other types.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import pkgutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -87,9 +92,9 @@ import numpy as np
 from .. import __version__
 from ..autograd.primitives import PRIMITIVES, Aval, run_rule
 from ..io import atomic_write
-from .backward import VjpPrimitive, accumulate_p, add_n_p, ones_like_p, vjp_primitive
-from .graph import (COMPARE, Graph, Operation, Value, Variable, argmax_p, assign_p, constant_p, densify_p,
-                    get_default_graph, group_p, init_p, param_p, placeholder_p, variable_p)
+from .backward import VjpPrimitive, vjp_primitive
+from .graph import (Graph, Operation, StaticPrimitive, Value, Variable, constant_p, get_default_graph, param_p,
+                    placeholder_p, variable_p)
 
 __all__ = ["GraphDef", "GraphFormatError", "ExportError", "FORMAT", "VERSION", "as_graph_def", "write_graph",
            "read_graph_def", "import_graph_def", "export_meta_graph", "import_meta_graph", "to_graph_def", "value_ids"]
@@ -119,40 +124,80 @@ _OPTIMIZER_FIELDS = {
 _DTYPE_KINDS = "biufc"
 _WEAK = {bool: "weak bool", int: "weak int", float: "weak float"}
 _TABLE: dict = {}
-_WHILE: dict = {}
 
 
-def _static_primitives():
-    """name -> primitive, for the static graph's own primitives a file may name
-    (built on first use: ``train`` and the package import this module). Two
-    primitives share the name ``while`` (with and without a gradient); its
-    ``back_prop`` attribute tells them apart (:func:`_resolve`)."""
-    if not _TABLE:
-        from . import control_flow as cf
-        from . import fill_like_p
-        from .train import apply_p
-        prims = [placeholder_p, variable_p, constant_p, densify_p, argmax_p, init_p, group_p, assign_p, apply_p,
-                 ones_like_p, add_n_p, accumulate_p, fill_like_p, *COMPARE.values(), cf.while_p, cf.cond_p,
-                 cf.ta_new_p, cf.ta_write_p, cf.ta_read_p, cf.ta_stack_p, cf.ta_unstack_p, cf.ta_scatter_p,
-                 cf.ta_gather_p, cf.ta_size_p]
-        for p in prims:
-            assert p.name not in PRIMITIVES and p.name not in _TABLE, p.name
-            _TABLE[p.name] = p
-        _WHILE.update({True: cf.while_p, False: cf.while_nograd_p})
-    return _TABLE
+def _scan():
+    """name -> {differentiable: primitive} of the static graph's own
+    primitives: every StaticPrimitive at module level (or in a module-level
+    dict) of the loaded ``dynnets.static`` modules, so a primitive is
+    exportable where it is defined. A name may stand for two primitives that
+    differ only in having a gradient (``while`` with and without
+    ``back_prop``); a name shared otherwise, or with the table, is unusable
+    (``None``)."""
+    found = {}
+    for modname, mod in list(sys.modules.items()):
+        if mod is None or not (modname == __package__ or modname.startswith(__package__ + ".")):
+            continue
+        for v in list(vars(mod).values()):
+            for x in (v.values() if type(v) is dict else (v,)):
+                if isinstance(x, StaticPrimitive) and not isinstance(x, VjpPrimitive):
+                    found[id(x)] = x
+    table = {}
+    for p in found.values():
+        slot = table.setdefault(p.name, {})
+        if slot is None:
+            continue
+        if p.name in PRIMITIVES or bool(p.differentiable) in slot:
+            table[p.name] = None
+        else:
+            slot[bool(p.differentiable)] = p
+    _TABLE.clear()
+    _TABLE.update(table)
+
+
+def _load_static_modules():
+    """Import every module of ``dynnets.static`` (the package's own listing,
+    never a name from a file), so that their primitives can be looked up."""
+    pkg = importlib.import_module(__package__)
+    for m in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{__package__}.{m.name}")
+
+
+def _slot(name):
+    """``{differentiable: primitive}`` for a static primitive's name (None:
+    no such name, or an unusable one); a name not seen yet loads and scans
+    every module of ``dynnets.static`` once more."""
+    if name not in _TABLE:
+        _load_static_modules()
+        _scan()
+    return _TABLE.get(name)
 
 
 def _exportable(p):
-    """Whether a file can name primitive ``p`` (see :func:`_resolve`)."""
-    return PRIMITIVES.get(p.name) is p or _static_primitives().get(p.name) is p or p is _WHILE.get(False)
+    """How a file names primitive ``p``: ``(name, nograd)``, or None when it cannot."""
+    if PRIMITIVES.get(p.name) is p:
+        return p.name, False
+    slot = _TABLE.get(p.name)
+    if not slot or slot.get(bool(p.differentiable)) is not p:
+        _scan()
+        slot = _TABLE.get(p.name)
+    if not slot or slot.get(bool(p.differentiable)) is not p:
+        return None
+    return p.name, (not p.differentiable and True in slot)
 
 
-def _resolve(name, attrs):
-    """The primitive a file's op name stands for, or None."""
-    p = PRIMITIVES.get(name) or _static_primitives().get(name)
-    if p is not None and p is _WHILE[True] and attrs.get("back_prop") is False:
-        return _WHILE[False]
-    return p
+def _resolve(name, nograd=False):
+    """The primitive a file's op name stands for (the one without a gradient
+    of a pair when ``nograd``), or None."""
+    if not isinstance(name, str):
+        return None
+    p = PRIMITIVES.get(name)
+    if p is not None:
+        return p
+    slot = _slot(name)
+    if not slot:
+        return None
+    return slot.get(False) if nograd else slot.get(True, slot.get(False))
 
 
 def _optimizer_classes():
@@ -170,7 +215,7 @@ def _vjp_source(p):
     if tail.isdigit():
         cands.append((head, int(tail)))
     for of, i in cands:
-        q = _resolve(of, {})
+        q = _resolve(of)
         if q is not None and q.differentiable and vjp_primitive(q, i, sparse) is p:
             return of, i, sparse
     return None
@@ -354,9 +399,14 @@ class _Encoder:
             if src is None:
                 raise ExportError(f"export: {where}: a gradient primitive whose forward primitive is not in the table")
             rec["vjp"] = {"of": src[0], "input": src[1], "sparse": src[2]}
-        elif not _exportable(p):
-            raise ExportError(f"export: {where}: primitive '{p.name}' is neither in the primitive table nor one of "
-                              f"the static graph's own primitives, so a file could not name it")
+        else:
+            named = _exportable(p)
+            if named is None:
+                raise ExportError(f"export: {where}: primitive '{p.name}' is neither in the primitive table nor one "
+                                  f"module-level primitive of dynnets.static with that name, so a file could not "
+                                  f"name it")
+            if named[1]:
+                rec["nograd"] = True
         if p is variable_p:
             var = e.attrs["var"]
             attrs = {"initial_value": {"array": self.array(var.initial_value, f"{where} initial_value")},
@@ -762,7 +812,7 @@ class _Builder:
     def primitive(self, nd):
         vjp = nd.get("vjp")
         if vjp is not None:
-            of = _resolve(vjp.get("of"), nd["attrs"]) if isinstance(vjp, dict) else None
+            of = _resolve(vjp.get("of")) if isinstance(vjp, dict) else None
             i, sparse = (vjp.get("input"), vjp.get("sparse")) if isinstance(vjp, dict) else (None, None)
             if of is None or not (i is None or type(i) is int) or type(sparse) is not bool:
                 self.fail(f"gradient {vjp!r:.80} does not name a primitive of the table, an input and 'sparse'")
@@ -775,7 +825,7 @@ class _Builder:
                 self.fail(f"the gradient of {of.name} input {i} is named {p.name!r}, not {nd['op']!r}")
             self.check_forward(nd, of)
             return p
-        p = _resolve(nd["op"], nd["attrs"])
+        p = _resolve(nd["op"], nd.get("nograd") is True)
         if p is None:
             self.fail(f"unknown primitive {nd['op']!r} (not in this dynnets' primitive table)")
         return p

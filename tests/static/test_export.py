@@ -14,10 +14,9 @@ import pytest
 
 import dynnets
 import dynnets.static as tf
-from dynnets.autograd.primitives import PRIMITIVES
 from dynnets.models.padded import PaddedLSTMClassifier, pad_sentences
 from dynnets.static.export import ExportError, GraphFormatError
-from dynnets.static.graph import tracing
+from dynnets.static.graph import add_op, tracing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,11 +158,29 @@ def test_what_the_format_cannot_hold_is_an_export_error():
         g2.as_graph_def()
 
 
-def test_static_primitive_names_do_not_clash_with_the_table():
-    from dynnets.static.export import _static_primitives
-    table = _static_primitives()
-    assert not set(table) & set(PRIMITIVES)
-    assert {"placeholder", "variable", "constant", "apply_gradients", "assign", "add_n"} <= set(table)
+def test_a_primitive_defined_outside_dynnets_static_cannot_be_named_by_a_file():
+    mine = tf.StaticPrimitive("my_double", lambda x: 2 * x, lambda x: x)
+    g = tf.Graph()
+    with g.as_default():
+        add_op(mine, tf.placeholder((2,), name="x"))
+    with pytest.raises(ExportError, match="primitive 'my_double' is neither in the primitive table nor"):
+        g.as_graph_def()
+
+
+def test_a_loop_without_back_prop_comes_back_without():
+    g = tf.Graph()
+    with g.as_default():
+        n = tf.placeholder((), np.int32, name="n")
+        tf.identity(tf.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s * 2.0), [0, 1.0],
+                                  back_prop=False)[1], name="s")
+    gd = g.as_graph_def()
+    assert [nd.get("nograd") for nd in gd.node if nd["op"] == "while"] == [True]
+    g2 = tf.Graph()
+    with g2.as_default():
+        [s] = tf.import_graph_def(gd, return_elements=["s"], name="")
+    loop = next(e for e in g2.eqns if e.prim.name == "while")
+    assert not loop.prim.differentiable
+    assert tf.Session(g2).run(s, {g2.get_value_by_name("n"): 5}) == 32.0
 
 
 # --------------------------------------------------------------------------
