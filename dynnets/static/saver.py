@@ -10,7 +10,8 @@ new one), holding ``{"format": "dynnets.checkpoint", "version": 1,
 "global_step": int or None, "variables": {name: array}}``, and, unless
 ``write_meta_graph=False``, ``<prefix>.meta``: the graph in the format of
 :mod:`dynnets.static.export`, which :func:`~dynnets.static.export.import_meta_graph`
-rebuilds without the code that made it.
+rebuilds without the code that made it (a graph the format cannot hold,
+such as a traced function's, saves with ``write_meta_graph=False``).
 
 The folder's index, the file ``checkpoint`` (TF1's name), is JSON
 (``{"format": "dynnets.checkpoint_index", "version": 1,

@@ -156,6 +156,10 @@ def test_bad_checkpoint_files(tmp_path):
     (tmp_path / "text.npz").write_text("not an archive")
     with pytest.raises(NotACheckpointError, match="text.npz is not a dynnets checkpoint"):
         saver.restore(sess, tmp_path / "text")
+    good = saver.save(sess, tmp_path / "good", write_meta_graph=False) + ".npz"
+    (tmp_path / "cut.npz").write_bytes(open(good, "rb").read()[:-30])
+    with pytest.raises(NotACheckpointError, match="cut.npz is not a dynnets checkpoint"):
+        saver.restore(sess, tmp_path / "cut")
     dynnets.save({"model": {"w": np.zeros(2)}}, tmp_path / "other.npz")     # a dynnets file, not a Saver's
     with pytest.raises(NotACheckpointError, match="other.npz is a dynnets file but not a Saver checkpoint"):
         saver.restore(sess, tmp_path / "other.npz")
