@@ -61,8 +61,9 @@ bool_ = np.bool_
 __all__ = [
     "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
-    "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction", "nn", "train", "passes",
-    "graph_util", "import_graph_def", "GraphDef", "GraphFormatError", "ExportError", "CheckpointMismatchError",
+    "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction",
+    "nn", "train", "passes", "graph_util", "import_graph_def", "GraphDef", "GraphFormatError", "ExportError",
+    "CheckpointMismatchError",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",

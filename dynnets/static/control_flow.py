@@ -122,9 +122,10 @@ def _is_float(x):
 
 def _signature(a, free):
     """(shape, dtype) of run-time value ``a``, with the dimensions in ``free``
-    (those a loop may change) left unknown."""
+    (those a loop may change) left unknown, and a TensorArray's length."""
     if type(a) is TensorArrayValue:
-        shape, dt = (len(a.items),), a.dtype
+        # no plan depends on an array's length: one plan serves every trip count
+        return (None,), a.dtype
     else:
         shape, dt = np.shape(a), np.result_type(a)
     if free:
