@@ -292,6 +292,7 @@ class _Encoder:
         self._opt_ids = {}
         self.subgraphs = {}
         self._sub_keys = {}
+        self._ids = {}              # id(subgraph) -> {its value id: the file's}
         self._Optimizer = Optimizer
 
     def array(self, a, where):
@@ -336,7 +337,7 @@ class _Encoder:
         if isinstance(x, Variable):
             if x.graph is not g:
                 raise ExportError(f"export: {where} is the variable '{x.name}' of another graph")
-            return {"value": x.id}
+            return {"value": self.vid(g, x.id)}
         if isinstance(x, self._Optimizer):
             return {"optimizer": self.optimizer(x, where, g)}
         if isinstance(x, Graph):
@@ -355,9 +356,9 @@ class _Encoder:
         self._sub_keys[id(sub)] = (k, sub)
         doc = self.graph(sub)
         doc["parent"] = None if g is self.root else self._sub_keys[id(g)][0]
-        doc["inputs"] = list(sub.inputs)
-        doc["outputs"] = list(sub.outputs)
-        doc["captures"] = [[outer.id, ph.id] for outer, ph in sub.captures]
+        doc["inputs"] = [self.vid(sub, i) for i in sub.inputs]
+        doc["outputs"] = [self.vid(sub, o) for o in sub.outputs]
+        doc["captures"] = [[self.vid(g, outer.id), self.vid(sub, ph.id)] for outer, ph in sub.captures]
         self.subgraphs[k] = doc
         return k
 
@@ -376,21 +377,23 @@ class _Encoder:
                 if v.graph is not g:
                     raise ExportError(f"export: {where}: the optimizer's learning rate '{v.name}' is a value of "
                                       f"another graph")
-                cfg[f] = {"value": v.id}
+                cfg[f] = {"value": self.vid(g, v.id)}
             else:
                 cfg[f] = self.attr(v, f"{where}: optimizer {f}", g)
-        slots = [[var.id, {s: sv.id for s, sv in d.items()}] for var, d in opt._slots.items() if var.graph is g]
+        slots = [[self.vid(g, var.id), {s: self.vid(g, sv.id) for s, sv in d.items()}]
+                 for var, d in opt._slots.items() if var.graph is g]
         step = getattr(opt, "_step", {}).get(g)
         k = len(self.optimizers)
         self.optimizers.append({"class": cname, "config": cfg, "slots": slots,
-                                "step": None if step is None else step.id})
+                                "step": None if step is None else self.vid(g, step.id)})
         self._opt_ids[id(opt)] = k
         return k
 
     def node(self, e, g):
         p = e.prim
         where = f"op '{e.name}' ({p.name})"
-        rec = {"op": p.name, "name": e.name, "inputs": list(e.ins), "outputs": list(e.outs)}
+        rec = {"op": p.name, "name": e.name, "inputs": [self.vid(g, i) for i in e.ins],
+               "outputs": [self.vid(g, o) for o in e.outs]}
         if p is param_p:
             raise ExportError(f"export: {where} is a live parameter of a traced function (an eager tensor read "
                               f"at every run), which a file cannot hold; build the graph from Variables")
@@ -418,13 +421,48 @@ class _Encoder:
             rec["operation"] = True
         return rec
 
+    def vid(self, g, i):
+        """Value ``i`` of graph ``g`` as numbered in the file."""
+        m = self._ids.get(id(g))
+        return i if m is None else m[i]
+
     def graph(self, g):
-        nodes = [self.node(e, g) for e in g.eqns]
+        eqns = g.eqns
+        if g.parent is not None:
+            # a subgraph is the function inputs -> outputs: the nodes gradients
+            # appended to it at run time are left out, so its entry does not
+            # depend on what ran before the export
+            eqns = _needed_eqns(g)
+            m = {}
+            for e in eqns:
+                for o in e.outs:
+                    m[o] = len(m)
+            self._ids[id(g)] = m
+        nodes = [self.node(e, g) for e in eqns]
         values = []
-        for v, a in zip(g.values, g.avals):
-            shape, dt = _aval_json(a)
-            values.append({"name": v.name, "shape": shape, "dtype": dt, "sparse": bool(v.sparse)})
-        return {"values": values, "nodes": nodes, "placeholders": [v.id for v in g.placeholders]}
+        for e in eqns:
+            for o in e.outs:
+                shape, dt = _aval_json(g.avals[o])
+                v = g.values[o]
+                values.append({"name": v.name, "shape": shape, "dtype": dt, "sparse": bool(v.sparse)})
+        kept = {o for e in eqns for o in e.outs}
+        return {"values": values, "nodes": nodes,
+                "placeholders": [self.vid(g, v.id) for v in g.placeholders if v.id in kept]}
+
+
+def _needed_eqns(g):
+    """The equations of subgraph ``g`` its outputs need, and its inputs, in order."""
+    prod = g.producers()
+    need = set(g.inputs)
+    stack = list(g.outputs)
+    while stack:
+        o = stack.pop()
+        if o in need:
+            continue
+        need.add(o)
+        stack.extend(prod[o].ins)
+    need.update(ph.id for _, ph in g.captures)
+    return [e for e in g.eqns if any(o in need for o in e.outs)]
 
 
 def as_graph_def(graph=None, meta=False, collection_list=None):

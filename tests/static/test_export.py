@@ -15,7 +15,7 @@ import pytest
 import dynnets
 import dynnets.static as tf
 from dynnets.models.padded import PaddedLSTMClassifier, pad_sentences
-from dynnets.static.export import ExportError, GraphFormatError
+from dynnets.static.export import ExportError, GraphFormatError, read_graph_def
 from dynnets.static.graph import add_op, tracing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -423,6 +423,8 @@ def test_loops_conds_and_tensor_arrays_round_trip(tmp_path):
         s2.run(g2.get_value_by_name("train"), dict(zip(_named(g2, "xs", "n"), feeds[0])))
     np.testing.assert_array_equal(s2.variable_value(g2.get_value_by_name("w")),
                                   sess.variable_value(g.get_value_by_name("w")))
+    # the gradient nodes a run adds to a body are not part of the body's entry
+    assert g.as_graph_def().doc == read_graph_def(path).doc
     # frozen: the captured variable becomes a constant of the graph around the loop
     frozen = tf.graph_util.convert_variables_to_constants(sess, g.as_graph_def(), ["states"])
     g3 = tf.Graph()
