@@ -44,8 +44,6 @@ elements are zeros), added with ``+`` or ``np.add``.
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
@@ -192,16 +190,11 @@ class _Program:
         return e
 
 
-_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # subgraph -> {role: _Program}
-
-
 def _program(graph, role, make):
-    progs = _PROGRAMS.get(graph)
-    if progs is None:
-        progs = _PROGRAMS[graph] = {}
-    p = progs.get(role)
+    """The subgraph's program for ``role`` ("fwd", "vjp"), made on first use."""
+    p = graph.programs.get(role)
     if p is None:
-        p = progs[role] = make()
+        p = graph.programs[role] = make()
     return p
 
 

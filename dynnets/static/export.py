@@ -1,6 +1,6 @@
 """Graphs without the Python code that built them: :class:`GraphDef`, the
 graph file format, :func:`write_graph` / :func:`import_graph_def` and
-:func:`export_meta_graph` / :func:`import_meta_graph` (TF1's names).
+:func:`export_meta_graph` (TF1's names; ``import_meta_graph`` is in :mod:`.saver`).
 
 A :class:`GraphDef` is a graph as data: JSON-able structure (``doc``) and
 numpy arrays (``arrays``). It is made from a :class:`Graph` by
@@ -79,10 +79,8 @@ outside the table, optimizer subclasses, attributes of other types.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import pkgutil
 import sys
 import zipfile
 from pathlib import Path
@@ -97,7 +95,8 @@ from .graph import (Graph, Operation, StaticPrimitive, Value, Variable, constant
                     placeholder_p, variable_p)
 
 __all__ = ["GraphDef", "GraphFormatError", "ExportError", "FORMAT", "VERSION", "as_graph_def", "write_graph",
-           "read_graph_def", "import_graph_def", "export_meta_graph", "import_meta_graph", "to_graph_def", "value_ids"]
+           "read_graph_def", "import_graph_def", "export_meta_graph", "to_graph_def", "value_ids", "build_graph_def",
+           "register_optimizer"]
 
 FORMAT = "dynnets.graph"
 VERSION = 1
@@ -115,12 +114,7 @@ class ExportError(ValueError):
     a primitive outside the tables, an attribute of another type)."""
 
 
-# the hyperparameters that rebuild each optimizer (its constructor's arguments)
-_OPTIMIZER_FIELDS = {
-    "GradientDescentOptimizer": ("learning_rate", "weight_decay", "name"),
-    "AdagradOptimizer": ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", "name"),
-    "AdamOptimizer": ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "name"),
-}
+_OPTIMIZERS: dict = {}      # class name -> (class, the constructor arguments that rebuild it)
 _DTYPE_KINDS = "biufc"
 _WEAK = {bool: "weak bool", int: "weak int", float: "weak float"}
 _TABLE: dict = {}
@@ -155,20 +149,11 @@ def _scan():
     _TABLE.update(table)
 
 
-def _load_static_modules():
-    """Import every module of ``dynnets.static`` (the package's own listing,
-    never a name from a file), so that their primitives can be looked up."""
-    pkg = importlib.import_module(__package__)
-    for m in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{__package__}.{m.name}")
-
-
 def _slot(name):
     """``{differentiable: primitive}`` for a static primitive's name (None:
-    no such name, or an unusable one); a name not seen yet loads and scans
-    every module of ``dynnets.static`` once more."""
+    no such name, or an unusable one); a name not seen yet scans the loaded
+    modules once more."""
     if name not in _TABLE:
-        _load_static_modules()
         _scan()
     return _TABLE.get(name)
 
@@ -200,9 +185,12 @@ def _resolve(name, nograd=False):
     return slot.get(False) if nograd else slot.get(True, slot.get(False))
 
 
-def _optimizer_classes():
-    from . import train
-    return {n: getattr(train, n) for n in _OPTIMIZER_FIELDS}
+def register_optimizer(cls, fields):
+    """Let files hold optimizers of class ``cls`` (exactly; not subclasses):
+    ``fields`` are its constructor's arguments, read back as attributes of
+    an instance; its slot variables are its ``_slots`` (and Adam's
+    ``_step``). :mod:`.train` registers its optimizers."""
+    _OPTIMIZERS[cls.__name__] = (cls, tuple(fields))
 
 
 def _vjp_source(p):
@@ -284,7 +272,6 @@ class _Encoder:
     name them), arrays and optimizers."""
 
     def __init__(self, root):
-        from .train import Optimizer
         self.root = root
         self.arrays = {}
         self._array_keys = {}
@@ -293,7 +280,6 @@ class _Encoder:
         self.subgraphs = {}
         self._sub_keys = {}
         self._ids = {}              # id(subgraph) -> {its value id: the file's}
-        self._Optimizer = Optimizer
 
     def array(self, a, where):
         hit = self._array_keys.get(id(a))
@@ -338,7 +324,7 @@ class _Encoder:
             if x.graph is not g:
                 raise ExportError(f"export: {where} is the variable '{x.name}' of another graph")
             return {"value": self.vid(g, x.id)}
-        if isinstance(x, self._Optimizer):
+        if _OPTIMIZERS.get(tp.__name__, (None,))[0] is tp:
             return {"optimizer": self.optimizer(x, where, g)}
         if isinstance(x, Graph):
             return {"subgraph": self.subgraph(x, where, g)}
@@ -367,11 +353,8 @@ class _Encoder:
         if k is not None:
             return k
         cname = type(opt).__name__
-        if _optimizer_classes().get(cname) is not type(opt):
-            raise ExportError(f"export: {where} is an optimizer of class {type(opt).__qualname__}; the graph format "
-                              f"stores {', '.join(_OPTIMIZER_FIELDS)}")
         cfg = {}
-        for f in _OPTIMIZER_FIELDS[cname]:
+        for f in _OPTIMIZERS[cname][1]:
             v = getattr(opt, f)
             if isinstance(v, Value):
                 if v.graph is not g:
@@ -448,6 +431,15 @@ class _Encoder:
         kept = {o for e in eqns for o in e.outs}
         return {"values": values, "nodes": nodes,
                 "placeholders": [self.vid(g, v.id) for v in g.placeholders if v.id in kept]}
+
+
+def _graph_as_graph_def(self):
+    """This graph as a self-contained :class:`GraphDef` (see :mod:`dynnets.static.export`)."""
+    return as_graph_def(self)
+
+
+# installed from here because graph.py cannot import this module (it imports graph.py)
+Graph.as_graph_def = _graph_as_graph_def
 
 
 def _needed_eqns(g):
@@ -796,11 +788,10 @@ class _Builder:
         if not _is_id(k, len(opts)):
             self.fail(f"optimizer {k!r} is not in 'optimizers'")
         rec = opts[k]
-        cls = _optimizer_classes().get(rec.get("class"))
-        fields = _OPTIMIZER_FIELDS.get(rec.get("class"), ())
+        cls, fields = _OPTIMIZERS.get(rec.get("class"), (None, ()))
         cfg = rec.get("config")
         if cls is None or not isinstance(cfg, dict) or set(cfg) != set(fields):
-            self.fail(f"optimizer {k} must be one of {', '.join(_OPTIMIZER_FIELDS)} with config keys "
+            self.fail(f"optimizer {k} must be one of {', '.join(_OPTIMIZERS)} with config keys "
                       f"{list(fields)}; got class {rec.get('class')!r}, config {cfg!r:.80}")
         kw = {}
         for f in fields:
@@ -1008,6 +999,12 @@ def _lookup(gd, new, name, who):
     return new[ids[0]]
 
 
+def build_graph_def(gd, graph, prefix=""):
+    """Add the nodes of (checked) GraphDef ``gd`` to ``graph``, names
+    prefixed by ``prefix``; returns the new Value of each of the file's values."""
+    return _Builder(gd, graph, prefix).build()
+
+
 def import_graph_def(graph_def, return_elements=None, name="import", graph=None):
     """Add the nodes of ``graph_def`` (a :class:`GraphDef` or a graph file's
     path) to ``graph`` (default: the default graph), as ``tf.import_graph_def``.
@@ -1034,17 +1031,3 @@ def export_meta_graph(filename=None, graph=None, collection_list=None, as_text=F
     if filename is not None:
         _write(Path(filename), gd, as_text)
     return gd
-
-
-def import_meta_graph(meta_graph_or_file, import_scope=None, graph=None):
-    """Rebuild a meta graph's nodes in ``graph`` (default: the default graph),
-    its names under ``import_scope + "/"`` when given, and return a
-    :class:`~dynnets.static.train.Saver` over its variables (as
-    ``tf.train.import_meta_graph``): ``saver.restore(sess, path)`` next."""
-    from .saver import Saver
-    gd = to_graph_def(meta_graph_or_file, "import_meta_graph")
-    g = graph if graph is not None else get_default_graph()
-    prefix = f"{import_scope}/" if import_scope else ""
-    new = _Builder(gd, g, prefix).build()
-    # keyed by the names in the file, which the checkpoints saved with it use
-    return Saver({gd.doc["values"][i]["name"]: v for i, v in enumerate(new) if isinstance(v, Variable)})

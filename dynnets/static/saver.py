@@ -9,7 +9,7 @@ A checkpoint ``<prefix>`` is the file ``<prefix>.npz`` (written by
 new one), holding ``{"format": "dynnets.checkpoint", "version": 1,
 "global_step": int or None, "variables": {name: array}}``, and, unless
 ``write_meta_graph=False``, ``<prefix>.meta``: the graph in the format of
-:mod:`dynnets.static.export`, which :func:`~dynnets.static.export.import_meta_graph`
+:mod:`dynnets.static.export`, which :func:`import_meta_graph`
 rebuilds without the code that made it (a graph the format cannot hold,
 such as a traced function's, saves with ``write_meta_graph=False``).
 
@@ -42,10 +42,11 @@ import numpy as np
 from ..io import NotACheckpointError, atomic_write_text
 from ..io import load as _load_state
 from ..io import save as _save_state
+from .export import build_graph_def, export_meta_graph, to_graph_def
 from .graph import GraphError, Value, Variable, get_default_graph
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "CheckpointState", "CheckpointMismatchError",
-           "checkpoint_exists"]
+           "checkpoint_exists", "import_meta_graph"]
 
 CKPT_FORMAT = "dynnets.checkpoint"
 INDEX_FORMAT = "dynnets.checkpoint_index"
@@ -206,7 +207,6 @@ class Saver:
         _save_state({"format": CKPT_FORMAT, "version": VERSION, "global_step": step, "variables": values},
                     _data_file(prefix))
         if write_meta_graph:
-            from .export import export_meta_graph
             export_meta_graph(_meta_file(prefix), graph=sess.graph)
         self._update_index(prefix)
         return prefix
@@ -281,6 +281,17 @@ class Saver:
 
     def export_meta_graph(self, filename=None, graph=None, collection_list=None, as_text=False):
         """:func:`dynnets.static.export.export_meta_graph` of ``graph`` (default: the default graph)."""
-        from .export import export_meta_graph
         return export_meta_graph(filename, graph if graph is not None else get_default_graph(), collection_list,
                                  as_text)
+
+
+def import_meta_graph(meta_graph_or_file, import_scope=None, graph=None):
+    """Rebuild a meta graph's nodes in ``graph`` (default: the default graph),
+    its names under ``import_scope + "/"`` when given, and return a
+    :class:`Saver` over its variables (as ``tf.train.import_meta_graph``):
+    ``saver.restore(sess, path)`` next."""
+    gd = to_graph_def(meta_graph_or_file, "import_meta_graph")
+    g = graph if graph is not None else get_default_graph()
+    new = build_graph_def(gd, g, f"{import_scope}/" if import_scope else "")
+    # keyed by the names in the file, which the checkpoints saved with it use
+    return Saver({gd.doc["values"][i]["name"]: v for i, v in enumerate(new) if isinstance(v, Variable)})

@@ -24,8 +24,8 @@ graph created by ``minimize``/``apply_gradients``, so, as in TF1, create the
 train op before ``global_variables_initializer()``.
 
 The rest of ``tf.train`` lives beside: ``Saver``, ``latest_checkpoint``,
-``get_checkpoint_state`` (:mod:`.saver`), ``write_graph``,
-``export_meta_graph``, ``import_meta_graph`` (:mod:`.export`).
+``get_checkpoint_state``, ``import_meta_graph`` (:mod:`.saver`),
+``write_graph``, ``export_meta_graph`` (:mod:`.export`).
 """
 from __future__ import annotations
 
@@ -35,8 +35,10 @@ import numpy as np
 
 from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
-from .backward import raw_gradients
+from .backward import sparse_gradients
+from .export import export_meta_graph, register_optimizer, write_graph
 from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
+from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "Saver", "latest_checkpoint",
            "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph"]
@@ -92,7 +94,7 @@ class Optimizer:
                 raise TypeError(f"{self.name}.compute_gradients: {v!r} is not a Variable")
         if loss.shape not in ((), (1,)):
             raise ValueError(f"{self.name}.compute_gradients: loss must be a scalar, got shape {fmt_shape(loss.shape)}")
-        return list(zip(raw_gradients(loss, var_list), var_list))
+        return list(zip(sparse_gradients(loss, var_list), var_list))
 
     def _make_slots(self, var):
         slots = self._slots.get(var)
@@ -224,6 +226,8 @@ class AdamOptimizer(Optimizer):
                         self.lazy)
 
 
-# tf.train's checkpoint and graph-file names (their modules import this one's optimizers lazily)
-from .export import export_meta_graph, import_meta_graph, write_graph  # noqa: E402
-from .saver import Saver, checkpoint_exists, get_checkpoint_state, latest_checkpoint  # noqa: E402
+
+# what a graph file stores of each optimizer: its constructor's arguments
+register_optimizer(GradientDescentOptimizer, ("learning_rate", "weight_decay", "name"))
+register_optimizer(AdagradOptimizer, ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", "name"))
+register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "name"))

@@ -89,8 +89,8 @@ def test_rnn_loop_matches_eager_values_and_gradients_with_fed_trip_counts(optimi
         # one plan per fed signature (three shapes of xs), and one body plan for every trip count
         assert len(sess.stats) == 3
     loop = [e for e in g.eqns if e.prim is control_flow.while_p][0]
-    assert len(control_flow._PROGRAMS[loop.attrs["body"]]["fwd"].plans) == 1
-    assert len(control_flow._PROGRAMS[loop.attrs["body"]]["vjp"].plans) == 1
+    assert len(loop.attrs["body"].programs["fwd"].plans) == 1
+    assert len(loop.attrs["body"].programs["vjp"].plans) == 1
 
 
 def test_rnn_loop_gradient_matches_finite_differences():
@@ -414,7 +414,7 @@ def test_loop_bodies_are_optimised_and_fused_as_graphs_of_their_own():
         for _ in range(3):                      # tier 1, then generated code
             np.testing.assert_allclose(sess.run(y, {n: 3, a: av}), want, rtol=1e-5, atol=1e-6)
     body = loop.attrs["body"]
-    (plan_entry,) = control_flow._PROGRAMS[body]["fwd"].plans.values()
+    (plan_entry,) = body.programs["fwd"].plans.values()
     plan = plan_entry.plan
     assert plan.tier == 2
     # CSE merged the two products' operands, folding removed 2.0 * 0.25, fusion made one kernel
