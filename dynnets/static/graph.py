@@ -513,6 +513,7 @@ class Graph:
 
     def get_all_collection_keys(self):
         return list(self._collections)
+
     # --- derived graphs (the compiler's) ------------------------------------------
     def derive(self, eqns, outputs=None, avals=None):
         """A derived graph with other equations (same value ids)."""
