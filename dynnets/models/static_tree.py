@@ -140,7 +140,7 @@ class StaticTreeLSTM:
         self.hidden, self.classify, self.batch_size = int(hidden), classify, int(batch_size)
         self.dtype = np.dtype(dtype)
         self.training = True
-        self._build(OrderedDict((k, v.data.copy()) for k, v in eager.state_dict().items()), optimizer, float(lr),
+        self._build(OrderedDict((k, np.array(v, copy=True)) for k, v in eager.state_dict().items()), optimizer, float(lr),
                     float(weight_decay))
 
     def _build(self, initial, optimizer, lr, wd):
