@@ -16,7 +16,8 @@ Every dynnets op (``dynnets.linear``, ``dynnets.lstm_cell``...) and operator
 works on symbolic values; the TF1 names below are thin aliases. See
 :mod:`.graph` (the graph), :mod:`.session` (the user API), :mod:`.passes`
 (the compile pipeline), :mod:`.lower` (a program to a plan of instructions),
-:mod:`.execute` (the two executors of a plan), :mod:`.backward` (symbolic
+:mod:`.execute` (the two executors of a plan), :mod:`.control_flow`
+(``while_loop``, ``cond``, ``TensorArray``), :mod:`.backward` (symbolic
 gradients), :mod:`.train` (optimizers) and :mod:`.trace` (from eager code to
 a graph).
 
@@ -39,6 +40,7 @@ from ..autograd.primitives import Aval, ShapeError, dtype_of
 from . import nn, passes, train
 from .array_ops import fill, range, sequence_mask, shape
 from .backward import gradients
+from .control_flow import TensorArray, cond, while_loop
 from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
                     Value, Variable, argmax, compare, constant, get_default_graph, global_variables,
                     global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
@@ -56,7 +58,7 @@ bool_ = np.bool_
 __all__ = [
     "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
-    "trainable_variables", "group", "gradients", "trace", "TracedFunction", "nn", "train", "passes",
+    "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction", "nn", "train", "passes",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",

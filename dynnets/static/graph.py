@@ -38,7 +38,7 @@ __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
-    "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused",
+    "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
 ]
 
 
@@ -89,8 +89,11 @@ class StaticPrimitive(Primitive):
 
     __slots__ = ("effect", "source", "out_arg", "kernel_source")
 
-    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False):
-        super().__init__(name, impl, shape, multiple_results=multiple_results, differentiable=False)
+    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False,
+                 joint_vjp=None):
+        # control flow is the one kind of static primitive with a gradient (its ``joint_vjp``)
+        super().__init__(name, impl, shape, multiple_results=multiple_results, joint_vjp=joint_vjp,
+                         differentiable=joint_vjp is not None)
         self.effect = effect
         self.source = source
         self.out_arg = out_arg
@@ -337,6 +340,13 @@ class Graph:
     graph, ``outputs`` the value ids the program must compute); a pass never
     modifies its input.
 
+    A *subgraph* (a ``while_loop`` body or condition, a ``cond`` branch) is a
+    Graph of its own with a ``parent``: ``inputs`` are its placeholder ids in
+    argument order and ``outputs`` its results, so it is a function; a value
+    of an enclosing graph used inside it is *captured* (:meth:`capture`) as
+    one more input placeholder, and ``captures`` lists the (outer value,
+    placeholder) pairs in order.
+
     ``meta`` holds what a pass tells lowering about a derived graph:
     ``"buffers"`` (buffer slot -> (shape, dtype), from the memory plan) and
     ``"copy_outputs"`` (output ids that may alias a buffer, so the plan copies
@@ -358,6 +368,10 @@ class Graph:
         self._params = {}
         self._collections = {}
         self.meta = _empty_meta()
+        self.parent = None
+        self.inputs = ()
+        self.captures = []
+        self._captured = {}
 
     # --- construction -----------------------------------------------------------
     def _unique_name(self, base):
@@ -432,6 +446,41 @@ class Graph:
             self._params[id(p)] = v
         return v
 
+    # --- subgraphs ------------------------------------------------------------------
+    def subgraph(self):
+        """A new empty graph nested in this one (see :meth:`capture`)."""
+        g = Graph()
+        g.parent = self.root
+        return g
+
+    def encloses(self, other):
+        """Whether ``other`` is nested (at any depth) inside this graph."""
+        p = other.parent
+        while p is not None:
+            if p is self:
+                return True
+            p = p.parent
+        return False
+
+    def capture(self, v):
+        """The placeholder of this subgraph standing for ``v``, a value of an
+        enclosing graph (created on first use; through every graph between)."""
+        if v.graph is self:
+            return v
+        if self.parent is None or not v.graph.encloses(self):
+            raise GraphError(f"'{v.name}' belongs to a graph that does not enclose this one")
+        if v.graph is not self.parent:
+            v = self.parent.capture(v)
+        ph = self._captured.get(v.id)
+        if ph is None:
+            if v.sparse:
+                v = densified(v)
+            ph = self._append(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
+            self.placeholders.append(ph)
+            self._captured[v.id] = ph
+            self.captures.append((v, ph))
+        return ph
+
     # --- defaults -----------------------------------------------------------------
     @contextlib.contextmanager
     def as_default(self):
@@ -474,6 +523,9 @@ class Graph:
         g.variables = self.root.variables
         g.placeholders = self.root.placeholders
         g.meta = _empty_meta()
+        g.parent = self.root.parent
+        g.inputs = self.root.inputs
+        g.captures = self.root.captures
         return g
 
     def with_outputs(self, outputs):
@@ -566,20 +618,33 @@ def gc_paused():
 
 
 def _graph_of(args, prim):
+    """The graph an op on ``args`` goes to: the innermost graph among its
+    arguments' and the default graph, when they are nested (a loop body being
+    built uses values of the graphs around it)."""
     g = None
     for i, a in enumerate(args):
         if isinstance(a, Value):
+            ag = a.graph
             if g is None:
-                g = a.graph
-            elif a.graph is not g:
-                raise GraphError(f"{prim.name}: input {i} '{a.name}' belongs to another graph than the other inputs")
+                g = ag
+            elif ag is not g:
+                if g.encloses(ag):
+                    g = ag
+                elif not ag.encloses(g):
+                    raise GraphError(f"{prim.name}: input {i} '{a.name}' belongs to another graph than the other "
+                                     f"inputs")
     if g is None:
-        g = _TRACE[-1] if _TRACE else get_default_graph()
+        return _TRACE[-1] if _TRACE else get_default_graph()
+    d = _DEFAULT[-1] if _DEFAULT else _GLOBAL[0]
+    if d is not g and d.parent is not None and g.encloses(d):
+        g = d
     return g
 
 
 def _input_id(g, a, i, prim):
     if isinstance(a, Value):
+        if a.graph is not g:
+            a = g.capture(a)
         if a.sparse:
             a = densified(a)
         return a.id
@@ -625,6 +690,19 @@ def _symbolic_bind(prim, args, attrs):
 _engine.set_symbolic_handler(_symbolic_bind)
 
 
+def add_op(prim, *args, name=None, **attrs):
+    """Append ``prim(*args, **attrs)`` to the graph its arguments (or the
+    default graph) call for, after running its shape rule: how a static-only
+    primitive is bound (a table primitive is bound by ``bind``)."""
+    g = _graph_of(args, prim)
+    ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
+    try:
+        out = run_rule(prim, [g.avals[i] for i in ins], attrs)
+    except ShapeError as e:
+        raise type(e)(f"{e}{site_str(_user_site())}").with_traceback(None) from None
+    return g._append(prim, ins, attrs, out, name=name, site=_user_site())
+
+
 # --------------------------------------------------------------------------
 # helper primitives of the static graph
 # --------------------------------------------------------------------------
@@ -656,7 +734,7 @@ COMPARE = {name: _compare_prim(name, fn) for name, fn in
 
 def compare(name, x, y):
     """``x <op> y`` elementwise as a boolean Value (no gradient flows)."""
-    g = x.graph if isinstance(x, Value) else y.graph
+    g = _graph_of((x, y), COMPARE[name])
     ins = [_input_id(g, a, i, COMPARE[name]) for i, a in enumerate((x, y))]
     out = COMPARE[name].shape(g.avals[ins[0]], g.avals[ins[1]])
     return g._append(COMPARE[name], ins, {}, out, site=_user_site())
