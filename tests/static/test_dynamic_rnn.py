@@ -162,3 +162,14 @@ def test_errors_name_the_argument():
                         dtype=np.float32)
         with pytest.raises(TypeError, match="inputs must be a Value"):
             dynamic_rnn(rnn_cell.GRUCell(H), np.zeros((2, 3, D)), dtype=np.float32)
+
+
+def test_a_state_tuple_is_fetched_as_one_on_both_plan_tiers():
+    m = _graph(lambda: rnn_cell.LSTMCell(H, dtype=np.float64, rng=6))
+    feed = {m["x"]: np.ones((2, 3, D)), m["lengths"]: [3, 1]}
+    first = m["sess"].run(m["state"], feed)
+    for _ in range(3):                       # the third run is the generated straight-line plan
+        again = m["sess"].run({"s": m["state"]}, feed)["s"]
+        assert type(again) is rnn_cell.LSTMStateTuple
+        np.testing.assert_array_equal(again.h, first.h)
+        np.testing.assert_array_equal(again.c, first.c)
