@@ -51,7 +51,8 @@ from .metrics import classification_report, root_binary_accuracy, root_fine_accu
 from .plots.figures import compare_figures
 
 __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "is_compositional", "compositional_mask",
-           "load_data", "length_percentile", "padding_waste", "batch_padding_waste", "model_config", "run_model", "DEMO_MODELS",
+           "load_data", "length_percentile", "padding_waste", "batch_padding_waste", "model_config", "run_model",
+           "DEMO_MODELS",
            "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "run_compare",
            "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
            "SHOWCASE", "train_tree_rnn",

@@ -140,11 +140,11 @@ class StaticTreeLSTM:
         self.hidden, self.classify, self.batch_size = int(hidden), classify, int(batch_size)
         self.dtype = np.dtype(dtype)
         self.training = True
-        self._build(OrderedDict((k, np.array(v, copy=True)) for k, v in eager.state_dict().items()), optimizer, float(lr),
-                    float(weight_decay))
+        initial = OrderedDict((k, np.array(v, copy=True)) for k, v in eager.state_dict().items())
+        self._build(initial, optimizer, float(lr), float(weight_decay))
 
     def _build(self, initial, optimizer, lr, wd):
-        H, dt = self.hidden, self.dtype
+        H = self.hidden
         self.graph = g = ds.Graph()
         with g.as_default():
             ph = {name: ds.placeholder((None,), np.int64, name=name) for name in TreeFeed.__dataclass_fields__}

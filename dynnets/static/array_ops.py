@@ -104,7 +104,8 @@ def fill(dims, value, dtype=None, name=None):
     if isinstance(dims, Value) or not isinstance(dims, (list, tuple)):
         raise TypeError(f"fill: dims must be a list of ints and integer scalar Values, got {type(dims).__name__}")
     if dtype is None:
-        dtype = np.float32 if isinstance(value, float) else np.int64 if isinstance(value, int) else np.result_type(value)
+        dtype = (np.float32 if isinstance(value, float) else np.int64 if isinstance(value, int)
+                 else np.result_type(value))
     g = _graph_of(*dims)
     template, ins = [], []
     for k, d in enumerate(dims):
