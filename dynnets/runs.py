@@ -47,6 +47,7 @@ from . import io as dio
 from .data import load_samples, load_sst
 from .data.sst import class_names
 from .data.text import read_tree
+from .options import COMPARE_VARIANTS
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 from .plots.figures import compare_figures
 
@@ -372,9 +373,6 @@ def demo_table(res):
 # --------------------------------------------------------------------------
 # padded vs dynamic
 # --------------------------------------------------------------------------
-
-COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "padded-bucketed", "lstm", "treelstm",
-                    "static-treelstm")
 
 #: Batches per length bucket of the ``padded-bucketed`` variant (``TrainConfig.bucket_batches``).
 BUCKET_BATCHES = 5

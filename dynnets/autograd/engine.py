@@ -21,14 +21,13 @@ from heapq import heappush as _heappush
 
 import numpy as np
 
-from . import tensor as _tensor_module
 from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
-from .tensor import Parameter, Tensor
 
 __all__ = [
     "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "accumulate_grad",
+    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
+    "accumulate_grad",
 ]
 
 
@@ -38,6 +37,7 @@ class _Mode:
     grad_enabled = True
     anomaly = False
     symbolic = None          # set by dynnets.static: handles symbolic arguments
+    captured = frozenset()   # ids of the Parameters a trace reads live (capture_parameters)
 
 
 def is_grad_enabled() -> bool:
@@ -115,10 +115,13 @@ class Node:
         return f"<Node {self.prim.name}>"
 
 
-_TENSOR = Tensor
+# The tensor classes, registered by dynnets.autograd.tensor when it defines
+# them (register_tensor_types): Tensor's methods bind primitives, so
+# tensor.py sits above this module, which cannot import it.
+Tensor = Parameter = _TENSOR = _PARAM = None
+_TP = frozenset()
 _NODE = Node
 _NDARRAY = np.ndarray
-_PARAM = Parameter
 _object_new = object.__new__
 _next_seq = itertools.count().__next__
 # Argument types that are plain constants: bind takes its fast path for them
@@ -186,7 +189,38 @@ def _explain(prim, args, attrs, exc):
 
 
 _WEAK = frozenset({float, int, bool})
-_TP = frozenset({Tensor, Parameter})
+
+
+def register_tensor_types(tensor, parameter):
+    """The hook by which :mod:`dynnets.autograd.tensor` hands the engine the
+    classes it creates (``tensor``) and recognises on bind's fast path (both):
+    called once, when that module defines them."""
+    global Tensor, Parameter, _TENSOR, _PARAM, _TP
+    Tensor = _TENSOR = tensor
+    Parameter = _PARAM = parameter
+    _TP = frozenset({tensor, parameter})
+
+
+@contextlib.contextmanager
+def capture_parameters(params):
+    """The tracing hook (:mod:`dynnets.static.trace`): inside, every op that
+    reads one of the Parameters ``params`` goes to the symbolic handler, which
+    adds the Parameter to the trace's graph as a live input, instead of
+    running eagerly. Parameters leave bind's fast paths meanwhile (the type
+    checks there are identity tests, which cannot tell a captured Parameter
+    from another); outside a trace bind pays nothing for the hook."""
+    global _PARAM, _TP
+    prev = _PARAM, _TP, _Mode.captured
+    _PARAM, _TP = _NOT_A_TYPE, frozenset({_TENSOR})
+    _Mode.captured = prev[2] | frozenset(map(id, params))
+    try:
+        yield
+    finally:
+        _PARAM, _TP, _Mode.captured = prev
+
+
+class _NOT_A_TYPE:
+    """No argument's type: bind's Parameter fast path while parameters are captured."""
 
 
 def bind(prim, *args, **attrs):
@@ -326,7 +360,9 @@ def _bind_general(prim, args, attrs):
             ppush(None)
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
-        elif isinstance(a, Tensor):        # other Tensor subclasses
+        elif isinstance(a, Tensor):        # other Tensor subclasses, and Parameters a trace captures
+            if id(a) in _Mode.captured:
+                return _Mode.symbolic(prim, args, attrs)
             d = a.data
             push(d)
             kpush(d.shape)
@@ -362,14 +398,15 @@ def _bind_many(prim, args, attrs):
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
-                                             and not getattr(a, "_is_symbolic", False)):
+                                             and not getattr(a, "_is_symbolic", False)
+                                             and id(a) not in _Mode.captured):
             push(a.data)
             if a.requires_grad:
                 rg = True
                 ppush(a)
             else:
                 ppush(None)
-        elif getattr(a, "_is_symbolic", False):
+        elif getattr(a, "_is_symbolic", False) or id(a) in _Mode.captured:
             return _Mode.symbolic(prim, args, attrs)
         else:
             push(a)
@@ -608,8 +645,6 @@ def backward(root, gradient=None, retain_graph=False):
         accumulate_grad(p, gi)
         p._grad = _form(p._grad, p.data.dtype)
 
-
-_tensor_module._engine_backward = backward
 
 
 def _seed(node, idx, g):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import ops as _ops
+from ..autograd import tensor as _tensor
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, dtype_of
@@ -42,7 +43,7 @@ from .array_ops import fill, range, sequence_mask, shape
 from .backward import gradients
 from .control_flow import TensorArray, cond, while_loop
 from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
-                    Value, Variable, argmax, compare, constant, get_default_graph, global_variables,
+                    Value, Variable, constant, get_default_graph, global_variables,
                     global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
                     variables_initializer)
 from .session import Session
@@ -58,7 +59,8 @@ bool_ = np.bool_
 __all__ = [
     "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
-    "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction", "nn", "train", "passes",
+    "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction",
+    "nn", "train", "passes",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
@@ -67,29 +69,34 @@ __all__ = [
 ]
 
 
+def argmax(x, axis=None, name=None):
+    """Index of the maximum (along ``axis``), int64; no gradient."""
+    return _named(_ops.argmax(x, axis), name)
+
+
 def equal(x, y, name=None):
     """Elementwise ``x == y`` (a boolean Value; ``==`` itself stays identity, as in TF1)."""
-    return _named(compare("equal", x, y), name)
+    return _named(_ops.equal(x, y), name)
 
 
 def not_equal(x, y, name=None):
-    return _named(compare("not_equal", x, y), name)
+    return _named(_ops.not_equal(x, y), name)
 
 
 def less(x, y, name=None):
-    return _named(compare("less", x, y), name)
+    return _named(_ops.less(x, y), name)
 
 
 def less_equal(x, y, name=None):
-    return _named(compare("less_equal", x, y), name)
+    return _named(_ops.less_equal(x, y), name)
 
 
 def greater(x, y, name=None):
-    return _named(compare("greater", x, y), name)
+    return _named(_ops.greater(x, y), name)
 
 
 def greater_equal(x, y, name=None):
-    return _named(compare("greater_equal", x, y), name)
+    return _named(_ops.greater_equal(x, y), name)
 
 
 def _axis(axis, reduction_indices):
@@ -206,11 +213,11 @@ _fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tu
 def zeros_like(x, name=None):
     """Zeros of ``x``'s shape and dtype (no gradient flows through)."""
     if not isinstance(x, Value):
-        return _ops.zeros_like(x)
+        return _tensor.zeros_like(x)
     return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
 
 
 def ones_like(x, name=None):
     if not isinstance(x, Value):
-        return _ops.ones_like(x)
+        return _tensor.ones_like(x)
     return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)

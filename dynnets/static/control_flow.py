@@ -44,8 +44,6 @@ elements are zeros), added with ``+`` or ``np.add``.
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
@@ -122,9 +120,10 @@ def _is_float(x):
 
 def _signature(a, free):
     """(shape, dtype) of run-time value ``a``, with the dimensions in ``free``
-    (those a loop may change) left unknown."""
+    (those a loop may change) left unknown, and a TensorArray's length."""
     if type(a) is TensorArrayValue:
-        shape, dt = (len(a.items),), a.dtype
+        # no plan depends on an array's length: one plan serves every trip count
+        return (None,), a.dtype
     else:
         shape, dt = np.shape(a), np.result_type(a)
     if free:
@@ -191,16 +190,11 @@ class _Program:
         return e
 
 
-_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # subgraph -> {role: _Program}
-
-
 def _program(graph, role, make):
-    progs = _PROGRAMS.get(graph)
-    if progs is None:
-        progs = _PROGRAMS[graph] = {}
-    p = progs.get(role)
+    """The subgraph's program for ``role`` ("fwd", "vjp"), made on first use."""
+    p = graph.programs.get(role)
     if p is None:
-        p = progs[role] = make()
+        p = graph.programs[role] = make()
     return p
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..autograd import ops
 from .array_ops import shape
-from .graph import Value, compare, constant
+from .graph import Value, constant
 from .rnn_cell import LSTMStateTuple
 
 __all__ = ["dynamic_rnn"]
@@ -87,14 +87,14 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     n_state = len(flat)
 
     def cond(time, out_ta, *state_flat):
-        return compare("less", time, steps)
+        return ops.less(time, steps)
 
     def body(time, out_ta, *state_flat):
         old = _pack(list(state_flat), kind)
         out, new = cell(input_ta.read(time), old)
         new_flat, _ = _flatten(new)
         if sequence_length is not None:
-            m = ops.astype(compare("less", time, sequence_length), dt)[:, None]      # (B, 1): 1 while running
+            m = ops.astype(ops.less(time, sequence_length), dt)[:, None]      # (B, 1): 1 while running
             keep = 1.0 - m
             out = out * m
             new_flat = [m * n + keep * o for n, o in zip(new_flat, state_flat)]

@@ -86,8 +86,11 @@ def test_rnn_loop_matches_eager_values_and_gradients_with_fed_trip_counts(optimi
             np.testing.assert_allclose(gx, ex, rtol=1e-10, atol=1e-12)
             np.testing.assert_allclose(gw, ew, rtol=1e-10, atol=1e-12)
             np.testing.assert_allclose(gh, eh, rtol=1e-10, atol=1e-12)
-        # one plan per fed signature (the trip count is a value, not part of it)
-        assert len({(tuple(s["fetches"]), s["feeds"] and True) for s in sess.stats}) <= 2
+        # one plan per fed signature (three shapes of xs), and one body plan for every trip count
+        assert len(sess.stats) == 3
+    loop = [e for e in g.eqns if e.prim is control_flow.while_p][0]
+    assert len(loop.attrs["body"].programs["fwd"].plans) == 1
+    assert len(loop.attrs["body"].programs["vjp"].plans) == 1
 
 
 def test_rnn_loop_gradient_matches_finite_differences():
@@ -411,9 +414,22 @@ def test_loop_bodies_are_optimised_and_fused_as_graphs_of_their_own():
         for _ in range(3):                      # tier 1, then generated code
             np.testing.assert_allclose(sess.run(y, {n: 3, a: av}), want, rtol=1e-5, atol=1e-6)
     body = loop.attrs["body"]
-    (plan_entry,) = control_flow._PROGRAMS[body]["fwd"].plans.values()
+    (plan_entry,) = body.programs["fwd"].plans.values()
     plan = plan_entry.plan
     assert plan.tier == 2
     # CSE merged the two products' operands, folding removed 2.0 * 0.25, fusion made one kernel
     assert plan.n_fused >= 1
     assert plan.nodes_after < plan.nodes_pruned
+
+
+def test_back_prop_false_stops_the_gradient_and_graphs_with_loops_draw():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((2,), np.float64, name="x")
+        _, y = tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * x), [0, x], back_prop=False)
+        _, z = tf.while_loop(lambda i, z: i < 3, lambda i, z: (i + 1, z * x), [0, x])
+        gy, gz = tf.gradients(tf.reduce_sum(y), [x])[0], tf.gradients(tf.reduce_sum(z), [x])[0]
+    assert gy is None
+    with tf.Session(g) as sess:
+        np.testing.assert_allclose(sess.run(gz, {x: [1.0, 2.0]}), [4.0, 32.0])
+    assert "while" in g.to_dot()
