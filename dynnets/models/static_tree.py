@@ -34,7 +34,8 @@ import numpy as np
 
 from .. import static as ds
 from ..autograd import ops
-from .common import collate_trees, prepare_trees, tree_lstm_leaf_node, tree_lstm_node
+from ..autograd.ops import tree_lstm_leaf_node, tree_lstm_node
+from .common import collate_trees, prepare_trees
 from .padded import train_ops
 from .registry import register
 from .tree import TreeLSTM

@@ -12,38 +12,26 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
-from .graph import StaticPrimitive, Value, constant, get_default_graph
+from ..autograd import ops
+from .graph import StaticPrimitive, Value, add_op
 
 __all__ = ["shape", "range", "fill", "sequence_mask"]
 
 _I64 = np.dtype(np.int64)
 
 
-def _graph_of(*args):
-    for a in args:
-        if isinstance(a, Value):
-            return a.graph
-    return get_default_graph()
+def _int_scalar(op, arg, a):
+    if tuple(a.shape) != () or dtype_of(a).kind not in "iu":
+        raise ShapeError(f"{op}: {arg} must be an integer scalar, got shape {fmt_shape(a.shape)} and dtype "
+                         f"{dtype_of(a)}")
 
 
-def _scalar_int(g, a, op, arg):
-    """The value id of an integer scalar argument (a Value or a Python int)."""
-    if isinstance(a, Value):
-        if a.shape != () or a.dtype.kind not in "iu":
-            raise ShapeError(f"{op}: {arg} must be an integer scalar, got '{a.name}' with shape "
-                             f"{fmt_shape(a.shape)} and dtype {a.dtype}")
-        return a.id
-    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-        raise TypeError(f"{op}: {arg} must be an int or an integer scalar Value, got {type(a).__name__}")
-    return _value(g, np.asarray(a, dtype=np.int64)).id
-
-
-def _value(g, a):
-    """``a`` as a Value of graph ``g`` (arrays become constants)."""
+def _check_int(op, arg, a):
     if isinstance(a, Value):
         return a
-    with g.as_default():
-        return constant(np.asarray(a))
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+        raise TypeError(f"{op}: {arg} must be an int or an integer scalar Value, got {type(a).__name__}")
+    return np.asarray(a, dtype=np.int64)
 
 
 def _shape(x):
@@ -56,14 +44,8 @@ shape_p = StaticPrimitive("shape", _shape, lambda x: Aval((len(x.shape),), _I64)
 def shape(input, name=None, out_type=np.int64):
     """The run-time shape of ``input`` as an int64 vector (``tf.shape``);
     ``shape(x)[0]`` is the fed batch size."""
-    x = _value(_graph_of(input), input)
-    out = x.graph._append(shape_p, (x.id,), {}, Aval((len(x.shape),), _I64), name=name)
-    return out if np.dtype(out_type) == _I64 else _cast(out, out_type)
-
-
-def _cast(x, dtype):
-    from ..autograd import ops
-    return ops.astype(x, dtype)
+    out = add_op(shape_p, input, name=name)
+    return out if np.dtype(out_type) == _I64 else ops.astype(out, out_type)
 
 
 def _range(start, limit, delta):
@@ -72,7 +54,13 @@ def _range(start, limit, delta):
     return np.arange(int(start), int(limit), int(delta), dtype=np.int64)
 
 
-range_p = StaticPrimitive("range", _range, lambda start, limit, delta: Aval((None,), _I64))
+def _range_shape(start, limit, delta):
+    for arg, a in (("start", start), ("limit", limit), ("delta", delta)):
+        _int_scalar("range", arg, a)
+    return Aval((None,), _I64)
+
+
+range_p = StaticPrimitive("range", _range, _range_shape)
 
 
 def range(start, limit=None, delta=1, name=None):
@@ -80,9 +68,8 @@ def range(start, limit=None, delta=1, name=None):
     ``range(n)`` is ``0..n-1``. The bounds may be integer scalar Values."""
     if limit is None:
         start, limit = 0, start
-    g = _graph_of(start, limit, delta)
-    ins = tuple(_scalar_int(g, a, "range", n) for a, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
-    return g._append(range_p, ins, {}, Aval((None,), _I64), name=name)
+    args = [_check_int("range", n, a) for a, n in ((start, "start"), (limit, "limit"), (delta, "delta"))]
+    return add_op(range_p, *args, name=name)
 
 
 def _fill(*dims, template, value, dtype):
@@ -90,7 +77,13 @@ def _fill(*dims, template, value, dtype):
     return np.full(tuple(int(next(it)) if d is None else d for d in template), value, dtype=dtype)
 
 
-fill_p = StaticPrimitive("fill", _fill, lambda *dims, template, value, dtype: Aval(template, dtype))
+def _fill_shape(*dims, template, value, dtype):
+    for k, d in enumerate(dims):
+        _int_scalar("fill", f"dims (run-time entry {k})", d)
+    return Aval(template, dtype)
+
+
+fill_p = StaticPrimitive("fill", _fill, _fill_shape)
 
 
 def fill(dims, value, dtype=None, name=None):
@@ -106,19 +99,17 @@ def fill(dims, value, dtype=None, name=None):
     if dtype is None:
         dtype = (np.float32 if isinstance(value, float) else np.int64 if isinstance(value, int)
                  else np.result_type(value))
-    g = _graph_of(*dims)
     template, ins = [], []
     for k, d in enumerate(dims):
         if isinstance(d, Value):
-            ins.append(_scalar_int(g, d, "fill", f"dims[{k}]"))
+            ins.append(d)
             template.append(None)
         elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
             template.append(int(d))
         else:
             raise ValueError(f"fill: dims[{k}] must be a non-negative int or an integer scalar Value, got {d!r}")
     dt = np.dtype(dtype)
-    return g._append(fill_p, tuple(ins), {"template": tuple(template), "value": dt.type(value), "dtype": dt},
-                     Aval(tuple(template), dt), name=name)
+    return add_op(fill_p, *ins, template=tuple(template), value=dt.type(value), dtype=dt, name=name)
 
 
 def _sequence_mask(lengths, maxlen, dtype):
@@ -129,6 +120,7 @@ def _sequence_mask_shape(lengths, maxlen, dtype):
     if len(lengths.shape) != 1 or dtype_of(lengths).kind not in "iu":
         raise ShapeError(f"sequence_mask: lengths must be a 1-D integer vector, got shape {fmt_shape(lengths.shape)} "
                          f"and dtype {dtype_of(lengths)}")
+    _int_scalar("sequence_mask", "maxlen", maxlen)
     return Aval((lengths.shape[0], None), dtype)
 
 
@@ -138,12 +130,9 @@ sequence_mask_p = StaticPrimitive("sequence_mask", _sequence_mask, _sequence_mas
 def sequence_mask(lengths, maxlen=None, dtype=np.bool_, name=None):
     """``mask[i, j] = j < lengths[i]``, shape (len(lengths), maxlen)
     (``tf.sequence_mask``); ``maxlen`` defaults to the largest length."""
-    g = _graph_of(lengths, maxlen)
-    lengths = _value(g, lengths)
+    if not isinstance(lengths, Value):
+        lengths = np.asarray(lengths, dtype=np.int64)
     if maxlen is None:
-        from ..autograd import ops
-        maxlen = ops.max(lengths)
-    mid = _scalar_int(g, maxlen, "sequence_mask", "maxlen")
-    dt = np.dtype(dtype)
-    out = _sequence_mask_shape(g.avals[lengths.id], None, dt)
-    return g._append(sequence_mask_p, (lengths.id, mid), {"dtype": dt}, out, name=name)
+        maxlen = ops.max(lengths) if isinstance(lengths, Value) else int(lengths.max(initial=0))
+    return add_op(sequence_mask_p, lengths, _check_int("sequence_mask", "maxlen", maxlen), dtype=np.dtype(dtype),
+                  name=name)

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..autograd import ops
 from .array_ops import shape
+from .control_flow import TensorArray, while_loop
 from .graph import Value, constant
 from .rnn_cell import LSTMStateTuple
 
@@ -58,7 +59,6 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     gradient is the ``while_loop``'s. ``parallel_iterations``,
     ``swap_memory`` and ``scope`` are accepted for TF1 code and change nothing.
     """
-    from . import TensorArray, while_loop
     if not isinstance(inputs, Value):
         raise TypeError(f"dynamic_rnn: inputs must be a Value of a static graph (a placeholder or an op on one), got "
                         f"{type(inputs).__name__}")
