@@ -1,11 +1,13 @@
 """Tree-LSTM training and evaluation throughput (sentences/s): dynnets vs PyTorch.
 
-Four contenders train the same binary Tree-LSTM (embedding 300, hidden 150,
+Five contenders train the same binary Tree-LSTM (embedding 300, hidden 150,
 softmax on every node, Adagrad lr 0.05, minibatch 25) on the first ``--trees``
 SST training trees, starting from the same weights:
 
 * ``dynnets level``     -- level-batched (one fused kernel call per tree level);
 * ``dynnets recursive`` -- define-by-run, one graph node per tree node;
+* ``dynnets static``    -- the Fold-style static graph (``static-treelstm``):
+  built once, a ``while_loop`` over the levels, each minibatch's schedule fed;
 * ``torch level``       -- PyTorch written level-batched: one sparse embedding
   lookup per batch, per level one gather of the children, one ``Linear``, the
   gate maths, and a slice assignment into the state buffers;
@@ -92,7 +94,8 @@ def parse():
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--blas-threads", type=int, default=2,
                     help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
-    ap.add_argument("--contenders", default="dynnets level,dynnets recursive,torch level,torch recursive")
+    ap.add_argument("--contenders",
+                    default="dynnets level,dynnets recursive,dynnets static,torch level,torch recursive")
     ap.add_argument("--no-eval", action="store_true")
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the floors and reference passes (see the module docstring)")
@@ -321,7 +324,12 @@ def main():
     # does the same while training)
     gc.freeze()
     wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    makers = {"dynnets level": (dyn_train("level"), dyn_eval("level")),
+    st_train, st_eval, st_first, st_compile = static_treelstm(args, weights, [b.schedule for b in collated["level"][0]],
+                                                              [b.schedule for b in collated["level"][1]])
+    print(f"# dynnets static: first-minibatch loss {st_first:.6f}; a first evaluation pass, compiling a plan per "
+          f"new feed signature, took {st_compile:.2f} s")
+    makers = {"dynnets static": (st_train, st_eval),
+              "dynnets level": (dyn_train("level"), dyn_eval("level")),
               "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),
               "torch level": (torch_train("level"), torch_eval("level")),
               "torch recursive": (torch_train("recursive"), torch_eval("recursive"))}
@@ -408,6 +416,39 @@ def main():
               f"{rf_ev / tr_ev:.2f}x torch recursive here")
     if kf and tr_ev:
         print(f"{REC_KERNELS}: {1e6 / kf:.0f} us per sentence, {kf / tr_ev:.2f}x torch recursive")
+
+
+def static_treelstm(args, weights, schedules, eval_schedules):
+    """``dynnets static``: the Fold-style static Tree-LSTM (``static-treelstm``,
+    one graph built once; a ``while_loop`` over levels with each minibatch's
+    schedule fed), with the same weights, minibatches and Adagrad.
+    Returns (train pass, eval pass, first-minibatch loss, seconds of a first
+    pass, which compiles a plan for each new feed signature)."""
+    import time
+
+    import numpy as np
+
+    from dynnets.models import StaticTreeLSTM
+    from dynnets.models.static_tree import StaticTreeBatch, schedule_feed
+
+    V, E = weights["embedding.weight"].shape
+    m = StaticTreeLSTM(V, E, args.hidden, weights["out.bias"].shape[0], classify="all", batch_size=args.batch_size,
+                       optimizer="adagrad", lr=args.lr, seed=args.seed)
+    m.load_state_dict({k: np.asarray(v) for k, v in weights.items()})
+    train_b = [StaticTreeBatch([schedule_feed(s)], s.n_trees) for s in schedules]
+    eval_b = [StaticTreeBatch([schedule_feed(s)], s.n_trees) for s in eval_schedules]
+    first = m.loss_and_grads(train_b[0])[0]
+
+    def train():
+        for b in train_b:
+            m.train_step(b)
+
+    def evaluate():
+        for b in eval_b:
+            m.predict_proba(b)
+    t0 = time.perf_counter()
+    evaluate()
+    return train, evaluate, first, time.perf_counter() - t0
 
 
 LEVEL_FLOOR = "level floor: products only"

@@ -107,10 +107,13 @@ def add_binarize_option(p):
 
 
 #: The models of ``dynnets compare`` by default (``bow`` on request).
-COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "lstm", "treelstm")
+COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "padded-bucketed", "lstm", "treelstm",
+                    "static-treelstm")
 
 COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
-                       "the 95th percentile and the median length, the dynamic (packed) LSTM and the Tree-LSTM, "
+                       "the 95th percentile and the median length, the static LSTM padded to each batch's maximum "
+                       "with length buckets (dynamic_rnn), the dynamic (packed) LSTM, the Tree-LSTM and the static "
+                       "Tree-LSTM (one graph, a while_loop over levels), "
                        "each over several seeds: seconds per epoch, sentences/s, padding, truncated sentences, dev "
                        "and test accuracy (mean and standard deviation), accuracy by length. Writes results.json "
                        "(after every run), results.md and PNG plots (with matplotlib) into --out. 'dynnets compare' "

@@ -52,7 +52,8 @@ from .metrics import classification_report, root_binary_accuracy, root_fine_accu
 from .plots.figures import compare_figures
 
 __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "is_compositional", "compositional_mask",
-           "load_data", "length_percentile", "padding_waste", "model_config", "run_model", "DEMO_MODELS",
+           "load_data", "length_percentile", "padding_waste", "batch_padding_waste", "model_config", "run_model",
+           "DEMO_MODELS",
            "demo", "demo_table", "compare_padded_vs_dynamic", "compare_markdown", "run_compare",
            "node_predictions", "node_text", "iter_node_lines", "format_node_predictions",
            "SHOWCASE", "train_tree_rnn",
@@ -155,6 +156,19 @@ def padding_waste(trees, max_len, batch_size):
             "truncated": int((lengths > max_len).sum()), "n": int(len(lengths))}
 
 
+def batch_padding_waste(trees, batches):
+    """Padding of an epoch of ``batches`` (lists of indices into ``trees``)
+    when each batch is padded to its own longest sentence (a graph of
+    unknown dimensions, e.g. ``nn.dynamic_rnn``): no truncation, the same
+    keys as :func:`padding_waste` (``max_len`` None)."""
+    lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+    steps = sum(len(b) * int(lengths[b].max()) for b in batches if len(b))
+    real = int(lengths.sum())
+    return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
+            "pad_fraction": (steps - real) / steps if steps else 0.0, "truncated": 0, "n": int(len(lengths)),
+            "max_len": None}
+
+
 # --------------------------------------------------------------------------
 # one training run
 # --------------------------------------------------------------------------
@@ -234,7 +248,7 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
         (per epoch: train loss, dev fine and binary accuracy, seconds).
     """
     from .models import build_model
-    from .train import train
+    from .train import batch_order, train
     t0 = time.perf_counter()
     cfg = model_config(kind, train_config, **config)
     model = build_model(kind, len(vocab), **cfg)
@@ -242,10 +256,13 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
     hist = result.history
     epoch_s = [h["train_seconds"] for h in hist]
     rates = [h["train_sent_per_s"] for h in hist if h["train_sent_per_s"]]
-    padded = bool(getattr(model, "is_static", False))     # a static graph: fixed shapes, so padding
+    padded = getattr(model, "max_len", None) is not None      # a static graph of fixed shape: padding
     if padded:
         waste = padding_waste(splits["train"], model.max_len, model.batch_size)
         waste["max_len"] = model.max_len
+    elif hasattr(model, "padding_stats"):                       # padded to each batch's own maximum
+        waste = batch_padding_waste(splits["train"], batch_order(len(splits["train"]), [
+            len(t.leaves()) for t in splits["train"]], train_config, 1))
     else:
         n_tok = sum(len(t.leaves()) for t in splits["train"])
         waste = {"steps": n_tok, "real_steps": n_tok, "pad_steps": 0, "pad_fraction": 0.0, "truncated": 0,
@@ -357,6 +374,8 @@ def demo_table(res):
 # padded vs dynamic
 # --------------------------------------------------------------------------
 
+#: Batches per length bucket of the ``padded-bucketed`` variant (``TrainConfig.bucket_batches``).
+BUCKET_BATCHES = 5
 
 
 def _variant(name, train_trees):
@@ -370,6 +389,11 @@ def _variant(name, train_trees):
     if name == "padded-median":
         m = length_percentile(train_trees, 50)
         return f"padded LSTM, max_len={m} (median)", "padded-lstm", {"max_len": m}
+    if name == "padded-bucketed":
+        return (f"padded LSTM, batch max, buckets of {BUCKET_BATCHES} batches (dynamic_rnn)", "padded-bucketed",
+                {"bucket_batches": BUCKET_BATCHES})
+    if name == "static-treelstm":
+        return "Tree-LSTM (static graph, while_loop over levels)", "static-treelstm", {}
     if name == "lstm":
         return "dynamic LSTM (packed)", "lstm", {}
     if name == "treelstm":

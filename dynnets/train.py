@@ -88,7 +88,7 @@ from .metrics import DEFAULT_LENGTH_EDGES, classification_report
 from .nn.utils import clip_grad_norm_
 
 __all__ = ["TrainConfig", "TrainResult", "train", "evaluate", "predict", "make_optimizer", "save_checkpoint",
-           "load_checkpoint", "CHECKPOINT_FORMAT"]
+           "load_checkpoint", "batch_order", "CHECKPOINT_FORMAT"]
 
 CHECKPOINT_FORMAT = "dynnets.checkpoint/1"
 SELECT_METRICS = ("root_fine", "root_binary", "all_nodes", "fine+binary")
@@ -416,7 +416,10 @@ def _progress(total, desc, enabled):
     return tqdm(total=total, desc=desc, unit="batch", leave=False, file=sys.stderr, dynamic_ncols=True)
 
 
-def _order(n, lengths, config, epoch):
+def batch_order(n, lengths, config, epoch):
+    """The minibatches (lists of example indices) of ``epoch`` (from 1) for
+    ``n`` examples of the given lengths: bucketed by length with
+    ``config.bucket_batches``, else a permutation cut into ``config.batch_size``."""
     if config.bucket_batches > 0:
         return BucketSampler(lengths, config.batch_size, seed=config.seed,
                              bucket_batches=config.bucket_batches).batches(epoch)
@@ -604,7 +607,7 @@ def _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, leng
     since_best = 0
     watch = _Divergence(model, config, static)
     for epoch in range(1, config.epochs + 1):
-        batches = _order(len(train_trees), lengths, config, epoch)
+        batches = batch_order(len(train_trees), lengths, config, epoch)
         n_evals = min(config.evals_per_epoch, len(batches))
         # evaluation points at equal steps, the last one at the epoch's end
         stops = {round(len(batches) * k / n_evals): k for k in range(1, n_evals + 1)}

@@ -30,16 +30,18 @@ def test_compare_script_tiny(tmp_path):
     r = script("compare_padded_vs_dynamic.py", "--out", str(out), "--max-sentences", "40", "--epochs", "2",
                "--seeds", "2", "--hidden", "8", "--embed-dim", "8", "--no-progress")
     res = json.loads((out / "results.json").read_text())
-    assert len(res["runs"]) == 2 * 5 and [r_["seed"] for r_ in res["runs"]][::5] == [0, 1]
+    assert len(res["runs"]) == 2 * 7 and [r_["seed"] for r_ in res["runs"]][::7] == [0, 1]
     labels = [s["label"] for s in res["summary"]]
-    assert len(labels) == 5 and any("(max)" in lab for lab in labels) and any("(median)" in lab for lab in labels)
+    assert len(labels) == 7 and any("(max)" in lab for lab in labels) and any("(median)" in lab for lab in labels)
     for s in res["summary"]:
         assert s["test"]["root_fine"]["n"] == 2 and s["sent_per_s"]["mean"] > 0
         assert len(s["learning_curve"]) == 2 and len(s["by_length"]) == 5
     pad = {s["label"]: s for s in res["summary"]}
     waste = [s["pad_fraction"]["mean"] for s in res["summary"] if s["kind"] == "padded-lstm"]
     assert waste[0] > waste[1] > waste[2] > 0          # max > p95 > median
-    assert all(s["pad_fraction"]["mean"] == 0 for s in pad.values() if s["kind"] != "padded-lstm")
+    bucketed = next(s for s in res["summary"] if s["kind"] == "padded-bucketed")
+    assert 0 < bucketed["pad_fraction"]["mean"] < waste[1] and bucketed["truncated_train"] == 0
+    assert all(s["pad_fraction"]["mean"] == 0 for s in pad.values() if not s["kind"].startswith("padded"))
     md = (out / "results.md").read_text()
     assert "| model | epoch s |" in md and "by sentence length" in md
     if figures.have_matplotlib():

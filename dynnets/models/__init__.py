@@ -13,11 +13,12 @@ from .registry import build_model, model_class, model_kinds, model_parameters, r
 from .tree import ChildSumTreeLSTM, TreeLSTM, TreeModel, TreeRNN  # noqa: I001 (import order = kind order)
 from .rnn import SequenceClassifier
 from .bow import BagOfWords
-from .padded import PaddedLSTMClassifier
+from .padded import DynamicRNNClassifier, PaddedLSTMClassifier
+from .static_tree import StaticTreeLSTM
 
 __all__ = ["SequenceClassifier", "TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM", "BagOfWords",
-           "PaddedLSTMClassifier", "build_model", "register", "model_class", "model_kinds", "model_parameters",
-           "MODEL_KINDS"]
+           "PaddedLSTMClassifier", "DynamicRNNClassifier", "StaticTreeLSTM", "build_model", "register", "model_class",
+           "model_kinds", "model_parameters", "MODEL_KINDS"]
 
 #: Every registered kind, tree models first (the order of ``dynnets train --help``).
 MODEL_KINDS = model_kinds()

@@ -48,7 +48,8 @@ from ..autograd.tensor import Parameter
 from ..data.batching import pad_batch
 from .registry import register
 
-__all__ = ["PaddedLSTMClassifier", "PaddedBatch", "forward", "pad_sentences"]
+__all__ = ["PaddedLSTMClassifier", "PaddedBatch", "forward", "pad_sentences", "train_ops", "DynamicRNNClassifier",
+           "BucketedBatch", "bucket_sentences"]
 
 PAD_ID = 0
 PARAM_NAMES = ("embedding.weight", "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "out.weight",
@@ -158,6 +159,31 @@ def forward(params, ids, mask, labels, weights, hidden_size, masked):
     return loss, ops.softmax(logits)
 
 
+def train_ops(optimizer, lr, wd, loss, variables, embedding="embedding.weight"):
+    """The train op of a static classifier and its gradients by variable name.
+
+    ``variables``: name -> Variable. The word embeddings (``embedding``) get
+    no weight decay (as the dynamic models' embedding parameter group) and,
+    with Adam, lazy row updates; Adagrad has PyTorch's defaults (accumulator
+    0, eps 1e-10), as the dynamic models' optimizer.
+    """
+    emb = variables[embedding]
+    rest = [v for v in variables.values() if v is not emb]
+    if optimizer == "adagrad":
+        o_rest = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10, weight_decay=wd,
+                                           name="Adagrad")
+        o_emb = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10, name="Adagrad_emb")
+    elif optimizer == "adam":
+        o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam")
+        o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb")
+    else:
+        o_rest = ds.train.GradientDescentOptimizer(lr, weight_decay=wd, name="SGD")
+        o_emb = ds.train.GradientDescentOptimizer(lr, name="SGD_emb")
+    gv = o_rest.compute_gradients(loss, rest + [emb])
+    grads = OrderedDict((next(k for k, v in variables.items() if v is var), gr) for gr, var in gv)
+    return grads, ds.group(o_rest.apply_gradients(gv[:-1]), o_emb.apply_gradients(gv[-1:]), name="train")
+
+
 @register("padded-lstm", aliases={"hidden": "hidden_size"})
 class PaddedLSTMClassifier:
     """Padded, unrolled LSTM classifier as a static graph (see the module docstring).
@@ -187,19 +213,28 @@ class PaddedLSTMClassifier:
 
     def __init__(self, vocab_size, embed_dim=300, hidden_size=150, num_classes=5, batch_size=25, max_len=50,
                  masked=True, optimizer="adagrad", lr=0.05, weight_decay=0.0, seed=0):
+        if int(max_len) < 1:
+            raise ValueError(f"PaddedLSTMClassifier: max_len must be a positive integer, got {max_len}")
+        self.max_len, self.masked = int(max_len), bool(masked)
+        self._setup(vocab_size, embed_dim, hidden_size, num_classes, batch_size, optimizer, lr, weight_decay, seed,
+                    max_len=self.max_len, masked=self.masked)
+
+    def _setup(self, vocab_size, embed_dim, hidden_size, num_classes, batch_size, optimizer, lr, weight_decay, seed,
+               **extra):
+        """Check and record the config (``extra``: a subclass's own entries), draw the weights, build the graph."""
+        name = type(self).__name__
         if optimizer not in ("adagrad", "adam", "sgd"):
-            raise ValueError(f"PaddedLSTMClassifier: optimizer must be 'adagrad', 'adam' or 'sgd', got {optimizer!r}")
+            raise ValueError(f"{name}: optimizer must be 'adagrad', 'adam' or 'sgd', got {optimizer!r}")
         for nm, v in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("hidden_size", hidden_size),
-                      ("num_classes", num_classes), ("batch_size", batch_size), ("max_len", max_len)):
+                      ("num_classes", num_classes), ("batch_size", batch_size)):
             if int(v) < 1:
-                raise ValueError(f"PaddedLSTMClassifier: {nm} must be a positive integer, got {v}")
+                raise ValueError(f"{name}: {nm} must be a positive integer, got {v}")
         self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden_size=int(hidden_size),
-                           num_classes=int(num_classes), batch_size=int(batch_size), max_len=int(max_len),
-                           masked=bool(masked), optimizer=optimizer, lr=float(lr), weight_decay=float(weight_decay),
-                           seed=int(seed))
+                           num_classes=int(num_classes), batch_size=int(batch_size), **extra, optimizer=optimizer,
+                           lr=float(lr), weight_decay=float(weight_decay), seed=int(seed))
         self.vocab_size, self.embed_dim = int(vocab_size), int(embed_dim)
         self.hidden_size, self.num_classes = int(hidden_size), int(num_classes)
-        self.batch_size, self.max_len, self.masked = int(batch_size), int(max_len), bool(masked)
+        self.batch_size = int(batch_size)
         self.training = True
         self._initial = self._init_weights(int(seed))
         self._build(optimizer, float(lr), float(weight_decay))
@@ -234,23 +269,7 @@ class PaddedLSTMClassifier:
             params = list(self.variables.values())
             self._loss, self._probs = forward(params, self._ids, self._mask, self._labels, self._weights,
                                               self.hidden_size, self.masked)
-            emb = self.variables["embedding.weight"]
-            rest = [v for v in params if v is not emb]
-            if optimizer == "adagrad":
-                o_rest = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10,
-                                                   weight_decay=wd, name="Adagrad")
-                o_emb = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10,
-                                                  name="Adagrad_emb")
-            elif optimizer == "adam":
-                o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam")
-                o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb")
-            else:
-                o_rest = ds.train.GradientDescentOptimizer(lr, weight_decay=wd, name="SGD")
-                o_emb = ds.train.GradientDescentOptimizer(lr, name="SGD_emb")
-            gv = o_rest.compute_gradients(self._loss, rest + [emb])
-            self._grads = OrderedDict((v.name, gr) for gr, v in gv)
-            self._train_op = ds.group(o_rest.apply_gradients(gv[:-1]), o_emb.apply_gradients(gv[-1:]),
-                                      name="train")
+            self._grads, self._train_op = train_ops(optimizer, lr, wd, self._loss, self.variables)
             init = ds.global_variables_initializer()
         self.session = ds.Session(g)
         self.session.run(init)
@@ -366,3 +385,158 @@ class PaddedLSTMClassifier:
         c = self.config
         return (f"PaddedLSTMClassifier(vocab_size={c['vocab_size']}, embed_dim={c['embed_dim']}, hidden_size="
                 f"{c['hidden_size']}, batch_size={c['batch_size']}, max_len={c['max_len']}, masked={c['masked']})")
+
+
+# --------------------------------------------------------------------------
+# the TF1 user's best padded variant: dynamic_rnn, padded per batch, bucketed
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class BucketedBatch:
+    """Sentences in chunks of at most ``batch_size``, each padded only to its
+    own longest sentence (sorted by length first when there are several
+    chunks, so each chunk holds similar lengths).
+
+    Attributes
+    ----------
+    chunks : list of (ids (T_k, b_k) int64 time-major, lengths (b_k,) int64, labels (b_k,) int64)
+    order : (n_sentences,) int64
+        Sentence of the caller's batch at each row of the chunks, concatenated.
+    n_sentences, n_real_steps, n_pad_steps : int
+        Padding: ``sum_k b_k * T_k - n_real_steps`` steps read a pad.
+    """
+
+    chunks: list
+    order: np.ndarray
+    n_sentences: int
+    n_real_steps: int
+    n_pad_steps: int
+    n_truncated: int = 0
+
+    @property
+    def n_chunks(self):
+        return len(self.chunks)
+
+    def rows(self, k):
+        return len(self.chunks[k][1])
+
+
+def bucket_sentences(id_lists, labels, batch_size):
+    """A :class:`BucketedBatch` of sentences (sequences of ids): one chunk in
+    the given order when they fit in ``batch_size`` rows, else sorted by
+    length and cut into chunks of ``batch_size``."""
+    n = len(id_lists)
+    if n == 0:
+        raise ValueError("bucket_sentences: no sentences")
+    lengths = np.fromiter((len(s) for s in id_lists), dtype=np.int64, count=n)
+    order = np.arange(n) if n <= batch_size else np.argsort(lengths, kind="stable")
+    labels = np.asarray(labels, dtype=np.int64)
+    chunks, pad = [], 0
+    for start in range(0, n, batch_size):
+        rows = order[start:start + batch_size]
+        pb = pad_batch([id_lists[i] for i in rows], pad_id=PAD_ID)
+        chunks.append((np.ascontiguousarray(pb.ids.T), pb.lengths, labels[rows]))
+        pad += pb.ids.size - int(pb.lengths.sum())
+    return BucketedBatch(chunks, order, n, int(lengths.sum()), pad)
+
+
+@register("padded-bucketed", aliases={"hidden": "hidden_size"})
+class DynamicRNNClassifier(PaddedLSTMClassifier):
+    """The padded baseline as a TF1 user's best version: ``nn.dynamic_rnn``
+    with ``sequence_length``, one graph for every batch size and length,
+    each batch padded only to its own longest sentence (no truncation) and,
+    with length bucketing (``TrainConfig.bucket_batches``, ``dynnets train
+    --bucket-batches``; the padded-vs-dynamic comparison sets it), little
+    padding at all.
+
+    Graph: ids (time, batch) -> embedding -> ``dynamic_rnn(LSTMCell(hidden_size,
+    forget_bias=0), sequence_length=lengths, time_major=True)`` -> final
+    ``h`` -> linear -> softmax cross-entropy (mean over the batch). Weights,
+    names and optimizer are :class:`PaddedLSTMClassifier`'s (those of the
+    dynamic ``SequenceClassifier(cell="lstm")`` with the same seed), so the
+    three models start from the same numbers.
+
+    Parameters
+    ----------
+    vocab_size, embed_dim, hidden_size, num_classes, optimizer, lr, weight_decay, seed
+        As :class:`PaddedLSTMClassifier`.
+    batch_size : int, default 25
+        Rows per run: a larger batch (evaluation) is sorted by length and run
+        in chunks of this size, each padded to its own maximum.
+    """
+
+    kind = "padded-bucketed"
+    max_len = None
+
+    def __init__(self, vocab_size, embed_dim=300, hidden_size=150, num_classes=5, batch_size=25, optimizer="adagrad",
+                 lr=0.05, weight_decay=0.0, seed=0):
+        self._setup(vocab_size, embed_dim, hidden_size, num_classes, batch_size, optimizer, lr, weight_decay, seed)
+
+    def _build(self, optimizer, lr, wd):
+        from ..static.nn import dynamic_rnn, rnn_cell
+        self.graph = g = ds.Graph()
+        with g.as_default():
+            self._ids = ds.placeholder((None, None), np.int64, name="ids")
+            self._lengths = ds.placeholder((None,), np.int64, name="lengths")
+            self._labels = ds.placeholder((None,), np.int64, name="labels")
+            emb = ds.Variable(self._initial["embedding.weight"], name="embedding.weight")
+            cell = rnn_cell.LSTMCell(self.hidden_size, forget_bias=0.0, name="rnn/lstm_cell")
+            x = ops.embedding(emb, self._ids)                                  # (T, B, E)
+            cell.build(x.shape, g)
+            out_w = ds.Variable(self._initial["out.weight"], name="out.weight")
+            out_b = ds.Variable(self._initial["out.bias"], name="out.bias")
+            self.variables = OrderedDict([("embedding.weight", emb), ("weight_ih_l0", cell.weight_ih),
+                                          ("weight_hh_l0", cell.weight_hh), ("bias_ih_l0", cell.bias_ih),
+                                          ("bias_hh_l0", cell.bias_hh), ("out.weight", out_w), ("out.bias", out_b)])
+            _, state = dynamic_rnn(cell, x, sequence_length=self._lengths, dtype=np.float32, time_major=True)
+            logits = ops.linear(state.h, out_w, out_b)
+            self._loss = ops.cross_entropy(logits, self._labels)
+            self._probs = ops.softmax(logits)
+            self._grads, self._train_op = train_ops(optimizer, lr, wd, self._loss, self.variables)
+            init = ds.global_variables_initializer()
+        self.session = ds.Session(g)
+        self.session.run(init)
+        for k in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+            self.variables[k].load(self._initial[k], self.session)
+
+    def make_batch(self, trees, vocab):
+        """The trees' leaf words as a :class:`BucketedBatch`."""
+        ids = getattr(vocab, "ids", None)
+        sents = [ids(t.words()) if ids is not None else [vocab[w] for w in t.words()] for t in trees]
+        return bucket_sentences(sents, [int(t.label) for t in trees], self.batch_size)
+
+    def _feed(self, batch, k):
+        ids, lengths, labels = batch.chunks[k]
+        return {self._ids: ids, self._lengths: lengths, self._labels: labels}
+
+    def _check(self, batch):
+        if not isinstance(batch, BucketedBatch):
+            raise TypeError(f"DynamicRNNClassifier: expected a BucketedBatch (make_batch), got {type(batch).__name__}")
+
+    def predict_proba(self, batch):
+        """Root-class probabilities in the caller's order, (n_sentences, num_classes)."""
+        self._check(batch)
+        p = np.concatenate([self.session.run(self._probs, self._feed(batch, k)) for k in range(batch.n_chunks)])
+        out = np.empty_like(p)
+        out[batch.order] = p
+        self._count(batch)
+        return out
+
+    def eager_loss_and_grads(self, batch, chunk=0):
+        """The same chunk in eager mode, from the current weights, as the
+        masked per-step loop of :func:`forward` (state carried past each
+        sentence's length): (loss, {name: dense gradient})."""
+        self._check(batch)
+        ids, lengths, labels = batch.chunks[chunk]
+        mask = (np.arange(ids.shape[0])[:, None] < lengths[None, :]).astype(np.float32)[..., None]
+        params = [Parameter(v) for v in self.state_dict().values()]
+        loss, _ = forward(params, ids, mask, labels, np.ones(len(labels), np.float32), self.hidden_size, True)
+        loss.backward()
+        return float(loss.data), OrderedDict(
+            (k, (p.grad.data if p.grad is not None else np.zeros_like(p.data))) for k, p in zip(self.variables, params))
+
+    def __repr__(self):
+        c = self.config
+        return (f"DynamicRNNClassifier(vocab_size={c['vocab_size']}, embed_dim={c['embed_dim']}, hidden_size="
+                f"{c['hidden_size']}, batch_size={c['batch_size']})")

@@ -41,6 +41,7 @@ from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on s
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, dtype_of
 from . import graph_util, nn, passes, train
+from .array_ops import fill, range, sequence_mask, shape
 from .backward import gradients
 from .control_flow import TensorArray, cond, while_loop
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
@@ -69,7 +70,7 @@ __all__ = [
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
     "clip_by_value", "float32", "float64", "int32", "int64", "identity", "argmax", "equal", "not_equal", "less",
-    "less_equal", "greater", "greater_equal", *_ops_all,
+    "less_equal", "greater", "greater_equal", "shape", "range", "fill", "sequence_mask", *_ops_all,
 ]
 
 

@@ -62,7 +62,13 @@ def _ret_source(t, ns, consts):
             parts.append(f"{kn}: {_ret_source(sub, ns, consts)}")
         return "{" + ", ".join(parts) + "}"
     inner = "".join(_ret_source(s, ns, consts) + ", " for s in items)
-    return f"[{inner}]" if tp is list else f"({inner})"
+    if tp is list:
+        return f"[{inner}]"
+    if tp is tuple:
+        return f"({inner})"
+    tn = f"T{len(ns)}"          # a namedtuple type
+    ns[tn] = tp
+    return f"{tn}({inner})"
 
 
 
@@ -81,7 +87,9 @@ def _ret_builder(t):
     subs = [_ret_builder(x) for x in items]
     if tp is list:
         return lambda env: [f(env) for f in subs]
-    return lambda env: tuple(f(env) for f in subs)
+    if tp is tuple:
+        return lambda env: tuple(f(env) for f in subs)
+    return lambda env: tp(*(f(env) for f in subs))
 
 
 

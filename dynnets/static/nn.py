@@ -1,12 +1,15 @@
 """TF1's ``tf.nn`` names over dynnets ops (they work on symbolic and eager
-values alike, through the shared primitive table)."""
+values alike, through the shared primitive table), with ``rnn_cell`` and
+``dynamic_rnn``."""
 from __future__ import annotations
 
 from ..autograd import ops as _ops
+from . import rnn_cell
+from .rnn import dynamic_rnn
 
 __all__ = ["softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits",
            "softmax_cross_entropy_with_logits", "tanh", "sigmoid", "relu", "embedding_lookup", "l2_loss",
-           "bias_add", "xw_plus_b", "lstm_cell", "gru_cell"]
+           "bias_add", "xw_plus_b", "lstm_cell", "gru_cell", "rnn_cell", "dynamic_rnn"]
 
 
 def softmax(logits, axis=-1, name=None):

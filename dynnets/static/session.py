@@ -43,12 +43,12 @@ def _struct_key(f):
     if isinstance(f, Value):
         return f
     tp = type(f)
-    if tp is list or tp is tuple:
+    if tp is list or isinstance(f, tuple):      # tuples include namedtuples (LSTMStateTuple), fetched as such
         return (tp,) + tuple(_struct_key(x) for x in f)
     if isinstance(f, dict):
         return (dict,) + tuple((k, _struct_key(v)) for k, v in f.items())
     raise TypeError(f"Session.run: cannot fetch {type(f).__name__} {f!r}: fetches must be graph values "
-                    f"(or lists, tuples and dicts of them)")
+                    f"(or lists, tuples, namedtuples and dicts of them)")
 
 
 
@@ -261,9 +261,9 @@ class Session:
             flat.append(f)
             return len(flat) - 1
         tp = type(f)
-        if tp is list or tp is tuple:
+        if tp is list or isinstance(f, tuple):
             return (tp, [self._template(x, flat) for x in f])
         if isinstance(f, dict):
             return (dict, [(k, self._template(v, flat)) for k, v in f.items()])
         raise TypeError(f"Session.run: cannot fetch {type(f).__name__} {f!r}: fetches must be graph values "
-                        f"(or lists, tuples and dicts of them)")
+                        f"(or lists, tuples, namedtuples and dicts of them)")

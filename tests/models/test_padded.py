@@ -1,6 +1,7 @@
 """The padded static LSTM baseline: padding, static == eager loss and
 gradients, masked == the dynamic LSTM, training steps == the eager optimizer,
-the training-loop protocol and checkpoints."""
+the training-loop protocol and checkpoints; the bucketed dynamic_rnn variant
+against the eager masked loop and the dynamic LSTM."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 
 from dynnets.data import Vocabulary, load_samples
 from dynnets.models import SequenceClassifier, build_model
-from dynnets.models.padded import PaddedLSTMClassifier, pad_sentences
+from dynnets.models.padded import DynamicRNNClassifier, PaddedLSTMClassifier, bucket_sentences, pad_sentences
 from dynnets.nn import optim
 from dynnets.nn.module import Parameter
 
@@ -156,5 +157,68 @@ def test_training_loop_and_checkpoint(data, tmp_path):
     assert pad["sentences"] == 16 + len(dev)             # training batches and dev predictions
     best = load_checkpoint(tmp_path / "best.npz")
     assert isinstance(best, PaddedLSTMClassifier) and best.config == m.config
+    batch = m.make_batch(dev, vocab)
+    np.testing.assert_allclose(best.predict_proba(batch), m.predict_proba(batch), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# padded-bucketed: dynamic_rnn, each batch padded to its own maximum
+# --------------------------------------------------------------------------
+
+BUCKETED = dict(embed_dim=8, hidden_size=6, num_classes=5, batch_size=4)
+
+
+def test_bucket_sentences_pads_each_chunk_to_its_own_maximum():
+    b = bucket_sentences([[5, 6, 7], [8] * 9, [9]], [1, 2, 3], batch_size=4)
+    assert b.n_chunks == 1 and b.chunks[0][0].shape == (9, 3)            # time-major, padded to 9, no truncation
+    np.testing.assert_array_equal(b.chunks[0][1], [3, 9, 1])
+    np.testing.assert_array_equal(b.order, [0, 1, 2])
+    assert (b.n_real_steps, b.n_pad_steps) == (13, 27 - 13)
+    b = bucket_sentences([[5, 6, 7], [8] * 9, [9], [4, 4]], [1, 2, 3, 4], batch_size=2)   # sorted, then cut
+    assert [c[0].shape for c in b.chunks] == [(2, 2), (9, 2)]
+    np.testing.assert_array_equal(b.order, [2, 3, 0, 1])
+    np.testing.assert_array_equal(b.chunks[0][2], [3, 4])
+    assert b.n_pad_steps == 4 + 18 - 15
+
+
+def test_bucketed_loss_and_grads_equal_the_eager_masked_loop_for_every_shape(data):
+    trees, _, vocab = data
+    m = DynamicRNNClassifier(len(vocab), seed=3, **BUCKETED)
+    n_eqns = len(m.graph.eqns)
+    shapes = set()
+    for lo, hi in ((0, 4), (4, 6), (6, 7), (10, 14)):
+        b = m.make_batch(trees[lo:hi], vocab)
+        shapes.add(b.chunks[0][0].shape)
+        ls, gs = m.loss_and_grads(b)
+        le, ge = m.eager_loss_and_grads(b)
+        assert ls == pytest.approx(le, rel=1e-6)
+        for k in gs:
+            np.testing.assert_allclose(gs[k], ge[k], rtol=1e-5, atol=1e-7, err_msg=k)
+    assert len(shapes) == 4 and len(m.graph.eqns) == n_eqns         # one graph, built once, for four shapes
+
+
+def test_bucketed_model_predicts_what_the_dynamic_lstm_predicts(data):
+    trees, _, vocab = data
+    m = build_model("padded-bucketed", len(vocab), seed=1, **BUCKETED)
+    dyn = SequenceClassifier(len(vocab), embed_dim=8, hidden=6, num_classes=5, cell="lstm", seed=1)
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(v, dyn.state_dict()[k], err_msg=k)
+    b = m.make_batch(trees[:11], vocab)                    # 3 chunks, sorted by length; results in caller order
+    assert b.n_chunks == 3
+    np.testing.assert_allclose(m.predict_proba(b), dyn.predict_proba(dyn.make_batch(trees[:11], vocab)), rtol=1e-4,
+                               atol=1e-6)
+    assert m.padding_stats()["pad_steps"] == b.n_pad_steps and m.max_len is None
+
+
+def test_bucketed_training_loop_and_checkpoint(data, tmp_path):
+    from dynnets.train import TrainConfig, load_checkpoint, train
+    trees, dev, vocab = data
+    m = build_model("padded-bucketed", len(vocab), **BUCKETED, seed=4)
+    assert m.is_static and m.kind == "padded-bucketed" and "max_len" not in m.config
+    res = train(m, trees[:16], dev, vocab, TrainConfig(epochs=2, batch_size=4, seed=0, out_dir=str(tmp_path),
+                                                        progress=False, bucket_batches=2))
+    assert len(res.history) == 2 and res.history[1]["train_loss"] < res.history[0]["train_loss"] + 1.0
+    best = load_checkpoint(tmp_path / "best.npz")
+    assert isinstance(best, DynamicRNNClassifier) and best.config == m.config
     batch = m.make_batch(dev, vocab)
     np.testing.assert_allclose(best.predict_proba(batch), m.predict_proba(batch), rtol=1e-6)
