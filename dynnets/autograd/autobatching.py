@@ -550,7 +550,11 @@ class AutoBatch:
     def schedule(self):
         """For every node run so far, a :class:`ScheduledNode` (record index,
         batched call id or -1 for a view, op, tag), in execution order."""
-        return list(self._schedule)
+        out = []
+        for cid, name, group in self._schedule:
+            for pn in group:
+                out.append(ScheduledNode(pn.index, cid, name, pn.tag))
+        return out
 
     @property
     def calls(self):
@@ -720,9 +724,7 @@ class AutoBatch:
         pn0 = group[0]
         name = pn0.plan.prim.name
         self._calls.append(BatchedCall(cid, name, len(group), fallback, pn0.depth))
-        sched = self._schedule
-        for pn in group:
-            sched.append(ScheduledNode(pn.index, cid, name, pn.tag))
+        self._schedule.append((cid, name, group))
         st = self._st
         if fallback:
             fb = st["fallbacks"]
@@ -842,16 +844,13 @@ class AutoBatch:
             ls, lb = s, b
         if len(which) == 1:
             return self._gather_pieces([(which[0], starts[0], starts[0] + lens[0])], trail)
+        # one gather (also from one source: its gradient stays row-sparse, so
+        # the several gathers reading a batch output add up cheaply)
         uniq = sorted(set(which))
-        if len(uniq) == 1:
-            src = srcs[uniq[0]]
-            rows = _expand(starts, lens)
-            x = _engine.bind(P.take_p, src, rows)
-        else:
-            local = {s: i for i, s in enumerate(uniq)}
-            w = np.repeat(np.array([local[s] for s in which], dtype=np.int64), lens)
-            rows = _expand(starts, lens)
-            x = _engine.bind(P.gather_rows_p, w, rows, *[srcs[s] for s in uniq])
+        local = {s: i for i, s in enumerate(uniq)}
+        w = np.repeat(np.array([local[s] for s in which], dtype=np.int64), lens)
+        rows = _expand(starts, lens)
+        x = _engine.bind(P.gather_rows_p, w, rows, *[srcs[s] for s in uniq])
         st = self._st
         st["gathers"] += 1
         st["bytes_gathered"] += x.data.nbytes
@@ -866,6 +865,36 @@ class AutoBatch:
             self._st["bytes_constants"] += x.nbytes if len(items) > 1 else 0
             self._t_gather += time.perf_counter() - t0
             return x
+        # the usual case first: every item one row of a batched call's output
+        srcl = []
+        rowl = []
+        spush = srcl.append
+        rpush = rowl.append
+        for a in items:
+            if type(a) is not LazyTensor:
+                break
+            pn = a._pn
+            c = pn.call
+            k = a._k
+            if type(c) is _Call:
+                if c.rows[k] is not None:
+                    break
+                spush(c.srcs[k])
+                rpush(pn.pos)
+            else:
+                loc = pn.locs[k]
+                if len(loc) != 1:
+                    break
+                s, r0, r1 = loc[0]
+                if r1 - r0 != 1:
+                    break
+                spush(s)
+                rpush(r0)
+        else:
+            x = self._gather_rows(srcl, rowl, trail)
+            if x is not None:
+                self._t_gather += time.perf_counter() - t0
+                return x
         ps = []
         srcs = self._sources
         for a in items:
@@ -901,6 +930,33 @@ class AutoBatch:
             ps.append((i, 0, src.shape[0]))
         x = self._gather_pieces(ps, trail)
         self._t_gather += time.perf_counter() - t0
+        return x
+
+    def _gather_rows(self, srcl, rowl, trail):
+        """Rows ``rowl[i]`` of sources ``srcl[i]``, in order: a source itself,
+        a slice (a view), or one gather; None if a source's rows are not of
+        shape ``trail`` (a view made of reshaped pieces)."""
+        srcs = self._sources
+        for s in set(srcl):
+            if tuple(srcs[s].shape[1:]) != trail:
+                return None
+        s0 = srcl[0]
+        r0 = rowl[0]
+        n = len(rowl)
+        if srcl.count(s0) == n and rowl[-1] - r0 == n - 1:
+            rows = np.array(rowl)
+            if n == 1 or (np.diff(rows) == 1).all():
+                src = srcs[s0]
+                if r0 == 0 and n == src.shape[0]:
+                    return src
+                self._st["views_passed"] += 1
+                return _engine.bind(P.getitem_p, src, index=slice(r0, r0 + n))
+        uniq, which = np.unique(np.array(srcl), return_inverse=True)
+        x = _engine.bind(P.gather_rows_p, which.astype(np.int64).reshape(-1), np.array(rowl, dtype=np.int64),
+                         *[srcs[s] for s in uniq.tolist()])
+        st = self._st
+        st["gathers"] += 1
+        st["bytes_gathered"] += x.data.nbytes
         return x
 
     def _bind(self, pn0, prim, args, attrs):
@@ -945,7 +1001,7 @@ class AutoBatch:
         """A view node: its outputs' pieces from its inputs' (no computation)."""
         self._st["views"] += 1
         name = pn.plan.prim.name
-        self._schedule.append(ScheduledNode(pn.index, -1, name, pn.tag))
+        self._schedule.append((-1, name, (pn,)))
         args = pn.args
         if name == "reshape":
             locs = [self._pieces_of(args[0])]

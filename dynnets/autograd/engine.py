@@ -471,6 +471,7 @@ def _check_finite(prim, out, where, which=None):
 
 
 _add = _gt.add
+_add_inner = _gt.add_inner
 _dense = _gt.densify
 _is_lazy = _gt.is_lazy
 _is_outer_sum = _gt.is_outer_sum
@@ -603,9 +604,9 @@ def backward(root, gradient=None, retain_graph=False):
                         pn.g = pg = [None] * len(pn.out)
                     k = p._idx
                     old = pg[k]
-                    pg[k] = gi if old is None else _add(old, gi)
+                    pg[k] = gi if old is None else _add_inner(old, gi)
                 else:
-                    pn.g = gi if pg is None else _add(pg, gi)
+                    pn.g = gi if pg is None else _add_inner(pg, gi)
     except BaseException:
         # no stale gradients left on pending nodes (a retained graph stays usable)
         for _, n in heap:

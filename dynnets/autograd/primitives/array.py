@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import kernels as K
-from ..gradtypes import join_rows
+from ..gradtypes import RowSparse, join_rows
 from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
                    is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
 
@@ -613,19 +613,15 @@ def _gather_rows_shape(which, rows, *srcs):
 
 
 def _gather_rows_vjp(g, ins, out):
+    """Each source's gradient as the rows it gave (:class:`RowSparse`): a
+    source read by many gathers (a batch output of autobatch) adds them up
+    cheaply and is densified once, by its producer's VJP."""
     which, rows = ins[0], ins[1]
     srcs = ins[2:]
     grads = [None, None]
     for (dst, r), s in zip(_gather_plan(which, rows, srcs), srcs):
-        shape = np.shape(s)
         dt = np.asarray(s).dtype
-        if len(shape) == 2 and is_kernel_float(g.dtype):
-            # the embedding's scatter-add kernel (repeated rows add up)
-            gs = K.embedding_bwd(r, np.ascontiguousarray(g[dst]), shape[0])
-        else:
-            gs = np.zeros(shape, dtype=g.dtype)
-            np.add.at(gs, r, g[dst])
-        grads.append(gs.astype(dt, copy=False))
+        grads.append(RowSparse(r, g[dst].astype(dt, copy=False), np.shape(s)))
     return tuple(grads)
 
 
