@@ -317,7 +317,7 @@ def test_signature_keeps_attributes_apart():
 def test_lazy_shapes_and_forcing_points():
     w = dn.Parameter(np.eye(2) * 2.0)
     for force in (lambda t: t.item(), float, bool, repr, lambda t: t.numpy(), lambda t: t.data,
-                  lambda t: t.backward(), lambda t: t > 0):
+                  lambda t: t.backward(), lambda t: bool(t > 0)):
         with dn.autobatch() as ab:
             y = dn.sum(dn.tensor(np.ones((1, 2)), dtype=np.float64) @ w)
             assert y.shape == () and y.dtype == np.float64 and ab.stats["pending"] == 2

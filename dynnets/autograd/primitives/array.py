@@ -11,7 +11,7 @@ from ..gradtypes import RowSparse, join_rows
 from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
                    is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
 
-__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p"]
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p"]
 
 # --------------------------------------------------------------------------
 # reductions
@@ -627,3 +627,24 @@ def _gather_rows_vjp(g, ins, out):
 
 gather_rows_p = defprim("gather_rows", _gather_rows, _gather_rows_shape, joint_vjp=_gather_rows_vjp,
                         nondiff_args=(0, 1))
+
+
+def _argmax(x, axis=None):
+    return np.asarray(np.argmax(x, axis=axis))
+
+
+def _argmax_shape(x, axis=None):
+    if axis is None:
+        return Aval((), np.dtype(np.int64))
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
+
+
+def _argmax_rows(x, axis=None):
+    """An argmax over an axis other than 0 is row-wise."""
+    return axis is not None and len(x.shape) >= 2 and is_int(axis) and axis % len(x.shape) != 0
+
+
+argmax_p = defprim("argmax", _argmax, _argmax_shape, differentiable=False, batch=batch_rows(0, when=_argmax_rows))
