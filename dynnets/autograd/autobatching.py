@@ -36,6 +36,8 @@ deferred on ties; ``"depth"``: by depth, then signature.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import NamedTuple
 
@@ -90,7 +92,7 @@ class _Node:
     run (``left``), consumers (``succ``); ``call`` is None until it ran."""
 
     __slots__ = ("ab", "plan", "args", "attrs", "sid", "depth", "left", "succ", "tag", "call", "pos", "index",
-                 "locs", "concs")
+                 "locs", "concs", "where")
 
 
 class _Plan:
@@ -285,11 +287,12 @@ class AutoBatch:
         shown in :attr:`schedule`.
     """
 
-    def __init__(self, strategy="agenda", profile=False):
+    def __init__(self, strategy="agenda", profile=False, debug=False):
         if strategy not in ("agenda", "depth"):
             raise ValueError(f"autobatch: strategy must be 'agenda' or 'depth', got {strategy!r}")
         self.strategy = strategy
         self.profile = bool(profile)
+        self.debug = bool(debug)
         self.tag = None
         self._nodes = []            # pending nodes
         self._sigs = {}
@@ -410,6 +413,7 @@ class AutoBatch:
         pn.attrs = attrs
         pn.sid = sid
         pn.tag = self.tag
+        pn.where = _caller() if self.debug else None
         pn.call = None
         pn.succ = None
         # a computing node runs a step after its inputs; a view in the step
@@ -487,6 +491,7 @@ class AutoBatch:
         pn.attrs = attrs
         pn.sid = _SINGLE
         pn.tag = self.tag
+        pn.where = _caller() if self.debug else None
         pn.call = None
         pn.succ = None
         pn.left = len(deps)
@@ -736,10 +741,37 @@ class AutoBatch:
 
     def _run_group(self, group):
         pn0 = group[0]
-        if pn0.sid == _SINGLE:
-            self._run_single(pn0)
-            return
-        _RUN[pn0.plan.prim.batch.kind](self, group)
+        try:
+            if pn0.sid == _SINGLE:
+                self._run_single(pn0)
+            else:
+                _RUN[pn0.plan.prim.batch.kind](self, group)
+        except (ValueError, IndexError, TypeError, FloatingPointError) as exc:
+            self._blame(group, exc)
+            raise
+
+    def _blame(self, group, exc):
+        """A batched call failed (a value the shape rule cannot see: an id or
+        a class out of range): run its nodes one at a time and raise the first
+        node's own error, naming where it was recorded."""
+        for pn in group:
+            try:
+                if len(group) > 1:
+                    self._run_single(pn)
+            except (ValueError, IndexError, TypeError, FloatingPointError) as e:
+                err = e
+            else:
+                if len(group) > 1:
+                    continue
+                err = exc
+            where = f"{pn.where}" if pn.where else "(dn.autobatch(debug=True) names the file and line)"
+            msg = (f"{err} [autobatch: in node {pn.index} ({pn.plan.prim.name}"
+                   f"{', tag ' + repr(pn.tag) if pn.tag is not None else ''}), recorded at {where}]")
+            try:
+                new = type(err)(msg)
+            except TypeError:
+                return
+            raise new from err
 
     def _source(self, t):
         """Register tensor ``t`` (at least 1-D) as a source; its index."""
@@ -788,7 +820,7 @@ class AutoBatch:
     def _materialize(self, t):
         """An ordinary tensor of a computed lazy tensor's value, on the tape."""
         pn = t._pn
-        if pn.concs is not None:
+        if type(pn.call) is not _Call and pn.concs is not None:
             return pn.concs[t._k]
         prev = _Mode.batch
         _Mode.batch = None
@@ -882,16 +914,18 @@ class AutoBatch:
                 spush(c.srcs[k])
                 rpush(pn.pos)
             else:
-                loc = pn.locs[k]
-                if len(loc) != 1:
+                brk = False
+                for s, r0, r1 in pn.locs[k]:
+                    if r1 - r0 != 1:
+                        brk = True
+                        break
+                    spush(s)
+                    rpush(r0)
+                if brk:
+                    srcl = None
                     break
-                s, r0, r1 = loc[0]
-                if r1 - r0 != 1:
-                    break
-                spush(s)
-                rpush(r0)
         else:
-            x = self._gather_rows(srcl, rowl, trail)
+            x = self._gather_rows(srcl, rowl, trail) if srcl else None
             if x is not None:
                 self._t_gather += time.perf_counter() - t0
                 return x
@@ -978,7 +1012,6 @@ class AutoBatch:
         for pn in group:
             pn.call = c
             pn.pos = i
-            pn.concs = None
             i += 1
         return c
 
@@ -1007,7 +1040,14 @@ class AutoBatch:
             locs = [self._pieces_of(args[0])]
         elif name in ("concat", "stack"):
             ps = []
+            push = ps.append
             for a in args:
+                if type(a) is LazyTensor:
+                    q = a._pn
+                    c = q.call
+                    if type(c) is _Call and c.rows[a._k] is None:
+                        push((c.srcs[a._k], q.pos, q.pos + 1))     # one row of a batched call (inline: ~1000 inputs)
+                        continue
                 ps.extend(self._pieces_of(a))
             locs = [ps]
         else:
@@ -1275,9 +1315,15 @@ def _run_rows(ab, group):
     outs = ab._bind(pn0, pn0.plan.prim, bargs, pn0.attrs)
     if not pn0.plan.multi:
         outs = (outs,)
+    p0 = pn0.plan
+    same = True
+    for pn in group:
+        if pn.plan is not p0:
+            same = False
+            break
     rows_of = []
     for k, o in enumerate(outs):
-        rows_of.append(_rows_per_node(group, k, o))
+        rows_of.append(_rows_per_node(group, k, o, same))
     ab._assign(group, outs, rows_of)
 
 
@@ -1287,11 +1333,12 @@ def _shape_of(a):
     return np.shape(a.data if isinstance(a, Tensor) else a)
 
 
-def _rows_per_node(group, k, o):
-    """None when every node has one row of output ``k``, else (start, stop) per node."""
+def _rows_per_node(group, k, o, same):
+    """None when every node has one row of output ``k``, else (start, stop)
+    per node; ``same``: every node has the group's first node's plan."""
     multi = group[0].plan.multi
     one = True
-    for pn in group:
+    for pn in (group[:1] if same else group):
         av = pn.plan.out[k] if multi else pn.plan.out
         if av.shape and av.shape[0] != 1:
             one = False
@@ -1395,12 +1442,27 @@ _RUN = {"rows": _run_rows, "elementwise": _run_rows, "reduce": _run_reduce, "xen
         "view": _run_rows}
 
 
-def autobatch(strategy="agenda", profile=False):
+def autobatch(strategy="agenda", profile=False, debug=False):
     """Context in which ops record lazily and run batched (see the module docstring).
 
     ``with dn.autobatch() as ab:`` -- ``ab.stats`` (node and call counts,
     fallbacks per primitive, bytes gathered, times), ``ab.schedule`` (for
     every node the batched call that ran it) and ``ab.calls``. ``profile``
-    also times the recording itself (``stats["record_s"]``; costs ~0.1 us per op).
+    also times the recording itself (``stats["record_s"]``; costs ~0.1 us per
+    op). Shape errors are raised when an op is recorded, at its line; an error
+    only the values show (an embedding id, a class out of range) is raised
+    when the batch runs, naming the op, the node and its tag, and with
+    ``debug`` the file and line that recorded it (~1 us more per op).
     """
-    return AutoBatch(strategy, profile)
+    return AutoBatch(strategy, profile, debug)
+
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _caller():
+    """``file:line`` of the innermost frame outside the dynnets package."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PKG):
+        f = f.f_back
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else None

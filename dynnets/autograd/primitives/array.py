@@ -561,23 +561,23 @@ segment_sum_p = defprim("segment_sum", _segment_sum, _segment_sum_shape, vjp=(_s
 
 def _gather_plan(which, rows, srcs):
     """Per source ``k``: the output positions and source rows it provides,
-    after checking every index (the scatter kernel indexes unchecked)."""
+    after checking the indices (numpy's indexing checks the upper bound of
+    each row; negative rows, which it would wrap, are rejected here)."""
     which = np.asarray(which)
     rows = np.asarray(rows)
     S = len(srcs)
-    if which.size and (which.min() < 0 or which.max() >= S):
-        raise IndexRangeError(f"gather_rows: source index out of range for {S} sources")
-    order = np.argsort(which, kind="stable")
-    bounds = np.zeros(S + 1, dtype=np.int64)
-    np.cumsum(np.bincount(which, minlength=S), out=bounds[1:])
+    if rows.size:
+        if which.min() < 0 or which.max() >= S:
+            raise IndexRangeError(f"gather_rows: source index out of range for {S} sources")
+        if rows.min() < 0:
+            raise IndexRangeError(f"gather_rows: row index {rows.min()} is negative")
+    rows = rows.astype(np.int64, copy=False)
+    if S == 1:
+        return [(slice(None), rows)]
     plan = []
     for k in range(S):
-        dst = order[bounds[k]:bounds[k + 1]]
-        r = rows[dst]
-        n = srcs[k].shape[0]
-        if r.size and (r.min() < 0 or r.max() >= n):
-            raise IndexRangeError(f"gather_rows: a row index is out of range for source {k} of {n} rows")
-        plan.append((dst, r.astype(np.int64, copy=False)))
+        dst = np.flatnonzero(which == k)
+        plan.append((dst, rows[dst]))
     return plan
 
 
@@ -587,7 +587,10 @@ def _gather_rows(which, rows, *srcs):
     s0 = srcs[0]
     out = np.empty((len(rows),) + s0.shape[1:], dtype=np.result_type(*srcs))
     for (dst, r), s in zip(_gather_plan(which, rows, srcs), srcs):
-        if dst.size:
+        if r.size:
+            if r.max() >= s.shape[0]:
+                raise IndexRangeError(f"gather_rows: row index {r.max()} is out of range for a source of "
+                                      f"{s.shape[0]} rows")
             out[dst] = s[r]
     return out
 
