@@ -220,6 +220,25 @@ def test_tree_models_autobatch_equals_recursive_and_level(kind):
     assert {s.tag[0] for s in tagged} == set(range(len(trees)))
 
 
+@pytest.mark.parametrize("kind", ["treelstm", "childsum"])
+def test_tree_models_autobatch_with_dropouts_equals_recursive(kind):
+    """Dropout masks (per-instance constants), word dropout, weighted roots
+    and the side loss: the same loss and gradients as the recursive code."""
+    data = load_samples()
+    vocab = Vocabulary.from_trees(data["train"])
+    res = {}
+    for mode in ("recursive", "autobatch"):
+        m = build_model(kind, len(vocab), embed_dim=6, hidden=5, seed=0, mode=mode, dtype="float64", dropout=0.3,
+                        embed_dropout=0.4, word_dropout=0.2, root_weight=2.0, side_weight=0.5)
+        m.train()
+        loss = m.loss(m.collate(m.prepare(data["train"][:9], vocab)))
+        loss.backward()
+        res[mode] = (loss.item(), [p.grad.data.copy() for p in m.parameters()])
+    assert _rel(res["autobatch"][0], res["recursive"][0]) <= 1e-10
+    for a, b in zip(res["autobatch"][1], res["recursive"][1]):
+        assert _rel(a, b) <= 1e-10
+
+
 def test_tree_model_autobatch_strategies_agree_and_train():
     data = load_samples()
     vocab = Vocabulary.from_trees(data["train"])
