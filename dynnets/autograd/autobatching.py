@@ -1016,9 +1016,12 @@ class AutoBatch:
                     return src
                 self._st["views_passed"] += 1
                 return _engine.bind(P.getitem_p, src, index=slice(r0, r0 + n))
-        uniq, which = np.unique(np.array(srcl), return_inverse=True)
-        x = _engine.bind(P.gather_rows_p, which.astype(np.int64).reshape(-1), np.array(rowl, dtype=np.int64),
-                         *[srcs[s] for s in uniq.tolist()])
+        # source ids renumbered 0..k-1 through a lookup table (np.unique sorts: ~4x slower here)
+        uniq = sorted(set(srcl))
+        lut = np.empty(uniq[-1] + 1, dtype=np.int64)
+        lut[uniq] = np.arange(len(uniq))
+        x = _engine.bind(P.gather_rows_p, lut[np.array(srcl)], np.array(rowl, dtype=np.int64),
+                         *[srcs[s] for s in uniq])
         st = self._st
         st["gathers"] += 1
         st["bytes_gathered"] += x.data.nbytes
