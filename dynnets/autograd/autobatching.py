@@ -46,7 +46,7 @@ import numpy as np
 
 from . import engine as _engine
 from . import primitives as P
-from .engine import _Mode
+from .engine import STATE as _Mode
 from .primitives.core import Aval, ShapeError, run_rule
 from .tensor import Parameter, Tensor
 
@@ -241,7 +241,7 @@ class LazyTensor(Tensor):
         return c
 
 
-_engine._LAZY[0] = LazyTensor
+_engine.register_lazy_type(LazyTensor)
 
 
 def _ident(a):

@@ -26,7 +26,8 @@ from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shap
 
 __all__ = [
     "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "accumulate_grad",
+    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
+    "accumulate_grad",
 ]
 
 
@@ -37,6 +38,7 @@ class _Mode:
     anomaly = False
     symbolic = None          # set by dynnets.static: handles symbolic arguments
     batch = None             # the active dynnets.autobatch context: bind records lazily
+    captured = frozenset()   # ids of the Parameters a trace reads live (capture_parameters)
 
 
 def is_grad_enabled() -> bool:
@@ -200,9 +202,44 @@ def register_tensor_types(tensor, parameter):
     Tensor = _TENSOR = tensor
     Parameter = _PARAM = parameter
     _TP = frozenset({tensor, parameter})
-# the lazy tensor class of dynnets.autograd.autobatching, set when it is imported
-# (it imports this module): eager ops on a forced lazy tensor use its tape view
+# the lazy tensor class of dynnets.autograd.autobatching (register_lazy_type):
+# eager ops on a forced lazy tensor use its view on the tape
 _LAZY = [None]
+
+
+def register_lazy_type(cls):
+    """The hook by which :mod:`dynnets.autograd.autobatching` hands the engine
+    its lazy tensor class (a Tensor subclass): an eager op on a lazy tensor
+    after its context ran reads the tensor's view on the tape."""
+    _LAZY[0] = cls
+
+
+# The explicit contexts' state (grad mode, anomaly, the symbolic handler, the
+# active autobatch context), for the autobatch context, which switches them
+# around the batched calls it makes.
+STATE = _Mode
+
+
+@contextlib.contextmanager
+def capture_parameters(params):
+    """The tracing hook (:mod:`dynnets.static.trace`): inside, every op that
+    reads one of the Parameters ``params`` goes to the symbolic handler, which
+    adds the Parameter to the trace's graph as a live input, instead of
+    running eagerly. Parameters leave bind's fast paths meanwhile (the type
+    checks there are identity tests, which cannot tell a captured Parameter
+    from another); outside a trace bind pays nothing for the hook."""
+    global _PARAM, _TP
+    prev = _PARAM, _TP, _Mode.captured
+    _PARAM, _TP = _NOT_A_TYPE, frozenset({_TENSOR})
+    _Mode.captured = prev[2] | frozenset(map(id, params))
+    try:
+        yield
+    finally:
+        _PARAM, _TP, _Mode.captured = prev
+
+
+class _NOT_A_TYPE:
+    """No argument's type: bind's Parameter fast path while parameters are captured."""
 
 
 def bind(prim, *args, **attrs):
@@ -345,7 +382,9 @@ def _bind_general(prim, args, attrs):
             ppush(None)
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
-        elif isinstance(a, Tensor):        # other Tensor subclasses
+        elif isinstance(a, Tensor):        # other Tensor subclasses, and Parameters a trace captures
+            if id(a) in _Mode.captured:
+                return _Mode.symbolic(prim, args, attrs)
             if tp is _LAZY[0]:
                 a = a._eager()             # a forced lazy tensor, on the tape
             d = a.data
@@ -383,7 +422,8 @@ def _bind_many(prim, args, attrs):
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
-                                             and not getattr(a, "_is_symbolic", False)):
+                                             and not getattr(a, "_is_symbolic", False)
+                                             and id(a) not in _Mode.captured):
             if tp is _LAZY[0]:
                 a = a._eager()
             push(a.data)
@@ -392,7 +432,7 @@ def _bind_many(prim, args, attrs):
                 ppush(a)
             else:
                 ppush(None)
-        elif getattr(a, "_is_symbolic", False):
+        elif getattr(a, "_is_symbolic", False) or id(a) in _Mode.captured:
             return _Mode.symbolic(prim, args, attrs)
         else:
             push(a)

@@ -24,7 +24,7 @@ import numpy as np
 from ..autograd import gradtypes
 from ..autograd.engine import bind
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type
-from .graph import SOURCES, GraphError, StaticPrimitive, Value, _densified
+from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified
 
 __all__ = ["gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p", "ones_like_p"]
 
@@ -292,7 +292,9 @@ def _gradients_nogc(ys, xs, grad_ys=None):
         return [total(x.id) for x in xs]
 
 
-def _gradients(ys, xs, grad_ys=None):
+def sparse_gradients(ys, xs, grad_ys=None):
+    """:func:`gradients` with row-sparse gradients (embedding tables) left
+    sparse: what the optimizers and traced functions update rows from."""
     from .session import _no_gc
     with _no_gc():
         return _gradients_nogc(ys, xs, grad_ys)
@@ -303,4 +305,4 @@ def gradients(ys, xs, grad_ys=None):
     (as ``tf.gradients``): a list of Values, ``None`` for an x that ``ys`` do
     not depend on. Row-sparse gradients are returned densified; optimizers use
     the sparse form."""
-    return [None if r is None else (_densified(r) if r.sparse else r) for r in _gradients(ys, xs, grad_ys)]
+    return [None if r is None else (densified(r) if r.sparse else r) for r in sparse_gradients(ys, xs, grad_ys)]

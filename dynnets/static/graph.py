@@ -317,7 +317,7 @@ def _user_site():
     return (f.f_code.co_filename, f.f_lineno)
 
 
-def _site_str(site):
+def site_str(site):
     if site is None:
         return ""
     return f" (created at {os.path.basename(site[0])}:{site[1]})"
@@ -523,6 +523,18 @@ def reset_default_graph():
 _TRACE: list = []     # graphs of the active traces (innermost last)
 
 
+@contextlib.contextmanager
+def tracing(g):
+    """Make ``g`` the graph of the innermost active trace: ops without a
+    symbolic argument append to it, and it may capture eager Parameters
+    (:func:`dynnets.static.trace`)."""
+    _TRACE.append(g)
+    try:
+        yield g
+    finally:
+        _TRACE.pop()
+
+
 def _graph_of(args, prim):
     g = None
     for i, a in enumerate(args):
@@ -539,7 +551,7 @@ def _graph_of(args, prim):
 def _input_id(g, a, i, prim):
     if isinstance(a, Value):
         if a.sparse:
-            a = _densified(a)
+            a = densified(a)
         return a.id
     if isinstance(a, Tensor):
         if getattr(a, "_is_symbolic", False) or (a.requires_grad and a._node is None):
@@ -570,13 +582,13 @@ def _symbolic_bind(prim, args, attrs):
         if _has_symbolic(v):
             raise TypeError(f"{prim.name}: attribute {k!r} holds a symbolic value, which has no value while the "
                             f"graph is built (index with dynnets.take / dynnets.static.gather instead)"
-                            f"{_site_str(_user_site())}")
+                            f"{site_str(_user_site())}")
     ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
     avals = g.avals
     try:
         out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{_site_str(_user_site())}").with_traceback(None) from None
+        raise type(e)(f"{e}{site_str(_user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, site=_user_site())
 
 
@@ -591,7 +603,7 @@ _engine.set_symbolic_handler(_symbolic_bind)
 densify_p = StaticPrimitive("densify", gradtypes.densify, lambda x: Aval(tuple(x.shape), dtype_of(x)))
 
 
-def _densified(v):
+def densified(v):
     if v._dense is None:
         v._dense = v.graph._append(densify_p, (v.id,), {}, Aval(tuple(v.shape), v.dtype), name=f"{v.name}/dense")
     return v._dense

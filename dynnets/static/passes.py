@@ -54,7 +54,7 @@ import numpy as np
 from ..autograd import gradtypes
 from ..autograd import primitives as P
 from ..autograd.primitives import ShapeError, dtype_of
-from .graph import (SOURCES, Eqn, StaticPrimitive, _site_str, constant_p, param_p, placeholder_p,
+from .graph import (SOURCES, Eqn, StaticPrimitive, site_str as _site_str, constant_p, param_p, placeholder_p,
                     variable_p)
 
 __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",

@@ -31,7 +31,7 @@ import numpy as np
 from ..autograd import gradtypes
 from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from . import passes as _passes
-from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
+from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, site_str as _site_str, constant_p,
                     effect_variables, get_default_graph, op_error, param_p, placeholder_p, variable_p,
                     variables_initializer)
 

@@ -48,22 +48,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.engine import accumulate_grad
+from ..autograd.engine import accumulate_grad, capture_parameters
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor
-from .backward import _gradients
-from .graph import _TRACE, Graph, Value, placeholder
+from .backward import sparse_gradients
+from .graph import Graph, Value, placeholder, tracing
 from .session import Session
 
 __all__ = ["trace", "TracedFunction"]
-
-
-class _TracedParameter(Parameter):
-    """A Parameter's class while a trace runs: ``bind`` sees ``_is_symbolic``
-    and hands every op on it to the graph, which reads it live."""
-
-    __slots__ = ()
-    _is_symbolic = True
 
 
 def _param_list(x):
@@ -193,18 +185,9 @@ class TracedFunction:
                     ph = placeholder(s[0], s[1], name=f"arg{i}")
                     phs.append(ph)
                     sym.append(ph)
-            swapped = []
-            _TRACE.append(g)
-            try:
-                for p in self.params:
-                    if type(p) is Parameter:
-                        p.__class__ = _TracedParameter
-                        swapped.append(p)
+            # ops on the Parameters go to the graph, which reads them live
+            with tracing(g), capture_parameters(self.params):
                 out = self.fn(*sym)
-            finally:
-                for p in swapped:
-                    p.__class__ = Parameter
-                _TRACE.pop()
             flat = []
             template = self._template(out, flat)
             fetches = list(flat)
@@ -218,7 +201,7 @@ class TracedFunction:
                                      f"got shape {fmt_shape(loss.shape)}")
                 xs = [g._params.get(id(p)) for p in self.grads_of]
                 used = [(k, x) for k, x in enumerate(xs) if x is not None]
-                grads = _gradients(loss, [x for _, x in used]) if used else []
+                grads = sparse_gradients(loss, [x for _, x in used]) if used else []
                 for (k, _), gr in zip(used, grads):
                     if gr is not None:
                         grad_pos.append((k, len(fetches)))
