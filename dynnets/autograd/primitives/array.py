@@ -574,9 +574,13 @@ def _gather_plan(which, rows, srcs):
     rows = rows.astype(np.int64, copy=False)
     if S == 1:
         return [(slice(None), rows)]
+    # one stable sort by source, then a slice per source (a mask per source
+    # cost ~35% more with ten sources, measured)
+    order = np.argsort(which, kind="stable")
+    b = np.searchsorted(which[order], np.arange(S + 1)).tolist()
     plan = []
     for k in range(S):
-        dst = np.flatnonzero(which == k)
+        dst = order[b[k]:b[k + 1]]
         plan.append((dst, rows[dst]))
     return plan
 
