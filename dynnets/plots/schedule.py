@@ -1,0 +1,162 @@
+"""The autobatch schedule as a picture: a minibatch of trees, each node coloured by the batched call it ran in.
+
+Under ``dynnets.autobatch`` the per-node code of a whole minibatch is
+recorded first and then run as a few batched calls, one per group of nodes
+with the same signature (the primitive, its attributes, the shapes of the
+per-instance inputs, the identity of the shared weights). This picture shows
+that grouping: every tree of the minibatch is drawn with the tidy layout of
+:mod:`dynnets.plots.trees`, and each node is a disc filled with the colour
+of the call that computed its state, its number written inside, so the
+leaves of all trees (one call when their signature is shared) and each
+level-like wave of internal nodes can be seen across the trees.
+
+Colours: call ``k`` gets the hue ``k * 137.5°`` (the golden angle, so calls
+close in execution order get far-apart hues) at fixed saturation and
+lightness; the number inside tells calls of similar hue apart.
+"""
+from __future__ import annotations
+
+import colorsys
+from xml.sax.saxutils import escape, quoteattr
+
+from .trees import FONT_FAMILY, text_width, tree_layout
+
+__all__ = ["call_colour", "preorder_from_postorder", "schedule_svg", "write_schedule_svg"]
+
+_RADIUS = 9.0
+_LEVEL = 30.0
+_GAP = 4.0
+
+
+def _f(v):
+    return f"{v:.1f}".rstrip("0").rstrip(".")
+
+
+def _preorder(tree):
+    """Nodes, parent index and children lists in preorder (iterative, any depth)."""
+    nodes, parent, children = [], [], []
+    stack = [(tree, -1)]
+    while stack:
+        n, p = stack.pop()
+        nodes.append(n)
+        parent.append(p)
+        children.append([])
+        if p >= 0:
+            children[p].append(len(nodes) - 1)
+        stack.extend((c, len(nodes) - 1) for c in reversed(n.children))
+    return nodes, parent, children
+
+
+def call_colour(k):
+    """The fill of batched call ``k`` (``#rrggbb``)."""
+    h = (k * 137.508) % 360.0 / 360.0
+    r, g, b = colorsys.hls_to_rgb(h, 0.62, 0.65)
+    return "#{:02x}{:02x}{:02x}".format(round(r * 255), round(g * 255), round(b * 255))
+
+
+def preorder_from_postorder(tree, values):
+    """``values`` given per node in postorder (children first, left to right,
+    as :func:`dynnets.models.common.prepare_trees` numbers nodes) reordered to
+    preorder (as :func:`~dynnets.plots.trees.tree_layout` numbers them)."""
+    _, _, children = _preorder(tree)
+    values = list(values)
+    if len(values) != len(children):
+        raise ValueError(f"preorder_from_postorder: the tree has {len(children)} nodes, got {len(values)} values")
+    post = [0] * len(children)
+    k = 0
+    stack = [(0, False)]
+    while stack:
+        v, done = stack.pop()
+        if done:
+            post[v] = k
+            k += 1
+            continue
+        stack.append((v, True))
+        for c in reversed(children[v]):
+            stack.append((c, False))
+    return [values[post[v]] for v in range(len(children))]
+
+
+def schedule_svg(trees, calls, *, title=None, call_names=None):
+    """An SVG picture of a minibatch's autobatch schedule.
+
+    Parameters
+    ----------
+    trees : sequence of Tree
+    calls : sequence of sequences of int
+        For each tree, the batched-call id of each node's state, in preorder
+        (:func:`preorder_from_postorder` converts from postorder).
+    title : str, optional
+        Caption (default: the counts of trees, nodes and calls).
+    call_names : dict int -> str, optional
+        A description of each call (e.g. its primitive), shown on hover.
+
+    Returns
+    -------
+    str
+        A standalone SVG document. Each node is a ``<circle class="node">``
+        with ``data-tree``, ``data-index`` (preorder), ``data-call`` and the
+        ``fill`` of :func:`call_colour` of its call.
+    """
+    trees = list(trees)
+    calls = [list(c) for c in calls]
+    if len(calls) != len(trees):
+        raise ValueError(f"schedule_svg: {len(trees)} trees but {len(calls)} call lists")
+    call_names = call_names or {}
+    layouts, structures = [], []
+    for t, (tree, c) in enumerate(zip(trees, calls)):
+        nodes, parent, _ = _preorder(tree)
+        if len(c) != len(nodes):
+            raise ValueError(f"schedule_svg: tree {t} has {len(nodes)} nodes, got {len(c)} call ids")
+        layouts.append(tree_layout(tree, [2 * _RADIUS] * len(nodes), sibling_gap=_GAP, cousin_gap=_GAP))
+        structures.append((nodes, parent))
+    font = 12.0
+    margin = 10.0
+    label_w = 60.0
+    width = margin * 2 + label_w + max((lay.extent for lay in layouts), default=0.0)
+    used = sorted({k for c in calls for k in c})
+    n_nodes = sum(len(c) for c in calls)
+    caption = title or (f"autobatch schedule: {len(trees)} trees, {n_nodes} nodes, {len(used)} batched calls "
+                        f"(colour and number: the call that computed each node's state)")
+    width = max(width, 2 * margin + text_width(caption, font))
+    y = margin + 1.1 * font + 10.0
+    body = []
+    for t, (lay, (nodes, parent), c) in enumerate(zip(layouts, structures, calls)):
+        top = y + _RADIUS
+        x0 = margin + label_w
+        body.append(f'<g class="tree" data-tree="{t}">')
+        body.append(f'<text x="{_f(margin)}" y="{_f(top + 4)}" font-size="{_f(0.9 * font)}">tree {t}</text>')
+        for v in range(1, len(nodes)):
+            p = parent[v]
+            body.append(f'<line x1="{_f(x0 + lay.x[p])}" y1="{_f(top + lay.depth[p] * _LEVEL)}" '
+                        f'x2="{_f(x0 + lay.x[v])}" y2="{_f(top + lay.depth[v] * _LEVEL)}" stroke="#999999" '
+                        f'stroke-width="1"/>')
+        for v, nd in enumerate(nodes):
+            k = int(c[v])
+            cx, cy = x0 + lay.x[v], top + lay.depth[v] * _LEVEL
+            what = f"leaf {nd.word!r}" if nd.word is not None else f"internal node, {len(nd.children)} children"
+            tip = f"tree {t}, node {v} ({what}): batched call {k}"
+            if k in call_names:
+                tip += f" ({call_names[k]})"
+            body.append(f'<g><title>{escape(tip)}</title><circle class="node" data-tree="{t}" data-index="{v}" '
+                        f'data-call="{k}" cx="{_f(cx)}" cy="{_f(cy)}" r="{_f(_RADIUS)}" fill="{call_colour(k)}" '
+                        f'stroke="#444444" stroke-width="0.75"/>'
+                        f'<text x="{_f(cx)}" y="{_f(cy + 3.5)}" text-anchor="middle" font-size="9">{k}</text></g>')
+        body.append("</g>")
+        y = top + max(lay.depth, default=0) * _LEVEL + _RADIUS + 14.0
+    height = y + margin
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(width)}" height="{_f(height)}" '
+           f'viewBox="0 0 {_f(width)} {_f(height)}" font-family="{FONT_FAMILY}" font-size="{_f(font)}" '
+           f'role="img" aria-label={quoteattr(caption)}>',
+           f"<title>{escape(caption)}</title>",
+           '<rect width="100%" height="100%" fill="#ffffff"/>',
+           f'<text class="caption" x="{_f(margin)}" y="{_f(margin + 1.1 * font)}">{escape(caption)}</text>',
+           *body, "</svg>"]
+    return "\n".join(out) + "\n"
+
+
+def write_schedule_svg(path, trees, calls, **kwargs):
+    """Write :func:`schedule_svg` to ``path`` atomically; returns the path."""
+    from .. import io as dio
+    dio.atomic_write_text(path, schedule_svg(trees, calls, **kwargs))
+    return path
