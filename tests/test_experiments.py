@@ -75,7 +75,7 @@ def test_graph_overhead_script_tiny(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
-                                  "sst_accuracy.py", "sweep.py"])
+                                  "sst_accuracy.py", "sweep.py", "execution_strategies.py"])
 def test_script_help(name, monkeypatch, capsys):
     import runpy
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -90,7 +90,7 @@ def test_script_help(name, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
-                                  "sst_accuracy.py"])
+                                  "sst_accuracy.py", "execution_strategies.py"])
 def test_script_seed_must_be_non_negative(name, tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), "--seed", "-1"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=60)
@@ -164,3 +164,41 @@ def test_plots_skipped_with_a_note_without_matplotlib(tmp_path, monkeypatch, cap
     assert not list(tmp_path.glob("*.png"))
     assert "matplotlib is not installed" in capsys.readouterr().err
     assert sorted(Path(f).name for f in res["files"]) == ["results.json", "results.md"]
+
+
+def test_execution_strategies_tiny(tmp_path):
+    """Every dynnets strategy on the package's sample trees: the same first
+    loss, positive speeds, code lines counted, the table and the bar chart."""
+    out = tmp_path / "es"
+    data = ROOT / "dynnets" / "data" / "samples"
+    names = "dynnets recursive,dynnets level"
+    script("execution_strategies.py", "--data", str(data), "--out", str(out), "--trees", "12", "--batch-size", "4",
+           "--eval-batch", "4", "--embed", "8", "--hidden", "4", "--repeats", "1", "--strategies", names,
+           timeout=120)
+    res = json.loads((out / "results.json").read_text())
+    rows = {r["strategy"]: r for r in res["rows"]}
+    assert list(rows) == names.split(",")
+    assert rows["dynnets recursive"]["first_loss"] == pytest.approx(rows["dynnets level"]["first_loss"], rel=1e-5)
+    for r in rows.values():
+        assert r["train_sent_per_s"] > 0 and r["eval_sent_per_s"] > 0 and 5 <= r["code_lines"] <= 40
+    assert "| dynnets level |" in (out / "results.md").read_text()
+    assert (out / "execution_strategies.svg").read_text().count('class="bar"') == 4
+
+
+def test_execution_strategies_code_lines():
+    import runpy
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        mod = runpy.run_path(str(SCRIPTS / "execution_strategies.py"))
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    # TreeLSTM._recursive without its comment lines; every counted function exists
+    n = mod["code_lines"]("dynnets/models/tree.py", "TreeLSTM._recursive")
+    src = [s for s in (ROOT / "dynnets/models/tree.py").read_text().split("def _recursive")[1].split("\n\n\n")[0]
+           .splitlines()[1:] if s.strip() and not s.strip().startswith("#")]
+    assert n == len(src) + 1
+    for files, _ in mod["CODE"].values():
+        for f, q in files:
+            assert mod["code_lines"](f, q) > 2
+    with pytest.raises(LookupError, match="nope"):
+        mod["code_lines"]("dynnets/models/tree.py", "TreeLSTM.nope")
