@@ -438,7 +438,7 @@ def main():
                 "-" if ev is None else f"{ev:.0f}", frac(ev, lf_ev), frac(ev, rf_ev) if recursive_floor else "-",
                 frac(ev, lv_ev), frac(ev, dy_ev)]
     for c in wanted:
-        rows.append(row(c, "recursive" in c or "autobatch" in c))
+        rows.append(row(c, "recursive" in c))
     for c in [LEVEL_FLOOR, *extra["train"], *extra["eval"]]:
         if any(r[0] == c for r in rows):
             continue
