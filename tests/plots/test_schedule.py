@@ -45,3 +45,47 @@ def test_caption_counts_and_bad_input():
         schedule_svg([t], [[0, 0, 0]])
     with pytest.raises(ValueError, match="2 trees but 1 call lists"):
         schedule_svg([t, t], [[0] * 5])
+
+
+@pytest.mark.parametrize("strategy", ["agenda", "depth"])
+def test_tree_node_calls_match_the_autobatch_schedule(strategy):
+    import dynnets as dn
+    from dynnets.data import Vocabulary, load_samples
+    from dynnets.models import TreeLSTM
+    from dynnets.plots.schedule import tree_node_calls
+    if not hasattr(dn, "autobatch"):
+        pytest.skip("dynnets.autobatch is not on this branch")
+    trees = load_samples()["train"][:5]
+    vocab = Vocabulary.from_trees(trees)
+    model = TreeLSTM(len(vocab), 8, 4, 5, mode="recursive", seed=0)
+    calls, names, ab = tree_node_calls(model, trees, vocab, strategy=strategy)
+    by_tag = {s.tag: s for s in ab.schedule if s.call >= 0}
+    ops = {c.call: c.op for c in ab.calls}
+    n_nodes = sum(t.size for t in trees)
+    assert sum(len(c) for c in calls) == n_nodes
+    for t, (tree, cs) in enumerate(zip(trees, calls)):
+        post = preorder_from_postorder(tree, list(range(tree.size)))      # preorder -> postorder index
+        order = _pre(tree)
+        for v, (node, k) in enumerate(zip(order, cs)):
+            assert by_tag[(t, post[v])].call == k
+            assert ops[k] == ("tree_lstm_leaf_node" if node.word is not None else "tree_lstm_node")
+            for c in node.children:                    # a parent runs after its children
+                assert k > cs[order.index(c)]
+    # the trees were batched together: far fewer calls than nodes, all leaves in one call
+    used = {k for c in calls for k in c}
+    assert len(used) < n_nodes / 4
+    leaf_calls = {k for tree, cs in zip(trees, calls) for node, k in zip(_pre(tree), cs) if node.word is not None}
+    assert len(leaf_calls) == 1 and names[leaf_calls.pop()].startswith("tree_lstm_leaf_node x ")
+    fills = {(t, i): (k, f) for t, i, k, f in circles(schedule_svg(trees, calls, call_names=names))}
+    for t, cs in enumerate(calls):
+        for v, k in enumerate(cs):
+            assert fills[(t, v)] == (k, call_colour(k))
+
+
+def _pre(tree):
+    out, stack = [], [tree]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(n.children))
+    return out
