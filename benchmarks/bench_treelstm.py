@@ -561,10 +561,16 @@ def autobatch_contenders(names, make_model, optimizer_for, train_examples, eval_
             loss = m.loss(train_b[0])
             first[name] = loss.item()
             loss.backward()
+        m.zero_grad()
+        # statistics from a second pass with the recording timed too (profile=True), caches warm
+        with dn.autobatch(strategy=strategy, profile=True) as ab:
+            loss = m.loss(train_b[0])
+            loss.backward()
         print(f"# {name}, one training minibatch (forward + backward): {format_stats(ab.stats)}")
         m.zero_grad()
-        with dn.autobatch(strategy=strategy) as ab:
-            m.predict_proba(eval_b[0])
+        for _ in range(2):
+            with dn.autobatch(strategy=strategy, profile=True) as ab:
+                m.predict_proba(eval_b[0])
         print(f"# {name}, one evaluation minibatch: {format_stats(ab.stats)}")
         makers[name] = _autobatch_runs(dn, m, opt, train_b, eval_b, strategy)
     return makers, first, None
@@ -588,11 +594,18 @@ def _autobatch_runs(dn, m, opt, train_b, eval_b, strategy):
 
 
 def format_stats(stats):
-    """The autobatch statistics as one line (a mapping's items, or the object's public fields)."""
-    if not isinstance(stats, dict):
-        stats = {k: v for k, v in vars(stats).items() if not k.startswith("_")} if hasattr(stats, "__dict__") \
-            else {"stats": stats}
-    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items())
+    """The autobatch statistics as one line, with the overhead per recorded
+    op: (recording + scheduling + gathering seconds) / nodes (the batched
+    calls' own compute excluded)."""
+    stats = dict(stats)
+    line = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items())
+    n = stats.get("nodes")
+    parts = [k for k in ("record_s", "schedule_s", "gather_s") if k in stats]
+    if n and parts:
+        us = {k: 1e6 * stats[k] / n for k in parts}
+        line += (f"; overhead per recorded op {sum(us.values()):.2f} us ("
+                 + ", ".join(f"{k[:-2]} {v:.2f}" for k, v in us.items()) + ")")
+    return line
 
 
 def dynet_contenders(names, weights, examples, batch_size, eval_batch, lr, seed, threads, mem, tmp):

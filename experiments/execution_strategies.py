@@ -26,7 +26,11 @@ counted without blank lines, comments and docstrings; the fused per-node
 and per-level primitives they call are library code and not counted).
 
 Writes ``results.json``, ``results.md`` and ``execution_strategies.svg`` (a
-bar chart written directly, no plotting library needed) into ``--out``.
+bar chart written directly, no plotting library needed) into ``--out``, and,
+where ``dynnets.autobatch`` exists, ``autobatch_schedule_agenda.svg`` and
+``autobatch_schedule_depth.svg``: the first ``--picture-trees`` trees run as
+one minibatch under each scheduler, every node coloured by the batched call
+that computed it (:mod:`dynnets.plots.schedule`).
 """
 from __future__ import annotations
 
@@ -112,15 +116,17 @@ def parse(argv=None):
     p.add_argument("--blas-threads", type=int, default=1,
                    help="numpy's and DyNet's BLAS threads and PyTorch's threads (default 1)")
     p.add_argument("--strategies", default=",".join(ALL), help=f"comma-separated, from: {', '.join(ALL)}")
+    p.add_argument("--picture-trees", type=int, default=6, help="trees in the schedule pictures (0: none)")
     p.add_argument("--no-progress", action="store_true", help="accepted for symmetry; this script prints no bars")
     a = p.parse_args(argv)
     a.strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
     bad = [s for s in a.strategies if s not in ALL]
     if bad:
         p.error(f"argument --strategies: unknown {bad}; choose from {list(ALL)}")
-    if min(a.trees, a.batch_size, a.eval_batch, a.embed, a.hidden, a.repeats) < 1 or a.blas_threads < 0:
+    if min(a.trees, a.batch_size, a.eval_batch, a.embed, a.hidden, a.repeats) < 1 or a.blas_threads < 0 \
+            or a.picture_trees < 0:
         p.error("--trees, --batch-size, --eval-batch, --embed, --hidden and --repeats must be positive, "
-                "--blas-threads >= 0")
+                "--blas-threads and --picture-trees >= 0")
     if not (Path(a.data) / "train.txt").is_file():
         p.error(f"argument --data: no train.txt in {a.data}")
     return a
@@ -245,9 +251,32 @@ def main(argv=None):
                          f"thread{'s' if a.blas_threads != 1 else ''}; same weights, same first loss)",
                    unit="sent/s")
     atomic_write_text(out / "execution_strategies.svg", svg)
+    files = [out / "results.json", out / "results.md", out / "execution_strategies.svg"]
+    files += _schedule_pictures(probe, trees[:a.picture_trees], vocab, out) if a.picture_trees else []
     print("\n".join(md))
-    report_files([out / "results.json", out / "results.md", out / "execution_strategies.svg"])
+    report_files(files)
     return 0
+
+
+def _schedule_pictures(model, trees, vocab, out):
+    """The autobatch schedule of ``trees`` as one minibatch, per scheduler."""
+    import dynnets as dn
+    from dynnets.plots.schedule import tree_node_calls, write_schedule_svg
+
+    if not hasattr(dn, "autobatch"):
+        return []
+    files = []
+    for strategy in ("agenda", "depth"):
+        calls, names, ab = tree_node_calls(model, trees, vocab, strategy=strategy)
+        st = ab.stats
+        used = len({k for c in calls for k in c})
+        title = (f"autobatch ({strategy} scheduler): {len(trees)} SST trees, {sum(len(c) for c in calls)} tree "
+                 f"nodes in {used} batched calls of the cells ({st['batched_calls']} calls in all, "
+                 f"{sum(st['fallbacks'].values())} fallbacks)")
+        path = out / f"autobatch_schedule_{strategy}.svg"
+        write_schedule_svg(path, trees, calls, call_names=names, title=title)
+        files.append(path)
+    return files
 
 
 def _dynnets_runs(m, opt, train_b, eval_b):
