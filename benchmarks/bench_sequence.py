@@ -63,7 +63,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import interleaved, markdown_table, setup  # noqa: E402
+from _common import autobatch_stats_line, interleaved, markdown_table, setup  # noqa: E402
 
 
 def parse():
@@ -335,7 +335,10 @@ def cell_loop_contender(V, E, H, C, weights, examples, batches, cfg, strategy):
         loss0 = loss.item()
         loss.backward()
     m.zero_grad()
-    stats = ab.stats
+    with dn.autobatch(strategy=strategy, profile=True) as ab:
+        m.loss(*data[0]).backward()
+    m.zero_grad()
+    stats = autobatch_stats_line(ab.stats)
 
     def run():
         m.train()

@@ -92,7 +92,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import interleaved, markdown_table, setup  # noqa: E402
+from _common import autobatch_stats_line, interleaved, markdown_table, setup  # noqa: E402
 
 
 def parse():
@@ -566,12 +566,12 @@ def autobatch_contenders(names, make_model, optimizer_for, train_examples, eval_
         with dn.autobatch(strategy=strategy, profile=True) as ab:
             loss = m.loss(train_b[0])
             loss.backward()
-        print(f"# {name}, one training minibatch (forward + backward): {format_stats(ab.stats)}")
+        print(f"# {name}, one training minibatch (forward + backward): {autobatch_stats_line(ab.stats)}")
         m.zero_grad()
         for _ in range(2):
             with dn.autobatch(strategy=strategy, profile=True) as ab:
                 m.predict_proba(eval_b[0])
-        print(f"# {name}, one evaluation minibatch: {format_stats(ab.stats)}")
+        print(f"# {name}, one evaluation minibatch: {autobatch_stats_line(ab.stats)}")
         makers[name] = _autobatch_runs(dn, m, opt, train_b, eval_b, strategy)
     return makers, first, None
 
@@ -591,21 +591,6 @@ def _autobatch_runs(dn, m, opt, train_b, eval_b, strategy):
             with dn.autobatch(strategy=strategy):
                 m.predict_proba(batch)
     return train, evaluate
-
-
-def format_stats(stats):
-    """The autobatch statistics as one line, with the overhead per recorded
-    op: (recording + scheduling + gathering seconds) / nodes (the batched
-    calls' own compute excluded)."""
-    stats = dict(stats)
-    line = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items())
-    n = stats.get("nodes")
-    parts = [k for k in ("record_s", "schedule_s", "gather_s") if k in stats]
-    if n and parts:
-        us = {k: 1e6 * stats[k] / n for k in parts}
-        line += (f"; overhead per recorded op {sum(us.values()):.2f} us ("
-                 + ", ".join(f"{k[:-2]} {v:.2f}" for k, v in us.items()) + ")")
-    return line
 
 
 def dynet_contenders(names, weights, examples, batch_size, eval_batch, lr, seed, threads, mem, tmp):
