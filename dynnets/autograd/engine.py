@@ -38,6 +38,7 @@ class _Mode:
     grad_enabled = True
     anomaly = False
     symbolic = None          # set by dynnets.static: handles symbolic arguments
+    batch = None             # the active dynnets.autobatch context: bind records lazily
 
 
 def is_grad_enabled() -> bool:
@@ -145,14 +146,16 @@ _KEYED_ARGS = 16
 
 
 def _check_miss(prim, key, arrays, attrs):
-    """Run the shape rule for a signature not seen yet and remember it;
-    ``key`` None: the signature is not hashable, check without caching."""
-    check_shapes(prim, arrays, attrs)
+    """Run the shape rule for a signature not seen yet and remember its result
+    (the output avals, which lazy recording under autobatch reads); ``key``
+    None: the signature is not hashable, check without caching."""
+    res = check_shapes(prim, arrays, attrs)
     if key is not None:
         checked = prim.checked
         if len(checked) >= _CHECKED_MAX:
             checked.clear()
-        checked[key] = True
+        checked[key] = res
+    return res
 
 
 def _check(prim, sig, arrays, attrs):
@@ -187,6 +190,9 @@ def _explain(prim, args, attrs, exc):
 
 _WEAK = frozenset({float, int, bool})
 _TP = frozenset({Tensor, Parameter})
+# the lazy tensor class of dynnets.autograd.autobatch, set when it is imported
+# (it imports this module): eager ops on a forced lazy tensor use its tape view
+_LAZY = [None]
 
 
 def bind(prim, *args, **attrs):
@@ -194,8 +200,11 @@ def bind(prim, *args, **attrs):
 
     Returns a Tensor (a tuple of Tensors for multiple-result primitives). When
     an argument is a symbolic static-graph value, the static handler builds a
-    graph node instead. The inputs are checked first (see above).
+    graph node instead. The inputs are checked first (see above). Inside
+    :func:`dynnets.autobatch` the application is recorded lazily instead.
     """
+    if _Mode.batch is not None:
+        return _Mode.batch.record(prim, args, attrs)
     # Fast paths for one and two arguments (most ops): unrolled, without the
     # per-argument list building of the general path (measured ~0.5 us/op).
     n = len(args)
@@ -327,6 +336,8 @@ def _bind_general(prim, args, attrs):
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
         elif isinstance(a, Tensor):        # other Tensor subclasses
+            if tp is _LAZY[0]:
+                a = a._eager()             # a forced lazy tensor, on the tape
             d = a.data
             push(d)
             kpush(d.shape)
@@ -363,6 +374,8 @@ def _bind_many(prim, args, attrs):
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
                                              and not getattr(a, "_is_symbolic", False)):
+            if tp is _LAZY[0]:
+                a = a._eager()
             push(a.data)
             if a.requires_grad:
                 rg = True
