@@ -14,11 +14,11 @@ Colours: call ``k`` gets the hue ``k * 137.5°`` (the golden angle, so calls
 close in execution order get far-apart hues) at fixed saturation and
 lightness; the number inside tells calls of similar hue apart.
 
-:func:`tree_node_calls` runs the binary Tree-LSTM's per-node code (the same
-ops as ``TreeLSTM(mode="recursive")``) for a minibatch under the context,
-tagging each tree node's ops with ``ab.tag = (tree, node)``, and reads the
-call of every node's state from ``ab.schedule``; :func:`schedule_svg` draws
-any such assignment, :func:`write_schedule_svg` writes it.
+:func:`tree_node_calls` runs a tree model's per-node code for a minibatch
+under the context (``mode="autobatch"``, which tags each tree node's ops
+``(tree, node)``) and reads the call of every node's state from
+``ab.schedule``; :func:`schedule_svg` draws any such assignment,
+:func:`write_schedule_svg` writes it.
 """
 from __future__ import annotations
 
@@ -170,14 +170,15 @@ def write_schedule_svg(path, trees, calls, **kwargs):
 
 def tree_node_calls(model, trees, vocab, strategy="agenda"):
     """The batched call that computed each tree node's state, for a minibatch
-    of trees run through a Tree-LSTM's per-node code under ``dynnets.autobatch``.
+    of trees run through a tree model's per-node code under ``dynnets.autobatch``.
 
     Parameters
     ----------
-    model : dynnets.models.TreeLSTM
-        Its parameters are used; its mode does not matter.
+    model : a tree model (``TreeLSTM``, ``TreeRNN``, ``ChildSumTreeLSTM``)
+        Run in ``mode="autobatch"`` with ``strategy`` for this call (its
+        mode and scheduler are restored after), without recording gradients.
     trees : sequence of Tree
-        Binary trees (the minibatch).
+        The minibatch.
     vocab : Vocabulary
     strategy : {"agenda", "depth"}
 
@@ -185,35 +186,31 @@ def tree_node_calls(model, trees, vocab, strategy="agenda"):
     -------
     calls : list of lists of int
         For each tree, the call id of each node in preorder (as
-        :func:`schedule_svg` takes them).
+        :func:`schedule_svg` takes them): the last call among the ops the
+        model recorded for that node (tagged ``(tree, node)`` in ``ab.schedule``).
     names : dict int -> str
         Each call's primitive and size (``"tree_lstm_node x 24"``).
     ab : AutoBatch
         The context, for its ``schedule``, ``calls`` and ``stats``.
     """
-    from .. import autobatch
     from ..autograd import no_grad
-    from ..models.common import split_rows, tree_lstm_leaf_node, tree_lstm_node
 
-    examples = model.prepare(list(trees), vocab)
-    with no_grad(), autobatch(strategy=strategy) as ab:
-        for t, e in enumerate(examples):
-            ab.tag = (t, "words")
-            xs = split_rows(model.embedding(e.leaf_ids))
-            state = [None] * len(e.children)
-            for i, x in zip(e.leaves, xs):
-                ab.tag = (t, i)
-                state[i] = tree_lstm_leaf_node(x, model.w_leaf, model.b_leaf)
-            for i, (left, right) in e.internal:
-                ab.tag = (t, i)
-                state[i] = tree_lstm_node(state[left], state[right], model.U, model.b)
-        ab.tag = None
-    post = [[None] * len(e.children) for e in examples]
+    trees = list(trees)
+    was = model.mode, model.autobatch_strategy
+    model.mode, model.autobatch_strategy = "autobatch", strategy
+    try:
+        with no_grad():
+            model.node_states(trees, vocab)
+    finally:
+        model.mode, model.autobatch_strategy = was
+    ab = model.last_autobatch
+    post = [[None] * t.size for t in trees]
     for s in ab.schedule:
-        if s.call >= 0 and isinstance(s.tag, tuple) and isinstance(s.tag[1], int):
+        if s.call >= 0 and isinstance(s.tag, tuple) and s.tag[1] is not None:
             post[s.tag[0]][s.tag[1]] = s.call
     for t, p in enumerate(post):
         if any(k is None for k in p):
-            raise RuntimeError(f"tree_node_calls: node {p.index(None)} of tree {t} ran in no batched call")
+            raise RuntimeError(f"tree_node_calls: node {p.index(None)} (postorder) of tree {t} ran in no batched "
+                               f"call")
     names = {c.call: f"{c.op} x {c.size}" + (" (fallback)" if c.fallback else "") for c in ab.calls}
     return [preorder_from_postorder(tree, p) for tree, p in zip(trees, post)], names, ab
