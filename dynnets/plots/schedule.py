@@ -83,7 +83,7 @@ def preorder_from_postorder(tree, values):
     return [values[post[v]] for v in range(len(children))]
 
 
-def schedule_svg(trees, calls, *, title=None, call_names=None):
+def schedule_svg(trees, calls, *, title=None, call_names=None, max_width=1100.0):
     """An SVG picture of a minibatch's autobatch schedule.
 
     Parameters
@@ -95,14 +95,19 @@ def schedule_svg(trees, calls, *, title=None, call_names=None):
     title : str, optional
         Caption (default: the counts of trees, nodes and calls).
     call_names : dict int -> str, optional
-        A description of each call (e.g. its primitive), shown on hover.
+        A description of each call (e.g. its primitive), shown on hover and
+        in the legend.
+    max_width : float
+        Trees are placed left to right, a new row started before one would
+        pass this width (pixels); a wider tree gets a row of its own.
 
     Returns
     -------
     str
         A standalone SVG document. Each node is a ``<circle class="node">``
         with ``data-tree``, ``data-index`` (preorder), ``data-call`` and the
-        ``fill`` of :func:`call_colour` of its call.
+        ``fill`` of :func:`call_colour` of its call; the legend has one
+        ``<circle data-legend-call=k>`` per call.
     """
     trees = list(trees)
     calls = [list(c) for c in calls]
@@ -118,28 +123,36 @@ def schedule_svg(trees, calls, *, title=None, call_names=None):
         structures.append((nodes, parent))
     font = 12.0
     margin = 10.0
-    label_w = 60.0
-    width = margin * 2 + label_w + max((lay.extent for lay in layouts), default=0.0)
     used = sorted({k for c in calls for k in c})
     n_nodes = sum(len(c) for c in calls)
     caption = title or (f"autobatch schedule: {len(trees)} trees, {n_nodes} nodes, {len(used)} batched calls "
                         f"(colour and number: the call that computed each node's state)")
-    width = max(width, 2 * margin + text_width(caption, font))
-    y = margin + 1.1 * font + 10.0
+    # trees side by side, left to right, a new row when the next would pass max_width
+    boxes, x, y, row_h = [], margin, margin + 1.1 * font + 12.0, 0.0
+    for lay in layouts:
+        w = max(lay.extent, text_width("tree 00", 0.9 * font))
+        h = 1.2 * font + (max(lay.depth, default=0) + 1) * _LEVEL
+        if x > margin and x + w > max_width - margin:
+            x, y, row_h = margin, y + row_h + 14.0, 0.0
+        boxes.append((x, y))
+        x += w + 24.0
+        row_h = max(row_h, h)
+    width = max([margin * 2 + text_width(caption, font)]
+                + [bx + lay.extent + margin for (bx, _), lay in zip(boxes, layouts)])
     body = []
-    for t, (lay, (nodes, parent), c) in enumerate(zip(layouts, structures, calls)):
-        top = y + _RADIUS
-        x0 = margin + label_w
+    for t, (lay, (nodes, parent), c, (bx, by)) in enumerate(zip(layouts, structures, calls, boxes)):
+        top = by + 1.2 * font + _RADIUS
         body.append(f'<g class="tree" data-tree="{t}">')
-        body.append(f'<text x="{_f(margin)}" y="{_f(top + 4)}" font-size="{_f(0.9 * font)}">tree {t}</text>')
+        body.append(f'<text x="{_f(bx)}" y="{_f(by + 0.9 * font)}" font-size="{_f(0.9 * font)}" fill="#444444">'
+                    f'tree {t}</text>')
         for v in range(1, len(nodes)):
             p = parent[v]
-            body.append(f'<line x1="{_f(x0 + lay.x[p])}" y1="{_f(top + lay.depth[p] * _LEVEL)}" '
-                        f'x2="{_f(x0 + lay.x[v])}" y2="{_f(top + lay.depth[v] * _LEVEL)}" stroke="#999999" '
+            body.append(f'<line x1="{_f(bx + lay.x[p])}" y1="{_f(top + lay.depth[p] * _LEVEL)}" '
+                        f'x2="{_f(bx + lay.x[v])}" y2="{_f(top + lay.depth[v] * _LEVEL)}" stroke="#999999" '
                         f'stroke-width="1"/>')
         for v, nd in enumerate(nodes):
             k = int(c[v])
-            cx, cy = x0 + lay.x[v], top + lay.depth[v] * _LEVEL
+            cx, cy = bx + lay.x[v], top + lay.depth[v] * _LEVEL
             what = f"leaf {nd.word!r}" if nd.word is not None else f"internal node, {len(nd.children)} children"
             tip = f"tree {t}, node {v} ({what}): batched call {k}"
             if k in call_names:
@@ -149,8 +162,23 @@ def schedule_svg(trees, calls, *, title=None, call_names=None):
                         f'stroke="#444444" stroke-width="0.75"/>'
                         f'<text x="{_f(cx)}" y="{_f(cy + 3.5)}" text-anchor="middle" font-size="9">{k}</text></g>')
         body.append("</g>")
-        y = top + max(lay.depth, default=0) * _LEVEL + _RADIUS + 14.0
-    height = y + margin
+    y = max((by + 1.2 * font + (max(lay.depth, default=0) + 1) * _LEVEL for (_, by), lay in zip(boxes, layouts)),
+            default=margin + 2 * font) + 10.0
+    # legend: every call, in execution order, with its description when given
+    body.append('<g class="legend">')
+    x = margin
+    for k in used:
+        label = f"{k}: {call_names[k]}" if k in call_names else f"call {k}"
+        w = 2 * _RADIUS + 6 + text_width(label, 0.85 * font) + 14.0
+        if x > margin and x + w > width - margin:
+            x, y = margin, y + 2 * _RADIUS + 6
+        body.append(f'<circle data-legend-call="{k}" cx="{_f(x + _RADIUS)}" cy="{_f(y + _RADIUS)}" '
+                    f'r="{_f(_RADIUS)}" fill="{call_colour(k)}" stroke="#444444" stroke-width="0.75"/>'
+                    f'<text x="{_f(x + 2 * _RADIUS + 6)}" y="{_f(y + _RADIUS + 4)}" font-size="{_f(0.85 * font)}">'
+                    f'{escape(label)}</text>')
+        x += w
+    body.append("</g>")
+    height = y + 2 * _RADIUS + margin
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(width)}" height="{_f(height)}" '
            f'viewBox="0 0 {_f(width)} {_f(height)}" font-family="{FONT_FAMILY}" font-size="{_f(font)}" '
            f'role="img" aria-label={quoteattr(caption)}>',

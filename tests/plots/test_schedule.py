@@ -14,7 +14,13 @@ TREE = "(3 (2 (2 a) (3 good)) (2 film))"
 def circles(svg):
     root = ET.fromstring(svg)
     return [(int(c.get("data-tree")), int(c.get("data-index")), int(c.get("data-call")), c.get("fill"))
-            for c in root.iter(f"{{{NS['s']}}}circle")]
+            for c in root.iter(f"{{{NS['s']}}}circle") if c.get("class") == "node"]
+
+
+def legend(svg):
+    root = ET.fromstring(svg)
+    return {int(c.get("data-legend-call")): c.get("fill") for c in root.iter(f"{{{NS['s']}}}circle")
+            if c.get("data-legend-call") is not None}
 
 
 def test_preorder_from_postorder():
@@ -33,6 +39,7 @@ def test_every_node_drawn_with_its_calls_colour():
     assert [(t, i, k) for t, i, k, _ in got] == [(t, i, k) for t, c in enumerate(calls) for i, k in enumerate(c)]
     for _, _, k, fill in got:
         assert fill == call_colour(k)
+    assert legend(schedule_svg([t1, t2], calls)) == {k: call_colour(k) for k in (0, 3, 4, 7)}
     # distinct calls are told apart by colour (golden-angle hues), neighbours in execution order most of all
     assert len({call_colour(k) for k in range(40)}) == 40
 
@@ -76,7 +83,9 @@ def test_tree_node_calls_match_the_autobatch_schedule(strategy):
     assert len(used) < n_nodes / 4
     leaf_calls = {k for tree, cs in zip(trees, calls) for node, k in zip(_pre(tree), cs) if node.word is not None}
     assert len(leaf_calls) == 1 and names[leaf_calls.pop()].startswith("tree_lstm_leaf_node x ")
-    fills = {(t, i): (k, f) for t, i, k, f in circles(schedule_svg(trees, calls, call_names=names))}
+    svg = schedule_svg(trees, calls, call_names=names)
+    fills = {(t, i): (k, f) for t, i, k, f in circles(svg)}
+    assert set(legend(svg)) == used and all(names[k] in svg for k in used)
     for t, cs in enumerate(calls):
         for v, k in enumerate(cs):
             assert fills[(t, v)] == (k, call_colour(k))
