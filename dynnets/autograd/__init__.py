@@ -1,6 +1,6 @@
 """Define-by-run autograd on numpy, with hot kernels jitted by Numba."""
 from . import ops
-from .autobatch import LazyTensor, autobatch
+from .autobatching import LazyTensor, autobatch
 from .engine import AnomalyError, backward, bind, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck
 from .primitives import PRIMITIVES, Primitive, RowSparse, ShapeError, defprim

@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
-from ..autograd.autobatch import autobatch
+from ..autograd.autobatching import autobatch
 from ..data.vocab import UNK_ID
 from ..data.batching import TreeBatch
 from .common import (ModelBase, TreeExample, TreeMiniBatch, childsum_levels, collate_trees, minibatch_from_schedule,
@@ -105,6 +105,7 @@ class TreeModel(ModelBase, nn.Module):
     is_tree = True
     needs_binary = True
     autobatch_strategy = "agenda"
+    autobatch_profile = False
     last_autobatch = None
     example_type = TreeExample
     batch_type = TreeMiniBatch
@@ -188,7 +189,7 @@ class TreeModel(ModelBase, nn.Module):
             s = batch.schedule
             return self._level(s), s.labels, s.root_index
         if self.mode == "autobatch":
-            with autobatch(self.autobatch_strategy) as ab:
+            with autobatch(self.autobatch_strategy, profile=self.autobatch_profile) as ab:
                 h = self._recursive(batch.examples, ab)
             self.last_autobatch = ab
             return h, batch.postorder_labels, batch.postorder_roots

@@ -543,6 +543,8 @@ def _segment_sum_shape(x, starts):
     if len(starts.shape) != 1 or dtype_of(starts).kind not in "iu":
         raise ShapeError(f"segment_sum: starts must be a 1-D integer array, got shape {fmt_shape(starts.shape)} "
                          f"and dtype {dtype_of(starts)}")
+    if dtype_of(x).kind != "f":
+        raise DTypeError(f"segment_sum: x must be floating-point, got dtype {dtype_of(x)}")
     return Aval((starts.shape[0],) + tuple(x.shape[1:]), dtype_of(x))
 
 
@@ -602,6 +604,8 @@ def _gather_rows_shape(which, rows, *srcs):
                          f"{fmt_shape(rows.shape)}")
     t0 = tuple(srcs[0].shape[1:])
     for i, s in enumerate(srcs):
+        if dtype_of(s).kind != "f":
+            raise DTypeError(f"gather_rows: source {i} must be floating-point, got dtype {dtype_of(s)}")
         if len(s.shape) < 1 or not fits(tuple(s.shape[1:]), t0):
             raise ShapeError(f"gather_rows: source {i}.shape={fmt_shape(s.shape)} does not have the trailing "
                              f"shape {fmt_shape(t0)} of source 0")
@@ -614,13 +618,14 @@ def _gather_rows_vjp(g, ins, out):
     grads = [None, None]
     for (dst, r), s in zip(_gather_plan(which, rows, srcs), srcs):
         shape = np.shape(s)
+        dt = np.asarray(s).dtype
         if len(shape) == 2 and is_kernel_float(g.dtype):
             # the embedding's scatter-add kernel (repeated rows add up)
-            grads.append(K.embedding_bwd(r, np.ascontiguousarray(g[dst]), shape[0]))
+            gs = K.embedding_bwd(r, np.ascontiguousarray(g[dst]), shape[0])
         else:
             gs = np.zeros(shape, dtype=g.dtype)
             np.add.at(gs, r, g[dst])
-            grads.append(gs)
+        grads.append(gs.astype(dt, copy=False))
     return tuple(grads)
 
 

@@ -52,6 +52,10 @@ __all__ = ["autobatch", "AutoBatch", "LazyTensor", "ScheduledNode", "BatchedCall
 _DATA = Tensor.__dict__["data"]           # the slot behind LazyTensor.data
 _get_data = _DATA.__get__
 _set_data = _DATA.__set__
+_get_grad = Tensor.__dict__["_grad"].__get__
+_set_grad = Tensor.__dict__["_grad"].__set__
+_get_name = Tensor.__dict__["name"].__get__
+_set_name = Tensor.__dict__["name"].__set__
 _object_new = object.__new__
 _NDARRAY = np.ndarray
 _WEAK = (float, int, bool)
@@ -81,11 +85,41 @@ class BatchedCall(NamedTuple):
 
 
 class _Node:
-    """A pending application: inputs, attributes, output avals, signature id,
-    depth, producers not yet run (``left``), consumers (``succ``)."""
+    """A pending application: its context, plan (primitive, output avals,
+    batching kind), inputs, attributes, signature id, depth, producers not yet
+    run (``left``), consumers (``succ``); ``call`` is None until it ran."""
 
-    __slots__ = ("prim", "args", "attrs", "avals", "sid", "kinds", "depth", "left", "succ", "outs", "gm",
-                 "call", "pos", "index", "tag")
+    __slots__ = ("ab", "plan", "args", "attrs", "sid", "depth", "left", "succ", "tag", "call", "pos", "index",
+                 "locs", "concs")
+
+
+class _Plan:
+    """What every application of one primitive with one input signature
+    (shapes, dtypes, input types, attributes, grad mode) shares: the output
+    avals from the shape rule, which inputs are per-instance (``kinds``), which
+    shared inputs enter the signature by identity (``shared``), the kind of
+    batching (``sid``: -1 view, -2 one at a time, else batched)."""
+
+    __slots__ = ("prim", "out", "multi", "kinds", "shared", "sid", "gm", "descs", "diff", "bkey")
+
+
+_PLANS = {}
+_PLANS_MAX = 20000
+# (shape, dtype, type) of an input, and signatures, interned as small ints: the
+# plan and signature keys are then tuples of ints, cheap to hash (a dtype's
+# hash costs ~75 ns, and a tuple recomputes its items' hashes on every lookup)
+_DESC_IDS = {}
+_DESCS = []
+_BKEY_IDS = {}
+
+
+def _desc_id(shape, dtype, tp):
+    d = (shape, dtype, tp)
+    i = _DESC_IDS.get(d)
+    if i is None:
+        i = _DESC_IDS[d] = len(_DESCS)
+        _DESCS.append(d)
+    return i
 
 
 class _Call:
@@ -100,14 +134,38 @@ class LazyTensor(Tensor):
     the value is computed (batched) when first needed. After it is computed it
     behaves as an ordinary tensor, also after its context has ended."""
 
-    __slots__ = ("_ab", "_pn", "_k", "_shape", "_dtype", "_loc", "_conc")
+    __slots__ = ("_pn", "_k", "_desc", "_conc")
+
+    # Tensor's _grad and name slots, read as None until set: recording sets
+    # only what it must (requires_grad, _pn, _k, _desc)
+    @property
+    def _grad(self):
+        try:
+            return _get_grad(self)
+        except AttributeError:
+            return None
+
+    @_grad.setter
+    def _grad(self, value):
+        _set_grad(self, value)
+
+    @property
+    def name(self):
+        try:
+            return _get_name(self)
+        except AttributeError:
+            return None
+
+    @name.setter
+    def name(self, value):
+        _set_name(self, value)
 
     @property
     def data(self):
-        d = _get_data(self)
-        if d is None:
-            d = self._value()
-        return d
+        try:
+            return _get_data(self)
+        except AttributeError:
+            return self._value()
 
     @data.setter
     def data(self, value):
@@ -115,24 +173,25 @@ class LazyTensor(Tensor):
 
     @property
     def shape(self):
-        return self._shape
+        return _DESCS[self._desc][0]
 
     @property
     def dtype(self):
-        return self._dtype
+        return _DESCS[self._desc][1]
 
     @property
     def ndim(self):
-        return len(self._shape)
+        return len(_DESCS[self._desc][0])
 
     @property
     def size(self):
-        return int(np.prod(self._shape, dtype=np.int64))
+        return int(np.prod(_DESCS[self._desc][0], dtype=np.int64))
 
     def __len__(self):
-        if not self._shape:
+        shape = _DESCS[self._desc][0]
+        if not shape:
             raise TypeError("len() of a 0-d tensor")
-        return self._shape[0]
+        return shape[0]
 
     @property
     def _node(self):
@@ -158,23 +217,24 @@ class LazyTensor(Tensor):
 
     def _value(self):
         """The value as a numpy array (forces the context if pending)."""
-        ab = self._ab
-        if self._pn.call is None and self._loc is None:
-            ab._force_for(self)
-        d = ab._read(self)
+        pn = self._pn
+        if pn.call is None:
+            pn.ab._force_for(self)
+        d = pn.ab._read(self)
         _set_data(self, d)
         return d
 
     def _eager(self):
         """The value as an ordinary tensor on the tape (a view of its batch
         output), made once."""
-        c = self._conc
-        if c is None:
-            ab = self._ab
-            if self._pn.call is None and self._loc is None:
-                ab._force_for(self)
-            c = ab._materialize(self)
-            self._conc = c
+        try:
+            return self._conc
+        except AttributeError:
+            pass
+        pn = self._pn
+        if pn.call is None:
+            pn.ab._force_for(self)
+        c = self._conc = pn.ab._materialize(self)
         return c
 
 
@@ -183,12 +243,10 @@ _engine._LAZY[0] = LazyTensor
 
 def _ident(a):
     """How a shared input enters a signature: arrays and tensors by identity,
-    Python and numpy scalars by type and value (x*0.5 and x*2.0 differ)."""
+    Python and numpy scalars by value (their type is in the plan's key)."""
     tp = type(a)
-    if tp in _WEAK or isinstance(a, np.generic):
-        return (tp, a)
-    if a is None:
-        return None
+    if tp in _WEAK or isinstance(a, np.generic) or a is None:
+        return a
     return id(a)
 
 
@@ -200,6 +258,22 @@ def _rows(shape):
     return shape[0] if shape else 1
 
 
+def _aval(a):
+    tp = type(a)
+    if tp is LazyTensor:
+        d = _DESCS[a._desc]
+        return Aval(d[0], d[1])
+    if isinstance(a, Tensor):
+        return a.data
+    if tp is _NDARRAY:
+        return a
+    if tp in _WEAK:
+        return Aval((), a)
+    if a is None:
+        return None
+    return Aval(np.shape(a), np.asarray(a).dtype)
+
+
 class AutoBatch:
     """The context object of :func:`autobatch`.
 
@@ -209,8 +283,6 @@ class AutoBatch:
     tag : object
         Stored with every node recorded while it is set (e.g. ``(tree, node)``),
         shown in :attr:`schedule`.
-    stats : dict
-        Totals over the context's life (see :meth:`stats`).
     """
 
     def __init__(self, strategy="agenda", profile=False):
@@ -221,16 +293,18 @@ class AutoBatch:
         self.tag = None
         self._nodes = []            # pending nodes
         self._sigs = {}
-        self._sources = []          # arrays (tensors) that pieces index
+        self._sources = []          # tensors that pieces index
         self._src_of = {}           # id(concrete tensor) -> source index
         self._keep = []
-        self._protected = {}        # id(array) -> array made read-only while pending
+        self._protected = {}        # id(array) -> its desc id, for arrays pending nodes read
+        self._readonly = []         # the arrays made read-only until the pending nodes ran
         self._active = False
         self._forcing = False
         self._broken = None
         self._ncalls = 0
         self._schedule = []
         self._calls = []
+        self._t_gather = self._t_compute = 0.0
         self._st = dict(nodes=0, views=0, batched_calls=0, batched_nodes=0, fallbacks={}, gathers=0,
                         views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, record_s=0.0,
                         schedule_s=0.0, gather_s=0.0, compute_s=0.0)
@@ -254,188 +328,203 @@ class AutoBatch:
 
     # --- recording (the hot path) ---------------------------------------------------
     def record(self, prim, args, attrs):
-        t0 = time.perf_counter() if self.profile else 0.0
-        if self._broken is not None:
-            raise RuntimeError(self._broken)
-        key = []
+        """Record one application (called by bind); returns its lazy result(s)."""
+        if self.profile:
+            t0 = time.perf_counter()
+        key = [prim]
         kpush = key.append
-        avals = []
-        apush = avals.append
-        targs = list(args)
         dmax = -1
         deps = None
         rg = False
-        keyed = len(args) <= _KEYED_ARGS
         prot = self._protected
-        for i, a in enumerate(args):
+        for a in args:
             tp = type(a)
             if tp is LazyTensor:
-                if a._ab is not self:
-                    a = targs[i] = self._foreign(a)
-                    tp = type(a)
-                else:
-                    shp = a._shape
-                    kpush(shp)
-                    kpush(a._dtype)
-                    apush(Aval(shp, a._dtype))
-                    if a.requires_grad:
-                        rg = True
-                    pn = a._pn
-                    if pn.call is None and a._loc is None:
-                        if deps is None:
-                            deps = [pn]
-                        else:
-                            deps.append(pn)
-                        if pn.depth > dmax:
-                            dmax = pn.depth
-                    continue
-            if tp is Tensor or tp is Parameter or (tp is not _NDARRAY and isinstance(a, Tensor)):
-                d = a.data
-                kpush(d.shape)
-                kpush(d.dtype)
-                apush(d)
+                pn = a._pn
+                if pn.ab is not self:
+                    return self._record_other(prim, args, attrs)
+                kpush(a._desc)
                 if a.requires_grad:
                     rg = True
-                if id(d) not in prot:
-                    prot[id(d)] = d if d.flags.writeable else None
-                    d.flags.writeable = False
+                if pn.call is None:
+                    if deps is None:
+                        deps = [pn]
+                    else:
+                        deps.append(pn)
+                    if pn.depth > dmax:
+                        dmax = pn.depth
+            elif tp is Parameter or tp is Tensor:
+                d = a.data
+                dk = prot.get(id(d))
+                if dk is None:
+                    dk = self._protect(d, tp)
+                kpush(dk)
+                if a.requires_grad:
+                    rg = True
             elif tp is _NDARRAY:
-                kpush(a.shape)
-                kpush(a.dtype)
-                apush(a)
-                if id(a) not in prot:
-                    prot[id(a)] = a if a.flags.writeable else None
-                    a.flags.writeable = False
-            elif tp in _WEAK:
+                dk = prot.get(id(a))
+                if dk is None:
+                    dk = self._protect(a, tp)
+                kpush(dk)
+            elif tp is float or tp is int or tp is bool:
                 kpush(tp)
-                kpush(None)
-                apush(Aval((), a))
-            elif getattr(a, "_is_symbolic", False):
-                return _Mode.symbolic(prim, args, attrs)
             else:
-                keyed = False
-                apush(Aval(np.shape(a), np.asarray(a).dtype) if a is not None else a)
-        # the output avals: the shape rule, run once per input signature (the
-        # cache eager bind keeps) -- a shape error is raised here, at the user's line
-        out = None
-        ak = None
-        if keyed:
-            try:
-                if attrs:
-                    akf = prim.attr_key
-                    ak = (*attrs.items(), *map(type, attrs.values())) if akf is None else akf(**attrs)
-                    ck = (tuple(key), ak) if akf is not None else (tuple(key), *ak)
-                else:
-                    ck = tuple(key)
-                out = prim.checked.get(ck)
-            except TypeError:
-                keyed = False
-        if out is None:
-            out = run_rule(prim, avals, attrs)
-            if keyed:
-                checked = prim.checked
-                if len(checked) >= 4096:
-                    checked.clear()
-                checked[ck] = out
+                return self._record_other(prim, args, attrs)
         gm = _Mode.grad_enabled
-        rg = rg and gm and prim.differentiable
-        # the signature
-        rule = prim.batch
-        kinds = None
-        if rule is None:
-            sid = _SINGLE
+        kpush(gm)
+        if attrs:
+            akf = prim.attr_key
+            try:
+                # the values' types too: axis=1.0 equals axis=1, but only one is valid
+                kpush(akf(**attrs) if akf is not None else tuple(attrs.items()))
+                kpush(tuple(map(type, attrs.values())))
+                key = tuple(key)
+                plan = _PLANS.get(key)
+            except TypeError:
+                return self._record_other(prim, args, attrs)
         else:
-            cls = _CLASSIFY[rule.kind](rule, prim, targs, avals, out, attrs)
-            if cls is None:
-                sid = _SINGLE
-            elif cls is _VIEW:
-                sid = _VIEW
+            key = tuple(key)
+            plan = _PLANS.get(key)
+        if plan is None:
+            # the shape rule (a shape error is raised here, at the user's line)
+            plan = _make_plan(prim, args, attrs, gm, key)
+        sid = plan.sid
+        if sid >= 0:
+            sh = plan.shared
+            if sh:
+                sk = [plan.bkey]
+                for i in sh:
+                    a = args[i]
+                    tp = type(a)
+                    sk.append(a if tp is float or tp is int or tp is bool else id(a))
+                sk = tuple(sk)
             else:
-                parts, kinds = cls
-                if attrs and ak is None:
-                    try:
-                        akf = prim.attr_key
-                        ak = (*attrs.items(), *map(type, attrs.values())) if akf is None else akf(**attrs)
-                        hash(ak)
-                    except TypeError:
-                        ak = _SINGLE
-                sig = (prim, gm, ak, parts) if ak is not _SINGLE else None
-                if sig is None:
-                    sid = _SINGLE
-                else:
-                    sid = self._sigs.get(sig)
-                    if sid is None:
-                        sid = self._sigs[sig] = len(self._sigs)
+                sk = plan.bkey
+            sid = self._sigs.get(sk)
+            if sid is None:
+                sid = self._sigs[sk] = len(self._sigs)
         pn = _object_new(_Node)
-        pn.prim = prim
-        pn.args = targs
+        pn.ab = self
+        pn.plan = plan
+        pn.args = args
         pn.attrs = attrs
-        pn.avals = out
         pn.sid = sid
-        pn.kinds = kinds
-        # a computing node runs a step after its inputs; a view in the step
-        # of its last input, after that step's calls (see _run_depth)
-        pn.depth = dmax + 1 if sid != _VIEW else max(dmax, 0)
-        pn.gm = gm
+        pn.tag = self.tag
         pn.call = None
         pn.succ = None
-        pn.tag = self.tag
-        pn.index = self._st["nodes"] + len(self._nodes)
+        # a computing node runs a step after its inputs; a view in the step
+        # of its last input, after that step's calls (see _run_depth)
         if deps is None:
             pn.left = 0
+            pn.depth = 0
         else:
             pn.left = len(deps)
+            pn.depth = dmax + 1 if sid != _VIEW else dmax
             for d in deps:
                 if d.succ is None:
                     d.succ = [pn]
                 else:
                     d.succ.append(pn)
         self._nodes.append(pn)
-        if prim.multiple_results:
+        rg = rg and plan.diff
+        if plan.multi:
             res = []
             k = 0
-            for av in out:
+            for desc in plan.descs:
                 t = _object_new(LazyTensor)
-                _set_data(t, None)
-                t._grad = None
                 t.requires_grad = rg
-                t.name = None
-                t._ab = self
                 t._pn = pn
                 t._k = k
-                t._shape = tuple(av.shape)
-                t._dtype = av.dtype
-                t._loc = None
-                t._conc = None
+                t._desc = desc
                 res.append(t)
                 k += 1
             res = tuple(res)
-            pn.outs = res
         else:
-            t = _object_new(LazyTensor)
-            _set_data(t, None)
-            t._grad = None
-            t.requires_grad = rg
-            t.name = None
-            t._ab = self
-            t._pn = pn
-            t._k = 0
-            t._shape = tuple(out.shape)
-            t._dtype = out.dtype
-            t._loc = None
-            t._conc = None
-            res = t
-            pn.outs = (t,)
+            res = _object_new(LazyTensor)
+            res.requires_grad = rg
+            res._pn = pn
+            res._k = 0
+            res._desc = plan.descs[0]
         if self.profile:
             self._st["record_s"] += time.perf_counter() - t0
         return res
 
+    def _record_other(self, prim, args, attrs):
+        """Arguments the fast path does not take: lazy tensors of other contexts
+        (their values, if those ran), static-graph values, numpy scalars,
+        None, lists; such applications run on their own when not batchable."""
+        targs = []
+        plain = True
+        for a in args:
+            tp = type(a)
+            if tp is LazyTensor and a._pn.ab is not self:
+                a = self._foreign(a)
+            elif getattr(a, "_is_symbolic", False):
+                return _Mode.symbolic(prim, args, attrs)
+            elif tp is not LazyTensor and isinstance(a, Tensor) and tp is not Tensor and tp is not Parameter:
+                a = Tensor(a.data, requires_grad=False) if not a.requires_grad else a
+                plain = plain and type(a) in (Tensor, Parameter)
+            elif not (tp is LazyTensor or tp in (Tensor, Parameter, _NDARRAY) or tp in _WEAK):
+                plain = False
+            targs.append(a)
+        targs = tuple(targs)
+        if plain:
+            try:
+                if attrs:
+                    ak = prim.attr_key
+                    hash(ak(**attrs) if ak is not None else tuple(attrs.items()))
+                return self.record(prim, targs, attrs)
+            except TypeError:
+                pass
+        # one at a time, with a plan of its own (not cached)
+        plan = _make_plan(prim, targs, attrs, _Mode.grad_enabled, None)
+        plan.sid = _SINGLE
+        deps = [a._pn for a in targs if type(a) is LazyTensor and a._pn.call is None]
+        pn = _object_new(_Node)
+        pn.ab = self
+        pn.plan = plan
+        pn.args = targs
+        pn.attrs = attrs
+        pn.sid = _SINGLE
+        pn.tag = self.tag
+        pn.call = None
+        pn.succ = None
+        pn.left = len(deps)
+        pn.depth = 1 + max((d.depth for d in deps), default=-1)
+        for d in deps:
+            if d.succ is None:
+                d.succ = [pn]
+            else:
+                d.succ.append(pn)
+        self._nodes.append(pn)
+        rg = plan.diff and any(isinstance(a, Tensor) and a.requires_grad for a in targs)
+        res = []
+        for k, desc in enumerate(plan.descs):
+            t = _object_new(LazyTensor)
+            t.requires_grad = rg
+            t._pn = pn
+            t._k = k
+            t._desc = desc
+            res.append(t)
+        return tuple(res) if plan.multi else res[0]
+
+    def _protect(self, arr, tp):
+        """Make ``arr`` (read by a pending node) read-only until it ran;
+        returns its interned (shape, dtype, type)."""
+        dk = self._protected[id(arr)] = _desc_id(arr.shape, arr.dtype, tp)
+        if arr.flags.writeable:
+            arr.flags.writeable = False
+            self._readonly.append(arr)
+        else:
+            self._keep.append(arr)      # its id stays valid while the context lives
+        return dk
+
     def _foreign(self, a):
         """A lazy tensor of another context: its value if that context ran it."""
-        pn = a._pn
-        if pn.call is None and a._loc is None:
-            if a._ab._broken is not None:
-                raise RuntimeError(a._ab._broken)
+        other = a._pn.ab
+        if a._pn.call is None:
+            if other._broken is not None:
+                raise RuntimeError(other._broken)
             raise RuntimeError(
                 "autobatch: a lazy tensor recorded in another autobatch context is used before that context "
                 "ran it; force it first (.data, .item(), backward()) or leave its context")
@@ -484,6 +573,10 @@ class AutoBatch:
             raise RuntimeError("autobatch: a value was read while the batched calls ran")
         nodes = self._nodes
         self._nodes = []
+        base = self._st["nodes"]
+        for pn in nodes:
+            pn.index = base
+            base += 1
         self._forcing = True
         prev = _Mode.batch
         _Mode.batch = None
@@ -520,9 +613,9 @@ class AutoBatch:
         self._nodes = []
 
     def _unprotect(self):
-        for a in self._protected.values():
-            if a is not None:
-                a.flags.writeable = True
+        for a in self._readonly:
+            a.flags.writeable = True
+        self._readonly = []
         self._protected = {}
 
     # --- schedulers -------------------------------------------------------------------
@@ -538,7 +631,7 @@ class AutoBatch:
             if pn.sid == _VIEW:
                 lv[1].append(pn)
             elif pn.sid == _SINGLE:
-                lv[0][("single", pn.index)] = [pn]
+                lv[0][(_SINGLE, pn.index)] = [pn]
             else:
                 g = lv[0].get(pn.sid)
                 if g is None:
@@ -592,7 +685,7 @@ class AutoBatch:
             for s, g in ready.items():
                 p = prio.get(s)
                 if p is None:
-                    pr = g[0].prim.batch
+                    pr = g[0].plan.prim.batch
                     p = prio[s] = (tot[s] / cnt[s], pr is not None and pr.kind == "rows")
                 if bkey is None or p < bkey:
                     best, bkey = s, p
@@ -625,14 +718,15 @@ class AutoBatch:
         cid = self._ncalls
         self._ncalls += 1
         pn0 = group[0]
-        self._calls.append(BatchedCall(cid, pn0.prim.name, len(group), fallback, pn0.depth))
+        name = pn0.plan.prim.name
+        self._calls.append(BatchedCall(cid, name, len(group), fallback, pn0.depth))
         sched = self._schedule
         for pn in group:
-            sched.append(ScheduledNode(pn.index, cid, pn.prim.name, pn.tag))
+            sched.append(ScheduledNode(pn.index, cid, name, pn.tag))
         st = self._st
         if fallback:
             fb = st["fallbacks"]
-            fb[pn0.prim.name] = fb.get(pn0.prim.name, 0) + 1
+            fb[name] = fb.get(name, 0) + 1
         else:
             st["batched_calls"] += 1
             st["batched_nodes"] += len(group)
@@ -643,7 +737,7 @@ class AutoBatch:
         if pn0.sid == _SINGLE:
             self._run_single(pn0)
             return
-        _RUN[pn0.prim.batch.kind](self, group)
+        _RUN[pn0.plan.prim.batch.kind](self, group)
 
     def _source(self, t):
         """Register tensor ``t`` (at least 1-D) as a source; its index."""
@@ -663,12 +757,11 @@ class AutoBatch:
 
     def _pieces(self, t):
         """The pieces of lazy tensor ``t`` (computed): a list of (source, start, stop)."""
-        loc = t._loc
-        if loc is not None:
-            return loc
         pn = t._pn
         c = pn.call
         k = t._k
+        if type(c) is not _Call:
+            return pn.locs[k]
         rows = c.rows[k]
         if rows is None:
             p = pn.pos
@@ -685,12 +778,16 @@ class AutoBatch:
             d = srcs[s].data[a:b]
         else:
             d = np.concatenate([srcs[s].data[a:b].reshape(-1) for s, a, b in ps])
-        if d.shape != t._shape:
-            d = d.reshape(t._shape)
+        shape = _DESCS[t._desc][0]
+        if d.shape != shape:
+            d = d.reshape(shape)
         return d
 
     def _materialize(self, t):
         """An ordinary tensor of a computed lazy tensor's value, on the tape."""
+        pn = t._pn
+        if pn.concs is not None:
+            return pn.concs[t._k]
         prev = _Mode.batch
         _Mode.batch = None
         prev_gm = _Mode.grad_enabled
@@ -704,8 +801,9 @@ class AutoBatch:
                                                for p in ps])
             else:
                 x = self._gather_pieces(ps, None)
-            if tuple(x.shape) != t._shape:
-                x = _engine.bind(P.reshape_p, x, shape=t._shape)
+            shape = _DESCS[t._desc][0]
+            if tuple(x.shape) != shape:
+                x = _engine.bind(P.reshape_p, x, shape=shape)
         finally:
             _Mode.batch = prev
             _Mode.grad_enabled = prev_gm
@@ -772,10 +870,9 @@ class AutoBatch:
         srcs = self._sources
         for a in items:
             if type(a) is LazyTensor:
-                loc = a._loc
-                if loc is None:
-                    pn = a._pn
-                    c = pn.call
+                pn = a._pn
+                c = pn.call
+                if type(c) is _Call:
                     rows = c.rows[a._k]
                     if rows is None:
                         p = pn.pos
@@ -784,6 +881,7 @@ class AutoBatch:
                         r = rows[pn.pos]
                         ps.append((c.srcs[a._k], r[0], r[1]))
                     continue
+                loc = pn.locs[a._k]
                 # a view's pieces: their rows must have the trailing shape wanted
                 if all(tuple(srcs[s].shape[1:]) == trail for s, _, _ in loc):
                     ps.extend(loc)
@@ -806,7 +904,7 @@ class AutoBatch:
         return x
 
     def _bind(self, pn0, prim, args, attrs):
-        _Mode.grad_enabled = pn0.gm
+        _Mode.grad_enabled = pn0.plan.gm
         t0 = time.perf_counter()
         try:
             return _engine.bind(prim, *args, **attrs)
@@ -824,6 +922,7 @@ class AutoBatch:
         for pn in group:
             pn.call = c
             pn.pos = i
+            pn.concs = None
             i += 1
         return c
 
@@ -831,45 +930,49 @@ class AutoBatch:
         """A node without a batching rule: run on its own (a fallback)."""
         self._new_call([pn], fallback=True)
         args = [a._eager() if type(a) is LazyTensor else a for a in pn.args]
-        outs = self._bind(pn, pn.prim, args, pn.attrs)
-        outs = outs if pn.prim.multiple_results else (outs,)
-        for t, o in zip(pn.outs, outs):
+        prim = pn.plan.prim
+        outs = self._bind(pn, prim, args, pn.attrs)
+        outs = outs if prim.multiple_results else (outs,)
+        locs = []
+        for o in outs:
             src = o if o.data.ndim else _engine.bind(P.reshape_p, o, shape=(1,))
-            t._loc = [(self._source(src), 0, src.shape[0])]
-            t._conc = o
+            locs.append([(self._source(src), 0, src.shape[0])])
+        pn.locs = locs
+        pn.concs = outs
         pn.call = True
 
     def _run_view(self, pn):
         """A view node: its outputs' pieces from its inputs' (no computation)."""
         self._st["views"] += 1
-        self._schedule.append(ScheduledNode(pn.index, -1, pn.prim.name, pn.tag))
-        name = pn.prim.name
+        name = pn.plan.prim.name
+        self._schedule.append(ScheduledNode(pn.index, -1, name, pn.tag))
         args = pn.args
         if name == "reshape":
-            pn.outs[0]._loc = self._pieces_of(args[0])
+            locs = [self._pieces_of(args[0])]
         elif name in ("concat", "stack"):
             ps = []
             for a in args:
                 ps.extend(self._pieces_of(a))
-            pn.outs[0]._loc = ps
+            locs = [ps]
         else:
             x = args[0]
             rows = self._row_pieces(x)
             if name == "split_rows":
-                for t, r in zip(pn.outs, rows):
-                    t._loc = [r]
+                locs = [[r] for r in rows]
             elif name == "getitem":
                 idx = pn.attrs["index"]
                 if type(idx) is tuple:
                     idx = idx[0]
                 sel = rows[idx]
-                pn.outs[0]._loc = [sel] if type(sel) is tuple else sel
+                locs = [[sel] if type(sel) is tuple else sel]
             else:        # take
                 idx = args[1]
                 n = len(rows)
                 if idx.size and (idx.min() < -n or idx.max() >= n):
                     raise P.IndexRangeError(f"take: an index is out of range for x.shape[0]={n}")
-                pn.outs[0]._loc = [rows[int(i)] for i in idx]
+                locs = [[rows[int(i)] for i in idx]]
+        pn.locs = locs
+        pn.concs = None
         pn.call = True
 
     def _pieces_of(self, a):
@@ -883,7 +986,7 @@ class AutoBatch:
     def _row_pieces(self, x):
         """``x``'s pieces split into one piece per row of x (whose trailing
         shape is x.shape[1:])."""
-        trail = tuple(x.shape[1:])
+        trail = tuple(_shape_of(x)[1:])
         ps = self._pieces_of(x)
         srcs = self._sources
         if not all(tuple(srcs[s].shape[1:]) == trail for s, _, _ in ps):
@@ -1047,6 +1150,57 @@ def _cls_rows_all(rule, prim, args, avals, out, attrs):
     return tuple(parts), [1] * len(args)
 
 
+def _make_plan(prim, args, attrs, gm, key):
+    """The plan of a new input signature: the shape rule's output avals (it
+    raises ShapeError for bad inputs) and the batching rule's classification."""
+    avals = [_aval(a) for a in args]
+    out = run_rule(prim, avals, attrs)
+    plan = _object_new(_Plan)
+    plan.prim = prim
+    plan.out = out
+    plan.multi = prim.multiple_results
+    plan.gm = gm
+    plan.diff = gm and prim.differentiable
+    plan.descs = tuple(_desc_id(tuple(o.shape), np.dtype(o.dtype), LazyTensor)
+                       for o in (out if plan.multi else (out,)))
+    plan.kinds = None
+    plan.shared = ()
+    plan.bkey = None
+    rule = prim.batch
+    cls = None if rule is None else _CLASSIFY[rule.kind](rule, prim, args, avals, out, attrs)
+    if cls is None:
+        plan.sid = _SINGLE
+    elif cls is _VIEW:
+        plan.sid = _VIEW
+    else:
+        kinds = cls[1]
+        plan.kinds = kinds
+        plan.shared = tuple(i for i, k in enumerate(kinds) if k == 0)
+        # the signature without the shared inputs' identities (added per
+        # application): per-instance inputs by trailing shape and dtype, so
+        # applications with different row counts batch together
+        parts = [prim, gm]
+        for a, av, k in zip(args, avals, kinds):
+            parts.append((av.shape[1:], np.dtype(av.dtype)) if k else type(a))
+        try:
+            if attrs:
+                ak = prim.attr_key
+                parts.append(ak(**attrs) if ak is not None else tuple(attrs.items()))
+                parts.append(tuple(map(type, attrs.values())))
+            bk = tuple(parts)
+            plan.bkey = _BKEY_IDS.get(bk)
+            if plan.bkey is None:
+                plan.bkey = _BKEY_IDS[bk] = len(_BKEY_IDS)
+            plan.sid = 0
+        except TypeError:
+            plan.sid = _SINGLE
+    if key is not None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 _CLASSIFY = {"rows": _cls_rows, "elementwise": _cls_elementwise, "reduce": _cls_reduce, "xent": _cls_xent,
              "view": _cls_view}
 
@@ -1055,15 +1209,15 @@ _CLASSIFY = {"rows": _cls_rows, "elementwise": _cls_elementwise, "reduce": _cls_
 
 def _run_rows(ab, group):
     pn0 = group[0]
-    kinds = pn0.kinds
+    kinds = pn0.plan.kinds
     bargs = []
     for i, k in enumerate(kinds):
         if k == 0:
             bargs.append(ab._shared(pn0.args[i]))
         else:
             bargs.append(ab._gather([pn.args[i] for pn in group], _trail(tuple(_shape_of(pn0.args[i])))))
-    outs = ab._bind(pn0, pn0.prim, bargs, pn0.attrs)
-    if not pn0.prim.multiple_results:
+    outs = ab._bind(pn0, pn0.plan.prim, bargs, pn0.attrs)
+    if not pn0.plan.multi:
         outs = (outs,)
     rows_of = []
     for k, o in enumerate(outs):
@@ -1073,32 +1227,33 @@ def _run_rows(ab, group):
 
 def _shape_of(a):
     if type(a) is LazyTensor:
-        return a._shape
+        return _DESCS[a._desc][0]
     return np.shape(a.data if isinstance(a, Tensor) else a)
 
 
 def _rows_per_node(group, k, o):
     """None when every node has one row of output ``k``, else (start, stop) per node."""
-    multi = len(group[0].outs) > 1
+    multi = group[0].plan.multi
     one = True
     for pn in group:
-        av = pn.avals[k] if multi else pn.avals
+        av = pn.plan.out[k] if multi else pn.plan.out
         if av.shape and av.shape[0] != 1:
             one = False
             break
     if one:
         if o.shape[0] != len(group):
-            raise AssertionError(f"autobatch: {group[0].prim.name} returned {o.shape[0]} rows for {len(group)} nodes")
+            raise AssertionError(f"autobatch: {group[0].plan.prim.name} returned {o.shape[0]} rows for {len(group)} "
+                                 f"nodes")
         return None
     res = []
     pos = 0
     for pn in group:
-        av = pn.avals[k] if multi else pn.avals
+        av = pn.plan.out[k] if multi else pn.plan.out
         r = _rows(av.shape)
         res.append((pos, pos + r))
         pos += r
     if pos != o.shape[0]:
-        raise AssertionError(f"autobatch: {group[0].prim.name} returned {o.shape[0]} rows for {pos}")
+        raise AssertionError(f"autobatch: {group[0].plan.prim.name} returned {o.shape[0]} rows for {pos}")
     return res
 
 
@@ -1117,7 +1272,7 @@ def _run_reduce(ab, group):
         return
     x = ab._gather([pn.args[0] for pn in group], trail)
     rest = tuple(a for a in ax if a != 0)
-    name = pn0.prim.name
+    name = pn0.plan.prim.name
     if rest:
         x = ab._bind(pn0, P.sum_p, (x,), dict(axis=rest, keepdims=True))
     if max(lens) > 1:
@@ -1127,11 +1282,11 @@ def _run_reduce(ab, group):
     if name == "mean":
         per = np.prod([trail[a - 1] for a in rest], dtype=np.int64) if rest else 1
         cnt = np.asarray(lens, dtype=np.float64) * per
-        dt = pn0.avals.dtype
+        dt = pn0.plan.out.dtype
         cnt = cnt.astype(dt).reshape((-1,) + (1,) * (x.ndim - 1))
         x = ab._bind(pn0, P.div_p, (x, cnt), {})
-    elif name == "sum" and x.dtype != pn0.avals.dtype:
-        x = ab._bind(pn0, P.astype_p, (x,), dict(dtype=pn0.avals.dtype))
+    elif name == "sum" and x.dtype != pn0.plan.out.dtype:
+        x = ab._bind(pn0, P.astype_p, (x,), dict(dtype=pn0.plan.out.dtype))
     ab._assign(group, (x,), [None])
 
 
@@ -1142,7 +1297,7 @@ def _run_xent(ab, group):
     logits = ab._gather([pn.args[0] for pn in group], _trail(tuple(_shape_of(pn0.args[0]))))
     rest = [ab._gather([pn.args[i] for pn in group], ()) for i in range(1, n)]
     rest = [r.data if isinstance(r, Tensor) else r for r in rest]
-    losses, probs = ab._bind(pn0, pn0.prim, (logits, *rest), dict(reduction="none"))
+    losses, probs = ab._bind(pn0, pn0.plan.prim, (logits, *rest), dict(reduction="none"))
     lens = [_shape_of(pn.args[0])[0] for pn in group]
     rows_p = None if max(lens) == 1 else _ranges(lens)
     if red == "none":
