@@ -152,15 +152,23 @@ def markdown_table(header, rows):
 
 
 def autobatch_stats_line(stats):
-    """The autobatch statistics as one line, with the overhead per recorded
-    op: (recording + scheduling + gathering seconds) / nodes (the batched
-    calls' own compute excluded)."""
-    stats = dict(stats)
-    line = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items())
-    n = stats.get("nodes")
-    parts = [k for k in ("record_s", "schedule_s", "gather_s") if k in stats]
+    """The statistics of ``dynnets.autobatch`` contexts (``ab.stats``, or a
+    list of them: their mean per context) as one line, with the overhead per
+    recorded op: (recording + scheduling + gathering seconds) / nodes (the
+    batched calls' own compute excluded)."""
+    many = list(stats) if isinstance(stats, (list, tuple)) else [stats]
+    mean = {}
+    for k, v in many[0].items():
+        if isinstance(v, dict):
+            keys = sorted({kk for st in many for kk in st[k]})
+            mean[k] = {kk: sum(st[k].get(kk, 0) for st in many) / len(many) for kk in keys}
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            mean[k] = sum(st[k] for st in many) / len(many)
+    line = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in mean.items())
+    n = mean.get("nodes")
+    parts = [k for k in ("record_s", "schedule_s", "gather_s") if k in mean]
     if n and parts:
-        us = {k: 1e6 * stats[k] / n for k in parts}
+        us = {k: 1e6 * mean[k] / n for k in parts}
         line += (f"; overhead per recorded op {sum(us.values()):.2f} us ("
                  + ", ".join(f"{k[:-2]} {v:.2f}" for k, v in us.items()) + ")")
     return line

@@ -487,6 +487,7 @@ def main():
 
 DEFAULT_CONTENDERS = ("dynnets level", "dynnets recursive", "dynnets autobatch agenda", "dynnets autobatch depth",
                       "torch level", "torch recursive", "dynet autobatch 1", "dynet autobatch 0")
+STATS_BATCHES = 8
 AUTOBATCH_STRATEGIES = {"dynnets autobatch agenda": "agenda", "dynnets autobatch depth": "depth"}
 DYNET_SETTINGS = {"dynet autobatch 1": 1, "dynet autobatch 0": 0}
 LEVEL_FLOOR = "level floor: products only"
@@ -562,16 +563,20 @@ def autobatch_contenders(names, make_model, optimizer_for, train_examples, eval_
             first[name] = loss.item()
             loss.backward()
         m.zero_grad()
-        # statistics from a second pass with the recording timed too (profile=True), caches warm
-        with dn.autobatch(strategy=strategy, profile=True) as ab:
-            loss = m.loss(train_b[0])
-            loss.backward()
-        print(f"# {name}, one training minibatch (forward + backward): {autobatch_stats_line(ab.stats)}")
-        m.zero_grad()
-        for _ in range(2):
+        # statistics with the recording timed too (profile=True), caches warm, summed over STATS_BATCHES minibatches
+        tr, ev = [], []
+        for batch in train_b[:STATS_BATCHES]:
             with dn.autobatch(strategy=strategy, profile=True) as ab:
-                m.predict_proba(eval_b[0])
-        print(f"# {name}, one evaluation minibatch: {autobatch_stats_line(ab.stats)}")
+                m.loss(batch).backward()
+            tr.append(ab.stats)
+            m.zero_grad()
+        for batch in eval_b[:STATS_BATCHES]:
+            with dn.autobatch(strategy=strategy, profile=True) as ab:
+                m.predict_proba(batch)
+            ev.append(ab.stats)
+        print(f"# {name}, training (forward + backward), per minibatch, mean of {len(tr)}: "
+              f"{autobatch_stats_line(tr)}")
+        print(f"# {name}, evaluation, per minibatch, mean of {len(ev)}: {autobatch_stats_line(ev)}")
         makers[name] = _autobatch_runs(dn, m, opt, train_b, eval_b, strategy)
     return makers, first, None
 
