@@ -21,14 +21,12 @@ from heapq import heappush as _heappush
 
 import numpy as np
 
-from . import tensor as _tensor_module
 from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
-from .tensor import Parameter, Tensor
 
 __all__ = [
     "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "accumulate_grad",
+    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "accumulate_grad",
 ]
 
 
@@ -116,10 +114,13 @@ class Node:
         return f"<Node {self.prim.name}>"
 
 
-_TENSOR = Tensor
+# The tensor classes, registered by dynnets.autograd.tensor when it defines
+# them (register_tensor_types): Tensor's methods bind primitives, so
+# tensor.py sits above this module, which cannot import it.
+Tensor = Parameter = _TENSOR = _PARAM = None
+_TP = frozenset()
 _NODE = Node
 _NDARRAY = np.ndarray
-_PARAM = Parameter
 _object_new = object.__new__
 _next_seq = itertools.count().__next__
 # Argument types that are plain constants: bind takes its fast path for them
@@ -189,8 +190,17 @@ def _explain(prim, args, attrs, exc):
 
 
 _WEAK = frozenset({float, int, bool})
-_TP = frozenset({Tensor, Parameter})
-# the lazy tensor class of dynnets.autograd.autobatch, set when it is imported
+
+
+def register_tensor_types(tensor, parameter):
+    """The hook by which :mod:`dynnets.autograd.tensor` hands the engine the
+    classes it creates (``tensor``) and recognises on bind's fast path (both):
+    called once, when that module defines them."""
+    global Tensor, Parameter, _TENSOR, _PARAM, _TP
+    Tensor = _TENSOR = tensor
+    Parameter = _PARAM = parameter
+    _TP = frozenset({tensor, parameter})
+# the lazy tensor class of dynnets.autograd.autobatching, set when it is imported
 # (it imports this module): eager ops on a forced lazy tensor use its tape view
 _LAZY = [None]
 
@@ -471,6 +481,7 @@ def _check_finite(prim, out, where, which=None):
 
 
 _add = _gt.add
+_add_inner = _gt.add_inner
 _dense = _gt.densify
 _is_lazy = _gt.is_lazy
 _is_outer_sum = _gt.is_outer_sum
@@ -603,9 +614,9 @@ def backward(root, gradient=None, retain_graph=False):
                         pn.g = pg = [None] * len(pn.out)
                     k = p._idx
                     old = pg[k]
-                    pg[k] = gi if old is None else _add(old, gi)
+                    pg[k] = gi if old is None else _add_inner(old, gi)
                 else:
-                    pn.g = gi if pg is None else _add(pg, gi)
+                    pn.g = gi if pg is None else _add_inner(pg, gi)
     except BaseException:
         # no stale gradients left on pending nodes (a retained graph stays usable)
         for _, n in heap:
@@ -621,8 +632,6 @@ def backward(root, gradient=None, retain_graph=False):
         accumulate_grad(p, gi)
         p._grad = _form(p._grad, p.data.dtype)
 
-
-_tensor_module._engine_backward = backward
 
 
 def _seed(node, idx, g):

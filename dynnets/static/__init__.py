@@ -31,13 +31,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import ops as _ops
+from ..autograd import tensor as _tensor
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, dtype_of
 from . import nn, passes, train
 from .backward import gradients
 from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
-                    Value, Variable, argmax, compare, constant, get_default_graph, global_variables,
+                    Value, Variable, constant, get_default_graph, global_variables,
                     global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
                     variables_initializer)
 from .session import Session
@@ -62,29 +63,34 @@ __all__ = [
 ]
 
 
+def argmax(x, axis=None, name=None):
+    """Index of the maximum (along ``axis``), int64; no gradient."""
+    return _named(_ops.argmax(x, axis), name)
+
+
 def equal(x, y, name=None):
     """Elementwise ``x == y`` (a boolean Value; ``==`` itself stays identity, as in TF1)."""
-    return _named(compare("equal", x, y), name)
+    return _named(_ops.equal(x, y), name)
 
 
 def not_equal(x, y, name=None):
-    return _named(compare("not_equal", x, y), name)
+    return _named(_ops.not_equal(x, y), name)
 
 
 def less(x, y, name=None):
-    return _named(compare("less", x, y), name)
+    return _named(_ops.less(x, y), name)
 
 
 def less_equal(x, y, name=None):
-    return _named(compare("less_equal", x, y), name)
+    return _named(_ops.less_equal(x, y), name)
 
 
 def greater(x, y, name=None):
-    return _named(compare("greater", x, y), name)
+    return _named(_ops.greater(x, y), name)
 
 
 def greater_equal(x, y, name=None):
-    return _named(compare("greater_equal", x, y), name)
+    return _named(_ops.greater_equal(x, y), name)
 
 
 def _axis(axis, reduction_indices):
@@ -201,11 +207,11 @@ _fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tu
 def zeros_like(x, name=None):
     """Zeros of ``x``'s shape and dtype (no gradient flows through)."""
     if not isinstance(x, Value):
-        return _ops.zeros_like(x)
+        return _tensor.zeros_like(x)
     return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
 
 
 def ones_like(x, name=None):
     if not isinstance(x, Value):
-        return _ops.ones_like(x)
+        return _tensor.ones_like(x)
     return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)

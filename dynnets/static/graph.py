@@ -28,10 +28,10 @@ import sys
 import numpy as np
 
 from ..autograd import engine as _engine
-from ..autograd import ops as _ops
 from ..autograd import gradtypes
 from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, TensorOps
+from .dot import to_dot
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
@@ -144,10 +144,11 @@ class Eqn:
 # --------------------------------------------------------------------------
 
 
-class Value:
+class Value(TensorOps):
     """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
     shape (dimensions may be ``None``) and a dtype, and supports every dynnets
-    op and operator. Its value exists only inside :meth:`Session.run`."""
+    op and operator (:class:`~dynnets.autograd.tensor.TensorOps`, shared with
+    eager tensors). Its value exists only inside :meth:`Session.run`."""
 
     __slots__ = ("graph", "id", "name", "sparse", "_dense")
     _is_symbolic = True
@@ -208,9 +209,6 @@ class Value:
         if session is None:
             raise ValueError(f"eval of '{self.name}': pass session= (there is no default session)")
         return session.run(self, feed_dict)
-
-
-_ops._install(Value)
 
 
 def is_symbolic(x):
@@ -491,7 +489,6 @@ class Graph:
     def to_dot(self, **kwargs):
         """This graph as Graphviz DOT text (see :func:`dynnets.static.dot.to_dot` for the options);
         :func:`dynnets.plots.render_dot` turns it into SVG."""
-        from .dot import to_dot
         return to_dot(self, **kwargs)
 
     def __repr__(self):
@@ -600,57 +597,6 @@ def _densified(v):
     return v._dense
 
 
-# comparisons and argmax: non-differentiable static ops (as eager Tensors' comparisons)
-
-
-def _compare_prim(name, fn):
-    def shape(x, y):
-        from ..autograd.primitives import broadcast_shapes
-        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
-    return StaticPrimitive(name, fn, shape)
-
-
-COMPARE = {name: _compare_prim(name, fn) for name, fn in
-           (("less", np.less), ("less_equal", np.less_equal), ("greater", np.greater),
-            ("greater_equal", np.greater_equal), ("equal", np.equal), ("not_equal", np.not_equal))}
-
-
-def compare(name, x, y):
-    """``x <op> y`` elementwise as a boolean Value (no gradient flows)."""
-    g = x.graph if isinstance(x, Value) else y.graph
-    ins = [_input_id(g, a, i, COMPARE[name]) for i, a in enumerate((x, y))]
-    out = COMPARE[name].shape(g.avals[ins[0]], g.avals[ins[1]])
-    return g._append(COMPARE[name], ins, {}, out, site=_user_site())
-
-
-def _argmax(x, axis=None):
-    return np.argmax(x, axis=axis)
-
-
-def _argmax_shape(x, axis=None):
-    if axis is None:
-        return Aval((), np.dtype(np.int64))
-    nd = len(x.shape)
-    if not -nd <= axis < nd:
-        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
-    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
-
-
-argmax_p = StaticPrimitive("argmax", _argmax, _argmax_shape)
-
-
-def argmax(x, axis=None):
-    """Index of the maximum (along ``axis``), int64; no gradient."""
-    g = x.graph
-    out = _argmax_shape(g.avals[x.id], axis)
-    return g._append(argmax_p, (x.id,), {"axis": axis}, out, site=_user_site())
-
-
-Value.__lt__ = lambda self, o: compare("less", self, o)
-Value.__le__ = lambda self, o: compare("less_equal", self, o)
-Value.__gt__ = lambda self, o: compare("greater", self, o)
-Value.__ge__ = lambda self, o: compare("greater_equal", self, o)
-Value.argmax = argmax
 
 
 # --------------------------------------------------------------------------

@@ -317,7 +317,7 @@ def test_signature_keeps_attributes_apart():
 def test_lazy_shapes_and_forcing_points():
     w = dn.Parameter(np.eye(2) * 2.0)
     for force in (lambda t: t.item(), float, bool, repr, lambda t: t.numpy(), lambda t: t.data,
-                  lambda t: t.backward(), lambda t: t > 0):
+                  lambda t: t.backward(), lambda t: bool(t > 0)):
         with dn.autobatch() as ab:
             y = dn.sum(dn.tensor(np.ones((1, 2)), dtype=np.float64) @ w)
             assert y.shape == () and y.dtype == np.float64 and ab.stats["pending"] == 2
@@ -401,13 +401,23 @@ def test_in_place_change_of_a_pending_input_is_an_error():
         opt.step()
 
 
-def test_value_error_in_a_batched_call_names_the_op():
+@pytest.mark.parametrize("debug", [False, True])
+def test_value_error_in_a_batched_call_names_the_node(debug):
     w = dn.Parameter(np.ones((3, 2)))
-    with pytest.raises(dn.ShapeError, match="embedding: id 7 is out of range"):
-        with dn.autobatch():
+    with pytest.raises(dn.ShapeError, match="embedding: id 7 is out of range") as info:
+        with dn.autobatch(debug=debug) as ab:
             a = dn.embedding(w, np.array([1]))
-            b = dn.embedding(w, np.array([7]))
+            ab.tag = "second"
+            b = dn.embedding(w, np.array([7]))            # the bad id
             (a + b).sum().item()
+    msg = str(info.value)
+    assert "node 1 (embedding, tag 'second')" in msg
+    if debug:
+        src = open(__file__).read().splitlines()
+        line = next(i + 1 for i, t in enumerate(src) if t.endswith("# the bad id"))
+        assert f"test_autobatch.py:{line}]" in msg
+    else:
+        assert "debug=True" in msg
 
 
 def test_bad_strategy():

@@ -7,11 +7,11 @@ import math
 import numpy as np
 
 from .. import kernels as K
-from ..gradtypes import join_rows
+from ..gradtypes import RowSparse, join_rows
 from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
                    is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
 
-__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p"]
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p"]
 
 # --------------------------------------------------------------------------
 # reductions
@@ -561,23 +561,23 @@ segment_sum_p = defprim("segment_sum", _segment_sum, _segment_sum_shape, vjp=(_s
 
 def _gather_plan(which, rows, srcs):
     """Per source ``k``: the output positions and source rows it provides,
-    after checking every index (the scatter kernel indexes unchecked)."""
+    after checking the indices (numpy's indexing checks the upper bound of
+    each row; negative rows, which it would wrap, are rejected here)."""
     which = np.asarray(which)
     rows = np.asarray(rows)
     S = len(srcs)
-    if which.size and (which.min() < 0 or which.max() >= S):
-        raise IndexRangeError(f"gather_rows: source index out of range for {S} sources")
-    order = np.argsort(which, kind="stable")
-    bounds = np.zeros(S + 1, dtype=np.int64)
-    np.cumsum(np.bincount(which, minlength=S), out=bounds[1:])
+    if rows.size:
+        if which.min() < 0 or which.max() >= S:
+            raise IndexRangeError(f"gather_rows: source index out of range for {S} sources")
+        if rows.min() < 0:
+            raise IndexRangeError(f"gather_rows: row index {rows.min()} is negative")
+    rows = rows.astype(np.int64, copy=False)
+    if S == 1:
+        return [(slice(None), rows)]
     plan = []
     for k in range(S):
-        dst = order[bounds[k]:bounds[k + 1]]
-        r = rows[dst]
-        n = srcs[k].shape[0]
-        if r.size and (r.min() < 0 or r.max() >= n):
-            raise IndexRangeError(f"gather_rows: a row index is out of range for source {k} of {n} rows")
-        plan.append((dst, r.astype(np.int64, copy=False)))
+        dst = np.flatnonzero(which == k)
+        plan.append((dst, rows[dst]))
     return plan
 
 
@@ -587,7 +587,10 @@ def _gather_rows(which, rows, *srcs):
     s0 = srcs[0]
     out = np.empty((len(rows),) + s0.shape[1:], dtype=np.result_type(*srcs))
     for (dst, r), s in zip(_gather_plan(which, rows, srcs), srcs):
-        if dst.size:
+        if r.size:
+            if r.max() >= s.shape[0]:
+                raise IndexRangeError(f"gather_rows: row index {r.max()} is out of range for a source of "
+                                      f"{s.shape[0]} rows")
             out[dst] = s[r]
     return out
 
@@ -613,21 +616,38 @@ def _gather_rows_shape(which, rows, *srcs):
 
 
 def _gather_rows_vjp(g, ins, out):
+    """Each source's gradient as the rows it gave (:class:`RowSparse`): a
+    source read by many gathers (a batch output of autobatch) adds them up
+    cheaply and is densified once, by its producer's VJP."""
     which, rows = ins[0], ins[1]
     srcs = ins[2:]
     grads = [None, None]
     for (dst, r), s in zip(_gather_plan(which, rows, srcs), srcs):
-        shape = np.shape(s)
         dt = np.asarray(s).dtype
-        if len(shape) == 2 and is_kernel_float(g.dtype):
-            # the embedding's scatter-add kernel (repeated rows add up)
-            gs = K.embedding_bwd(r, np.ascontiguousarray(g[dst]), shape[0])
-        else:
-            gs = np.zeros(shape, dtype=g.dtype)
-            np.add.at(gs, r, g[dst])
-        grads.append(gs.astype(dt, copy=False))
+        grads.append(RowSparse(r, g[dst].astype(dt, copy=False), np.shape(s)))
     return tuple(grads)
 
 
 gather_rows_p = defprim("gather_rows", _gather_rows, _gather_rows_shape, joint_vjp=_gather_rows_vjp,
                         nondiff_args=(0, 1))
+
+
+def _argmax(x, axis=None):
+    return np.asarray(np.argmax(x, axis=axis))
+
+
+def _argmax_shape(x, axis=None):
+    if axis is None:
+        return Aval((), np.dtype(np.int64))
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
+
+
+def _argmax_rows(x, axis=None):
+    """An argmax over an axis other than 0 is row-wise."""
+    return axis is not None and len(x.shape) >= 2 and is_int(axis) and axis % len(x.shape) != 0
+
+
+argmax_p = defprim("argmax", _argmax, _argmax_shape, differentiable=False, batch=batch_rows(0, when=_argmax_rows))
