@@ -296,7 +296,7 @@ def cell_loop_contender(V, E, H, C, weights, examples, batches, cfg, strategy):
     import dynnets as dn
     from dynnets import nn
     from dynnets.autograd import ops
-    from dynnets.models.common import split_rows
+    from dynnets.autograd.ops import split_rows
     from dynnets.train import make_optimizer
 
     if not hasattr(dn, "autobatch"):

@@ -22,8 +22,9 @@ same number up to float32 rounding), training and evaluation sentences/s
 (medians over ``--repeats`` interleaved rounds, after one untimed round; the
 contenders of ``benchmarks/bench_treelstm.py``, timed the same way), and the
 lines of model code each strategy needs (the functions named in the table,
-counted without blank lines, comments and docstrings; the fused per-node
-and per-level primitives they call are library code and not counted).
+counted without blank lines, comments, docstrings and the tree models'
+``if ab is not None:`` tagging blocks; the fused per-node and per-level
+primitives they call are library code and not counted).
 
 Writes ``results.json``, ``results.md`` and ``execution_strategies.svg`` (a
 bar chart written directly, no plotting library needed) into ``--out``, and,
@@ -77,17 +78,23 @@ NOTES = {
 
 
 def code_lines(path, qualname):
+    """:func:`count_code_lines` of the function ``qualname`` in the file ``path`` (from the repository root)."""
+    return count_code_lines((ROOT / path).read_text(), qualname, path)
+
+
+def count_code_lines(src, qualname, where="<source>"):
     """Lines of code of the function ``qualname`` (dotted through enclosing
-    functions and classes) in ``path``: without blank lines, comment lines and
-    docstrings."""
-    src = (ROOT / path).read_text()
+    functions and classes) in the source text ``src``: without blank lines,
+    comment lines, docstrings, and the ``if ab is not None:`` blocks with
+    which the tree models tag their nodes for the schedule pictures (code a
+    user does not need for batching)."""
     tree = ast.parse(src)
     node = tree
     for part in qualname.split("."):
         found = [n for n in ast.iter_child_nodes(node)
                  if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part]
         if not found:
-            raise LookupError(f"code_lines: {qualname} not found in {path}")
+            raise LookupError(f"code_lines: {qualname} not found in {where}")
         node = found[0]
     skip = set()
     for n in ast.walk(node):
@@ -95,6 +102,10 @@ def code_lines(path, qualname):
         if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
             skip.update(range(body[0].lineno, body[0].end_lineno + 1))
+        if isinstance(n, ast.If) and not n.orelse and isinstance(n.test, ast.Compare) \
+                and isinstance(n.test.left, ast.Name) and n.test.left.id == "ab" \
+                and isinstance(n.test.ops[0], ast.IsNot):
+            skip.update(range(n.lineno, n.end_lineno + 1))
     lines = src.splitlines()
     return sum(1 for i in range(node.lineno, node.end_lineno + 1)
                if i not in skip and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))

@@ -192,13 +192,26 @@ def test_execution_strategies_code_lines():
         mod = runpy.run_path(str(SCRIPTS / "execution_strategies.py"))
     finally:
         sys.path.remove(str(SCRIPTS))
-    # TreeLSTM._recursive without its comment lines; every counted function exists
-    n = mod["code_lines"]("dynnets/models/tree.py", "TreeLSTM._recursive")
-    src = [s for s in (ROOT / "dynnets/models/tree.py").read_text().split("def _recursive")[1].split("\n\n\n")[0]
-           .splitlines()[1:] if s.strip() and not s.strip().startswith("#")]
-    assert n == len(src) + 1
-    for files, _ in mod["CODE"].values():
+    src = (
+        "class M:\n"
+        "    def f(self, xs, ab=None):\n"
+        "        \"\"\"A docstring\n"
+        "        of two lines.\"\"\"\n"
+        "        out = []\n"
+        "\n"
+        "        # a comment\n"
+        "        for x in xs:\n"
+        "            if ab is not None:\n"
+        "                ab.tag = x\n"
+        "            out.append(x)\n"
+        "        return out\n"
+        "\n"
+        "    def g(self):\n"
+        "        return 1\n")
+    assert mod["count_code_lines"](src, "M.f") == 5          # def, out = [], for, append, return
+    assert mod["count_code_lines"](src, "M.g") == 2
+    with pytest.raises(LookupError, match="M.nope not found"):
+        mod["count_code_lines"](src, "M.nope")
+    for files, _ in mod["CODE"].values():      # every counted function exists
         for f, q in files:
             assert mod["code_lines"](f, q) > 2
-    with pytest.raises(LookupError, match="nope"):
-        mod["code_lines"]("dynnets/models/tree.py", "TreeLSTM.nope")
