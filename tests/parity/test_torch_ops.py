@@ -253,6 +253,8 @@ PRIMITIVES_ELSEWHERE = {
     "split_rows": ("test_torch_tree.py", "test_split_rows"),
     **{name: ("test_torch_ops.py", "test_comparison_primitives")
        for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "argmax")},
+    "segment_sum": ("test_torch_ops.py", "test_autobatch_row_primitives"),
+    "gather_rows": ("test_torch_ops.py", "test_autobatch_row_primitives"),
 }
 
 
@@ -993,6 +995,44 @@ def test_comparison_primitives(name, mode):
                 got = sess.run(out, {p: a for p, a in zip(phs, args) if isinstance(a, np.ndarray)})
         np.testing.assert_array_equal(np.asarray(got), want.numpy())
         assert np.asarray(got).dtype == want.numpy().dtype
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_autobatch_row_primitives(dt):
+    """segment_sum and gather_rows (the two primitives autobatch adds) against
+    torch's segment sums (index_add_) and row indexing of the concatenated
+    sources, values and gradients."""
+    from dynnets.autograd.engine import bind
+    from dynnets.autograd.primitives import gather_rows_p, segment_sum_p
+    rng = np.random.default_rng(0)
+    tol = dict(rtol=1e-12, atol=1e-12) if dt == np.float64 else dict(rtol=1e-5, atol=1e-6)
+    x = rng.standard_normal((7, 3)).astype(dt)
+    starts = np.array([0, 2, 3, 6], np.int64)
+    gout = rng.standard_normal((4, 3)).astype(dt)
+    xd = dn.Tensor(x, requires_grad=True)
+    out = bind(segment_sum_p, xd, starts)
+    (out * dn.Tensor(gout)).sum().backward()
+    xt = torch.tensor(x, requires_grad=True)
+    seg = torch.tensor(np.repeat(np.arange(4), np.diff(np.append(starts, 7))))
+    want = torch.zeros(4, 3, dtype=xt.dtype).index_add_(0, seg, xt)
+    (want * torch.tensor(gout)).sum().backward()
+    np.testing.assert_allclose(out.data, want.detach().numpy(), **tol)
+    np.testing.assert_allclose(xd.grad, xt.grad.numpy(), **tol)
+
+    srcs = [rng.standard_normal((n, 2)).astype(dt) for n in (3, 1, 4)]
+    which = np.array([2, 0, 0, 1, 2, 2, 0], np.int64)
+    rows = np.array([3, 0, 0, 0, 1, 3, 2], np.int64)
+    g2 = rng.standard_normal((7, 2)).astype(dt)
+    sd = [dn.Tensor(a, requires_grad=True) for a in srcs]
+    got = bind(gather_rows_p, which, rows, *sd)
+    (got * dn.Tensor(g2)).sum().backward()
+    st = [torch.tensor(a, requires_grad=True) for a in srcs]
+    offsets = np.cumsum([0] + [len(a) for a in srcs])[:-1]
+    ref = torch.cat(st)[torch.tensor(offsets[which] + rows)]
+    (ref * torch.tensor(g2)).sum().backward()
+    np.testing.assert_allclose(got.data, ref.detach().numpy(), **tol)
+    for a, b in zip(sd, st):      # a row read twice gets both gradients
+        np.testing.assert_allclose(np.asarray(a.grad), b.grad.numpy(), **tol)
 
 
 def test_item_float_int_len_iter_bool():
