@@ -393,14 +393,19 @@ def embedding(weight, ids):
 def dropout(x, p, rng, training=True):
     """Inverted dropout: zero each element with probability ``p`` and scale the
     rest by 1/(1-p). ``rng`` (a ``numpy.random.Generator`` or seed) draws the
-    mask, so runs are reproducible."""
+    mask, so runs are reproducible.
+
+    On a symbolic value (a static graph, a trace) the mask is a
+    ``dropout_mask`` node whose seed ``rng`` draws now: each run of the plan
+    draws a new mask (and its gradient uses that run's mask)."""
     if not training or p == 0:
         return x
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
-    keep = _rng(rng).random(x.shape) >= p
-    mask = keep.astype(x.dtype) * np.asarray(1.0 / (1.0 - p), dtype=x.dtype)
-    return bind(P.mul_p, x, mask)
+    if getattr(x, "_is_symbolic", False):
+        seed = tuple(int(s) for s in _rng(rng).integers(0, 2 ** 63, 2))
+        return bind(P.mul_p, x, bind(P.dropout_mask_p, x, rate=float(p), seed=seed))
+    return bind(P.mul_p, x, P.draw_dropout_mask(_rng(rng), x.shape, x.dtype, p))
 
 
 # --- fused cells -------------------------------------------------------------------

@@ -37,7 +37,7 @@ __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
-    "UninitializedVariableError", "OpError", "is_symbolic",
+    "UninitializedVariableError", "OpError", "is_symbolic", "OpInfo", "get_default_session",
 ]
 
 
@@ -139,6 +139,37 @@ class Eqn:
         return f"{outs} = {self.prim.name}({ins})  # {self.name}"
 
 
+class OpInfo:
+    """A pure op of a graph as TF1's ``Operation`` shows it: ``name``, ``type``
+    (the primitive), ``inputs`` and ``outputs`` (Values). Fetch its outputs to
+    compute it."""
+
+    __slots__ = ("graph", "eqn")
+
+    def __init__(self, graph, eqn):
+        self.graph = graph
+        self.eqn = eqn
+
+    @property
+    def name(self):
+        return self.eqn.name
+
+    @property
+    def type(self):
+        return self.eqn.prim.name
+
+    @property
+    def inputs(self):
+        return [self.graph.values[i] for i in self.eqn.ins]
+
+    @property
+    def outputs(self):
+        return [self.graph.values[o] for o in self.eqn.outs]
+
+    def __repr__(self):
+        return f"<OpInfo '{self.name}' type={self.type}>"
+
+
 # --------------------------------------------------------------------------
 # symbolic values
 # --------------------------------------------------------------------------
@@ -204,10 +235,10 @@ class Value:
         return f"<{type(self).__name__} '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
     def eval(self, feed_dict=None, session=None):
-        """``session.run(self, feed_dict)`` (as TF1's ``Tensor.eval``)."""
-        if session is None:
-            raise ValueError(f"eval of '{self.name}': pass session= (there is no default session)")
-        return session.run(self, feed_dict)
+        """``session.run(self, feed_dict)`` in ``session`` or the default session
+        (inside ``with Session():``, ``sess.as_default()``, or an
+        :class:`InteractiveSession`), as TF1's ``Tensor.eval``."""
+        return _default_session_for(self, session, "evaluate tensor", "eval").run(self, feed_dict)
 
 
 _ops._install(Value)
@@ -217,14 +248,36 @@ def is_symbolic(x):
     return getattr(x, "_is_symbolic", False) and isinstance(x, Value)
 
 
+_SESSIONS: list = []    # default sessions (innermost last): with Session(), as_default(), InteractiveSession
+
+
+def get_default_session():
+    """The innermost default session, or None (as ``tf.get_default_session``)."""
+    return _SESSIONS[-1] if _SESSIONS else None
+
+
+def _default_session_for(v, session, what, method):
+    if session is None:
+        session = get_default_session()
+        if session is None:
+            raise ValueError(f"Cannot {what} '{v.name}' using `{method}()`: No default session is registered. "
+                             f"Use `with sess.as_default()` or pass an explicit session to "
+                             f"`{method}(session=sess)`")
+    if session.graph is not v.graph:
+        raise ValueError(f"Cannot use the given session to {what} '{v.name}': its graph is different from the "
+                         f"session's graph.")
+    return session
+
+
 class Operation(Value):
     """A node run for its effect (a train op, an initialiser, ``group``):
     fetching it returns ``None``."""
 
     __slots__ = ()
 
-    def run(self, session, feed_dict=None):
-        return session.run(self, feed_dict)
+    def run(self, feed_dict=None, session=None):
+        """Run this op in ``session`` or the default session (as TF1's ``Operation.run``)."""
+        return _default_session_for(self, session, "execute operation", "run").run(self, feed_dict)
 
     def __repr__(self):
         return f"<Operation '{self.name}'>"
@@ -253,8 +306,7 @@ class Variable(Value):
         if callable(initial_value):
             initial_value = initial_value()
         if is_symbolic(initial_value):
-            raise TypeError(f"Variable {name or ''}: initial_value must be an array, not the symbolic value "
-                            f"'{initial_value.name}'")
+            initial_value = _evaluate_initial(initial_value, name)
         if isinstance(initial_value, Tensor):
             initial_value = initial_value.data
         if dtype is not None:
@@ -299,6 +351,20 @@ class Variable(Value):
 
     def __repr__(self):
         return f"<Variable '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
+
+
+def _evaluate_initial(v, name):
+    """The value of ``v`` for a Variable's initial value: ``v`` may use
+    constants and random ops (each gives its first draw, as in a new session),
+    not placeholders or variables."""
+    from .passes import evaluate, prune
+    prog = prune(v.graph.with_outputs([v]))
+    for e in prog.eqns:
+        if e.prim in (placeholder_p, variable_p, param_p) or getattr(e.prim, "effect", False):
+            raise TypeError(f"Variable {name or ''}: initial_value '{v.name}' depends on {e.prim.name} '{e.name}'; "
+                            f"an initial value may use constants and random ops only (pass an array, or assign "
+                            f"later with var.assign)")
+    return np.asarray(evaluate(prog)[0])
 
 
 # --------------------------------------------------------------------------
@@ -350,6 +416,12 @@ class Graph:
         self._scalar_consts = {}
         self._params = {}
         self._collections = {}
+        self.seed = None            # the graph-level seed (set_random_seed)
+        self._prefix = ""           # the name scope of new nodes ("outer/inner/")
+        self._var_store = {}        # get_variable's variables by full name
+        self._var_sites = {}
+        self._scopes = []           # the open variable scopes (innermost last)
+        self._scope_counts = {}
 
     # --- construction -----------------------------------------------------------
     def _unique_name(self, base):
@@ -379,7 +451,7 @@ class Graph:
         """Append one equation; returns its Value (a tuple for multiple results)."""
         if self is not self.root:
             raise GraphError("cannot add nodes to a derived (compiled) graph")
-        name = self._unique_name(name or prim.name)
+        name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
         if prim.multiple_results:
             outs = tuple(self._new_value(a, f"{name}:{k}") for k, a in enumerate(out_avals))
         else:
@@ -446,6 +518,67 @@ class Graph:
             if v.name == name:
                 return v
         raise KeyError(f"graph has no value named {name!r}")
+
+    def _value_named(self, name):
+        for v in self.values:
+            if v.name == name:
+                return v
+        return None
+
+    def get_tensor_by_name(self, name):
+        """The value named ``name`` in TF1's ``"<op name>:<output index>"``
+        form (``"x:0"``; an op with several results names them ``"op:0"``,
+        ``"op:1"``...). A KeyError or ValueError, as TF1's, names what is missing."""
+        if not isinstance(name, str):
+            raise TypeError(f"get_tensor_by_name: name must be a string, got {type(name).__name__} {name!r}")
+        op, sep, idx = name.rpartition(":")
+        if not sep or not idx.isdigit():
+            raise ValueError(f"The name {name!r} looks like an (invalid) Operation name, not a Tensor. Tensor names "
+                             f"must be of the form \"<op_name>:<output_index>\".")
+        v = self._value_named(name)
+        if v is None and idx == "0":
+            v = self._value_named(op)
+            if v is not None and self.producer[v.id].prim.multiple_results:
+                v = None
+        if v is None:
+            if self._value_named(op) is None and self._value_named(op + ":0") is None:
+                raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The operation, {op!r}, "
+                               f"does not exist in the graph.")
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The operation, {op!r}, "
+                           f"exists but has no output {idx}.")
+        return v
+
+    def get_operation_by_name(self, name):
+        """The op named ``name`` (no ``:k``): an :class:`Operation` (a train op,
+        an initialiser, ``group``) is returned as itself, so it can be run; any
+        other op as an :class:`OpInfo` (``.name``, ``.type``, ``.inputs``, ``.outputs``)."""
+        if not isinstance(name, str):
+            raise TypeError(f"get_operation_by_name: name must be a string, got {type(name).__name__} {name!r}")
+        if ":" in name:
+            raise ValueError(f"The name {name!r} looks like a Tensor name, not an Operation name. Use "
+                             f"get_tensor_by_name to get a Tensor.")
+        v = self._value_named(name)
+        if v is None:
+            v = self._value_named(name + ":0")
+        if v is None:
+            raise KeyError(f"The name {name!r} refers to an Operation not in the graph.")
+        if isinstance(v, Operation):
+            return v
+        return OpInfo(self, self.producer[v.id])
+
+    def _element(self, name, what):
+        """A fetch or feed key given by name: ``"x:0"`` a value, ``"train"`` an
+        Operation (fetches only)."""
+        if ":" not in name and what == "fetch":
+            op = self.get_operation_by_name(name)
+            if isinstance(op, Operation):
+                return op
+            raise ValueError(f"Session.run: cannot fetch {name!r}: it names a {op.type} op, not a Tensor; fetch its "
+                             f"output {name + ':0'!r}")
+        try:
+            return self.get_tensor_by_name(name)
+        except (KeyError, ValueError) as e:
+            raise type(e)(f"Session.run: cannot {what} {name!r}: {e.args[0]}") from None
 
     def add_to_collection(self, name, value):
         self._collections.setdefault(name, []).append(value)

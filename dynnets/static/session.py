@@ -29,13 +29,14 @@ import time
 import numpy as np
 
 from ..autograd import gradtypes
-from ..autograd.primitives import Aval, ShapeError, fmt_shape
+from ..autograd.primitives import Aval, ShapeError, fmt_shape, make_rng
 from . import passes as _passes
-from .graph import (FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str, constant_p,
+from .graph import (_SESSIONS, FeedError, GraphError, Operation, UninitializedVariableError, Value, _site_str,
+                    constant_p,
                     effect_variables, get_default_graph, op_error, param_p, placeholder_p, variable_p,
                     variables_initializer)
 
-__all__ = ["Session"]
+__all__ = ["Session", "InteractiveSession"]
 
 _ndarray = np.ndarray
 _asarray = np.asarray
@@ -79,7 +80,7 @@ def _grad_casts(g, e):
 
 
 def _struct_key(f):
-    if isinstance(f, Value):
+    if isinstance(f, (Value, str)):
         return f
     tp = type(f)
     if tp is list or tp is tuple:
@@ -152,6 +153,7 @@ class Session:
         self._init_count = -1
         self._raw_sparse = bool(keep_sparse)
         self.jit_after = jit_after
+        self._rngs = {}
 
     # --- running ------------------------------------------------------------------
     def run(self, fetches, feed_dict=None):
@@ -204,11 +206,30 @@ class Session:
         self._closed = True
         self._plans.clear()
         self._storage.clear()
+        self._rngs.clear()
+
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the default session inside the ``with`` block, for
+        ``Value.eval()`` and ``Operation.run()`` (it stays open after it)."""
+        _SESSIONS.append(self)
+        try:
+            yield self
+        finally:
+            _SESSIONS.remove(self)
 
     def __enter__(self):
+        # as TF1: inside ``with Session() as sess`` the session is the default
+        # session and its graph the default graph
+        self._entered = (self.graph.as_default(), self.as_default())
+        for c in self._entered:
+            c.__enter__()
         return self
 
     def __exit__(self, *exc):
+        for c in reversed(getattr(self, "_entered", ())):
+            c.__exit__(None, None, None)
+        self._entered = ()
         self.close()
         return False
 
@@ -221,6 +242,15 @@ class Session:
                 self._init_op = variables_initializer(self.graph.variables)
             self._init_count = n
         self.run(self._init_op)
+
+    def _rng(self, e):
+        """The generator of random equation ``e`` in this session: one stream
+        per op (keyed by its value id, the same in every plan), seeded by its
+        ``seed`` attribute, so a new session repeats the same draws (as TF1)."""
+        r = self._rngs.get(e.outs[0])
+        if r is None:
+            r = self._rngs[e.outs[0]] = make_rng(e.attrs["seed"])
+        return r
 
     def _load_variable(self, var, value):
         if var.graph is not self.graph:
@@ -264,6 +294,8 @@ class Session:
         casts = {}
         if feed_dict:
             for (k, _), v in zip(feed_dict.items(), vals):
+                if isinstance(k, str):
+                    k = g._element(k, "feed")
                 if not isinstance(k, Value):
                     raise GraphError(f"Session.run: feed_dict key {k!r} is not a graph value; only placeholders "
                                      f"can be fed")
@@ -286,6 +318,8 @@ class Session:
                     else:
                         raise FeedError(f"Session.run: placeholder '{k.name}' expects dtype {dt}, given a value "
                                         f"of dtype {v.dtype}")
+                if k.id in input_avals:
+                    raise FeedError(f"Session.run: placeholder '{k.name}' is fed twice (by the value and by its name)")
                 feed_ids.append(k.id)
                 input_avals[k.id] = Aval(tuple(v.shape), dt)
         prog = g.with_outputs([v.id for v in flat])
@@ -315,6 +349,8 @@ class Session:
         return plan
 
     def _template(self, f, flat):
+        if isinstance(f, str):
+            f = self.graph._element(f, "fetch")
         if isinstance(f, Value):
             if f.graph is not self.graph:
                 raise GraphError(f"Session.run: cannot fetch '{f.name}': it belongs to another graph than this "
@@ -461,7 +497,10 @@ class Session:
                         if buf is None:
                             shp, dt = g.meta["buffers"][e.buf]
                             buf = buffers[e.buf] = np.empty(shp, dt)
-                    instrs.append(_Ins("call", outs, p.impl, args, e.attrs or None, e, buf))
+                    kw = e.attrs or None
+                    if p.random:
+                        kw = {**e.attrs, "rng": self._rng(e)}
+                    instrs.append(_Ins("call", outs, p.impl, args, kw, e, buf))
                 if not getattr(p, "effect", False) and not _fresh(p) and any(i in shared for i in e.ins):
                     shared.update(e.outs)
             # fetched values are the caller's: copy them out of shared storage right away, so
@@ -553,7 +592,7 @@ class Session:
                     if ins.extra is not None:
                         ns[f"B{k}"] = ins.extra
                         extra = f", out=B{k}"
-                    call = f"F{k}({', '.join(a)}{kw}{extra})"
+                    call = f"F{k}({', '.join(a)}{kw}{extra})".replace("(, ", "(")   # a source has no args
                 ln = f"{outs} = {call}"
             line_ins[len(lines) + 2] = k
             lines.append(ln)
@@ -595,6 +634,21 @@ class Session:
             return op_error(exc, f"Session.run: {type(exc).__name__}: {exc}")
         return op_error(exc, f"{eqn.prim.name}: Session.run: op '{eqn.name}'{_site_str(eqn.site)} failed: "
                              f"{type(exc).__name__}: {exc}")
+
+
+class InteractiveSession(Session):
+    """A session that makes itself the default session as it is created,
+    until :meth:`close` (as TF1's ``tf.InteractiveSession``, for shells and
+    notebooks): ``t.eval()`` and ``op.run()`` need no ``with`` block."""
+
+    def __init__(self, graph=None, **kwargs):
+        super().__init__(graph, **kwargs)
+        _SESSIONS.append(self)
+
+    def close(self):
+        if self in _SESSIONS:
+            _SESSIONS.remove(self)
+        super().close()
 
 
 @contextlib.contextmanager

@@ -67,11 +67,11 @@ class Primitive:
 
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
                  "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
-                 "attr_key", "checked")
+                 "attr_key", "random", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
-                 sparse_grads=(), twin_min=None, attr_key=None):
+                 sparse_grads=(), twin_min=None, attr_key=None, random=False):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -87,6 +87,7 @@ class Primitive:
         self.sparse_grads = frozenset(sparse_grads)
         self.twin_min = twin_min
         self.attr_key = attr_key
+        self.random = bool(random)
         self.checked = {}
 
     def vjp_fn(self, i=None, dense=False):
@@ -107,7 +108,7 @@ PRIMITIVES: dict[str, Primitive] = {}
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
             nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
-            attr_key=None):
+            attr_key=None, random=False):
     """Declare a primitive: every fact about it, in one call.
 
     Parameters
@@ -155,6 +156,12 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
     attr_key : callable
         ``attr_key(**attrs)``: a hashable stand-in for attributes Python cannot
         hash (slices), so eager bind can cache their input check.
+    random : bool
+        The result is a random draw: ``impl`` takes ``rng=`` (a
+        ``numpy.random.Generator``; without it, a fresh one seeded from the
+        ``seed`` attribute) and a static plan passes each such equation the
+        generator its session keeps for it, so every run draws new values. The
+        compile passes never fold, merge (CSE) or cache such an equation.
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
@@ -165,7 +172,8 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
                          f"vjp= otherwise")
     p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
                   differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
-                  dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key)
+                  dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key,
+                  random=random)
     PRIMITIVES[name] = p
     return p
 
