@@ -40,7 +40,7 @@ from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, St
                     UninitializedVariableError, Value, Variable, argmax, compare, constant, get_default_graph,
                     get_default_session, global_variables, global_variables_initializer, group, placeholder,
                     reset_default_graph, trainable_variables, variables_initializer)
-from .random import (constant_initializer, get_seed, glorot_normal_initializer, glorot_uniform_initializer,
+from .random import (DEFAULT_GRAPH_SEED, constant_initializer, get_seed, glorot_normal_initializer, glorot_uniform_initializer,
                      ones_initializer, random_normal, random_normal_initializer, random_uniform,
                      random_uniform_initializer, set_random_seed, truncated_normal, truncated_normal_initializer,
                      zeros_initializer)
@@ -56,7 +56,7 @@ int64 = np.int64
 bool_ = np.bool_
 
 __all__ = [
-    "Graph", "Session", "InteractiveSession", "get_default_session", "OpInfo", "layers", "random_normal",
+    "Graph", "Session", "InteractiveSession", "get_default_session", "OpInfo", "layers", "DEFAULT_GRAPH_SEED", "random_normal",
     "truncated_normal", "random_uniform", "set_random_seed", "get_seed", "zeros_initializer", "ones_initializer",
     "constant_initializer", "random_normal_initializer", "truncated_normal_initializer",
     "random_uniform_initializer", "glorot_uniform_initializer", "glorot_normal_initializer", "get_variable",
