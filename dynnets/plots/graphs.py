@@ -227,21 +227,8 @@ def compile_stages(fetches, feed_dict=None, graph=None):
         a = np.asarray(v)
         input_avals[k.id] = Aval(tuple(a.shape), g.avals[k.id].dtype)
     prog = g.with_outputs(fetches)
-    pipeline = [
-        ("prune", P.prune),
-        ("infer_shapes", lambda x: P.infer_shapes(x, input_avals)),
-        ("fold_constants", P.fold_constants),
-        ("cse", P.cse),
-        ("eliminate_dead_code", P.eliminate_dead_code),
-        ("schedule", P.schedule),
-        ("fuse_elementwise", lambda x: P.fuse_elementwise(x, P.FUSE_MIN_SIZE)),
-        ("plan_memory", lambda x: P.plan_memory(x, P.MEMORY_MIN_SIZE)),
-    ]
     stages = [("program", prog)]
-    cur = prog
-    for name, fn in pipeline:
-        cur = fn(cur)
-        stages.append((name, cur))
+    P.optimize(prog, input_avals, stages=stages)
     fused = _fused_members(dict(stages)["schedule"], dict(stages)["fuse_elementwise"])
     return CompileStages(g, stages, fused)
 

@@ -14,9 +14,11 @@ same primitive table, kernels and VJPs as eager dynnets.
 
 Every dynnets op (``dynnets.linear``, ``dynnets.lstm_cell``...) and operator
 works on symbolic values; the TF1 names below are thin aliases. See
-:mod:`.graph` (the graph), :mod:`.session` (plans), :mod:`.passes` (the
-compile step), :mod:`.backward` (symbolic gradients), :mod:`.train`
-(optimizers) and :mod:`.trace` (from eager code to a graph).
+:mod:`.graph` (the graph), :mod:`.session` (the user API), :mod:`.passes`
+(the compile pipeline), :mod:`.lower` (a program to a plan of instructions),
+:mod:`.execute` (the two executors of a plan), :mod:`.backward` (symbolic
+gradients), :mod:`.train` (optimizers) and :mod:`.trace` (from eager code to
+a graph).
 
 Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
 marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is

@@ -24,9 +24,9 @@ import numpy as np
 from ..autograd import gradtypes
 from ..autograd.engine import bind
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type
-from .graph import SOURCES, GraphError, StaticPrimitive, Value, _densified
+from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified, gc_paused
 
-__all__ = ["gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p", "ones_like_p"]
+__all__ = ["gradients", "raw_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p", "ones_like_p"]
 
 
 def _ones_like(y):
@@ -292,9 +292,11 @@ def _gradients_nogc(ys, xs, grad_ys=None):
         return [total(x.id) for x in xs]
 
 
-def _gradients(ys, xs, grad_ys=None):
-    from .session import _no_gc
-    with _no_gc():
+def raw_gradients(ys, xs, grad_ys=None):
+    """:func:`gradients` in the form optimizers and traces use: a gradient
+    Value may be row-sparse (``.sparse``: its runtime value is a
+    :class:`RowSparse`), ``None`` where an x does not reach the ys."""
+    with gc_paused():
         return _gradients_nogc(ys, xs, grad_ys)
 
 
@@ -303,4 +305,4 @@ def gradients(ys, xs, grad_ys=None):
     (as ``tf.gradients``): a list of Values, ``None`` for an x that ``ys`` do
     not depend on. Row-sparse gradients are returned densified; optimizers use
     the sparse form."""
-    return [None if r is None else (_densified(r) if r.sparse else r) for r in _gradients(ys, xs, grad_ys)]
+    return [None if r is None else (densified(r) if r.sparse else r) for r in raw_gradients(ys, xs, grad_ys)]

@@ -2,10 +2,14 @@
 modifies its input: it returns a derived graph (or the same graph when there
 was nothing to do).
 
-The session's pipeline for one plan (fetches, fed placeholders, fed shapes)::
+:func:`optimize` is the one pipeline, run by the session for one plan
+(fetches, fed placeholders, fed shapes)::
 
     prune -> infer_shapes -> fold_constants -> cse -> eliminate_dead_code
-          -> schedule -> fuse_elementwise -> plan_memory -> (codegen in session.py)
+          -> schedule -> fuse_elementwise -> plan_memory
+
+then :mod:`.lower` turns the result into instructions and :mod:`.execute`
+runs them.
 
 ``evaluate`` is the reference interpreter (unoptimised execution, one
 ``prim.impl`` call per equation) that the tests compare compiled plans with.
@@ -47,6 +51,7 @@ import hashlib
 import math
 import os
 import sys
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -54,7 +59,7 @@ import numpy as np
 from ..autograd import gradtypes
 from ..autograd import primitives as P
 from ..autograd.primitives import ShapeError, dtype_of
-from .graph import (SOURCES, Eqn, StaticPrimitive, _site_str, constant_p, param_p, placeholder_p,
+from .graph import (SOURCES, Eqn, StaticPrimitive, site_str, constant_p, param_p, placeholder_p,
                     variable_p)
 
 __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",
@@ -62,6 +67,8 @@ __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_cod
 
 FUSE_MIN_SIZE = 2048
 MEMORY_MIN_SIZE = 4096
+
+_perf = time.perf_counter
 
 # --------------------------------------------------------------------------
 # pruning and dead code
@@ -147,7 +154,7 @@ def infer_shapes(g, input_avals=None):
         try:
             out = P.run_rule(e.prim, [avals[i] for i in e.ins], e.attrs)
         except ShapeError as err:
-            raise type(err)(f"{err} [op '{e.name}'{_site_str(e.site)}, with the fed shapes]") from None
+            raise type(err)(f"{err} [op '{e.name}'{site_str(e.site)}, with the fed shapes]") from None
         outs = out if e.prim.multiple_results else (out,)
         for o, a in zip(e.outs, outs):
             if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
@@ -680,29 +687,76 @@ def evaluate(g, feeds=None, storage=None):
     return [env[o] for o in g.outputs]
 
 
-def optimize(g, input_avals=None, fuse_min_size=FUSE_MIN_SIZE, memory_min_size=MEMORY_MIN_SIZE,
-             passes=None, timings=None):
-    """Run the pipeline on program ``g`` (a graph with outputs). ``passes``
-    (names) restricts it, for tests; ``timings`` (a dict) receives seconds per
-    pass."""
-    import time
-    pipeline = [
-        ("prune", prune),
-        ("infer_shapes", lambda x: infer_shapes(x, input_avals)),
-        ("fold_constants", fold_constants),
-        ("cse", cse),
-        ("eliminate_dead_code", eliminate_dead_code),
-        ("schedule", schedule),
-        ("fuse_elementwise", lambda x: fuse_elementwise(x, fuse_min_size)),
-        ("plan_memory", lambda x: plan_memory(x, memory_min_size)),
-    ]
-    for name, fn in pipeline:
+def _has_big(g, sizes):
+    """Whether any array of ``g`` has at least min(``sizes``) elements (an
+    unknown dimension counts as big): skipping fusion and the memory plan on
+    a graph of small arrays keeps compiling it cheap."""
+    sizes = [x for x in sizes if x is not None]
+    if not sizes:
+        return False
+    lim = min(sizes)
+    av = g.avals
+    for e in g.eqns:
+        a = av[e.outs[0]]
+        n = 1
+        for d in a.shape:
+            if d is None:
+                n = lim
+                break
+            n *= d
+        if n >= lim:
+            return True
+    return False
+
+
+def optimize(g, input_avals=None, fold=True, fuse_min_size=FUSE_MIN_SIZE, memory_min_size=MEMORY_MIN_SIZE,
+             passes=None, timings=None, pruned=False, stages=None):
+    """The compile pipeline :class:`Session` runs on a program ``g`` (a graph
+    with outputs)::
+
+        prune -> infer_shapes -> fold_constants -> cse -> eliminate_dead_code
+              -> schedule -> fuse_elementwise -> plan_memory
+
+    ``input_avals`` maps fed placeholder ids to their fed :class:`Aval`.
+    ``fold=False`` runs only what execution needs (prune, infer_shapes,
+    schedule: the graph as written, the baseline the tests compare with).
+    Fusion and the memory plan run only when some array reaches their size
+    threshold (None turns a pass off). ``pruned=True`` skips ``prune`` for a
+    caller that pruned already (the session prunes first to name unfed
+    placeholders). ``passes`` (names) restricts the pipeline, for tests;
+    ``timings`` (a dict) receives seconds per pass; ``stages`` (a list)
+    receives ``(name, graph)`` after each pass.
+    """
+    steps = [] if pruned else [("prune", prune)]
+    steps.append(("infer_shapes", lambda x: infer_shapes(x, input_avals)))
+    g = _run_passes(g, steps, passes, timings, stages)
+    big = fold and _has_big(g, (fuse_min_size, memory_min_size))
+    steps = []
+    if fold:
+        steps += [("fold_constants", fold_constants), ("cse", cse), ("eliminate_dead_code", eliminate_dead_code)]
+    steps.append(("schedule", schedule))
+    g = _run_passes(g, steps, passes, timings, stages)
+    if big:
+        late = []
+        if fuse_min_size is not None:
+            late.append(("fuse_elementwise", lambda x: fuse_elementwise(x, fuse_min_size)))
+        if memory_min_size is not None:
+            late.append(("plan_memory", lambda x: plan_memory(x, memory_min_size)))
+        g = _run_passes(g, late, passes, timings, stages)
+    elif stages is not None and fold:
+        # no array reaches either threshold: both passes would return the graph unchanged
+        stages += [("fuse_elementwise", g), ("plan_memory", g)]
+    return g
+
+
+def _run_passes(g, steps, passes, timings, stages):
+    for name, fn in steps:
         if passes is not None and name not in passes and name != "prune":
             continue
-        t0 = time.perf_counter()
+        t0 = _perf()
         g = fn(g)
         if timings is not None:
-            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
-    if not hasattr(g, "meta"):
-        g.meta = {"buffers": {}, "copy_outputs": set()}
+            timings[name] = timings.get(name, 0.0) + _perf() - t0
+        if stages is not None:
+            stages.append((name, g))
     return g

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ..autograd.primitives import fmt_shape, make_rng, random_p
-from .graph import _user_site, get_default_graph
+from .graph import user_site, get_default_graph
 
 __all__ = ["set_random_seed", "get_seed", "random_normal", "truncated_normal", "random_uniform",
            "DEFAULT_GRAPH_SEED", "zeros_initializer", "ones_initializer", "constant_initializer",
@@ -76,7 +76,7 @@ def _random_op(op, dist, shape, a, b, dtype, seed, name):
     attrs = {"dist": dist, "shape": _shape(op, shape), "dtype": np.dtype(dtype), "a": a, "b": b,
              "seed": get_seed(seed, g)}
     out = random_p.shape(**attrs)
-    return g._append(random_p, (), attrs, out, name=name or op, site=_user_site())
+    return g._append(random_p, (), attrs, out, name=name or op, site=user_site())
 
 
 def random_normal(shape, mean=0.0, stddev=1.0, dtype=np.float32, seed=None, name=None):

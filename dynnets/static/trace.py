@@ -54,8 +54,8 @@ import numpy as np
 from ..autograd.engine import accumulate_grad
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor
-from .backward import _gradients
-from .graph import _TRACE, Graph, Value, placeholder
+from .backward import raw_gradients
+from .graph import Graph, Value, placeholder, tracing
 from .session import Session
 
 __all__ = ["trace", "TracedFunction"]
@@ -197,17 +197,16 @@ class TracedFunction:
                     phs.append(ph)
                     sym.append(ph)
             swapped = []
-            _TRACE.append(g)
-            try:
-                for p in self.params:
-                    if type(p) is Parameter:
-                        p.__class__ = _TracedParameter
-                        swapped.append(p)
-                out = self.fn(*sym)
-            finally:
-                for p in swapped:
-                    p.__class__ = Parameter
-                _TRACE.pop()
+            with tracing(g):
+                try:
+                    for p in self.params:
+                        if type(p) is Parameter:
+                            p.__class__ = _TracedParameter
+                            swapped.append(p)
+                    out = self.fn(*sym)
+                finally:
+                    for p in swapped:
+                        p.__class__ = Parameter
             flat = []
             template = self._template(out, flat)
             fetches = list(flat)
@@ -221,7 +220,7 @@ class TracedFunction:
                                      f"got shape {fmt_shape(loss.shape)}")
                 xs = [g._params.get(id(p)) for p in self.grads_of]
                 used = [(k, x) for k, x in enumerate(xs) if x is not None]
-                grads = _gradients(loss, [x for _, x in used]) if used else []
+                grads = raw_gradients(loss, [x for _, x in used]) if used else []
                 for (k, _), gr in zip(used, grads):
                     if gr is not None:
                         grad_pos.append((k, len(fetches)))

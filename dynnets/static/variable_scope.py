@@ -15,7 +15,7 @@ import contextlib
 
 import numpy as np
 
-from .graph import Variable, _user_site, get_default_graph, is_symbolic
+from .graph import Variable, user_site, get_default_graph, is_symbolic
 from .random import glorot_uniform_initializer, zeros_initializer
 
 __all__ = ["get_variable", "variable_scope", "name_scope", "get_variable_scope", "AUTO_REUSE", "VariableScope"]
@@ -176,6 +176,6 @@ def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True)
     finally:
         g._prefix = old
     g._var_store[full] = v
-    g._var_sites[full] = _user_site()
+    g._var_sites[full] = user_site()
     return v
 

@@ -1,0 +1,256 @@
+"""Lowering: an optimised program (a derived :class:`Graph` with outputs) to
+a :class:`Plan`, a flat list of instructions over numbered slots that the
+executors of :mod:`.execute` run.
+
+Instruction kinds: ``cast`` (a fed value to its placeholder's dtype),
+``var`` (a variable's storage, or a snapshot of it when an effect of the same
+run writes it and something reads it after the effect), ``param`` (a live
+parameter's ``.data``, checked against the traced shape and dtype), ``copy``
+(a fetched value out of shared memory), ``call`` (``prim.impl``, with an
+``out=`` buffer from the memory plan), ``vjp`` (a table VJP called directly)
+and ``effect`` (``impl(storage, ...)``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.primitives import make_rng
+from .graph import Operation, constant_p, effect_variables, param_p, placeholder_p, variable_p
+
+__all__ = ["Plan", "Instr", "lower"]
+
+
+class Plan:
+    """A compiled plan and its statistics."""
+
+    __slots__ = ("fn", "key", "runs", "total", "compile_time", "nodes_graph", "nodes_pruned", "nodes_after",
+                 "fetch_names", "feed_names", "filename", "line_ins", "variables", "source", "n_fused",
+                 "n_buffers", "pass_times", "instrs", "consts", "arg_slots", "n_slots", "ret", "tier",
+                 "codegen_time", "releases")
+
+    def stats(self):
+        return {
+            "fetches": self.fetch_names,
+            "feeds": self.feed_names,
+            "compile_ms": self.compile_time * 1e3,
+            "codegen_ms": self.codegen_time * 1e3,
+            "tier": self.tier,
+            "pass_ms": {k: v * 1e3 for k, v in self.pass_times.items()},
+            "nodes_graph": self.nodes_graph,
+            "nodes_before": self.nodes_pruned,
+            "nodes_after": self.nodes_after,
+            "fused_kernels": self.n_fused,
+            "buffers": self.n_buffers,
+            "runs": self.runs,
+            "mean_run_us": (self.total / self.runs * 1e6) if self.runs else None,
+        }
+
+
+
+class Instr:
+    """One instruction of a plan: ``outs = fn(args...)`` over slots."""
+
+    __slots__ = ("kind", "outs", "fn", "args", "kw", "eqn", "extra")
+
+    def __init__(self, kind, outs, fn, args, kw, eqn, extra):
+        self.kind = kind
+        self.outs = outs
+        self.fn = fn
+        self.args = args
+        self.kw = kw
+        self.eqn = eqn
+        self.extra = extra
+
+
+
+def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
+    """Lower the optimised program ``g`` to a :class:`Plan`: instructions
+    over slots, the slots dead after each instruction, the constants, the
+    argument slots (one per fed placeholder, in ``feed_ids`` order; ``casts``
+    maps a fed id to the dtype it is cast to) and the fetch structure
+    (``template`` over the flat fetch list ``flat``). ``plan.fn`` is set by
+    :mod:`.execute`. ``rng_of(eqn)`` gives a random equation its generator
+    (the session's, so every run draws anew; default: a fresh one from its seed)."""
+    slot = {}
+    consts = {}
+    instrs = []
+    buffers = {}
+    counter = [0]
+
+    def new_slot(o):
+        slot[o] = counter[0]
+        counter[0] += 1
+        return slot[o]
+
+    # every fed placeholder takes an argument position, used or not
+    arg_slots = [new_slot(pid) for pid in feed_ids]
+
+    for pid in feed_ids:
+        if pid in casts:
+            instrs.append(Instr("cast", (slot[pid],), casts[pid], (slot[pid],), None, None, None))
+
+    # which variables an effect of this plan writes, and which values run after an effect
+    written = set()
+    tainted = set()
+    for e in g.eqns:
+        if getattr(e.prim, "effect", False):
+            written.update(v.index for v in effect_variables(e))
+            written.update(v.index for v in e.attrs.get("vars", ()))
+            tainted.update(e.outs)
+        elif any(i in tainted for i in e.ins):
+            tainted.update(e.outs)
+    read_late = set()
+    for e in g.eqns:
+        if e.outs[0] in tainted:
+            read_late.update(e.ins)
+    shared = set()            # may share memory with a variable, a live parameter or a buffer
+    out_set = set(g.outputs)
+    copy_outputs = g.meta.get("copy_outputs", set())
+    variables = []
+    root_vals = g.values
+    for e in g.eqns:
+        p = e.prim
+        o = e.outs[0]
+        if p is placeholder_p:
+            continue
+        if p is constant_p:
+            cs = new_slot(o)
+            consts[cs] = e.attrs["value"]
+            # constants are read-only, so only a constant fetched as it is gets copied (to be writable)
+            if o in out_set:
+                instrs.append(Instr("copy", (new_slot(o),), None, (cs,), None, e, None))
+            continue
+        elif p is variable_p:
+            var = e.attrs["var"]
+            variables.append(var)
+            snap = var.index in written and o in read_late
+            instrs.append(Instr("var", (new_slot(o),), None, (), None, e, (var.index, snap)))
+            if not snap:
+                shared.add(o)
+        elif p is param_p:
+            decl = g.avals[o]
+            instrs.append(Instr("param", (new_slot(o),), None, (), None, e,
+                               (e.attrs["param"], tuple(decl.shape), np.dtype(decl.dtype))))
+            shared.add(o)
+        else:
+            args = tuple(slot[i] for i in e.ins)
+            outs = tuple(new_slot(x) for x in e.outs)
+            info = getattr(p, "vjp_call", None)
+            if getattr(p, "effect", False):
+                variables.extend(effect_variables(e))
+                instrs.append(Instr("effect", outs, p.impl, args, e.attrs or None, e, None))
+                shared.update(e.outs)
+            elif info is not None:
+                fn, fwd_multi, joint, densify = info
+                n_in = e.attrs["_n_in"]
+                rest = {a: b for a, b in e.attrs.items() if a != "_n_in"}
+                n_out = (len(args) - n_in) // 2 if fwd_multi else 1
+                instrs.append(Instr("vjp", outs, fn, args, rest or None, e,
+                                   (fwd_multi, n_out, n_in, densify, _grad_casts(g, e))))
+            else:
+                buf = None
+                if e.buf is not None:
+                    buf = buffers.get(e.buf)
+                    if buf is None:
+                        shp, dt = g.meta["buffers"][e.buf]
+                        buf = buffers[e.buf] = np.empty(shp, dt)
+                kw = e.attrs or None
+                if p.random:
+                    kw = {**e.attrs, "rng": rng_of(e) if rng_of is not None else make_rng(e.attrs["seed"])}
+                instrs.append(Instr("call", outs, p.impl, args, kw, e, buf))
+            if not getattr(p, "effect", False) and not _fresh(p) and any(i in shared for i in e.ins):
+                shared.update(e.outs)
+        # fetched values are the caller's: copy them out of shared storage right away, so
+        # a later update in this run (or a later run) cannot change them
+        for x in e.outs:
+            if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
+                instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
+    ret = _ret_template(template, g, slot, flat, keep_sparse)
+    releases = _releases(instrs, ret, set(consts), set(arg_slots))
+    plan = Plan()
+    plan.instrs = instrs
+    plan.releases = releases
+    plan.consts = consts
+    plan.arg_slots = arg_slots
+    plan.n_slots = counter[0]
+    plan.ret = ret
+    plan.fn = None
+    plan.tier = 0
+    plan.runs = 0
+    plan.total = 0.0
+    plan.filename = None
+    plan.line_ins = None
+    plan.variables = tuple({id(v): v for v in variables}.values())
+    plan.source = None
+    plan.codegen_time = 0.0
+    plan.n_fused = sum(1 for e in g.eqns if e.prim.name == "fused")
+    plan.n_buffers = len(g.meta.get("buffers", {}))
+    return plan
+
+
+def _grad_casts(g, e):
+    """Declared dtypes to cast a VJP equation's results to, or None where its
+    float inputs and results all have one dtype and no Python scalar takes
+    part (nothing can promote; integer and boolean inputs are indices and
+    masks, None constants stand for absent output gradients)."""
+    dts = [g.avals[o].dtype for o in e.outs]
+    ins = [g.avals[i].dtype for i in e.ins]
+    floats = [d for d in dts + ins if not (isinstance(d, np.dtype) and d.kind in "biuO")]
+    if floats and all(isinstance(d, np.dtype) and d == floats[0] for d in floats):
+        return None
+    out = tuple(d if isinstance(d, np.dtype) else None for d in dts)
+    return out if len(e.outs) > 1 or e.prim.multiple_results else out[0]
+
+
+
+def _ret_template(t, g, slot, flat, raw_sparse):
+    """The fetch structure over slots: ('v', slot, densify), ('none',),
+    (list|tuple|dict, items)."""
+    if isinstance(t, int):
+        o = g.outputs[t]
+        v = flat[t]
+        if isinstance(v, Operation):
+            return ("none",)
+        return ("v", slot[o], (v.sparse or g.values[o].sparse) and not raw_sparse)
+    tp, items = t
+    if tp is dict:
+        return (dict, [(k, _ret_template(s, g, slot, flat, raw_sparse)) for k, s in items])
+    return (tp, [_ret_template(s, g, slot, flat, raw_sparse) for s in items])
+
+
+
+def _releases(instrs, ret, consts, args):
+    """Per instruction, the slots whose value is dead after it (last read, or
+    never read), so a run drops its intermediates as it goes, as eager
+    backward frees its nodes: a plan that held every activation and gradient
+    until it returned would need fresh memory (page faults, cache misses) for
+    each new array."""
+    keep = set(consts) | set(args)
+
+    def outs_of(t):
+        if t[0] == "v":
+            keep.add(t[1])
+        elif t[0] != "none":
+            for sub in t[1]:
+                outs_of(sub[1] if t[0] is dict else sub)
+    outs_of(ret)
+    last = {}
+    for k, ins in enumerate(instrs):
+        for a in ins.args:
+            last[a] = k
+        for o in ins.outs:
+            last.setdefault(o, k)
+            if last[o] < k:
+                last[o] = k
+    rel = [[] for _ in instrs]
+    for slot_, k in last.items():
+        if slot_ not in keep:
+            rel[k].append(slot_)
+    return [tuple(sorted(r)) for r in rel]
+
+
+
+def _fresh(p):
+    """Primitives whose result never shares memory with an input."""
+    return isinstance(p.impl, np.ufunc) or getattr(p, "out_arg", False)
+
