@@ -20,7 +20,8 @@ __all__ = [
     "sqrt", "abs", "clip", "maximum", "minimum", "where", "square", "sum", "mean", "max", "min", "reshape",
     "transpose", "broadcast_to", "getitem", "take", "concat", "cat", "stack", "split", "softmax", "log_softmax",
     "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf",
-    "astype", "flatten", "squeeze", "unsqueeze",
+    "astype", "flatten", "squeeze", "unsqueeze", "permute", "clone", "argmax", "argmin", "size", "numel",
+    "MaxMin",
 ]
 
 _f32 = np.float32
@@ -182,6 +183,11 @@ def astype(x, dtype):
     return bind(P.astype_p, x, dtype=np.dtype(dtype))
 
 
+def clone(x):
+    """A copy of ``x`` (a new array) through which gradients flow, as ``torch.clone``."""
+    return bind(P.copy_p, x)
+
+
 # --- reductions ------------------------------------------------------------------
 
 def _axis(axis):
@@ -190,29 +196,159 @@ def _axis(axis):
     return axis
 
 
+def _dim(op, axis, dim):
+    """PyTorch's ``dim=`` beside numpy's ``axis=`` (one of them)."""
+    if dim is None:
+        return axis
+    if axis is not None:
+        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+    return dim
+
+
+def _keep(op, keepdims, keepdim):
+    """PyTorch's ``keepdim=`` beside numpy's ``keepdims=`` (one of them)."""
+    if keepdim is None:
+        return bool(keepdims)
+    if keepdims is not None:
+        raise TypeError(f"{op}: got both keepdims={keepdims!r} and keepdim={keepdim!r}; they name the same "
+                        f"argument, pass one")
+    return bool(keepdim)
+
+
 # The defaults are not passed: an application without attributes is checked
 # and recorded with less work (a whole-tensor sum is the usual loss).
 
-def sum(x, axis=None, keepdims=False):
+def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """Sum over ``axis`` (all axes by default); ``dim=``/``keepdim=`` as PyTorch."""
+    if dim is not None or keepdim is not None:
+        axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.sum_p, x)
-    return bind(P.sum_p, x, axis=_axis(axis), keepdims=keepdims)
+    return bind(P.sum_p, x, axis=_axis(axis), keepdims=bool(keepdims))
 
 
-def mean(x, axis=None, keepdims=False):
+def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    if dim is not None or keepdim is not None:
+        axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.mean_p, x)
-    return bind(P.mean_p, x, axis=_axis(axis), keepdims=keepdims)
+    return bind(P.mean_p, x, axis=_axis(axis), keepdims=bool(keepdims))
 
 
-def max(x, axis=None, keepdims=False):
+class MaxMin(tuple):
+    """``(values, indices)`` of ``max(x, dim)`` / ``min(x, dim)``, a named
+    tuple as PyTorch's ``torch.return_types.max``."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return tuple.__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+    def __repr__(self):
+        return f"MaxMin(values={self[0]!r}, indices={self[1]!r})"
+
+
+def _max_along(op, x, d, keep, largest):
+    """PyTorch's ``max(x, dim)``: the values (the gradient goes to the selected
+    element only, as PyTorch's) and their int64 indices along ``d``."""
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an integer, got {d!r}")
+    nd = len(x.shape)
+    ax = _axis_of(op, int(d), builtins_max(nd, 1))
+    if getattr(x, "_is_symbolic", False):
+        values = bind(P.max_p, x if largest else neg(x), axis=ax, keepdims=keep)
+        idx = (x if largest else neg(x)).argmax(axis=ax)
+        return MaxMin(values if largest else neg(values), unsqueeze(idx, ax) if keep else idx)
+    data = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if nd and data.shape[ax] == 0:
+        raise P.ShapeError(f"{op}: cannot reduce dimension {ax} of size 0 (x.shape={data.shape})")
+    idx = np.argmax(data, axis=ax) if largest else np.argmin(data, axis=ax)
+    if nd == 0:
+        values = getitem(x, ())
+    else:
+        grid = list(np.ogrid[tuple(slice(n) for n in idx.shape)])
+        grid.insert(ax, idx)
+        values = getitem(x, tuple(grid))
+    if keep and nd:
+        values = unsqueeze(values, ax)
+        idx = np.expand_dims(idx, ax)
+    return MaxMin(values, Tensor(idx.astype(np.int64)))
+
+
+def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+    """The maximum: over ``axis`` (all axes by default), as numpy; with
+    ``dim`` (PyTorch's ``x.max(dim)``) a :class:`MaxMin` ``(values, indices)``;
+    with a tensor as the second argument the elementwise :func:`maximum`
+    (``torch.max(x, y)``)."""
+    if dim is not None and not isinstance(dim, (int, np.integer)):
+        if isinstance(dim, (Tensor, np.ndarray, float)) or getattr(dim, "_is_symbolic", False):
+            return maximum(x, dim)
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"max: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+        return _max_along("max", x, dim, _keep("max", keepdims, keepdim), True)
+    keepdims = _keep("max", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.max_p, x)
     return bind(P.max_p, x, axis=_axis(axis), keepdims=keepdims)
 
 
-def min(x, axis=None, keepdims=False):
-    return neg(max(neg(x), axis=axis, keepdims=keepdims))
+def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+    """As :func:`max`, for the minimum."""
+    if dim is not None and not isinstance(dim, (int, np.integer)):
+        if isinstance(dim, (Tensor, np.ndarray, float)) or getattr(dim, "_is_symbolic", False):
+            return minimum(x, dim)
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"min: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+        return _max_along("min", x, dim, _keep("min", keepdims, keepdim), False)
+    return neg(max(neg(x), axis=axis, keepdims=_keep("min", keepdims, keepdim)))
+
+
+def _arg(op, x, axis, dim, keepdim, fn):
+    axis = _dim(op, axis, dim)
+    data = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if axis is not None:
+        axis = _axis_of(op, axis, builtins_max(data.ndim, 1))
+    out = fn(data, axis=axis, keepdims=bool(keepdim))
+    return Tensor(np.asarray(out, dtype=np.int64))
+
+
+def argmax(x, axis=None, keepdim=False, *, dim=None):
+    """Indices (int64) of the maxima along ``axis``/``dim`` (of the flattened
+    tensor by default), as ``torch.argmax``; no gradient."""
+    return _arg("argmax", x, axis, dim, keepdim, np.argmax)
+
+
+def argmin(x, axis=None, keepdim=False, *, dim=None):
+    return _arg("argmin", x, axis, dim, keepdim, np.argmin)
+
+
+def size(x, dim=None):
+    """``x.shape`` as a tuple, or the size of dimension ``dim`` (as ``torch.Tensor.size``)."""
+    shp = tuple(x.shape)
+    if dim is None:
+        return shp
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"size: dim must be an integer, got {dim!r}")
+    nd = len(shp)
+    if not -builtins_max(nd, 1) <= dim < builtins_max(nd, 1):
+        raise IndexError(f"size: dimension out of range (expected to be in range of [{-builtins_max(nd, 1)}, "
+                         f"{builtins_max(nd, 1) - 1}], but got {dim})")
+    return shp[dim] if nd else 1
+
+
+def numel(x):
+    """The number of elements (as ``torch.numel``)."""
+    return int(np.prod(x.shape, dtype=np.int64)) if None not in tuple(x.shape) else None
 
 
 # --- shapes and indexing --------------------------------------------------------
@@ -230,8 +366,18 @@ def reshape(x, *shape):
     return bind(P.reshape_p, x, shape=shape)
 
 
-def flatten(x):
-    return reshape(x, -1)
+def flatten(x, start_dim=0, end_dim=-1):
+    """``x`` with dimensions ``start_dim..end_dim`` merged into one (all of
+    them by default), as ``torch.flatten``."""
+    shp = list(x.shape)
+    if not shp:
+        return reshape(x, 1)
+    s, e = _axis_of("flatten", start_dim, len(shp)), _axis_of("flatten", end_dim, len(shp))
+    if s > e:
+        raise P.ShapeError(f"flatten: start_dim={start_dim} comes after end_dim={end_dim}")
+    if s == 0 and e == len(shp) - 1:
+        return reshape(x, -1)
+    return reshape(x, *shp[:s], -1, *shp[e + 1:])
 
 
 def _axis_of(op, axis, ndim):
@@ -240,10 +386,15 @@ def _axis_of(op, axis, ndim):
     return axis % ndim
 
 
-def squeeze(x, axis):
-    """``x`` without dimension ``axis`` if it has size 1, else ``x`` unchanged
-    (as ``torch.squeeze(x, dim)``)."""
+def squeeze(x, axis=None, *, dim=None):
+    """``x`` without dimension ``axis`` (``dim``) if it has size 1, else ``x``
+    unchanged; without one, without every dimension of size 1 (as ``torch.squeeze``)."""
+    axis = _dim("squeeze", axis, dim)
     shp = list(x.shape)
+    if axis is None:
+        if None in shp:
+            raise P.ShapeError(f"squeeze: x.shape={tuple(shp)} has unknown dimensions; name the one to remove")
+        return reshape(x, *[d for d in shp if d != 1])
     ax = _axis_of("squeeze", axis, len(shp))
     if shp[ax] is None:
         raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} is unknown, so whether it is "
@@ -255,8 +406,11 @@ def squeeze(x, axis):
     return getitem(x, (slice(None),) * ax + (0,))
 
 
-def unsqueeze(x, axis):
-    """``x`` with a new dimension of size 1 at ``axis``."""
+def unsqueeze(x, axis=None, *, dim=None):
+    """``x`` with a new dimension of size 1 at ``axis`` (``dim``)."""
+    axis = _dim("unsqueeze", axis, dim)
+    if axis is None:
+        raise TypeError("unsqueeze: missing the dimension (axis= or dim=)")
     shp = list(x.shape)
     ax = _axis_of("unsqueeze", axis, len(shp) + 1)
     shp.insert(ax, 1)
@@ -266,8 +420,28 @@ def unsqueeze(x, axis):
 
 
 def transpose(x, *axes):
+    """The axes of ``x`` reversed, or permuted by ``axes`` (numpy's
+    ``transpose``; PyTorch's two-axis swap is :func:`permute` with both named)."""
     axes = _shape_arg(axes) if axes else None
     return bind(P.transpose_p, x, axes=axes)
+
+
+def permute(x, *dims):
+    """The dimensions of ``x`` in the order ``dims`` (as ``torch.permute``;
+    ``x.permute(1, 0, 2)`` or ``x.permute((1, 0, 2))``)."""
+    dims = _shape_arg(dims)
+    if len(dims) != len(x.shape):
+        raise P.ShapeError(f"permute: {len(dims)} dims {dims} for an input with {len(x.shape)} dimensions")
+    return bind(P.transpose_p, x, axes=dims)
+
+
+def _t(x):
+    """``x.T`` of a tensor with at most 2 dimensions (as ``torch.Tensor.t``)."""
+    nd = len(x.shape)
+    if nd > 2:
+        raise P.ShapeError(f"t: expects a tensor with <= 2 dimensions, but x has {nd} (x.shape={tuple(x.shape)}); "
+                           f"use permute")
+    return transpose(x) if nd == 2 else x
 
 
 def broadcast_to(x, shape):
@@ -296,8 +470,11 @@ def take(x, indices):
     return bind(P.take_p, x, np.asarray(indices) if not getattr(indices, "_is_symbolic", False) else indices)
 
 
-def concat(xs, axis=0):
-    if axis == 0 and type(axis) is int:
+def concat(xs, axis=None, *, dim=None):
+    """``xs`` joined along ``axis`` (``dim``; default 0)."""
+    if dim is not None:
+        axis = _dim("concat", axis, dim)
+    if axis is None or (axis == 0 and type(axis) is int):
         return bind(P.concat_p, *xs)         # the default, without attributes (see sum)
     return bind(P.concat_p, *xs, axis=axis)
 
@@ -305,15 +482,22 @@ def concat(xs, axis=0):
 cat = concat
 
 
-def stack(xs, axis=0):
-    if axis == 0 and type(axis) is int:
+def stack(xs, axis=None, *, dim=None):
+    """``xs`` stacked along a new ``axis`` (``dim``; default 0)."""
+    if dim is not None:
+        axis = _dim("stack", axis, dim)
+    if axis is None or (axis == 0 and type(axis) is int):
         return bind(P.stack_p, *xs)
     return bind(P.stack_p, *xs, axis=axis)
 
 
-def split(x, sections, axis=0):
+def split(x, sections, axis=None, *, dim=None):
     """Split into ``sections`` equal parts (an int) or at the given sizes (a list),
-    as ``torch.split``'s list form; returns a list of tensors."""
+    as ``torch.split``'s list form, along ``axis`` (``dim``; default 0);
+    returns a list of tensors."""
+    axis = _dim("split", axis, dim)
+    if axis is None:
+        axis = 0
     n = x.shape[axis]
     if isinstance(sections, int):
         if n % sections:
@@ -347,14 +531,20 @@ def linear(x, weight, bias):
 
 # --- softmax, losses, embedding, dropout ----------------------------------------
 
-def softmax(x, axis=-1):
-    if axis == -1 and type(axis) is int:
+def softmax(x, axis=None, *, dim=None):
+    """Softmax along ``axis`` (``dim``; default the last)."""
+    if dim is not None:
+        axis = _dim("softmax", axis, dim)
+    if axis is None or (axis == -1 and type(axis) is int):
         return bind(P.softmax_p, x)          # the default, without attributes (see sum)
     return bind(P.softmax_p, x, axis=axis)
 
 
-def log_softmax(x, axis=-1):
-    if axis == -1 and type(axis) is int:
+def log_softmax(x, axis=None, *, dim=None):
+    """Log-softmax along ``axis`` (``dim``; default the last)."""
+    if dim is not None:
+        axis = _dim("log_softmax", axis, dim)
+    if axis is None or (axis == -1 and type(axis) is int):
         return bind(P.log_softmax_p, x)
     return bind(P.log_softmax_p, x, axis=axis)
 
@@ -438,6 +628,7 @@ def tree_lstm_leaf(x, w, b):
 import builtins as _b  # noqa: E402
 
 builtins_sum = _b.sum
+builtins_max = _b.max
 
 
 def _install(cls):
@@ -476,6 +667,11 @@ def _install(cls):
     cls.squeeze = squeeze
     cls.unsqueeze = unsqueeze
     cls.transpose = transpose
+    cls.permute = permute
+    cls.t = _t
+    cls.clone = clone
+    cls.size = size
+    cls.numel = numel
     cls.astype = astype
     cls.T = property(lambda self: transpose(self))
     cls.matmul = matmul
@@ -497,5 +693,6 @@ Tensor.__lt__ = _compare(np.less)
 Tensor.__le__ = _compare(np.less_equal)
 Tensor.__gt__ = _compare(np.greater)
 Tensor.__ge__ = _compare(np.greater_equal)
-Tensor.argmax = lambda self, axis=None: Tensor(np.argmax(self.data, axis=axis))
+Tensor.argmax = argmax
+Tensor.argmin = argmin
 Parameter.__hash__ = Tensor.__hash__

@@ -50,10 +50,6 @@ class Tensor:
     def ndim(self):
         return self.data.ndim
 
-    @property
-    def size(self):
-        return self.data.size
-
     def __len__(self):
         return len(self.data)
 

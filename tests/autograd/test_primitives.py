@@ -358,7 +358,7 @@ SAMPLES = {
     "childsum_levels": _childsum_levels, "lstm_seq": _seqs(4, (0, 1)), "gru_seq": _seqs(3, (0,)),
     "rnn_seq": _seqs(1, None), "split_rows": _split_rows,
     "tree_lstm_node": _tree_node, "tree_lstm_leaf_node": _leaf_node,
-    "random": _random, "dropout_mask": _dropout_mask,
+    "random": _random, "dropout_mask": _dropout_mask, "copy": _unary("normal"),
 }
 
 
@@ -609,7 +609,7 @@ BAD = {
 }
 # Primitives that accept every input their numpy implementation accepts.
 NO_BAD_INPUT = {"neg": "any numeric dtype", "abs": "any numeric dtype",
-                "astype": "any array can be cast to any dtype numpy knows"}
+                "astype": "any array can be cast to any dtype numpy knows", "copy": "any array can be copied"}
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

@@ -477,6 +477,7 @@ STRATEGIES = {
     "tree_lstm_levels": _binary_levels(True), "tree_rnn_levels": _binary_levels(False),
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
     "split_rows": _split_rows, "random": _random, "dropout_mask": _dropout_mask,
+    "copy": _unary,
 }
 
 
