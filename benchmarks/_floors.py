@@ -188,7 +188,7 @@ class TreeLevelReference:
                     KT.gather_pairs(h, lk, rk, hcat[r0:r1])
                 mm(hcat[r0:r1], U, out=Z[r0:r1])
                 if T:
-                    KT.tree_lstm_level_fwd(Z[r0:r1], b, c, lk, rk, lo, h, acts[r0:r1])
+                    KT.tree_lstm_levels_fwd(Z[r0:r1], b, c, lk, rk, lo, h, acts[r0:r1])
             if not train:
                 nt = bt["nt"]
                 if G:
@@ -222,7 +222,7 @@ class TreeLevelReference:
                 dc[:N] = 0.0
             for lo, hi, r0, r1, lk, rk in reversed(bt["levels_k"]):
                 if T:
-                    KT.tree_lstm_level_bwd(dh, dc, acts[r0:r1], c, lk, rk, lo, dZ[r0:r1])
+                    KT.tree_lstm_levels_bwd(dh, dc, acts[r0:r1], c, lk, rk, lo, dZ[r0:r1])
                 mm(dZ[r0:r1], UT, out=dhcat[r0:r1])
                 if G:
                     KT.scatter_pairs_add(dhcat[r0:r1], lk, rk, dh)
@@ -399,12 +399,12 @@ class PackedLSTMReference:
             if G:
                 take(Gu[:nu], rows, axis=0, out=gx[:total], mode="clip")
             if T:
-                KT.lstm_step_fwd(gx[:n0], bhh, c, -1, 0, h, acts)
+                KT.lstm_seq_fwd(gx[:n0], bhh, c, -1, 0, h, acts)
             for n, o, p in steps:
                 z = mm(h[p:p + n], whhT, out=pre[o:o + n])
                 if T:
                     z += gx[o:o + n]
-                    KT.lstm_step_fwd(z, bhh, c, p, o, h, acts)
+                    KT.lstm_seq_fwd(z, bhh, c, p, o, h, acts)
             if G:
                 take(h, last, axis=0, out=hlast[:B], mode="clip")
             z = mm(hlast[:B], woT, out=logits[:B])
@@ -430,12 +430,12 @@ class PackedLSTMReference:
                 dc[:total] = 0.0
             for n, o, p in reversed(steps):
                 if T:
-                    KT.lstm_step_bwd(dh, dc, acts, c, p, o, n, dg)
+                    KT.lstm_seq_bwd(dh, dc, acts, c, p, o, n, dg)
                 z = mm(dg[o:o + n], whh, out=dhbuf[:n])
                 if T:
                     dh[p:p + n] += z
             if T:
-                KT.lstm_step_bwd(dh, dc, acts, c, -1, 0, n0, dg)
+                KT.lstm_seq_bwd(dh, dc, acts, c, -1, 0, n0, dg)
             if G and R:
                 take(h, bt["prev_rows"], axis=0, out=hprev[:R], mode="clip")
             mm(dg[n0:total].T, hprev[:R], out=dWhh)

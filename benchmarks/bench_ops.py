@@ -56,6 +56,7 @@ def _parser():
 def overhead_contenders(seed, torch):
     import numpy as np
 
+    import dynnets as dn
     from dynnets.autograd import ops
     from dynnets.autograd.tensor import Tensor
 
@@ -150,6 +151,7 @@ def graph_ops(t):
 def lstm_contenders(seed, batch, torch, I=300, H=150):
     import numpy as np
 
+    import dynnets as dn
     from dynnets.autograd import ops
     from dynnets.autograd.tensor import Tensor
 
@@ -233,18 +235,19 @@ def loop_contenders(seed, torch, steps=20, I=300, H=150):
     import numpy as np
 
     from dynnets import nn
+    import dynnets as dn
     from dynnets.autograd import ops
 
     rng = np.random.default_rng(seed)
     xs = rng.standard_normal((steps, 1, I)).astype(np.float32)
     cell = nn.LSTMCell(I, H, rng=rng)
-    xts = [ops.tensor(x) for x in xs]
+    xts = [dn.tensor(x) for x in xs]
     params = list(cell.parameters())
 
     def dynnets_loop():
         for p in params:
             p._grad = None
-        h, c = ops.zeros(1, H), ops.zeros(1, H)
+        h, c = dn.zeros(1, H), dn.zeros(1, H)
         for x in xts:
             h, c = cell(x, (h, c))
         h.sum().backward()

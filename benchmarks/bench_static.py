@@ -15,6 +15,11 @@ lstm     the padded LSTM (batch 25, max_len 50, 300-d embeddings, 150 hidden):
          in eager mode, and the train step (with Adagrad) in both modes
 fusion   the thresholds of the compile passes: fused Numba kernel vs numpy for
          a cheap chain and for exp, out= buffers vs fresh arrays
+loop     an RNN (h = tanh(h W + x_t), batch 25, 150 hidden, 50 steps) as one
+         ``while_loop`` over a TensorArray, as a graph unrolled in Python, and
+         eager: forward, and forward + gradients (the loop's backward
+         recomputes each iteration's body, see dynnets.static.control_flow);
+         and the cost of one empty iteration
 
     python benchmarks/bench_static.py --seed 0 --repeats 15
     python benchmarks/bench_static.py --only linreg,addop
@@ -537,12 +542,91 @@ def bench_fusion(args, np, summary):
 
 # --------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------
+# control flow: a while_loop against the unrolled graph and eager mode
+# --------------------------------------------------------------------------
+
+def bench_loop(args, np, summary):
+    import dynnets as dn
+    import dynnets.static as ds
+
+    B, H, T = 25, 150, 50
+    rng = np.random.default_rng(args.seed)
+    w0 = (rng.standard_normal((H, H)) * 0.05).astype(np.float32)
+    xv = (rng.standard_normal((T, B, H)) * 0.1).astype(np.float32)
+    g = ds.Graph()
+    with g.as_default():
+        xs = ds.placeholder((None, B, H), name="xs")
+        n = ds.placeholder((), np.int32, name="n")
+        w = ds.placeholder((H, H), name="w")
+        inputs = ds.TensorArray(np.float32, size=n).unstack(xs)
+
+        def body(t, h, out):
+            h = dn.tanh(dn.matmul(h, w) + inputs.read(t))
+            return t + 1, h, out.write(t, h)
+        _, _, out = ds.while_loop(lambda t, h, out: t < n, body,
+                                  [0, ds.constant(np.zeros((B, H), np.float32)), ds.TensorArray(np.float32, size=n)])
+        loop_loss = ds.reduce_sum(out.stack())
+        loop_grads = ds.gradients(loop_loss, [w, xs])
+        xu = ds.placeholder((T, B, H), name="xu")
+        h = ds.constant(np.zeros((B, H), np.float32))
+        hs = []
+        for t in range(T):
+            h = dn.tanh(dn.matmul(h, w) + xu[t])
+            hs.append(h)
+        unrolled_loss = ds.reduce_sum(ds.stack(hs))
+        unrolled_grads = ds.gradients(unrolled_loss, [w, xu])
+        empty = ds.while_loop(lambda i: i < n, lambda i: i + 1, [0])
+    sess = ds.Session(g)
+    loop_feed = {xs: xv, n: T, w: w0}
+    unrolled_feed = {xu: xv, w: w0}
+
+    def eager(grad):
+        wt = dn.tensor(w0, requires_grad=grad)
+        xt = dn.tensor(xv, requires_grad=grad)
+        h = dn.tensor(np.zeros((B, H), np.float32))
+        hs = []
+        for t in range(T):
+            h = dn.tanh(dn.matmul(h, wt) + xt[t])
+            hs.append(h)
+        loss = dn.sum(dn.stack(hs))
+        if grad:
+            loss.backward()
+        return loss
+
+    contenders = {
+        "while_loop fwd": lambda: sess.run(loop_loss, loop_feed),
+        "unrolled fwd": lambda: sess.run(unrolled_loss, unrolled_feed),
+        "eager fwd": lambda: eager(False),
+        "while_loop fwd+bwd": lambda: sess.run([loop_loss] + loop_grads, loop_feed),
+        "unrolled fwd+bwd": lambda: sess.run([unrolled_loss] + unrolled_grads, unrolled_feed),
+        "eager fwd+bwd": lambda: eager(True),
+    }
+    a = sess.run([loop_loss] + loop_grads, loop_feed)
+    b = sess.run([unrolled_loss] + unrolled_grads, unrolled_feed)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=2e-4, atol=1e-4)
+    times = interleaved(contenders, args.repeats, 1, warmup=2)
+    med = {k: statistics.median(v) * 1e6 for k, v in times.items()}
+    rows = []
+    for part in ("fwd", "fwd+bwd"):
+        lw, un, ea = med[f"while_loop {part}"], med[f"unrolled {part}"], med[f"eager {part}"]
+        rows.append([part, _fmt(lw), _fmt(un), _fmt(ea), f"{un / lw:.2f}x", f"{ea / lw:.2f}x"])
+    empty_times = interleaved({"empty": lambda: sess.run(empty, {n: 10000})}, max(3, args.repeats // 3), 1)
+    per_iter = statistics.median(empty_times["empty"]) * 1e6 / 10000
+    print(f"\n## Control flow: an RNN over {T} steps (batch {B}, {H} hidden), medians of {args.repeats} "
+          f"interleaved rounds\n")
+    print(markdown_table(["pass", "while_loop", "unrolled graph", "eager", "unrolled / loop", "eager / loop"], rows))
+    print(f"\nAn empty iteration (condition and body plans called once each): {per_iter:.2f} us")
+    summary["loop"] = {"rows": rows, "per_iter_us": per_iter}
+
+
 def main():
     info = setup(__file__)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--only", default="linreg,addop,compile,lstm,fusion")
+    p.add_argument("--only", default="linreg,addop,compile,lstm,fusion,loop")
     args = p.parse_args()
     import numpy as np
     np.random.seed(args.seed)
@@ -550,7 +634,7 @@ def main():
           f"(medians of interleaved rounds); env: {info['reexec'] or 'as given'}")
     summary = {}
     sections = {"linreg": bench_linreg, "addop": bench_addop, "compile": bench_compile, "lstm": bench_lstm,
-                "fusion": bench_fusion}
+                "fusion": bench_fusion, "loop": bench_loop}
     for name in args.only.split(","):
         name = name.strip()
         if name not in sections:

@@ -8,6 +8,7 @@ from .autograd import (AnomalyError, GradcheckError, Parameter, ShapeError, Tens
                        enable_grad, gradcheck, is_grad_enabled, no_grad)
 from .autograd.ops import *  # noqa: F401,F403
 from .autograd.ops import __all__ as _ops_all
+from .autograd.tensor import arange, as_tensor, full, ones, ones_like, randn, tensor, uniform, zeros, zeros_like
 from .io import load, save
 from .random import default_generator, initial_seed, manual_seed, seed
 
@@ -15,7 +16,8 @@ __version__ = "0.1.0"
 
 __all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError", "no_grad", "enable_grad",
            "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", "manual_seed", "seed", "initial_seed",
-           "default_generator", *_ops_all]
+           "default_generator", "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn",
+           "uniform", "arange", *_ops_all]
 
 
 def __getattr__(name):

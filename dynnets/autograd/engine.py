@@ -21,14 +21,12 @@ from heapq import heappush as _heappush
 
 import numpy as np
 
-from . import tensor as _tensor_module
 from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
-from .tensor import Parameter, Tensor
 
 __all__ = [
     "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "accumulate_grad",
+    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "accumulate_grad",
 ]
 
 
@@ -115,10 +113,13 @@ class Node:
         return f"<Node {self.prim.name}>"
 
 
-_TENSOR = Tensor
+# The tensor classes, registered by dynnets.autograd.tensor when it defines
+# them (register_tensor_types): Tensor's methods bind primitives, so
+# tensor.py sits above this module, which cannot import it.
+Tensor = Parameter = _TENSOR = _PARAM = None
+_TP = frozenset()
 _NODE = Node
 _NDARRAY = np.ndarray
-_PARAM = Parameter
 _object_new = object.__new__
 _next_seq = itertools.count().__next__
 # Argument types that are plain constants: bind takes its fast path for them
@@ -186,7 +187,16 @@ def _explain(prim, args, attrs, exc):
 
 
 _WEAK = frozenset({float, int, bool})
-_TP = frozenset({Tensor, Parameter})
+
+
+def register_tensor_types(tensor, parameter):
+    """The hook by which :mod:`dynnets.autograd.tensor` hands the engine the
+    classes it creates (``tensor``) and recognises on bind's fast path (both):
+    called once, when that module defines them."""
+    global Tensor, Parameter, _TENSOR, _PARAM, _TP
+    Tensor = _TENSOR = tensor
+    Parameter = _PARAM = parameter
+    _TP = frozenset({tensor, parameter})
 
 
 def bind(prim, *args, **attrs):
@@ -608,8 +618,6 @@ def backward(root, gradient=None, retain_graph=False):
         accumulate_grad(p, gi)
         p._grad = _form(p._grad, p.data.dtype)
 
-
-_tensor_module._engine_backward = backward
 
 
 def _seed(node, idx, g):

@@ -1,5 +1,14 @@
 """Numba kernels: the fused elementwise parts of cells, losses and softmaxes.
 
+Which file a kernel goes in: a kernel that returns fresh arrays and evaluates
+its activations with scalar libm maths goes here (the PyTorch-style LSTM and
+GRU cells, losses, softmaxes, gradient scatters). A kernel that needs the
+vectorised gate activations, or works on the state arrays of a whole minibatch
+through caller-allocated buffers (tree levels, packed sequences, Tree-LSTM
+nodes), goes in :mod:`dynnets.autograd.kernels_tree`: kernels must not call
+jitted functions across files, so a kernel lives beside the helpers it calls.
+Kernels are named after their primitive, ``<primitive>_fwd`` / ``_bwd``.
+
 Every public function here is a forward (``*_fwd``) or backward (``*_bwd``)
 kernel with a plain-numpy twin of the same name and signature in
 :mod:`dynnets.autograd.reference`; the twin is the specification of record and
@@ -34,21 +43,11 @@ __all__ = [
     "lstm_cell_bwd",
     "gru_cell_fwd",
     "gru_cell_bwd",
-    "tree_lstm_fwd",
-    "tree_lstm_bwd",
-    "tree_lstm_leaf_fwd",
-    "tree_lstm_leaf_bwd",
-    "embedding_fwd",
     "embedding_bwd",
-    "softmax_xent_fwd",
-    "softmax_xent_bwd",
+    "softmax_cross_entropy_fwd",
+    "softmax_cross_entropy_bwd",
     "softmax_fwd",
-    "softmax_bwd",
     "log_softmax_fwd",
-    "log_softmax_bwd",
-    "sigmoid_fwd",
-    "sigmoid_bwd",
-    "tanh_bwd",
     "outer_sum_fwd",
 ]
 
@@ -274,203 +273,8 @@ def gru_cell_bwd(dh, acts, gh, h_prev):
 
 
 # --------------------------------------------------------------------------
-# Binary constituency Tree-LSTM
-# --------------------------------------------------------------------------
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def tree_lstm_fwd(z, c_l, c_r):
-    """Internal node of the binary constituency Tree-LSTM (Tai et al. 2015,
-    eqs. 9-14 with N = 2 and no input at internal nodes), for N nodes at once.
-
-    i = σ(a_i), f_l = σ(a_fl), f_r = σ(a_fr), o = σ(a_o), u = tanh(a_u);
-    c = i * u + f_l * c_l + f_r * c_r (eq. 13);  h = o * tanh(c) (eq. 14).
-
-    Parameters
-    ----------
-    z : (N, 5H) array
-        Pre-activations ``[h_l; h_r] @ U + b`` in chunk order i, f_l, f_r, o, u.
-    c_l, c_r : (N, H) arrays
-        Cell states of the left and right children.
-
-    Returns
-    -------
-    h : (N, H) array
-    c : (N, H) array
-    acts : (N, 5H) array
-        ``[σ(a_i), σ(a_fl), σ(a_fr), σ(a_o), tanh(a_u)]``.
-    """
-    N, H = c_l.shape
-    h = np.empty((N, H), dtype=c_l.dtype)
-    c = np.empty((N, H), dtype=c_l.dtype)
-    acts = np.empty((N, 5 * H), dtype=z.dtype)
-    for b in range(N):
-        for j in range(H):
-            i = _sigmoid(z[b, j])
-            fl = _sigmoid(z[b, H + j])
-            fr = _sigmoid(z[b, 2 * H + j])
-            o = _sigmoid(z[b, 3 * H + j])
-            u = np.tanh(z[b, 4 * H + j])
-            acts[b, j] = i
-            acts[b, H + j] = fl
-            acts[b, 2 * H + j] = fr
-            acts[b, 3 * H + j] = o
-            acts[b, 4 * H + j] = u
-            cj = i * u + fl * c_l[b, j] + fr * c_r[b, j]
-            c[b, j] = cj
-            h[b, j] = o * np.tanh(cj)
-    return h, c, acts
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def tree_lstm_bwd(dh, dc, acts, c_l, c_r, c):
-    """Vector-Jacobian product of :func:`tree_lstm_fwd`.
-
-    With t = tanh(c): dc_tot = dc + dh * o * (1 - t²);
-    da_i = dc_tot u i(1-i), da_fl = dc_tot c_l f_l(1-f_l),
-    da_fr = dc_tot c_r f_r(1-f_r), da_o = dh t o(1-o), da_u = dc_tot i (1-u²);
-    dc_l = dc_tot f_l, dc_r = dc_tot f_r.
-
-    Parameters
-    ----------
-    dh, dc : (N, H) arrays
-        Upstream gradients of ``h`` and ``c`` (either may be all zeros).
-    acts : (N, 5H) array
-        Activations from the forward kernel.
-    c_l, c_r : (N, H) arrays
-        Children's cell states (forward inputs).
-    c : (N, H) array
-        Cell state (forward output).
-
-    Returns
-    -------
-    dz : (N, 5H) array
-    dc_l : (N, H) array
-    dc_r : (N, H) array
-    """
-    N, H = c.shape
-    dz = np.empty((N, 5 * H), dtype=acts.dtype)
-    dc_l = np.empty((N, H), dtype=c.dtype)
-    dc_r = np.empty((N, H), dtype=c.dtype)
-    for b in range(N):
-        for j in range(H):
-            i = acts[b, j]
-            fl = acts[b, H + j]
-            fr = acts[b, 2 * H + j]
-            o = acts[b, 3 * H + j]
-            u = acts[b, 4 * H + j]
-            t = np.tanh(c[b, j])
-            dct = dc[b, j] + dh[b, j] * o * (1.0 - t * t)
-            dz[b, j] = dct * u * i * (1.0 - i)
-            dz[b, H + j] = dct * c_l[b, j] * fl * (1.0 - fl)
-            dz[b, 2 * H + j] = dct * c_r[b, j] * fr * (1.0 - fr)
-            dz[b, 3 * H + j] = dh[b, j] * t * o * (1.0 - o)
-            dz[b, 4 * H + j] = dct * i * (1.0 - u * u)
-            dc_l[b, j] = dct * fl
-            dc_r[b, j] = dct * fr
-    return dz, dc_l, dc_r
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def tree_lstm_leaf_fwd(z):
-    """Leaf node of the Tree-LSTM (Tai et al. 2015, eqs. 9-14 with no
-    children, so no forget gates): input only.
-
-    i = σ(a_i), o = σ(a_o), u = tanh(a_u); c = i * u; h = o * tanh(c).
-
-    Parameters
-    ----------
-    z : (N, 3H) array
-        Pre-activations ``x @ W + b`` in chunk order i, o, u.
-
-    Returns
-    -------
-    h : (N, H) array
-    c : (N, H) array
-    acts : (N, 3H) array
-        ``[σ(a_i), σ(a_o), tanh(a_u)]``.
-    """
-    N = z.shape[0]
-    H = z.shape[1] // 3
-    h = np.empty((N, H), dtype=z.dtype)
-    c = np.empty((N, H), dtype=z.dtype)
-    acts = np.empty((N, 3 * H), dtype=z.dtype)
-    for b in range(N):
-        for j in range(H):
-            i = _sigmoid(z[b, j])
-            o = _sigmoid(z[b, H + j])
-            u = np.tanh(z[b, 2 * H + j])
-            acts[b, j] = i
-            acts[b, H + j] = o
-            acts[b, 2 * H + j] = u
-            cj = i * u
-            c[b, j] = cj
-            h[b, j] = o * np.tanh(cj)
-    return h, c, acts
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def tree_lstm_leaf_bwd(dh, dc, acts, c):
-    """Vector-Jacobian product of :func:`tree_lstm_leaf_fwd`.
-
-    With t = tanh(c): dc_tot = dc + dh * o * (1 - t²);
-    da_i = dc_tot u i(1-i), da_o = dh t o(1-o), da_u = dc_tot i (1-u²).
-
-    Parameters
-    ----------
-    dh, dc : (N, H) arrays
-        Upstream gradients of ``h`` and ``c`` (either may be all zeros).
-    acts : (N, 3H) array
-        Activations from the forward kernel.
-    c : (N, H) array
-        Cell state (forward output).
-
-    Returns
-    -------
-    dz : (N, 3H) array
-    """
-    N, H = c.shape
-    dz = np.empty((N, 3 * H), dtype=acts.dtype)
-    for b in range(N):
-        for j in range(H):
-            i = acts[b, j]
-            o = acts[b, H + j]
-            u = acts[b, 2 * H + j]
-            t = np.tanh(c[b, j])
-            dct = dc[b, j] + dh[b, j] * o * (1.0 - t * t)
-            dz[b, j] = dct * u * i * (1.0 - i)
-            dz[b, H + j] = dh[b, j] * t * o * (1.0 - o)
-            dz[b, 2 * H + j] = dct * i * (1.0 - u * u)
-    return dz
-
-
-# --------------------------------------------------------------------------
 # Embedding
 # --------------------------------------------------------------------------
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def embedding_fwd(weight, ids):
-    """Row gather ``out[k] = weight[ids[k]]``.
-
-    Parameters
-    ----------
-    weight : (V, D) array
-    ids : (N,) int64 array
-        Row indices in ``[0, V)``; not bounds-checked (the caller validates).
-
-    Returns
-    -------
-    out : (N, D) array
-    """
-    N = ids.shape[0]
-    D = weight.shape[1]
-    out = np.empty((N, D), dtype=weight.dtype)
-    for k in range(N):
-        r = ids[k]
-        for d in range(D):
-            out[k, d] = weight[r, d]
-    return out
 
 
 @njit(cache=True, fastmath=False, nogil=True)
@@ -508,7 +312,7 @@ def embedding_bwd(inverse, dout, n_rows):
 
 
 @njit(cache=True, fastmath=False, nogil=True)
-def softmax_xent_fwd(logits, targets, weights):
+def softmax_cross_entropy_fwd(logits, targets, weights):
     """Weighted softmax cross-entropy of each row.
 
     loss_n = w_n (log Σ_j exp(x_nj - m_n) - (x_{n,t_n} - m_n)), m_n = max_j x_nj,
@@ -549,8 +353,8 @@ def softmax_xent_fwd(logits, targets, weights):
 
 
 @njit(cache=True, fastmath=False, nogil=True)
-def softmax_xent_bwd(probs, targets, weights, g):
-    """Vector-Jacobian product of :func:`softmax_xent_fwd` w.r.t. ``logits``:
+def softmax_cross_entropy_bwd(probs, targets, weights, g):
+    """Vector-Jacobian product of :func:`softmax_cross_entropy_fwd` w.r.t. ``logits``:
     ``dlogits = (g * weights)[:, None] * (probs - onehot(targets))``.
 
     Parameters
@@ -614,33 +418,6 @@ def softmax_fwd(x):
 
 
 @njit(cache=True, fastmath=False, nogil=True)
-def softmax_bwd(y, g):
-    """Vector-Jacobian product of :func:`softmax_fwd`:
-    ``dx = y * (g - Σ_j g_j y_j)`` per row.
-
-    Parameters
-    ----------
-    y : (N, C) array
-        Softmax output.
-    g : (N, C) array
-        Upstream gradient.
-
-    Returns
-    -------
-    dx : (N, C) array
-    """
-    N, C = y.shape
-    dx = np.empty((N, C), dtype=y.dtype)
-    for n in range(N):
-        s = 0.0
-        for j in range(C):
-            s += g[n, j] * y[n, j]
-        for j in range(C):
-            dx[n, j] = y[n, j] * (g[n, j] - s)
-    return dx
-
-
-@njit(cache=True, fastmath=False, nogil=True)
 def log_softmax_fwd(x):
     """Log-softmax over the last axis, ``y = x - m - log Σ exp(x - m)`` with
     ``m`` the row max (no overflow).
@@ -667,106 +444,6 @@ def log_softmax_fwd(x):
         for j in range(C):
             y[n, j] = x[n, j] - lse
     return y
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def log_softmax_bwd(y, g):
-    """Vector-Jacobian product of :func:`log_softmax_fwd`:
-    ``dx = g - exp(y) * Σ_j g_j`` per row.
-
-    Parameters
-    ----------
-    y : (N, C) array
-        Log-softmax output.
-    g : (N, C) array
-        Upstream gradient.
-
-    Returns
-    -------
-    dx : (N, C) array
-    """
-    N, C = y.shape
-    dx = np.empty((N, C), dtype=y.dtype)
-    for n in range(N):
-        s = 0.0
-        for j in range(C):
-            s += g[n, j]
-        for j in range(C):
-            dx[n, j] = g[n, j] - np.exp(y[n, j]) * s
-    return dx
-
-
-# --------------------------------------------------------------------------
-# Elementwise
-# --------------------------------------------------------------------------
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def sigmoid_fwd(x):
-    """Logistic sigmoid, evaluated without overflow for any ``|x|``.
-
-    Parameters
-    ----------
-    x : (N, C) array
-
-    Returns
-    -------
-    y : (N, C) array
-    """
-    N, C = x.shape
-    y = np.empty((N, C), dtype=x.dtype)
-    for n in range(N):
-        for j in range(C):
-            y[n, j] = _sigmoid(x[n, j])
-    return y
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def sigmoid_bwd(y, g):
-    """Vector-Jacobian product of :func:`sigmoid_fwd`: ``dx = g * y * (1 - y)``.
-
-    Parameters
-    ----------
-    y : (N, C) array
-        Sigmoid output.
-    g : (N, C) array
-        Upstream gradient.
-
-    Returns
-    -------
-    dx : (N, C) array
-    """
-    N, C = y.shape
-    dx = np.empty((N, C), dtype=y.dtype)
-    for n in range(N):
-        for j in range(C):
-            yj = y[n, j]
-            dx[n, j] = g[n, j] * yj * (1.0 - yj)
-    return dx
-
-
-@njit(cache=True, fastmath=False, nogil=True)
-def tanh_bwd(y, g):
-    """Vector-Jacobian product of ``tanh``: ``dx = g * (1 - y²)``.
-
-    Parameters
-    ----------
-    y : (N, C) array
-        ``tanh`` output.
-    g : (N, C) array
-        Upstream gradient.
-
-    Returns
-    -------
-    dx : (N, C) array
-    """
-    N, C = y.shape
-    dx = np.empty((N, C), dtype=y.dtype)
-    for n in range(N):
-        for j in range(C):
-            yj = y[n, j]
-            dx[n, j] = g[n, j] * (1.0 - yj * yj)
-    return dx
 
 
 # --------------------------------------------------------------------------

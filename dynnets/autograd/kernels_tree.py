@@ -1,5 +1,17 @@
-"""Numba kernels for level-batched tree models and packed (variable-length)
-recurrent sequences.
+"""Numba kernels for level-batched tree models, packed (variable-length)
+recurrent sequences and the Tree-LSTM cell and leaf.
+
+Which file a kernel goes in: here, a kernel that needs the vectorised gate
+activations below or works on the state arrays of a whole minibatch through
+caller-allocated buffers; in :mod:`dynnets.autograd.kernels`, a kernel that
+returns fresh arrays and uses scalar libm maths. Kernels must not call jitted
+functions across files, so a kernel lives beside the helpers it calls. Kernels
+are named after their primitive (``<primitive>_fwd`` / ``_bwd``, with ``_mv``
+for the variant that does the matrix-vector product itself); the gathers and
+scatters shared by several primitives are named after what they do. Every
+binary Tree-LSTM kernel (level, per-node, public cell) runs the one cell
+implementation :func:`_binary_cells_fwd` / :func:`_binary_cells_bwd`, every
+leaf :func:`_leaf_cells_fwd` / :func:`_leaf_cells_bwd`.
 
 Every public function has a plain-numpy twin of the same name and signature in
 :mod:`dynnets.autograd.reference_tree` (the specification of record);
@@ -30,8 +42,8 @@ Conventions (those of :mod:`dynnets.autograd.kernels`, with one difference)
   Taylor polynomial, the power of two built from its bits) that the compiler
   vectorises, in the kernel's own precision (float32 data: float32 maths,
   16 lanes per AVX-512 instruction). It agrees with ``np.exp`` to a few units
-  in the last place; libm's scalar ``exp`` made the gates cost ~13 ns per
-  element (measured with ``kernels.tree_lstm_fwd``), this ~0.3 ns in float32.
+  in the last place; libm's scalar ``exp`` makes the gates cost ~13 ns per
+  element (measured on a Tree-LSTM cell kernel), this ~0.3 ns in float32.
   Sigmoid uses exp(-|x|) only and tanh uses expm1(-2|x|), so neither overflows
   nor cancels at any input; NaN propagates. ``error_model="numpy"`` lets
   divisions vectorise (Python's model adds a zero check per division).
@@ -46,26 +58,28 @@ from numba.extending import overload
 __all__ = [
     "gather_pairs",
     "scatter_pairs_add",
-    "tree_lstm_level_fwd",
-    "tree_lstm_level_bwd",
+    "tree_lstm_levels_fwd",
+    "tree_lstm_levels_bwd",
     "tanh_rows_fwd",
     "tanh_rows_bwd",
     "childsum_gather",
-    "childsum_level_fwd",
-    "childsum_level_bwd",
+    "childsum_levels_fwd",
+    "childsum_levels_bwd",
     "childsum_scatter_add",
-    "lstm_step_fwd",
-    "lstm_step_bwd",
-    "gru_step_fwd",
-    "gru_step_bwd",
-    "sigmoid_rows",
-    "tanh_rows",
+    "lstm_seq_fwd",
+    "lstm_seq_bwd",
+    "gru_seq_fwd",
+    "gru_seq_bwd",
     "tree_lstm_node_fwd",
     "tree_lstm_node_bwd",
     "tree_lstm_leaf_node_fwd",
     "tree_lstm_leaf_node_bwd",
     "tree_lstm_node_fwd_mv",
     "tree_lstm_leaf_node_fwd_mv",
+    "tree_lstm_cell_fwd",
+    "tree_lstm_cell_bwd",
+    "tree_lstm_leaf_fwd",
+    "tree_lstm_leaf_bwd",
 ]
 
 # fastmath without 'nnan'/'ninf'/'reassoc': NaN must still propagate (anomaly
@@ -277,44 +291,6 @@ def _add_bias(z, zr0, b, out, or0, n, m):
             o[j] = x[j] + b[j]
 
 
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def sigmoid_rows(x):
-    """Logistic function of a 2-D array with the vectorised exponential.
-
-    Parameters
-    ----------
-    x : (N, M) array
-
-    Returns
-    -------
-    out : (N, M) array
-    """
-    N, M = x.shape
-    out = np.empty((N, M), dtype=x.dtype)
-    w, e, em, kb = _scratch(M, x)
-    _sigmoid_block(x, 0, 0, out, 0, 0, N, M, w, e, em, kb)
-    return out
-
-
-@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tanh_rows(x):
-    """Hyperbolic tangent of a 2-D array with the vectorised exponential.
-
-    Parameters
-    ----------
-    x : (N, M) array
-
-    Returns
-    -------
-    out : (N, M) array
-    """
-    N, M = x.shape
-    out = np.empty((N, M), dtype=x.dtype)
-    w, e, em, kb = _scratch(M, x)
-    _tanh_block(x, 0, 0, out, 0, 0, N, M, w, e, em, kb)
-    return out
-
-
 # --------------------------------------------------------------------------
 # gathers and scatters of child rows
 # --------------------------------------------------------------------------
@@ -377,11 +353,14 @@ def scatter_pairs_add(g, left, right, dh_all):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def _binary_cells_fwd(acts, c_all, left, right, c_out, cr0, cc0, h_out, hr0, hc0, n, H, w, e, em, kb):
+def _binary_cells_fwd(acts, cl_all, left, cr_all, right, cc0, c_out, cr0, h_out, hr0, hc0, n, H, w, e, em, kb):
     """Tai et al. eqs. 9-14 for n nodes whose pre-activations (bias included)
     are in ``acts`` (n, 5H): activations in place, c into ``c_out[cr0 + r,
     cc0:cc0+H]``, h into ``h_out[hr0 + r, hc0:hc0+H]``; children's cells are
-    ``c_all[left[r], cc0:cc0+H]`` and ``c_all[right[r], ...]``."""
+    ``cl_all[left[r], cc0:cc0+H]`` and ``cr_all[right[r], ...]``. The one
+    implementation of the binary cell: a level (children in the state
+    arrays) and per-node execution (children in their own packed states)
+    both call it."""
     _gates_block(acts, 0, n, 5 * H, 4 * H, 5 * H, w, e, em, kb)
     for r in range(n):
         act = acts[r]
@@ -389,8 +368,8 @@ def _binary_cells_fwd(acts, c_all, left, right, c_out, cr0, cc0, h_out, hr0, hc0
         afl = act[H:2 * H]
         afr = act[2 * H:3 * H]
         au = act[4 * H:]
-        cl = c_all[left[r]][cc0:cc0 + H]
-        cr = c_all[right[r]][cc0:cc0 + H]
+        cl = cl_all[left[r]][cc0:cc0 + H]
+        cr = cr_all[right[r]][cc0:cc0 + H]
         c = c_out[cr0 + r][cc0:cc0 + H]
         for j in range(H):
             c[j] = ai[j] * au[j] + afl[j] * cl[j] + afr[j] * cr[j]
@@ -403,15 +382,16 @@ def _binary_cells_fwd(acts, c_all, left, right, c_out, cr0, cc0, h_out, hr0, hc0
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def _binary_cells_bwd(dh_all, dhr0, dc_all, dcr0, dcc0, acts, c_all, cr0, left, right, dz, dcl_all, dcl_cols,
-                      n, H, add, w, e, em, kb):
+def _binary_cells_bwd(dh_all, dhr0, dc_all, dcr0, cc0, acts, c_all, cr0, cl_all, left, cr_all, right, dz,
+                      gl_all, gr_all, n, H, add, w, e, em, kb):
     """VJP of :func:`_binary_cells_fwd` for n nodes: node r's state gradients
-    are ``dh_all[dhr0 + r, :H]`` and ``dc_all[dcr0 + r, dcc0:dcc0+H]``, its cell
-    ``c_all[cr0 + r, dcc0:...]`` and children's cells ``c_all[left[r], dcc0:...]``;
-    writes dz (n, 5H) and writes (``add`` false) or adds the children's cell
-    gradients into ``dcl_all[left[r] / right[r], dcl_cols:dcl_cols+H]``.
-    tanh(c) and dc_tot live in dz's o and u blocks until those are formed."""
-    _tanh_block(c_all, cr0, dcc0, dz, 0, 3 * H, n, H, w, e, em, kb)     # t -> dz[:, o]
+    are ``dh_all[dhr0 + r, :H]`` and ``dc_all[dcr0 + r, cc0:cc0+H]``, its cell
+    ``c_all[cr0 + r, cc0:...]`` and children's cells ``cl_all[left[r], cc0:...]``,
+    ``cr_all[right[r], cc0:...]``; writes dz (n, 5H) and writes (``add`` false)
+    or adds the children's cell gradients into ``gl_all[left[r], cc0:cc0+H]``
+    and ``gr_all[right[r], ...]``. tanh(c) and dc_tot live in dz's o and u
+    blocks until those are formed."""
+    _tanh_block(c_all, cr0, cc0, dz, 0, 3 * H, n, H, w, e, em, kb)     # t -> dz[:, o]
     w[0] = 1
     one = w[0]                 # 1 in the data's dtype (a float literal would promote float32 maths)
     for r in range(n):
@@ -422,7 +402,7 @@ def _binary_cells_bwd(dh_all, dhr0, dc_all, dcr0, dcc0, acts, c_all, cr0, left, 
         ao = act[3 * H:4 * H]
         au = act[4 * H:]
         dh = dh_all[dhr0 + r][:H]
-        dc = dc_all[dcr0 + r][dcc0:dcc0 + H]
+        dc = dc_all[dcr0 + r][cc0:cc0 + H]
         z = dz[r]
         t = z[3 * H:4 * H]
         d = z[4 * H:]
@@ -431,16 +411,16 @@ def _binary_cells_bwd(dh_all, dhr0, dc_all, dcr0, dcc0, acts, c_all, cr0, left, 
         zi = z[:H]
         for j in range(H):
             zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
-        cl = c_all[left[r]][dcc0:dcc0 + H]
+        cl = cl_all[left[r]][cc0:cc0 + H]
         zfl = z[H:2 * H]
         for j in range(H):
             zfl[j] = d[j] * cl[j] * afl[j] * (one - afl[j])
-        cr = c_all[right[r]][dcc0:dcc0 + H]
+        cr = cr_all[right[r]][cc0:cc0 + H]
         zfr = z[2 * H:3 * H]
         for j in range(H):
             zfr[j] = d[j] * cr[j] * afr[j] * (one - afr[j])
-        gl = dcl_all[left[r]][dcl_cols:dcl_cols + H]
-        gr = dcl_all[right[r]][dcl_cols:dcl_cols + H]
+        gl = gl_all[left[r]][cc0:cc0 + H]
+        gr = gr_all[right[r]][cc0:cc0 + H]
         if add:
             for j in range(H):
                 gl[j] += d[j] * afl[j]
@@ -463,7 +443,7 @@ def _binary_cells_bwd(dh_all, dhr0, dc_all, dcr0, dcc0, acts, c_all, cr0, left, 
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
+def tree_lstm_levels_fwd(z, b, c_all, left, right, lo, h_all, acts):
     """One level of the binary constituency Tree-LSTM (Tai et al. 2015, eqs.
     9-14, N = 2, no input at internal nodes).
 
@@ -490,12 +470,12 @@ def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
     H = h_all.shape[1]
     w, e, em, kb = _scratch(5 * H, z)
     _add_bias(z, 0, b, acts, 0, n, 5 * H)
-    _binary_cells_fwd(acts, c_all, left, right, c_all, lo, 0, h_all, lo, 0, n, H, w, e, em, kb)
+    _binary_cells_fwd(acts, c_all, left, c_all, right, 0, c_all, lo, h_all, lo, 0, n, H, w, e, em, kb)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def tree_lstm_level_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
-    """Vector-Jacobian product of :func:`tree_lstm_level_fwd` for one level.
+def tree_lstm_levels_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
+    """Vector-Jacobian product of :func:`tree_lstm_levels_fwd` for one level.
 
     With t = tanh(c): dc_tot = dc + dh*o*(1-t²); dz = [dc_tot u i(1-i),
     dc_tot c_l f_l(1-f_l), dc_tot c_r f_r(1-f_r), dh t o(1-o), dc_tot i (1-u²)];
@@ -517,8 +497,8 @@ def tree_lstm_level_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
     n = acts.shape[0]
     H = c_all.shape[1]
     w, e, em, kb = _scratch(H, acts)
-    _binary_cells_bwd(dh_all, lo, dc_all, lo, 0, acts, c_all, lo, left, right, dz, dc_all, 0, n, H, True,
-                      w, e, em, kb)
+    _binary_cells_bwd(dh_all, lo, dc_all, lo, 0, acts, c_all, lo, c_all, left, c_all, right, dz, dc_all, dc_all,
+                      n, H, True, w, e, em, kb)
 
 
 # --------------------------------------------------------------------------
@@ -605,7 +585,7 @@ def childsum_gather(h_all, ptr, idx, hsum, hch):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, facts):
+def childsum_levels_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, facts):
     """One level of the child-sum Tree-LSTM (Tai et al. 2015, eqs. 2-8, with
     no input at internal nodes).
 
@@ -662,8 +642,8 @@ def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, f
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def childsum_level_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, dzf):
-    """VJP of :func:`childsum_level_fwd` for one level.
+def childsum_levels_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, dzf):
+    """VJP of :func:`childsum_levels_fwd` for one level.
 
     dc_tot = dc + dh*o*(1-t²); dz_iou = [dc_tot u i(1-i), dh t o(1-o),
     dc_tot i (1-u²)]; per child k: dzf_k = dc_tot c_k f_k(1-f_k) and
@@ -754,7 +734,7 @@ def childsum_scatter_add(dhsum, dhch, ptr, idx, dh_all):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
+def lstm_seq_fwd(pre, b, c_all, prev, off, h_all, acts):
     """One packed LSTM step (PyTorch ``LSTMCell`` maths, chunks i, f, g, o) for
     the n sequences still running.
 
@@ -805,8 +785,8 @@ def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
-    """VJP of :func:`lstm_step_fwd`: writes ``dg[off:off+n]`` (gradient of the
+def lstm_seq_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
+    """VJP of :func:`lstm_seq_fwd`: writes ``dg[off:off+n]`` (gradient of the
     gate pre-activations) and adds ``dc_tot * f`` into ``dc_all[prev:prev+n]``.
 
     Parameters
@@ -861,7 +841,7 @@ def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def gru_step_fwd(gi, gh, h_all, prev, off, acts):
+def gru_seq_fwd(gi, gh, h_all, prev, off, acts):
     """One packed GRU step (PyTorch ``GRUCell``: chunks r, z, n).
 
     r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r*gh_n),
@@ -915,8 +895,8 @@ def gru_step_fwd(gi, gh, h_all, prev, off, acts):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
-def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
-    """VJP of :func:`gru_step_fwd`: writes ``dgi``/``dgh`` rows ``off:off+n``
+def gru_seq_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
+    """VJP of :func:`gru_seq_fwd`: writes ``dgi``/``dgh`` rows ``off:off+n``
     and adds the direct path ``dh * z`` into ``dh_all[prev:prev+n]`` (the
     caller adds ``dgh @ W_hh``).
 
@@ -978,7 +958,7 @@ def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
 def tree_lstm_node_fwd(z, b, s_l, s_r, s, acts):
     """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14, N = 2) on packed
-    states: the maths of :func:`tree_lstm_level_fwd` for n independent nodes.
+    states: the maths of :func:`tree_lstm_levels_fwd` for n independent nodes.
 
     Parameters
     ----------
@@ -996,24 +976,8 @@ def tree_lstm_node_fwd(z, b, s_l, s_r, s, acts):
     H = s_l.shape[1] // 2
     w, e, em, kb = _scratch(5 * H, z)
     _add_bias(z, 0, b, acts, 0, n, 5 * H)
-    _gates_block(acts, 0, n, 5 * H, 4 * H, 5 * H, w, e, em, kb)
-    for r in range(n):
-        act = acts[r]
-        ai = act[:H]
-        afl = act[H:2 * H]
-        afr = act[2 * H:3 * H]
-        au = act[4 * H:]
-        cl = s_l[r][H:]
-        cr = s_r[r][H:]
-        c = s[r][H:]
-        for j in range(H):
-            c[j] = ai[j] * au[j] + afl[j] * cl[j] + afr[j] * cr[j]
-    _tanh_block(s, 0, H, s, 0, 0, n, H, w, e, em, kb)
-    for r in range(n):
-        ao = acts[r][3 * H:4 * H]
-        h = s[r][:H]
-        for j in range(H):
-            h[j] *= ao[j]
+    rows = np.arange(n)
+    _binary_cells_fwd(acts, s_l, rows, s_r, rows, H, s, 0, s, 0, 0, n, H, w, e, em, kb)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -1036,40 +1000,57 @@ def tree_lstm_node_bwd(ds, acts, s_l, s_r, s, dz, ds_l, ds_r):
     n = acts.shape[0]
     H = s.shape[1] // 2
     w, e, em, kb = _scratch(H, acts)
-    _tanh_block(s, 0, H, dz, 0, 3 * H, n, H, w, e, em, kb)       # t -> dz[:, o]
+    rows = np.arange(n)
+    _binary_cells_bwd(ds, 0, ds, 0, H, acts, s, 0, s_l, rows, s_r, rows, dz, ds_l, ds_r, n, H, False, w, e, em, kb)
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _leaf_cells_fwd(acts, c_out, cc0, h_out, hc0, n, H, w, e, em, kb):
+    """A Tree-LSTM leaf (Tai et al. 2015 with no children, so no forget gate)
+    for n rows whose pre-activations (bias included) are in ``acts`` (n, 3H):
+    activations in place, c into ``c_out[r, cc0:cc0+H]``, h into
+    ``h_out[r, hc0:hc0+H]``. The one implementation of the leaf: the public
+    cell (separate h and c) and per-node execution (packed states) call it."""
+    _gates_block(acts, 0, n, 3 * H, 2 * H, 3 * H, w, e, em, kb)
+    for r in range(n):
+        act = acts[r]
+        ai = act[:H]
+        au = act[2 * H:]
+        c = c_out[r][cc0:cc0 + H]
+        for j in range(H):
+            c[j] = ai[j] * au[j]
+    _tanh_block(c_out, 0, cc0, h_out, 0, hc0, n, H, w, e, em, kb)
+    for r in range(n):
+        ao = acts[r][H:2 * H]
+        h = h_out[r][hc0:hc0 + H]
+        for j in range(H):
+            h[j] *= ao[j]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _leaf_cells_bwd(dh_all, dc_all, cc0, acts, c_all, dz, n, H, w, e, em, kb):
+    """VJP of :func:`_leaf_cells_fwd`: row r's gradients are ``dh_all[r, :H]``
+    and ``dc_all[r, cc0:cc0+H]``, its cell ``c_all[r, cc0:cc0+H]``; writes dz
+    (n, 3H). tanh(c) and dc_tot live in dz's o and u blocks until those are
+    formed."""
+    _tanh_block(c_all, 0, cc0, dz, 0, H, n, H, w, e, em, kb)       # t -> dz[:, o]
     w[0] = 1
     one = w[0]
     for r in range(n):
         act = acts[r]
         ai = act[:H]
-        afl = act[H:2 * H]
-        afr = act[2 * H:3 * H]
-        ao = act[3 * H:4 * H]
-        au = act[4 * H:]
-        dh = ds[r][:H]
-        dc = ds[r][H:]
+        ao = act[H:2 * H]
+        au = act[2 * H:]
+        dh = dh_all[r][:H]
+        dc = dc_all[r][cc0:cc0 + H]
         z = dz[r]
-        t = z[3 * H:4 * H]
-        d = z[4 * H:]              # dc_tot until the u block is formed
+        t = z[H:2 * H]
+        d = z[2 * H:]
         for j in range(H):
             d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
         zi = z[:H]
         for j in range(H):
             zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
-        cl = s_l[r][H:]
-        zfl = z[H:2 * H]
-        for j in range(H):
-            zfl[j] = d[j] * cl[j] * afl[j] * (one - afl[j])
-        cr = s_r[r][H:]
-        zfr = z[2 * H:3 * H]
-        for j in range(H):
-            zfr[j] = d[j] * cr[j] * afr[j] * (one - afr[j])
-        gl = ds_l[r][H:]
-        for j in range(H):
-            gl[j] = d[j] * afl[j]
-        gr = ds_r[r][H:]
-        for j in range(H):
-            gr[j] = d[j] * afr[j]
         for j in range(H):
             t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
         for j in range(H):
@@ -1095,20 +1076,7 @@ def tree_lstm_leaf_node_fwd(z, b, s, acts):
     H = z.shape[1] // 3
     w, e, em, kb = _scratch(3 * H, z)
     _add_bias(z, 0, b, acts, 0, n, 3 * H)
-    _gates_block(acts, 0, n, 3 * H, 2 * H, 3 * H, w, e, em, kb)
-    for r in range(n):
-        act = acts[r]
-        ai = act[:H]
-        au = act[2 * H:]
-        c = s[r][H:]
-        for j in range(H):
-            c[j] = ai[j] * au[j]
-    _tanh_block(s, 0, H, s, 0, 0, n, H, w, e, em, kb)
-    for r in range(n):
-        ao = acts[r][H:2 * H]
-        h = s[r][:H]
-        for j in range(H):
-            h[j] *= ao[j]
+    _leaf_cells_fwd(acts, s, H, s, 0, n, H, w, e, em, kb)
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
@@ -1126,28 +1094,102 @@ def tree_lstm_leaf_node_bwd(ds, acts, s, dz):
     n = acts.shape[0]
     H = s.shape[1] // 2
     w, e, em, kb = _scratch(H, acts)
-    _tanh_block(s, 0, H, dz, 0, H, n, H, w, e, em, kb)       # t -> dz[:, o]
-    w[0] = 1
-    one = w[0]
-    for r in range(n):
-        act = acts[r]
-        ai = act[:H]
-        ao = act[H:2 * H]
-        au = act[2 * H:]
-        dh = ds[r][:H]
-        dc = ds[r][H:]
-        z = dz[r]
-        t = z[H:2 * H]
-        d = z[2 * H:]              # dc_tot until the u block is formed
-        for j in range(H):
-            d[j] = dc[j] + dh[j] * ao[j] * (one - t[j] * t[j])
-        zi = z[:H]
-        for j in range(H):
-            zi[j] = d[j] * au[j] * ai[j] * (one - ai[j])
-        for j in range(H):
-            t[j] = dh[j] * t[j] * ao[j] * (one - ao[j])
-        for j in range(H):
-            d[j] = d[j] * ai[j] * (one - au[j] * au[j])
+    _leaf_cells_bwd(ds, ds, H, acts, s, dz, n, H, w, e, em, kb)
+
+
+# --------------------------------------------------------------------------
+# the public Tree-LSTM cell and leaf (primitives tree_lstm_cell and
+# tree_lstm_leaf): the same cell maths on separate h and c arrays
+# --------------------------------------------------------------------------
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def tree_lstm_cell_fwd(z, b, c_l, c_r, h, c, acts):
+    """Binary Tree-LSTM node(s) (Tai et al. 2015, eqs. 9-14, N = 2, no input
+    at internal nodes) with the children's states as separate arrays.
+
+    Parameters
+    ----------
+    z : (n, 5H) array
+        ``[h_l; h_r] @ U`` (without the bias), chunks i, f_l, f_r, o, u.
+    b : (5H,) array
+    c_l, c_r : (n, H) arrays
+        Children's cell states.
+    h, c : (n, H) arrays
+        Output buffers.
+    acts : (n, 5H) array
+        Output buffer: ``[i, f_l, f_r, o, u]``.
+    """
+    n = z.shape[0]
+    H = c_l.shape[1]
+    w, e, em, kb = _scratch(5 * H, z)
+    _add_bias(z, 0, b, acts, 0, n, 5 * H)
+    rows = np.arange(n)
+    _binary_cells_fwd(acts, c_l, rows, c_r, rows, 0, c, 0, h, 0, 0, n, H, w, e, em, kb)
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def tree_lstm_cell_bwd(dh, dc, acts, c_l, c_r, c, dz, dc_l, dc_r):
+    """Vector-Jacobian product of :func:`tree_lstm_cell_fwd`.
+
+    Parameters
+    ----------
+    dh, dc : (n, H) arrays
+        Gradients of ``h`` and ``c``.
+    acts : (n, 5H) array
+    c_l, c_r, c : (n, H) arrays
+        Children's cells and the node's cell (forward inputs and output).
+    dz : (n, 5H) array
+        Output buffer: gradient of the gate pre-activations.
+    dc_l, dc_r : (n, H) arrays
+        Output buffers: the children's cell gradients.
+    """
+    n = acts.shape[0]
+    H = c.shape[1]
+    w, e, em, kb = _scratch(H, acts)
+    rows = np.arange(n)
+    _binary_cells_bwd(dh, 0, dc, 0, 0, acts, c, 0, c_l, rows, c_r, rows, dz, dc_l, dc_r, n, H, False,
+                      w, e, em, kb)
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def tree_lstm_leaf_fwd(z, b, h, c, acts):
+    """Tree-LSTM leaf(s) with separate h and c outputs: a = z + b split into
+    i, o, u; c = σ(a_i)*tanh(a_u); h = σ(a_o)*tanh(c).
+
+    Parameters
+    ----------
+    z : (n, 3H) array
+        ``x @ W`` (without the bias).
+    b : (3H,) array
+    h, c : (n, H) arrays
+        Output buffers.
+    acts : (n, 3H) array
+        Output buffer: ``[i, o, u]``.
+    """
+    n = z.shape[0]
+    H = z.shape[1] // 3
+    w, e, em, kb = _scratch(3 * H, z)
+    _add_bias(z, 0, b, acts, 0, n, 3 * H)
+    _leaf_cells_fwd(acts, c, 0, h, 0, n, H, w, e, em, kb)
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def tree_lstm_leaf_bwd(dh, dc, acts, c, dz):
+    """Vector-Jacobian product of :func:`tree_lstm_leaf_fwd`.
+
+    Parameters
+    ----------
+    dh, dc : (n, H) arrays
+    acts : (n, 3H) array
+    c : (n, H) array
+    dz : (n, 3H) array
+        Output buffer.
+    """
+    n = acts.shape[0]
+    H = c.shape[1]
+    w, e, em, kb = _scratch(H, acts)
+    _leaf_cells_bwd(dh, dc, 0, acts, c, dz, n, H, w, e, em, kb)
 
 
 # --------------------------------------------------------------------------

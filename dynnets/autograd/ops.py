@@ -1,104 +1,49 @@
-"""Public ops. Each is a thin call of :func:`bind` on a primitive from the table;
-composites (``square``, ``split``, ``dropout``, ``min``...) are written in
-primitives. The functions work on eager tensors and on symbolic static-graph
-values alike, because both go through ``bind``.
+"""Every public op, once. Each is a thin call of :func:`bind` on a primitive
+from the table; composites (``square``, ``split``, ``dropout``, ``min``...) are
+written in primitives. The functions work on eager tensors and on symbolic
+static-graph values alike, because both go through ``bind``; the methods and
+operators of both (``x + y``, ``x.sum()``) are these functions, declared in
+:class:`dynnets.autograd.tensor.TensorOps`.
 
-This module also installs the arithmetic dunders and op methods on
-:class:`~dynnets.autograd.tensor.Tensor`.
+This module sits below :mod:`~dynnets.autograd.tensor` (whose class body
+refers to it), so it never names the Tensor class: a non-differentiable
+argument (an index, a mask, a condition) given as a tensor is read through
+:func:`_array_of`. Tensor creation (``tensor``, ``zeros``...) lives with the
+class in :mod:`~dynnets.autograd.tensor`.
 """
 from __future__ import annotations
+
+import builtins
 
 import numpy as np
 
 from . import primitives as P
 from .engine import bind
-from .tensor import Parameter, Tensor
 
 __all__ = [
-    "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "uniform", "arange",
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "linear", "exp", "log", "tanh", "sigmoid", "relu",
-    "sqrt", "abs", "clip", "maximum", "minimum", "where", "square", "sum", "mean", "max", "min", "reshape",
-    "transpose", "broadcast_to", "getitem", "take", "concat", "cat", "stack", "split", "softmax", "log_softmax",
-    "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf",
-    "astype", "flatten", "squeeze", "unsqueeze", "permute", "clone", "argmax", "argmin", "size", "numel",
-    "MaxMin",
+    "sqrt", "abs", "clip", "maximum", "minimum", "where", "square", "sum", "mean", "max", "min", "argmax",
+    "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "reshape",
+    "transpose", "broadcast_to", "getitem", "take", "concat", "cat", "stack", "split", "split_rows", "softmax",
+    "log_softmax", "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell",
+    "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels",
+    "tree_lstm_node", "tree_lstm_leaf_node", "astype", "flatten", "squeeze", "unsqueeze",
+    "permute", "clone", "argmin", "MaxMin",
 ]
 
-_f32 = np.float32
 
-
-def _rng(rng):
-    if isinstance(rng, np.random.Generator):
-        return rng
-    return np.random.default_rng(rng)
-
-
-# --- creation ----------------------------------------------------------------
-
-def tensor(data, requires_grad=False, dtype=None, name=None):
-    """A new leaf tensor (copies ``data``).
-
-    ``dtype`` defaults to float32, except that integer and boolean numpy
-    arrays keep their dtype (so index arrays stay integers).
-    """
-    if isinstance(data, Tensor):
-        data = data.data
-    if dtype is None:
-        arr = np.array(data)
-        if arr.dtype.kind not in "biu" or not isinstance(data, np.ndarray):
-            arr = arr.astype(_f32)
-    else:
-        arr = np.array(data, dtype=dtype)
-    return Tensor(arr, requires_grad=requires_grad, name=name)
-
-
-def as_tensor(x, dtype=None):
-    """``x`` if it is already a Tensor, else a constant tensor without copying when possible."""
-    if isinstance(x, Tensor):
-        return x
-    return Tensor(np.asarray(x, dtype=dtype))
-
-
-def _shape_arg(shape):
+def shape_tuple(shape):
+    """The shape of ``f(*shape)``, as ``zeros(2, 3)`` and ``zeros((2, 3))`` both take it."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
     return tuple(shape)
 
 
-def zeros(*shape, dtype=_f32, requires_grad=False):
-    return Tensor(np.zeros(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
-
-
-def ones(*shape, dtype=_f32, requires_grad=False):
-    return Tensor(np.ones(_shape_arg(shape), dtype=dtype), requires_grad=requires_grad)
-
-
-def full(shape, value, dtype=_f32, requires_grad=False):
-    return Tensor(np.full(shape, value, dtype=dtype), requires_grad=requires_grad)
-
-
-def zeros_like(x, requires_grad=False):
-    return Tensor(np.zeros_like(np.asarray(x)), requires_grad=requires_grad)
-
-
-def ones_like(x, requires_grad=False):
-    return Tensor(np.ones_like(np.asarray(x)), requires_grad=requires_grad)
-
-
-def arange(*args, dtype=None):
-    return Tensor(np.arange(*args, dtype=dtype))
-
-
-def randn(*shape, rng=None, dtype=_f32, requires_grad=False):
-    """Standard normal samples; ``rng`` is a seed or a ``numpy.random.Generator``."""
-    arr = _rng(rng).standard_normal(_shape_arg(shape)).astype(dtype)
-    return Tensor(arr, requires_grad=requires_grad)
-
-
-def uniform(*shape, low=0.0, high=1.0, rng=None, dtype=_f32, requires_grad=False):
-    """Uniform samples on [low, high); ``rng`` is a seed or a ``numpy.random.Generator``."""
-    arr = _rng(rng).uniform(low, high, _shape_arg(shape)).astype(dtype)
-    return Tensor(arr, requires_grad=requires_grad)
+def _array_of(x):
+    """A tensor's array; anything else (an array, a symbolic value, an int)
+    unchanged. (An ndarray's own ``.data`` is a memoryview, not an array.)"""
+    d = getattr(x, "data", None)
+    return d if type(d) is np.ndarray else x
 
 
 # --- elementwise ---------------------------------------------------------------
@@ -169,8 +114,7 @@ def minimum(x, y):
 
 def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; gradients flow to ``x`` and ``y`` only."""
-    if isinstance(condition, Tensor):
-        condition = condition.data
+    condition = _array_of(condition)
     return bind(P.where_p, np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False)
                 else condition, x, y)
 
@@ -262,25 +206,30 @@ def _max_along(op, x, d, keep, largest):
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
         raise TypeError(f"{op}: dim must be an integer, got {d!r}")
     nd = len(x.shape)
-    ax = _axis_of(op, int(d), builtins_max(nd, 1))
+    ax = _axis_of(op, int(d), builtins.max(nd, 1))
+    src = x if largest else neg(x)
+    if nd and x.shape[ax] == 0:
+        raise P.ShapeError(f"{op}: cannot reduce dimension {ax} of size 0 (x.shape={tuple(x.shape)})")
+    idx = bind(P.argmax_p, src, axis=ax) if nd else bind(P.argmax_p, src)
     if getattr(x, "_is_symbolic", False):
-        values = bind(P.max_p, x if largest else neg(x), axis=ax, keepdims=keep)
-        idx = (x if largest else neg(x)).argmax(axis=ax)
-        return MaxMin(values if largest else neg(values), unsqueeze(idx, ax) if keep else idx)
-    data = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if nd and data.shape[ax] == 0:
-        raise P.ShapeError(f"{op}: cannot reduce dimension {ax} of size 0 (x.shape={data.shape})")
-    idx = np.argmax(data, axis=ax) if largest else np.argmin(data, axis=ax)
-    if nd == 0:
+        values = bind(P.max_p, src, axis=ax, keepdims=keep)
+        values = values if largest else neg(values)
+    elif nd == 0:
         values = getitem(x, ())
     else:
-        grid = list(np.ogrid[tuple(slice(n) for n in idx.shape)])
-        grid.insert(ax, idx)
+        at = _array_of(idx)
+        grid = list(np.ogrid[tuple(builtins.slice(n) for n in at.shape)])
+        grid.insert(ax, at)
         values = getitem(x, tuple(grid))
+        if keep:
+            values = unsqueeze(values, ax)
     if keep and nd:
-        values = unsqueeze(values, ax)
-        idx = np.expand_dims(idx, ax)
-    return MaxMin(values, Tensor(idx.astype(np.int64)))
+        idx = unsqueeze(idx, ax)
+    return MaxMin(values, idx)
+
+
+def _is_array_like(y):
+    return isinstance(y, (float, np.ndarray)) or hasattr(y, "shape")
 
 
 def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -288,9 +237,8 @@ def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     ``dim`` (PyTorch's ``x.max(dim)``) a :class:`MaxMin` ``(values, indices)``;
     with a tensor as the second argument the elementwise :func:`maximum`
     (``torch.max(x, y)``)."""
-    if dim is not None and not isinstance(dim, (int, np.integer)):
-        if isinstance(dim, (Tensor, np.ndarray, float)) or getattr(dim, "_is_symbolic", False):
-            return maximum(x, dim)
+    if dim is not None and not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
+        return maximum(x, dim)
     if dim is not None:
         if axis is not None:
             raise TypeError(f"max: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
@@ -303,9 +251,8 @@ def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     """As :func:`max`, for the minimum."""
-    if dim is not None and not isinstance(dim, (int, np.integer)):
-        if isinstance(dim, (Tensor, np.ndarray, float)) or getattr(dim, "_is_symbolic", False):
-            return minimum(x, dim)
+    if dim is not None and not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
+        return minimum(x, dim)
     if dim is not None:
         if axis is not None:
             raise TypeError(f"min: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
@@ -313,23 +260,19 @@ def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     return neg(max(neg(x), axis=axis, keepdims=_keep("min", keepdims, keepdim)))
 
 
-def _arg(op, x, axis, dim, keepdim, fn):
-    axis = _dim(op, axis, dim)
-    data = x.data if isinstance(x, Tensor) else np.asarray(x)
-    if axis is not None:
-        axis = _axis_of(op, axis, builtins_max(data.ndim, 1))
-    out = fn(data, axis=axis, keepdims=bool(keepdim))
-    return Tensor(np.asarray(out, dtype=np.int64))
-
-
 def argmax(x, axis=None, keepdim=False, *, dim=None):
     """Indices (int64) of the maxima along ``axis``/``dim`` (of the flattened
-    tensor by default), as ``torch.argmax``; no gradient."""
-    return _arg("argmax", x, axis, dim, keepdim, np.argmax)
+    input by default), as ``torch.argmax``; no gradient."""
+    axis = _dim("argmax", axis, dim)
+    out = bind(P.argmax_p, x) if axis is None else bind(P.argmax_p, x, axis=axis)
+    if keepdim:
+        out = unsqueeze(out, axis) if axis is not None else reshape(out, *([1] * len(x.shape)))
+    return out
 
 
 def argmin(x, axis=None, keepdim=False, *, dim=None):
-    return _arg("argmin", x, axis, dim, keepdim, np.argmin)
+    """Indices (int64) of the minima, as :func:`argmax`."""
+    return argmax(neg(x), _dim("argmin", axis, dim), keepdim)
 
 
 def size(x, dim=None):
@@ -340,9 +283,9 @@ def size(x, dim=None):
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"size: dim must be an integer, got {dim!r}")
     nd = len(shp)
-    if not -builtins_max(nd, 1) <= dim < builtins_max(nd, 1):
-        raise IndexError(f"size: dimension out of range (expected to be in range of [{-builtins_max(nd, 1)}, "
-                         f"{builtins_max(nd, 1) - 1}], but got {dim})")
+    if not -builtins.max(nd, 1) <= dim < builtins.max(nd, 1):
+        raise IndexError(f"size: dimension out of range (expected to be in range of [{-builtins.max(nd, 1)}, "
+                         f"{builtins.max(nd, 1) - 1}], but got {dim})")
     return shp[dim] if nd else 1
 
 
@@ -351,13 +294,39 @@ def numel(x):
     return int(np.prod(x.shape, dtype=np.int64)) if None not in tuple(x.shape) else None
 
 
+# --- comparisons (boolean results, no gradient) -------------------------------------
+
+def less(x, y):
+    return bind(P.less_p, x, y)
+
+
+def less_equal(x, y):
+    return bind(P.less_equal_p, x, y)
+
+
+def greater(x, y):
+    return bind(P.greater_p, x, y)
+
+
+def greater_equal(x, y):
+    return bind(P.greater_equal_p, x, y)
+
+
+def equal(x, y):
+    return bind(P.equal_p, x, y)
+
+
+def not_equal(x, y):
+    return bind(P.not_equal_p, x, y)
+
+
 # --- shapes and indexing --------------------------------------------------------
 
 def reshape(x, *shape):
     """``x`` with the given shape; one dimension may be -1 (inferred), and an
     unknown dimension of a static value (``None``, as in ``x.shape``) is
     inferred the same way."""
-    shape = _shape_arg(shape)
+    shape = shape_tuple(shape)
     if None in shape:
         if shape.count(None) + shape.count(-1) > 1:
             raise P.ShapeError(f"reshape: at most one dimension of shape={shape} can be inferred (None or -1); "
@@ -422,20 +391,20 @@ def unsqueeze(x, axis=None, *, dim=None):
 def transpose(x, *axes):
     """The axes of ``x`` reversed, or permuted by ``axes`` (numpy's
     ``transpose``; PyTorch's two-axis swap is :func:`permute` with both named)."""
-    axes = _shape_arg(axes) if axes else None
+    axes = shape_tuple(axes) if axes else None
     return bind(P.transpose_p, x, axes=axes)
 
 
 def permute(x, *dims):
     """The dimensions of ``x`` in the order ``dims`` (as ``torch.permute``;
     ``x.permute(1, 0, 2)`` or ``x.permute((1, 0, 2))``)."""
-    dims = _shape_arg(dims)
+    dims = shape_tuple(dims)
     if len(dims) != len(x.shape):
         raise P.ShapeError(f"permute: {len(dims)} dims {dims} for an input with {len(x.shape)} dimensions")
     return bind(P.transpose_p, x, axes=dims)
 
 
-def _t(x):
+def t(x):
     """``x.T`` of a tensor with at most 2 dimensions (as ``torch.Tensor.t``)."""
     nd = len(x.shape)
     if nd > 2:
@@ -449,13 +418,14 @@ def broadcast_to(x, shape):
 
 
 def _index_arg(index):
-    if isinstance(index, Tensor):
-        return index.data
-    if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
-    if isinstance(index, list):
+    tp = type(index)
+    if tp is int or tp is slice:
+        return index
+    if tp is tuple:
+        return tuple(_array_of(i) for i in index)
+    if tp is list:
         return np.asarray(index)
-    return index
+    return _array_of(index)
 
 
 def getitem(x, index):
@@ -465,8 +435,7 @@ def getitem(x, index):
 
 def take(x, indices):
     """Rows of ``x`` at integer ``indices`` (gather along axis 0)."""
-    if isinstance(indices, Tensor):
-        indices = indices.data
+    indices = _array_of(indices)
     return bind(P.take_p, x, np.asarray(indices) if not getattr(indices, "_is_symbolic", False) else indices)
 
 
@@ -505,7 +474,7 @@ def split(x, sections, axis=None, *, dim=None):
         sizes = [n // sections] * sections
     else:
         sizes = list(sections)
-        if builtins_sum(sizes) != n:
+        if builtins.sum(sizes) != n:
             raise P.ShapeError(f"split: sizes {sizes} do not add up to x.shape[{axis}]={n}")
     out = []
     start = 0
@@ -556,15 +525,13 @@ def cross_entropy(logits, targets, mask=None, reduction="mean"):
     ``mask`` (N,) weights each row (0 drops it); ``reduction`` is 'mean' (over
     the mask's total weight), 'sum' or 'none' (per-row losses).
     """
-    if isinstance(targets, Tensor):
-        targets = targets.data
+    targets = _array_of(targets)
     if not getattr(targets, "_is_symbolic", False):
         targets = np.asarray(targets)
     if mask is None:
         loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, reduction=reduction)
     else:
-        if isinstance(mask, Tensor):
-            mask = mask.data
+        mask = _array_of(mask)
         if not getattr(mask, "_is_symbolic", False):
             mask = np.asarray(mask, dtype=logits.dtype)
         loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, mask, reduction=reduction)
@@ -573,8 +540,7 @@ def cross_entropy(logits, targets, mask=None, reduction="mean"):
 
 def embedding(weight, ids):
     """Rows of ``weight`` for integer ``ids``; the gradient is row-sparse."""
-    if isinstance(ids, Tensor):
-        ids = ids.data
+    ids = _array_of(ids)
     if not getattr(ids, "_is_symbolic", False):
         ids = np.asarray(ids)
     return bind(P.embedding_p, weight, ids)
@@ -593,9 +559,9 @@ def dropout(x, p, rng, training=True):
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if getattr(x, "_is_symbolic", False):
-        seed = tuple(int(s) for s in _rng(rng).integers(0, 2 ** 63, 2))
+        seed = tuple(int(s) for s in np.random.default_rng(rng).integers(0, 2 ** 63, 2))
         return bind(P.mul_p, x, bind(P.dropout_mask_p, x, rate=float(p), seed=seed))
-    return bind(P.mul_p, x, P.draw_dropout_mask(_rng(rng), x.shape, x.dtype, p))
+    return bind(P.mul_p, x, P.draw_dropout_mask(np.random.default_rng(rng), x.shape, x.dtype, p))
 
 
 # --- fused cells -------------------------------------------------------------------
@@ -623,76 +589,59 @@ def tree_lstm_leaf(x, w, b):
     return h, c
 
 
-# --- Tensor methods ---------------------------------------------------------------
+# --- packed sequences (the recurrences nn.RNN / GRU / LSTM run on) -------------------
 
-import builtins as _b  # noqa: E402
+def lstm_seq(gx, w_hh, b_hh, batch_sizes):
+    """LSTM over a packed batch from a zero state (the ``lstm_seq`` primitive).
 
-builtins_sum = _b.sum
-builtins_max = _b.max
-
-
-def _install(cls):
-    """Give ``cls`` (Tensor, and static symbolic values) the operator methods."""
-    cls.__add__ = lambda self, o: bind(P.add_p, self, o)
-    cls.__radd__ = lambda self, o: bind(P.add_p, o, self)
-    cls.__sub__ = lambda self, o: bind(P.sub_p, self, o)
-    cls.__rsub__ = lambda self, o: bind(P.sub_p, o, self)
-    cls.__mul__ = lambda self, o: bind(P.mul_p, self, o)
-    cls.__rmul__ = lambda self, o: bind(P.mul_p, o, self)
-    cls.__truediv__ = lambda self, o: bind(P.div_p, self, o)
-    cls.__rtruediv__ = lambda self, o: bind(P.div_p, o, self)
-    cls.__pow__ = lambda self, o: bind(P.pow_p, self, o)
-    cls.__rpow__ = lambda self, o: bind(P.pow_p, o, self)
-    cls.__neg__ = lambda self: bind(P.neg_p, self)
-    cls.__matmul__ = lambda self, o: bind(P.matmul_p, self, o)
-    cls.__rmatmul__ = lambda self, o: bind(P.matmul_p, o, self)
-    cls.__getitem__ = getitem
-    cls.sum = sum
-    cls.mean = mean
-    cls.max = max
-    cls.min = min
-    cls.exp = exp
-    cls.log = log
-    cls.tanh = tanh
-    cls.sigmoid = sigmoid
-    cls.relu = relu
-    cls.sqrt = sqrt
-    cls.abs = abs
-    cls.clip = clip
-    cls.softmax = softmax
-    cls.log_softmax = log_softmax
-    cls.reshape = reshape
-    cls.view = reshape
-    cls.flatten = flatten
-    cls.squeeze = squeeze
-    cls.unsqueeze = unsqueeze
-    cls.transpose = transpose
-    cls.permute = permute
-    cls.t = _t
-    cls.clone = clone
-    cls.size = size
-    cls.numel = numel
-    cls.astype = astype
-    cls.T = property(lambda self: transpose(self))
-    cls.matmul = matmul
-    cls.pow = pow
-    cls.square = square
+    ``gx`` (total, 4H) holds the input projections ``x W_ih^T + b_ih`` of every
+    packed row, ``w_hh`` (4H, H), ``b_hh`` (4H,), ``batch_sizes`` (T,) as a
+    :class:`~dynnets.nn.utils.rnn.PackedSequence`'s. Returns ``(h, c)``, the
+    states of every packed row, each (total, H).
+    """
+    h, c, _ = bind(P.lstm_seq_p, gx, w_hh, b_hh, batch_sizes)
+    return h, c
 
 
-_install(Tensor)
+def gru_seq(gx, w_hh, b_hh, batch_sizes):
+    """GRU over a packed batch from a zero state; ``gx`` (total, 3H) -> h (total, H)."""
+    return bind(P.gru_seq_p, gx, w_hh, b_hh, batch_sizes)[0]
 
 
-def _compare(op):
-    def f(self, other):
-        o = other.data if isinstance(other, Tensor) else other
-        return Tensor(op(self.data, o))
-    return f
+def rnn_seq(gx, w_hh, b_hh, batch_sizes):
+    """Elman RNN (tanh) over a packed batch from a zero state; ``gx`` (total, H) -> h (total, H)."""
+    return bind(P.rnn_seq_p, gx, w_hh, b_hh, batch_sizes)
 
 
-Tensor.__lt__ = _compare(np.less)
-Tensor.__le__ = _compare(np.less_equal)
-Tensor.__gt__ = _compare(np.greater)
-Tensor.__ge__ = _compare(np.greater_equal)
-Tensor.argmax = argmax
-Tensor.argmin = argmin
-Parameter.__hash__ = Tensor.__hash__
+# --- tree models (index arrays are constants: they carry no gradient) ----------------
+
+def split_rows(x):
+    """Rows of ``x`` (n, D) as n tensors of shape (1, D), one graph node."""
+    return bind(P.split_rows_p, x)
+
+
+def tree_lstm_levels(h0, c0, w, b, left, right, offsets):
+    """Binary Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
+    h, c, _, _ = bind(P.tree_lstm_levels_p, h0, c0, w, b, left, right, offsets)
+    return h, c
+
+
+def tree_rnn_levels(h0, w, b, left, right, offsets):
+    """Tree-RNN ``tanh([h_l; h_r] @ w + b)`` over a level schedule; returns h (n_nodes, H)."""
+    return bind(P.tree_rnn_levels_p, h0, w, b, left, right, offsets)[0]
+
+
+def childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
+    """Child-sum Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
+    out = bind(P.childsum_levels_p, h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets)
+    return out[0], out[1]
+
+
+def tree_lstm_node(s_l, s_r, w, b):
+    """Binary Tree-LSTM node on packed states ``[h | c]`` (n, 2H) -> (n, 2H)."""
+    return bind(P.tree_lstm_node_p, s_l, s_r, w, b)[0]
+
+
+def tree_lstm_leaf_node(x, w, b):
+    """Tree-LSTM leaf from input rows ``x`` (n, E) -> packed states (n, 2H)."""
+    return bind(P.tree_lstm_leaf_node_p, x, w, b)[0]

@@ -13,21 +13,11 @@ __all__ = [
     "lstm_cell_bwd",
     "gru_cell_fwd",
     "gru_cell_bwd",
-    "tree_lstm_fwd",
-    "tree_lstm_bwd",
-    "tree_lstm_leaf_fwd",
-    "tree_lstm_leaf_bwd",
-    "embedding_fwd",
     "embedding_bwd",
-    "softmax_xent_fwd",
-    "softmax_xent_bwd",
+    "softmax_cross_entropy_fwd",
+    "softmax_cross_entropy_bwd",
     "softmax_fwd",
-    "softmax_bwd",
     "log_softmax_fwd",
-    "log_softmax_bwd",
-    "sigmoid_fwd",
-    "sigmoid_bwd",
-    "tanh_bwd",
     "outer_sum_fwd",
 ]
 
@@ -98,66 +88,6 @@ def gru_cell_bwd(dh, acts, gh, h_prev):
     return dgi, dgh, dh * z
 
 
-def tree_lstm_fwd(z, c_l, c_r):
-    """Binary Tree-LSTM internal node (Tai et al. 2015, eqs. 9-14, N = 2).
-
-    z (N, 5H) in order i, f_l, f_r, o, u; c_l, c_r (N, H)
-    -> h, c (N, H), acts (N, 5H).
-    """
-    a_i, a_fl, a_fr, a_o, a_u = np.split(z, 5, axis=1)
-    i, fl, fr, o = _sigmoid(a_i), _sigmoid(a_fl), _sigmoid(a_fr), _sigmoid(a_o)
-    u = np.tanh(a_u)
-    c = i * u + fl * c_l + fr * c_r
-    h = o * np.tanh(c)
-    return h, c, np.concatenate([i, fl, fr, o, u], axis=1)
-
-
-def tree_lstm_bwd(dh, dc, acts, c_l, c_r, c):
-    """VJP of :func:`tree_lstm_fwd` -> dz (N, 5H), dc_l, dc_r (N, H)."""
-    i, fl, fr, o, u = np.split(acts, 5, axis=1)
-    t = np.tanh(c)
-    dc_tot = dc + dh * o * (1 - t * t)
-    dz = np.concatenate(
-        [
-            dc_tot * u * i * (1 - i),
-            dc_tot * c_l * fl * (1 - fl),
-            dc_tot * c_r * fr * (1 - fr),
-            dh * t * o * (1 - o),
-            dc_tot * i * (1 - u * u),
-        ],
-        axis=1,
-    )
-    return dz, dc_tot * fl, dc_tot * fr
-
-
-def tree_lstm_leaf_fwd(z):
-    """Tree-LSTM leaf (Tai et al. 2015, no children).
-
-    z (N, 3H) in order i, o, u -> h, c (N, H), acts (N, 3H).
-    """
-    a_i, a_o, a_u = np.split(z, 3, axis=1)
-    i, o, u = _sigmoid(a_i), _sigmoid(a_o), np.tanh(a_u)
-    c = i * u
-    h = o * np.tanh(c)
-    return h, c, np.concatenate([i, o, u], axis=1)
-
-
-def tree_lstm_leaf_bwd(dh, dc, acts, c):
-    """VJP of :func:`tree_lstm_leaf_fwd` -> dz (N, 3H)."""
-    i, o, u = np.split(acts, 3, axis=1)
-    t = np.tanh(c)
-    dc_tot = dc + dh * o * (1 - t * t)
-    return np.concatenate(
-        [dc_tot * u * i * (1 - i), dh * t * o * (1 - o), dc_tot * i * (1 - u * u)],
-        axis=1,
-    )
-
-
-def embedding_fwd(weight, ids):
-    """Gather: weight (V, D), ids (N,) int64 -> (N, D)."""
-    return weight[ids]
-
-
 def embedding_bwd(inverse, dout, n_rows):
     """Scatter-add: inverse (N,) int64, dout (N, D) -> (n_rows, D)."""
     grad = np.zeros((n_rows, dout.shape[1]), dtype=dout.dtype)
@@ -165,7 +95,7 @@ def embedding_bwd(inverse, dout, n_rows):
     return grad
 
 
-def softmax_xent_fwd(logits, targets, weights):
+def softmax_cross_entropy_fwd(logits, targets, weights):
     """Weighted softmax cross-entropy.
 
     logits (N, C), targets (N,) int64, weights (N,) -> losses (N,), probs (N, C).
@@ -178,8 +108,8 @@ def softmax_xent_fwd(logits, targets, weights):
     return losses, e / s[:, None]
 
 
-def softmax_xent_bwd(probs, targets, weights, g):
-    """VJP of :func:`softmax_xent_fwd` w.r.t. logits -> dlogits (N, C)."""
+def softmax_cross_entropy_bwd(probs, targets, weights, g):
+    """VJP of :func:`softmax_cross_entropy_fwd` w.r.t. logits -> dlogits (N, C)."""
     onehot = np.zeros_like(probs)
     onehot[np.arange(len(targets)), targets] = 1
     return (g * weights)[:, None] * (probs - onehot)
@@ -191,35 +121,10 @@ def softmax_fwd(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def softmax_bwd(y, g):
-    """VJP of :func:`softmax_fwd`: y, g (N, C) -> dx (N, C)."""
-    return y * (g - (g * y).sum(axis=1, keepdims=True))
-
-
 def log_softmax_fwd(x):
     """Row log-softmax: x (N, C) -> (N, C)."""
     shifted = x - x.max(axis=1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-
-
-def log_softmax_bwd(y, g):
-    """VJP of :func:`log_softmax_fwd`: y, g (N, C) -> dx (N, C)."""
-    return g - np.exp(y) * g.sum(axis=1, keepdims=True)
-
-
-def sigmoid_fwd(x):
-    """Stable logistic sigmoid: x (N, C) -> (N, C)."""
-    return _sigmoid(x)
-
-
-def sigmoid_bwd(y, g):
-    """VJP of :func:`sigmoid_fwd`: y, g (N, C) -> dx (N, C)."""
-    return g * y * (1 - y)
-
-
-def tanh_bwd(y, g):
-    """VJP of ``tanh``: y, g (N, C) -> dx (N, C)."""
-    return g * (1 - y * y)
 
 
 def outer_sum_fwd(a, b):

@@ -10,40 +10,34 @@ import numpy as np
 __all__ = [
     "gather_pairs",
     "scatter_pairs_add",
-    "tree_lstm_level_fwd",
-    "tree_lstm_level_bwd",
+    "tree_lstm_levels_fwd",
+    "tree_lstm_levels_bwd",
     "tanh_rows_fwd",
     "tanh_rows_bwd",
     "childsum_gather",
-    "childsum_level_fwd",
-    "childsum_level_bwd",
+    "childsum_levels_fwd",
+    "childsum_levels_bwd",
     "childsum_scatter_add",
-    "lstm_step_fwd",
-    "lstm_step_bwd",
-    "gru_step_fwd",
-    "gru_step_bwd",
-    "sigmoid_rows",
-    "tanh_rows",
+    "lstm_seq_fwd",
+    "lstm_seq_bwd",
+    "gru_seq_fwd",
+    "gru_seq_bwd",
     "tree_lstm_node_fwd",
     "tree_lstm_node_bwd",
     "tree_lstm_leaf_node_fwd",
     "tree_lstm_leaf_node_bwd",
     "tree_lstm_node_fwd_mv",
     "tree_lstm_leaf_node_fwd_mv",
+    "tree_lstm_cell_fwd",
+    "tree_lstm_cell_bwd",
+    "tree_lstm_leaf_fwd",
+    "tree_lstm_leaf_bwd",
 ]
 
 
 def _sigmoid(x):
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def sigmoid_rows(x):
-    return _sigmoid(x).astype(x.dtype)
-
-
-def tanh_rows(x):
-    return np.tanh(x)
 
 
 def gather_pairs(h_all, left, right, out):
@@ -58,7 +52,7 @@ def scatter_pairs_add(g, left, right, dh_all):
     np.add.at(dh_all, right, g[:, H:])
 
 
-def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
+def tree_lstm_levels_fwd(z, b, c_all, left, right, lo, h_all, acts):
     n = z.shape[0]
     H = h_all.shape[1]
     a = z + b
@@ -70,7 +64,7 @@ def tree_lstm_level_fwd(z, b, c_all, left, right, lo, h_all, acts):
     acts[:] = np.concatenate([i, fl, fr, o, u], axis=1)
 
 
-def tree_lstm_level_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
+def tree_lstm_levels_bwd(dh_all, dc_all, acts, c_all, left, right, lo, dz):
     n = acts.shape[0]
     H = c_all.shape[1]
     i, fl, fr, o, u = (acts[:, k * H:(k + 1) * H] for k in range(5))
@@ -104,7 +98,7 @@ def childsum_gather(h_all, ptr, idx, hsum, hch):
     np.add.at(hsum, _edge_owner(ptr), hch)
 
 
-def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, facts):
+def childsum_levels_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, facts):
     n = ziou.shape[0]
     H = h_all.shape[1]
     a = ziou + b_iou
@@ -119,7 +113,7 @@ def childsum_level_fwd(ziou, zf, b_iou, b_f, c_all, ptr, idx, lo, h_all, acts, f
     facts[:] = f
 
 
-def childsum_level_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, dzf):
+def childsum_levels_bwd(dh_all, dc_all, acts, facts, c_all, ptr, idx, lo, dziou, dzf):
     n = acts.shape[0]
     H = c_all.shape[1]
     i, o, u = acts[:, :H], acts[:, H:2 * H], acts[:, 2 * H:]
@@ -136,7 +130,7 @@ def childsum_scatter_add(dhsum, dhch, ptr, idx, dh_all):
     np.add.at(dh_all, idx, dhsum[_edge_owner(ptr)] + dhch)
 
 
-def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
+def lstm_seq_fwd(pre, b, c_all, prev, off, h_all, acts):
     n = pre.shape[0]
     H = h_all.shape[1]
     a = pre + b
@@ -149,7 +143,7 @@ def lstm_step_fwd(pre, b, c_all, prev, off, h_all, acts):
     acts[off:off + n] = np.concatenate([i, f, g, o], axis=1)
 
 
-def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
+def lstm_seq_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
     H = c_all.shape[1]
     a = acts[off:off + n]
     i, f, g, o = (a[:, k * H:(k + 1) * H] for k in range(4))
@@ -163,7 +157,7 @@ def lstm_step_bwd(dh_all, dc_all, acts, c_all, prev, off, n, dg):
         dc_all[prev:prev + n] += dct * f
 
 
-def gru_step_fwd(gi, gh, h_all, prev, off, acts):
+def gru_seq_fwd(gi, gh, h_all, prev, off, acts):
     n = gi.shape[0]
     H = h_all.shape[1]
     r = _sigmoid(gi[:, :H] + gh[:, :H])
@@ -174,7 +168,7 @@ def gru_step_fwd(gi, gh, h_all, prev, off, acts):
     acts[off:off + n] = np.concatenate([r, z, nn], axis=1)
 
 
-def gru_step_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
+def gru_seq_bwd(dh_all, acts, gh, h_all, prev, off, n, dgi, dgh):
     H = h_all.shape[1]
     a = acts[off:off + n]
     r, z, nn = a[:, :H], a[:, H:2 * H], a[:, 2 * H:]
@@ -238,3 +232,42 @@ def tree_lstm_node_fwd_mv(s_l, s_r, w, b, s, acts, hcat):
 
 def tree_lstm_leaf_node_fwd_mv(x, w, b, s, acts):
     tree_lstm_leaf_node_fwd(x @ w, b, s, acts)
+
+
+def tree_lstm_cell_fwd(z, b, c_l, c_r, h, c, acts):
+    H = c_l.shape[1]
+    a = z + b
+    i, fl, fr, o = (_sigmoid(a[:, k * H:(k + 1) * H]) for k in range(4))
+    u = np.tanh(a[:, 4 * H:])
+    c[:] = i * u + fl * c_l + fr * c_r
+    h[:] = o * np.tanh(c)
+    acts[:] = np.concatenate([i, fl, fr, o, u], axis=1)
+
+
+def tree_lstm_cell_bwd(dh, dc, acts, c_l, c_r, c, dz, dc_l, dc_r):
+    H = c.shape[1]
+    i, fl, fr, o, u = (acts[:, k * H:(k + 1) * H] for k in range(5))
+    t = np.tanh(c)
+    dct = dc + dh * o * (1 - t * t)
+    dz[:] = np.concatenate([dct * u * i * (1 - i), dct * c_l * fl * (1 - fl), dct * c_r * fr * (1 - fr),
+                            dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+    dc_l[:] = dct * fl
+    dc_r[:] = dct * fr
+
+
+def tree_lstm_leaf_fwd(z, b, h, c, acts):
+    H = z.shape[1] // 3
+    a = z + b
+    i, o = _sigmoid(a[:, :H]), _sigmoid(a[:, H:2 * H])
+    u = np.tanh(a[:, 2 * H:])
+    c[:] = i * u
+    h[:] = o * np.tanh(c)
+    acts[:] = np.concatenate([i, o, u], axis=1)
+
+
+def tree_lstm_leaf_bwd(dh, dc, acts, c, dz):
+    H = c.shape[1]
+    i, o, u = acts[:, :H], acts[:, H:2 * H], acts[:, 2 * H:]
+    t = np.tanh(c)
+    dct = dc + dh * o * (1 - t * t)
+    dz[:] = np.concatenate([dct * u * i * (1 - i), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)

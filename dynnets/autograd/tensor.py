@@ -1,20 +1,132 @@
 """``Tensor``: a numpy array with an optional place in the autograd graph.
 
-The arithmetic dunders and op methods (``x + y``, ``x @ w``, ``x.sum()``,
-``x[idx]``...) are installed by :mod:`dynnets.autograd.ops`, so every one of
-them goes through the primitive table.
+What a tensor can do is :class:`TensorOps`, the operators and op methods
+(``x + y``, ``x @ w``, ``x.sum()``, ``x[idx]``...) declared once and shared
+with the static graph's symbolic ``Value`` (as tinygrad's op mixin): each is
+an op of :mod:`dynnets.autograd.ops`, so every one goes through the primitive
+table. Tensor creation (``tensor``, ``zeros``, ``randn``...) lives here too.
+
+Imports flow one way: ``primitives`` <- ``engine`` <- ``ops`` <- ``tensor``.
+The engine creates and recognises tensors without importing this module:
+:func:`~dynnets.autograd.engine.register_tensor_types` hands it the classes
+(the documented hook at the bottom of this file).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import ops
+from .ops import shape_tuple
+from . import primitives as P
+from .engine import backward as _backward
+from .engine import bind, register_tensor_types
 from .gradtypes import densify
 from .primitives.core import ShapeError
 
-__all__ = ["Tensor", "Parameter"]
+__all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like",
+           "ones_like", "randn", "uniform", "arange"]
 
 
-class Tensor:
+class TensorOps:
+    """The operators and op methods of :class:`Tensor` and of the static
+    graph's ``Value``: each is a public op of :mod:`dynnets.autograd.ops`
+    with the tensor as its first argument (the reflected operators swap the
+    operands). ``==`` stays identity, as in PyTorch's hashing and TF1's
+    graphs: use :func:`~dynnets.autograd.ops.equal`."""
+
+    __slots__ = ()
+
+    # arithmetic operators (binding the primitive directly: one call per operator)
+    def __add__(self, o):
+        return bind(P.add_p, self, o)
+
+    def __radd__(self, o):
+        return bind(P.add_p, o, self)
+
+    def __sub__(self, o):
+        return bind(P.sub_p, self, o)
+
+    def __rsub__(self, o):
+        return bind(P.sub_p, o, self)
+
+    def __mul__(self, o):
+        return bind(P.mul_p, self, o)
+
+    def __rmul__(self, o):
+        return bind(P.mul_p, o, self)
+
+    def __truediv__(self, o):
+        return bind(P.div_p, self, o)
+
+    def __rtruediv__(self, o):
+        return bind(P.div_p, o, self)
+
+    def __pow__(self, o):
+        return bind(P.pow_p, self, o)
+
+    def __rpow__(self, o):
+        return bind(P.pow_p, o, self)
+
+    def __matmul__(self, o):
+        return bind(P.matmul_p, self, o)
+
+    def __rmatmul__(self, o):
+        return bind(P.matmul_p, o, self)
+
+    def __neg__(self):
+        return bind(P.neg_p, self)
+
+    # comparisons: boolean results, no gradient
+    __lt__ = ops.less
+    __le__ = ops.less_equal
+    __gt__ = ops.greater
+    __ge__ = ops.greater_equal
+
+    # indexing
+    __getitem__ = ops.getitem
+
+    # elementwise
+    exp = ops.exp
+    log = ops.log
+    tanh = ops.tanh
+    sigmoid = ops.sigmoid
+    relu = ops.relu
+    sqrt = ops.sqrt
+    abs = ops.abs
+    clip = ops.clip
+    pow = ops.pow
+    square = ops.square
+    astype = ops.astype
+
+    # reductions
+    sum = ops.sum
+    mean = ops.mean
+    max = ops.max
+    min = ops.min
+    argmax = ops.argmax
+    argmin = ops.argmin
+
+    # linear algebra and softmaxes
+    matmul = ops.matmul
+    softmax = ops.softmax
+    log_softmax = ops.log_softmax
+
+    # shapes
+    reshape = ops.reshape
+    view = ops.reshape
+    flatten = ops.flatten
+    squeeze = ops.squeeze
+    unsqueeze = ops.unsqueeze
+    transpose = ops.transpose
+    T = property(ops.transpose)
+    permute = ops.permute
+    t = ops.t
+    clone = ops.clone
+    size = ops.size
+    numel = ops.numel
+
+
+class Tensor(TensorOps):
     """A numpy array with an optional place in the autograd graph.
 
     Create tensors with :func:`dynnets.tensor`, :func:`dynnets.zeros` and
@@ -128,7 +240,7 @@ class Tensor:
         vector-Jacobian product). The graph is freed afterwards unless
         ``retain_graph=True``.
         """
-        _engine_backward(self, gradient, retain_graph)
+        _backward(self, gradient, retain_graph)
 
     def __repr__(self):
         body = np.array2string(self.data, precision=4, separator=", ", threshold=20,
@@ -161,14 +273,6 @@ class Tensor:
             yield self[i]
 
 
-def _engine_backward(root, gradient, retain_graph):
-    # replaced by dynnets.autograd.engine.backward when the engine is imported
-    # (the engine imports this module, so tensor.py cannot import it at the top;
-    # a per-call import statement costs ~0.4 us)
-    from .engine import backward
-    backward(root, gradient, retain_graph)
-
-
 class Parameter(Tensor):
     """A leaf tensor that a :class:`dynnets.nn.Module` registers as a parameter.
     ``requires_grad`` defaults to True (as ``torch.nn.Parameter``)."""
@@ -185,3 +289,71 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+
+
+register_tensor_types(Tensor, Parameter)
+
+
+# --- creation ----------------------------------------------------------------
+
+_f32 = np.float32
+
+
+def tensor(data, requires_grad=False, dtype=None, name=None):
+    """A new leaf tensor (copies ``data``).
+
+    ``dtype`` defaults to float32, except that integer and boolean numpy
+    arrays keep their dtype (so index arrays stay integers).
+    """
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is None:
+        arr = np.array(data)
+        if arr.dtype.kind not in "biu" or not isinstance(data, np.ndarray):
+            arr = arr.astype(_f32)
+    else:
+        arr = np.array(data, dtype=dtype)
+    return Tensor(arr, requires_grad=requires_grad, name=name)
+
+
+def as_tensor(x, dtype=None):
+    """``x`` if it is already a Tensor, else a constant tensor without copying when possible."""
+    if isinstance(x, Tensor):
+        return x
+    return Tensor(np.asarray(x, dtype=dtype))
+
+
+def zeros(*shape, dtype=_f32, requires_grad=False):
+    return Tensor(np.zeros(shape_tuple(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=_f32, requires_grad=False):
+    return Tensor(np.ones(shape_tuple(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def full(shape, value, dtype=_f32, requires_grad=False):
+    return Tensor(np.full(shape, value, dtype=dtype), requires_grad=requires_grad)
+
+
+def zeros_like(x, requires_grad=False):
+    return Tensor(np.zeros_like(np.asarray(x)), requires_grad=requires_grad)
+
+
+def ones_like(x, requires_grad=False):
+    return Tensor(np.ones_like(np.asarray(x)), requires_grad=requires_grad)
+
+
+def arange(*args, dtype=None):
+    return Tensor(np.arange(*args, dtype=dtype))
+
+
+def randn(*shape, rng=None, dtype=_f32, requires_grad=False):
+    """Standard normal samples; ``rng`` is a seed or a ``numpy.random.Generator``."""
+    arr = np.random.default_rng(rng).standard_normal(shape_tuple(shape)).astype(dtype)
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def uniform(*shape, low=0.0, high=1.0, rng=None, dtype=_f32, requires_grad=False):
+    """Uniform samples on [low, high); ``rng`` is a seed or a ``numpy.random.Generator``."""
+    arr = np.random.default_rng(rng).uniform(low, high, shape_tuple(shape)).astype(dtype)
+    return Tensor(arr, requires_grad=requires_grad)

@@ -1,5 +1,6 @@
-"""Shared pieces of the eager models: thin ops over the issue-4 primitives,
-per-example precomputation and minibatch collation, the classifier head.
+"""Shared pieces of the eager models: per-example precomputation and
+minibatch collation, the classifier head (the models' ops are in
+:mod:`dynnets.autograd.ops`).
 
 Precomputation happens once per example (:meth:`prepare`), so an epoch only
 concatenates arrays (:meth:`collate`): no per-node Python per epoch in the
@@ -12,52 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..autograd import primitives as P
-from ..autograd.engine import bind, no_grad
+from ..autograd.engine import no_grad
 from ..data.batching import TreeArrays, TreeBatch, merge
 from ..data.trees import Tree
 
-__all__ = ["split_rows", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels", "tree_lstm_node",
-           "tree_lstm_leaf_node", "TreeExample", "TreeMiniBatch", "prepare_trees", "collate_trees",
+__all__ = ["TreeExample", "TreeMiniBatch", "prepare_trees", "collate_trees",
            "examples_from_schedule", "minibatch_from_schedule", "SentenceExample", "PackedBatch", "pack_sentences",
            "prepare_sentences", "ModelBase", "uniform_param"]
-
-
-# --------------------------------------------------------------------------
-# ops (index arrays are constants: they carry no gradient)
-# --------------------------------------------------------------------------
-
-
-def split_rows(x):
-    """Rows of ``x`` (n, D) as n tensors of shape (1, D), one graph node."""
-    return bind(P.split_rows_p, x)
-
-
-def tree_lstm_levels(h0, c0, w, b, left, right, offsets):
-    """Binary Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
-    h, c, _, _ = bind(P.tree_lstm_levels_p, h0, c0, w, b, left, right, offsets)
-    return h, c
-
-
-def tree_rnn_levels(h0, w, b, left, right, offsets):
-    """Tree-RNN ``tanh([h_l; h_r] @ w + b)`` over a level schedule; returns h (n_nodes, H)."""
-    return bind(P.tree_rnn_levels_p, h0, w, b, left, right, offsets)[0]
-
-
-def childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
-    """Child-sum Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
-    out = bind(P.childsum_levels_p, h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets)
-    return out[0], out[1]
-
-
-def tree_lstm_node(s_l, s_r, w, b):
-    """Binary Tree-LSTM node on packed states ``[h | c]`` (n, 2H) -> (n, 2H)."""
-    return bind(P.tree_lstm_node_p, s_l, s_r, w, b)[0]
-
-
-def tree_lstm_leaf_node(x, w, b):
-    """Tree-LSTM leaf from input rows ``x`` (n, E) -> packed states (n, 2H)."""
-    return bind(P.tree_lstm_leaf_node_p, x, w, b)[0]
 
 
 # --------------------------------------------------------------------------

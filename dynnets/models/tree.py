@@ -47,9 +47,10 @@ from .. import nn
 from ..autograd import ops
 from ..data.vocab import UNK_ID
 from ..data.batching import TreeBatch
-from .common import (ModelBase, TreeExample, TreeMiniBatch, childsum_levels, collate_trees, minibatch_from_schedule,
-                     prepare_trees, split_rows, tree_lstm_leaf_node, tree_lstm_levels, tree_lstm_node,
-                     tree_rnn_levels, uniform_param)
+from ..autograd.ops import (childsum_levels, split_rows, tree_lstm_leaf_node, tree_lstm_levels, tree_lstm_node,
+                            tree_rnn_levels)
+from .common import (ModelBase, TreeExample, TreeMiniBatch, collate_trees, minibatch_from_schedule, prepare_trees,
+                     uniform_param)
 from .registry import register
 
 __all__ = ["TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM"]

@@ -16,7 +16,8 @@ Every dynnets op (``dynnets.linear``, ``dynnets.lstm_cell``...) and operator
 works on symbolic values; the TF1 names below are thin aliases. See
 :mod:`.graph` (the graph), :mod:`.session` (the user API), :mod:`.passes`
 (the compile pipeline), :mod:`.lower` (a program to a plan of instructions),
-:mod:`.execute` (the two executors of a plan), :mod:`.backward` (symbolic
+:mod:`.execute` (the two executors of a plan), :mod:`.control_flow`
+(``while_loop``, ``cond``, ``TensorArray``), :mod:`.backward` (symbolic
 gradients), :mod:`.train` (optimizers) and :mod:`.trace` (from eager code to
 a graph).
 
@@ -33,19 +34,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import ops as _ops
+from ..autograd import tensor as _tensor
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, dtype_of
 from . import layers, nn, passes, train
 from .backward import gradients
+from .control_flow import TensorArray, cond, while_loop
 from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, StaticPrimitive,
-                    UninitializedVariableError, Value, Variable, argmax, compare, constant, get_default_graph,
-                    get_default_session, global_variables, global_variables_initializer, group, placeholder,
-                    reset_default_graph, trainable_variables, variables_initializer)
-from .random import (DEFAULT_GRAPH_SEED, constant_initializer, get_seed, glorot_normal_initializer, glorot_uniform_initializer,
-                     ones_initializer, random_normal, random_normal_initializer, random_uniform,
-                     random_uniform_initializer, set_random_seed, truncated_normal, truncated_normal_initializer,
-                     zeros_initializer)
+                    UninitializedVariableError, Value, Variable, constant, get_default_graph, get_default_session,
+                    global_variables, global_variables_initializer, group, placeholder, reset_default_graph,
+                    trainable_variables, variables_initializer)
+from .random import (DEFAULT_GRAPH_SEED, constant_initializer, get_seed, glorot_normal_initializer,
+                     glorot_uniform_initializer, ones_initializer, random_normal, random_normal_initializer,
+                     random_uniform, random_uniform_initializer, set_random_seed, truncated_normal,
+                     truncated_normal_initializer, zeros_initializer)
 from .session import InteractiveSession, Session
 from .trace import TracedFunction, trace
 from .variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, name_scope, variable_scope
@@ -58,13 +61,15 @@ int64 = np.int64
 bool_ = np.bool_
 
 __all__ = [
-    "Graph", "Session", "InteractiveSession", "get_default_session", "OpInfo", "layers", "DEFAULT_GRAPH_SEED", "random_normal",
-    "truncated_normal", "random_uniform", "set_random_seed", "get_seed", "zeros_initializer", "ones_initializer",
-    "constant_initializer", "random_normal_initializer", "truncated_normal_initializer",
+    "Graph", "Session", "InteractiveSession", "get_default_session", "OpInfo", "layers", "DEFAULT_GRAPH_SEED",
+    "random_normal", "truncated_normal", "random_uniform", "set_random_seed", "get_seed", "zeros_initializer",
+    "ones_initializer", "constant_initializer", "random_normal_initializer", "truncated_normal_initializer",
     "random_uniform_initializer", "glorot_uniform_initializer", "glorot_normal_initializer", "get_variable",
-    "variable_scope", "name_scope", "get_variable_scope", "AUTO_REUSE", "VariableScope", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
+    "variable_scope", "name_scope", "get_variable_scope", "AUTO_REUSE", "VariableScope", "Value", "Variable",
+    "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
-    "trainable_variables", "group", "gradients", "trace", "TracedFunction", "nn", "train", "passes",
+    "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction",
+    "nn", "train", "passes",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
@@ -73,29 +78,34 @@ __all__ = [
 ]
 
 
+def argmax(x, axis=None, name=None):
+    """Index of the maximum (along ``axis``), int64; no gradient."""
+    return _named(_ops.argmax(x, axis), name)
+
+
 def equal(x, y, name=None):
     """Elementwise ``x == y`` (a boolean Value; ``==`` itself stays identity, as in TF1)."""
-    return _named(compare("equal", x, y), name)
+    return _named(_ops.equal(x, y), name)
 
 
 def not_equal(x, y, name=None):
-    return _named(compare("not_equal", x, y), name)
+    return _named(_ops.not_equal(x, y), name)
 
 
 def less(x, y, name=None):
-    return _named(compare("less", x, y), name)
+    return _named(_ops.less(x, y), name)
 
 
 def less_equal(x, y, name=None):
-    return _named(compare("less_equal", x, y), name)
+    return _named(_ops.less_equal(x, y), name)
 
 
 def greater(x, y, name=None):
-    return _named(compare("greater", x, y), name)
+    return _named(_ops.greater(x, y), name)
 
 
 def greater_equal(x, y, name=None):
-    return _named(compare("greater_equal", x, y), name)
+    return _named(_ops.greater_equal(x, y), name)
 
 
 def _axis(axis, reduction_indices):
@@ -212,11 +222,11 @@ _fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tu
 def zeros_like(x, name=None):
     """Zeros of ``x``'s shape and dtype (no gradient flows through)."""
     if not isinstance(x, Value):
-        return _ops.zeros_like(x)
+        return _tensor.zeros_like(x)
     return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
 
 
 def ones_like(x, name=None):
     if not isinstance(x, Value):
-        return _ops.ones_like(x)
+        return _tensor.ones_like(x)
     return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import constant_p, param_p, placeholder_p, variable_p
 
 __all__ = ["to_dot", "dot_quote", "MAX_NODES"]
 
 #: Graphs with more equations than this are refused (Graphviz takes minutes on such pictures).
 MAX_NODES = 3000
 
+# styles of the graph's source equations, by their kind (StaticPrimitive.source):
+# this module reads equations only, so graph.py can import it for Graph.to_dot
 _STYLE = {
-    placeholder_p: 'shape=box, style="rounded,filled", fillcolor="#fff2a8"',
-    variable_p: 'shape=box, style="rounded,filled", fillcolor="#b7e1a1"',
-    param_p: 'shape=box, style="rounded,filled", fillcolor="#dff2d0"',
+    "placeholder": 'shape=box, style="rounded,filled", fillcolor="#fff2a8"',
+    "variable": 'shape=box, style="rounded,filled", fillcolor="#b7e1a1"',
+    "param": 'shape=box, style="rounded,filled", fillcolor="#dff2d0"',
 }
 _OP = 'shape=box, style="rounded", color="#555555"'
 _EFFECT = 'shape=octagon, style="filled", fillcolor="#f0f0f0"'
@@ -62,17 +63,22 @@ def _fmt_shape_of(a):
     return "(" + ", ".join(str(d) for d in a.shape) + ("," if a.ndim == 1 else "") + f") {a.dtype}"
 
 
+def _source(p):
+    """The kind of a source primitive ("placeholder", "constant"...), else None."""
+    return getattr(p, "source", None)
+
+
 def _is_scalar_const(e):
-    return e.prim is constant_p and np.ndim(e.attrs.get("value")) == 0
+    return _source(e.prim) == "constant" and np.ndim(e.attrs.get("value")) == 0
 
 
 def _label(g, e):
     p = e.prim
-    if p is placeholder_p:
+    if _source(p) == "placeholder":
         head = f"placeholder {e.name}"
-    elif p is variable_p:
+    elif _source(p) == "variable":
         head = f"Variable {e.name}"
-    elif p is param_p:
+    elif _source(p) == "param":
         head = f"param {e.name}"
     elif p.name == "fused":
         head = f"fused kernel\n{e.name[len('fused('):-1] if e.name.startswith('fused(') else e.name}"
@@ -144,11 +150,11 @@ def to_dot(g, *, title=None, fused=None, dim=None, name="G", rankdir="TB"):
             lines.append("  }")
             drawn.extend(members)
             continue
-        if e.prim is constant_p:
+        if _source(e.prim) == "constant":
             style = _CONST
             label = _const_text(e)
-        elif e.prim in _STYLE:
-            style = _STYLE[e.prim]
+        elif _source(e.prim) in _STYLE:
+            style = _STYLE[_source(e.prim)]
             label = _label(g, e)
         elif getattr(e.prim, "effect", False):
             style = _EFFECT

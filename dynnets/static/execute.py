@@ -281,11 +281,13 @@ def tier2(plan, storage):
                     ns[f"T{k}"] = dts
                     call = f"_cast_all({call}, T{k})" if multi else f"_cast({call}, T{k})"
             else:
-                extra = ""
+                parts = list(a)
+                if ins.kw:
+                    parts.append(f"**A{k}")
                 if ins.extra is not None:
                     ns[f"B{k}"] = ins.extra
-                    extra = f", out=B{k}"
-                call = f"F{k}({', '.join(a)}{kw}{extra})".replace("(, ", "(")   # a source has no args
+                    parts.append(f"out=B{k}")
+                call = f"F{k}({', '.join(parts)})"
             ln = f"{outs} = {call}"
         line_ins[len(lines) + 2] = k
         lines.append(ln)

@@ -29,17 +29,17 @@ import sys
 import numpy as np
 
 from ..autograd import engine as _engine
-from ..autograd import ops as _ops
 from ..autograd import gradtypes
 from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, TensorOps
+from .dot import to_dot
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
-    "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "user_site", "default_sessions",
-    "OpInfo", "get_default_session",
+    "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
+    "user_site", "default_sessions", "OpInfo", "get_default_session",
 ]
 
 
@@ -90,8 +90,11 @@ class StaticPrimitive(Primitive):
 
     __slots__ = ("effect", "source", "out_arg", "kernel_source")
 
-    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False):
-        super().__init__(name, impl, shape, multiple_results=multiple_results, differentiable=False)
+    def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False,
+                 joint_vjp=None):
+        # control flow is the one kind of static primitive with a gradient (its ``joint_vjp``)
+        super().__init__(name, impl, shape, multiple_results=multiple_results, joint_vjp=joint_vjp,
+                         differentiable=joint_vjp is not None)
         self.effect = effect
         self.source = source
         self.out_arg = out_arg
@@ -177,10 +180,11 @@ class OpInfo:
 # --------------------------------------------------------------------------
 
 
-class Value:
+class Value(TensorOps):
     """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
     shape (dimensions may be ``None``) and a dtype, and supports every dynnets
-    op and operator. Its value exists only inside :meth:`Session.run`."""
+    op and operator (:class:`~dynnets.autograd.tensor.TensorOps`, shared with
+    eager tensors). Its value exists only inside :meth:`Session.run`."""
 
     __slots__ = ("graph", "id", "name", "sparse", "_dense")
     _is_symbolic = True
@@ -241,9 +245,6 @@ class Value:
         (inside ``with Session():``, ``sess.as_default()``, or an
         :class:`InteractiveSession`), as TF1's ``Tensor.eval``."""
         return _default_session_for(self, session, "evaluate tensor", "eval").run(self, feed_dict)
-
-
-_ops._install(Value)
 
 
 def is_symbolic(x):
@@ -404,6 +405,15 @@ class Graph:
     graph, ``outputs`` the value ids the program must compute); a pass never
     modifies its input.
 
+    A *subgraph* (a ``while_loop`` body or condition, a ``cond`` branch) is a
+    Graph of its own with a ``parent``: ``inputs`` are its placeholder ids in
+    argument order and ``outputs`` its results, so it is a function; a value
+    of an enclosing graph used inside it is *captured* (:meth:`capture`) as
+    one more input placeholder, and ``captures`` lists the (outer value,
+    placeholder) pairs in order. ``programs`` caches a subgraph's compiled
+    plans (filled by :mod:`.control_flow` when it first runs; not part of
+    what the graph computes).
+
     ``meta`` holds what a pass tells lowering about a derived graph:
     ``"buffers"`` (buffer slot -> (shape, dtype), from the memory plan) and
     ``"copy_outputs"`` (output ids that may alias a buffer, so the plan copies
@@ -431,6 +441,11 @@ class Graph:
         self._var_sites = {}
         self._scopes = []           # the open variable scopes (innermost last)
         self._scope_counts = {}
+        self.parent = None
+        self.inputs = ()
+        self.captures = []
+        self._captured = {}
+        self.programs = {}
 
     # --- construction -----------------------------------------------------------
     def _unique_name(self, base):
@@ -504,6 +519,41 @@ class Graph:
             v = self._append(param_p, (), {"param": p}, aval, name=p.name or "param")
             self._params[id(p)] = v
         return v
+
+    # --- subgraphs ------------------------------------------------------------------
+    def subgraph(self):
+        """A new empty graph nested in this one (see :meth:`capture`)."""
+        g = Graph()
+        g.parent = self.root
+        return g
+
+    def encloses(self, other):
+        """Whether ``other`` is nested (at any depth) inside this graph."""
+        p = other.parent
+        while p is not None:
+            if p is self:
+                return True
+            p = p.parent
+        return False
+
+    def capture(self, v):
+        """The placeholder of this subgraph standing for ``v``, a value of an
+        enclosing graph (created on first use; through every graph between)."""
+        if v.graph is self:
+            return v
+        if self.parent is None or not v.graph.encloses(self):
+            raise GraphError(f"'{v.name}' belongs to a graph that does not enclose this one")
+        if v.graph is not self.parent:
+            v = self.parent.capture(v)
+        ph = self._captured.get(v.id)
+        if ph is None:
+            if v.sparse:
+                v = densified(v)
+            ph = self._append(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
+            self.placeholders.append(ph)
+            self._captured[v.id] = ph
+            self.captures.append((v, ph))
+        return ph
 
     # --- defaults -----------------------------------------------------------------
     @contextlib.contextmanager
@@ -608,6 +658,10 @@ class Graph:
         g.variables = self.root.variables
         g.placeholders = self.root.placeholders
         g.meta = _empty_meta()
+        g.parent = self.root.parent
+        g.inputs = self.root.inputs
+        g.captures = self.root.captures
+        g.programs = self.root.programs
         return g
 
     def with_outputs(self, outputs):
@@ -634,7 +688,6 @@ class Graph:
     def to_dot(self, **kwargs):
         """This graph as Graphviz DOT text (see :func:`dynnets.static.dot.to_dot` for the options);
         :func:`dynnets.plots.render_dot` turns it into SVG."""
-        from .dot import to_dot
         return to_dot(self, **kwargs)
 
     def __repr__(self):
@@ -700,20 +753,33 @@ def gc_paused():
 
 
 def _graph_of(args, prim):
+    """The graph an op on ``args`` goes to: the innermost graph among its
+    arguments' and the default graph, when they are nested (a loop body being
+    built uses values of the graphs around it)."""
     g = None
     for i, a in enumerate(args):
         if isinstance(a, Value):
+            ag = a.graph
             if g is None:
-                g = a.graph
-            elif a.graph is not g:
-                raise GraphError(f"{prim.name}: input {i} '{a.name}' belongs to another graph than the other inputs")
+                g = ag
+            elif ag is not g:
+                if g.encloses(ag):
+                    g = ag
+                elif not ag.encloses(g):
+                    raise GraphError(f"{prim.name}: input {i} '{a.name}' belongs to another graph than the other "
+                                     f"inputs")
     if g is None:
-        g = _TRACE[-1] if _TRACE else get_default_graph()
+        return _TRACE[-1] if _TRACE else get_default_graph()
+    d = _DEFAULT[-1] if _DEFAULT else _GLOBAL[0]
+    if d is not g and d.parent is not None and g.encloses(d):
+        g = d
     return g
 
 
 def _input_id(g, a, i, prim):
     if isinstance(a, Value):
+        if a.graph is not g:
+            a = g.capture(a)
         if a.sparse:
             a = densified(a)
         return a.id
@@ -759,6 +825,19 @@ def _symbolic_bind(prim, args, attrs):
 _engine.set_symbolic_handler(_symbolic_bind)
 
 
+def add_op(prim, *args, name=None, **attrs):
+    """Append ``prim(*args, **attrs)`` to the graph its arguments (or the
+    default graph) call for, after running its shape rule: how a static-only
+    primitive is bound (a table primitive is bound by ``bind``)."""
+    g = _graph_of(args, prim)
+    ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
+    try:
+        out = run_rule(prim, [g.avals[i] for i in ins], attrs)
+    except ShapeError as e:
+        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+    return g._append(prim, ins, attrs, out, name=name, site=user_site())
+
+
 # --------------------------------------------------------------------------
 # helper primitives of the static graph
 # --------------------------------------------------------------------------
@@ -773,57 +852,6 @@ def densified(v):
     return v._dense
 
 
-# comparisons and argmax: non-differentiable static ops (as eager Tensors' comparisons)
-
-
-def _compare_prim(name, fn):
-    def shape(x, y):
-        from ..autograd.primitives import broadcast_shapes
-        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
-    return StaticPrimitive(name, fn, shape)
-
-
-COMPARE = {name: _compare_prim(name, fn) for name, fn in
-           (("less", np.less), ("less_equal", np.less_equal), ("greater", np.greater),
-            ("greater_equal", np.greater_equal), ("equal", np.equal), ("not_equal", np.not_equal))}
-
-
-def compare(name, x, y):
-    """``x <op> y`` elementwise as a boolean Value (no gradient flows)."""
-    g = x.graph if isinstance(x, Value) else y.graph
-    ins = [_input_id(g, a, i, COMPARE[name]) for i, a in enumerate((x, y))]
-    out = COMPARE[name].shape(g.avals[ins[0]], g.avals[ins[1]])
-    return g._append(COMPARE[name], ins, {}, out, site=user_site())
-
-
-def _argmax(x, axis=None):
-    return np.argmax(x, axis=axis)
-
-
-def _argmax_shape(x, axis=None):
-    if axis is None:
-        return Aval((), np.dtype(np.int64))
-    nd = len(x.shape)
-    if not -nd <= axis < nd:
-        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
-    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
-
-
-argmax_p = StaticPrimitive("argmax", _argmax, _argmax_shape)
-
-
-def argmax(x, axis=None):
-    """Index of the maximum (along ``axis``), int64; no gradient."""
-    g = x.graph
-    out = _argmax_shape(g.avals[x.id], axis)
-    return g._append(argmax_p, (x.id,), {"axis": axis}, out, site=user_site())
-
-
-Value.__lt__ = lambda self, o: compare("less", self, o)
-Value.__le__ = lambda self, o: compare("less_equal", self, o)
-Value.__gt__ = lambda self, o: compare("greater", self, o)
-Value.__ge__ = lambda self, o: compare("greater_equal", self, o)
-Value.argmax = argmax
 
 
 # --------------------------------------------------------------------------

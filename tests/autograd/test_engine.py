@@ -5,6 +5,8 @@ import sys
 import weakref
 
 import numpy as np
+
+import dynnets as dn
 import pytest
 
 from dynnets.autograd import ops
@@ -15,7 +17,7 @@ from dynnets.autograd.tensor import Tensor
 
 
 def t64(data, rg=True):
-    return ops.tensor(data, dtype=np.float64, requires_grad=rg)
+    return dn.tensor(data, dtype=np.float64, requires_grad=rg)
 
 
 # --------------------------------------------------------------------------
@@ -88,7 +90,7 @@ def test_backward_gradient_shape_mismatch_is_shape_error():
 
 def test_backward_on_tensor_without_grad_is_clear_error():
     with pytest.raises(RuntimeError, match="does not require grad"):
-        (ops.tensor([1.0]) * 2.0).sum().backward()
+        (dn.tensor([1.0]) * 2.0).sum().backward()
 
 
 def test_backward_on_leaf_accumulates_seed():
@@ -161,8 +163,8 @@ def test_detach_cuts_graph():
 
 
 def test_requires_grad_propagates_only_from_inputs_that_need_it():
-    a = ops.tensor([1.0, 2.0])
-    b = ops.tensor([3.0, 4.0], requires_grad=True)
+    a = dn.tensor([1.0, 2.0])
+    b = dn.tensor([3.0, 4.0], requires_grad=True)
     assert not (a * 2.0).requires_grad and (a * 2.0)._node is None
     c = a * b
     assert c.requires_grad
@@ -216,7 +218,7 @@ def test_integer_array_gather_with_repeats():
     w = t64(np.arange(6.0).reshape(3, 2))
     out = ops.take(w, [2, 2, 1])
     np.testing.assert_allclose(out.numpy(), [[4, 5], [4, 5], [2, 3]])
-    (out * ops.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]], dtype=np.float64)).sum().backward()
+    (out * dn.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]], dtype=np.float64)).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [[0, 0], [3, 3], [3, 3]])
     y = t64([1.0, 2.0])
     y[[1, 1]].sum().backward()                   # a Python list is an integer-array index
@@ -229,7 +231,7 @@ def test_integer_array_gather_with_repeats():
     lambda x: ops.where(np.array([True, False]), x, 0.0), lambda x: ops.clip(x, -0.5, 0.5) * 1.5,
 ])
 def test_float32_preserved_with_python_scalars(expr):
-    x = ops.tensor([0.5, -0.25], requires_grad=True)
+    x = dn.tensor([0.5, -0.25], requires_grad=True)
     assert x.dtype == np.float32
     y = expr(x)
     assert y.dtype == np.float32, f"forward promoted to {y.dtype}"
@@ -239,9 +241,9 @@ def test_float32_preserved_with_python_scalars(expr):
 
 def test_float32_preserved_through_network_ops():
     rng = np.random.default_rng(0)
-    x = ops.randn(2, 3, rng=rng)
-    w = ops.randn(4, 3, rng=rng, requires_grad=True)
-    b = ops.zeros(4, requires_grad=True)
+    x = dn.randn(2, 3, rng=rng)
+    w = dn.randn(4, 3, rng=rng, requires_grad=True)
+    b = dn.zeros(4, requires_grad=True)
     h = ops.tanh(ops.linear(x, w, b)) * 0.5
     loss = ops.cross_entropy(ops.log_softmax(h), np.array([0, 3])) + ops.mean(h ** 2) * 0.1
     assert loss.dtype == np.float32
@@ -260,10 +262,10 @@ def test_numpy_array_on_the_left_defers_to_tensor():
 def test_multiple_results_with_unused_output():
     rng = np.random.default_rng(0)
     B, I, H = 2, 3, 2
-    x = ops.tensor(rng.standard_normal((B, I)), dtype=np.float64, requires_grad=True)
-    h = ops.tensor(np.zeros((B, H)), dtype=np.float64)
-    c = ops.tensor(np.zeros((B, H)), dtype=np.float64)
-    ws = [ops.tensor(rng.standard_normal(s), dtype=np.float64, requires_grad=True)
+    x = dn.tensor(rng.standard_normal((B, I)), dtype=np.float64, requires_grad=True)
+    h = dn.tensor(np.zeros((B, H)), dtype=np.float64)
+    c = dn.tensor(np.zeros((B, H)), dtype=np.float64)
+    ws = [dn.tensor(rng.standard_normal(s), dtype=np.float64, requires_grad=True)
           for s in [(4 * H, I), (4 * H, H), (4 * H,), (4 * H,)]]
     h2, c2 = ops.lstm_cell(x, h, c, *ws)
     h2.sum().backward()                            # c2 unused: its gradient is zero
@@ -273,9 +275,9 @@ def test_multiple_results_with_unused_output():
 
 def test_forward_error_is_explained_by_shape_rule():
     with pytest.raises(ShapeError, match="add: shapes cannot be broadcast together: x.shape=\\(2,\\), y.shape=\\(3,\\)"):
-        ops.tensor([1.0, 2.0]) + ops.tensor([1.0, 2.0, 3.0])
+        dn.tensor([1.0, 2.0]) + dn.tensor([1.0, 2.0, 3.0])
     with pytest.raises(ShapeError, match=r"^getitem: index 7 is invalid"):
-        ops.tensor([1.0, 2.0])[7]
+        dn.tensor([1.0, 2.0])[7]
 
 
 def test_symbolic_handler_hook():
@@ -286,7 +288,7 @@ def test_symbolic_handler_hook():
     prev = _Mode.symbolic
     set_symbolic_handler(lambda prim, args, attrs: seen.append((prim.name, len(args), attrs)) or "graph-node")
     try:
-        out = bind(PRIMITIVES["add"], ops.tensor([1.0]), Sym())
+        out = bind(PRIMITIVES["add"], dn.tensor([1.0]), Sym())
         out2 = bind(PRIMITIVES["sum"], Sym(), axis=0)
     finally:
         _Mode.symbolic = prev

@@ -18,7 +18,7 @@ from dynnets.autograd.primitives import PRIMITIVES, DTypeError, IndexRangeError,
 
 
 def t64(a, rg=False):
-    return ops.tensor(np.asarray(a, dtype=np.float64), dtype=np.float64, requires_grad=rg)
+    return dn.tensor(np.asarray(a, dtype=np.float64), dtype=np.float64, requires_grad=rg)
 
 
 class _Counting:
@@ -158,7 +158,7 @@ def test_cross_entropy_mask_dtype_and_reduction():
 def test_integer_logits_are_a_type_error(op):
     # PyTorch refuses integer input to softmax (not implemented for 'Long'); integer
     # arithmetic gave [[0, 0, 0]] and a loss of 0
-    x = ops.tensor(np.array([[1, 2, 3]]))
+    x = dn.tensor(np.array([[1, 2, 3]]))
     with pytest.raises(TypeError, match=f"{op}: .*(floating-point|float32 or float64).*int64"):
         if op == "cross_entropy":
             dn.cross_entropy(x, np.array([0]))
@@ -280,7 +280,7 @@ def test_level_schedules_are_checked_again_in_backward():
     (in a child: without the check this reads and writes out of bounds)."""
     code = textwrap.dedent("""
         import numpy as np, dynnets as dn
-        from dynnets.models.common import tree_lstm_levels
+        from dynnets.autograd.ops import tree_lstm_levels
         rng = np.random.default_rng(0)
         t = lambda *s, rg=False: dn.tensor(rng.standard_normal(s), dtype=np.float64, requires_grad=rg)
         h0, c0, w, b = t(3, 2, rg=True), t(3, 2), t(4, 10, rg=True), t(10, rg=True)

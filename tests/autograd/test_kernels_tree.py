@@ -40,9 +40,9 @@ def make_args(name, rng, dtype):
         return r(N, H), LEFT, RIGHT, np.zeros((2, 2 * H), dtype)
     if name == "scatter_pairs_add":
         return r(2, 2 * H), LEFT, RIGHT, r(N, H)
-    if name == "tree_lstm_level_fwd":
+    if name == "tree_lstm_levels_fwd":
         return r(2, 5 * H), r(5 * H), r(N, H), LEFT, RIGHT, LO, r(N, H), np.zeros((2, 5 * H), dtype)
-    if name == "tree_lstm_level_bwd":
+    if name == "tree_lstm_levels_bwd":
         return r(N, H), r(N, H), p(2, 5 * H), r(N, H), LEFT, RIGHT, LO, np.zeros((2, 5 * H), dtype)
     if name == "tanh_rows_fwd":
         return r(2, H), r(H), LO, r(N, H)
@@ -50,24 +50,22 @@ def make_args(name, rng, dtype):
         return r(N, H), r(N, H), LO, np.zeros((2, H), dtype)
     if name == "childsum_gather":
         return r(N, H), PTR, IDX, np.zeros((2, H), dtype), np.zeros((4, H), dtype)
-    if name == "childsum_level_fwd":
+    if name == "childsum_levels_fwd":
         return (r(2, 3 * H), r(4, H), r(3 * H), r(H), r(N, H), PTR, IDX, LO, r(N, H), np.zeros((2, 3 * H), dtype),
                 np.zeros((4, H), dtype))
-    if name == "childsum_level_bwd":
+    if name == "childsum_levels_bwd":
         return (r(N, H), r(N, H), p(2, 3 * H), p(4, H), r(N, H), PTR, IDX, LO, np.zeros((2, 3 * H), dtype),
                 np.zeros((4, H), dtype))
     if name == "childsum_scatter_add":
         return r(2, H), r(4, H), PTR, IDX, r(N, H)
-    if name == "lstm_step_fwd":
+    if name == "lstm_seq_fwd":
         return r(2, 4 * H), r(4 * H), r(N, H), 1, 4, r(N, H), r(N, 4 * H)
-    if name == "lstm_step_bwd":
+    if name == "lstm_seq_bwd":
         return r(N, H), r(N, H), p(N, 4 * H), r(N, H), 1, 4, 2, r(N, 4 * H)
-    if name == "gru_step_fwd":
+    if name == "gru_seq_fwd":
         return r(2, 3 * H), r(2, 3 * H), r(N, H), 1, 4, r(N, 3 * H)
-    if name == "gru_step_bwd":
+    if name == "gru_seq_bwd":
         return r(N, H), p(N, 3 * H), r(N, 3 * H), r(N, H), 1, 4, 2, r(N, 3 * H), r(N, 3 * H)
-    if name in ("sigmoid_rows", "tanh_rows"):
-        return (r(4, 7) * 10,)
     if name == "tree_lstm_node_fwd":
         return r(2, 5 * H), r(5 * H), r(2, 2 * H), r(2, 2 * H), np.zeros((2, 2 * H), dtype), np.zeros((2, 5 * H), dtype)
     if name == "tree_lstm_node_bwd":
@@ -82,6 +80,16 @@ def make_args(name, rng, dtype):
                 np.zeros((2, 5 * H), dtype), np.zeros((2, 2 * H), dtype))
     if name == "tree_lstm_leaf_node_fwd_mv":
         return r(2, 4), r(4, 3 * H), r(3 * H), np.zeros((2, 2 * H), dtype), np.zeros((2, 3 * H), dtype)
+    if name == "tree_lstm_cell_fwd":
+        return (r(2, 5 * H), r(5 * H), r(2, H), r(2, H), np.zeros((2, H), dtype), np.zeros((2, H), dtype),
+                np.zeros((2, 5 * H), dtype))
+    if name == "tree_lstm_cell_bwd":
+        return (r(2, H), r(2, H), p(2, 5 * H), r(2, H), r(2, H), r(2, H), np.zeros((2, 5 * H), dtype),
+                np.zeros((2, H), dtype), np.zeros((2, H), dtype))
+    if name == "tree_lstm_leaf_fwd":
+        return r(2, 3 * H), r(3 * H), np.zeros((2, H), dtype), np.zeros((2, H), dtype), np.zeros((2, 3 * H), dtype)
+    if name == "tree_lstm_leaf_bwd":
+        return r(2, H), r(2, H), p(2, 3 * H), r(2, H), np.zeros((2, 3 * H), dtype)
     raise KeyError(name)
 
 
@@ -121,6 +129,18 @@ EDGE = np.array([-1000.0, -745.0, -100.0, -88.8, -30.0, -1.0, -1e-9, -1e-300, 0.
                  20.0, 30.0, 88.8, 100.0, 1000.0])
 
 
+def _sigmoid_tanh(x):
+    """sigmoid(x) and tanh(x) of a row ``x`` (1, m) from the kernels that use
+    them: a Tree-LSTM leaf's input gate (pre-activations [x | x | x], no bias)
+    and a tanh row (zero bias)."""
+    m = x.shape[1]
+    s, acts = np.zeros((1, 2 * m), x.dtype), np.zeros((1, 3 * m), x.dtype)
+    K.tree_lstm_leaf_node_fwd(np.concatenate([x, x, x], axis=1), np.zeros(3 * m, x.dtype), s, acts)
+    h = np.zeros((1, m), x.dtype)
+    K.tanh_rows_fwd(np.ascontiguousarray(x), np.zeros(m, x.dtype), 0, h)
+    return acts[:, :m], h
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_activations_at_extreme_inputs(dtype):
     """The branch-free exponential: full relative accuracy from tiny to huge
@@ -130,8 +150,8 @@ def test_activations_at_extreme_inputs(dtype):
         e = np.exp(-np.abs(EDGE))
         sig = np.where(EDGE >= 0, 1 / (1 + e), e / (1 + e))
     rtol = 1e-14 if dtype == np.float64 else 1e-6
-    s = K.sigmoid_rows(x)[0].astype(np.float64)
-    t = K.tanh_rows(x)[0].astype(np.float64)
+    s, t = _sigmoid_tanh(x)
+    s, t = s[0].astype(np.float64), t[0].astype(np.float64)
     tiny = 1e-300 if dtype == np.float64 else 1e-37      # below: subnormal or zero, compared absolutely
     finite = sig > tiny
     np.testing.assert_allclose(s[finite], sig.astype(dtype).astype(np.float64)[finite], rtol=rtol)
@@ -141,7 +161,8 @@ def test_activations_at_extreme_inputs(dtype):
 
 def test_activations_propagate_nan():
     x = np.array([[np.nan, 0.3, -np.inf, np.inf]])
-    s, t = K.sigmoid_rows(x)[0], K.tanh_rows(x)[0]
+    s, t = _sigmoid_tanh(x)
+    s, t = s[0], t[0]
     assert np.isnan(s[0]) and np.isnan(t[0])
     np.testing.assert_allclose(s[1:], [1 / (1 + np.exp(-0.3)), 0.0, 1.0], atol=1e-300)
     np.testing.assert_allclose(t[1:], [np.tanh(0.3), -1.0, 1.0])

@@ -17,6 +17,8 @@ names the op.
 from __future__ import annotations
 
 import numpy as np
+
+import dynnets as dn
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,6 +49,8 @@ class Case:
         self.tol = tol or {}
 
     def diff_positions(self, prim):
+        if not prim.differentiable:
+            return []
         return [i for i, a in enumerate(self.args)
                 if i not in self.const and i not in prim.nondiff_args
                 and isinstance(a, np.ndarray) and a.dtype.kind == "f"]
@@ -108,6 +112,22 @@ def _maxmin(rng):
     r = _r(rng)
     return [Case("same", r(3, 4), r(3, 4)), Case("broadcast", r(2, 3), r(3)),
             Case("python-scalar", r(4), 0.1, const=(1,))]
+
+
+def _comparison(rng):
+    # ties included: equal and the non-strict comparisons must see them
+    r = _r(rng)
+    x = r(3, 4)
+    y = x.copy()
+    y[0] = r(4)
+    return [Case("same-with-ties", x, y), Case("row-broadcast", x, x[1]), Case("python-scalar", x, 0.0),
+            Case("int", np.array([1, 2, 3]), np.array([3, 2, 1]))]
+
+
+def _argmax(rng):
+    r = _r(rng)
+    x = r(3, 4)
+    return [Case("all", x), Case("axis1", x, axis=1), Case("axis-neg", r(2, 3, 4), axis=-2)]
 
 
 def _clip(rng):
@@ -359,6 +379,8 @@ SAMPLES = {
     "rnn_seq": _seqs(1, None), "split_rows": _split_rows,
     "tree_lstm_node": _tree_node, "tree_lstm_leaf_node": _leaf_node,
     "random": _random, "dropout_mask": _dropout_mask, "copy": _unary("normal"),
+    "less": _comparison, "less_equal": _comparison, "greater": _comparison, "greater_equal": _comparison,
+    "equal": _comparison, "not_equal": _comparison, "argmax": _argmax,
 }
 
 
@@ -531,6 +553,9 @@ BAD = {
     "dropout_mask": [((_z(2, dtype=np.int64),), dict(rate=0.5, seed=(1, 1)), "dropout_mask: x must be a floating"),
                      ((_z(2),), dict(rate=1.0, seed=(1, 1)), "dropout_mask: rate must be a probability in [0, 1)"),
                      ((_z(2),), dict(rate=0.5, seed=3), "dropout_mask: seed must be a pair")],
+    **{n: [((_z(2, 3), _z(4, 3)), {}, f"{n}: shapes cannot be broadcast together: x.shape=(2, 3), y.shape=(4, 3)")]
+       for n in ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")},
+    "argmax": [((_z(2, 3),), {"axis": 2}, "argmax: axis 2 is out of range for an input with 2 dimensions")],
     "add": [((_z(2, 3), _z(4, 3)), {}, "add: shapes cannot be broadcast together: x.shape=(2, 3), y.shape=(4, 3)")],
     "sub": [((_z(2), _z(3)), {}, "sub: shapes cannot be broadcast")],
     "mul": [((_z(2, 3), _z(2)), {}, "mul: shapes cannot be broadcast")],
@@ -646,7 +671,7 @@ def test_eager_bad_input_raises_named_shape_error(name, args, attrs, msg):
 
 def test_eager_matmul_message_exact():
     with pytest.raises(ShapeError, match=r"^matmul: x.shape\[-1\]=3 does not match w.shape\[0\]=4"):
-        ops.matmul(ops.zeros(2, 3), ops.zeros(4, 5))
+        ops.matmul(dn.zeros(2, 3), dn.zeros(4, 5))
 
 
 # --------------------------------------------------------------------------
@@ -657,34 +682,34 @@ def test_max_ties_split_gradient_evenly():
     """At a tie, ``max`` passes the gradient in equal shares to every maximal
     element (PyTorch's ``amax`` convention): a valid subgradient that keeps
     the total."""
-    x = ops.tensor([1.0, 3.0, 3.0, 2.0], requires_grad=True)
+    x = dn.tensor([1.0, 3.0, 3.0, 2.0], requires_grad=True)
     ops.max(x).backward()
     np.testing.assert_allclose(x.grad.numpy(), [0, 0.5, 0.5, 0])
-    y = ops.tensor([[2.0, 2.0], [1.0, 5.0]], requires_grad=True)
-    (ops.max(y, axis=1) * ops.tensor([1.0, 10.0])).sum().backward()
+    y = dn.tensor([[2.0, 2.0], [1.0, 5.0]], requires_grad=True)
+    (ops.max(y, axis=1) * dn.tensor([1.0, 10.0])).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [[0.5, 0.5], [0, 10.0]])
 
 
 def test_maximum_minimum_ties_split_gradient():
-    x = ops.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    y = ops.tensor([1.0, 5.0, 0.0], requires_grad=True)
+    x = dn.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = dn.tensor([1.0, 5.0, 0.0], requires_grad=True)
     (ops.maximum(x, y) + 2 * ops.minimum(x, y)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [1.5, 2.0, 1.0])
     np.testing.assert_allclose(y.grad.numpy(), [1.5, 1.0, 2.0])
 
 
 def test_pow_exponent_gradient_at_zero_base_is_zero():
-    x = ops.tensor([0.0, 2.0], dtype=np.float64, requires_grad=True)
-    y = ops.tensor([2.0, 3.0], dtype=np.float64, requires_grad=True)
+    x = dn.tensor([0.0, 2.0], dtype=np.float64, requires_grad=True)
+    y = dn.tensor([2.0, 3.0], dtype=np.float64, requires_grad=True)
     (x ** y).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [0.0, 8 * np.log(2)])
     np.testing.assert_allclose(x.grad.numpy(), [0.0, 12.0])
 
 
 def test_embedding_gradient_is_row_sparse_and_sums_repeats():
-    w = ops.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    w = dn.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
     out = ops.embedding(w, np.array([2, 0, 2, 2]))
-    (out * ops.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+    (out * dn.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
     assert type(w._grad) is RowSparse
     dense = w.grad.numpy()
     np.testing.assert_allclose(dense[2], [0 + 6 + 9, 1 + 7 + 10, 2 + 8 + 11])
@@ -728,11 +753,11 @@ def test_factored_weight_gradients_equal_dense_ones_over_a_loop(kind, monkeypatc
     def grads(factor_rows):
         monkeypatch.setattr(G, "FACTOR_ROWS", factor_rows)
         rng = np.random.default_rng(11)
-        xs = [ops.tensor(rng.standard_normal((1, 4)), dtype=np.float64) for _ in range(5)]
+        xs = [dn.tensor(rng.standard_normal((1, 4)), dtype=np.float64) for _ in range(5)]
         if kind in ("lstm_cell", "gru_cell"):
             cell = (nn.LSTMCell if kind == "lstm_cell" else nn.GRUCell)(4, 3, rng=np.random.default_rng(1),
                                                                          dtype=np.float64)
-            h = c = ops.zeros(1, 3, dtype=np.float64)
+            h = c = dn.zeros(1, 3, dtype=np.float64)
             for x in xs:
                 if kind == "lstm_cell":
                     h, c = cell(x, (h, c))
@@ -740,14 +765,14 @@ def test_factored_weight_gradients_equal_dense_ones_over_a_loop(kind, monkeypatc
                     h = cell(x, h)
             params = list(cell.parameters())
         elif kind == "tree_lstm_cell":
-            w = ops.tensor(rng.standard_normal((6, 15)), requires_grad=True, dtype=np.float64)
-            b = ops.tensor(rng.standard_normal(15), requires_grad=True, dtype=np.float64)
-            h = c = ops.tensor(rng.standard_normal((1, 3)), dtype=np.float64)
+            w = dn.tensor(rng.standard_normal((6, 15)), requires_grad=True, dtype=np.float64)
+            b = dn.tensor(rng.standard_normal(15), requires_grad=True, dtype=np.float64)
+            h = c = dn.tensor(rng.standard_normal((1, 3)), dtype=np.float64)
             for x in xs:
                 h, c = ops.tree_lstm_cell(h, x[:, :3], c, x[:, 1:], w, b)
             params = [w, b]
         else:
-            w = ops.tensor(0.5 * rng.standard_normal((4, 4)), requires_grad=True, dtype=np.float64)
+            w = dn.tensor(0.5 * rng.standard_normal((4, 4)), requires_grad=True, dtype=np.float64)
             h = xs[0]
             for x in xs[1:]:
                 h = ops.tanh(h @ w + x) if kind == "matmul" else ops.tanh(ops.linear(h, w, x[0]))
@@ -767,14 +792,14 @@ def test_split_rows_forms_leaf_input_gradients_in_one_product(mix, monkeypatch):
     VJP forms with one product; a row also used with another weight, twice, or
     by an ordinary op falls back to dense sums. All equal the dense path."""
     import dynnets.autograd.gradtypes as G
-    from dynnets.models.common import split_rows, tree_lstm_leaf_node
+    from dynnets.autograd.ops import split_rows, tree_lstm_leaf_node
 
     def grads(factor_rows):
         monkeypatch.setattr(G, "FACTOR_ROWS", factor_rows)
         rng = np.random.default_rng(12)
-        x = ops.tensor(rng.standard_normal((4, 5)), requires_grad=True, dtype=np.float64)
-        w, w2 = (ops.tensor(rng.standard_normal((5, 6)), requires_grad=True, dtype=np.float64) for _ in range(2))
-        b = ops.tensor(rng.standard_normal(6), requires_grad=True, dtype=np.float64)
+        x = dn.tensor(rng.standard_normal((4, 5)), requires_grad=True, dtype=np.float64)
+        w, w2 = (dn.tensor(rng.standard_normal((5, 6)), requires_grad=True, dtype=np.float64) for _ in range(2))
+        b = dn.tensor(rng.standard_normal(6), requires_grad=True, dtype=np.float64)
         rows = split_rows(x * 1.5)
         outs = [tree_lstm_leaf_node(r, w, b) for r in rows[:3]]
         if mix == "shared row":
@@ -783,7 +808,7 @@ def test_split_rows_forms_leaf_input_gradients_in_one_product(mix, monkeypatch):
             outs.append(tree_lstm_leaf_node(rows[1], w2, b))
         elif mix == "dense row":
             outs.append(rows[2] * 3.0)
-        loss = sum(((o * o).sum() for o in outs), ops.tensor(0.0, dtype=np.float64))
+        loss = sum(((o * o).sum() for o in outs), dn.tensor(0.0, dtype=np.float64))
         loss.backward()
         return [t.grad.numpy() for t in (x, w, b)]
 
@@ -824,7 +849,7 @@ def test_cross_entropy_reductions_and_mask_agree_with_numpy():
     lp = logits - logits.max(1, keepdims=True)
     lp = lp - np.log(np.exp(lp).sum(1, keepdims=True))
     per = -lp[np.arange(4), t]
-    L = ops.tensor(logits, dtype=np.float64)
+    L = dn.tensor(logits, dtype=np.float64)
     np.testing.assert_allclose(ops.cross_entropy(L, t, reduction="none").numpy(), per, rtol=1e-12)
     np.testing.assert_allclose(ops.cross_entropy(L, t, reduction="sum").item(), per.sum(), rtol=1e-12)
     np.testing.assert_allclose(ops.cross_entropy(L, t).item(), per.mean(), rtol=1e-12)
@@ -847,12 +872,12 @@ def test_split_concat_roundtrip_gradients():
         return ops.concat([c * 2.0, a, b ** 2], axis=0).sum() + (p * q).sum()
 
     gradcheck(f, [x])
-    parts = ops.split(ops.tensor(x), [2, 3])
+    parts = ops.split(dn.tensor(x), [2, 3])
     assert [p.shape for p in parts] == [(2, 4), (3, 4)]
     with pytest.raises(ShapeError, match="split: sizes"):
-        ops.split(ops.tensor(x), [2, 2])
+        ops.split(dn.tensor(x), [2, 2])
     with pytest.raises(ShapeError, match="split: axis 0 of size 5 cannot be split into 2 equal parts"):
-        ops.split(ops.tensor(x), 2)
+        ops.split(dn.tensor(x), 2)
 
 
 def test_composite_ops_gradcheck():

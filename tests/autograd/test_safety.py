@@ -210,6 +210,12 @@ def _reduce(g):
     return [x], {"axis": _axis(g, x.ndim if isinstance(x, np.ndarray) else 0), "keepdims": g.flag(0.3)}
 
 
+def _argmax(g):
+    (x,), _ = _unary(g)
+    nd = x.ndim if isinstance(x, np.ndarray) else 0
+    return [x], {"axis": g.draw(st.sampled_from([None, 0, -1, nd - 1, nd, -nd - 1, 1.0]))}
+
+
 def _reshape(g):
     (x,), _ = _unary(g)
     n = int(np.prod(np.shape(x)))
@@ -476,8 +482,9 @@ STRATEGIES = {
     "tree_lstm_leaf": _leaf, "tree_lstm_leaf_node": _leaf, "tree_lstm_node": _tree_node,
     "tree_lstm_levels": _binary_levels(True), "tree_rnn_levels": _binary_levels(False),
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
-    "split_rows": _split_rows, "random": _random, "dropout_mask": _dropout_mask,
-    "copy": _unary,
+    "split_rows": _split_rows, "argmax": _argmax, "less": _binary, "less_equal": _binary, "greater": _binary,
+    "greater_equal": _binary, "equal": _binary, "not_equal": _binary, "random": _random,
+    "dropout_mask": _dropout_mask, "copy": _unary,
 }
 
 

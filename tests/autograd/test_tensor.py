@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+
+import dynnets as dn
 import pytest
 
 import dynnets
@@ -12,37 +14,37 @@ from dynnets.autograd.tensor import Parameter, Tensor
 
 def test_tensor_defaults_to_float32_and_copies():
     src = np.array([1.0, 2.0])
-    t = ops.tensor(src)
+    t = dn.tensor(src)
     assert t.dtype == np.float32 and t.shape == (2,) and not t.requires_grad
     src[0] = 99.0
     assert t.data[0] == 1.0
-    assert ops.tensor([1, 2]).dtype == np.float32, "Python ints become float32, as torch.tensor([1., 2.])"
-    assert ops.tensor(3.5).shape == ()
-    assert ops.tensor(np.array([1, 2])).dtype == np.int64, "integer arrays stay integers (indices)"
-    assert ops.tensor(np.array([True])).dtype == bool
+    assert dn.tensor([1, 2]).dtype == np.float32, "Python ints become float32, as torch.tensor([1., 2.])"
+    assert dn.tensor(3.5).shape == ()
+    assert dn.tensor(np.array([1, 2])).dtype == np.int64, "integer arrays stay integers (indices)"
+    assert dn.tensor(np.array([True])).dtype == bool
 
 
 def test_tensor_dtype_and_requires_grad():
-    t = ops.tensor([1, 2], dtype=np.float64, requires_grad=True)
+    t = dn.tensor([1, 2], dtype=np.float64, requires_grad=True)
     assert t.dtype == np.float64 and t.requires_grad and t.is_leaf and t.grad is None
     with pytest.raises(TypeError, match="only floating-point tensors can require grad, got dtype int64"):
-        ops.tensor(np.array([1, 2]), requires_grad=True)
-    assert ops.tensor(ops.tensor([1.0, 2.0])).dtype == np.float32
+        dn.tensor(np.array([1, 2]), requires_grad=True)
+    assert dn.tensor(dn.tensor([1.0, 2.0])).dtype == np.float32
 
 
 def test_zeros_ones_full_shapes():
-    for f, v in ((ops.zeros, 0.0), (ops.ones, 1.0)):
+    for f, v in ((dn.zeros, 0.0), (dn.ones, 1.0)):
         a, b = f(2, 3), f((2, 3))
         assert a.shape == b.shape == (2, 3) and a.dtype == np.float32
         assert np.all(a.data == v)
         assert f(3, dtype=np.float64, requires_grad=True).requires_grad
-    assert ops.full((2,), 7.0).tolist() == [7.0, 7.0]
-    assert ops.zeros_like(ops.ones(2, 2)).shape == (2, 2)
+    assert dn.full((2,), 7.0).tolist() == [7.0, 7.0]
+    assert dn.zeros_like(dn.ones(2, 2)).shape == (2, 2)
 
 
 @pytest.mark.parametrize("make", [
-    lambda rng: ops.randn(3, 4, rng=rng),
-    lambda rng: ops.uniform(3, 4, low=-2.0, high=1.0, rng=rng),
+    lambda rng: dn.randn(3, 4, rng=rng),
+    lambda rng: dn.uniform(3, 4, low=-2.0, high=1.0, rng=rng),
 ])
 def test_random_tensors_are_reproducible(make):
     a, b = make(7), make(7)
@@ -58,19 +60,19 @@ def test_random_tensors_are_reproducible(make):
 
 
 def test_uniform_range():
-    u = ops.uniform(1000, low=-2.0, high=1.0, rng=0)
+    u = dn.uniform(1000, low=-2.0, high=1.0, rng=0)
     assert u.data.min() >= -2.0 and u.data.max() < 1.0
 
 
 def test_attributes_and_conversions():
-    t = ops.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    t = dn.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     assert t.numpy() is t.data
     assert np.asarray(t) is t.data
     assert np.asarray(t, dtype=np.float64).dtype == np.float64
     assert t.shape == (2, 2) and t.ndim == 2 and t.size() == (2, 2) and t.numel() == 4 and len(t) == 2
-    assert ops.tensor([2.5]).item() == 2.5
-    assert isinstance(ops.tensor(2.5).item(), float)
-    assert float(ops.tensor(1.5)) == 1.5
+    assert dn.tensor([2.5]).item() == 2.5
+    assert isinstance(dn.tensor(2.5).item(), float)
+    assert float(dn.tensor(1.5)) == 1.5
     with pytest.raises(ValueError, match=r"item: only a one-element tensor .* got shape \(2, 2\)"):
         t.item()
     d = t.detach()
@@ -78,7 +80,7 @@ def test_attributes_and_conversions():
 
 
 def test_grad_property():
-    x = ops.tensor([1.0, 2.0], requires_grad=True)
+    x = dn.tensor([1.0, 2.0], requires_grad=True)
     (x * x).sum().backward()
     assert isinstance(x.grad, Tensor) and x.grad.dtype == np.float32
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
@@ -91,20 +93,20 @@ def test_grad_property():
 
 
 def test_requires_grad_on_non_leaf_cannot_change():
-    x = ops.tensor([1.0], requires_grad=True)
+    x = dn.tensor([1.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf"):
         (x * 2.0).requires_grad_(False)
-    y = ops.tensor([1.0]).requires_grad_()
+    y = dn.tensor([1.0]).requires_grad_()
     assert y.requires_grad
 
 
 def test_repr_is_readable():
-    assert repr(ops.tensor([1.0, 2.0])) == "tensor([1., 2.])"
-    assert repr(ops.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
-    assert repr(ops.tensor([1.5], dtype=np.float64)) == "tensor([1.5], dtype=float64)"
-    x = ops.tensor([1.0], requires_grad=True)
+    assert repr(dn.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert repr(dn.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
+    assert repr(dn.tensor([1.5], dtype=np.float64)) == "tensor([1.5], dtype=float64)"
+    x = dn.tensor([1.0], requires_grad=True)
     assert repr(x * 2.0) == "tensor([2.], grad_fn=<mul>)"
-    big = repr(ops.zeros(100))
+    big = repr(dn.zeros(100))
     assert "..." in big and len(big) < 200
     assert repr(Parameter(np.zeros(2))).startswith("Parameter containing:\ntensor([0., 0.]")
 
@@ -112,14 +114,14 @@ def test_repr_is_readable():
 def test_parameter_defaults():
     p = Parameter(np.array([1, 2]))
     assert p.requires_grad and p.dtype == np.float32
-    p2 = Parameter(ops.tensor([1.0, 2.0], dtype=np.float64))
+    p2 = Parameter(dn.tensor([1.0, 2.0], dtype=np.float64))
     assert p2.dtype == np.float64 and p2.data is not None
     (p * 2.0).sum().backward()
     np.testing.assert_allclose(p.grad.numpy(), [2.0, 2.0])
 
 
 def test_comparisons_and_argmax_are_constants():
-    x = ops.tensor([1.0, 3.0, 2.0], requires_grad=True)
+    x = dn.tensor([1.0, 3.0, 2.0], requires_grad=True)
     m = x > 1.5
     assert m.dtype == bool and not m.requires_grad
     assert x.argmax().item() == 1
@@ -134,10 +136,10 @@ def test_top_level_package_exports_tensor_api():
 
 def test_linear_regression_worked_example():
     """loss = mean((w x + b - y)^2) at w = 0.1, b = 0.3 on y = 2x."""
-    w = ops.tensor(0.1, requires_grad=True)
-    b = ops.tensor(0.3, requires_grad=True)
-    x = ops.tensor([1.0, 2.0, 3.0, 4.0])
-    y = ops.tensor([2.0, 4.0, 6.0, 8.0])
+    w = dn.tensor(0.1, requires_grad=True)
+    b = dn.tensor(0.3, requires_grad=True)
+    x = dn.tensor([1.0, 2.0, 3.0, 4.0])
+    y = dn.tensor([2.0, 4.0, 6.0, 8.0])
     loss = ops.mean((w * x + b - y) ** 2)
     assert loss.dtype == np.float32
     assert loss.item() == pytest.approx(24.315, rel=1e-6)

@@ -2,6 +2,8 @@
 sentence alone, and equals a plain step-by-step reference built from the
 single-step cell ops; packing layout; gradients."""
 import numpy as np
+
+import dynnets as dn
 import pytest
 
 from dynnets.autograd import ops
@@ -73,10 +75,10 @@ def _reference_states(m, ids):
             break
         w_ih, w_hh = getattr(m, f"weight_ih_{d}"), getattr(m, f"weight_hh_{d}")
         b_ih, b_hh = getattr(m, f"bias_ih_{d}"), getattr(m, f"bias_hh_{d}")
-        h = ops.zeros(1, H, dtype=np.float64)
-        c = ops.zeros(1, H, dtype=np.float64)
+        h = dn.zeros(1, H, dtype=np.float64)
+        c = dn.zeros(1, H, dtype=np.float64)
         for t in range(len(seq)):
-            xt = ops.tensor(seq[t:t + 1], dtype=np.float64)
+            xt = dn.tensor(seq[t:t + 1], dtype=np.float64)
             if m.cell == "lstm":
                 h, c = ops.lstm_cell(xt, h, c, w_ih, w_hh, b_ih, b_hh)
             elif m.cell == "gru":

@@ -4,6 +4,8 @@ checks of tiny models; predictions; errors; deep trees."""
 from pathlib import Path
 
 import numpy as np
+
+import dynnets as dn
 import pytest
 
 from dynnets.autograd.gradcheck import gradcheck
@@ -176,7 +178,7 @@ def test_side_loss_is_the_negative_log_side_mass():
     y = np.array([0, 1, 2, 3, 4, 2])
     p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
     want = -(np.log(p[0, :2].sum()) + np.log(p[1, :2].sum()) + np.log(p[3, 3:].sum()) + np.log(p[4, 3:].sum()))
-    np.testing.assert_allclose(_side_nll(ops.tensor(z, dtype=np.float64), y, 5).item(), want, rtol=1e-12)
+    np.testing.assert_allclose(_side_nll(dn.tensor(z, dtype=np.float64), y, 5).item(), want, rtol=1e-12)
     gradcheck(lambda t: _side_nll(t, y, 5), [z])
     with pytest.raises(ValueError, match="side_weight must be >= 0"):
         TreeLSTM(10, side_weight=-1.0)

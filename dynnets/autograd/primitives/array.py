@@ -11,7 +11,7 @@ from ..gradtypes import join_rows
 from .core import (Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
                    is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
 
-__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p"]
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "argmax_p"]
 
 # --------------------------------------------------------------------------
 # reductions
@@ -493,3 +493,19 @@ def _split_rows_vjp(g, ins, out):
 split_rows_p = defprim("split_rows", _split_rows, _split_rows_shape, joint_vjp=_split_rows_vjp,
                        multiple_results=True, lazy_grads=True)
 
+
+
+def _argmax(x, axis=None):
+    return np.asarray(np.argmax(x, axis=axis))
+
+
+def _argmax_shape(x, axis=None):
+    if axis is None:
+        return Aval((), np.dtype(np.int64))
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"argmax: axis {axis} is out of range for an input with {nd} dimensions")
+    return Aval(tuple(d for i, d in enumerate(x.shape) if i != axis % nd), np.dtype(np.int64))
+
+
+argmax_p = defprim("argmax", _argmax, _argmax_shape, differentiable=False)

@@ -1,10 +1,12 @@
-"""Fused recurrent cells (PyTorch's ``LSTMCell``/``GRUCell`` layouts) and the
-Tree-LSTM cell and leaf, with Numba kernels from :mod:`..kernels`."""
+"""Fused recurrent cells (PyTorch's ``LSTMCell``/``GRUCell`` layouts, kernels
+in :mod:`..kernels`) and the Tree-LSTM cell and leaf (kernels in
+:mod:`..kernels_tree`, shared with the tree models' primitives)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import kernels as K
+from .. import kernels_tree as KT
 from .. import reference as _twin
 from ..gradtypes import factored_wgrad
 from .tree import leaf_shape
@@ -49,23 +51,18 @@ def _check_cell(name, x, h, gates, w_ih, w_hh, extra=()):
     return B, H
 
 
-# The Numba cell kernels evaluate exp/tanh one scalar at a time (libm, ~9 ns
+# The kernels of kernels.py evaluate exp/tanh one scalar at a time (libm, ~9 ns
 # each) while numpy's float ufuncs are SIMD-vectorised, so past a few hundred
 # elements the numpy twin (reference.py, the kernels' tested specification) is
 # faster; below, the kernel's single pass wins. Thresholds are B*H (rows times
 # hidden size) at and above which the twin runs, from float32 timings at
-# H=150 (kernel vs twin, us): lstm fwd B=1 6.7/19, B=25 166/43; lstm bwd B=1
-# 2.4/13, B=25 56/29; gru fwd B=4 12/26, B=25 72/37 (gru bwd: kernel always
-# faster); tree fwd B=4 25/48, B=25 197/54; tree bwd B=4 12/26, B=25 67/36;
-# leaf fwd B=4 20/20, B=25 138/30; leaf bwd B=4 7.6/17, B=25 43/23.
-# Since the LSTM forward also adds the biases and saves tanh(c) (figures above
-# are older): lstm fwd B=1 6.9/21, B=4 24/31, B=8 47/35; lstm bwd is arithmetic
-# only and always faster (B=1 1.4/14, B=25 12/32).
+# H=150 (kernel vs twin, us): lstm fwd B=1 6.9/21, B=4 24/31, B=8 47/35; gru
+# fwd B=4 12/26, B=25 72/37. The backward kernels are arithmetic only and
+# always faster (lstm bwd B=1 1.4/14, B=25 12/32). The Tree-LSTM cell and leaf
+# run kernels_tree's vectorised exponential at every size and need no twin.
 _TWIN_MIN = {
     "lstm_cell_fwd": 800, "lstm_cell_bwd": None,
     "gru_cell_fwd": 2048, "gru_cell_bwd": None,
-    "tree_lstm_fwd": 1024, "tree_lstm_bwd": 2048,
-    "tree_lstm_leaf_fwd": 600, "tree_lstm_leaf_bwd": 2048,
 }
 
 
@@ -110,7 +107,7 @@ def _lstm_cell_vjp(g, ins, out):
     hn, cn, acts = out
     dgates, dc, db = _cell_kernel("lstm_cell_bwd", cn.size)(
         grad_or_zeros(g[0], hn), grad_or_zeros(g[1], cn), acts, as_float(c, cn.dtype))
-    # both biases receive the same array, as before (clip_grad_norm_ reassigns, never scales in place)
+    # both biases receive the same array: safe, clip_grad_norm_ reassigns and never scales in place
     return (np.dot(dgates, w_ih), np.dot(dgates, w_hh), dc, factored_wgrad(dgates, x, w_ih.shape),
             factored_wgrad(dgates, h, w_hh.shape), db, db)
 
@@ -154,13 +151,14 @@ def _tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
     z = [h_l; h_r] W + b, split into i, f_l, f_r, o, u;
     c = i*u + f_l*c_l + f_r*c_r;  h = o*tanh(c).
 
-    ``w`` has shape (2H, 5H). Returns (h, c, acts).
+    ``w`` has shape (2H, 5H). Returns (h, c, acts). The cell maths is the
+    kernel the tree models' per-node and per-level primitives share.
     """
     h_l, h_r, c_l, c_r, w, b = kernel_args(h_l, h_r, c_l, c_r, w, b)
-    hcat = np.concatenate((h_l, h_r), axis=1)
-    z = hcat @ w
-    z += b
-    return _cell_kernel("tree_lstm_fwd", c_l.size)(z, c_l, c_r)
+    z = np.concatenate((h_l, h_r), axis=1) @ w
+    h, c = np.empty_like(c_l), np.empty_like(c_l)
+    KT.tree_lstm_cell_fwd(z, b, c_l, c_r, h, c, z)
+    return h, c, z
 
 
 def _tree_lstm_cell_shape(h_l, h_r, c_l, c_r, w, b):
@@ -185,8 +183,10 @@ def _tree_lstm_cell_vjp(g, ins, out):
     h_l, h_r, c_l, c_r, w, b = ins
     h, c, acts = out
     dt = c.dtype
-    dz, dcl, dcr = _cell_kernel("tree_lstm_bwd", c.size)(grad_or_zeros(g[0], h), grad_or_zeros(g[1], c), acts,
-                                                         as_float(c_l, dt), as_float(c_r, dt), c)
+    c_l, c_r = np.ascontiguousarray(c_l, dtype=dt), np.ascontiguousarray(c_r, dtype=dt)
+    dz, dcl, dcr = np.empty_like(acts), np.empty_like(c), np.empty_like(c)
+    KT.tree_lstm_cell_bwd(np.ascontiguousarray(grad_or_zeros(g[0], h), dtype=dt),
+                          np.ascontiguousarray(grad_or_zeros(g[1], c), dtype=dt), acts, c_l, c_r, c, dz, dcl, dcr)
     H = h.shape[1]
     dhcat = dz @ w.T
     hcat = np.concatenate((h_l, h_r), axis=1)
@@ -202,8 +202,10 @@ def _tree_lstm_leaf(x, w, b):
     c = i*u; h = o*tanh(c). ``w`` has shape (E, 3H). Returns (h, c, acts)."""
     x, w, b = kernel_args(x, w, b)
     z = x @ w
-    z += b
-    return _cell_kernel("tree_lstm_leaf_fwd", z.size // 3)(z)
+    H = z.shape[1] // 3
+    h, c = np.empty((z.shape[0], H), z.dtype), np.empty((z.shape[0], H), z.dtype)
+    KT.tree_lstm_leaf_fwd(z, b, h, c, z)
+    return h, c, z
 
 
 def _tree_lstm_leaf_shape(x, w, b):
@@ -215,7 +217,10 @@ def _tree_lstm_leaf_shape(x, w, b):
 def _tree_lstm_leaf_vjp(g, ins, out):
     x, w, b = ins
     h, c, acts = out
-    dz = _cell_kernel("tree_lstm_leaf_bwd", c.size)(grad_or_zeros(g[0], h), grad_or_zeros(g[1], c), acts, c)
+    dt = c.dtype
+    dz = np.empty_like(acts)
+    KT.tree_lstm_leaf_bwd(np.ascontiguousarray(grad_or_zeros(g[0], h), dtype=dt),
+                          np.ascontiguousarray(grad_or_zeros(g[1], c), dtype=dt), acts, c, dz)
     return (dz @ w.T, factored_wgrad(x, dz, w.shape), dz.sum(0))
 
 

@@ -7,7 +7,8 @@ import numpy as np
 from .core import (Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dtype_of, result_type, shape_of,
                    ufunc_dtype, unbroadcast)
 
-__all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p"]
+__all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
+           "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
 
 def _unary_shape(name, ufunc=None, float_only=True):
     def rule(x):
@@ -206,3 +207,26 @@ def _copy(x):
 
 copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,))
 
+
+# --------------------------------------------------------------------------
+# comparisons: boolean results, no gradient (eager and static alike)
+# --------------------------------------------------------------------------
+
+
+def _comparison(name, ufunc):
+    def impl(x, y):
+        return np.asarray(ufunc(x, y))         # an array also for two scalars: a tensor's data is an array
+
+    def rule(x, y):
+        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
+    impl.__name__ = name
+    rule.__name__ = f"{name}_shape"
+    return defprim(name, impl, rule, differentiable=False)
+
+
+less_p = _comparison("less", np.less)
+less_equal_p = _comparison("less_equal", np.less_equal)
+greater_p = _comparison("greater", np.greater)
+greater_equal_p = _comparison("greater_equal", np.greater_equal)
+equal_p = _comparison("equal", np.equal)
+not_equal_p = _comparison("not_equal", np.not_equal)

@@ -73,7 +73,7 @@ def _xent(logits, targets, weights=None, reduction="mean"):
     t = _class_indices("cross_entropy", "target", targets, c)
     dt = logits.dtype
     w = np.ones(n, dtype=dt) if weights is None else np.ascontiguousarray(weights, dtype=dt)
-    losses, probs = K.softmax_xent_fwd(np.ascontiguousarray(logits), t, w)
+    losses, probs = K.softmax_cross_entropy_fwd(np.ascontiguousarray(logits), t, w)
     if reduction == "none":
         loss = losses
     elif reduction == "sum":
@@ -132,7 +132,7 @@ def _xent_vjp(g, ins, out, reduction="mean"):
     if t.shape != (n,) or w.shape != (n,):
         raise ShapeError(f"cross_entropy: targets.shape={fmt_shape(t.shape)} and mask.shape={fmt_shape(w.shape)} do not "
                          f"match the {n} rows of the logits")
-    dlogits = K.softmax_xent_bwd(probs, t, w, grow)
+    dlogits = K.softmax_cross_entropy_bwd(probs, t, w, grow)
     return (dlogits, None) + tail
 
 

@@ -92,7 +92,7 @@ def _lstm_seq(gx, w_hh, b_hh, batch_sizes):
         else:
             pre = np.matmul(h[prev:prev + n], wt, out=buf[:n])
             pre += gx[o:o + n]
-        KT.lstm_step_fwd(pre, b, c, prev, o, h, acts)
+        KT.lstm_seq_fwd(pre, b, c, prev, o, h, acts)
         prev = o
     return h, c, acts
 
@@ -115,7 +115,7 @@ def _lstm_seq_vjp(g, ins, out):
     for t in range(len(sizes) - 1, -1, -1):
         n, o = sizes[t], offs[t]
         prev = offs[t - 1] if t else -1
-        KT.lstm_step_bwd(dh, dc, acts, c, prev, o, n, dg)
+        KT.lstm_seq_bwd(dh, dc, acts, c, prev, o, n, dg)
         if prev >= 0:
             dh[prev:prev + n] += np.matmul(dg[o:o + n], w, out=buf[:n])
     b0 = sizes[0] if sizes else 0
@@ -163,7 +163,7 @@ def _gru_seq(gx, w_hh, b_hh, batch_sizes):
         else:
             np.matmul(h[prev:prev + n], wt, out=gh[o:o + n])
             gh[o:o + n] += b
-        KT.gru_step_fwd(gx[o:o + n], gh[o:o + n], h, prev, o, acts)
+        KT.gru_seq_fwd(gx[o:o + n], gh[o:o + n], h, prev, o, acts)
         prev = o
     return h, acts, gh
 
@@ -185,7 +185,7 @@ def _gru_seq_vjp(g, ins, out):
     for t in range(len(sizes) - 1, -1, -1):
         n, o = sizes[t], offs[t]
         prev = offs[t - 1] if t else -1
-        KT.gru_step_bwd(dh, acts, gh, h, prev, o, n, dgi, dgh)
+        KT.gru_seq_bwd(dh, acts, gh, h, prev, o, n, dgi, dgh)
         if prev >= 0:
             dh[prev:prev + n] += dgh[o:o + n] @ w
     b0 = sizes[0] if sizes else 0

@@ -115,7 +115,7 @@ def _tree_lstm_levels(h0, c0, w, b, left, right, offsets):
         r0, r1 = lo - n0, hi - n0
         lk, rk = left[r0:r1], right[r0:r1]
         KT.gather_pairs(h, lk, rk, hcat[r0:r1])
-        KT.tree_lstm_level_fwd(hcat[r0:r1] @ w, b, c, lk, rk, lo, h, acts[r0:r1])
+        KT.tree_lstm_levels_fwd(hcat[r0:r1] @ w, b, c, lk, rk, lo, h, acts[r0:r1])
     return h, c, hcat, acts
 
 
@@ -152,7 +152,7 @@ def _tree_lstm_levels_vjp(g, ins, out):
             continue
         r0, r1 = lo - n0, hi - n0
         lk, rk = left[r0:r1], right[r0:r1]
-        KT.tree_lstm_level_bwd(dh, dc, acts[r0:r1], c, lk, rk, lo, dz[r0:r1])
+        KT.tree_lstm_levels_bwd(dh, dc, acts[r0:r1], c, lk, rk, lo, dz[r0:r1])
         KT.scatter_pairs_add(dz[r0:r1] @ wt, lk, rk, dh)
     return (dh[:n0].astype(np.asarray(h0).dtype, copy=False), dc[:n0].astype(np.asarray(c0).dtype, copy=False),
             (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False), dz.sum(0).astype(np.asarray(b).dtype, copy=False),
@@ -287,7 +287,7 @@ def _childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offse
         e0, e1 = int(p[0]), int(p[-1])
         ix = idx[e0:e1]
         KT.childsum_gather(h, p, ix, hsum[r0:r1], hch[e0:e1])
-        KT.childsum_level_fwd(hsum[r0:r1] @ u_iou, hch[e0:e1] @ u_f, b_iou, b_f, c, p, ix, lo, h,
+        KT.childsum_levels_fwd(hsum[r0:r1] @ u_iou, hch[e0:e1] @ u_f, b_iou, b_f, c, p, ix, lo, h,
                               acts[r0:r1], facts[e0:e1])
     return h, c, hsum, hch, acts, facts
 
@@ -350,7 +350,7 @@ def _childsum_levels_vjp(g, ins, out):
         p = ptr[r0:r1 + 1]
         e0, e1 = int(p[0]), int(p[-1])
         ix = idx[e0:e1]
-        KT.childsum_level_bwd(dh, dc, acts[r0:r1], facts[e0:e1], c, p, ix, lo, dziou[r0:r1], dzf[e0:e1])
+        KT.childsum_levels_bwd(dh, dc, acts[r0:r1], facts[e0:e1], c, p, ix, lo, dziou[r0:r1], dzf[e0:e1])
         KT.childsum_scatter_add(dziou[r0:r1] @ ut_iou, dzf[e0:e1] @ ut_f, p, ix, dh)
 
     def cast(a, like):

@@ -1,0 +1,1268 @@
+"""Control flow inside static graphs, with TF1's API: :func:`while_loop`,
+:func:`cond` and :class:`TensorArray`.
+
+A loop's condition and body and a ``cond``'s branches are *subgraphs*:
+:class:`~.graph.Graph` objects of their own (``graph.parent`` is the graph
+around them), built once by calling the user's function on placeholders, from
+the same primitive table as every other op. A value of an enclosing graph
+used inside is captured as one more input. The loop is one equation of the
+enclosing graph whose ``cond``/``body`` attributes hold the subgraphs (their
+``inputs`` and ``outputs`` say which values are the function's arguments and
+results), so a graph with loops is still a list of equations, and a
+serialiser can write the subgraphs as nested graphs.
+
+Running a loop: each subgraph is optimised by the same pipeline
+(:func:`~.passes.optimize`) and lowered to a plan of its own, cached per
+input signature as the session caches its plans; the first execution runs
+the first-tier executor, later ones generated code.
+
+Shapes: a loop variable keeps the shape it enters with, except the
+dimensions that ``shape_invariants`` leave unknown (``None``); a body whose
+result has another shape is an error naming the variable, when the graph is
+built and again with the fed shapes (an unknown entry dimension is fixed for
+one run unless ``shape_invariants`` frees it).
+
+Gradients (``gradients``, ``minimize``) flow through loops, conds and
+TensorArrays. Strategy: a loop keeps the values of its loop variables at the
+start of every iteration (a stack of references, as TF1 keeps its stacks: no
+copies, since every iteration's results are fresh arrays), and the gradient
+loop runs backwards over that stack with one plan per iteration that
+recomputes that iteration's body from its saved inputs and applies the body's
+VJPs (built by :func:`~.backward.gradients` on the body graph). Why recompute
+the inside of an iteration rather than stack every intermediate as TF1 does:
+the forward graph is append-only and already built when ``gradients`` is
+called, so the loop cannot learn later which of its body's intermediates the
+VJPs will need; what it can keep without knowing is its loop state. The cost
+is one more evaluation of the body per iteration in the backward pass (about
+one forward more); the memory is one loop state per iteration instead of all
+of the body's intermediates. ``back_prop=False`` keeps nothing.
+
+TensorArray values at run time are :class:`TensorArrayValue` objects: an
+immutable list of element arrays (``write`` copies the list, which is cheap:
+pointers, not data). Their gradients are TensorArrayValues too (``None``
+elements are zeros), added with ``+`` or ``np.add``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
+from . import execute, passes
+from .backward import gradients
+from .graph import GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p
+from .lower import lower
+
+__all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p"]
+
+
+# --------------------------------------------------------------------------
+# TensorArray values at run time
+# --------------------------------------------------------------------------
+
+
+class TensorArrayValue:
+    """The run-time value of a :class:`TensorArray` (or of its gradient):
+    ``items`` is a list of arrays, ``None`` for an element not written (in a
+    gradient: zero). Never changed once made: every write makes a new one."""
+
+    __slots__ = ("items", "dtype", "element_shape")
+
+    def __init__(self, items, dtype, element_shape=None):
+        self.items = items
+        self.dtype = np.dtype(dtype)
+        self.element_shape = element_shape     # of the elements written so far (None: none yet)
+
+    @property
+    def shape(self):
+        return (len(self.items),)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __add__(self, other):
+        if other is None:
+            return self
+        a, b = self.items, other.items
+        n = max(len(a), len(b))
+        out = []
+        for k in range(n):
+            x = a[k] if k < len(a) else None
+            y = b[k] if k < len(b) else None
+            out.append(y if x is None else x if y is None else x + y)
+        return TensorArrayValue(out, self.dtype, self.element_shape or other.element_shape)
+
+    __radd__ = __add__
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # gradient sums (add_n) call np.add on their terms
+        if ufunc is np.add and method == "__call__" and len(inputs) == 2 and not kwargs.get("out"):
+            return inputs[0] + inputs[1] if isinstance(inputs[0], TensorArrayValue) else inputs[1] + inputs[0]
+        return NotImplemented
+
+    def zeros(self):
+        """The zero gradient of this value."""
+        return TensorArrayValue([None] * len(self.items), self.dtype, self.element_shape)
+
+    def __repr__(self):
+        return f"TensorArrayValue(size={len(self.items)}, dtype={self.dtype}, element_shape={self.element_shape})"
+
+
+def _zeros_like(x):
+    if type(x) is TensorArrayValue:
+        return x.zeros()
+    return np.zeros(np.shape(x), dtype=np.result_type(x))
+
+
+def _is_float(x):
+    dt = x.dtype if type(x) is TensorArrayValue else np.result_type(x)
+    return dt.kind in "fc"
+
+
+def _signature(a, free):
+    """(shape, dtype) of run-time value ``a``, with the dimensions in ``free``
+    (those a loop may change) left unknown, and a TensorArray's length."""
+    if type(a) is TensorArrayValue:
+        # no plan depends on an array's length: one plan serves every trip count
+        return (None,), a.dtype
+    else:
+        shape, dt = np.shape(a), np.result_type(a)
+    if free:
+        shape = tuple(None if d in free else s for d, s in enumerate(shape))
+    return shape, dt
+
+
+# --------------------------------------------------------------------------
+# subgraphs compiled per input signature
+# --------------------------------------------------------------------------
+
+
+class _Entry:
+    """One compiled plan of a subprogram; ``fn(*args)`` returns a tuple."""
+
+    __slots__ = ("plan", "fn", "runs")
+
+    def ran(self, n):
+        """Count ``n`` calls; the plan becomes generated code after two."""
+        self.runs += n
+        if self.plan.tier == 1 and self.runs >= 2:
+            execute.tier2(self.plan, {})
+            self.fn = self.plan.fn
+
+
+class _Program:
+    """A subgraph as a function of its input placeholders ``inputs`` (ids),
+    returning ``outputs`` (ids): optimised and lowered once per input
+    signature. ``free[k]`` are the dimensions of input ``k`` left unknown in
+    the signature; ``check(opt, key)`` validates a compiled program."""
+
+    def __init__(self, graph, inputs, outputs, free, check=None):
+        self.graph = graph
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.free = tuple(free)
+        self.check = check
+        self.plans = {}
+
+    def entry(self, args):
+        key = tuple(_signature(a, f) for a, f in zip(args, self.free))
+        e = self.plans.get(key)
+        if e is None:
+            e = self.plans[key] = self._compile(key)
+        return e
+
+    def _compile(self, key):
+        g = self.graph
+        prog = g.with_outputs(self.outputs)
+        input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, key)}
+        opt = passes.optimize(prog, input_avals)
+        if self.check is not None:
+            self.check(opt, key)
+        flat = [g.values[o] for o in self.outputs]
+        plan = lower(opt, flat, (tuple, list(range(len(flat)))), list(self.inputs), {}, False)
+        execute.tier1(plan, {})
+        plan.nodes_graph = len(g.eqns)
+        plan.nodes_pruned = len(prog.eqns)
+        plan.nodes_after = len(opt.eqns)
+        e = _Entry()
+        e.plan = plan
+        e.fn = plan.fn
+        e.runs = 0
+        return e
+
+
+def _program(graph, role, make):
+    """The subgraph's program for ``role`` ("fwd", "vjp"), made on first use."""
+    p = graph.programs.get(role)
+    if p is None:
+        p = graph.programs[role] = make()
+    return p
+
+
+def _run(entry, args):
+    try:
+        return entry.fn(*args)
+    except Exception as exc:
+        raise execute.explain(entry.plan, exc, {}) from exc
+
+
+# --------------------------------------------------------------------------
+# building subgraphs
+# --------------------------------------------------------------------------
+
+
+def _flatten(x, leaves):
+    """Structure of ``x`` (lists, tuples, dicts; anything else is a leaf),
+    appending its leaves to ``leaves``."""
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return (type(x), [_flatten(v, leaves) for v in x])
+    if isinstance(x, tuple):     # a namedtuple
+        return (type(x), [_flatten(v, leaves) for v in x], True)
+    if isinstance(x, dict):
+        return (dict, [(k, _flatten(v, leaves)) for k, v in x.items()])
+    leaves.append(x)
+    return None
+
+
+def _unflatten(struct, it):
+    if struct is None:
+        return next(it)
+    tp, items = struct[0], struct[1]
+    if tp is dict:
+        return {k: _unflatten(s, it) for k, s in items}
+    vals = [_unflatten(s, it) for s in items]
+    if len(struct) == 3:
+        return tp(*vals)
+    return tp(vals)
+
+
+def _flatten_like(struct, x, leaves):
+    """The leaves of ``x`` where ``struct`` has leaves (shape invariants are
+    tuples themselves, so they are split along the loop variables' structure)."""
+    if struct is None:
+        leaves.append(x)
+        return
+    tp, items = struct[0], struct[1]
+    if tp is dict:
+        if not isinstance(x, dict) or set(x) != {k for k, _ in items}:
+            raise ValueError(f"while_loop: shape_invariants must have the structure of loop_vars, {_describe(struct)}")
+        for k, s in items:
+            _flatten_like(s, x[k], leaves)
+        return
+    if not isinstance(x, (list, tuple)) or len(x) != len(items):
+        raise ValueError(f"while_loop: shape_invariants must have the structure of loop_vars, {_describe(struct)}; "
+                         f"got {x!r}")
+    for s, v in zip(items, x):
+        _flatten_like(s, v, leaves)
+
+
+def _same_structure(a, b):
+    """Whether two structures match (a list and a tuple count as the same, as
+    in TF1's loops)."""
+    if a is None or b is None:
+        return a is None and b is None
+    seq = (list, tuple)
+    if not (a[0] is b[0] or (a[0] in seq and b[0] in seq)) or len(a[1]) != len(b[1]):
+        return False
+    if a[0] is dict:
+        return all(ka == kb and _same_structure(sa, sb) for (ka, sa), (kb, sb) in zip(a[1], b[1]))
+    return all(_same_structure(x, y) for x, y in zip(a[1], b[1]))
+
+
+def _describe(struct):
+    if struct is None:
+        return "x"
+    tp, items = struct[0], struct[1]
+    if tp is dict:
+        return "{" + ", ".join(f"{k!r}: {_describe(s)}" for k, s in items) + "}"
+    inner = ", ".join(_describe(s) for s in items)
+    return f"[{inner}]" if tp is list else f"({inner}{',' if len(items) == 1 else ''})"
+
+
+def _leaf_value(x, graph, what):
+    """Leaf ``x`` of a loop variable or a result as a Value (its TensorArray's
+    flow for a TensorArray) in ``graph``."""
+    if isinstance(x, TensorArray):
+        x = x.flow
+    if isinstance(x, Value):
+        return graph.capture(x) if x.graph is not graph else x
+    try:
+        arr = np.asarray(x)
+    except Exception:
+        raise TypeError(f"{what}: {x!r} is not a graph value, a TensorArray or an array") from None
+    if arr.dtype == object:
+        raise TypeError(f"{what}: {x!r} is not a graph value, a TensorArray or an array")
+    if not isinstance(x, np.ndarray):
+        # TF1 makes Python numbers int32 / float32 tensors
+        arr = arr.astype(np.int32 if arr.dtype.kind in "iu" else np.float32 if arr.dtype.kind == "f" else arr.dtype)
+    with graph.as_default():
+        return constant(arr)
+
+
+def _call_in(graph, fn, args, what):
+    """``fn(*args)`` with ``graph`` as the default graph; an effect the call
+    adds to an enclosing graph (``v.assign(...)`` goes to its variable's
+    graph) would not run per iteration or branch, so it is an error."""
+    outer = []
+    p = graph.parent
+    while p is not None:
+        outer.append((p, len(p.eqns)))
+        p = p.parent
+    with graph.as_default():
+        r = fn(*args)
+    for p, n in outer:
+        for e in p.eqns[n:]:
+            if getattr(e.prim, "effect", False):
+                raise GraphError(f"{what}: op '{e.name}' ({e.prim.name}) has an effect (a variable update, an "
+                                 f"initialiser or a group); effects cannot run inside control flow")
+    return r
+
+
+def _check_pure(graph, what):
+    for e in graph.eqns:
+        if getattr(e.prim, "effect", False):
+            raise GraphError(f"{what}: op '{e.name}' ({e.prim.name}) has an effect (a variable update, an "
+                             f"initialiser or a group); effects cannot run inside control flow")
+    if graph.variables:
+        raise GraphError(f"{what}: Variable '{graph.variables[0].name}' is created inside it; create variables "
+                         f"outside control flow and use them inside")
+
+
+def _fits(shape, invariant):
+    """Whether ``shape`` is at least as specific as ``invariant``."""
+    return len(shape) == len(invariant) and all(b is None or a == b for a, b in zip(shape, invariant))
+
+
+# --------------------------------------------------------------------------
+# while_loop
+# --------------------------------------------------------------------------
+
+
+class LoopTrace:
+    """The loop variables at the start of every iteration of one execution
+    of a loop (what its gradient runs backwards over)."""
+
+    __slots__ = ("states",)
+
+    def __init__(self, states):
+        self.states = states
+
+
+def _loop_programs(a):
+    """The condition and body programs of a ``while`` equation's attributes."""
+    n, free = a["n_vars"], a["free"]
+    cg, bg = a["cond"], a["body"]
+    names = a["names"]
+
+    def check(opt, key):
+        for k, o in enumerate(opt.outputs):
+            got = opt.avals[o]
+            want_shape, want_dt = key[k]
+            if dtype_of(got) != want_dt:
+                raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {want_dt} "
+                                f"but has dtype {dtype_of(got)} after one iteration")
+            if not _fits(tuple(got.shape), want_shape):
+                raise ShapeError(f"while_loop: loop variable '{names[k]}' enters the loop with shape "
+                                 f"{fmt_shape(want_shape)} but has shape {fmt_shape(got.shape)} after one iteration "
+                                 f"(with the fed shapes); to let it change, give it a shape invariant with None "
+                                 f"where it changes (shape_invariants=)")
+
+    n_cc = len(cg.inputs) - n
+    n_bc = len(bg.inputs) - n
+    cprog = _program(cg, "fwd", lambda: _Program(cg, cg.inputs, cg.outputs, free + ((),) * n_cc))
+    bprog = _program(bg, "fwd", lambda: _Program(bg, bg.inputs, bg.outputs, free + ((),) * n_bc, check))
+    return cprog, bprog
+
+
+def _split(args, a):
+    n, ncc = a["n_vars"], a["n_cond_caps"]
+    end = len(args) - (1 if a["has_max"] else 0)
+    return args[:n], args[n:n + ncc], args[n + ncc:end], (args[end] if a["has_max"] else None)
+
+
+def _while_impl(*args, **a):
+    vars_, ccaps, bcaps, limit = _split(args, a)
+    cprog, bprog = _loop_programs(a)
+    if limit is not None:
+        limit = int(limit)
+    ce = cprog.entry(vars_ + ccaps)
+    be = None
+    keep = a["back_prop"]
+    states = []
+    k = 0
+    cfn = ce.fn
+    while limit is None or k < limit:
+        try:
+            go = cfn(*vars_, *ccaps)[0]
+        except Exception as exc:
+            raise execute.explain(ce.plan, exc, {}) from exc
+        if not go:
+            break
+        if be is None:
+            be = bprog.entry(vars_ + bcaps)
+        if keep:
+            states.append(vars_)
+        vars_ = _run(be, vars_ + bcaps)
+        k += 1
+    ce.ran(k + 1)
+    if be is not None:
+        be.ran(k)
+    if keep:
+        return (*vars_, LoopTrace(states))
+    return tuple(vars_)
+
+
+def _while_shape(*avals, **a):
+    n = a["n_vars"]
+    vars_ = avals[:n]
+    free = a["free"]
+    names = a["names"]
+    specs = []
+    for k, (v, fr) in enumerate(zip(vars_, free)):
+        shape = tuple(None if d in fr else s for d, s in enumerate(v.shape))
+        specs.append(Aval(shape, dtype_of(v)))
+    if a["has_max"]:
+        m = avals[-1]
+        if tuple(m.shape) != () or dtype_of(m).kind not in "iu":
+            raise ShapeError(f"while_loop: maximum_iterations must be an integer scalar, got shape "
+                             f"{fmt_shape(m.shape)} dtype {dtype_of(m)}")
+    _, ccaps, bcaps, _ = _split(avals, a)
+    for role, g, caps in (("cond", a["cond"], ccaps), ("body", a["body"], bcaps)):
+        ins = {i: x for i, x in zip(g.inputs, list(specs) + list(caps))}
+        try:
+            got = passes.infer_shapes(g.with_outputs(g.outputs), ins)
+        except ShapeError as err:
+            raise type(err)(f"while_loop {role}: {err}") from None
+        outs = [got.avals[o] for o in g.outputs]
+        if role == "cond":
+            c = outs[0]
+            if dtype_of(c) != np.bool_ or tuple(c.shape) != ():
+                raise TypeError(f"while_loop: cond must return a boolean scalar, got shape {fmt_shape(c.shape)} "
+                                f"dtype {dtype_of(c)}")
+            continue
+        for k, (o, s) in enumerate(zip(outs, specs)):
+            if dtype_of(o) != dtype_of(s):
+                raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {dtype_of(s)} "
+                                f"but has dtype {dtype_of(o)} after one iteration")
+            if not _fits(tuple(o.shape), tuple(s.shape)):
+                raise ShapeError(f"while_loop: loop variable '{names[k]}' enters the loop with shape "
+                                 f"{fmt_shape(s.shape)} but has shape {fmt_shape(o.shape)} after one iteration; "
+                                 f"to let it change, give it a shape invariant with None where it changes "
+                                 f"(shape_invariants=)")
+    if a["back_prop"]:
+        return tuple(specs) + (Aval((), np.dtype(object)),)
+    return tuple(specs)
+
+
+def _while_vjp(g, ins, out, **a):
+    n = a["n_vars"]
+    fl, fc = a["float_vars"], a["float_caps"]
+    vars_, ccaps, bcaps, _ = _split(ins, a)
+    trace = out[n]
+    result = [_zeros_like(x) if _is_float(x) else None for x in ins]
+    gv = [g[k] if g[k] is not None else _zeros_like(out[k]) for k in fl]
+    gc = [None] * len(fc)
+    if trace.states and fl:
+        prog, slots = _body_vjp(a)
+        e = prog.entry(list(trace.states[-1]) + list(bcaps) + gv)
+        nv = len(fl)
+        for state in reversed(trace.states):
+            r = _run(e, tuple(state) + tuple(bcaps) + tuple(gv))
+            new = []
+            for j, k in enumerate(fl):
+                s = slots[j]
+                new.append(r[s] if s is not None else _zeros_like(state[k]))
+            gv = new
+            for j in range(len(fc)):
+                s = slots[nv + j]
+                if s is not None:
+                    gc[j] = _acc(gc[j], r[s])
+        e.ran(len(trace.states))
+    for j, k in enumerate(fl):
+        result[k] = gv[j]
+    base = n + a["n_cond_caps"]
+    for j, c in enumerate(fc):
+        result[base + c] = gc[j] if gc[j] is not None else _zeros_like(bcaps[c])
+    return tuple(result)
+
+
+def _acc(acc, x):
+    """``acc + x``, in place once ``acc`` is a sum this loop made."""
+    if acc is None:
+        return x.copy() if type(x) is np.ndarray else x
+    if type(acc) is np.ndarray and acc.shape == np.shape(x) and np.result_type(acc, x) == acc.dtype:
+        acc += x
+        return acc
+    return acc + x
+
+
+def _body_vjp(a):
+    """The program (body inputs, output gradients) -> gradients of the float
+    loop variables and captures, and where each gradient sits in its results
+    (None: no gradient)."""
+    body = a["body"]
+    n = a["n_vars"]
+    fl, fc = a["float_vars"], a["float_caps"]
+
+    def make():
+        vals = body.values
+        ins = [vals[i] for i in body.inputs]
+        outs = [vals[o] for o in body.outputs]
+        gys = []
+        for k in fl:
+            o = outs[k]
+            gys.append(body._append(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
+                                    name=f"gradients/{o.name}/grad_y"))
+        xs = [ins[k] for k in fl] + [ins[n + c] for c in fc]
+        grads = gradients([outs[k] for k in fl], xs, grad_ys=gys)
+        slots, real = [], []
+        for gr in grads:
+            if gr is None:
+                slots.append(None)
+            else:
+                slots.append(len(real))
+                real.append(gr.id)
+        free = a["free"]
+        prog = _Program(body, tuple(body.inputs) + tuple(x.id for x in gys), real,
+                        tuple(free) + ((),) * (len(body.inputs) - n) + tuple(free[k] for k in fl))
+        prog.slots = slots
+        return prog
+    prog = _program(body, "vjp", make)
+    return prog, prog.slots
+
+
+while_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, joint_vjp=_while_vjp)
+while_nograd_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True)
+
+
+def _var_name(x, k):
+    if isinstance(x, TensorArray):
+        return x.flow.name
+    return x.name if isinstance(x, Value) else f"loop_vars[{k}]"
+
+
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10, back_prop=True,
+               swap_memory=False, name=None, maximum_iterations=None, return_same_structure=False):
+    """Repeat ``body`` while ``cond`` is true (TF1's ``tf.while_loop``).
+
+    Parameters
+    ----------
+    cond : callable
+        ``cond(*loop_vars) -> boolean scalar``.
+    body : callable
+        ``body(*loop_vars) -> loop_vars``: the same structure, dtypes and
+        shapes (up to ``shape_invariants``).
+    loop_vars : list or tuple
+        Values, arrays, Python numbers (int32 / float32, as TF1),
+        :class:`TensorArray` objects, or nested lists/tuples/dicts of them.
+    shape_invariants : same structure as loop_vars, optional
+        A shape per loop variable; ``None`` dimensions may change from one
+        iteration to the next (a TensorArray's is ignored: a dynamic-size
+        array may always grow).
+    parallel_iterations, swap_memory
+        Accepted for TF1 compatibility; iterations run one after another and
+        in memory here, which computes the same values.
+    back_prop : bool
+        ``False``: no gradient flows through the loop (it keeps no stack).
+    maximum_iterations : int or integer scalar Value, optional
+        Stop after this many iterations even if ``cond`` is still true.
+    return_same_structure : bool
+        ``False`` (TF1's default): a single loop variable comes back alone,
+        not in a list.
+
+    Returns
+    -------
+    The loop variables after the last iteration, in the structure of ``loop_vars``.
+
+    Examples
+    --------
+    >>> i, total = while_loop(lambda i, s: i < 10, lambda i, s: (i + 1, s + i), [0, 0])
+    """
+    if not callable(cond) or not callable(body):
+        raise TypeError("while_loop: cond and body must be callables")
+    if not isinstance(loop_vars, (list, tuple)):
+        raise TypeError(f"while_loop: loop_vars must be a list or tuple, got {type(loop_vars).__name__}")
+    if not loop_vars:
+        raise ValueError("while_loop: loop_vars is empty")
+    outer = _enclosing_graph(loop_vars)
+    leaves = []
+    struct = _flatten(loop_vars, leaves)
+    tas = [x if isinstance(x, TensorArray) else None for x in leaves]
+    entry = [_leaf_value(x, outer, "while_loop") for x in leaves]
+    names = tuple(_var_name(x, k) for k, x in enumerate(leaves))
+    free = []
+    if shape_invariants is not None:
+        inv_leaves = []
+        _flatten_like(struct, shape_invariants, inv_leaves)
+    else:
+        inv_leaves = [None] * len(leaves)
+    for k, (v, inv, ta) in enumerate(zip(entry, inv_leaves, tas)):
+        if ta is not None:
+            free.append((0,) if ta.dynamic_size else ())
+            continue
+        if inv is None or isinstance(inv, TensorArray):
+            free.append(())
+            continue
+        inv = tuple(inv.as_list() if hasattr(inv, "as_list") else inv)
+        if not _fits(tuple(v.shape), tuple(inv)):
+            raise ShapeError(f"while_loop: loop variable '{names[k]}' has shape {fmt_shape(v.shape)}, which does "
+                             f"not fit its shape invariant {fmt_shape(inv)}")
+        free.append(tuple(d for d, s in enumerate(inv) if s is None))
+    free = tuple(free)
+    specs = [Aval(tuple(None if d in fr else s for d, s in enumerate(v.shape)), v.dtype) for v, fr in zip(entry, free)]
+
+    def wrap(graph, phs, what):
+        vals = []
+        for ph, ta in zip(phs, tas):
+            vals.append(ta._with_flow(ph) if ta is not None else ph)
+        return _unflatten(struct, iter(vals))
+
+    def params(graph, role):
+        with graph.as_default():
+            return [graph._append(placeholder_p, (), {}, s, name=f"{role}/{names[k]}") for k, s in enumerate(specs)]
+
+    cg = outer.subgraph()
+    cphs = params(cg, "cond")
+    c = _call_in(cg, cond, wrap(cg, cphs, "cond"), "while_loop cond")
+    if isinstance(c, (bool, np.bool_)):
+        raise TypeError("while_loop: cond returned a Python bool; it must return a boolean scalar graph value")
+    if isinstance(c, (list, tuple)) and len(c) == 1:
+        c = c[0]
+    if not isinstance(c, Value):
+        raise TypeError(f"while_loop: cond must return a boolean scalar graph value, got {type(c).__name__}")
+    c = _leaf_value(c, cg, "while_loop cond")
+    if c.dtype != np.bool_ or tuple(c.shape) != ():
+        raise TypeError(f"while_loop: cond must return a boolean scalar, got shape {fmt_shape(c.shape)} dtype "
+                        f"{c.dtype}")
+    cg.inputs = tuple(p.id for p in cphs) + tuple(ph.id for _, ph in cg.captures)
+    cg.outputs = (c.id,)
+    _check_pure(cg, "while_loop cond")
+
+    bg = outer.subgraph()
+    bphs = params(bg, "body")
+    r = _call_in(bg, body, wrap(bg, bphs, "body"), "while_loop body")
+    if len(loop_vars) == 1 and not isinstance(r, (list, tuple)):
+        r = [r]
+    rleaves = []
+    rstruct = _flatten(r, rleaves)
+    if not _same_structure(struct, rstruct):
+        raise ValueError(f"while_loop: body must return the structure of loop_vars, {_describe(struct)}; it returned "
+                         f"{_describe(rstruct)}")
+    outs = []
+    out_tas = []
+    for k, (x, ta) in enumerate(zip(rleaves, tas)):
+        if (ta is None) != (not isinstance(x, TensorArray)):
+            raise TypeError(f"while_loop: loop variable '{names[k]}' is "
+                            f"{'a TensorArray' if ta is not None else 'a tensor'} but body returned "
+                            f"{'a TensorArray' if isinstance(x, TensorArray) else type(x).__name__}")
+        out_tas.append(x if ta is not None else None)
+        v = _leaf_value(x, bg, "while_loop body")
+        if v.dtype != specs[k].dtype:
+            raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {specs[k].dtype} "
+                            f"but has dtype {v.dtype} after one iteration")
+        if not _fits(tuple(v.shape), tuple(specs[k].shape)):
+            raise ShapeError(f"while_loop: loop variable '{names[k]}' enters the loop with shape "
+                             f"{fmt_shape(specs[k].shape)} but has shape {fmt_shape(v.shape)} after one iteration; "
+                             f"to let it change, give it a shape invariant with None where it changes "
+                             f"(shape_invariants=)")
+        outs.append(v)
+    bg.inputs = tuple(p.id for p in bphs) + tuple(ph.id for _, ph in bg.captures)
+    bg.outputs = tuple(v.id for v in outs)
+    _check_pure(bg, "while_loop body")
+
+    ins = list(entry) + [v for v, _ in cg.captures] + [v for v, _ in bg.captures]
+    has_max = maximum_iterations is not None
+    if has_max:
+        m = maximum_iterations
+        if not isinstance(m, Value):
+            with outer.as_default():
+                m = constant(np.asarray(int(m), dtype=np.int64))
+        ins.append(m)
+    bcap_avals = [v for v, _ in bg.captures]
+    attrs = {
+        "cond": cg, "body": bg, "n_vars": len(leaves), "n_cond_caps": len(cg.captures), "has_max": has_max,
+        "free": free, "names": names, "back_prop": bool(back_prop),
+        "float_vars": tuple(k for k, s in enumerate(specs) if dtype_of(s).kind in "fc"),
+        "float_caps": tuple(j for j, v in enumerate(bcap_avals) if v.dtype.kind in "fc"),
+    }
+    with outer.as_default():
+        res = add_op(while_p if back_prop else while_nograd_p, *ins, name=name or "while", **attrs)
+    res = res[:len(leaves)]
+    vals = []
+    for v, ta, ota in zip(res, tas, out_tas):
+        vals.append(ta._with_flow(v, ota.element_shape if ota is not None else None) if ta is not None else v)
+    out = _unflatten(struct, iter(vals))
+    if not return_same_structure and len(loop_vars) == 1:
+        return out[0]
+    return out
+
+
+def _enclosing_graph(xs):
+    """The innermost graph among the values in ``xs`` and the default graph."""
+    g = get_default_graph()
+    stack = list(xs)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, TensorArray):
+            x = x.flow
+        if isinstance(x, Value):
+            if x.graph is not g and not x.graph.encloses(g):
+                if g.encloses(x.graph):
+                    g = x.graph
+                else:
+                    raise GraphError(f"'{x.name}' belongs to another graph than the default graph")
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return g
+
+
+# --------------------------------------------------------------------------
+# cond
+# --------------------------------------------------------------------------
+
+
+def _branch_program(g, role):
+    return _program(g, role, lambda: _Program(g, g.inputs, g.outputs, ((),) * len(g.inputs)))
+
+
+def _cond_split(args, a):
+    nt = a["n_true"]
+    return args[0], args[1:1 + nt], args[1 + nt:]
+
+
+def _cond_impl(pred, *caps, **a):
+    _, tc, fc = _cond_split((pred,) + caps, a)
+    g, c = (a["true_graph"], tc) if pred else (a["false_graph"], fc)
+    e = _branch_program(g, "fwd").entry(c)
+    r = _run(e, c)
+    e.ran(1)
+    return r
+
+
+def _cond_shape(pred, *caps, **a):
+    if tuple(pred.shape) != () or dtype_of(pred) != np.bool_:
+        raise TypeError(f"cond: pred must be a boolean scalar, got shape {fmt_shape(pred.shape)} dtype "
+                        f"{dtype_of(pred)}")
+    _, tc, fc = _cond_split((pred,) + caps, a)
+    outs = []
+    for g, c in ((a["true_graph"], tc), (a["false_graph"], fc)):
+        got = passes.infer_shapes(g.with_outputs(g.outputs), dict(zip(g.inputs, c)))
+        outs.append([got.avals[o] for o in g.outputs])
+    return tuple(_merge(x, y, k) for k, (x, y) in enumerate(zip(*outs)))
+
+
+def _merge(x, y, k):
+    if dtype_of(x) != dtype_of(y):
+        raise TypeError(f"cond: output {k} has dtype {dtype_of(x)} in true_fn and {dtype_of(y)} in false_fn")
+    if len(x.shape) != len(y.shape):
+        raise ShapeError(f"cond: output {k} has shape {fmt_shape(x.shape)} in true_fn and {fmt_shape(y.shape)} in "
+                         f"false_fn")
+    return Aval(tuple(a if a == b else None for a, b in zip(x.shape, y.shape)), dtype_of(x))
+
+
+def _cond_vjp(g, ins, out, **a):
+    pred, tc, fc = _cond_split(ins, a)
+    # every float input gets a gradient (zeros from the branch not taken): the sums it joins expect arrays
+    result = [None] + [_zeros_like(x) if _is_float(x) else None for x in ins[1:]]
+    role = "true" if pred else "false"
+    graph = a[f"{role}_graph"]
+    caps = tc if pred else fc
+    base = 1 if pred else 1 + a["n_true"]
+    fo = tuple(k for k, o in enumerate(graph.outputs) if graph.values[o].dtype.kind in "fc")
+    fi = tuple(k for k, i in enumerate(graph.inputs) if graph.values[i].dtype.kind in "fc")
+    if not fo or not fi:
+        return tuple(result)
+
+    def make():
+        vals = graph.values
+        outs = [vals[o] for o in graph.outputs]
+        merged = [a["out_avals"][k] for k in fo]
+        gys = [graph._append(placeholder_p, (), {}, Aval(tuple(m.shape), m.dtype),
+                             name=f"gradients/{outs[k].name}/grad_y") for k, m in zip(fo, merged)]
+        grads = gradients([outs[k] for k in fo], [vals[graph.inputs[k]] for k in fi], grad_ys=gys)
+        slots, real = [], []
+        for gr in grads:
+            slots.append(None if gr is None else len(real))
+            if gr is not None:
+                real.append(gr.id)
+        prog = _Program(graph, tuple(graph.inputs) + tuple(x.id for x in gys), real,
+                        ((),) * (len(graph.inputs) + len(gys)))
+        prog.slots = slots
+        return prog
+    prog = _program(graph, "vjp", make)
+    gs = tuple(g[k] if g[k] is not None else _zeros_like(out[k]) for k in fo)
+    args = tuple(caps) + gs
+    e = prog.entry(args)
+    r = _run(e, args)
+    e.ran(1)
+    for j, k in enumerate(fi):
+        s = prog.slots[j]
+        result[base + k] = r[s] if s is not None else _zeros_like(caps[k])
+    return tuple(result)
+
+
+cond_p = StaticPrimitive("cond", _cond_impl, _cond_shape, multiple_results=True, joint_vjp=_cond_vjp)
+
+
+def _trace_branch(fn, outer, what):
+    g = outer.subgraph()
+    r = _call_in(g, fn, (), what)
+    leaves = []
+    struct = _flatten(r, leaves)
+    tas = [x if isinstance(x, TensorArray) else None for x in leaves]
+    vals = [_leaf_value(x, g, what) for x in leaves]
+    g.inputs = tuple(ph.id for _, ph in g.captures)
+    g.outputs = tuple(v.id for v in vals)
+    _check_pure(g, what)
+    return g, struct, vals, tas
+
+
+def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
+    """``true_fn()`` if ``pred`` else ``false_fn()`` (TF1's ``tf.cond``): only
+    the taken branch runs.
+
+    Parameters
+    ----------
+    pred : boolean scalar Value
+    true_fn, false_fn : callables
+        Return the same structure (nested lists, tuples, dicts), with the same
+        dtypes and ranks; a dimension that differs between them is unknown
+        in the result.
+    strict : bool
+        ``False`` (TF1's default): a one-element list or tuple comes back as
+        its element.
+    """
+    if isinstance(pred, (bool, np.bool_)):
+        raise TypeError("cond: pred must not be a Python bool")
+    if not isinstance(pred, Value):
+        raise TypeError(f"cond: pred must be a boolean scalar graph value, got {type(pred).__name__}")
+    if pred.dtype != np.bool_ or tuple(pred.shape) != ():
+        raise TypeError(f"cond: pred must be a boolean scalar, got '{pred.name}' with shape {fmt_shape(pred.shape)} "
+                        f"dtype {pred.dtype}")
+    if not callable(true_fn) or not callable(false_fn):
+        raise TypeError("cond: true_fn and false_fn must be callables")
+    outer = _enclosing_graph([pred])
+    tg, ts, tv, ttas = _trace_branch(true_fn, outer, "cond true_fn")
+    fg, fs, fv, ftas = _trace_branch(false_fn, outer, "cond false_fn")
+    if not _same_structure(ts, fs):
+        raise ValueError(f"cond: true_fn and false_fn must return the same structure; true_fn returned "
+                         f"{_describe(ts)}, false_fn {_describe(fs)}")
+    if not tv:
+        raise ValueError("cond: the branches return nothing")
+    for k, (a, b, ta, fa) in enumerate(zip(tv, fv, ttas, ftas)):
+        if (ta is None) != (fa is None):
+            raise TypeError(f"cond: output {k} is a TensorArray in one branch and not in the other")
+    out_avals = tuple(_merge(Aval(tuple(a.shape), a.dtype), Aval(tuple(b.shape), b.dtype), k)
+                      for k, (a, b) in enumerate(zip(tv, fv)))
+    ins = [pred] + [v for v, _ in tg.captures] + [v for v, _ in fg.captures]
+    attrs = {"true_graph": tg, "false_graph": fg, "n_true": len(tg.captures), "out_avals": out_avals}
+    with outer.as_default():
+        res = add_op(cond_p, *ins, name=name or "cond", **attrs)
+    vals = []
+    for v, ta, fa in zip(res, ttas, ftas):
+        if ta is not None:
+            es = ta.element_shape if ta.element_shape == fa.element_shape else None
+            vals.append(ta._with_flow(v, es))
+        else:
+            vals.append(v)
+    out = _unflatten(ts, iter(vals))
+    if not strict and isinstance(out, (list, tuple)) and len(out) == 1 and not hasattr(out, "_fields"):
+        return out[0]
+    return out
+
+
+# --------------------------------------------------------------------------
+# TensorArray
+# --------------------------------------------------------------------------
+
+
+def _ta_name(a):
+    return f"TensorArray '{a.get('ta_name') or 'TensorArray'}'"
+
+
+def _index(i, n, a, op):
+    i = int(i)
+    if i < 0 or (i >= n and not a["dynamic_size"] and op != "read"):
+        raise IndexError(f"{_ta_name(a)}: {op} index {i} is out of range for its size {n}"
+                         f"{' (the array is not dynamic_size)' if op != 'read' else ''}")
+    if op == "read" and i >= n:
+        raise IndexError(f"{_ta_name(a)}: read index {i} is out of range for its size {n}")
+    return i
+
+
+def _check_elem(ta, value, a):
+    shp = np.shape(value)
+    es = ta.element_shape
+    if es is not None and es != shp:
+        raise ShapeError(f"{_ta_name(a)}: cannot write a value of shape {fmt_shape(shp)}: the elements written so "
+                         f"far have shape {fmt_shape(es)}")
+    return shp
+
+
+def _ta_new(*size, dtype, n, **a):
+    k = int(size[0]) if size else n
+    if k < 0:
+        raise ValueError(f"{_ta_name(a)}: size must be >= 0, got {k}")
+    return TensorArrayValue([None] * k, dtype)
+
+
+def _ta_new_shape(*size, dtype, n, **a):
+    if size:
+        s = size[0]
+        if tuple(s.shape) != () or dtype_of(s).kind not in "iu":
+            raise ShapeError(f"{_ta_name(a)}: size must be an integer scalar, got shape {fmt_shape(s.shape)} dtype "
+                             f"{dtype_of(s)}")
+        return Aval((None,), np.dtype(dtype))
+    return Aval((None,) if a["dynamic_size"] else (n,), np.dtype(dtype))
+
+
+def _ta_write(ta, index, value, **a):
+    n = len(ta.items)
+    i = _index(index, n, a, "write")
+    es = _check_elem(ta, value, a)
+    items = list(ta.items)
+    if i >= n:
+        items.extend([None] * (i + 1 - n))
+    elif items[i] is not None:
+        raise ValueError(f"{_ta_name(a)}: could not write to index {i}: it has already been written to")
+    items[i] = value
+    return TensorArrayValue(items, ta.dtype, es)
+
+
+def _flow_shape(flow, a):
+    return Aval((None,) if a["dynamic_size"] else tuple(flow.shape), dtype_of(flow))
+
+
+def _ta_write_shape(flow, index, value, **a):
+    _check_index(index, a, "write")
+    _check_value(flow, value, a, "write", 0)
+    return _flow_shape(flow, a)
+
+
+def _check_index(index, a, op):
+    if tuple(index.shape) != () or dtype_of(index).kind not in "iu":
+        raise ShapeError(f"{_ta_name(a)}.{op}: index must be an integer scalar, got shape {fmt_shape(index.shape)} "
+                         f"dtype {dtype_of(index)}")
+
+
+def _check_value(flow, value, a, op, lead):
+    if dtype_of(value) != dtype_of(flow):
+        raise TypeError(f"{_ta_name(a)}.{op}: the array holds {dtype_of(flow)}, given a value of dtype "
+                        f"{dtype_of(value)}")
+    es = a.get("element_shape")
+    got = tuple(value.shape)[lead:]
+    if es is not None and not (len(got) == len(es) and all(x is None or y is None or x == y
+                                                            for x, y in zip(got, es))):
+        raise ShapeError(f"{_ta_name(a)}.{op}: value elements have shape {fmt_shape(got)}, the array's elements "
+                         f"{fmt_shape(es)}")
+
+
+def _ta_write_vjp(g, ins, out, **a):
+    ta, index, value = ins
+    i = int(index)
+    gi = g.items[i] if g is not None and i < len(g.items) else None
+    gflow = None
+    if g is not None:
+        items = list(g.items[:len(ta.items)])
+        items.extend([None] * (len(ta.items) - len(items)))
+        if i < len(items):
+            items[i] = None
+        gflow = TensorArrayValue(items, ta.dtype, ta.element_shape)
+    return gflow, None, (gi if gi is not None else np.zeros(np.shape(value), np.result_type(value)))
+
+
+def _ta_read(ta, index, **a):
+    i = _index(index, len(ta.items), a, "read")
+    x = ta.items[i]
+    if x is None:
+        raise ValueError(f"{_ta_name(a)}: could not read from index {i}: it has not yet been written to")
+    return x
+
+
+def _elem_aval(flow, a, op):
+    es = a.get("element_shape")
+    if es is None:
+        raise ShapeError(f"{_ta_name(a)}.{op}: the element shape is unknown; write to the array first or give "
+                         f"TensorArray(..., element_shape=)")
+    return tuple(es)
+
+
+def _ta_read_shape(flow, index, **a):
+    _check_index(index, a, "read")
+    return Aval(_elem_aval(flow, a, "read"), dtype_of(flow))
+
+
+def _ta_read_vjp(g, ins, out, **a):
+    ta, index = ins
+    items = [None] * len(ta.items)
+    items[int(index)] = g
+    return TensorArrayValue(items, ta.dtype, ta.element_shape), None
+
+
+def _filled(ta, a, op):
+    es = ta.element_shape
+    if es is None:
+        decl = a.get("element_shape")
+        if decl is not None and all(d is not None for d in decl):
+            es = tuple(decl)
+    items = ta.items
+    if any(x is None for x in items) or not items:
+        if es is None:
+            raise ValueError(f"{_ta_name(a)}.{op}: some elements were never written and the element shape is unknown")
+        z = np.zeros(es, ta.dtype)
+        items = [z if x is None else x for x in items]
+    return items, es
+
+
+def _ta_stack(ta, **a):
+    items, es = _filled(ta, a, "stack")
+    if not items:
+        return np.zeros((0,) + tuple(es), ta.dtype)
+    return np.stack(items)
+
+
+def _ta_stack_shape(flow, **a):
+    return Aval((flow.shape[0],) + _elem_aval(flow, a, "stack"), dtype_of(flow))
+
+
+def _ta_stack_vjp(g, ins, out, **a):
+    ta, = ins
+    return (TensorArrayValue(list(g), ta.dtype, tuple(np.shape(g))[1:]),)
+
+
+def _scatter(ta, indices, value, a, op):
+    n = len(ta.items)
+    items = list(ta.items)
+    es = None
+    for j, i in enumerate(np.asarray(indices).reshape(-1)):
+        i = _index(i, n, a, op)
+        v = value[j]
+        es = _check_elem(TensorArrayValue([], ta.dtype, es or ta.element_shape), v, a)
+        if i >= len(items):
+            items.extend([None] * (i + 1 - len(items)))
+        elif items[i] is not None:
+            raise ValueError(f"{_ta_name(a)}: could not write to index {i}: it has already been written to")
+        items[i] = v
+    return TensorArrayValue(items, ta.dtype, es or ta.element_shape)
+
+
+def _ta_unstack(ta, value, **a):
+    return _scatter(ta, np.arange(np.shape(value)[0]), value, a, "unstack")
+
+
+def _ta_unstack_shape(flow, value, **a):
+    if len(value.shape) < 1:
+        raise ShapeError(f"{_ta_name(a)}.unstack: value must have at least one dimension, got a scalar")
+    _check_value(flow, value, a, "unstack", 1)
+    if flow.shape[0] is not None and value.shape[0] is not None and value.shape[0] > flow.shape[0] \
+            and not a["dynamic_size"]:
+        raise ShapeError(f"{_ta_name(a)}.unstack: value has {value.shape[0]} rows, more than the array's size "
+                         f"{flow.shape[0]}")
+    if a["dynamic_size"] or flow.shape[0] is None:
+        return Aval((None,), dtype_of(flow))
+    return Aval(tuple(flow.shape), dtype_of(flow))
+
+
+def _gather_items(g, indices, like, a):
+    rows = []
+    for i in np.asarray(indices).reshape(-1):
+        x = g.items[int(i)] if g is not None and int(i) < len(g.items) else None
+        rows.append(np.zeros(np.shape(like)[1:], np.result_type(like)) if x is None else x)
+    if not rows:
+        return np.zeros(np.shape(like), np.result_type(like))
+    return np.stack(rows)
+
+
+def _cleared(g, indices, ta):
+    items = list(g.items[:len(ta.items)]) if g is not None else [None] * len(ta.items)
+    items.extend([None] * (len(ta.items) - len(items)))
+    for i in np.asarray(indices).reshape(-1):
+        if int(i) < len(items):
+            items[int(i)] = None
+    return TensorArrayValue(items, ta.dtype, ta.element_shape)
+
+
+def _ta_unstack_vjp(g, ins, out, **a):
+    ta, value = ins
+    idx = np.arange(np.shape(value)[0])
+    return _cleared(g, idx, ta), _gather_items(g, idx, value, a)
+
+
+def _ta_scatter(ta, indices, value, **a):
+    if np.shape(value)[0] != np.size(indices):
+        raise ShapeError(f"{_ta_name(a)}.scatter: {np.size(indices)} indices for a value with "
+                         f"{np.shape(value)[0]} rows")
+    return _scatter(ta, indices, value, a, "scatter")
+
+
+def _ta_scatter_shape(flow, indices, value, **a):
+    if len(indices.shape) != 1 or dtype_of(indices).kind not in "iu":
+        raise ShapeError(f"{_ta_name(a)}.scatter: indices must be a vector of integers, got shape "
+                         f"{fmt_shape(indices.shape)} dtype {dtype_of(indices)}")
+    if len(value.shape) < 1:
+        raise ShapeError(f"{_ta_name(a)}.scatter: value must have at least one dimension, got a scalar")
+    _check_value(flow, value, a, "scatter", 1)
+    return _flow_shape(flow, a)
+
+
+def _ta_scatter_vjp(g, ins, out, **a):
+    ta, indices, value = ins
+    return _cleared(g, indices, ta), None, _gather_items(g, indices, value, a)
+
+
+def _ta_gather(ta, indices, **a):
+    idx = np.asarray(indices).reshape(-1)
+    n = len(ta.items)
+    for i in idx:
+        _index(i, n, a, "read")
+    items, es = _filled(TensorArrayValue([ta.items[int(i)] for i in idx], ta.dtype, ta.element_shape), a, "gather")
+    if not items:
+        return np.zeros((0,) + tuple(es), ta.dtype)
+    return np.stack(items)
+
+
+def _ta_gather_shape(flow, indices, **a):
+    if len(indices.shape) != 1 or dtype_of(indices).kind not in "iu":
+        raise ShapeError(f"{_ta_name(a)}.gather: indices must be a vector of integers, got shape "
+                         f"{fmt_shape(indices.shape)} dtype {dtype_of(indices)}")
+    return Aval((indices.shape[0],) + _elem_aval(flow, a, "gather"), dtype_of(flow))
+
+
+def _ta_gather_vjp(g, ins, out, **a):
+    ta, indices = ins
+    items = [None] * len(ta.items)
+    for j, i in enumerate(np.asarray(indices).reshape(-1)):
+        i = int(i)
+        items[i] = g[j] if items[i] is None else items[i] + g[j]
+    return TensorArrayValue(items, ta.dtype, ta.element_shape), None
+
+
+def _ta_size(ta, **a):
+    return np.asarray(len(ta.items), dtype=np.int32)
+
+
+ta_new_p = StaticPrimitive("tensor_array", _ta_new, _ta_new_shape)
+ta_write_p = StaticPrimitive("tensor_array_write", _ta_write, _ta_write_shape, joint_vjp=_ta_write_vjp)
+ta_read_p = StaticPrimitive("tensor_array_read", _ta_read, _ta_read_shape, joint_vjp=_ta_read_vjp)
+ta_stack_p = StaticPrimitive("tensor_array_stack", _ta_stack, _ta_stack_shape, joint_vjp=_ta_stack_vjp)
+ta_unstack_p = StaticPrimitive("tensor_array_unstack", _ta_unstack, _ta_unstack_shape, joint_vjp=_ta_unstack_vjp)
+ta_scatter_p = StaticPrimitive("tensor_array_scatter", _ta_scatter, _ta_scatter_shape, joint_vjp=_ta_scatter_vjp)
+ta_gather_p = StaticPrimitive("tensor_array_gather", _ta_gather, _ta_gather_shape, joint_vjp=_ta_gather_vjp)
+ta_size_p = StaticPrimitive("tensor_array_size", _ta_size, lambda flow, **a: Aval((), np.dtype(np.int32)))
+
+
+def _as_value(x, dtype=None):
+    if isinstance(x, Value):
+        return x
+    arr = np.asarray(x, dtype=dtype)
+    return constant(arr)
+
+
+class TensorArray:
+    """A list of tensors written and read inside a graph (TF1's
+    ``tf.TensorArray``), usable as a ``while_loop`` variable.
+
+    Writes are functional: ``ta.write(i, v)`` returns a new TensorArray (use
+    it, as in TF1: ``ta = ta.write(i, v)``); each index may be written once.
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+    size : int or integer scalar Value
+        The number of elements (0 when omitted).
+    dynamic_size : bool
+        Writes past the end grow the array.
+    element_shape : tuple, optional
+        The shape of every element (``None`` dimensions allowed); otherwise
+        taken from the first write or unstack.
+    name : str, optional
+    """
+
+    def __init__(self, dtype, size=None, dynamic_size=None, element_shape=None, name=None, flow=None):
+        self.dtype = np.dtype(dtype)
+        self.dynamic_size = bool(dynamic_size)
+        self.element_shape = None if element_shape is None else tuple(
+            element_shape.as_list() if hasattr(element_shape, "as_list") else element_shape)
+        self.name = name or "TensorArray"
+        if flow is not None:
+            self.flow = flow
+            return
+        attrs = {"dtype": self.dtype, "n": 0, "dynamic_size": self.dynamic_size, "ta_name": self.name}
+        if isinstance(size, Value):
+            self.flow = add_op(ta_new_p, size, name=self.name, **attrs)
+        else:
+            n = 0 if size is None else int(size)
+            if n < 0:
+                raise ValueError(f"TensorArray '{self.name}': size must be >= 0, got {n}")
+            attrs["n"] = n
+            self.flow = add_op(ta_new_p, name=self.name, **attrs)
+
+    def _with_flow(self, flow, element_shape=None):
+        return TensorArray(self.dtype, dynamic_size=self.dynamic_size,
+                           element_shape=element_shape if element_shape is not None else self.element_shape,
+                           name=self.name, flow=flow)
+
+    def _attrs(self):
+        return {"dynamic_size": self.dynamic_size, "ta_name": self.name, "element_shape": self.element_shape}
+
+    def _merge_shape(self, shape, op):
+        shape = tuple(shape)
+        es = self.element_shape
+        if es is None:
+            return shape
+        if len(es) != len(shape) or any(a is not None and b is not None and a != b for a, b in zip(es, shape)):
+            raise ShapeError(f"TensorArray '{self.name}'.{op}: value elements have shape {fmt_shape(shape)}, the "
+                             f"array's elements {fmt_shape(es)}")
+        return tuple(a if a is not None else b for a, b in zip(es, shape))
+
+    def write(self, index, value, name=None):
+        """A TensorArray with ``value`` at ``index``."""
+        v = _as_value(value, self.dtype if not isinstance(value, Value) else None)
+        es = self._merge_shape(v.shape, "write")
+        i = _as_value(index, np.int32)
+        flow = add_op(ta_write_p, self.flow, i, v, name=name or f"{self.name}/write", **self._attrs())
+        return self._with_flow(flow, es)
+
+    def read(self, index, name=None):
+        """The element at ``index``."""
+        return add_op(ta_read_p, self.flow, _as_value(index, np.int32), name=name or f"{self.name}/read",
+                      **self._attrs())
+
+    def stack(self, name=None):
+        """All elements stacked along a new first axis (unwritten ones are
+        zeros when the element shape is known)."""
+        return add_op(ta_stack_p, self.flow, name=name or f"{self.name}/stack", **self._attrs())
+
+    def unstack(self, value, name=None):
+        """A TensorArray whose element ``i`` is ``value[i]``."""
+        v = _as_value(value, self.dtype if not isinstance(value, Value) else None)
+        if len(v.shape) < 1:
+            raise ShapeError(f"TensorArray '{self.name}'.unstack: value must have at least one dimension")
+        es = self._merge_shape(v.shape[1:], "unstack")
+        flow = add_op(ta_unstack_p, self.flow, v, name=name or f"{self.name}/unstack", **self._attrs())
+        return self._with_flow(flow, es)
+
+    def scatter(self, indices, value, name=None):
+        """A TensorArray with ``value[j]`` at index ``indices[j]``."""
+        v = _as_value(value, self.dtype if not isinstance(value, Value) else None)
+        es = self._merge_shape(v.shape[1:], "scatter") if len(v.shape) >= 1 else None
+        flow = add_op(ta_scatter_p, self.flow, _as_value(indices, np.int32), v,
+                      name=name or f"{self.name}/scatter", **self._attrs())
+        return self._with_flow(flow, es)
+
+    def gather(self, indices, name=None):
+        """The elements at ``indices``, stacked."""
+        return add_op(ta_gather_p, self.flow, _as_value(indices, np.int32), name=name or f"{self.name}/gather",
+                      **self._attrs())
+
+    def size(self, name=None):
+        """The number of elements (int32 scalar)."""
+        return add_op(ta_size_p, self.flow, name=name or f"{self.name}/size", **self._attrs())
+
+    def identity(self):
+        return self
+
+    def __repr__(self):
+        return (f"<TensorArray '{self.name}' dtype={self.dtype} element_shape="
+                f"{None if self.element_shape is None else fmt_shape(self.element_shape)}>")
