@@ -7,17 +7,19 @@ Types (argparse ``type=``): positive_int, nonneg_int, positive_float,
 nonneg_float, probability, seed_type, port, max_len, data_dir, checkpoint.
 Groups: add_common_options (--seed, --blas-threads, --no-progress),
 add_binarize_option, add_compare_arguments (``dynnets compare`` and
-experiments/compare_padded_vs_dynamic.py).
+experiments/compare_padded_vs_dynamic.py), add_engine_arguments (the sweep
+engine's options, for ``dynnets sweep``, ``compare`` and the experiments).
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 
 __all__ = ["positive_int", "nonneg_int", "positive_float", "nonneg_float", "probability", "seed_type", "port",
            "max_len", "data_dir", "checkpoint", "add_common_options", "add_binarize_option", "add_compare_arguments",
-           "COMPARE_DESCRIPTION"]
+           "add_engine_arguments", "COMPARE_DESCRIPTION", "COMPARE_VARIANTS"]
 
 
 def _number(convert, ok, what):
@@ -104,6 +106,9 @@ def add_binarize_option(p):
                         f"non-binary tree given to a binary tree model ({binary}) is an error")
 
 
+#: The models of ``dynnets compare`` by default (``bow`` on request).
+COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "lstm", "treelstm")
+
 COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
                        "the 95th percentile and the median length, the dynamic (packed) LSTM and the Tree-LSTM, "
                        "each over several seeds: seconds per epoch, sentences/s, padding, truncated sentences, dev "
@@ -114,7 +119,6 @@ COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM
 
 def add_compare_arguments(c):
     """The options of ``dynnets compare`` (shared with experiments/compare_padded_vs_dynamic.py)."""
-    from .runs import COMPARE_VARIANTS
     c.add_argument("--data", type=data_dir, default=None, metavar="DIR",
                    help="SST-format folder (default: the shipped samples); without test.txt only dev is reported")
     c.add_argument("--out", type=Path, default=Path("results/compare"), metavar="DIR",
@@ -134,6 +138,25 @@ def add_compare_arguments(c):
     c.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                    help="use the first N sentences of each split (quick runs)")
     c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    from .sweep import add_engine_arguments
     add_engine_arguments(c)
     return c
+
+
+def add_engine_arguments(p):
+    """The engine options (``--workers``, ``--scheduler``, ``--retries``,
+    ``--skip-failed``), shared by ``dynnets sweep``, ``dynnets compare`` and
+    the experiment scripts."""
+    g = p.add_argument_group("sweep engine (dynnets.sweep)")
+    g.add_argument("--workers", type=nonneg_int, default=None, metavar="N",
+                   help="worker processes of the local Dask cluster (default: one per core); 0 runs every run in "
+                        "this process, one after the other")
+    g.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"), metavar="ADDRESS",
+                   help="submit to an existing Dask scheduler, e.g. tcp://host:8786 (default: "
+                        "$DASK_SCHEDULER_ADDRESS, else a local cluster)")
+    g.add_argument("--retries", type=nonneg_int, default=2, metavar="N",
+                   help="times a run whose worker died is rescheduled (default 2)")
+    g.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="give up on --scheduler after this long (default 10)")
+    g.add_argument("--skip-failed", action="store_true",
+                   help="keep the recorded failures of an earlier invocation instead of running them again")
+    return p

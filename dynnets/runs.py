@@ -47,6 +47,7 @@ from . import io as dio
 from .data import load_samples, load_sst
 from .data.sst import class_names
 from .data.text import read_tree
+from .options import COMPARE_VARIANTS
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 from .plots.figures import compare_figures
 
@@ -356,7 +357,6 @@ def demo_table(res):
 # padded vs dynamic
 # --------------------------------------------------------------------------
 
-COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "lstm", "treelstm")
 
 
 def _variant(name, train_trees):

@@ -125,10 +125,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import io as dio
+from .options import add_engine_arguments, nonneg_int
 
 __all__ = ["SweepError", "Grid", "ModelSpec", "Run", "SweepData", "parse_seeds", "parse_setting", "read_grid_file",
            "build_grid", "load_data", "plan", "train_run", "execute", "dask_client", "run_all", "aggregate",
-           "markdown", "write_results", "sweep", "add_engine_arguments", "add_arguments", "check_engine_arguments",
+           "markdown", "write_results", "sweep", "add_arguments", "check_engine_arguments",
            "run_command", "SWEEP_FORMAT", "WORKER_ENV"]
 
 SWEEP_FORMAT = "dynnets.sweep/1"
@@ -1237,30 +1238,8 @@ def _set_arg(s):
         raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
 
 
-def add_engine_arguments(p):
-    """The engine options (``--workers``, ``--scheduler``, ``--retries``,
-    ``--skip-failed``), shared by ``dynnets sweep``, ``dynnets compare`` and
-    the experiment scripts."""
-    from .options import nonneg_int
-    g = p.add_argument_group("sweep engine (dynnets.sweep)")
-    g.add_argument("--workers", type=nonneg_int, default=None, metavar="N",
-                   help="worker processes of the local Dask cluster (default: one per core); 0 runs every run in "
-                        "this process, one after the other")
-    g.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"), metavar="ADDRESS",
-                   help="submit to an existing Dask scheduler, e.g. tcp://host:8786 (default: "
-                        "$DASK_SCHEDULER_ADDRESS, else a local cluster)")
-    g.add_argument("--retries", type=nonneg_int, default=2, metavar="N",
-                   help="times a run whose worker died is rescheduled (default 2)")
-    g.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="give up on --scheduler after this long (default 10)")
-    g.add_argument("--skip-failed", action="store_true",
-                   help="keep the recorded failures of an earlier invocation instead of running them again")
-    return p
-
-
 def add_arguments(p):
     """The options of ``dynnets sweep`` (also ``experiments/sweep.py``)."""
-    from .options import nonneg_int
     p.add_argument("grid", nargs="?", type=Path, default=None, metavar="GRID",
                    help="a TOML or JSON grid file (see 'Sweeps' in the README); flags replace or extend it")
     p.add_argument("--models", nargs="+", default=None, metavar="NAME",

@@ -93,7 +93,7 @@ DEFAULT_SEEDS = [0, 1, 2, 3, 4]
 
 def parse(argv=None):
     setup()
-    from dynnets.sweep import add_engine_arguments
+    from dynnets.options import add_engine_arguments
     from dynnets.train import SELECT_METRICS
     ap = argparse.ArgumentParser(prog="sst_accuracy.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA,

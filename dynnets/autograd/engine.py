@@ -26,7 +26,8 @@ from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shap
 
 __all__ = [
     "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "accumulate_grad",
+    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
+    "accumulate_grad",
 ]
 
 
@@ -36,6 +37,7 @@ class _Mode:
     grad_enabled = True
     anomaly = False
     symbolic = None          # set by dynnets.static: handles symbolic arguments
+    captured = frozenset()   # ids of the Parameters a trace reads live (capture_parameters)
 
 
 def is_grad_enabled() -> bool:
@@ -199,6 +201,28 @@ def register_tensor_types(tensor, parameter):
     _TP = frozenset({tensor, parameter})
 
 
+@contextlib.contextmanager
+def capture_parameters(params):
+    """The tracing hook (:mod:`dynnets.static.trace`): inside, every op that
+    reads one of the Parameters ``params`` goes to the symbolic handler, which
+    adds the Parameter to the trace's graph as a live input, instead of
+    running eagerly. Parameters leave bind's fast paths meanwhile (the type
+    checks there are identity tests, which cannot tell a captured Parameter
+    from another); outside a trace bind pays nothing for the hook."""
+    global _PARAM, _TP
+    prev = _PARAM, _TP, _Mode.captured
+    _PARAM, _TP = _NOT_A_TYPE, frozenset({_TENSOR})
+    _Mode.captured = prev[2] | frozenset(map(id, params))
+    try:
+        yield
+    finally:
+        _PARAM, _TP, _Mode.captured = prev
+
+
+class _NOT_A_TYPE:
+    """No argument's type: bind's Parameter fast path while parameters are captured."""
+
+
 def bind(prim, *args, **attrs):
     """Apply primitive ``prim`` to ``args`` (tensors or constants).
 
@@ -336,7 +360,9 @@ def _bind_general(prim, args, attrs):
             ppush(None)
         elif getattr(a, "_is_symbolic", False):
             return _Mode.symbolic(prim, args, attrs)
-        elif isinstance(a, Tensor):        # other Tensor subclasses
+        elif isinstance(a, Tensor):        # other Tensor subclasses, and Parameters a trace captures
+            if id(a) in _Mode.captured:
+                return _Mode.symbolic(prim, args, attrs)
             d = a.data
             push(d)
             kpush(d.shape)
@@ -372,14 +398,15 @@ def _bind_many(prim, args, attrs):
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
-                                             and not getattr(a, "_is_symbolic", False)):
+                                             and not getattr(a, "_is_symbolic", False)
+                                             and id(a) not in _Mode.captured):
             push(a.data)
             if a.requires_grad:
                 rg = True
                 ppush(a)
             else:
                 ppush(None)
-        elif getattr(a, "_is_symbolic", False):
+        elif getattr(a, "_is_symbolic", False) or id(a) in _Mode.captured:
             return _Mode.symbolic(prim, args, attrs)
         else:
             push(a)

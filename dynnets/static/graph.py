@@ -360,14 +360,25 @@ def _evaluate_initial(v, name):
     """The value of ``v`` for a Variable's initial value: ``v`` may use
     constants and random ops (each gives its first draw, as in a new session),
     not placeholders or variables."""
-    from .passes import evaluate, prune
-    prog = prune(v.graph.with_outputs([v]))
-    for e in prog.eqns:
+    g = v.graph
+    need, stack = {}, [v.id]
+    while stack:
+        e = g.producer[stack.pop()]
+        if e.outs[0] in need:
+            continue
         if e.prim in (placeholder_p, variable_p, param_p) or getattr(e.prim, "effect", False):
             raise TypeError(f"Variable {name or ''}: initial_value '{v.name}' depends on {e.prim.name} '{e.name}'; "
                             f"an initial value may use constants and random ops only (pass an array, or assign "
                             f"later with var.assign)")
-    return np.asarray(evaluate(prog)[0])
+        need[e.outs[0]] = e
+        stack.extend(e.ins)
+    env = {}
+    for k in sorted(need):          # value ids grow in creation order: a topological order
+        e = need[k]
+        r = e.attrs["value"] if e.prim is constant_p else e.prim.impl(*[env[i] for i in e.ins], **e.attrs)
+        for o, x in zip(e.outs, r if e.prim.multiple_results else (r,)):
+            env[o] = x
+    return np.asarray(env[v.id])
 
 
 # --------------------------------------------------------------------------
@@ -728,8 +739,9 @@ _TRACE: list = []     # graphs of the active traces (innermost last)
 
 @contextlib.contextmanager
 def tracing(g):
-    """Inside the block, ops on eager Parameters captured by a trace (and ops
-    with no symbolic argument) are added to ``g``."""
+    """Make ``g`` the graph of the innermost active trace: ops without a
+    symbolic argument append to it, and it may capture eager Parameters
+    (:func:`dynnets.static.trace`)."""
     _TRACE.append(g)
     try:
         yield g

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.engine import accumulate_grad
+from ..autograd.engine import accumulate_grad, capture_parameters
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor
 from .backward import raw_gradients
@@ -59,14 +59,6 @@ from .graph import Graph, Value, placeholder, tracing
 from .session import Session
 
 __all__ = ["trace", "TracedFunction"]
-
-
-class _TracedParameter(Parameter):
-    """A Parameter's class while a trace runs: ``bind`` sees ``_is_symbolic``
-    and hands every op on it to the graph, which reads it live."""
-
-    __slots__ = ()
-    _is_symbolic = True
 
 
 def _param_list(x):
@@ -196,17 +188,9 @@ class TracedFunction:
                     ph = placeholder(s[0], s[1], name=f"arg{i}")
                     phs.append(ph)
                     sym.append(ph)
-            swapped = []
-            with tracing(g):
-                try:
-                    for p in self.params:
-                        if type(p) is Parameter:
-                            p.__class__ = _TracedParameter
-                            swapped.append(p)
-                    out = self.fn(*sym)
-                finally:
-                    for p in swapped:
-                        p.__class__ = Parameter
+            # ops on the Parameters go to the graph, which reads them live
+            with tracing(g), capture_parameters(self.params):
+                out = self.fn(*sym)
             flat = []
             template = self._template(out, flat)
             fetches = list(flat)
