@@ -354,3 +354,24 @@ def test_get_tensor_and_operation_by_name():
     with tf.Session(g) as s:
         s.run(w.initializer)
         assert s.run("train") is None and s.run("w:0") == 2.0
+
+
+def test_random_ops_in_a_while_loop_draw_per_iteration_and_refuse_gradients():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((64,), name="x")
+
+        def body(t, h):
+            return t + 1, tf.nn.dropout(h, rate=0.5, seed=1) * 0.5 + x
+
+        _, h = tf.while_loop(lambda t, h: t < 3, body, [0, tf.constant(np.ones(64, np.float32))])
+        gx, = tf.gradients(tf.reduce_sum(h), [x])
+    xv = np.zeros(64, np.float32)
+    with tf.Session(g) as s:
+        a, b = s.run(h, {x: xv}), s.run(h, {x: xv})
+        assert not np.array_equal(a, b)
+        # three iterations, each a fresh mask: the survivors of all three keep 1, the others are 0
+        assert set(np.unique(a)) <= {0.0, 1.0} and 0 < a.mean() < 0.5
+        with pytest.raises(ValueError, match="gradients through a while_loop whose subgraph draws random values "
+                                             r"\(dropout_mask 'dropout/dropout_mask'"):
+            s.run(gx, {x: xv})
