@@ -26,7 +26,8 @@ from ..autograd.engine import bind
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type
 from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified, gc_paused
 
-__all__ = ["gradients", "raw_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p", "ones_like_p"]
+__all__ = ["gradients", "sparse_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p",
+           "ones_like_p"]
 
 
 def _ones_like(y):
@@ -292,10 +293,10 @@ def _gradients_nogc(ys, xs, grad_ys=None):
         return [total(x.id) for x in xs]
 
 
-def raw_gradients(ys, xs, grad_ys=None):
-    """:func:`gradients` in the form optimizers and traces use: a gradient
-    Value may be row-sparse (``.sparse``: its runtime value is a
-    :class:`RowSparse`), ``None`` where an x does not reach the ys."""
+def sparse_gradients(ys, xs, grad_ys=None):
+    """:func:`gradients` with row-sparse gradients (embedding tables) left
+    sparse (``.sparse``: the run-time value is a :class:`RowSparse`): what the
+    optimizers and traced functions update rows from."""
     with gc_paused():
         return _gradients_nogc(ys, xs, grad_ys)
 
@@ -305,4 +306,4 @@ def gradients(ys, xs, grad_ys=None):
     (as ``tf.gradients``): a list of Values, ``None`` for an x that ``ys`` do
     not depend on. Row-sparse gradients are returned densified; optimizers use
     the sparse form."""
-    return [None if r is None else (densified(r) if r.sparse else r) for r in raw_gradients(ys, xs, grad_ys)]
+    return [None if r is None else (densified(r) if r.sparse else r) for r in sparse_gradients(ys, xs, grad_ys)]

@@ -739,9 +739,8 @@ _TRACE: list = []     # graphs of the active traces (innermost last)
 
 @contextlib.contextmanager
 def tracing(g):
-    """Make ``g`` the graph of the innermost active trace: ops without a
-    symbolic argument append to it, and it may capture eager Parameters
-    (:func:`dynnets.static.trace`)."""
+    """Inside the block, ops on eager Parameters captured by a trace (and ops
+    with no symbolic argument) are added to ``g``."""
     _TRACE.append(g)
     try:
         yield g

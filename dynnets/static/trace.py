@@ -54,7 +54,7 @@ import numpy as np
 from ..autograd.engine import accumulate_grad, capture_parameters
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor
-from .backward import raw_gradients
+from .backward import sparse_gradients
 from .graph import Graph, Value, placeholder, tracing
 from .session import Session
 
@@ -204,7 +204,7 @@ class TracedFunction:
                                      f"got shape {fmt_shape(loss.shape)}")
                 xs = [g._params.get(id(p)) for p in self.grads_of]
                 used = [(k, x) for k, x in enumerate(xs) if x is not None]
-                grads = raw_gradients(loss, [x for _, x in used]) if used else []
+                grads = sparse_gradients(loss, [x for _, x in used]) if used else []
                 for (k, _), gr in zip(used, grads):
                     if gr is not None:
                         grad_pos.append((k, len(fetches)))

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
-from .backward import raw_gradients
+from .backward import sparse_gradients
 from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer"]
@@ -87,7 +87,7 @@ class Optimizer:
                 raise TypeError(f"{self.name}.compute_gradients: {v!r} is not a Variable")
         if loss.shape not in ((), (1,)):
             raise ValueError(f"{self.name}.compute_gradients: loss must be a scalar, got shape {fmt_shape(loss.shape)}")
-        return list(zip(raw_gradients(loss, var_list), var_list))
+        return list(zip(sparse_gradients(loss, var_list), var_list))
 
     def _make_slots(self, var):
         slots = self._slots.get(var)
