@@ -168,7 +168,7 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
         axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.sum_p, x)
-    return bind(P.sum_p, x, axis=_axis(axis), keepdims=bool(keepdims))
+    return bind(P.sum_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
 def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
@@ -176,7 +176,7 @@ def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
         axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.mean_p, x)
-    return bind(P.mean_p, x, axis=_axis(axis), keepdims=bool(keepdims))
+    return bind(P.mean_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
 class MaxMin(tuple):
@@ -237,23 +237,24 @@ def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     ``dim`` (PyTorch's ``x.max(dim)``) a :class:`MaxMin` ``(values, indices)``;
     with a tensor as the second argument the elementwise :func:`maximum`
     (``torch.max(x, y)``)."""
-    if dim is not None and not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
-        return maximum(x, dim)
     if dim is not None:
+        if not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
+            return maximum(x, dim)
         if axis is not None:
             raise TypeError(f"max: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
         return _max_along("max", x, dim, _keep("max", keepdims, keepdim), True)
-    keepdims = _keep("max", keepdims, keepdim)
+    if keepdim is not None:
+        keepdims = _keep("max", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.max_p, x)
-    return bind(P.max_p, x, axis=_axis(axis), keepdims=keepdims)
+    return bind(P.max_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
 def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     """As :func:`max`, for the minimum."""
-    if dim is not None and not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
-        return minimum(x, dim)
     if dim is not None:
+        if not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
+            return minimum(x, dim)
         if axis is not None:
             raise TypeError(f"min: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
         return _max_along("min", x, dim, _keep("min", keepdims, keepdim), False)
