@@ -25,7 +25,7 @@ from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
 
 __all__ = [
-    "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
+    "Node", "bind", "backward", "no_grad", "enable_grad",
     "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
     "accumulate_grad",
 ]
