@@ -122,7 +122,8 @@ def build_parser():
                                    "(dynnets.train.TrainConfig, the model's constructor).",
                        epilog="Model options apply where the model has them: --mode and --classify for tree models "
                               f"({', '.join(_model_kinds(tree=True))}); --max-len for padded-lstm (an integer, or max, "
-                              "p95, median of the training lengths); --dropout/--embed-dropout for the eager models. "
+                              "p95, median of the training lengths); --dropout/--embed-dropout for the eager models "
+                              "and padded-lstm (a new mask at every graph run). "
                               "padded-lstm trains with its own graph optimizer built from --optimizer, --lr and "
                               "--weight-decay.")
     t.add_argument("--model", required=True, choices=_model_kinds(), metavar="KIND",

@@ -62,7 +62,7 @@ def test_no_command_prints_help(capsys):
     (["train", "--model", "lstm", "--epochs", "0"], 2, ["--epochs", "positive integer"]),
     (["train", "--model", "lstm", "--lr", "abc"], 2, ["--lr"]),
     (["train", "--model", "lstm", "--mode", "level"], 2, ["--mode", "lstm"]),
-    (["train", "--model", "padded-lstm", "--dropout", "0.1"], 2, ["--dropout", "padded-lstm"]),
+    (["train", "--model", "padded-lstm", "--mode", "level"], 2, ["--mode", "padded-lstm"]),
     (["train", "--model", "padded-lstm", "--clip-norm", "1"], 2, ["--clip-norm", "padded-lstm"]),
     (["train", "--model", "lstm", "--data", "/no/such/dir"], 2, ["/no/such/dir", "does not exist"]),
     (["eval", "--checkpoint", "/no/such/file.npz"], 2, ["/no/such/file.npz"]),

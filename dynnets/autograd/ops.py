@@ -28,6 +28,7 @@ __all__ = [
     "log_softmax", "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell",
     "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "astype", "flatten", "squeeze", "unsqueeze",
+    "permute", "clone", "argmin", "MaxMin",
 ]
 
 
@@ -126,6 +127,11 @@ def astype(x, dtype):
     return bind(P.astype_p, x, dtype=np.dtype(dtype))
 
 
+def clone(x):
+    """A copy of ``x`` (a new array) through which gradients flow, as ``torch.clone``."""
+    return bind(P.copy_p, x)
+
+
 # --- reductions ------------------------------------------------------------------
 
 def _axis(axis):
@@ -134,36 +140,159 @@ def _axis(axis):
     return axis
 
 
+def _dim(op, axis, dim):
+    """PyTorch's ``dim=`` beside numpy's ``axis=`` (one of them)."""
+    if dim is None:
+        return axis
+    if axis is not None:
+        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+    return dim
+
+
+def _keep(op, keepdims, keepdim):
+    """PyTorch's ``keepdim=`` beside numpy's ``keepdims=`` (one of them)."""
+    if keepdim is None:
+        return bool(keepdims)
+    if keepdims is not None:
+        raise TypeError(f"{op}: got both keepdims={keepdims!r} and keepdim={keepdim!r}; they name the same "
+                        f"argument, pass one")
+    return bool(keepdim)
+
+
 # The defaults are not passed: an application without attributes is checked
 # and recorded with less work (a whole-tensor sum is the usual loss).
 
-def sum(x, axis=None, keepdims=False):
+def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    """Sum over ``axis`` (all axes by default); ``dim=``/``keepdim=`` as PyTorch."""
+    if dim is not None or keepdim is not None:
+        axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.sum_p, x)
-    return bind(P.sum_p, x, axis=_axis(axis), keepdims=keepdims)
+    return bind(P.sum_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
-def mean(x, axis=None, keepdims=False):
+def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+    if dim is not None or keepdim is not None:
+        axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.mean_p, x)
-    return bind(P.mean_p, x, axis=_axis(axis), keepdims=keepdims)
+    return bind(P.mean_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
-def max(x, axis=None, keepdims=False):
+class MaxMin(tuple):
+    """``(values, indices)`` of ``max(x, dim)`` / ``min(x, dim)``, a named
+    tuple as PyTorch's ``torch.return_types.max``."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return tuple.__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+    def __repr__(self):
+        return f"MaxMin(values={self[0]!r}, indices={self[1]!r})"
+
+
+def _max_along(op, x, d, keep, largest):
+    """PyTorch's ``max(x, dim)``: the values (the gradient goes to the selected
+    element only, as PyTorch's) and their int64 indices along ``d``."""
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an integer, got {d!r}")
+    nd = len(x.shape)
+    ax = _axis_of(op, int(d), builtins.max(nd, 1))
+    src = x if largest else neg(x)
+    if nd and x.shape[ax] == 0:
+        raise P.ShapeError(f"{op}: cannot reduce dimension {ax} of size 0 (x.shape={tuple(x.shape)})")
+    idx = bind(P.argmax_p, src, axis=ax) if nd else bind(P.argmax_p, src)
+    if getattr(x, "_is_symbolic", False):
+        values = bind(P.max_p, src, axis=ax, keepdims=keep)
+        values = values if largest else neg(values)
+    elif nd == 0:
+        values = getitem(x, ())
+    else:
+        at = _array_of(idx)
+        grid = list(np.ogrid[tuple(builtins.slice(n) for n in at.shape)])
+        grid.insert(ax, at)
+        values = getitem(x, tuple(grid))
+        if keep:
+            values = unsqueeze(values, ax)
+    if keep and nd:
+        idx = unsqueeze(idx, ax)
+    return MaxMin(values, idx)
+
+
+def _is_array_like(y):
+    return isinstance(y, (float, np.ndarray)) or hasattr(y, "shape")
+
+
+def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+    """The maximum: over ``axis`` (all axes by default), as numpy; with
+    ``dim`` (PyTorch's ``x.max(dim)``) a :class:`MaxMin` ``(values, indices)``;
+    with a tensor as the second argument the elementwise :func:`maximum`
+    (``torch.max(x, y)``)."""
+    if dim is not None:
+        if not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
+            return maximum(x, dim)
+        if axis is not None:
+            raise TypeError(f"max: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+        return _max_along("max", x, dim, _keep("max", keepdims, keepdim), True)
+    if keepdim is not None:
+        keepdims = _keep("max", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind(P.max_p, x)
-    return bind(P.max_p, x, axis=_axis(axis), keepdims=keepdims)
+    return bind(P.max_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
-def min(x, axis=None, keepdims=False):
-    return neg(max(neg(x), axis=axis, keepdims=keepdims))
+def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+    """As :func:`max`, for the minimum."""
+    if dim is not None:
+        if not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
+            return minimum(x, dim)
+        if axis is not None:
+            raise TypeError(f"min: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+        return _max_along("min", x, dim, _keep("min", keepdims, keepdim), False)
+    return neg(max(neg(x), axis=axis, keepdims=_keep("min", keepdims, keepdim)))
 
 
-def argmax(x, axis=None):
-    """Index of the maximum (along ``axis``), int64; no gradient."""
-    if axis is None:
-        return bind(P.argmax_p, x)
-    return bind(P.argmax_p, x, axis=axis)
+def argmax(x, axis=None, keepdim=False, *, dim=None):
+    """Indices (int64) of the maxima along ``axis``/``dim`` (of the flattened
+    input by default), as ``torch.argmax``; no gradient."""
+    axis = _dim("argmax", axis, dim)
+    out = bind(P.argmax_p, x) if axis is None else bind(P.argmax_p, x, axis=axis)
+    if keepdim:
+        out = unsqueeze(out, axis) if axis is not None else reshape(out, *([1] * len(x.shape)))
+    return out
+
+
+def argmin(x, axis=None, keepdim=False, *, dim=None):
+    """Indices (int64) of the minima, as :func:`argmax`."""
+    return argmax(neg(x), _dim("argmin", axis, dim), keepdim)
+
+
+def size(x, dim=None):
+    """``x.shape`` as a tuple, or the size of dimension ``dim`` (as ``torch.Tensor.size``)."""
+    shp = tuple(x.shape)
+    if dim is None:
+        return shp
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"size: dim must be an integer, got {dim!r}")
+    nd = len(shp)
+    if not -builtins.max(nd, 1) <= dim < builtins.max(nd, 1):
+        raise IndexError(f"size: dimension out of range (expected to be in range of [{-builtins.max(nd, 1)}, "
+                         f"{builtins.max(nd, 1) - 1}], but got {dim})")
+    return shp[dim] if nd else 1
+
+
+def numel(x):
+    """The number of elements (as ``torch.numel``)."""
+    return int(np.prod(x.shape, dtype=np.int64)) if None not in tuple(x.shape) else None
 
 
 # --- comparisons (boolean results, no gradient) -------------------------------------
@@ -207,8 +336,18 @@ def reshape(x, *shape):
     return bind(P.reshape_p, x, shape=shape)
 
 
-def flatten(x):
-    return reshape(x, -1)
+def flatten(x, start_dim=0, end_dim=-1):
+    """``x`` with dimensions ``start_dim..end_dim`` merged into one (all of
+    them by default), as ``torch.flatten``."""
+    shp = list(x.shape)
+    if not shp:
+        return reshape(x, 1)
+    s, e = _axis_of("flatten", start_dim, len(shp)), _axis_of("flatten", end_dim, len(shp))
+    if s > e:
+        raise P.ShapeError(f"flatten: start_dim={start_dim} comes after end_dim={end_dim}")
+    if s == 0 and e == len(shp) - 1:
+        return reshape(x, -1)
+    return reshape(x, *shp[:s], -1, *shp[e + 1:])
 
 
 def _axis_of(op, axis, ndim):
@@ -217,10 +356,15 @@ def _axis_of(op, axis, ndim):
     return axis % ndim
 
 
-def squeeze(x, axis):
-    """``x`` without dimension ``axis`` if it has size 1, else ``x`` unchanged
-    (as ``torch.squeeze(x, dim)``)."""
+def squeeze(x, axis=None, *, dim=None):
+    """``x`` without dimension ``axis`` (``dim``) if it has size 1, else ``x``
+    unchanged; without one, without every dimension of size 1 (as ``torch.squeeze``)."""
+    axis = _dim("squeeze", axis, dim)
     shp = list(x.shape)
+    if axis is None:
+        if None in shp:
+            raise P.ShapeError(f"squeeze: x.shape={tuple(shp)} has unknown dimensions; name the one to remove")
+        return reshape(x, *[d for d in shp if d != 1])
     ax = _axis_of("squeeze", axis, len(shp))
     if shp[ax] is None:
         raise P.ShapeError(f"squeeze: dimension {axis} of x.shape={tuple(shp)} is unknown, so whether it is "
@@ -232,8 +376,11 @@ def squeeze(x, axis):
     return getitem(x, (slice(None),) * ax + (0,))
 
 
-def unsqueeze(x, axis):
-    """``x`` with a new dimension of size 1 at ``axis``."""
+def unsqueeze(x, axis=None, *, dim=None):
+    """``x`` with a new dimension of size 1 at ``axis`` (``dim``)."""
+    axis = _dim("unsqueeze", axis, dim)
+    if axis is None:
+        raise TypeError("unsqueeze: missing the dimension (axis= or dim=)")
     shp = list(x.shape)
     ax = _axis_of("unsqueeze", axis, len(shp) + 1)
     shp.insert(ax, 1)
@@ -243,8 +390,28 @@ def unsqueeze(x, axis):
 
 
 def transpose(x, *axes):
+    """The axes of ``x`` reversed, or permuted by ``axes`` (numpy's
+    ``transpose``; PyTorch's two-axis swap is :func:`permute` with both named)."""
     axes = shape_tuple(axes) if axes else None
     return bind(P.transpose_p, x, axes=axes)
+
+
+def permute(x, *dims):
+    """The dimensions of ``x`` in the order ``dims`` (as ``torch.permute``;
+    ``x.permute(1, 0, 2)`` or ``x.permute((1, 0, 2))``)."""
+    dims = shape_tuple(dims)
+    if len(dims) != len(x.shape):
+        raise P.ShapeError(f"permute: {len(dims)} dims {dims} for an input with {len(x.shape)} dimensions")
+    return bind(P.transpose_p, x, axes=dims)
+
+
+def t(x):
+    """``x.T`` of a tensor with at most 2 dimensions (as ``torch.Tensor.t``)."""
+    nd = len(x.shape)
+    if nd > 2:
+        raise P.ShapeError(f"t: expects a tensor with <= 2 dimensions, but x has {nd} (x.shape={tuple(x.shape)}); "
+                           f"use permute")
+    return transpose(x) if nd == 2 else x
 
 
 def broadcast_to(x, shape):
@@ -273,8 +440,11 @@ def take(x, indices):
     return bind(P.take_p, x, np.asarray(indices) if not getattr(indices, "_is_symbolic", False) else indices)
 
 
-def concat(xs, axis=0):
-    if axis == 0 and type(axis) is int:
+def concat(xs, axis=None, *, dim=None):
+    """``xs`` joined along ``axis`` (``dim``; default 0)."""
+    if dim is not None:
+        axis = _dim("concat", axis, dim)
+    if axis is None or (axis == 0 and type(axis) is int):
         return bind(P.concat_p, *xs)         # the default, without attributes (see sum)
     return bind(P.concat_p, *xs, axis=axis)
 
@@ -282,15 +452,22 @@ def concat(xs, axis=0):
 cat = concat
 
 
-def stack(xs, axis=0):
-    if axis == 0 and type(axis) is int:
+def stack(xs, axis=None, *, dim=None):
+    """``xs`` stacked along a new ``axis`` (``dim``; default 0)."""
+    if dim is not None:
+        axis = _dim("stack", axis, dim)
+    if axis is None or (axis == 0 and type(axis) is int):
         return bind(P.stack_p, *xs)
     return bind(P.stack_p, *xs, axis=axis)
 
 
-def split(x, sections, axis=0):
+def split(x, sections, axis=None, *, dim=None):
     """Split into ``sections`` equal parts (an int) or at the given sizes (a list),
-    as ``torch.split``'s list form; returns a list of tensors."""
+    as ``torch.split``'s list form, along ``axis`` (``dim``; default 0);
+    returns a list of tensors."""
+    axis = _dim("split", axis, dim)
+    if axis is None:
+        axis = 0
     n = x.shape[axis]
     if isinstance(sections, int):
         if n % sections:
@@ -326,14 +503,20 @@ def linear(x, weight, bias=None):
 
 # --- softmax, losses, embedding, dropout ----------------------------------------
 
-def softmax(x, axis=-1):
-    if axis == -1 and type(axis) is int:
+def softmax(x, axis=None, *, dim=None):
+    """Softmax along ``axis`` (``dim``; default the last)."""
+    if dim is not None:
+        axis = _dim("softmax", axis, dim)
+    if axis is None or (axis == -1 and type(axis) is int):
         return bind(P.softmax_p, x)          # the default, without attributes (see sum)
     return bind(P.softmax_p, x, axis=axis)
 
 
-def log_softmax(x, axis=-1):
-    if axis == -1 and type(axis) is int:
+def log_softmax(x, axis=None, *, dim=None):
+    """Log-softmax along ``axis`` (``dim``; default the last)."""
+    if dim is not None:
+        axis = _dim("log_softmax", axis, dim)
+    if axis is None or (axis == -1 and type(axis) is int):
         return bind(P.log_softmax_p, x)
     return bind(P.log_softmax_p, x, axis=axis)
 
@@ -369,14 +552,19 @@ def embedding(weight, ids):
 def dropout(x, p, rng, training=True):
     """Inverted dropout: zero each element with probability ``p`` and scale the
     rest by 1/(1-p). ``rng`` (a ``numpy.random.Generator`` or seed) draws the
-    mask, so runs are reproducible."""
+    mask, so runs are reproducible.
+
+    On a symbolic value (a static graph, a trace) the mask is a
+    ``dropout_mask`` node whose seed ``rng`` draws now: each run of the plan
+    draws a new mask (and its gradient uses that run's mask)."""
     if not training or p == 0:
         return x
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
-    keep = np.random.default_rng(rng).random(x.shape) >= p
-    mask = keep.astype(x.dtype) * np.asarray(1.0 / (1.0 - p), dtype=x.dtype)
-    return bind(P.mul_p, x, mask)
+    if getattr(x, "_is_symbolic", False):
+        seed = tuple(int(s) for s in np.random.default_rng(rng).integers(0, 2 ** 63, 2))
+        return bind(P.mul_p, x, bind(P.dropout_mask_p, x, rate=float(p), seed=seed))
+    return bind(P.mul_p, x, P.draw_dropout_mask(np.random.default_rng(rng), x.shape, x.dtype, p))
 
 
 # --- fused cells -------------------------------------------------------------------

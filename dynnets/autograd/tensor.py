@@ -104,6 +104,7 @@ class TensorOps:
     max = ops.max
     min = ops.min
     argmax = ops.argmax
+    argmin = ops.argmin
 
     # linear algebra and softmaxes
     matmul = ops.matmul
@@ -118,6 +119,11 @@ class TensorOps:
     unsqueeze = ops.unsqueeze
     transpose = ops.transpose
     T = property(ops.transpose)
+    permute = ops.permute
+    t = ops.t
+    clone = ops.clone
+    size = ops.size
+    numel = ops.numel
 
 
 class Tensor(TensorOps):
@@ -155,10 +161,6 @@ class Tensor(TensorOps):
     @property
     def ndim(self):
         return self.data.ndim
-
-    @property
-    def size(self):
-        return self.data.size
 
     def __len__(self):
         return len(self.data)

@@ -11,6 +11,12 @@ softmax cross-entropy on the root label.
 
 ``masked=False`` is naive padded code: the pad steps feed the LSTM like words,
 so the final state has read ``max_len - n`` pads after the sentence.
+``dropout`` (on the final state, before the classifier) and ``embed_dropout``
+(on the word vectors) are TF1's ``nn.dropout`` in the training graph: a new
+mask at every ``Session.run`` (``dropout_mask`` nodes seeded from ``seed``),
+as TF1 users trained; predictions run a second forward without dropout that
+shares the variables.
+
 ``masked=True`` carries the state through pad steps unchanged,
 ``h_t = m_t * h_new + (1 - m_t) * h_{t-1}`` (and likewise ``c``), so the final
 state is the state after the last real token (the masked update is one fused
@@ -123,7 +129,7 @@ def pad_sentences(id_lists, labels, batch_size, max_len):
                        rows * max_len - real, int(pb.n_truncated))
 
 
-def forward(params, ids, mask, labels, weights, hidden_size, masked):
+def forward(params, ids, mask, labels, weights, hidden_size, masked, dropout=0.0, embed_dropout=0.0, rng=None):
     """The classifier as a function of dynnets ops: symbolic values build the
     static graph, eager tensors compute.
 
@@ -134,6 +140,10 @@ def forward(params, ids, mask, labels, weights, hidden_size, masked):
         bias_hh (4H,), out weight (C, H), out bias (C,).
     ids : (T, B) int64;  mask : (T, B, 1) float32 (ignored unless ``masked``)
     labels : (B,) int64;  weights : (B,) float32 (0 drops a row from the loss)
+    dropout, embed_dropout : float
+        Inverted dropout of the final state and of the word vectors; ``rng``
+        draws the masks (eager) or the seeds of the graph's mask nodes, which
+        draw anew at every run (symbolic).
 
     Returns
     -------
@@ -146,6 +156,8 @@ def forward(params, ids, mask, labels, weights, hidden_size, masked):
     c = h
     for t in range(T):
         x = ops.embedding(E, ids[t])
+        if embed_dropout:
+            x = ops.dropout(x, embed_dropout, rng)
         h2, c2 = ops.lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh)
         if masked:
             m = mask[t]
@@ -154,6 +166,8 @@ def forward(params, ids, mask, labels, weights, hidden_size, masked):
             c = m * c2 + keep * c
         else:
             h, c = h2, c2
+    if dropout:
+        h = ops.dropout(h, dropout, rng)
     logits = ops.linear(h, W, b)
     loss = ops.cross_entropy(logits, labels, mask=weights)
     return loss, ops.softmax(logits)
@@ -199,6 +213,10 @@ class PaddedLSTMClassifier:
     max_len : int, default 50
         Unrolled steps; longer sentences are truncated.
     masked : bool, default True
+    dropout : float, default 0
+        Dropout on the final state (training only; a new mask every step).
+    embed_dropout : float, default 0
+        Dropout on the word vectors (training only).
     optimizer : {"adagrad", "adam", "sgd"}
         Adagrad has PyTorch's defaults (accumulator 0, eps 1e-10), as the
         dynamic models' optimizer.
@@ -212,12 +230,17 @@ class PaddedLSTMClassifier:
     kind = "padded-lstm"
 
     def __init__(self, vocab_size, embed_dim=300, hidden_size=150, num_classes=5, batch_size=25, max_len=50,
-                 masked=True, optimizer="adagrad", lr=0.05, weight_decay=0.0, seed=0):
+                 masked=True, optimizer="adagrad", lr=0.05, weight_decay=0.0, seed=0, dropout=0.0,
+                 embed_dropout=0.0):
         if int(max_len) < 1:
             raise ValueError(f"PaddedLSTMClassifier: max_len must be a positive integer, got {max_len}")
+        for nm, v in (("dropout", dropout), ("embed_dropout", embed_dropout)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
+                raise ValueError(f"PaddedLSTMClassifier: {nm} must be in [0, 1), got {v!r}")
         self.max_len, self.masked = int(max_len), bool(masked)
+        self.dropout, self.embed_dropout = float(dropout), float(embed_dropout)
         self._setup(vocab_size, embed_dim, hidden_size, num_classes, batch_size, optimizer, lr, weight_decay, seed,
-                    max_len=self.max_len, masked=self.masked)
+                    max_len=self.max_len, masked=self.masked, dropout=self.dropout, embed_dropout=self.embed_dropout)
 
     def _setup(self, vocab_size, embed_dim, hidden_size, num_classes, batch_size, optimizer, lr, weight_decay, seed,
                **extra):
@@ -235,6 +258,7 @@ class PaddedLSTMClassifier:
         self.vocab_size, self.embed_dim = int(vocab_size), int(embed_dim)
         self.hidden_size, self.num_classes = int(hidden_size), int(num_classes)
         self.batch_size = int(batch_size)
+        self._seed = int(seed)
         self.training = True
         self._initial = self._init_weights(int(seed))
         self._build(optimizer, float(lr), float(weight_decay))
@@ -269,7 +293,16 @@ class PaddedLSTMClassifier:
             params = list(self.variables.values())
             self._loss, self._probs = forward(params, self._ids, self._mask, self._labels, self._weights,
                                               self.hidden_size, self.masked)
-            self._grads, self._train_op = train_ops(optimizer, lr, wd, self._loss, self.variables)
+            train_loss = self._loss
+            if self.dropout or self.embed_dropout:
+                # a training forward of its own, sharing the variables: dropout
+                # draws a new mask at every run; predictions read the other one
+                with ds.name_scope("train"):
+                    train_loss, _ = forward(params, self._ids, self._mask, self._labels, self._weights,
+                                            self.hidden_size, self.masked, self.dropout, self.embed_dropout,
+                                            np.random.default_rng([self._seed, 1]))
+            self._train_loss = train_loss
+            self._grads, self._train_op = train_ops(optimizer, lr, wd, train_loss, self.variables)
             init = ds.global_variables_initializer()
         self.session = ds.Session(g)
         self.session.run(init)
@@ -300,7 +333,7 @@ class PaddedLSTMClassifier:
         self._check(batch)
         total = 0.0
         for k in range(batch.n_chunks):
-            _, lv = self.session.run([self._train_op, self._loss], self._feed(batch, k))
+            _, lv = self.session.run([self._train_op, self._train_loss], self._feed(batch, k))
             total += float(lv) * batch.rows(k)
         self._count(batch)
         return total / batch.n_sentences
@@ -364,9 +397,10 @@ class PaddedLSTMClassifier:
 
     # --- gradients without an update (tests, benchmarks) ----------------------------
     def loss_and_grads(self, batch, chunk=0):
-        """Static forward + backward of one chunk, no update: (loss, {name: dense gradient})."""
+        """Static forward + backward of one chunk, no update: (loss, {name: dense gradient}) of the
+        training loss (with dropout, each call draws new masks)."""
         self._check(batch)
-        lv, gs = self.session.run([self._loss, list(self._grads.values())], self._feed(batch, chunk))
+        lv, gs = self.session.run([self._train_loss, list(self._grads.values())], self._feed(batch, chunk))
         return float(lv), OrderedDict(zip(self._grads, gs))
 
     def eager_loss_and_grads(self, batch, chunk=0):
@@ -491,7 +525,7 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
                                           ("bias_hh_l0", cell.bias_hh), ("out.weight", out_w), ("out.bias", out_b)])
             _, state = dynamic_rnn(cell, x, sequence_length=self._lengths, dtype=np.float32, time_major=True)
             logits = ops.linear(state.h, out_w, out_b)
-            self._loss = ops.cross_entropy(logits, self._labels)
+            self._loss = self._train_loss = ops.cross_entropy(logits, self._labels)
             self._probs = ops.softmax(logits)
             self._grads, self._train_op = train_ops(optimizer, lr, wd, self._loss, self.variables)
             init = ds.global_variables_initializer()

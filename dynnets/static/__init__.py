@@ -28,8 +28,8 @@ marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
 accepted); a run reads every variable as it was when the run started and
 applies updates last (TF1 leaves that order undefined); only placeholders
 can be fed; fetched arrays are always the caller's copies; ``==`` on values
-is identity (use ``equal``), as in TF1. Randomness (``dropout``) is drawn
-when the graph is built, not per run.
+is identity (use ``equal``), as in TF1. Random ops (``random_normal``,
+``nn.dropout``...) draw new values at every run (see :mod:`.random`).
 """
 from __future__ import annotations
 
@@ -40,18 +40,23 @@ from ..autograd import tensor as _tensor
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, dtype_of
-from . import graph_util, nn, passes, train
+from . import graph_util, layers, nn, passes, train
 from .array_ops import fill, range, sequence_mask, shape
 from .backward import gradients
 from .control_flow import TensorArray, cond, while_loop
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
+from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, StaticPrimitive,
+                    UninitializedVariableError, Value, Variable, constant, get_default_graph, get_default_session,
+                    global_variables, global_variables_initializer, group, placeholder, reset_default_graph,
+                    trainable_variables, variables_initializer)
+from .random import (DEFAULT_GRAPH_SEED, constant_initializer, get_seed, glorot_normal_initializer,
+                     glorot_uniform_initializer, ones_initializer, random_normal, random_normal_initializer,
+                     random_uniform, random_uniform_initializer, set_random_seed, truncated_normal,
+                     truncated_normal_initializer, zeros_initializer)
 from .saver import CheckpointMismatchError
-from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
-                    Value, Variable, constant, get_default_graph, global_variables,
-                    global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
-                    variables_initializer)
-from .session import Session
+from .session import InteractiveSession, Session
 from .trace import TracedFunction, trace
+from .variable_scope import AUTO_REUSE, VariableScope, get_variable, get_variable_scope, name_scope, variable_scope
 
 float16 = np.float16
 float32 = np.float32
@@ -61,7 +66,12 @@ int64 = np.int64
 bool_ = np.bool_
 
 __all__ = [
-    "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
+    "Graph", "Session", "InteractiveSession", "get_default_session", "OpInfo", "layers", "DEFAULT_GRAPH_SEED",
+    "random_normal", "truncated_normal", "random_uniform", "set_random_seed", "get_seed", "zeros_initializer",
+    "ones_initializer", "constant_initializer", "random_normal_initializer", "truncated_normal_initializer",
+    "random_uniform_initializer", "glorot_uniform_initializer", "glorot_normal_initializer", "get_variable",
+    "variable_scope", "name_scope", "get_variable_scope", "AUTO_REUSE", "VariableScope", "Value", "Variable",
+    "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
     "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction",
     "nn", "train", "passes", "graph_util", "import_graph_def", "GraphDef", "GraphFormatError", "ExportError",

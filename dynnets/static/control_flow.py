@@ -52,7 +52,8 @@ import numpy as np
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
 from . import execute, passes
 from .backward import gradients
-from .graph import GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p
+from .graph import (GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p,
+                    site_str)
 from .lower import lower
 
 __all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p"]
@@ -498,6 +499,17 @@ def _acc(acc, x):
     return acc + x
 
 
+def _refuse_random(graph, what):
+    """The gradient recomputes the subgraph, so a random op in it would draw
+    other values than the forward did: such a gradient is refused."""
+    for e in graph.eqns:
+        if e.prim.random:
+            raise ValueError(f"gradients through a {what} whose subgraph draws random values ({e.prim.name} "
+                             f"'{e.name}'{site_str(e.site)}) are not supported: the gradient recomputes the "
+                             f"subgraph and would draw other values; draw them outside (a mask per step as a "
+                             f"TensorArray or a loop input) and pass them in")
+
+
 def _body_vjp(a):
     """The program (body inputs, output gradients) -> gradients of the float
     loop variables and captures, and where each gradient sits in its results
@@ -507,6 +519,7 @@ def _body_vjp(a):
     fl, fc = a["float_vars"], a["float_caps"]
 
     def make():
+        _refuse_random(body, "while_loop")
         vals = body.values
         ins = [vals[i] for i in body.inputs]
         outs = [vals[o] for o in body.outputs]
@@ -778,6 +791,7 @@ def _cond_vjp(g, ins, out, **a):
         return tuple(result)
 
     def make():
+        _refuse_random(graph, "cond")
         vals = graph.values
         outs = [vals[o] for o in graph.outputs]
         merged = [a["out_avals"][k] for k in fo]

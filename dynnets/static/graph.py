@@ -39,6 +39,7 @@ __all__ = [
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
+    "user_site", "default_sessions", "OpInfo", "get_default_session",
 ]
 
 
@@ -143,6 +144,37 @@ class Eqn:
         return f"{outs} = {self.prim.name}({ins})  # {self.name}"
 
 
+class OpInfo:
+    """A pure op of a graph as TF1's ``Operation`` shows it: ``name``, ``type``
+    (the primitive), ``inputs`` and ``outputs`` (Values). Fetch its outputs to
+    compute it."""
+
+    __slots__ = ("graph", "eqn")
+
+    def __init__(self, graph, eqn):
+        self.graph = graph
+        self.eqn = eqn
+
+    @property
+    def name(self):
+        return self.eqn.name
+
+    @property
+    def type(self):
+        return self.eqn.prim.name
+
+    @property
+    def inputs(self):
+        return [self.graph.values[i] for i in self.eqn.ins]
+
+    @property
+    def outputs(self):
+        return [self.graph.values[o] for o in self.eqn.outs]
+
+    def __repr__(self):
+        return f"<OpInfo '{self.name}' type={self.type}>"
+
+
 # --------------------------------------------------------------------------
 # symbolic values
 # --------------------------------------------------------------------------
@@ -209,14 +241,35 @@ class Value(TensorOps):
         return f"<{type(self).__name__} '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
     def eval(self, feed_dict=None, session=None):
-        """``session.run(self, feed_dict)`` (as TF1's ``Tensor.eval``)."""
-        if session is None:
-            raise ValueError(f"eval of '{self.name}': pass session= (there is no default session)")
-        return session.run(self, feed_dict)
+        """``session.run(self, feed_dict)`` in ``session`` or the default session
+        (inside ``with Session():``, ``sess.as_default()``, or an
+        :class:`InteractiveSession`), as TF1's ``Tensor.eval``."""
+        return _default_session_for(self, session, "evaluate tensor", "eval").run(self, feed_dict)
 
 
 def is_symbolic(x):
     return getattr(x, "_is_symbolic", False) and isinstance(x, Value)
+
+
+default_sessions: list = []    # default sessions (innermost last): with Session(), as_default(), InteractiveSession
+
+
+def get_default_session():
+    """The innermost default session, or None (as ``tf.get_default_session``)."""
+    return default_sessions[-1] if default_sessions else None
+
+
+def _default_session_for(v, session, what, method):
+    if session is None:
+        session = get_default_session()
+        if session is None:
+            raise ValueError(f"Cannot {what} '{v.name}' using `{method}()`: No default session is registered. "
+                             f"Use `with sess.as_default()` or pass an explicit session to "
+                             f"`{method}(session=sess)`")
+    if session.graph is not v.graph:
+        raise ValueError(f"Cannot use the given session to {what} '{v.name}': its graph is different from the "
+                         f"session's graph.")
+    return session
 
 
 class Operation(Value):
@@ -225,8 +278,9 @@ class Operation(Value):
 
     __slots__ = ()
 
-    def run(self, session, feed_dict=None):
-        return session.run(self, feed_dict)
+    def run(self, feed_dict=None, session=None):
+        """Run this op in ``session`` or the default session (as TF1's ``Operation.run``)."""
+        return _default_session_for(self, session, "execute operation", "run").run(self, feed_dict)
 
     def __repr__(self):
         return f"<Operation '{self.name}'>"
@@ -255,8 +309,7 @@ class Variable(Value):
         if callable(initial_value):
             initial_value = initial_value()
         if is_symbolic(initial_value):
-            raise TypeError(f"Variable {name or ''}: initial_value must be an array, not the symbolic value "
-                            f"'{initial_value.name}'")
+            initial_value = _evaluate_initial(initial_value, name)
         if isinstance(initial_value, Tensor):
             initial_value = initial_value.data
         if dtype is not None:
@@ -303,6 +356,31 @@ class Variable(Value):
         return f"<Variable '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
 
+def _evaluate_initial(v, name):
+    """The value of ``v`` for a Variable's initial value: ``v`` may use
+    constants and random ops (each gives its first draw, as in a new session),
+    not placeholders or variables."""
+    g = v.graph
+    need, stack = {}, [v.id]
+    while stack:
+        e = g.producer[stack.pop()]
+        if e.outs[0] in need:
+            continue
+        if e.prim in (placeholder_p, variable_p, param_p) or getattr(e.prim, "effect", False):
+            raise TypeError(f"Variable {name or ''}: initial_value '{v.name}' depends on {e.prim.name} '{e.name}'; "
+                            f"an initial value may use constants and random ops only (pass an array, or assign "
+                            f"later with var.assign)")
+        need[e.outs[0]] = e
+        stack.extend(e.ins)
+    env = {}
+    for k in sorted(need):          # value ids grow in creation order: a topological order
+        e = need[k]
+        r = e.attrs["value"] if e.prim is constant_p else e.prim.impl(*[env[i] for i in e.ins], **e.attrs)
+        for o, x in zip(e.outs, r if e.prim.multiple_results else (r,)):
+            env[o] = x
+    return np.asarray(env[v.id])
+
+
 # --------------------------------------------------------------------------
 # the graph
 # --------------------------------------------------------------------------
@@ -311,7 +389,7 @@ _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP_DIRS = (os.path.join(_PKG, "static"), os.path.join(_PKG, "autograd"))
 
 
-def _user_site():
+def user_site():
     """(file, line) of the innermost frame outside dynnets' static/autograd code."""
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(_SKIP_DIRS):
@@ -368,6 +446,12 @@ class Graph:
         self._params = {}
         self._collections = {}
         self.meta = _empty_meta()
+        self.seed = None            # the graph-level seed (set_random_seed)
+        self._prefix = ""           # the name scope of new nodes ("outer/inner/")
+        self._var_store = {}        # get_variable's variables by full name
+        self._var_sites = {}
+        self._scopes = []           # the open variable scopes (innermost last)
+        self._scope_counts = {}
         self.parent = None
         self.inputs = ()
         self.captures = []
@@ -402,7 +486,7 @@ class Graph:
         """Append one equation; returns its Value (a tuple for multiple results)."""
         if self is not self.root:
             raise GraphError("cannot add nodes to a derived (compiled) graph")
-        name = self._unique_name(name or prim.name)
+        name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
         if prim.multiple_results:
             outs = tuple(self._new_value(a, f"{name}:{k}") for k, a in enumerate(out_avals))
         else:
@@ -435,7 +519,7 @@ class Graph:
     def _add_variable(self, var, name):
         aval = Aval(tuple(var.initial_value.shape), var.initial_value.dtype)
         var.index = len(self.variables)
-        self._append(variable_p, (), {"var": var}, aval, name=name or "Variable", obj=var, site=_user_site())
+        self._append(variable_p, (), {"var": var}, aval, name=name or "Variable", obj=var, site=user_site())
         self.variables.append(var)
 
     def _param(self, p):
@@ -504,6 +588,67 @@ class Graph:
             if v.name == name:
                 return v
         raise KeyError(f"graph has no value named {name!r}")
+
+    def _value_named(self, name):
+        for v in self.values:
+            if v.name == name:
+                return v
+        return None
+
+    def get_tensor_by_name(self, name):
+        """The value named ``name`` in TF1's ``"<op name>:<output index>"``
+        form (``"x:0"``; an op with several results names them ``"op:0"``,
+        ``"op:1"``...). A KeyError or ValueError, as TF1's, names what is missing."""
+        if not isinstance(name, str):
+            raise TypeError(f"get_tensor_by_name: name must be a string, got {type(name).__name__} {name!r}")
+        op, sep, idx = name.rpartition(":")
+        if not sep or not idx.isdigit():
+            raise ValueError(f"The name {name!r} looks like an (invalid) Operation name, not a Tensor. Tensor names "
+                             f"must be of the form \"<op_name>:<output_index>\".")
+        v = self._value_named(name)
+        if v is None and idx == "0":
+            v = self._value_named(op)
+            if v is not None and self.producer[v.id].prim.multiple_results:
+                v = None
+        if v is None:
+            if self._value_named(op) is None and self._value_named(op + ":0") is None:
+                raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The operation, {op!r}, "
+                               f"does not exist in the graph.")
+            raise KeyError(f"The name {name!r} refers to a Tensor which does not exist. The operation, {op!r}, "
+                           f"exists but has no output {idx}.")
+        return v
+
+    def get_operation_by_name(self, name):
+        """The op named ``name`` (no ``:k``): an :class:`Operation` (a train op,
+        an initialiser, ``group``) is returned as itself, so it can be run; any
+        other op as an :class:`OpInfo` (``.name``, ``.type``, ``.inputs``, ``.outputs``)."""
+        if not isinstance(name, str):
+            raise TypeError(f"get_operation_by_name: name must be a string, got {type(name).__name__} {name!r}")
+        if ":" in name:
+            raise ValueError(f"The name {name!r} looks like a Tensor name, not an Operation name. Use "
+                             f"get_tensor_by_name to get a Tensor.")
+        v = self._value_named(name)
+        if v is None:
+            v = self._value_named(name + ":0")
+        if v is None:
+            raise KeyError(f"The name {name!r} refers to an Operation not in the graph.")
+        if isinstance(v, Operation):
+            return v
+        return OpInfo(self, self.producer[v.id])
+
+    def element(self, name, what):
+        """A fetch or feed key given by name: ``"x:0"`` a value, ``"train"`` an
+        Operation (fetches only)."""
+        if ":" not in name and what == "fetch":
+            op = self.get_operation_by_name(name)
+            if isinstance(op, Operation):
+                return op
+            raise ValueError(f"Session.run: cannot fetch {name!r}: it names a {op.type} op, not a Tensor; fetch its "
+                             f"output {name + ':0'!r}")
+        try:
+            return self.get_tensor_by_name(name)
+        except (KeyError, ValueError) as e:
+            raise type(e)(f"Session.run: cannot {what} {name!r}: {e.args[0]}") from None
 
     def add_to_collection(self, name, value):
         self._collections.setdefault(name, []).append(value)
@@ -681,14 +826,14 @@ def _symbolic_bind(prim, args, attrs):
         if _has_symbolic(v):
             raise TypeError(f"{prim.name}: attribute {k!r} holds a symbolic value, which has no value while the "
                             f"graph is built (index with dynnets.take / dynnets.static.gather instead)"
-                            f"{site_str(_user_site())}")
+                            f"{site_str(user_site())}")
     ins = [_input_id(g, a, i, prim) for i, a in enumerate(args)]
     avals = g.avals
     try:
         out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{site_str(_user_site())}").with_traceback(None) from None
-    return g._append(prim, ins, attrs, out, site=_user_site())
+        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+    return g._append(prim, ins, attrs, out, site=user_site())
 
 
 _engine.set_symbolic_handler(_symbolic_bind)
@@ -703,8 +848,8 @@ def add_op(prim, *args, name=None, **attrs):
     try:
         out = run_rule(prim, [g.avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{site_str(_user_site())}").with_traceback(None) from None
-    return g._append(prim, ins, attrs, out, name=name, site=_user_site())
+        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+    return g._append(prim, ins, attrs, out, name=name, site=user_site())
 
 
 # --------------------------------------------------------------------------
@@ -762,7 +907,7 @@ def placeholder(shape, dtype=np.float32, name=None):
         raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
     dt = np.dtype(dtype)
     g = get_default_graph()
-    v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=_user_site())
+    v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=user_site())
     g.placeholders.append(v)
     return v
 
@@ -886,7 +1031,7 @@ def _assign(var, value, mode):
     vid = value.id if isinstance(value, Value) else g._const(np.asarray(value, dtype=var.dtype)).id
     attrs = {"var": var, "mode": mode}
     out = _assign_shape(g.avals[vid], var, mode)
-    return g._append(assign_p, (vid,), attrs, out, name=f"{var.name}/{mode}", site=_user_site())
+    return g._append(assign_p, (vid,), attrs, out, name=f"{var.name}/{mode}", site=user_site())
 
 
 def effect_variables(eqn):

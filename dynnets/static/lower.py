@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd.primitives import make_rng
 from .graph import Operation, constant_p, effect_variables, param_p, placeholder_p, variable_p
 
 __all__ = ["Plan", "Instr", "lower"]
@@ -62,13 +63,14 @@ class Instr:
 
 
 
-def lower(g, flat, template, feed_ids, casts, keep_sparse=False):
+def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
     """Lower the optimised program ``g`` to a :class:`Plan`: instructions
     over slots, the slots dead after each instruction, the constants, the
     argument slots (one per fed placeholder, in ``feed_ids`` order; ``casts``
     maps a fed id to the dtype it is cast to) and the fetch structure
     (``template`` over the flat fetch list ``flat``). ``plan.fn`` is set by
-    :mod:`.execute`."""
+    :mod:`.execute`. ``rng_of(eqn)`` gives a random equation its generator
+    (the session's, so every run draws anew; default: a fresh one from its seed)."""
     slot = {}
     consts = {}
     instrs = []
@@ -152,7 +154,10 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False):
                     if buf is None:
                         shp, dt = g.meta["buffers"][e.buf]
                         buf = buffers[e.buf] = np.empty(shp, dt)
-                instrs.append(Instr("call", outs, p.impl, args, e.attrs or None, e, buf))
+                kw = e.attrs or None
+                if p.random:
+                    kw = {**e.attrs, "rng": rng_of(e) if rng_of is not None else make_rng(e.attrs["seed"])}
+                instrs.append(Instr("call", outs, p.impl, args, kw, e, buf))
             if not getattr(p, "effect", False) and not _fresh(p) and any(i in shared for i in e.ins):
                 shared.update(e.outs)
         # fetched values are the caller's: copy them out of shared storage right away, so

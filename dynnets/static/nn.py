@@ -3,11 +3,19 @@ values alike, through the shared primitive table), with ``rnn_cell`` and
 ``dynamic_rnn``."""
 from __future__ import annotations
 
-from ..autograd import ops as _ops
-from . import rnn_cell
-from .rnn import dynamic_rnn
+import numpy as np
 
-__all__ = ["softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits",
+from ..autograd import ops as _ops
+from ..autograd.engine import bind as _bind
+from ..autograd.primitives import dropout_mask_p as _dropout_mask_p
+from ..autograd.primitives import make_rng as _make_rng
+from . import rnn_cell
+from .graph import is_symbolic as _is_symbolic
+from .random import get_seed as _get_seed
+from .rnn import dynamic_rnn
+from .variable_scope import name_scope as _name_scope
+
+__all__ = ["dropout", "softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits",
            "softmax_cross_entropy_with_logits", "tanh", "sigmoid", "relu", "embedding_lookup", "l2_loss",
            "bias_add", "xw_plus_b", "lstm_cell", "gru_cell", "rnn_cell", "dynamic_rnn"]
 
@@ -68,3 +76,29 @@ def xw_plus_b(x, weights, biases, name=None):
 
 lstm_cell = _ops.lstm_cell
 gru_cell = _ops.gru_cell
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """Inverted dropout (as ``tf.nn.dropout``): each element is zeroed with
+    probability ``rate = 1 - keep_prob`` and the others scaled by
+    ``1 / keep_prob``, with **a new mask at every** ``Session.run`` (drawn by
+    a ``dropout_mask`` node; gradients use that run's mask). ``seed`` as
+    :func:`dynnets.static.random_normal`'s."""
+    if (keep_prob is None) == (rate is None):
+        raise ValueError("dropout: pass exactly one of keep_prob= and rate=")
+    if noise_shape is not None:
+        raise ValueError("dropout: noise_shape is not supported (the mask has the shape of x)")
+    if rate is None:
+        if isinstance(keep_prob, bool) or not isinstance(keep_prob, (int, float, np.floating)) \
+                or not 0 < keep_prob <= 1:
+            raise ValueError(f"dropout: keep_prob must be a scalar in (0, 1], got {keep_prob!r}")
+        rate = 1.0 - float(keep_prob)
+    elif isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating)) or not 0 <= rate < 1:
+        raise ValueError(f"dropout: rate must be a scalar in [0, 1), got {rate!r}")
+    if rate == 0:
+        return x
+    if not _is_symbolic(x):
+        return _ops.dropout(x, float(rate), _make_rng(_get_seed(seed)))
+    with x.graph.as_default(), _name_scope(name or "dropout"):
+        mask = _bind(_dropout_mask_p, x, rate=float(rate), seed=_get_seed(seed, x.graph))
+        return _ops.mul(x, mask)

@@ -169,7 +169,8 @@ def infer_shapes(g, input_avals=None):
 
 def _foldable(e):
     p = e.prim
-    return not (p in SOURCES or getattr(p, "effect", False))
+    # a random draw is new at every run: folding would freeze one draw into the plan
+    return not (p in SOURCES or getattr(p, "effect", False) or p.random)
 
 
 def fold_constants(g, max_size=1 << 16):
@@ -242,7 +243,9 @@ def _cse_key(e, ins):
         if isinstance(v, np.ndarray) and v.size > 64:
             return None
         return (p, _freeze(v))
-    if p in SOURCES or getattr(p, "effect", False) or getattr(p, "out_arg", False) or p.name == "accumulate":
+    if (p in SOURCES or p.random or getattr(p, "effect", False) or getattr(p, "out_arg", False)
+            or p.name == "accumulate"):
+        # two random draws are two draws, however alike their attributes;
         # add_n's fresh sum is later added into in place (accumulate): two merged sums would
         # share one array that two accumulation chains write over
         return None

@@ -22,17 +22,18 @@ buffer).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
 
-from ..autograd.primitives import Aval, fmt_shape
+from ..autograd.primitives import Aval, fmt_shape, make_rng
 from . import execute, passes
 from .graph import (FeedError, GraphError, Value, gc_paused, get_default_graph, placeholder_p, variables_initializer,
-                    UninitializedVariableError)
+                    UninitializedVariableError, default_sessions)
 from .lower import lower
 
-__all__ = ["Session"]
+__all__ = ["Session", "InteractiveSession"]
 
 _ndarray = np.ndarray
 _asarray = np.asarray
@@ -40,7 +41,7 @@ _perf = time.perf_counter
 
 
 def _struct_key(f):
-    if isinstance(f, Value):
+    if isinstance(f, (Value, str)):
         return f
     tp = type(f)
     if tp is list or isinstance(f, tuple):      # tuples include namedtuples (LSTMStateTuple), fetched as such
@@ -88,6 +89,7 @@ class Session:
         self._init_count = -1
         self._raw_sparse = bool(keep_sparse)
         self.jit_after = jit_after
+        self._rngs = {}
 
     # --- running ------------------------------------------------------------------
     def run(self, fetches, feed_dict=None):
@@ -141,13 +143,41 @@ class Session:
         self._closed = True
         self._plans.clear()
         self._storage.clear()
+        self._rngs.clear()
+
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the default session inside the ``with`` block, for
+        ``Value.eval()`` and ``Operation.run()`` (it stays open after it)."""
+        default_sessions.append(self)
+        try:
+            yield self
+        finally:
+            default_sessions.remove(self)
 
     def __enter__(self):
+        # as TF1: inside ``with Session() as sess`` the session is the default
+        # session and its graph the default graph
+        self._entered = (self.graph.as_default(), self.as_default())
+        for c in self._entered:
+            c.__enter__()
         return self
 
     def __exit__(self, *exc):
+        for c in reversed(getattr(self, "_entered", ())):
+            c.__exit__(None, None, None)
+        self._entered = ()
         self.close()
         return False
+
+    def _rng(self, e):
+        """The generator of random equation ``e`` in this session: one stream
+        per op (keyed by its value id, the same in every plan), seeded by its
+        ``seed`` attribute, so a new session repeats the same draws (as TF1)."""
+        r = self._rngs.get(e.outs[0])
+        if r is None:
+            r = self._rngs[e.outs[0]] = make_rng(e.attrs["seed"])
+        return r
 
     def global_variables_initializer(self):
         """Initialise every variable of the graph in this session (the same as
@@ -201,6 +231,8 @@ class Session:
         casts = {}
         if feed_dict:
             for (k, _), v in zip(feed_dict.items(), vals):
+                if isinstance(k, str):
+                    k = g.element(k, "feed")
                 if not isinstance(k, Value):
                     raise GraphError(f"Session.run: feed_dict key {k!r} is not a graph value; only placeholders "
                                      f"can be fed")
@@ -223,6 +255,8 @@ class Session:
                     else:
                         raise FeedError(f"Session.run: placeholder '{k.name}' expects dtype {dt}, given a value "
                                         f"of dtype {v.dtype}")
+                if k.id in input_avals:
+                    raise FeedError(f"Session.run: placeholder '{k.name}' is fed twice (by the value and by its name)")
                 feed_ids.append(k.id)
                 input_avals[k.id] = Aval(tuple(v.shape), dt)
         prog = g.with_outputs([v.id for v in flat])
@@ -239,7 +273,7 @@ class Session:
                                                               if len(missing) > 1 else ""))
         opt = passes.optimize(pruned, input_avals, fold=self.optimize, fuse_min_size=self.fuse_min_size,
                               memory_min_size=self.memory_min_size, timings=timings, pruned=True)
-        plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse)
+        plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng)
         execute.tier1(plan, self._storage)
         plan.key = key
         plan.compile_time = _perf() - t0
@@ -254,6 +288,8 @@ class Session:
         return plan
 
     def _template(self, f, flat):
+        if isinstance(f, str):
+            f = self.graph.element(f, "fetch")
         if isinstance(f, Value):
             if f.graph is not self.graph:
                 raise GraphError(f"Session.run: cannot fetch '{f.name}': it belongs to another graph than this "
@@ -267,3 +303,18 @@ class Session:
             return (dict, [(k, self._template(v, flat)) for k, v in f.items()])
         raise TypeError(f"Session.run: cannot fetch {type(f).__name__} {f!r}: fetches must be graph values "
                         f"(or lists, tuples, namedtuples and dicts of them)")
+
+
+class InteractiveSession(Session):
+    """A session that makes itself the default session as it is created,
+    until :meth:`close` (as TF1's ``tf.InteractiveSession``, for shells and
+    notebooks): ``t.eval()`` and ``op.run()`` need no ``with`` block."""
+
+    def __init__(self, graph=None, **kwargs):
+        super().__init__(graph, **kwargs)
+        default_sessions.append(self)
+
+    def close(self):
+        if self in default_sessions:
+            default_sessions.remove(self)
+        super().close()

@@ -28,8 +28,11 @@ Rules (the same as ``jax.jit``'s):
   prepared minibatch) are static: they are part of the signature (objects
   without their own ``__eq__`` by identity) and baked into the graph, so a
   tree's structure passed this way gives one trace per structure.
-* Randomness drawn while tracing (e.g. a dropout mask) is drawn once and
-  frozen into the graph: trace in eval mode, or pass masks as arguments.
+* Dropout (``dynnets.dropout``, ``nn.Dropout``, the dropout between the
+  layers of ``nn.LSTM``...) becomes a ``dropout_mask`` node seeded from the
+  module's generator while tracing: every call draws a new mask. Other
+  randomness drawn in Python while tracing (``numpy`` calls) is drawn once
+  and frozen into the graph: pass it as an argument.
 * Parameters: the Parameters in ``grads_of`` and ``params`` (a Module gives
   all of its parameters; when ``fn`` is a Module or a bound method of one its
   parameters are used) become graph inputs bound to the *live* arrays: each

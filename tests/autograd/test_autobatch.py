@@ -274,7 +274,7 @@ _UNARY = [("tanh", dn.tanh), ("sigmoid", dn.sigmoid), ("exp", lambda x: dn.exp(d
           ("T", lambda x: dn.transpose(dn.transpose(x) * 1.5)),
           ("reshape", lambda x: dn.reshape(dn.reshape(x, -1) * 3.0, *x.shape))]
 _BINARY = [("add", lambda a, b: a + b), ("sub", lambda a, b: a - b), ("mul", lambda a, b: a * b),
-           ("max", dn.maximum), ("where", lambda a, b: dn.where(np.arange(a.size).reshape(a.shape) % 2 == 0, a, b))]
+           ("max", dn.maximum), ("where", lambda a, b: dn.where(np.arange(a.numel()).reshape(a.shape) % 2 == 0, a, b))]
 
 
 @settings(max_examples=25, deadline=None)

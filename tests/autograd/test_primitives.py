@@ -360,6 +360,20 @@ def _gather_rows(rng):
             Case("repeats-3d", np.array([0, 0, 0]), np.array([1, 1, 0]), r(2, 2, 2))]
 
 
+def _random(rng):
+    f64, f32 = np.dtype(np.float64), np.dtype(np.float32)
+    return [Case("normal", dist="normal", shape=(3, 2), dtype=f64, a=0.5, b=2.0, seed=(1, 2)),
+            Case("truncated", dist="truncated_normal", shape=(40,), dtype=f32, a=0.0, b=1.0, seed=(0, 3)),
+            Case("uniform", dist="uniform", shape=(2, 3), dtype=f64, a=-1.0, b=1.0, seed=(5, 5)),
+            Case("uniform-int", dist="uniform", shape=(5,), dtype=np.dtype(np.int64), a=0, b=7, seed=(1, 1)),
+            Case("empty", dist="normal", shape=(0, 2), dtype=f64, a=0.0, b=1.0, seed=(1, 1))]
+
+
+def _dropout_mask(rng):
+    r = _r(rng)
+    return [Case("rate0.3", r(4, 3), rate=0.3, seed=(1, 2)), Case("rate0", r(5), rate=0.0, seed=(0, 0))]
+
+
 SAMPLES = {
     "segment_sum": _segment_sum, "gather_rows": _gather_rows,
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div", pos_y=True),
@@ -377,6 +391,7 @@ SAMPLES = {
     "childsum_levels": _childsum_levels, "lstm_seq": _seqs(4, (0, 1)), "gru_seq": _seqs(3, (0,)),
     "rnn_seq": _seqs(1, None), "split_rows": _split_rows,
     "tree_lstm_node": _tree_node, "tree_lstm_leaf_node": _leaf_node,
+    "random": _random, "dropout_mask": _dropout_mask, "copy": _unary("normal"),
     "less": _comparison, "less_equal": _comparison, "greater": _comparison, "greater_equal": _comparison,
     "equal": _comparison, "not_equal": _comparison, "argmax": _argmax,
 }
@@ -540,11 +555,21 @@ def _z(*shape, dtype=np.float64):
 
 _I = np.array([0, 1])
 # name -> list of (args, attrs, message fragment); checked through the rule and through eager bind
+_RND = dict(dist="normal", shape=(2, 3), dtype=np.dtype(np.float64), a=0.0, b=1.0, seed=(1, 2))
+
 BAD = {
     "segment_sum": [((_z(), np.array([0])), {}, "segment_sum: x must have at least one dimension"),
                     ((_z(3), _z(2)), {}, "segment_sum: starts must be a 1-D integer array")],
     "gather_rows": [((np.array([0]), np.array([0]), _z(2, 3), _z(2, 4)), {},
                      "gather_rows: source 1.shape=(2, 4) does not have the trailing shape (3,) of source 0")],
+    "random": [((), dict(_RND, shape=(None, 3)), "random: shape must be a tuple of non-negative integers"),
+               ((), dict(_RND, dtype=np.dtype(np.int64)), "random: normal draws float32 or float64"),
+               ((), dict(_RND, dist="gamma"), "random: dist must be one of"),
+               ((), dict(_RND, seed=(1, -2)), "random: seed must be a pair of non-negative integers"),
+               ((), dict(_RND, dist="uniform", a=1.0, b=1.0), "random: uniform needs minval < maxval")],
+    "dropout_mask": [((_z(2, dtype=np.int64),), dict(rate=0.5, seed=(1, 1)), "dropout_mask: x must be a floating"),
+                     ((_z(2),), dict(rate=1.0, seed=(1, 1)), "dropout_mask: rate must be a probability in [0, 1)"),
+                     ((_z(2),), dict(rate=0.5, seed=3), "dropout_mask: seed must be a pair")],
     **{n: [((_z(2, 3), _z(4, 3)), {}, f"{n}: shapes cannot be broadcast together: x.shape=(2, 3), y.shape=(4, 3)")]
        for n in ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")},
     "argmax": [((_z(2, 3),), {"axis": 2}, "argmax: axis 2 is out of range for an input with 2 dimensions")],
@@ -626,7 +651,7 @@ BAD = {
 }
 # Primitives that accept every input their numpy implementation accepts.
 NO_BAD_INPUT = {"neg": "any numeric dtype", "abs": "any numeric dtype",
-                "astype": "any array can be cast to any dtype numpy knows"}
+                "astype": "any array can be cast to any dtype numpy knows", "copy": "any array can be copied"}
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

@@ -471,6 +471,24 @@ def _gather_rows(g):
     return g.spoil([which, rows] + srcs, index_args=(0, 1)), {}
 
 
+def _random(g):
+    dist = g.draw(st.sampled_from(["normal", "truncated_normal", "uniform", "gamma"]))
+    shape = tuple(g.dim(0, 3) for _ in range(g.dim(0, 3)))
+    if g.flag(0.15):
+        shape = shape + (g.draw(st.sampled_from([None, -1, 1.5])),)
+    dtype = np.dtype(g.draw(st.sampled_from(FLOATS + OTHER))) if g.flag(0.3) else g.fdt()
+    a, b = g.draw(st.sampled_from([(0.0, 1.0), (-1.0, 2.0), (1.0, 1.0), (0.0, -1.0), (0, 5)]))
+    seed = g.draw(st.sampled_from([(1, 2), (0, 0), (1, -2), 7, (1, 2, 3)]))
+    return [], {"dist": dist, "shape": shape, "dtype": dtype, "a": a, "b": b, "seed": seed}
+
+
+def _dropout_mask(g):
+    (x,), _ = _unary(g)
+    rate = g.draw(st.sampled_from([0.0, 0.5, 0.9, 1.0, -0.1, True, "a"]))
+    seed = g.draw(st.sampled_from([(1, 2), (0, 0), (1, -2), 7]))
+    return [x], {"rate": rate, "seed": seed}
+
+
 STRATEGIES = {
     "segment_sum": _segment_sum, "gather_rows": _gather_rows,
     "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "pow": _binary, "maximum": _binary,
@@ -485,7 +503,8 @@ STRATEGIES = {
     "tree_lstm_levels": _binary_levels(True), "tree_rnn_levels": _binary_levels(False),
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
     "split_rows": _split_rows, "argmax": _argmax, "less": _binary, "less_equal": _binary, "greater": _binary,
-    "greater_equal": _binary, "equal": _binary, "not_equal": _binary,
+    "greater_equal": _binary, "equal": _binary, "not_equal": _binary, "random": _random,
+    "dropout_mask": _dropout_mask, "copy": _unary,
 }
 
 
@@ -609,6 +628,9 @@ def _static(prim, args, attrs, eager, g):
         return
     assert not isinstance(eager, Exception), f"static accepted what eager rejected ({eager!r})"
     for k, (r, e) in enumerate(zip(res, eager)):
+        if prim.random:         # the second run draws anew: its results have the first draw's shape and dtype
+            assert np.shape(r) == np.shape(e) and np.asarray(r).dtype == np.asarray(e).dtype, prim.name
+            continue
         np.testing.assert_array_equal(np.asarray(r), np.asarray(e), err_msg=f"{prim.name}: static result {k}")
     for (ph, gr), r in zip(grads, res[len(out):]):
         r = np.asarray(r)

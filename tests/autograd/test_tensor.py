@@ -69,7 +69,7 @@ def test_attributes_and_conversions():
     assert t.numpy() is t.data
     assert np.asarray(t) is t.data
     assert np.asarray(t, dtype=np.float64).dtype == np.float64
-    assert t.shape == (2, 2) and t.ndim == 2 and t.size == 4 and len(t) == 2
+    assert t.shape == (2, 2) and t.ndim == 2 and t.size() == (2, 2) and t.numel() == 4 and len(t) == 2
     assert dn.tensor([2.5]).item() == 2.5
     assert isinstance(dn.tensor(2.5).item(), float)
     assert float(dn.tensor(1.5)) == 1.5

@@ -49,6 +49,25 @@ def test_static_loss_and_grads_equal_eager(data, masked):
             np.testing.assert_allclose(gs[k], ge[k], rtol=1e-5, atol=1e-7, err_msg=k)
 
 
+def test_dropout_draws_a_new_mask_every_step_and_not_in_predictions(data):
+    trees, dev, vocab = data
+    m = PaddedLSTMClassifier(len(vocab), seed=3, dropout=0.5, embed_dropout=0.3, **SMALL)
+    plain = PaddedLSTMClassifier(len(vocab), seed=3, **SMALL)
+    b = m.make_batch(trees[:4], vocab)
+    losses = [m.loss_and_grads(b)[0] for _ in range(3)]
+    assert len(set(losses)) == 3                                  # a new mask at every run
+    assert plain.loss_and_grads(b)[0] not in losses
+    # predictions run the forward without dropout: deterministic, and the plain model's
+    bd = m.make_batch(dev, vocab)
+    np.testing.assert_array_equal(m.predict_proba(bd), m.predict_proba(bd))
+    np.testing.assert_allclose(m.predict_proba(bd), plain.predict_proba(bd), rtol=1e-6)
+    again = PaddedLSTMClassifier(len(vocab), seed=3, dropout=0.5, embed_dropout=0.3, **SMALL)
+    assert [again.loss_and_grads(b)[0] for _ in range(3)] == losses  # same seed, same masks
+    assert m.train_step(b) > 0
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
+        PaddedLSTMClassifier(len(vocab), dropout=1.0, **SMALL)
+
+
 def test_initial_weights_and_names_match_the_dynamic_lstm(data):
     _, _, vocab = data
     m = PaddedLSTMClassifier(len(vocab), seed=5, **SMALL)

@@ -223,6 +223,7 @@ COVERED_ELSEWHERE = {
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "argmax",
     "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "split_rows",
+    "clone", "permute", "argmin", "MaxMin",
 }
 
 
@@ -254,6 +255,9 @@ PRIMITIVES_ELSEWHERE = {
     **{name: ("test_torch_ops.py", "test_comparison_primitives")
        for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "argmax")},
     "segment_sum": ("test_torch_ops.py", "test_autobatch_row_primitives"),
+    "copy": ("test_torch_ops.py", "test_clone_permute_argmin_maxmin"),
+    "random": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
+    "dropout_mask": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
     "gather_rows": ("test_torch_ops.py", "test_autobatch_row_primitives"),
 }
 
@@ -512,6 +516,11 @@ def test_reduction_methods_and_positional_axis(name, method):
     x = C.draw(np.random.default_rng(4), (3, 4), np.float64)
     if method:
         C.check(lambda t: getattr(t, name)(1, True), _torch_reduce(tf, 1, True), [x], [0])
+    elif name in ("max", "min"):
+        # a positional dim gives (values, indices), as torch.max(x, 0, True)
+        tmax = getattr(torch, name)
+        C.check(lambda t: f(t, 0, True)[0], lambda t: tmax(t, 0, True).values, [x], [0])
+        np.testing.assert_array_equal(f(dn.Tensor(x), 0, True)[1].data, tmax(torch.tensor(x), 0, True).indices.numpy())
     else:
         C.check(lambda t: f(t, 0, True), _torch_reduce(tf, 0, True), [x], [0])
 
@@ -1035,10 +1044,49 @@ def test_autobatch_row_primitives(dt):
         np.testing.assert_allclose(np.asarray(a.grad), b.grad.numpy(), **tol)
 
 
+def test_clone_permute_argmin_maxmin():
+    x = C.draw(np.random.default_rng(5), (2, 3, 4), np.float64)
+    C.check(lambda t: t.clone() * 2.0, lambda t: t.clone() * 2.0, [x], [0])
+    C.check(lambda t: t.permute(2, 0, 1), lambda t: t.permute(2, 0, 1), [x], [0])
+    C.check(lambda t: dn.max(t, dim=1).values, lambda t: torch.max(t, dim=1).values, [x], [0])
+    C.check(lambda t: dn.min(t, dim=2, keepdim=True).values, lambda t: torch.min(t, dim=2, keepdim=True).values,
+            [x], [0])
+    np.testing.assert_array_equal(dn.argmin(dn.Tensor(x), dim=1).data, torch.tensor(x).argmin(dim=1).numpy())
+    mm = dn.max(dn.Tensor(x), dim=0)
+    assert type(mm).__name__ == "MaxMin" and np.array_equal(mm.indices.data, torch.max(torch.tensor(x), 0).indices)
+
+
+def test_random_primitives_match_torch_distributions():
+    """random (normal, truncated normal, uniform) and dropout_mask draw from
+    the distributions torch's counterparts draw from: the first two moments
+    and the support agree (the streams differ: numpy's generator, not torch's)."""
+    from dynnets.autograd.engine import bind
+    from dynnets.autograd.primitives import dropout_mask_p, random_p
+    n = 200_000
+    torch.manual_seed(0)
+    pairs = {
+        "normal": (dict(dist="normal", a=1.0, b=2.0), torch.randn(n, dtype=torch.float64) * 2.0 + 1.0),
+        "truncated_normal": (dict(dist="truncated_normal", a=0.0, b=1.0),
+                             torch.nn.init.trunc_normal_(torch.empty(n, dtype=torch.float64), 0.0, 1.0, -2.0, 2.0)),
+        "uniform": (dict(dist="uniform", a=-1.0, b=3.0), torch.empty(n, dtype=torch.float64).uniform_(-1.0, 3.0)),
+    }
+    for name, (kw, ref) in pairs.items():
+        got = np.asarray(bind(random_p, shape=(n,), dtype=np.dtype(np.float64), seed=(1, 2), **kw).data)
+        ref = ref.numpy()
+        assert got.shape == ref.shape and got.dtype == ref.dtype, name
+        np.testing.assert_allclose([got.mean(), got.std()], [ref.mean(), ref.std()], atol=0.02, err_msg=name)
+        assert got.min() >= ref.min() - 0.05 * abs(ref.min()) - 1e-3 and got.max() <= ref.max() + 0.05 * abs(ref.max()) + 1e-3, name
+    x = np.ones(n, np.float32)
+    mask = np.asarray(bind(dropout_mask_p, x, rate=0.3, seed=(3, 4)).data)
+    ref = torch.nn.functional.dropout(torch.ones(n), p=0.3, training=True).numpy()
+    assert set(np.unique(mask)) == set(np.unique(ref))          # {0, 1/(1-p)}
+    np.testing.assert_allclose((mask == 0).mean(), (ref == 0).mean(), atol=0.01)
+
+
 def test_item_float_int_len_iter_bool():
     x = np.array([[1.5, -2.0], [3.0, 4.0]])
     d, t = dn.Tensor(x), torch.tensor(x)
-    assert len(d) == len(t) and d.ndim == t.ndim and d.size == t.numel() and d.shape == tuple(t.shape)
+    assert len(d) == len(t) and d.ndim == t.ndim and d.numel() == t.numel() and d.size() == tuple(t.size()) and d.shape == tuple(t.shape)
     for rd, rt in zip(d, t):
         _same(rd, rt)
     assert d[1, 0].item() == t[1, 0].item() and float(d[0, 1]) == float(t[0, 1]) and int(d[1, 1]) == int(t[1, 1])

@@ -278,8 +278,12 @@ def test_error_fetch_from_another_graph():
     with ds.Session(g1) as sess:
         with pytest.raises(ds.GraphError, match="cannot fetch 'Const'.*another graph"):
             sess.run([a, b])
-        with pytest.raises(TypeError, match="cannot fetch str"):
+        with pytest.raises(TypeError, match="cannot fetch int"):
+            sess.run(3)
+        with pytest.raises(ValueError, match="cannot fetch 'Const': it names a constant op, not a Tensor; fetch "
+                                             "its output 'Const:0'"):
             sess.run("Const")
+        assert sess.run("Const:0") == 1.0
     with pytest.raises(ds.GraphError, match="another graph"):
         _ = a + b
 
@@ -298,7 +302,16 @@ def test_error_feeding_a_non_placeholder():
         with pytest.raises(ds.GraphError, match="'foreign'.*another graph"):
             sess.run(loss, {x: X, y_target: Y, foreign: X})
         with pytest.raises(ds.GraphError, match="not a graph value"):
+            sess.run(loss, {3: X, y_target: Y})
+        with pytest.raises(ValueError, match="cannot feed 'x': The name 'x' looks like an \\(invalid\\) Operation "
+                                             "name, not a Tensor"):
             sess.run(loss, {"x": X, y_target: Y})
+        with pytest.raises(KeyError, match="cannot feed 'nope:0': The name 'nope:0' refers to a Tensor which does "
+                                           "not exist. The operation, 'nope', does not exist in the graph."):
+            sess.run(loss, {"nope:0": X, y_target: Y})
+        with pytest.raises(ds.FeedError, match="placeholder 'x' is fed twice"):
+            sess.run(loss, {"x:0": X, x: X, y_target: Y})
+        assert sess.run(loss, {"x:0": X, "y_target:0": Y}) == sess.run(loss, {x: X, y_target: Y})
 
 
 def test_shape_error_at_construction_names_op_and_line():

@@ -4,7 +4,7 @@ A package split by domain (as JAX splits its rules and chainer its
 ``functions/``): :mod:`.core` holds :class:`Primitive`, :func:`defprim`,
 :data:`PRIMITIVES`, :class:`Aval`, the errors and the shape/dtype helpers;
 :mod:`.elementwise`, :mod:`.array`, :mod:`.linalg`, :mod:`.nn`, :mod:`.cells`,
-:mod:`.tree` and :mod:`.seq` declare the primitives. Importing this package
+:mod:`.tree`, :mod:`.seq` and :mod:`.random` declare the primitives. Importing this package
 imports them all, so :data:`PRIMITIVES` is complete, and
 ``grep -rn "vjp=" dynnets`` lists every gradient in the project.
 """
@@ -17,5 +17,6 @@ from .core import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
+from .random import *  # noqa: F401,F403
 from .seq import *  # noqa: F401,F403
 from .tree import *  # noqa: F401,F403

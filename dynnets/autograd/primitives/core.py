@@ -67,11 +67,11 @@ class Primitive:
 
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
                  "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
-                 "attr_key", "batch", "checked")
+                 "attr_key", "batch", "random", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
-                 sparse_grads=(), twin_min=None, attr_key=None, batch=None):
+                 sparse_grads=(), twin_min=None, attr_key=None, batch=None, random=False):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -88,6 +88,7 @@ class Primitive:
         self.twin_min = twin_min
         self.attr_key = attr_key
         self.batch = batch
+        self.random = bool(random)
         self.checked = {}
 
     def vjp_fn(self, i=None, dense=False):
@@ -149,7 +150,7 @@ BATCH_VIEW = BatchRule("view")
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
             nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
-            attr_key=None, batch=None):
+            attr_key=None, batch=None, random=False):
     """Declare a primitive: every fact about it, in one call.
 
     Parameters
@@ -201,6 +202,12 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
         How N applications with one signature become one call under
         :func:`dynnets.autobatch` (see :class:`BatchRule`); ``None`` runs them
         one at a time (counted as fallbacks in ``ab.stats``).
+    random : bool
+        The result is a random draw: ``impl`` takes ``rng=`` (a
+        ``numpy.random.Generator``; without it, a fresh one seeded from the
+        ``seed`` attribute) and a static plan passes each such equation the
+        generator its session keeps for it, so every run draws new values. The
+        compile passes never fold, merge (CSE) or cache such an equation.
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
@@ -212,7 +219,7 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
     p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
                   differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
                   dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key,
-                  batch=batch)
+                  batch=batch, random=random)
     PRIMITIVES[name] = p
     return p
 

@@ -7,7 +7,7 @@ import numpy as np
 from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dtype_of, result_type, shape_of,
                    ufunc_dtype, unbroadcast)
 
-__all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p",
+__all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
            "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
 
 def _unary_shape(name, ufunc=None, float_only=True):
@@ -220,6 +220,13 @@ astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.d
                    vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),),
     batch=BATCH_ELEMENTWISE)
 
+
+def _copy(x):
+    """A copy of ``x`` that shares no memory with it (``Tensor.clone``)."""
+    return np.array(x, copy=True)
+
+
+copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,))
 
 
 # --------------------------------------------------------------------------
