@@ -8,7 +8,8 @@
   burst of load from other processes hits them all alike; :func:`median_us`
   summarises.
 - :func:`torch_or_none` imports PyTorch with one intra-op thread when available.
-- :func:`markdown_table` formats results for the README.
+- :func:`markdown_table` formats results for the README; :func:`autobatch_stats_line`
+  the statistics of a ``dynnets.autobatch`` context.
 
 Typical use::
 
@@ -29,7 +30,7 @@ _SCRUB = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _MARK = "DYNNETS_BENCH_REEXEC"
 
 __all__ = ["ROOT", "setup", "interleaved", "median_us", "torch_or_none", "markdown_table", "blas_info",
-           "fmt_us"]
+           "fmt_us", "autobatch_stats_line"]
 
 
 def setup(script, keep_env=False, blas_threads=1):
@@ -148,3 +149,26 @@ def markdown_table(header, rows):
     out = [line(header), "| " + " | ".join("-" * w for w in widths) + " |"]
     out += [line(r) for r in rows]
     return "\n".join(out)
+
+
+def autobatch_stats_line(stats):
+    """The statistics of ``dynnets.autobatch`` contexts (``ab.stats``, or a
+    list of them: their mean per context) as one line, with the overhead per
+    recorded op: (recording + scheduling + gathering seconds) / nodes (the
+    batched calls' own compute excluded)."""
+    many = list(stats) if isinstance(stats, (list, tuple)) else [stats]
+    mean = {}
+    for k, v in many[0].items():
+        if isinstance(v, dict):
+            keys = sorted({kk for st in many for kk in st[k]})
+            mean[k] = {kk: sum(st[k].get(kk, 0) for st in many) / len(many) for kk in keys}
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            mean[k] = sum(st[k] for st in many) / len(many)
+    line = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in mean.items())
+    n = mean.get("nodes")
+    parts = [k for k in ("record_s", "schedule_s", "gather_s") if k in mean]
+    if n and parts:
+        us = {k: 1e6 * mean[k] / n for k in parts}
+        line += (f"; overhead per recorded op {sum(us.values()):.2f} us ("
+                 + ", ".join(f"{k[:-2]} {v:.2f}" for k, v in us.items()) + ")")
+    return line

@@ -12,7 +12,13 @@ Adagrad lr 0.05, softmax on the final state):
 * ``torch packed``     -- the same with ``pack_padded_sequence``
   (``enforce_sorted=False``) and ``h_n``;
 * ``dynnets dynamic (shuffled)`` -- dynnets on plain shuffled batches (no
-  bucketing), to show what packing costs without it.
+  bucketing), to show what packing costs without it;
+* ``dynnets LSTMCell loop (autobatch)`` -- the natural per-instance code: for
+  each sentence of the (bucketed) minibatch, a loop over its words calling
+  ``nn.LSTMCell`` on one word vector at a time, the last states classified
+  together, all under ``dynnets.autobatch(strategy=--cell-loop-strategy)``,
+  the same weights as ``dynnets dynamic`` (skipped where ``dynnets.autobatch``
+  does not exist); its ratio to ``dynnets dynamic`` is printed (target >= 0.7x).
 
 Floors and reference passes (unless ``--no-floor``; see ``_floors.py``):
 
@@ -57,7 +63,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import interleaved, markdown_table, setup  # noqa: E402
+from _common import autobatch_stats_line, interleaved, markdown_table, setup  # noqa: E402
 
 
 def parse():
@@ -75,6 +81,8 @@ def parse():
     ap.add_argument("--no-floor", action="store_true", help="skip the floors and reference passes")
     ap.add_argument("--no-reference", action="store_true",
                     help="time the floors but not the reference passes between them and dynnets")
+    ap.add_argument("--cell-loop-strategy", default="agenda", help="autobatch scheduler of the LSTMCell loop row")
+    ap.add_argument("--no-cell-loop", action="store_true", help="skip the LSTMCell loop (autobatch) row")
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--blas-threads", type=int, default=2,
                     help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
@@ -214,6 +222,15 @@ def main():
               f"{ro / st:.1f} rows per step), {di} distinct-word projections ({100 * di / ro:.0f}% of the tokens)")
 
     extra = {}
+    if not args.no_cell_loop:
+        run, loss0, note = cell_loop_contender(V, E, H, C, weights, examples, bucketed, cfg,
+                                               args.cell_loop_strategy)
+        if run is None:
+            print(f"# {note}")
+        else:
+            extra[CELL_LOOP] = run
+            print(f"# first-minibatch loss: {CELL_LOOP} {loss0:.6f} (dynnets dynamic {first['dynnets dynamic']:.6f}); "
+                  f"{note}")
     if not args.no_floor:
         from _floors import LSTM_PIECES, PackedLSTMReference
 
@@ -254,12 +271,87 @@ def main():
     print(f"dynnets dynamic / torch packed: {med['dynnets dynamic'] / med['torch packed']:.2f}x")
     print(f"dynnets dynamic (shuffled) / dynnets dynamic: "
           f"{med['dynnets dynamic (shuffled)'] / med['dynnets dynamic']:.2f}x")
+    if CELL_LOOP in med:
+        r = med[CELL_LOOP] / med["dynnets dynamic"]
+        print(f"{CELL_LOOP} / dynnets dynamic: {r:.2f}x (target >= 0.7x: {'met' if r >= 0.7 else 'NOT met'})")
     if fl:
         f = med["dynnets dynamic"] / fl
         print(f"dynnets dynamic / {FLOOR}: {f:.2f} (target >= 0.8: {'met' if f >= 0.8 else 'NOT met'}); the floor "
               f"is {1e6 / fl:.0f} us per sentence, dynnets {1e6 / med['dynnets dynamic']:.0f}, torch bucketed "
               f"{1e6 / med['torch bucketed']:.0f}")
         print(f"{FLOOR_SHUF} / {FLOOR}: {med[FLOOR_SHUF] / fl:.2f}")
+
+
+CELL_LOOP = "dynnets LSTMCell loop (autobatch)"
+
+
+def cell_loop_contender(V, E, H, C, weights, examples, batches, cfg, strategy):
+    """The per-step ``nn.LSTMCell`` loop over each sentence of a minibatch,
+    under ``dynnets.autobatch``, from ``SequenceClassifier``'s weights.
+
+    Returns (the training pass, its first-minibatch loss, a note), or
+    (None, None, the reason) where ``dynnets.autobatch`` does not exist."""
+    import numpy as np
+
+    import dynnets as dn
+    from dynnets import nn
+    from dynnets.autograd import ops
+    from dynnets.autograd.ops import split_rows
+    from dynnets.train import make_optimizer
+
+    if not hasattr(dn, "autobatch"):
+        return None, None, f"dynnets.autobatch is not on this branch: {CELL_LOOP} skipped"
+
+    class CellLoopClassifier(nn.Module):
+        """Embedding -> LSTMCell, one word at a time -> the last state -> softmax."""
+
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(V, E)
+            self.cell = nn.LSTMCell(E, H)
+            self.out = nn.Linear(H, C)
+
+        def embedding_parameters(self):
+            return [self.embedding.weight]
+
+        def loss(self, sentences, labels):
+            last = []
+            for ids in sentences:
+                state = None
+                for x in split_rows(self.embedding(ids)):
+                    state = self.cell(x, state)
+                last.append(state[0])
+            return ops.cross_entropy(self.out(ops.concat(last, axis=0)), labels)
+
+    m = CellLoopClassifier()
+    for ours, theirs in (("embedding.weight", "embedding.weight"), ("cell.weight_ih", "weight_ih_l0"),
+                         ("cell.weight_hh", "weight_hh_l0"), ("cell.bias_ih", "bias_ih_l0"),
+                         ("cell.bias_hh", "bias_hh_l0"), ("out.weight", "out.weight"), ("out.bias", "out.bias")):
+        dict(m.named_parameters())[ours].data[...] = weights[theirs]
+    data = [([np.asarray(examples[i].ids) for i in b], np.array([examples[i].label for i in b])) for b in batches]
+    opt = make_optimizer(m, cfg)
+    with dn.autobatch(strategy=strategy) as ab:
+        loss = m.loss(*data[0])
+        loss0 = loss.item()
+        loss.backward()
+    m.zero_grad()
+    stats = []
+    for sentences, labels in data[:8]:
+        with dn.autobatch(strategy=strategy, profile=True) as ab:
+            m.loss(sentences, labels).backward()
+        stats.append(ab.stats)
+        m.zero_grad()
+    stats = f"per minibatch, mean of {len(stats)}: {autobatch_stats_line(stats)}"
+
+    def run():
+        m.train()
+        for sentences, labels in data:
+            opt.zero_grad()
+            with dn.autobatch(strategy=strategy):
+                loss = m.loss(sentences, labels)
+                loss.backward()
+            opt.step()
+    return run, loss0, f"strategy {strategy}; {stats}"
 
 
 FLOOR = "floor: products only (bucketed)"

@@ -12,7 +12,22 @@ SST training trees, starting from the same weights:
   lookup per batch, per level one gather of the children, one ``Linear``, the
   gate maths, and a slice assignment into the state buffers;
 * ``torch recursive``   -- PyTorch written the way most Tree-LSTM code is: one
-  embedding lookup per sentence, then per node a ``Linear`` and the gates.
+  embedding lookup per sentence, then per node a ``Linear`` and the gates;
+* ``dynnets autobatch agenda`` / ``depth`` -- the recursive per-node code
+  (``mode="recursive"``) run over each minibatch under
+  ``dynnets.autobatch(strategy=...)``; the context's statistics (nodes,
+  batched calls, fallbacks, copy volume, overhead per recorded op) are
+  printed for one training and one evaluation minibatch;
+* ``dynet autobatch 1`` / ``0`` -- DyNet 2.2 (``pip install dynet38``), the
+  same model written per node as DyNet users write it, one graph per
+  minibatch (``dynet_treelstm.py``), in a worker process per setting (DyNet
+  reads its autobatch switch once per process) that runs one pass per
+  request, so it is timed in the same interleaved rounds. The worker gets
+  ``--blas-threads`` as its thread environment; this DyNet build runs on one
+  thread either way (the script prints the workers' CPU / wall time). One
+  Adagrad step is compared with dynnets' before the timing.
+
+Contenders whose library is missing are skipped with a message.
 
 Training time covers forward, backward and the optimizer step of every
 minibatch; evaluation is a forward pass (no graph) over the same trees in
@@ -23,7 +38,9 @@ rotated) in one process, after one untimed warm-up pass each, with the
 objects that exist before the timing frozen out of the garbage collector
 (``gc.freeze``, as ``dynnets.train`` does) for all contenders; the figures are
 medians over ``--repeats`` passes. The first minibatch's loss of every
-contender is printed to show that they compute the same function.
+contender is printed to show that they compute the same function. Every row
+is given as a fraction of the products floor, of ``dynnets level`` and of
+``dynet autobatch 1``.
 
 Floors and reference passes (unless ``--no-floor``; see ``_floors.py``), in
 the same interleaved rounds:
@@ -77,7 +94,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import interleaved, markdown_table, setup  # noqa: E402
+from _common import autobatch_stats_line, interleaved, markdown_table, setup  # noqa: E402
 
 
 def parse():
@@ -94,8 +111,10 @@ def parse():
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--blas-threads", type=int, default=2,
                     help="numpy's OpenBLAS threads, as many as PyTorch's by default (0: OpenBLAS default)")
-    ap.add_argument("--contenders",
-                    default="dynnets level,dynnets recursive,dynnets static,torch level,torch recursive")
+    ap.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS),
+                    help="comma-separated; contenders whose library is missing (dynet, dynnets.autobatch) are "
+                         "skipped with a message")
+    ap.add_argument("--dynet-mem", type=int, default=1024, help="DyNet's memory pool (MB) in its worker processes")
     ap.add_argument("--no-eval", action="store_true")
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the floors and reference passes (see the module docstring)")
@@ -319,23 +338,60 @@ def main():
         m.zero_grad()
     print("# first-minibatch loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
 
+    wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
+    makers = {}
+    if "dynnets static" in wanted:
+        st_train, st_eval, st_first, st_compile = static_treelstm(
+            args, weights, [b.schedule for b in collated["level"][0]], [b.schedule for b in collated["level"][1]])
+        print(f"# dynnets static: first-minibatch loss {st_first:.6f}; a first evaluation pass, compiling a plan per "
+              f"new feed signature, took {st_compile:.2f} s")
+        first["dynnets static"] = st_first
+        makers["dynnets static"] = (st_train, st_eval)
+    makers.update({"dynnets level": (dyn_train("level"), dyn_eval("level")),
+                   "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),
+                   "torch level": (torch_train("level"), torch_eval("level")),
+                   "torch recursive": (torch_train("recursive"), torch_eval("recursive"))})
+    known = {*makers, "dynnets static", *AUTOBATCH_STRATEGIES, *DYNET_SETTINGS}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        sys.exit(f"bench_treelstm: unknown contenders {unknown}; choose from "
+                 f"{sorted(known)}")
+    ab_names = [w for w in wanted if w in AUTOBATCH_STRATEGIES]
+    if ab_names:
+        ab_makers, ab_first, note = autobatch_contenders(ab_names, dyn_model, lambda m: make_optimizer(m, cfg),
+                                                          dyn["recursive"][2], dyn["recursive"][3])
+        makers.update(ab_makers)
+        first.update(ab_first)
+        if note:
+            print(f"# {note}")
+    dy_names = [w for w in wanted if w in DYNET_SETTINGS]
+    workers = []
+    if dy_names:
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="bench_treelstm_dynet_")
+        dy_makers, dy_first, workers, note = dynet_contenders(
+            dy_names, weights, flat, B, args.eval_batch, args.lr, args.seed, env["blas_threads"], args.dynet_mem,
+            tmp)
+        makers.update(dy_makers)
+        first.update(dy_first)
+        if note:
+            print(f"# {note}")
+        if workers:
+            print("# " + dynet_adagrad_check(np, dyn_model, lambda m: make_optimizer(m, cfg), dyn["level"][2][0],
+                                             workers[0], tmp))
+    skipped = [w for w in wanted if w not in makers]
+    wanted = [w for w in wanted if w in makers]
+    if skipped:
+        print(f"# skipped (library missing): {', '.join(skipped)}")
+    if len(first) > 4:
+        ref = first["dynnets level"]
+        print("# first-minibatch loss, all contenders: " + ", ".join(
+            f"{k} {v:.6f} ({(v - ref) / ref:+.1e})" for k, v in first.items()))
     # data and models exist now: keep them out of the garbage collector's full
     # collections during the timing, for every contender alike (dynnets.train
     # does the same while training)
     gc.freeze()
-    wanted = [c.strip() for c in args.contenders.split(",") if c.strip()]
-    st_train, st_eval, st_first, st_compile = static_treelstm(args, weights, [b.schedule for b in collated["level"][0]],
-                                                              [b.schedule for b in collated["level"][1]])
-    print(f"# dynnets static: first-minibatch loss {st_first:.6f}; a first evaluation pass, compiling a plan per "
-          f"new feed signature, took {st_compile:.2f} s")
-    makers = {"dynnets static": (st_train, st_eval),
-              "dynnets level": (dyn_train("level"), dyn_eval("level")),
-              "dynnets recursive": (dyn_train("recursive"), dyn_eval("recursive")),
-              "torch level": (torch_train("level"), torch_eval("level")),
-              "torch recursive": (torch_train("recursive"), torch_eval("recursive"))}
-    unknown = [w for w in wanted if w not in makers]
-    if unknown:
-        sys.exit(f"bench_treelstm: unknown contenders {unknown}; choose from {list(makers)}")
     extra = {"train": {}, "eval": {}}
     if not args.no_floor:
         from _floors import TREE_PIECES, TreeLevelReference
@@ -384,20 +440,38 @@ def main():
 
     lf_tr, lf_ev, rf_ev = med(LEVEL_FLOOR, "train"), med(LEVEL_FLOOR, "eval"), med(REC_FLOOR, "eval")
     rows = []
-    for c in wanted:
+    lv_tr, lv_ev = med("dynnets level", "train"), med("dynnets level", "eval")
+    dy_tr, dy_ev = med("dynet autobatch 1", "train"), med("dynet autobatch 1", "eval")
+
+    def row(c, recursive_floor):
         tr, ev = med(c, "train"), med(c, "eval")
-        rows.append([c, "-" if tr is None else f"{tr:.0f}", frac(tr, lf_tr), "-" if ev is None else f"{ev:.0f}",
-                     frac(ev, lf_ev), frac(ev, rf_ev) if "recursive" in c else "-"])
+        return [c, "-" if tr is None else f"{tr:.0f}", frac(tr, lf_tr), frac(tr, lv_tr), frac(tr, dy_tr),
+                "-" if ev is None else f"{ev:.0f}", frac(ev, lf_ev), frac(ev, rf_ev) if recursive_floor else "-",
+                frac(ev, lv_ev), frac(ev, dy_ev)]
+    for c in wanted:
+        rows.append(row(c, "recursive" in c))
     for c in [LEVEL_FLOOR, *extra["train"], *extra["eval"]]:
         if any(r[0] == c for r in rows):
             continue
-        tr, ev = med(c, "train"), med(c, "eval")
-        rows.append([c, "-" if tr is None else f"{tr:.0f}", frac(tr, lf_tr), "-" if ev is None else f"{ev:.0f}",
-                     frac(ev, lf_ev), frac(ev, rf_ev) if c in (REC_FLOOR, REC_KERNELS) else "-"])
+        rows.append(row(c, c in (REC_FLOOR, REC_KERNELS)))
     print()
-    print(markdown_table(["contender", "train sent/s", "/ level floor", "eval sent/s", "/ level floor",
-                          "/ recursive floor"], rows))
+    print(markdown_table(["contender", "train sent/s", "/ level floor", "/ dynnets level", "/ dynet ab 1",
+                          "eval sent/s", "/ level floor", "/ recursive floor", "/ dynnets level", "/ dynet ab 1"],
+                         rows))
     print()
+    for c in AUTOBATCH_STRATEGIES:
+        for phase, lv, dy in (("train", lv_tr, dy_tr), ("eval", lv_ev, dy_ev)):
+            x = med(c, phase)
+            if x and lv:
+                print(f"{c} / dynnets level ({phase}): {x / lv:.2f}x (target >= 0.8x): "
+                      f"{'met' if x >= 0.8 * lv else 'NOT met'}")
+            if x and dy:
+                print(f"{c} / dynet autobatch 1 ({phase}): {x / dy:.2f}x (target >= 3x): "
+                      f"{'met' if x >= 3 * dy else 'NOT met'}")
+    for phase in ("train", "eval"):
+        x, y = med("dynet autobatch 1", phase), med("dynet autobatch 0", phase)
+        if x and y:
+            print(f"dynet autobatch 1 / dynet autobatch 0 ({phase}): {x / y:.2f}x")
     for a, b_, target in (("dynnets level", "torch level", 1.5), ("dynnets recursive", "torch recursive", 5.0)):
         for phase in ("train", "eval"):
             x, y = med(a, phase), med(b_, phase)
@@ -416,6 +490,10 @@ def main():
               f"{rf_ev / tr_ev:.2f}x torch recursive here")
     if kf and tr_ev:
         print(f"{REC_KERNELS}: {1e6 / kf:.0f} us per sentence, {kf / tr_ev:.2f}x torch recursive")
+    if workers:
+        print(dynet_cpu_note(workers))
+    for w in workers:
+        w.close()
 
 
 def static_treelstm(args, weights, schedules, eval_schedules):
@@ -451,6 +529,11 @@ def static_treelstm(args, weights, schedules, eval_schedules):
     return train, evaluate, first, time.perf_counter() - t0
 
 
+DEFAULT_CONTENDERS = ("dynnets level", "dynnets recursive", "dynnets static", "dynnets autobatch agenda", "dynnets autobatch depth",
+                      "torch level", "torch recursive", "dynet autobatch 1", "dynet autobatch 0")
+STATS_BATCHES = 8
+AUTOBATCH_STRATEGIES = {"dynnets autobatch agenda": "agenda", "dynnets autobatch depth": "depth"}
+DYNET_SETTINGS = {"dynet autobatch 1": 1, "dynet autobatch 0": 0}
 LEVEL_FLOOR = "level floor: products only"
 NO_PRODUCTS = "level ref, all but the products"
 REC_FLOOR = "recursive floor: per-node products"
@@ -493,6 +576,136 @@ def recursive_floors(np, weights, flat, E, H, seed):
             for _ in range(n_int):
                 node_k(s_l, s_r, U, b_int, s_buf, acts5, hcat)
     return floor, kernels_floor
+
+# --------------------------------------------------------------------------
+# dynnets autobatch and DyNet contenders (self-contained: each returns its
+# contenders' (train, eval) callables and first-minibatch losses)
+# --------------------------------------------------------------------------
+
+
+def autobatch_contenders(names, make_model, optimizer_for, train_examples, eval_examples):
+    """dynnets autobatch rows: the recursive per-node model code
+    (``TreeLSTM(mode="recursive")``) run over each minibatch under
+    ``dynnets.autobatch(strategy=...)``, one model and optimizer per scheduler
+    from the same initial weights. Prints the context's statistics for one
+    training and one evaluation minibatch.
+
+    Returns (makers, first-minibatch losses, a note or None)."""
+    import dynnets as dn
+
+    if not hasattr(dn, "autobatch"):
+        return {}, {}, "dynnets.autobatch is not on this branch: autobatch rows skipped"
+    makers, first = {}, {}
+    for name in names:
+        strategy = AUTOBATCH_STRATEGIES[name]
+        m = make_model("recursive")
+        opt = optimizer_for(m)
+        train_b = [m.collate(b) for b in train_examples]
+        eval_b = [m.collate(b) for b in eval_examples]
+        with dn.autobatch(strategy=strategy) as ab:
+            loss = m.loss(train_b[0])
+            first[name] = loss.item()
+            loss.backward()
+        m.zero_grad()
+        # statistics with the recording timed too (profile=True), caches warm, summed over STATS_BATCHES minibatches
+        tr, ev = [], []
+        for batch in train_b[:STATS_BATCHES]:
+            with dn.autobatch(strategy=strategy, profile=True) as ab:
+                m.loss(batch).backward()
+            tr.append(ab.stats)
+            m.zero_grad()
+        for batch in eval_b[:STATS_BATCHES]:
+            with dn.autobatch(strategy=strategy, profile=True) as ab:
+                m.predict_proba(batch)
+            ev.append(ab.stats)
+        print(f"# {name}, training (forward + backward), per minibatch, mean of {len(tr)}: "
+              f"{autobatch_stats_line(tr)}")
+        print(f"# {name}, evaluation, per minibatch, mean of {len(ev)}: {autobatch_stats_line(ev)}")
+        makers[name] = _autobatch_runs(dn, m, opt, train_b, eval_b, strategy)
+    return makers, first, None
+
+
+def _autobatch_runs(dn, m, opt, train_b, eval_b, strategy):
+    def train():
+        m.train()
+        for batch in train_b:
+            opt.zero_grad()
+            with dn.autobatch(strategy=strategy):
+                loss = m.loss(batch)
+                loss.backward()
+            opt.step()
+
+    def evaluate():
+        for batch in eval_b:
+            with dn.autobatch(strategy=strategy):
+                m.predict_proba(batch)
+    return train, evaluate
+
+
+def dynet_contenders(names, weights, examples, batch_size, eval_batch, lr, seed, threads, mem, tmp):
+    """DyNet 2.2 rows: one worker process per autobatch setting
+    (``dynet_treelstm.py``), the same weights and trees.
+
+    Returns (makers, first-minibatch losses, the workers, a note or None)."""
+    import importlib.util
+
+    if importlib.util.find_spec("dynet") is None:
+        return {}, {}, [], "dynet is not installed (pip install dynet38): DyNet rows skipped"
+    from dynet_treelstm import DynetWorker, export
+
+    npz = Path(tmp) / "dynet_treelstm.npz"
+    export(npz, weights, examples, batch_size, eval_batch, lr)
+    makers, first, workers = {}, {}, []
+    for name in names:
+        w = DynetWorker(npz, DYNET_SETTINGS[name], threads=threads, seed=seed, mem=mem)
+        workers.append(w)
+        first[name] = w.info["loss0"]
+        makers[name] = (w.runner("train"), w.runner("eval"))
+        print(f"# {name}: DyNet {w.info['version']}, worker threads env {w.info['threads_env']}, gradient "
+              f"clipping {w.info['clip_threshold'] or 'off'}")
+    return makers, first, workers, None
+
+
+def dynet_cpu_note(workers):
+    """Each DyNet worker's CPU time / wall time over its timed passes (1.0 = one busy thread)."""
+    parts = []
+    for w in workers:
+        for cmd in ("train", "eval"):
+            h = [r for c, r in w.history if c == cmd]
+            if h:
+                parts.append(f"autobatch {w.autobatch} {cmd} "
+                             f"{sum(r['cpu_seconds'] for r in h) / sum(r['seconds'] for r in h):.2f}")
+    return "DyNet worker CPU time / wall time: " + ", ".join(parts)
+
+
+def dynet_adagrad_check(np, make_model, optimizer_for, first_batch, worker, tmp):
+    """One Adagrad step from the same weights in dynnets and DyNet: the
+    parameters agree except where the gradient is float32 noise (Adagrad's
+    first step moves every element by lr * sign(g), so a gradient of 1e-9
+    steps as far as a large one, in a direction rounding decides)."""
+    m = make_model("level")
+    opt = optimizer_for(m)
+    opt.zero_grad()
+    loss = m.loss(m.collate(first_batch))
+    loss.backward()
+    grads = {n: np.asarray(p.grad) for n, p in m.named_parameters()}
+    opt.step()
+    path = Path(tmp) / "dynet_step1.npz"
+    worker.call(f"steps 1 {path}")
+    d = np.load(path)
+    n_diff = n_all = 0
+    g_max = 0.0
+    for k in d.files:
+        ours = np.asarray(m.state_dict()[k])
+        off = np.abs(d[k] - ours) > 1e-5
+        n_diff += int(off.sum())
+        n_all += off.size
+        if off.any():
+            g_max = max(g_max, float(np.abs(grads[k][off]).max()))
+    return (f"Adagrad, one step from the same weights: {n_diff} of {n_all} parameters differ between dynnets and "
+            f"DyNet by > 1e-5, all with |gradient| <= {g_max:.1e} (float32 noise; Adagrad's first step is "
+            f"lr * sign(g)); the rest agree")
+
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,7 @@ from . import numba_cache as _numba_cache
 
 _numba_cache.install()      # before any kernel is compiled or loaded: see dynnets/numba_cache.py
 
-from .autograd import (AnomalyError, GradcheckError, Parameter, ShapeError, Tensor, detect_anomaly,
+from .autograd import (AnomalyError, LazyTensor, autobatch, GradcheckError, Parameter, ShapeError, Tensor, detect_anomaly,
                        enable_grad, gradcheck, is_grad_enabled, no_grad)
 from .autograd.ops import *  # noqa: F401,F403
 from .autograd.ops import __all__ as _ops_all
@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 __all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError", "no_grad", "enable_grad",
            "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", "manual_seed", "seed", "initial_seed",
            "default_generator", "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn",
-           "uniform", "arange", *_ops_all]
+           "uniform", "arange", "autobatch", "LazyTensor", *_ops_all]
 
 
 def __getattr__(name):

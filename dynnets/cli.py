@@ -157,7 +157,8 @@ def build_parser():
     g.add_argument("--hidden", type=_positive_int, help="hidden state width (default 150)")
     g.add_argument("--dropout", type=_probability, help="dropout before the classifier (default 0)")
     g.add_argument("--embed-dropout", type=_probability, help="dropout on word vectors (default 0)")
-    g.add_argument("--mode", choices=("level", "recursive"), help="tree models: execution (default level)")
+    g.add_argument("--mode", choices=("level", "recursive", "autobatch"),
+                   help="tree models: execution (default level; autobatch: the recursive code under dn.autobatch)")
     g.add_argument("--classify", choices=("all", "root"), help="tree models: nodes in the loss (default all)")
     g.add_argument("--max-len", type=_max_len, help="padded-lstm: unrolled steps (default 50)")
     g.add_argument("--dtype", choices=("float32", "float64"), help="eager models: parameter dtype (default float32)")

@@ -128,6 +128,17 @@ def test_train_is_deterministic(tree_run, tmp_path):
     assert a["test"] == b["test"] and a["dev"] == b["dev"]
 
 
+def test_train_mode_autobatch_matches_level(tree_run, tmp_path):
+    """--mode autobatch trains the same model (the recursive code under
+    dn.autobatch) to the same metrics as the default level mode."""
+    assert main(["train", "--model", "treelstm", "--mode", "autobatch", "--out", str(tmp_path), "--seed", "3"]
+                + TINY) == 0
+    a = json.loads((tree_run / "metrics.json").read_text())
+    b = json.loads((tmp_path / "metrics.json").read_text())
+    assert b["config"]["mode"] == "autobatch"
+    assert a["test"]["root_fine"] == b["test"]["root_fine"] and a["dev"]["all_nodes"] == b["dev"]["all_nodes"]
+
+
 def test_eval_prints_the_metrics_table(tree_run, capsys):
     code, out, err = run(["eval", "--checkpoint", str(tree_run / "best.npz")], capsys)
     assert code == 0, err

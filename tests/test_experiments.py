@@ -77,7 +77,7 @@ def test_graph_overhead_script_tiny(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
-                                  "sst_accuracy.py", "sweep.py"])
+                                  "sst_accuracy.py", "sweep.py", "execution_strategies.py"])
 def test_script_help(name, monkeypatch, capsys):
     import runpy
     monkeypatch.syspath_prepend(str(SCRIPTS))
@@ -92,7 +92,7 @@ def test_script_help(name, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("name", ["compare_padded_vs_dynamic.py", "train_tree_rnn.py", "graph_overhead.py",
-                                  "sst_accuracy.py"])
+                                  "sst_accuracy.py", "execution_strategies.py"])
 def test_script_seed_must_be_non_negative(name, tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPTS / name), "--seed", "-1"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=60)
@@ -166,3 +166,54 @@ def test_plots_skipped_with_a_note_without_matplotlib(tmp_path, monkeypatch, cap
     assert not list(tmp_path.glob("*.png"))
     assert "matplotlib is not installed" in capsys.readouterr().err
     assert sorted(Path(f).name for f in res["files"]) == ["results.json", "results.md"]
+
+
+def test_execution_strategies_tiny(tmp_path):
+    """Every dynnets strategy on the package's sample trees: the same first
+    loss, positive speeds, code lines counted, the table and the bar chart."""
+    out = tmp_path / "es"
+    data = ROOT / "dynnets" / "data" / "samples"
+    names = "dynnets recursive,dynnets level"
+    script("execution_strategies.py", "--data", str(data), "--out", str(out), "--trees", "12", "--batch-size", "4",
+           "--eval-batch", "4", "--embed", "8", "--hidden", "4", "--repeats", "1", "--strategies", names,
+           timeout=120)
+    res = json.loads((out / "results.json").read_text())
+    rows = {r["strategy"]: r for r in res["rows"]}
+    assert list(rows) == names.split(",")
+    assert rows["dynnets recursive"]["first_loss"] == pytest.approx(rows["dynnets level"]["first_loss"], rel=1e-5)
+    for r in rows.values():
+        assert r["train_sent_per_s"] > 0 and r["eval_sent_per_s"] > 0 and 5 <= r["code_lines"] <= 40
+    assert "| dynnets level |" in (out / "results.md").read_text()
+    assert (out / "execution_strategies.svg").read_text().count('class="bar"') == 4
+
+
+def test_execution_strategies_code_lines():
+    import runpy
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        mod = runpy.run_path(str(SCRIPTS / "execution_strategies.py"))
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    src = (
+        "class M:\n"
+        "    def f(self, xs, ab=None):\n"
+        "        \"\"\"A docstring\n"
+        "        of two lines.\"\"\"\n"
+        "        out = []\n"
+        "\n"
+        "        # a comment\n"
+        "        for x in xs:\n"
+        "            if ab is not None:\n"
+        "                ab.tag = x\n"
+        "            out.append(x)\n"
+        "        return out\n"
+        "\n"
+        "    def g(self):\n"
+        "        return 1\n")
+    assert mod["count_code_lines"](src, "M.f") == 5          # def, out = [], for, append, return
+    assert mod["count_code_lines"](src, "M.g") == 2
+    with pytest.raises(LookupError, match="M.nope not found"):
+        mod["count_code_lines"](src, "M.nope")
+    for files, _ in mod["CODE"].values():      # every counted function exists
+        for f, q in files:
+            assert mod["code_lines"](f, q) > 2

@@ -1,5 +1,6 @@
 """Define-by-run autograd on numpy, with hot kernels jitted by Numba."""
 from . import ops
+from .autobatching import LazyTensor, autobatch
 from .engine import AnomalyError, backward, bind, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck
 from .primitives import PRIMITIVES, Primitive, RowSparse, ShapeError, defprim
@@ -7,4 +8,4 @@ from .tensor import Parameter, Tensor
 
 __all__ = ["ops", "Tensor", "Parameter", "bind", "backward", "no_grad", "enable_grad", "is_grad_enabled",
            "detect_anomaly", "AnomalyError", "gradcheck", "GradcheckError", "PRIMITIVES", "Primitive",
-           "RowSparse", "ShapeError", "defprim"]
+           "RowSparse", "ShapeError", "defprim", "autobatch", "LazyTensor"]

@@ -25,7 +25,7 @@ from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
 
 __all__ = [
-    "Tensor", "Parameter", "Node", "bind", "backward", "no_grad", "enable_grad",
+    "Node", "bind", "backward", "no_grad", "enable_grad",
     "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
     "accumulate_grad",
 ]
@@ -37,6 +37,7 @@ class _Mode:
     grad_enabled = True
     anomaly = False
     symbolic = None          # set by dynnets.static: handles symbolic arguments
+    batch = None             # the active dynnets.autobatch context: bind records lazily
     captured = frozenset()   # ids of the Parameters a trace reads live (capture_parameters)
 
 
@@ -148,14 +149,16 @@ _KEYED_ARGS = 16
 
 
 def _check_miss(prim, key, arrays, attrs):
-    """Run the shape rule for a signature not seen yet and remember it;
-    ``key`` None: the signature is not hashable, check without caching."""
-    check_shapes(prim, arrays, attrs)
+    """Run the shape rule for a signature not seen yet and remember its result
+    (the output avals, which lazy recording under autobatch reads); ``key``
+    None: the signature is not hashable, check without caching."""
+    res = check_shapes(prim, arrays, attrs)
     if key is not None:
         checked = prim.checked
         if len(checked) >= _CHECKED_MAX:
             checked.clear()
-        checked[key] = True
+        checked[key] = res
+    return res
 
 
 def _check(prim, sig, arrays, attrs):
@@ -199,6 +202,22 @@ def register_tensor_types(tensor, parameter):
     Tensor = _TENSOR = tensor
     Parameter = _PARAM = parameter
     _TP = frozenset({tensor, parameter})
+# the lazy tensor class of dynnets.autograd.autobatching (register_lazy_type):
+# eager ops on a forced lazy tensor use its view on the tape
+_LAZY = [None]
+
+
+def register_lazy_type(cls):
+    """The hook by which :mod:`dynnets.autograd.autobatching` hands the engine
+    its lazy tensor class (a Tensor subclass): an eager op on a lazy tensor
+    after its context ran reads the tensor's view on the tape."""
+    _LAZY[0] = cls
+
+
+# The explicit contexts' state (grad mode, anomaly, the symbolic handler, the
+# active autobatch context), for the autobatch context, which switches them
+# around the batched calls it makes.
+STATE = _Mode
 
 
 @contextlib.contextmanager
@@ -228,8 +247,11 @@ def bind(prim, *args, **attrs):
 
     Returns a Tensor (a tuple of Tensors for multiple-result primitives). When
     an argument is a symbolic static-graph value, the static handler builds a
-    graph node instead. The inputs are checked first (see above).
+    graph node instead. The inputs are checked first (see above). Inside
+    :func:`dynnets.autobatch` the application is recorded lazily instead.
     """
+    if _Mode.batch is not None:
+        return _Mode.batch.record(prim, args, attrs)
     # Fast paths for one and two arguments (most ops): unrolled, without the
     # per-argument list building of the general path (measured ~0.5 us/op).
     n = len(args)
@@ -363,6 +385,8 @@ def _bind_general(prim, args, attrs):
         elif isinstance(a, Tensor):        # other Tensor subclasses, and Parameters a trace captures
             if id(a) in _Mode.captured:
                 return _Mode.symbolic(prim, args, attrs)
+            if tp is _LAZY[0]:
+                a = a._eager()             # a forced lazy tensor, on the tape
             d = a.data
             push(d)
             kpush(d.shape)
@@ -400,6 +424,8 @@ def _bind_many(prim, args, attrs):
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
                                              and not getattr(a, "_is_symbolic", False)
                                              and id(a) not in _Mode.captured):
+            if tp is _LAZY[0]:
+                a = a._eager()
             push(a.data)
             if a.requires_grad:
                 rg = True
@@ -495,6 +521,7 @@ def _check_finite(prim, out, where, which=None):
 
 
 _add = _gt.add
+_add_inner = _gt.add_inner
 _dense = _gt.densify
 _is_lazy = _gt.is_lazy
 _is_outer_sum = _gt.is_outer_sum
@@ -627,9 +654,9 @@ def backward(root, gradient=None, retain_graph=False):
                         pn.g = pg = [None] * len(pn.out)
                     k = p._idx
                     old = pg[k]
-                    pg[k] = gi if old is None else _add(old, gi)
+                    pg[k] = gi if old is None else _add_inner(old, gi)
                 else:
-                    pn.g = gi if pg is None else _add(pg, gi)
+                    pn.g = gi if pg is None else _add_inner(pg, gi)
     except BaseException:
         # no stale gradients left on pending nodes (a retained graph stays usable)
         for _, n in heap:

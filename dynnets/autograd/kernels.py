@@ -419,7 +419,7 @@ def softmax_fwd(x):
 
 @njit(cache=True, fastmath=False, nogil=True)
 def log_softmax_fwd(x):
-    """Log-softmax over the last axis, ``y = x - m - log Σ exp(x - m)`` with
+    """Log-softmax over the last axis, ``y = (x - m) - log Σ exp(x - m)`` with
     ``m`` the row max (no overflow).
 
     Parameters
@@ -440,9 +440,11 @@ def log_softmax_fwd(x):
         s = 0.0
         for j in range(C):
             s += np.exp(x[n, j] - m)
-        lse = m + np.log(s)
+        # (x - m) - log(s), not x - (m + log(s)): m + log(s) rounds to m once
+        # |m| dwarfs log(s) (logits of 1e17 gave 0 instead of -log(3))
+        ls = np.log(s)
         for j in range(C):
-            y[n, j] = x[n, j] - lse
+            y[n, j] = (x[n, j] - m) - ls
     return y
 
 

@@ -317,9 +317,11 @@ def matmul(x, w):
     return bind(P.matmul_p, x, w)
 
 
-def linear(x, weight, bias):
-    """``x @ weight.T + bias`` (weight is (out_features, in_features), as PyTorch)."""
-    return bind(P.linear_p, x, weight, bias)
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias`` (weight is (out_features, in_features), as PyTorch);
+    ``bias=None`` is ``x @ weight.T``."""
+    # a Python 0 for no bias: the one fused primitive, and (a weak scalar) it promotes nothing
+    return bind(P.linear_p, x, weight, 0 if bias is None else bias)
 
 
 # --- softmax, losses, embedding, dropout ----------------------------------------

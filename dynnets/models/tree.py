@@ -18,9 +18,16 @@ are the same):
 ``"level"``
     level-batched: all nodes of a minibatch at the same height in one fused
     kernel call per level, from the :class:`~dynnets.data.batching.TreeBatch`
-    schedule.
+    schedule;
+``"autobatch"``
+    the recursive code run under :func:`dynnets.autobatch`: recorded lazily,
+    nodes of the same signature across the minibatch run as one call (the
+    scheduler is ``model.autobatch_strategy``, "agenda" or "depth"; the last
+    forward's context, with its stats and schedule, is ``model.last_autobatch``).
+    Every leaf is computed (level mode computes a leaf once per distinct word
+    when no dropout applies).
 
-Both give the same loss and gradients (tests/models/test_tree.py). A softmax
+All give the same loss and gradients (tests/models/test_tree.py). A softmax
 classifier reads every node (``classify="all"``, as SST is trained on all
 node labels) or only the roots (``classify="root"``); the loss is the sum of
 the classified nodes' cross-entropies divided by the number of trees.
@@ -45,6 +52,7 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
+from ..autograd.autobatching import autobatch
 from ..data.vocab import UNK_ID
 from ..data.batching import TreeBatch
 from ..autograd.ops import (childsum_levels, split_rows, tree_lstm_leaf_node, tree_lstm_levels, tree_lstm_node,
@@ -55,7 +63,7 @@ from .registry import register
 
 __all__ = ["TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM"]
 
-MODES = ("recursive", "level")
+MODES = ("recursive", "level", "autobatch")
 
 
 class TreeModel(ModelBase, nn.Module):
@@ -67,7 +75,7 @@ class TreeModel(ModelBase, nn.Module):
     embed_dim : int, default 300
     hidden : int, default 150
     num_classes : int, default 5
-    mode : {"level", "recursive"}
+    mode : {"level", "recursive", "autobatch"}
     classify : {"all", "root"}
     dropout : float
         Dropout on node states before the classifier.
@@ -97,6 +105,9 @@ class TreeModel(ModelBase, nn.Module):
 
     is_tree = True
     needs_binary = True
+    autobatch_strategy = "agenda"
+    autobatch_profile = False
+    last_autobatch = None
     example_type = TreeExample
     batch_type = TreeMiniBatch
 
@@ -178,6 +189,11 @@ class TreeModel(ModelBase, nn.Module):
         if self.mode == "level":
             s = batch.schedule
             return self._level(s), s.labels, s.root_index
+        if self.mode == "autobatch":
+            with autobatch(self.autobatch_strategy, profile=self.autobatch_profile) as ab:
+                h = self._recursive(batch.examples, ab)
+            self.last_autobatch = ab
+            return h, batch.postorder_labels, batch.postorder_roots
         return self._recursive(batch.examples), batch.postorder_labels, batch.postorder_roots
 
     def logits_and_labels(self, batch, which="loss", vocab=None):
@@ -306,20 +322,28 @@ class TreeLSTM(TreeModel):
         h, _ = tree_lstm_levels(s0[:, :H], s0[:, H:], self.U, self.b, s.left, s.right, s.level_offsets)
         return h
 
-    def _recursive(self, examples):
+    def _recursive(self, examples, ab=None):
         U, b, w_leaf, b_leaf = self.U, self.b, self.w_leaf, self.b_leaf
         states = []
-        for e in examples:
+        for k, e in enumerate(examples):
+            if ab is not None:
+                ab.tag = (k, None)
             xs = split_rows(self._embed(e.leaf_ids))
             mine = [None] * len(e.children)
             # the leaves first, then the internal nodes in postorder: the leaf
             # weights (E x 3H) and U (2H x 5H) do not fit in L2 together, and
             # alternating them made each per-node product 18% slower (measured)
             for i, x in zip(e.leaves, xs):
+                if ab is not None:
+                    ab.tag = (k, i)
                 mine[i] = tree_lstm_leaf_node(x, w_leaf, b_leaf)
             for i, (l, r) in e.internal:
+                if ab is not None:
+                    ab.tag = (k, i)
                 mine[i] = tree_lstm_node(mine[l], mine[r], U, b)
             states.extend(mine)
+        if ab is not None:
+            ab.tag = None
         return ops.concat(states, axis=0)[:, :self.hidden]
 
 
@@ -343,17 +367,25 @@ class TreeRNN(TreeModel):
         h0 = self._leaf_level(s.leaf_word_ids, lambda x: ops.tanh(ops.matmul(x, self.w_leaf) + self.b_leaf))
         return tree_rnn_levels(h0, self.W, self.b, s.left, s.right, s.level_offsets)
 
-    def _recursive(self, examples):
+    def _recursive(self, examples, ab=None):
         W, b, w_leaf, b_leaf = self.W, self.b, self.w_leaf, self.b_leaf
         states = []
-        for e in examples:
+        for k, e in enumerate(examples):
+            if ab is not None:
+                ab.tag = (k, None)
             xs = split_rows(self._embed(e.leaf_ids))
             mine = [None] * len(e.children)
             for i, x in zip(e.leaves, xs):
+                if ab is not None:
+                    ab.tag = (k, i)
                 mine[i] = ops.tanh(x @ w_leaf + b_leaf)
             for i, (l, r) in e.internal:
+                if ab is not None:
+                    ab.tag = (k, i)
                 mine[i] = ops.tanh(ops.concat([mine[l], mine[r]], axis=1) @ W + b)
             states.extend(mine)
+        if ab is not None:
+            ab.tag = None
         return ops.concat(states, axis=0)
 
 
@@ -398,14 +430,22 @@ class ChildSumTreeLSTM(TreeModel):
         c = i * u + ops.sum(f * ck, axis=0, keepdims=True)
         return ops.concat([o * ops.tanh(c), c], axis=1)
 
-    def _recursive(self, examples):
+    def _recursive(self, examples, ab=None):
         states = []
-        for e in examples:
+        for k, e in enumerate(examples):
+            if ab is not None:
+                ab.tag = (k, None)
             xs = split_rows(self._embed(e.leaf_ids))
             mine = [None] * len(e.children)
             for i, x in zip(e.leaves, xs):
+                if ab is not None:
+                    ab.tag = (k, i)
                 mine[i] = tree_lstm_leaf_node(x, self.w_iou, self.b_iou)
             for i, kids in e.internal:
+                if ab is not None:
+                    ab.tag = (k, i)
                 mine[i] = self._node([mine[j] for j in kids])
             states.extend(mine)
+        if ab is not None:
+            ab.tag = None
         return ops.concat(states, axis=0)[:, :self.hidden]

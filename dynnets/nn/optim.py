@@ -157,6 +157,13 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
+            for p in group["params"]:
+                if not p.data.flags.writeable:
+                    raise RuntimeError(
+                        f"{type(self).__name__}.step: a parameter of shape {p.data.shape} is read-only: a pending "
+                        f"autobatch op reads it (the update would change its input); run the pending ops first "
+                        f"(backward(), .data, or leave the dn.autobatch context)")
+        for group in self.param_groups:
             self._step_group(group)
         return loss
 

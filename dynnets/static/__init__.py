@@ -18,8 +18,10 @@ works on symbolic values; the TF1 names below are thin aliases. See
 (the compile pipeline), :mod:`.lower` (a program to a plan of instructions),
 :mod:`.execute` (the two executors of a plan), :mod:`.control_flow`
 (``while_loop``, ``cond``, ``TensorArray``), :mod:`.backward` (symbolic
-gradients), :mod:`.train` (optimizers) and :mod:`.trace` (from eager code to
-a graph).
+gradients), :mod:`.train` (optimizers), :mod:`.trace` (from eager code to
+a graph), :mod:`.saver` (``train.Saver``: checkpoints), :mod:`.export`
+(graphs as files without the code that built them) and :mod:`.graph_util`
+(freezing).
 
 Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
 marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
@@ -38,10 +40,12 @@ from ..autograd import tensor as _tensor
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, ShapeError, dtype_of
-from . import nn, passes, train
+from . import graph_util, nn, passes, train
 from .array_ops import fill, range, sequence_mask, shape
 from .backward import gradients
 from .control_flow import TensorArray, cond, while_loop
+from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
+from .saver import CheckpointMismatchError
 from .graph import (FeedError, Graph, GraphError, Operation, OpError, StaticPrimitive, UninitializedVariableError,
                     Value, Variable, constant, get_default_graph, global_variables,
                     global_variables_initializer, group, placeholder, reset_default_graph, trainable_variables,
@@ -60,7 +64,8 @@ __all__ = [
     "Graph", "Session", "Value", "Variable", "Operation", "placeholder", "constant", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "variables_initializer", "global_variables",
     "trainable_variables", "group", "gradients", "while_loop", "cond", "TensorArray", "trace", "TracedFunction",
-    "nn", "train", "passes",
+    "nn", "train", "passes", "graph_util", "import_graph_def", "GraphDef", "GraphFormatError", "ExportError",
+    "CheckpointMismatchError",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
@@ -207,17 +212,17 @@ def _fill_like(x, value):
     return np.full(np.shape(x), value, dtype=np.result_type(x))
 
 
-_fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tuple(x.shape), dtype_of(x)))
+fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tuple(x.shape), dtype_of(x)))
 
 
 def zeros_like(x, name=None):
     """Zeros of ``x``'s shape and dtype (no gradient flows through)."""
     if not isinstance(x, Value):
         return _tensor.zeros_like(x)
-    return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
+    return _named(x.graph._append(fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
 
 
 def ones_like(x, name=None):
     if not isinstance(x, Value):
         return _tensor.ones_like(x)
-    return _named(x.graph._append(_fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)
+    return _named(x.graph._append(fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)

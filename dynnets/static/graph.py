@@ -511,6 +511,9 @@ class Graph:
     def get_collection(self, name):
         return list(self._collections.get(name, ()))
 
+    def get_all_collection_keys(self):
+        return list(self._collections)
+
     # --- derived graphs (the compiler's) ------------------------------------------
     def derive(self, eqns, outputs=None, avals=None):
         """A derived graph with other equations (same value ids)."""

@@ -22,6 +22,10 @@ the eager optimizers; otherwise they are densified first.
 Slot variables (accumulators, moments, Adam's step) are Variables of the
 graph created by ``minimize``/``apply_gradients``, so, as in TF1, create the
 train op before ``global_variables_initializer()``.
+
+The rest of ``tf.train`` lives beside: ``Saver``, ``latest_checkpoint``,
+``get_checkpoint_state``, ``import_meta_graph`` (:mod:`.saver`),
+``write_graph``, ``export_meta_graph`` (:mod:`.export`).
 """
 from __future__ import annotations
 
@@ -32,9 +36,12 @@ import numpy as np
 from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import sparse_gradients
+from .export import export_meta_graph, register_optimizer, write_graph
 from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
+from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
 
-__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer"]
+__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "Saver", "latest_checkpoint",
+           "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph"]
 
 
 def _apply_impl(S, *args, opt, vars, slots, n):
@@ -217,3 +224,10 @@ class AdamOptimizer(Optimizer):
             sl = self._slots[v]
             adam_update(S[v.index], S[sl["m"].index], S[sl["v"].index], g, b1, b2, step_size, sqrt_bc2, eps, wd,
                         self.lazy)
+
+
+
+# what a graph file stores of each optimizer: its constructor's arguments
+register_optimizer(GradientDescentOptimizer, ("learning_rate", "weight_decay", "name"))
+register_optimizer(AdagradOptimizer, ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", "name"))
+register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "name"))

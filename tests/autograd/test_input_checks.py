@@ -233,6 +233,46 @@ def test_linear_one_dim_x_with_row_bias_agrees_with_its_rule():
     assert x.grad.shape == (3,) and b.grad.shape == (1, 2)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_without_bias(dtype):
+    """As torch.nn.functional.linear(x, w) / bias=None: x @ w.T, in x's dtype,
+    eager and static."""
+    import dynnets.static as ds
+    rng = np.random.default_rng(0)
+    x, w, g = (rng.standard_normal(s).astype(dtype) for s in ((5, 3), (2, 3), (5, 2)))
+    tx, tw = dn.Tensor(x, requires_grad=True), dn.Tensor(w, requires_grad=True)
+    for out in (ops.linear(tx, tw), ops.linear(tx, tw, None)):
+        assert out.dtype == dtype
+        np.testing.assert_allclose(out.data, x @ w.T, rtol=1e-6)
+    (ops.linear(tx, tw) * g).sum().backward()
+    np.testing.assert_allclose(tx.grad.data, g @ w, rtol=1e-6)
+    np.testing.assert_allclose(tw.grad.data, g.T @ x, rtol=1e-6)
+    graph = ds.Graph()
+    with graph.as_default():
+        px, pw = ds.placeholder((None, 3), dtype), ds.placeholder((2, 3), dtype)
+        y = ops.linear(px, pw)
+        assert y.shape == (None, 2) and y.dtype == dtype
+        with ds.Session(graph) as sess:
+            np.testing.assert_allclose(sess.run(y, {px: x[0:1], pw: w}), x[0:1] @ w.T, rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_gradients_at_nan_as_pytorch():
+    """PyTorch's conventions where an input is NaN: relu passes the gradient
+    (threshold_backward zeroes only x <= 0), and maximum/minimum give the
+    whole gradient to both inputs (ties still split it)."""
+    nan = np.nan
+    x = t64(np.array([nan, 1.0, -1.0, 0.0]), rg=True)
+    ops.sum(ops.relu(x)).backward()
+    np.testing.assert_array_equal(x.grad.data, [1.0, 1.0, 0.0, 0.0])
+    for op, a_wins in ((ops.maximum, [1.0, 1.0, 1.0, 0.5, 1.0]), (ops.minimum, [1.0, 1.0, 0.0, 0.5, 1.0])):
+        a = t64(np.array([1.0, nan, 2.0, 2.0, nan]), rg=True)
+        b = t64(np.array([nan, 2.0, 1.0, 2.0, nan]), rg=True)
+        ops.sum(op(a, b)).backward()
+        np.testing.assert_array_equal(a.grad.data, a_wins)
+        np.testing.assert_array_equal(b.grad.data, [1.0, 1.0, 1.0 - a_wins[2], 0.5, 1.0])
+
+
 def test_mixed_dtype_gradients_take_each_inputs_dtype():
     """A gradient has its input's dtype on every edge, as in PyTorch: the
     gradient reaching the float32 ``h`` is rounded to float32 before the

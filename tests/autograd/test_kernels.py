@@ -214,6 +214,16 @@ def test_softmax_cross_entropy_masked_row_is_zero():
     assert np.all(d[0] == 0.0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_log_softmax_fwd_far_from_zero(dtype):
+    # m + log(sum) rounds to the row max m once |m| dwarfs log(sum): the result
+    # must be (x - m) - log(sum), exact for equal logits however large
+    x = np.array([[1e17, 1e17, 1e17], [-1e17, -1e17, -1e17], [1e6, 1e6, 1e6 - 1.0]], dtype=dtype)
+    got = kernels.log_softmax_fwd(x)
+    np.testing.assert_array_equal(got[:2], np.full((2, 3), -np.log(3.0), dtype=dtype))
+    np.testing.assert_allclose(got, reference.log_softmax_fwd(x), rtol=1e-6 if dtype == np.float32 else 1e-14)
+
+
 def test_embedding_bwd_over_unique_ids():
     # The caller's contract: scatter over np.unique's inverse, then the rows of
     # the full gradient at the unique ids are the row-sparse result.

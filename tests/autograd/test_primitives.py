@@ -348,7 +348,20 @@ def _split_rows(rng):
     return [Case("rows", r(3, 4)), Case("3d", r(2, 1, 3))]
 
 
+def _segment_sum(rng):
+    r = _r(rng)
+    return [Case("segments", r(5, 3), np.array([0, 2, 3])), Case("1d", r(4), np.array([0, 1])),
+            Case("one", r(2, 2), np.array([0]))]
+
+
+def _gather_rows(rng):
+    r = _r(rng)
+    return [Case("two-sources", np.array([1, 0, 1, 0, 0]), np.array([2, 0, 0, 0, 1]), r(2, 3), r(3, 3)),
+            Case("repeats-3d", np.array([0, 0, 0]), np.array([1, 1, 0]), r(2, 2, 2))]
+
+
 SAMPLES = {
+    "segment_sum": _segment_sum, "gather_rows": _gather_rows,
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div", pos_y=True),
     "pow": _pow, "maximum": _maxmin, "minimum": _maxmin,
     "neg": _unary("normal"), "exp": _unary("normal"), "log": _unary("pos"), "tanh": _unary("normal"),
@@ -528,6 +541,10 @@ def _z(*shape, dtype=np.float64):
 _I = np.array([0, 1])
 # name -> list of (args, attrs, message fragment); checked through the rule and through eager bind
 BAD = {
+    "segment_sum": [((_z(), np.array([0])), {}, "segment_sum: x must have at least one dimension"),
+                    ((_z(3), _z(2)), {}, "segment_sum: starts must be a 1-D integer array")],
+    "gather_rows": [((np.array([0]), np.array([0]), _z(2, 3), _z(2, 4)), {},
+                     "gather_rows: source 1.shape=(2, 4) does not have the trailing shape (3,) of source 0")],
     **{n: [((_z(2, 3), _z(4, 3)), {}, f"{n}: shapes cannot be broadcast together: x.shape=(2, 3), y.shape=(4, 3)")]
        for n in ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")},
     "argmax": [((_z(2, 3),), {"axis": 2}, "argmax: axis 2 is out of range for an input with 2 dimensions")],

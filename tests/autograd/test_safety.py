@@ -452,7 +452,27 @@ def _split_rows(g):
     return g.spoil([g.arr((g.dim(0, 4),) + tuple(g.dim(0, 2) for _ in range(g.dim(0, 2))), g.fdt())]), {}
 
 
+def _segment_sum(g):
+    n = g.dim(0, 4)
+    x = g.arr((n,) + tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))), g.fdt())
+    starts = np.unique(g.index((g.dim(1, 3),), 0, n + 1))
+    if g.flag(0.7):
+        starts[0] = 0
+    return g.spoil([x, starts], index_args=(1,)), {}
+
+
+def _gather_rows(g):
+    trail = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    dt = g.fdt()
+    srcs = [g.arr((g.dim(1, 4),) + trail, dt) for _ in range(g.dim(1, 3))]
+    R = g.dim(0, 4)
+    which = g.index((R,), 0 if g.flag(0.8) else -1, len(srcs) + (0 if g.flag(0.8) else 2))
+    rows = g.index((R,), -1 if g.flag(0.1) else 0, min(s.shape[0] for s in srcs) + (1 if g.flag(0.1) else 0))
+    return g.spoil([which, rows] + srcs, index_args=(0, 1)), {}
+
+
 STRATEGIES = {
+    "segment_sum": _segment_sum, "gather_rows": _gather_rows,
     "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "pow": _binary, "maximum": _binary,
     "minimum": _binary, "neg": _unary, "exp": _unary, "log": _unary, "tanh": _unary, "sigmoid": _unary,
     "relu": _unary, "sqrt": _unary, "abs": _unary, "clip": _clip, "where": _where, "astype": _astype,

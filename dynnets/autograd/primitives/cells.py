@@ -10,7 +10,7 @@ from .. import kernels_tree as KT
 from .. import reference as _twin
 from ..gradtypes import factored_wgrad
 from .tree import leaf_shape
-from .core import (F32, F64, Aval, ShapeError, as_float, contiguous, defprim, dims_match, fits, fmt_shape,
+from .core import (batch_rows, F32, F64, Aval, ShapeError, as_float, contiguous, defprim, dims_match, fits, fmt_shape,
                    grad_or_zeros, kernel_args, kernel_floats, mul_dim)
 
 __all__ = ["lstm_cell_p", "gru_cell_p", "tree_lstm_cell_p", "tree_lstm_leaf_p"]
@@ -113,7 +113,8 @@ def _lstm_cell_vjp(g, ins, out):
 
 
 lstm_cell_p = defprim("lstm_cell", _lstm_cell, _lstm_cell_shape, joint_vjp=_lstm_cell_vjp,
-                      multiple_results=True)
+                      multiple_results=True,
+    batch=batch_rows(0, 1, 2))
 
 
 def _gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
@@ -141,7 +142,8 @@ def _gru_cell_vjp(g, ins, out):
     return (dgi @ w_ih, dh, factored_wgrad(dgi, x, w_ih.shape), factored_wgrad(dgh, h, w_hh.shape), dgi.sum(0), dgh.sum(0))
 
 
-gru_cell_p = defprim("gru_cell", _gru_cell, _gru_cell_shape, joint_vjp=_gru_cell_vjp, multiple_results=True)
+gru_cell_p = defprim("gru_cell", _gru_cell, _gru_cell_shape, joint_vjp=_gru_cell_vjp, multiple_results=True,
+    batch=batch_rows(0, 1))
 
 
 def _tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
@@ -194,7 +196,8 @@ def _tree_lstm_cell_vjp(g, ins, out):
 
 
 tree_lstm_cell_p = defprim("tree_lstm_cell", _tree_lstm_cell, _tree_lstm_cell_shape,
-                           joint_vjp=_tree_lstm_cell_vjp, multiple_results=True)
+                           joint_vjp=_tree_lstm_cell_vjp, multiple_results=True,
+    batch=batch_rows(0, 1, 2, 3))
 
 
 def _tree_lstm_leaf(x, w, b):
@@ -225,6 +228,7 @@ def _tree_lstm_leaf_vjp(g, ins, out):
 
 
 tree_lstm_leaf_p = defprim("tree_lstm_leaf", _tree_lstm_leaf, _tree_lstm_leaf_shape,
-                           joint_vjp=_tree_lstm_leaf_vjp, multiple_results=True)
+                           joint_vjp=_tree_lstm_leaf_vjp, multiple_results=True,
+    batch=batch_rows(0))
 
 

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..dtypes import F32, F64, is_kernel_float, same_float
-__all__ = ["ShapeError", "DTypeError", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "grad_buffer", "same_float"]
+__all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "grad_buffer", "same_float"]
 
 class ShapeError(ValueError):
     """Bad input to an op: names the op, the argument, expected and received."""
@@ -67,11 +67,11 @@ class Primitive:
 
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
                  "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
-                 "attr_key", "checked")
+                 "attr_key", "batch", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
-                 sparse_grads=(), twin_min=None, attr_key=None):
+                 sparse_grads=(), twin_min=None, attr_key=None, batch=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -87,6 +87,7 @@ class Primitive:
         self.sparse_grads = frozenset(sparse_grads)
         self.twin_min = twin_min
         self.attr_key = attr_key
+        self.batch = batch
         self.checked = {}
 
     def vjp_fn(self, i=None, dense=False):
@@ -105,9 +106,50 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+class BatchRule(NamedTuple):
+    """A primitive's batching rule (read by :mod:`dynnets.autograd.autobatch`),
+    as JAX's vmap rules sit beside its other rules.
+
+    ``kind``:
+
+    ``"rows"``
+        the inputs at ``batched`` are per-instance and stacked along axis 0,
+        the others are shared (identical in every application: a weight);
+        every output's rows are the instances' rows in order (matmul, the
+        cells, tree nodes, row-wise softmax, embedding, a getitem keeping
+        axis 0 whole). ``when(*avals, **attrs)``, if given, says whether an
+        application is row-wise (e.g. softmax not over axis 0).
+    ``"elementwise"``
+        inputs of the output's shape are per-instance (stacked along axis 0,
+        0-d ones as one row each); broadcast operands and scalars are shared.
+    ``"reduce"``
+        sum/mean/max: row-wise when axis 0 is kept, else a segment reduction
+        over the stacked rows (``segment_sum``).
+    ``"xent"``
+        softmax cross-entropy: rows, with the per-instance reduction done as
+        a segment sum on the tape.
+    ``"view"``
+        no computation: concat/stack along axis 0, reshape, split_rows, a
+        getitem/take selecting rows. The result is a list of row ranges of
+        already computed batch outputs.
+    """
+    kind: str
+    batched: tuple = ()
+    when: object = None
+
+
+def batch_rows(*batched, when=None):
+    return BatchRule("rows", tuple(batched), when)
+
+
+BATCH_ELEMENTWISE = BatchRule("elementwise")
+BATCH_REDUCE = BatchRule("reduce")
+BATCH_VIEW = BatchRule("view")
+
+
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
             nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
-            attr_key=None):
+            attr_key=None, batch=None):
     """Declare a primitive: every fact about it, in one call.
 
     Parameters
@@ -155,6 +197,10 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
     attr_key : callable
         ``attr_key(**attrs)``: a hashable stand-in for attributes Python cannot
         hash (slices), so eager bind can cache their input check.
+    batch : BatchRule or None
+        How N applications with one signature become one call under
+        :func:`dynnets.autobatch` (see :class:`BatchRule`); ``None`` runs them
+        one at a time (counted as fallbacks in ``ab.stats``).
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
@@ -165,7 +211,8 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
                          f"vjp= otherwise")
     p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
                   differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
-                  dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key)
+                  dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key,
+                  batch=batch)
     PRIMITIVES[name] = p
     return p
 

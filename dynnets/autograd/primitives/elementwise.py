@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import (Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dtype_of, result_type, shape_of,
+from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dtype_of, result_type, shape_of,
                    ufunc_dtype, unbroadcast)
 
 __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p",
@@ -32,25 +32,29 @@ add_p = defprim(
     "add", np.add, _binary_shape("add", np.add),
     vjp=(lambda g, ins, out: unbroadcast(g, shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(g, shape_of(ins[1]))),
-    scalar="({0} + {1})")
+    scalar="({0} + {1})",
+    batch=BATCH_ELEMENTWISE)
 
 sub_p = defprim(
     "sub", np.subtract, _binary_shape("sub", np.subtract),
     vjp=(lambda g, ins, out: unbroadcast(g, shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(-g, shape_of(ins[1]))),
-    scalar="({0} - {1})")
+    scalar="({0} - {1})",
+    batch=BATCH_ELEMENTWISE)
 
 mul_p = defprim(
     "mul", np.multiply, _binary_shape("mul", np.multiply),
     vjp=(lambda g, ins, out: unbroadcast(g * ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(g * ins[0], shape_of(ins[1]))),
-    scalar="({0} * {1})")
+    scalar="({0} * {1})",
+    batch=BATCH_ELEMENTWISE)
 
 div_p = defprim(
     "div", np.true_divide, _binary_shape("div", np.true_divide),
     vjp=(lambda g, ins, out: unbroadcast(g / ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(-g * out / ins[1], shape_of(ins[1]))),
-    scalar="({0} / {1})")
+    scalar="({0} / {1})",
+    batch=BATCH_ELEMENTWISE)
 
 
 def _pow_vjp_x(g, ins, out):
@@ -79,7 +83,8 @@ def _pow_vjp_y(g, ins, out):
 
 pow_p = defprim(
     "pow", np.power, _binary_shape("pow", np.power),
-    vjp=(_pow_vjp_x, _pow_vjp_y))
+    vjp=(_pow_vjp_x, _pow_vjp_y),
+    batch=BATCH_ELEMENTWISE)
 
 
 def _select_vjp(g, win, tie, shape):
@@ -88,20 +93,25 @@ def _select_vjp(g, win, tie, shape):
     return unbroadcast(g * win + (g * 0.5) * tie, shape)
 
 
+# An input "wins" unless it loses or ties: ~(x <= y), not x > y, so that where
+# either input is NaN both get the whole gradient, as in PyTorch
 maximum_p = defprim(
     "maximum", np.maximum, _binary_shape("maximum", np.maximum),
-    vjp=(lambda g, ins, out: _select_vjp(g, ins[0] > ins[1], ins[0] == ins[1], shape_of(ins[0])),
-         lambda g, ins, out: _select_vjp(g, ins[1] > ins[0], ins[0] == ins[1], shape_of(ins[1]))),
-    scalar="max({0}, {1})")
+    vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] <= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ~(ins[1] <= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
+    scalar="max({0}, {1})",
+    batch=BATCH_ELEMENTWISE)
 
 minimum_p = defprim(
     "minimum", np.minimum, _binary_shape("minimum", np.minimum),
-    vjp=(lambda g, ins, out: _select_vjp(g, ins[0] < ins[1], ins[0] == ins[1], shape_of(ins[0])),
-         lambda g, ins, out: _select_vjp(g, ins[1] < ins[0], ins[0] == ins[1], shape_of(ins[1]))),
-    scalar="min({0}, {1})")
+    vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] >= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
+         lambda g, ins, out: _select_vjp(g, ~(ins[1] >= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
+    scalar="min({0}, {1})",
+    batch=BATCH_ELEMENTWISE)
 
 neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
-                vjp=(lambda g, ins, out: -g,), scalar="(-{0})")
+                vjp=(lambda g, ins, out: -g,), scalar="(-{0})",
+    batch=BATCH_ELEMENTWISE)
 
 # exp, log, tanh, sigmoid and pow have no scalar= template, so the static
 # compiler never fuses them: a Numba kernel evaluates them with scalar libm
@@ -110,13 +120,16 @@ neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=
 # from 4096 on), measured with ``benchmarks/bench_static.py --only fusion``
 # (dynnets.static.passes): below FUSE_MIN_SIZE no fusion runs at all.
 exp_p = defprim("exp", np.exp, _unary_shape("exp", np.exp),
-                vjp=(lambda g, ins, out: g * out,))
+                vjp=(lambda g, ins, out: g * out,),
+    batch=BATCH_ELEMENTWISE)
 
 log_p = defprim("log", np.log, _unary_shape("log", np.log),
-                vjp=(lambda g, ins, out: g / ins[0],))
+                vjp=(lambda g, ins, out: g / ins[0],),
+    batch=BATCH_ELEMENTWISE)
 
 tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
-                 vjp=(lambda g, ins, out: g * (1 - out * out),))
+                 vjp=(lambda g, ins, out: g * (1 - out * out),),
+    batch=BATCH_ELEMENTWISE)
 
 
 def _sigmoid(x):
@@ -127,21 +140,26 @@ def _sigmoid(x):
 
 
 sigmoid_p = defprim("sigmoid", _sigmoid, _unary_shape("sigmoid"),
-                    vjp=(lambda g, ins, out: g * out * (1 - out),))
+                    vjp=(lambda g, ins, out: g * out * (1 - out),),
+    batch=BATCH_ELEMENTWISE)
 
 
 def _relu(x):
     return np.maximum(x, 0)
 
 
+# ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward
 relu_p = defprim("relu", _relu, _unary_shape("relu"),
-                 vjp=(lambda g, ins, out: g * (ins[0] > 0),), scalar="max({0}, 0.0)")
+                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)",
+    batch=BATCH_ELEMENTWISE)
 
 sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
-                 vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})")
+                 vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})",
+    batch=BATCH_ELEMENTWISE)
 
 abs_p = defprim("abs", np.abs, _unary_shape("abs", np.abs, float_only=False),
-                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})")
+                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})",
+    batch=BATCH_ELEMENTWISE)
 
 
 def _clip(x, lo=None, hi=None):
@@ -174,7 +192,8 @@ def _clip_vjp(g, ins, out, lo=None, hi=None):
     return g * m
 
 
-clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,))
+clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,),
+    batch=BATCH_ELEMENTWISE)
 
 
 def _where_shape(c, x, y):
@@ -189,7 +208,8 @@ where_p = defprim(
     vjp=(None,
          lambda g, ins, out: unbroadcast(np.where(ins[0], g, 0).astype(g.dtype, copy=False), shape_of(ins[1])),
          lambda g, ins, out: unbroadcast(np.where(ins[0], 0, g).astype(g.dtype, copy=False), shape_of(ins[2]))),
-    nondiff_args=(0,))
+    nondiff_args=(0,),
+    batch=BATCH_ELEMENTWISE)
 
 
 def _astype(x, dtype):
@@ -197,7 +217,8 @@ def _astype(x, dtype):
 
 
 astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.dtype(dtype)),
-                   vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),))
+                   vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),),
+    batch=BATCH_ELEMENTWISE)
 
 
 
@@ -214,7 +235,7 @@ def _comparison(name, ufunc):
         return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
     impl.__name__ = name
     rule.__name__ = f"{name}_shape"
-    return defprim(name, impl, rule, differentiable=False)
+    return defprim(name, impl, rule, differentiable=False, batch=BATCH_ELEMENTWISE)
 
 
 less_p = _comparison("less", np.less)

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import kernels as K
 from ..gradtypes import RowSparse, sum_rows
-from .core import (Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fmt_shape,
+from .core import (BatchRule, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fmt_shape,
                    is_int, is_kernel_float, norm_axis, same_float)
 
 __all__ = ["softmax_p", "log_softmax_p", "softmax_cross_entropy_p", "embedding_p"]
@@ -46,13 +46,21 @@ def _softmax_shape(name):
     return rule
 
 
+
+def _row_wise(x, axis=-1):
+    """A softmax over an axis other than 0 of an input of 2+ dimensions is row-wise."""
+    return len(x.shape) >= 2 and is_int(axis) and axis % len(x.shape) != 0
+
+
 softmax_p = defprim(
     "softmax", _softmax, _softmax_shape("softmax"),
-    vjp=(lambda g, ins, out, axis=-1: out * (g - (g * out).sum(axis=axis, keepdims=True)),))
+    vjp=(lambda g, ins, out, axis=-1: out * (g - (g * out).sum(axis=axis, keepdims=True)),),
+    batch=batch_rows(0, when=_row_wise))
 
 log_softmax_p = defprim(
     "log_softmax", _log_softmax, _softmax_shape("log_softmax"),
-    vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),))
+    vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),),
+    batch=batch_rows(0, when=_row_wise))
 
 
 def _class_indices(op, name, t, n_classes):
@@ -138,7 +146,8 @@ def _xent_vjp(g, ins, out, reduction="mean"):
 
 softmax_cross_entropy_p = defprim(
     "softmax_cross_entropy", _xent, _xent_shape, joint_vjp=_xent_vjp,
-    multiple_results=True, nondiff_args=(1, 2))
+    multiple_results=True, nondiff_args=(1, 2),
+    batch=BatchRule("xent"))
 
 
 def _embedding(weight, ids):
@@ -175,5 +184,6 @@ def _embedding_vjp(g, ins, out):
 
 
 embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None),
-                      nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,))
+                      nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,),
+    batch=batch_rows(1, when=lambda w, ids: len(ids.shape) >= 1))
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import kernels_tree as KT
 from ..gradtypes import OuterSum, factored_matmul_t
-from .core import (F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
+from .core import (batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
                    fits, fmt_shape, grad_buffer, grad_or_zeros, kernel_args, kernel_floats, mul_dim,
                    transposed_float)
 
@@ -444,7 +444,8 @@ def _tree_lstm_node_vjp(g, ins, out):
 
 
 tree_lstm_node_p = defprim("tree_lstm_node", _tree_lstm_node, _tree_lstm_node_shape,
-                           joint_vjp=_tree_lstm_node_vjp, multiple_results=True)
+                           joint_vjp=_tree_lstm_node_vjp, multiple_results=True,
+    batch=batch_rows(0, 1))
 
 
 def _tree_lstm_leaf_node(x, w, b):
@@ -511,4 +512,5 @@ def _tree_lstm_leaf_node_vjp(g, ins, out):
 
 
 tree_lstm_leaf_node_p = defprim("tree_lstm_leaf_node", _tree_lstm_leaf_node, _tree_lstm_leaf_node_shape,
-                                joint_vjp=_tree_lstm_leaf_node_vjp, multiple_results=True)
+                                joint_vjp=_tree_lstm_leaf_node_vjp, multiple_results=True,
+    batch=batch_rows(0))
