@@ -390,8 +390,16 @@ def unsqueeze(x, axis=None, *, dim=None):
 
 
 def transpose(x, *axes):
-    """The axes of ``x`` reversed, or permuted by ``axes`` (numpy's
-    ``transpose``; PyTorch's two-axis swap is :func:`permute` with both named)."""
+    """``transpose(x, dim0, dim1)`` swaps two dimensions (PyTorch's meaning,
+    so ``x.transpose(0, 1)`` of a matrix is its transpose); ``transpose(x)``
+    reverses the dimensions and a whole permutation, ``transpose(x, (2, 0, 1))``
+    or ``transpose(x, 2, 0, 1)``, reorders them (numpy's meaning)."""
+    if len(axes) == 2 and type(axes[0]) is int and type(axes[1]) is int:
+        nd = len(x.shape)
+        d0, d1 = (_axis_of("transpose", a, nd) for a in axes)
+        perm = list(range(nd))
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+        return bind(P.transpose_p, x, axes=tuple(perm))
     axes = shape_tuple(axes) if axes else None
     return bind(P.transpose_p, x, axes=axes)
 

@@ -211,7 +211,7 @@ def reshape(tensor, shape, name=None):
 
 
 def transpose(a, perm=None, name=None):
-    return _named(_ops.transpose(a, *perm) if perm is not None else _ops.transpose(a), name)
+    return _named(_ops.transpose(a, tuple(perm)) if perm is not None else _ops.transpose(a), name)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):

@@ -933,12 +933,12 @@ def test_random_creation_shapes_dtypes_and_moments(dtype):
 # where dynnets' API silently computes something else than torch's same call
 # --------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="Tensor.transpose(*axes) is numpy's permutation: x.transpose(0, 1) of a "
-                                       "2-D tensor returns x unchanged, torch swaps dims 0 and 1 (and raises "
-                                       "nothing that would warn a PyTorch user)")
 def test_transpose_two_dims_as_torch():
     x = C.draw(np.random.default_rng(11), (2, 3), np.float64)
     C.check(lambda t: t.transpose(0, 1), lambda t: t.transpose(0, 1), [x], [0])
+    y = C.draw(np.random.default_rng(12), (2, 3, 4), np.float64)
+    C.check(lambda t: t.transpose(0, 2), lambda t: t.transpose(0, 2), [y], [0])
+    C.check(lambda t: dn.transpose(t, -1, 1), lambda t: torch.transpose(t, -1, 1), [y], [0])
 
 
 @pytest.mark.xfail(strict=True, reason="documented: split(x, n) with an int makes n equal parts (numpy's "
