@@ -49,7 +49,7 @@ from _util import ROOT, report_files, seed_type, setup
 setup()
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-ALL = ("dynnets recursive", "dynnets level", "dynnets autobatch agenda", "dynnets autobatch depth",
+ALL = ("dynnets recursive", "dynnets level", "dynnets static", "dynnets autobatch agenda", "dynnets autobatch depth",
        "torch recursive", "torch level", "dynet autobatch 1", "dynet autobatch 0")
 
 # (file, function path) of the model code each strategy needs, and lines outside any function
@@ -57,6 +57,7 @@ CODE = {
     "dynnets recursive": ([("dynnets/models/tree.py", "TreeLSTM._recursive")], 0),
     "dynnets level": ([("dynnets/models/tree.py", "TreeLSTM._level"),
                        ("dynnets/models/tree.py", "TreeModel._leaf_level")], 0),
+    "dynnets static": ([("dynnets/models/static_tree.py", "StaticTreeLSTM.forward")], 0),
     "dynnets autobatch agenda": ([("dynnets/models/tree.py", "TreeLSTM._recursive")], 1),
     "dynnets autobatch depth": ([("dynnets/models/tree.py", "TreeLSTM._recursive")], 1),
     "torch recursive": ([("benchmarks/bench_treelstm.py", "torch_models.TorchTreeLSTM.tree_loss"),
@@ -74,6 +75,7 @@ NOTES = {
     "dynet autobatch 1": "+1: `dynet_config.set(autobatch=1)`",
     "dynnets level": "plus the level schedule (TreeBatch, library) and the fused level primitive",
     "torch level": "plus the level schedule (built from dynnets' TreeBatch here)",
+    "dynnets static": "one graph, a while_loop over levels; plus the level schedule fed through placeholders",
 }
 
 
@@ -188,6 +190,13 @@ def main(argv=None):
             first[name] = m.loss(tb[0]).item()
             m.zero_grad()
             makers[name] = _dynnets_runs(m, opt, tb, eb)
+        if "dynnets static" in a.strategies:
+            # the Fold-style static graph (benchmarks/bench_treelstm.py's contender), fed the level schedules
+            from bench_treelstm import static_treelstm
+            lm = make_model("level")
+            st_train, st_eval, first["dynnets static"], _ = static_treelstm(
+                a, weights, [lm.collate(b).schedule for b in train_ex], [lm.collate(b).schedule for b in eval_ex])
+            makers["dynnets static"] = (st_train, st_eval)
         wanted_ab = [s for s in a.strategies if s in AUTOBATCH_STRATEGIES]
         if wanted_ab:
             mk, fl, note = autobatch_contenders(wanted_ab, make_model, lambda m: make_optimizer(m, cfg), train_ex,

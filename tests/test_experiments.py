@@ -173,18 +173,19 @@ def test_execution_strategies_tiny(tmp_path):
     loss, positive speeds, code lines counted, the table and the bar chart."""
     out = tmp_path / "es"
     data = ROOT / "dynnets" / "data" / "samples"
-    names = "dynnets recursive,dynnets level"
+    names = "dynnets recursive,dynnets level,dynnets static"
     script("execution_strategies.py", "--data", str(data), "--out", str(out), "--trees", "12", "--batch-size", "4",
            "--eval-batch", "4", "--embed", "8", "--hidden", "4", "--repeats", "1", "--strategies", names,
            timeout=120)
     res = json.loads((out / "results.json").read_text())
     rows = {r["strategy"]: r for r in res["rows"]}
     assert list(rows) == names.split(",")
-    assert rows["dynnets recursive"]["first_loss"] == pytest.approx(rows["dynnets level"]["first_loss"], rel=1e-5)
+    for s in ("dynnets recursive", "dynnets static"):
+        assert rows[s]["first_loss"] == pytest.approx(rows["dynnets level"]["first_loss"], rel=1e-5)
     for r in rows.values():
         assert r["train_sent_per_s"] > 0 and r["eval_sent_per_s"] > 0 and 5 <= r["code_lines"] <= 40
     assert "| dynnets level |" in (out / "results.md").read_text()
-    assert (out / "execution_strategies.svg").read_text().count('class="bar"') == 4
+    assert (out / "execution_strategies.svg").read_text().count('class="bar"') == 6
 
 
 def test_execution_strategies_code_lines():
