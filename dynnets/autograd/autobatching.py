@@ -343,8 +343,9 @@ class AutoBatch:
         return False
 
     # --- recording (the hot path) ---------------------------------------------------
-    def record(self, prim, args, attrs):
-        """Record one application (called by bind); returns its lazy result(s)."""
+    def record(self, prim, args, attrs, first=False):
+        """Record one application (called by bind); returns its lazy result(s),
+        with ``first`` (:func:`~.engine.bind_first`) only the first result."""
         if self.profile:
             t0 = time.perf_counter()
         key = [prim]
@@ -358,7 +359,7 @@ class AutoBatch:
             if tp is LazyTensor:
                 pn = a._pn
                 if pn.ab is not self:
-                    return self._record_other(prim, args, attrs)
+                    return self._record_other(prim, args, attrs, first)
                 kpush(a._desc)
                 if a.requires_grad:
                     rg = True
@@ -385,7 +386,7 @@ class AutoBatch:
             elif tp is float or tp is int or tp is bool:
                 kpush(tp)
             else:
-                return self._record_other(prim, args, attrs)
+                return self._record_other(prim, args, attrs, first)
         gm = _Mode.grad_enabled
         kpush(gm)
         if attrs:
@@ -397,7 +398,7 @@ class AutoBatch:
                 key = tuple(key)
                 plan = _PLANS.get(key)
             except TypeError:
-                return self._record_other(prim, args, attrs)
+                return self._record_other(prim, args, attrs, first)
         else:
             key = tuple(key)
             plan = _PLANS.get(key)
@@ -444,7 +445,7 @@ class AutoBatch:
                     d.succ.append(pn)
         self._nodes.append(pn)
         rg = rg and plan.diff
-        if plan.multi:
+        if plan.multi and not first:
             res = []
             k = 0
             for desc in plan.descs:
@@ -466,7 +467,7 @@ class AutoBatch:
             self._st["record_s"] += time.perf_counter() - t0
         return res
 
-    def _record_other(self, prim, args, attrs):
+    def _record_other(self, prim, args, attrs, first=False):
         """Arguments the fast path does not take: lazy tensors of other contexts
         (their values, if those ran), static-graph values, numpy scalars,
         None, lists; such applications run on their own when not batchable."""
@@ -477,7 +478,8 @@ class AutoBatch:
             if tp is LazyTensor and a._pn.ab is not self:
                 a = self._foreign(a)
             elif getattr(a, "_is_symbolic", False):
-                return _Mode.symbolic(prim, args, attrs)
+                out = _Mode.symbolic(prim, args, attrs)
+                return out[0] if first and prim.multiple_results else out
             elif tp is not LazyTensor and isinstance(a, Tensor) and tp is not Tensor and tp is not Parameter:
                 a = Tensor(a.data, requires_grad=False) if not a.requires_grad else a
                 plain = plain and type(a) in (Tensor, Parameter)
@@ -490,7 +492,7 @@ class AutoBatch:
                 if attrs:
                     ak = prim.attr_key
                     hash(ak(**attrs) if ak is not None else tuple(attrs.items()))
-                return self.record(prim, targs, attrs)
+                return self.record(prim, targs, attrs, first)
             except TypeError:
                 pass
         # one at a time, with a plan of its own (not cached)
@@ -524,7 +526,7 @@ class AutoBatch:
             t._k = k
             t._desc = desc
             res.append(t)
-        return tuple(res) if plan.multi else res[0]
+        return tuple(res) if plan.multi and not first else res[0]
 
     def _protect(self, arr, tp):
         """Make ``arr`` (read by a pending node) read-only until it ran;
