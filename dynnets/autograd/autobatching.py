@@ -37,6 +37,7 @@ deferred on ties; ``"depth"``: by depth, then signature.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import sys
 import time
@@ -103,7 +104,7 @@ class _Plan:
     shared inputs enter the signature by identity (``shared``), the kind of
     batching (``sid``: -1 view, -2 one at a time, else batched)."""
 
-    __slots__ = ("prim", "out", "multi", "kinds", "shared", "sid", "gm", "descs", "diff", "bkey")
+    __slots__ = ("prim", "out", "multi", "kinds", "shared", "sid", "gm", "descs", "diff", "bkey", "last")
 
 
 _PLANS = {}
@@ -114,6 +115,7 @@ _PLANS_MAX = 20000
 _DESC_IDS = {}
 _DESCS = []
 _BKEY_IDS = {}
+_SERIALS = itertools.count()
 
 
 def _desc_id(shape, dtype, tp):
@@ -313,6 +315,7 @@ class AutoBatch:
                         views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, record_s=0.0,
                         schedule_s=0.0, gather_s=0.0, compute_s=0.0)
         self._prev = None
+        self._serial = next(_SERIALS)
 
     # --- the context ----------------------------------------------------------------
     def __enter__(self):
@@ -408,18 +411,30 @@ class AutoBatch:
         sid = plan.sid
         if sid >= 0:
             sh = plan.shared
-            if sh:
-                sk = [plan.bkey]
-                for i in sh:
-                    a = args[i]
-                    tp = type(a)
-                    sk.append(a if tp is float or tp is int or tp is bool else id(a))
-                sk = tuple(sk)
+            last = plan.last
+            # the signature of this plan's previous application in this
+            # context, when its shared inputs are the same objects (a model's
+            # parameters, the usual case): no key to build
+            if (last is not None and last[0] == self._serial and len(sh) == 2
+                    and id(args[sh[0]]) == last[1] and id(args[sh[1]]) == last[2]):
+                sid = last[3]
             else:
-                sk = plan.bkey
-            sid = self._sigs.get(sk)
-            if sid is None:
-                sid = self._sigs[sk] = len(self._sigs)
+                if sh:
+                    sk = [plan.bkey]
+                    for i in sh:
+                        a = args[i]
+                        tp = type(a)
+                        sk.append(a if tp is float or tp is int or tp is bool else id(a))
+                    sk = tuple(sk)
+                else:
+                    sk = plan.bkey
+                sid = self._sigs.get(sk)
+                if sid is None:
+                    sid = self._sigs[sk] = len(self._sigs)
+                # not for Python scalars: they are keyed by value, and a freed
+                # one's id may come back as another value
+                if len(sh) == 2 and type(args[sh[0]]) not in _WEAK and type(args[sh[1]]) not in _WEAK:
+                    plan.last = (self._serial, id(args[sh[0]]), id(args[sh[1]]), sid)
         pn = _object_new(_Node)
         pn.ab = self
         pn.plan = plan
@@ -1298,6 +1313,7 @@ def _make_plan(prim, args, attrs, gm, key):
     plan.kinds = None
     plan.shared = ()
     plan.bkey = None
+    plan.last = None
     rule = prim.batch
     cls = None if rule is None else _CLASSIFY[rule.kind](rule, prim, args, avals, out, attrs)
     if cls is None:
