@@ -37,6 +37,7 @@ deferred on ties; ``"depth"``: by depth, then signature.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import sys
 import time
@@ -103,7 +104,7 @@ class _Plan:
     shared inputs enter the signature by identity (``shared``), the kind of
     batching (``sid``: -1 view, -2 one at a time, else batched)."""
 
-    __slots__ = ("prim", "out", "multi", "kinds", "shared", "sid", "gm", "descs", "diff", "bkey")
+    __slots__ = ("prim", "out", "multi", "kinds", "shared", "sid", "gm", "descs", "diff", "bkey", "last")
 
 
 _PLANS = {}
@@ -114,6 +115,7 @@ _PLANS_MAX = 20000
 _DESC_IDS = {}
 _DESCS = []
 _BKEY_IDS = {}
+_SERIALS = itertools.count()
 
 
 def _desc_id(shape, dtype, tp):
@@ -313,6 +315,7 @@ class AutoBatch:
                         views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, record_s=0.0,
                         schedule_s=0.0, gather_s=0.0, compute_s=0.0)
         self._prev = None
+        self._serial = next(_SERIALS)
 
     # --- the context ----------------------------------------------------------------
     def __enter__(self):
@@ -343,8 +346,9 @@ class AutoBatch:
         return False
 
     # --- recording (the hot path) ---------------------------------------------------
-    def record(self, prim, args, attrs):
-        """Record one application (called by bind); returns its lazy result(s)."""
+    def record(self, prim, args, attrs, first=False):
+        """Record one application (called by bind); returns its lazy result(s),
+        with ``first`` (:func:`~.engine.bind_first`) only the first result."""
         if self.profile:
             t0 = time.perf_counter()
         key = [prim]
@@ -358,7 +362,7 @@ class AutoBatch:
             if tp is LazyTensor:
                 pn = a._pn
                 if pn.ab is not self:
-                    return self._record_other(prim, args, attrs)
+                    return self._record_other(prim, args, attrs, first)
                 kpush(a._desc)
                 if a.requires_grad:
                     rg = True
@@ -385,7 +389,7 @@ class AutoBatch:
             elif tp is float or tp is int or tp is bool:
                 kpush(tp)
             else:
-                return self._record_other(prim, args, attrs)
+                return self._record_other(prim, args, attrs, first)
         gm = _Mode.grad_enabled
         kpush(gm)
         if attrs:
@@ -397,7 +401,7 @@ class AutoBatch:
                 key = tuple(key)
                 plan = _PLANS.get(key)
             except TypeError:
-                return self._record_other(prim, args, attrs)
+                return self._record_other(prim, args, attrs, first)
         else:
             key = tuple(key)
             plan = _PLANS.get(key)
@@ -407,18 +411,30 @@ class AutoBatch:
         sid = plan.sid
         if sid >= 0:
             sh = plan.shared
-            if sh:
-                sk = [plan.bkey]
-                for i in sh:
-                    a = args[i]
-                    tp = type(a)
-                    sk.append(a if tp is float or tp is int or tp is bool else id(a))
-                sk = tuple(sk)
+            last = plan.last
+            # the signature of this plan's previous application in this
+            # context, when its shared inputs are the same objects (a model's
+            # parameters, the usual case): no key to build
+            if (last is not None and last[0] == self._serial and len(sh) == 2
+                    and id(args[sh[0]]) == last[1] and id(args[sh[1]]) == last[2]):
+                sid = last[3]
             else:
-                sk = plan.bkey
-            sid = self._sigs.get(sk)
-            if sid is None:
-                sid = self._sigs[sk] = len(self._sigs)
+                if sh:
+                    sk = [plan.bkey]
+                    for i in sh:
+                        a = args[i]
+                        tp = type(a)
+                        sk.append(a if tp is float or tp is int or tp is bool else id(a))
+                    sk = tuple(sk)
+                else:
+                    sk = plan.bkey
+                sid = self._sigs.get(sk)
+                if sid is None:
+                    sid = self._sigs[sk] = len(self._sigs)
+                # not for Python scalars: they are keyed by value, and a freed
+                # one's id may come back as another value
+                if len(sh) == 2 and type(args[sh[0]]) not in _WEAK and type(args[sh[1]]) not in _WEAK:
+                    plan.last = (self._serial, id(args[sh[0]]), id(args[sh[1]]), sid)
         pn = _object_new(_Node)
         pn.ab = self
         pn.plan = plan
@@ -444,7 +460,7 @@ class AutoBatch:
                     d.succ.append(pn)
         self._nodes.append(pn)
         rg = rg and plan.diff
-        if plan.multi:
+        if plan.multi and not first:
             res = []
             k = 0
             for desc in plan.descs:
@@ -466,7 +482,7 @@ class AutoBatch:
             self._st["record_s"] += time.perf_counter() - t0
         return res
 
-    def _record_other(self, prim, args, attrs):
+    def _record_other(self, prim, args, attrs, first=False):
         """Arguments the fast path does not take: lazy tensors of other contexts
         (their values, if those ran), static-graph values, numpy scalars,
         None, lists; such applications run on their own when not batchable."""
@@ -477,7 +493,8 @@ class AutoBatch:
             if tp is LazyTensor and a._pn.ab is not self:
                 a = self._foreign(a)
             elif getattr(a, "_is_symbolic", False):
-                return _Mode.symbolic(prim, args, attrs)
+                out = _Mode.symbolic(prim, args, attrs)
+                return out[0] if first and prim.multiple_results else out
             elif tp is not LazyTensor and isinstance(a, Tensor) and tp is not Tensor and tp is not Parameter:
                 a = Tensor(a.data, requires_grad=False) if not a.requires_grad else a
                 plain = plain and type(a) in (Tensor, Parameter)
@@ -490,7 +507,7 @@ class AutoBatch:
                 if attrs:
                     ak = prim.attr_key
                     hash(ak(**attrs) if ak is not None else tuple(attrs.items()))
-                return self.record(prim, targs, attrs)
+                return self.record(prim, targs, attrs, first)
             except TypeError:
                 pass
         # one at a time, with a plan of its own (not cached)
@@ -524,7 +541,7 @@ class AutoBatch:
             t._k = k
             t._desc = desc
             res.append(t)
-        return tuple(res) if plan.multi else res[0]
+        return tuple(res) if plan.multi and not first else res[0]
 
     def _protect(self, arr, tp):
         """Make ``arr`` (read by a pending node) read-only until it ran;
@@ -1296,6 +1313,7 @@ def _make_plan(prim, args, attrs, gm, key):
     plan.kinds = None
     plan.shared = ()
     plan.bkey = None
+    plan.last = None
     rule = prim.batch
     cls = None if rule is None else _CLASSIFY[rule.kind](rule, prim, args, avals, out, attrs)
     if cls is None:

@@ -25,7 +25,7 @@ from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
 
 __all__ = [
-    "Node", "bind", "backward", "no_grad", "enable_grad",
+    "Node", "bind", "bind_first", "backward", "no_grad", "enable_grad",
     "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
     "accumulate_grad",
 ]
@@ -236,6 +236,16 @@ def capture_parameters(params):
         yield
     finally:
         _PARAM, _TP, _Mode.captured = prev
+
+
+def bind_first(prim, *args):
+    """``bind(prim, *args)[0]`` for a multiple-result primitive whose other
+    results (saved residuals) the caller never reads: inside
+    :func:`dynnets.autobatch` only the first result's lazy tensor is made,
+    which saves two objects per Tree-LSTM node recorded."""
+    if _Mode.batch is not None:
+        return _Mode.batch.record(prim, args, {}, True)
+    return bind(prim, *args)[0]
 
 
 class _NOT_A_TYPE:

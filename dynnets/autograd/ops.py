@@ -18,7 +18,7 @@ import builtins
 import numpy as np
 
 from . import primitives as P
-from .engine import bind
+from .engine import bind, bind_first
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "linear", "exp", "log", "tanh", "sigmoid", "relu",
@@ -585,7 +585,7 @@ def lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
 
 def gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
     """One fused GRU step (PyTorch ``GRUCell`` maths); returns h'."""
-    return bind(P.gru_cell_p, x, h, w_ih, w_hh, b_ih, b_hh)[0]
+    return bind_first(P.gru_cell_p, x, h, w_ih, w_hh, b_ih, b_hh)
 
 
 def tree_lstm_cell(h_l, h_r, c_l, c_r, w, b):
@@ -616,7 +616,7 @@ def lstm_seq(gx, w_hh, b_hh, batch_sizes):
 
 def gru_seq(gx, w_hh, b_hh, batch_sizes):
     """GRU over a packed batch from a zero state; ``gx`` (total, 3H) -> h (total, H)."""
-    return bind(P.gru_seq_p, gx, w_hh, b_hh, batch_sizes)[0]
+    return bind_first(P.gru_seq_p, gx, w_hh, b_hh, batch_sizes)
 
 
 def rnn_seq(gx, w_hh, b_hh, batch_sizes):
@@ -639,7 +639,7 @@ def tree_lstm_levels(h0, c0, w, b, left, right, offsets):
 
 def tree_rnn_levels(h0, w, b, left, right, offsets):
     """Tree-RNN ``tanh([h_l; h_r] @ w + b)`` over a level schedule; returns h (n_nodes, H)."""
-    return bind(P.tree_rnn_levels_p, h0, w, b, left, right, offsets)[0]
+    return bind_first(P.tree_rnn_levels_p, h0, w, b, left, right, offsets)
 
 
 def childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offsets):
@@ -650,9 +650,9 @@ def childsum_levels(h0, c0, u_iou, u_f, b_iou, b_f, child_ptr, child_idx, offset
 
 def tree_lstm_node(s_l, s_r, w, b):
     """Binary Tree-LSTM node on packed states ``[h | c]`` (n, 2H) -> (n, 2H)."""
-    return bind(P.tree_lstm_node_p, s_l, s_r, w, b)[0]
+    return bind_first(P.tree_lstm_node_p, s_l, s_r, w, b)
 
 
 def tree_lstm_leaf_node(x, w, b):
     """Tree-LSTM leaf from input rows ``x`` (n, E) -> packed states (n, 2H)."""
-    return bind(P.tree_lstm_leaf_node_p, x, w, b)[0]
+    return bind_first(P.tree_lstm_leaf_node_p, x, w, b)
