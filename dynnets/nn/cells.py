@@ -68,7 +68,8 @@ class _CellBase(Module):
             if batch is None:
                 raise ValueError(f"{type(self).__name__}: the batch size of the input is unknown (a symbolic "
                                  f"value), so the zero initial state cannot be made; pass {what} explicitly")
-            return np.zeros((batch, self.hidden_size), dtype=self.weight_ih.data.dtype)
+            # .dtype, not .data.dtype: under functional_call the weight may be a static Value
+            return np.zeros((batch, self.hidden_size), dtype=self.weight_ih.dtype)
         if isinstance(h, (list, tuple)) or not hasattr(h, "shape"):
             raise TypeError(f"{type(self).__name__}: {what} must be an array or Tensor, got {type(h).__name__}")
         if unbatched:

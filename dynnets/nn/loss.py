@@ -31,8 +31,14 @@ def _check_reduction(who, reduction):
     return reduction
 
 
+def _symbolic(x):
+    return getattr(x, "_is_symbolic", False)
+
+
 def _float_input(who, x, what="input"):
-    if not isinstance(x, Tensor):
+    # a static Value (also what ds.trace records with) stays symbolic; only
+    # plain arrays are wrapped
+    if not isinstance(x, Tensor) and not _symbolic(x):
         x = Tensor(np.asarray(x))
     if x.dtype.kind != "f":
         raise TypeError(f"{who}: {what} must be floating-point, got dtype {x.dtype}")
@@ -80,14 +86,23 @@ def _rows(who, x, target, probabilities):
             t2 = target
         else:
             t2 = ops.reshape(ops.transpose(target, 0, *range(2, nd), 1), -1, C)
+    elif _symbolic(target):
+        t2 = ops.astype(ops.reshape(target, -1), np.int64)
     else:
         t2 = np.asarray(target).reshape(-1).astype(np.int64, copy=False)
     return x2, t2, out_shape, C
 
 
+def _target_array(target):
+    """A target's array, or the symbolic value itself."""
+    if isinstance(target, Tensor):
+        return target.data
+    return target if _symbolic(target) else np.asarray(target)
+
+
 def _class_targets(who, target):
-    t = target.data if isinstance(target, Tensor) else np.asarray(target)
-    if t.dtype.kind not in "iu":
+    t = _target_array(target)
+    if np.dtype(t.dtype).kind not in "iu":
         raise TypeError(f"{who}: target must hold integer class indices (or, for CrossEntropyLoss, float class "
                         f"probabilities shaped as the input), got dtype {t.dtype}")
     return t
@@ -96,6 +111,8 @@ def _class_targets(who, target):
 def _kept(who, t, C, weight, ignore_index, dtype):
     """Targets with ignored rows set to class 0, each row's weight w[y_i] (0
     if ignored), and which rows are kept."""
+    if _symbolic(t):
+        return _kept_symbolic(who, t, C, weight, ignore_index, dtype)
     keep = t != ignore_index
     t0 = np.where(keep, t, 0)
     bad = (t0 < 0) | (t0 >= C)
@@ -108,13 +125,37 @@ def _kept(who, t, C, weight, ignore_index, dtype):
     return t0, w, keep
 
 
+def _kept_symbolic(who, t, C, weight, ignore_index, dtype):
+    """:func:`_kept` of symbolic targets, as graph ops: the rows' weights and
+    kept flags are values of the graph. An out-of-range target is caught when
+    the graph runs, by the ``take`` of its class weight (a negative one is
+    sent past the end first, since ``take`` accepts negative indices)."""
+    if weight is not None and weight.shape != (C,):
+        raise ValueError(f"{who}: weight.shape={weight.shape} does not match the {C} classes of the input")
+    keep = ops.not_equal(t, np.asarray(ignore_index, dtype=np.int64))
+    t0 = ops.where(keep, t, np.zeros((), dtype=np.int64))
+    checked = ops.where(ops.less(t0, np.zeros((), dtype=np.int64)), np.asarray(C, dtype=np.int64), t0)
+    cw = np.ones(C, dtype=dtype) if weight is None else weight.astype(dtype)
+    w = ops.astype(keep, dtype) * ops.take(cw, checked)
+    return t0, w, keep
+
+
+def _total(w):
+    """The total row weight: a float, or a graph value for symbolic weights."""
+    return ops.sum(w) if _symbolic(w) else float(w.sum())
+
+
 def _reduce(losses, reduction, out_shape, total):
-    """Per-row (already weighted) losses reduced; 'mean' divides by ``total``."""
+    """Per-row (already weighted) losses reduced; 'mean' divides by ``total``
+    (0 when the total is 0: then every row's loss is 0 too)."""
     if reduction == "none":
         return ops.reshape(losses, *out_shape)
     s = ops.sum(losses)
     if reduction == "sum":
         return s
+    if _symbolic(total):
+        one = np.ones((), dtype=total.dtype)
+        return s / ops.where(ops.greater(total, np.zeros((), dtype=total.dtype)), total, one)
     return s * (1.0 / total if total > 0 else 0.0)
 
 
@@ -129,8 +170,13 @@ def _nll(who, input, target, weight, ignore_index, reduction):
     x = _float_input(who, input)
     x2, t, out_shape, C = _rows(who, x, _class_targets(who, target), False)
     t0, w, _ = _kept(who, t, C, _weight(who, weight), ignore_index, x.dtype)
-    picked = ops.getitem(x2, (np.arange(len(t0)), t0))
-    return _reduce(picked * (-w), reduction, out_shape, float(w.sum()))
+    if _symbolic(t0):
+        # a one-hot product picks x2[i, t0[i]] without knowing the targets
+        onehot = ops.astype(ops.equal(ops.reshape(t0, -1, 1), np.arange(C, dtype=np.int64)), x.dtype)
+        picked = ops.sum(x2 * onehot, axis=1)
+    else:
+        picked = ops.getitem(x2, (np.arange(len(t0)), t0))
+    return _reduce(picked * (-w), reduction, out_shape, _total(w))
 
 
 def mse_loss(input, target, reduction="mean"):
@@ -143,7 +189,7 @@ def mse_loss(input, target, reduction="mean"):
 def _mse(who, input, target, reduction):
     _check_reduction(who, reduction)
     x = _float_input(who, input)
-    y = target if isinstance(target, Tensor) else np.asarray(target)
+    y = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target)
     if tuple(x.shape) != tuple(y.shape):
         raise ValueError(f"{who}: target.shape={tuple(y.shape)} does not match input.shape={tuple(x.shape)}")
     d = x - y
@@ -208,29 +254,30 @@ class CrossEntropyLoss(_WeightedLoss):
     def forward(self, input, target):
         who = "CrossEntropyLoss"
         x = _float_input(who, input)
-        t_arr = target.data if isinstance(target, Tensor) else np.asarray(target)
-        if t_arr.dtype.kind == "f":
+        t_arr = _target_array(target)
+        if np.dtype(t_arr.dtype).kind == "f":
             return self._probabilities(x, target)
         x2, t, out_shape, C = _rows(who, x, _class_targets(who, t_arr), False)
         t0, w, keep = _kept(who, t, C, self.weight, self.ignore_index, x.dtype)
         eps = self.label_smoothing
         if eps == 0.0:
-            if self.weight is None and keep.all():
+            if self.weight is None and not _symbolic(keep) and keep.all():
                 if self.reduction == "none":
                     return ops.reshape(ops.cross_entropy(x2, t0, reduction="none"), *out_shape)
                 return ops.cross_entropy(x2, t0, reduction=self.reduction)
             return _reduce(ops.cross_entropy(x2, t0, mask=w, reduction="none"), self.reduction, out_shape,
-                           float(w.sum()))
+                           _total(w))
         logp = ops.log_softmax(x2, axis=1)
         cw = np.ones(C, dtype=x.dtype) if self.weight is None else self.weight.astype(x.dtype)
-        smooth = ops.sum(logp * cw, axis=1) * (-keep.astype(x.dtype))
+        kept = ops.astype(keep, x.dtype) if _symbolic(keep) else keep.astype(x.dtype)
+        smooth = ops.sum(logp * cw, axis=1) * (-kept)
         nll = ops.cross_entropy(x2, t0, mask=w, reduction="none")
         rows = nll * (1.0 - eps) + smooth * (eps / C)
-        return _reduce(rows, self.reduction, out_shape, float(w.sum()))
+        return _reduce(rows, self.reduction, out_shape, _total(w))
 
     def _probabilities(self, x, target):
         who = "CrossEntropyLoss"
-        p = target if isinstance(target, Tensor) else np.asarray(target, dtype=x.dtype)
+        p = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target, dtype=x.dtype)
         x2, p2, out_shape, C = _rows(who, x, p, True)
         if self.weight is not None and self.weight.shape != (C,):
             raise ValueError(f"{who}: weight.shape={self.weight.shape} does not match the {C} classes of the input")

@@ -154,7 +154,9 @@ class RNNBase(Module):
         elif isinstance(input, (list, tuple)):
             packed, form = pack_sequence(list(input), enforce_sorted=False), "list"
         else:
-            x = input if isinstance(input, Tensor) else Tensor(np.asarray(input))
+            # a static Value (also what ds.trace records with) stays symbolic
+            x = input if isinstance(input, Tensor) or getattr(input, "_is_symbolic", False) \
+                else Tensor(np.asarray(input))
             nd = len(x.shape)
             if nd == 2:
                 if lengths is not None:
@@ -172,6 +174,10 @@ class RNNBase(Module):
                 if batch_first:
                     x = ops.transpose(x, 1, 0, 2)
                 T, B = x.shape[0], x.shape[1]
+                if T is None or B is None:
+                    raise ValueError(f"{who}: the number of steps and the batch size must be known when the graph "
+                                     f"is built (the recurrence is unrolled over them), got input shape "
+                                     f"{tuple(x.shape)}; give the placeholder a full shape")
                 packed = PackedSequence(ops.reshape(x, T * B, x.shape[2]), np.full(T, B, dtype=np.int64))
                 form = "full"
         if lengths is not None and form in ("packed", "list"):
@@ -288,7 +294,8 @@ class RNNBase(Module):
         w_ih, w_hh, b_ih, b_hh = weights
         B, H = int(bs[0]), self.hidden_size
         dt = np.result_type(x.dtype, w_hh.dtype)
-        if h is None:
+        zero_h = h is None
+        if zero_h:
             h = np.zeros((B, H), dtype=dt)
         if self._cell == "lstm" and c is None:
             c = np.zeros((B, H), dtype=dt)
@@ -304,6 +311,11 @@ class RNNBase(Module):
                 cs.append(c)
             elif self._cell == "gru":
                 h = ops.gru_cell(x[o:o + n], h, w_ih, w_hh, b_ih, b_hh)
+            elif zero_h:
+                # 0 W_hh^T + b_hh is b_hh exactly; skipping the product also keeps
+                # an op on the Parameters alone out of a trace
+                h = act(gx[o:o + n] + b_hh)
+                zero_h = False
             else:
                 h = act(gx[o:o + n] + ops.linear(h, w_hh, b_hh))
             hs.append(h)

@@ -372,10 +372,6 @@ MODULES = [
 ]
 
 
-_ZERO_STATE = ("a cell's default zero state reads self.weight_ih.data.dtype, so functional_call with symbolic "
-               "(static) parameters and h=None raises AttributeError: 'Value' object has no attribute 'data'")
-
-
 def _module_cases():
     out = []
     for name, shapes, how in MODULES:
@@ -385,11 +381,8 @@ def _module_cases():
                 # the zero initial state of a cell needs the batch size when the graph is built
                 if mode == "static-unknown" and cell and len(shapes) == 1:
                     continue
-                marks = [pytest.mark.xfail(strict=True, reason=_ZERO_STATE)] \
-                    if mode == "static" and cell and len(shapes) == 1 else []
                 sid = "x".join(map(str, shapes[0])) + ("-state" if len(shapes) > 1 else "")
-                out.append(pytest.param(name, shapes, how, dt, mode, id=f"{name}-{sid}-{np.dtype(dt).name}-{mode}",
-                                        marks=marks))
+                out.append(pytest.param(name, shapes, how, dt, mode, id=f"{name}-{sid}-{np.dtype(dt).name}-{mode}"))
     return out
 
 

@@ -5,8 +5,8 @@ gradients of inputs, targets, initial states and every parameter (the layers
 run through ``functional_call`` so their parameters are inputs of the
 comparison), in float64 and float32, on contiguous and non-contiguous inputs.
 
-Both are eager-only for now (see the xfailed static and traced tests at the
-end of each part); ``tests/nn`` compares them with torch in float64 too.
+Both also run on static Values and under ``ds.trace`` (the tests at the end
+of each part); ``tests/nn`` compares them with torch in float64 too.
 """
 from __future__ import annotations
 
@@ -172,10 +172,6 @@ def test_loss_rejections_match_torch():
             getattr(nn, loss)(reduction="bogus")
 
 
-_EAGER_ONLY_LOSS = ("the nn loss modules are eager-only: {}'s input check wraps a non-Tensor input (a static Value, "
-                    "also while ds.trace records) as Tensor(np.asarray(x)), an object array, and raises TypeError "
-                    "'input must be floating-point, got dtype object'; the op dn.cross_entropy works in both")
-
 _LOSS_FNS = {
     "CrossEntropyLoss": (lambda x: nn.CrossEntropyLoss()(x, _TARGETS["NC"][1]),
                          lambda x: torch.nn.CrossEntropyLoss()(x, torch.tensor(_TARGETS["NC"][1]))),
@@ -188,8 +184,7 @@ _LOSS_FNS = {
 
 @pytest.mark.parametrize("mode", ["static", "traced"])
 @pytest.mark.parametrize("loss", sorted(_LOSS_FNS))
-def test_loss_static_and_traced(loss, mode, request):
-    request.applymarker(pytest.mark.xfail(strict=True, raises=TypeError, reason=_EAGER_ONLY_LOSS.format(loss)))
+def test_loss_static_and_traced(loss, mode):
     f, tf = _LOSS_FNS[loss]
     x = C.draw(np.random.default_rng(66), (6, _K))
     if mode == "static":
@@ -334,15 +329,9 @@ def test_rnn_layer_dropout_in_eval_mode_as_torch(kind):
         C.assert_close(d.data, t.detach().numpy(), np.float64, f"{kind} eval with dropout")
 
 
-_EAGER_ONLY_LAYER = ("the RNN/GRU/LSTM layers are eager-only: forward wraps a non-Tensor input (a static Value, "
-                     "also while ds.trace records) as Tensor(np.asarray(input)), an object array, and the input "
-                     "projection then raises TypeError")
-
-
 @pytest.mark.parametrize("mode", ["static", "traced"])
 @pytest.mark.parametrize("kind", ["RNN", "GRU", "LSTM"])
-def test_rnn_layer_static_and_traced(kind, mode, request):
-    request.applymarker(pytest.mark.xfail(strict=True, raises=TypeError, reason=_EAGER_ONLY_LAYER))
+def test_rnn_layer_static_and_traced(kind, mode):
     dl, tl = _layer_pair(kind, dict(num_layers=1), np.float64)
     x = C.draw(np.random.default_rng(74), (_T, _B, _E))
     if mode == "static":

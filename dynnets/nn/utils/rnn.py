@@ -98,6 +98,10 @@ def _lengths(lengths, B, T, who):
     """``lengths`` as an int64 array of B values in [1, T], checked."""
     if isinstance(lengths, Tensor):
         lengths = lengths.data
+    if getattr(lengths, "_is_symbolic", False):
+        raise TypeError(f"{who}: lengths must be known when the graph is built (they fix the packed layout: the "
+                        f"batch size of every step), got the symbolic value {lengths!r}; pass them as an array "
+                        f"constant, or to ds.trace as a tuple (a static argument: one trace per distinct lengths)")
     L = np.asarray(lengths)
     if L.ndim != 1 or L.dtype.kind not in "iu" or len(L) != B:
         raise ValueError(f"{who}: lengths must be {B} integers (one per sequence of the batch), "
