@@ -198,8 +198,48 @@ def train_ops(optimizer, lr, wd, loss, variables, embedding="embedding.weight"):
     return grads, ds.group(o_rest.apply_gradients(gv[:-1]), o_emb.apply_gradients(gv[-1:]), name="train")
 
 
+class StaticWeights:
+    """What a static-graph model shares with an eager ``nn.Module`` for its
+    weights: ``train``/``eval`` and ``state_dict``/``load_state_dict`` over
+    ``self.variables`` (name -> Variable) in ``self.session``."""
+
+    def train(self, mode=True):
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def state_dict(self):
+        """Copies of the weights, named as the eager model's with the same kind of network."""
+        return OrderedDict((k, self.session.variable_value(v)) for k, v in self.variables.items())
+
+    def load_state_dict(self, state, strict=True):
+        """Copy weights in (optimizer state is kept). Raises ``KeyError`` for
+        missing/unexpected names (``strict``) and ``ValueError`` for a shape
+        mismatch, before changing anything."""
+        name = type(self).__name__
+        missing = [k for k in self.variables if k not in state]
+        unexpected = [k for k in state if k not in self.variables]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict for {name}: missing keys: {missing}; unexpected keys: {unexpected}")
+        vals = {}
+        for k, v in self.variables.items():
+            if k not in state:
+                continue
+            arr = np.asarray(state[k].data if hasattr(state[k], "data") and not isinstance(state[k], np.ndarray)
+                             else state[k])
+            if arr.shape != tuple(v.shape):
+                raise ValueError(f"load_state_dict for {name}: size mismatch for {k}: checkpoint has "
+                                 f"shape {arr.shape}, the model has {tuple(v.shape)}")
+            vals[k] = arr
+        for k, arr in vals.items():
+            self.variables[k].load(arr, self.session)
+        return missing, unexpected
+
+
 @register("padded-lstm", aliases={"hidden": "hidden_size"})
-class PaddedLSTMClassifier:
+class PaddedLSTMClassifier(StaticWeights):
     """Padded, unrolled LSTM classifier as a static graph (see the module docstring).
 
     Parameters
@@ -360,40 +400,6 @@ class PaddedLSTMClassifier:
 
     def reset_padding_stats(self):
         self._stats = {"pad_steps": 0, "real_steps": 0, "truncated_sentences": 0, "sentences": 0}
-
-    def train(self, mode=True):
-        self.training = bool(mode)
-        return self
-
-    def eval(self):
-        return self.train(False)
-
-    def state_dict(self):
-        """Copies of the weights, named as ``SequenceClassifier(cell="lstm")``'s."""
-        return OrderedDict((k, self.session.variable_value(v)) for k, v in self.variables.items())
-
-    def load_state_dict(self, state, strict=True):
-        """Copy weights in (optimizer state is kept). Raises ``KeyError`` for
-        missing/unexpected names (``strict``) and ``ValueError`` for a shape
-        mismatch, before changing anything."""
-        missing = [k for k in self.variables if k not in state]
-        unexpected = [k for k in state if k not in self.variables]
-        if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict for PaddedLSTMClassifier: missing keys: {missing}; "
-                           f"unexpected keys: {unexpected}")
-        vals = {}
-        for k, v in self.variables.items():
-            if k not in state:
-                continue
-            arr = np.asarray(state[k].data if hasattr(state[k], "data") and not isinstance(state[k], np.ndarray)
-                             else state[k])
-            if arr.shape != tuple(v.shape):
-                raise ValueError(f"load_state_dict for PaddedLSTMClassifier: size mismatch for {k}: checkpoint has "
-                                 f"shape {arr.shape}, the model has {tuple(v.shape)}")
-            vals[k] = arr
-        for k, arr in vals.items():
-            self.variables[k].load(arr, self.session)
-        return missing, unexpected
 
     # --- gradients without an update (tests, benchmarks) ----------------------------
     def loss_and_grads(self, batch, chunk=0):

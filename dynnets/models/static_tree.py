@@ -36,7 +36,7 @@ from .. import static as ds
 from ..autograd import ops
 from ..autograd.ops import tree_lstm_leaf_node, tree_lstm_node
 from .common import collate_trees, prepare_trees
-from .padded import train_ops
+from .padded import StaticWeights, train_ops
 from .registry import register
 from .tree import TreeLSTM
 
@@ -96,7 +96,7 @@ class StaticTreeBatch:
 
 
 @register("static-treelstm")
-class StaticTreeLSTM:
+class StaticTreeLSTM(StaticWeights):
     """Binary Tree-LSTM (Tai et al. 2015, eqs. 9-14) as one static graph for
     every minibatch of trees (see the module docstring).
 
@@ -233,38 +233,6 @@ class StaticTreeLSTM:
         """Loss and dense gradients of one chunk, no update: (loss, {name: gradient})."""
         lv, gs = self.session.run([self._loss, list(self._grads.values())], self._feed(batch.feeds[chunk]))
         return float(lv), OrderedDict(zip(self._grads, gs))
-
-    def train(self, mode=True):
-        self.training = bool(mode)
-        return self
-
-    def eval(self):
-        return self.train(False)
-
-    def state_dict(self):
-        """Copies of the weights, named as the eager TreeLSTM's."""
-        return OrderedDict((k, self.session.variable_value(v)) for k, v in self.variables.items())
-
-    def load_state_dict(self, state, strict=True):
-        """Copy weights in (optimizer state is kept); ``KeyError`` for
-        missing/unexpected names (``strict``), ``ValueError`` for a shape
-        mismatch, before changing anything."""
-        missing = [k for k in self.variables if k not in state]
-        unexpected = [k for k in state if k not in self.variables]
-        if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict for StaticTreeLSTM: missing keys: {missing}; unexpected keys: "
-                           f"{unexpected}")
-        vals = {}
-        for k, v in self.variables.items():
-            if k in state:
-                arr = np.asarray(state[k] if isinstance(state[k], np.ndarray) else getattr(state[k], "data", state[k]))
-                if arr.shape != tuple(v.shape):
-                    raise ValueError(f"load_state_dict for StaticTreeLSTM: size mismatch for {k}: checkpoint has "
-                                     f"shape {arr.shape}, the model has {tuple(v.shape)}")
-                vals[k] = arr
-        for k, arr in vals.items():
-            self.variables[k].load(arr, self.session)
-        return missing, unexpected
 
     def __repr__(self):
         c = self.config
