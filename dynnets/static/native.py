@@ -7,11 +7,18 @@ few elements. For the linear-regression train step of
 ~17.5 us, where ``jax.jit`` of the same step takes ~8.9 us and the same
 arithmetic as numpy by hand ~9.3 us: a plan of numpy calls can at best tie
 jax. The whole step as one compiled function takes ~0.4 us. So this tier
-translates every instruction of a plan into numpy-style code that Numba
-compiles in nopython mode, as one function: a run is then the feed check of
+translates every instruction of a plan into plain loops over flat arrays of
+static shapes (one loop per elementwise op, reduction, broadcast adjoint,
+transpose or product; 0-d values are scalars) that Numba compiles in
+nopython mode, as one function: a run is then the feed check of
 :meth:`Session.run` (the plan key: every fed shape and dtype), one call of a
 small Python wrapper that reads the variables' storage and calls the kernel,
-and the fetched values boxed into their structure.
+and the fetched values boxed into their structure (linreg: ~2 us, of which
+~0.75 us is the kernel call and ~1 us Session.run's own key and bookkeeping).
+Loops, not numpy calls, inside the kernel: Numba types every ``np.*`` call
+through its overload templates, and the same linreg step written with array
+expressions took 0.9 s to compile against 0.35 s, a 213-instruction plan 55 s
+against 11 s (compile time grows by ~40 ms per instruction).
 
 Which plans qualify (:func:`translate` raises :class:`Unsupported` otherwise,
 and the plan stays on tier 2, transparently): every instruction has a
@@ -25,14 +32,15 @@ float64, and an operation's array inputs share its dtype (Python scalars are
 kept weak, as numpy does); no value has more than :data:`MAX_SIZE` elements
 and the plan has at most :data:`MAX_INSTRS` instructions. Large arrays are
 numpy's (its SIMD transcendental functions beat Numba's scalar libm calls
-from ~1000 elements on, see :mod:`.passes`), and a long plan would take
-seconds to compile.
+from ~1000 elements on, see :mod:`.passes`; and its BLAS beats the loops'
+products), and a long plan would take seconds to compile.
 
 The translations mirror the table's implementations and VJPs operation for
 operation (same formulas, same order, constants cast to the dtype numpy
 would use), so results agree with the plan executor to rounding: float64 to
-~1e-15 relative (summation order: numpy sums pairwise, Numba in sequence),
-float32 to a few ulps. After compiling, the kernel's inferred return type is
+~1e-14 relative (numpy sums pairwise and has its own SIMD exp/log/tanh, the
+loops sum in sequence and call libm), float32 to a few ulps. Run as Python
+(``NUMBA_DISABLE_JIT=1``), the same source is the kernel's twin. After compiling, the kernel's inferred return type is
 checked against the declared dtypes of the fetches (a translation that
 promoted somewhere would be caught there and the plan stays on tier 2).
 
@@ -49,8 +57,8 @@ Compiled code is cached across processes: the kernel's source is written
 (atomically, once) to ``$DYNNETS_CACHE_DIR/plans/p_<sha1 of the source>.py``
 (default ``~/.cache/dynnets/plans``) and compiled from that module with
 Numba's ``cache=True``, so a later process with the same plan loads the
-machine code (~10 ms) instead of compiling it (0.3-1.5 s, measured on this
-machine). ``DYNNETS_NO_DISK_CACHE=1`` compiles in memory only. Within a
+machine code (5-10 ms) instead of compiling it (0.35 s for linreg, ~4 s for a
+115-instruction plan, measured on this shared machine). ``DYNNETS_NO_DISK_CACHE=1`` compiles in memory only. Within a
 process, kernels are shared by source across plans and sessions.
 """
 from __future__ import annotations
@@ -70,7 +78,7 @@ from .graph import assign_p, group_p
 __all__ = ["Unsupported", "translate", "compile_plan", "MAX_SIZE", "MAX_INSTRS", "KERNEL_STATS"]
 
 MAX_SIZE = 2048
-MAX_INSTRS = 160
+MAX_INSTRS = 120
 
 KERNEL_STATS = {"compiled": 0, "reused": 0}
 _KERNELS: dict = {}            # kernel source -> compiled dispatcher (shared by plans and sessions)
@@ -82,8 +90,6 @@ _F64 = np.dtype(np.float64)
 _FLOATS = (_F32, _F64)
 _DT_NAME = {_F32: "np.float32", _F64: "np.float64", np.dtype(bool): "np.bool_", np.dtype(np.int64): "np.int64",
             np.dtype(np.int32): "np.int32"}
-
-
 
 
 class Unsupported(Exception):
@@ -249,12 +255,16 @@ class _Gen:
             if acc == loop_shape:
                 acc = None
         reduce_all = acc is not None and math.prod(acc) == 1
+        # each loop has its own index names: Numba's SSA passes cost grows with every
+        # redefinition of a shared name across the blocks of the function
+        t = self.tmp()
+        k = f"k{t}"
         if all(shp == () or tuple(shp) == loop_shape for _, shp in operands) and (acc is None or reduce_all):
-            head, ind = [f"for k in range({n}):"], "    "
-            elements = [e if shp == () else f"{e}[k]" for e, shp in operands]
-            out_at = "[k]"
+            head, ind = [f"for {k} in range({n}):"], "    "
+            elements = [e if shp == () else f"{e}[{k}]" for e, shp in operands]
+            out_at = f"[{k}]"
         else:
-            ivars = [f"i{d}" for d in range(len(loop_shape))]
+            ivars = [f"i{d}{t}" for d in range(len(loop_shape))]
             head, ind = [], ""
             for d, size in enumerate(loop_shape):
                 head.append(f"{ind}for {ivars[d]} in range({size}):")
@@ -262,7 +272,6 @@ class _Gen:
             elements = [e if shp == () else f"{e}[{_bidx(shp, loop_shape, ivars)}]" for e, shp in operands]
             out_at = f"[{_bidx(loop_shape, loop_shape, ivars)}]"
         value = fmt(*elements)
-        t = self.tmp()
         if acc is None:
             if into is None:
                 self.emit(f"{t} = np.empty({n}, {D})")
@@ -271,8 +280,8 @@ class _Gen:
             self.lines += head
             self.emit(f"{ind}{t}{out_at} = {value}")
             if post:
-                self.emit(f"for k in range({n}):")
-                self.emit(f"    {t}[k] = {post(t + '[k]')}")
+                self.emit(f"for {k} in range({n}):")
+                self.emit(f"    {t}[{k}] = {post(f'{t}[{k}]')}")
             return t
         if reduce_all:
             self.emit(f"{t} = {_lit(0, dt)}")
@@ -290,8 +299,8 @@ class _Gen:
         self.lines += head
         self.emit(f"{ind}{t}[{_bidx(acc, loop_shape, ivars)}] += {value}")
         if post:
-            self.emit(f"for k in range({m}):")
-            self.emit(f"    {t}[k] = {post(t + '[k]')}")
+            self.emit(f"for {k} in range({m}):")
+            self.emit(f"    {t}[{k}] = {post(f'{t}[{k}]')}")
         return t
 
     def ew(self, o, loop_shape, operands, fmt, dt, acc=None, post=None, into=None):
@@ -473,8 +482,8 @@ def _transpose_to(gen, o, s, axes, dt):
     axes = tuple(reversed(range(nd))) if axes is None else tuple(int(a) % nd for a in axes)
     out_shape = tuple(shp[a] for a in axes)
     xst = _strides(shp)
-    ivars = [f"i{d}" for d in range(nd)]
     t = gen.tmp()
+    ivars = [f"i{d}{t}" for d in range(nd)]
     gen.emit(f"{t} = np.empty({math.prod(shp)}, {_DT_NAME[dt]})")
     ind = ""
     for d, size in enumerate(out_shape):
@@ -522,17 +531,18 @@ def _dot(gen, m, k, n, a, a_t, b, b_t, dt, bias=None):
     D = _DT_NAME[dt]
     ai = (lambda i, kk: f"{a}[{kk} * {m} + {i}]") if a_t else (lambda i, kk: f"{a}[{i} * {k} + {kk}]")
     bi = (lambda kk, j: f"{b}[{j} * {k} + {kk}]") if b_t else (lambda kk, j: f"{b}[{kk} * {n} + {j}]")
+    i, j, kk, s = f"i{t}", f"j{t}", f"k{t}", f"s{t}"
     gen.emit(f"{t} = np.empty({m * n}, {D})")
-    gen.emit(f"for i in range({m}):")
-    gen.emit(f"    for j in range({n}):")
-    gen.emit(f"        s = {_lit(0, dt)}")
-    gen.emit(f"        for kk in range({k}):")
-    gen.emit(f"            s += {ai('i', 'kk')} * {bi('kk', 'j')}")
+    gen.emit(f"for {i} in range({m}):")
+    gen.emit(f"    for {j} in range({n}):")
+    gen.emit(f"        {s} = {_lit(0, dt)}")
+    gen.emit(f"        for {kk} in range({k}):")
+    gen.emit(f"            {s} += {ai(i, kk)} * {bi(kk, j)}")
     if bias is None:
-        gen.emit(f"        {t}[i * {n} + j] = s")
+        gen.emit(f"        {t}[{i} * {n} + {j}] = {s}")
     else:
         be, bshape = bias
-        gen.emit(f"        {t}[i * {n} + j] = s + {be}{'' if bshape == () else '[j]'}")
+        gen.emit(f"        {t}[{i} * {n} + {j}] = {s} + {be}{'' if bshape == () else f'[{j}]'}")
     return t
 
 
