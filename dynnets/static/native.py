@@ -8,17 +8,19 @@ few elements. For the linear-regression train step of
 arithmetic as numpy by hand ~9.3 us: a plan of numpy calls can at best tie
 jax. The whole step as one compiled function takes ~0.4 us. So this tier
 translates every instruction of a plan into plain loops over flat arrays of
-static shapes (one loop per elementwise op, reduction, broadcast adjoint,
-transpose or product; 0-d values are scalars) that Numba compiles in
-nopython mode, as one function: a run is then the feed check of
+static shapes (a loop per reduction, broadcast adjoint, transpose or
+product; a chain of elementwise ops, forward or VJP, whose intermediate
+results are read once is one loop; 0-d values are scalars) that Numba
+compiles in nopython mode, as one function: a run is then the feed check of
 :meth:`Session.run` (the plan key: every fed shape and dtype), one call of a
 small Python wrapper that reads the variables' storage and calls the kernel,
 and the fetched values boxed into their structure (linreg: ~2 us, of which
 ~0.75 us is the kernel call and ~1 us Session.run's own key and bookkeeping).
 Loops, not numpy calls, inside the kernel: Numba types every ``np.*`` call
 through its overload templates, and the same linreg step written with array
-expressions took 0.9 s to compile against 0.35 s, a 213-instruction plan 55 s
-against 11 s (compile time grows by ~40 ms per instruction).
+expressions took 0.9 s to compile against 0.35 s (0.27 s with the chains
+fused), a 213-instruction plan 55 s against 11 s (4.9 s fused); compile time
+grows with the number of loops, ~20 ms per instruction once fused.
 
 Which plans qualify (:func:`translate` raises :class:`Unsupported` otherwise,
 and the plan stays on tier 2, transparently): every instruction has a
@@ -57,8 +59,8 @@ Compiled code is cached across processes: the kernel's source is written
 (atomically, once) to ``$DYNNETS_CACHE_DIR/plans/p_<sha1 of the source>.py``
 (default ``~/.cache/dynnets/plans``) and compiled from that module with
 Numba's ``cache=True``, so a later process with the same plan loads the
-machine code (5-10 ms) instead of compiling it (0.35 s for linreg, ~4 s for a
-115-instruction plan, measured on this shared machine). ``DYNNETS_NO_DISK_CACHE=1`` compiles in memory only. Within a
+machine code (5-10 ms) instead of compiling it (0.27 s for linreg, ~2.3 s for
+a 115-instruction plan, measured on this shared machine). ``DYNNETS_NO_DISK_CACHE=1`` compiles in memory only. Within a
 process, kernels are shared by source across plans and sessions.
 """
 from __future__ import annotations
@@ -136,6 +138,24 @@ def _bidx(shape, loop_shape, ivars):
     return " + ".join(terms) if terms else "0"
 
 
+class _Lazy:
+    """An elementwise result not computed yet: ``fmt`` over ``operands``
+    (each a flat array of ``shape``, a scalar, or another _Lazy)."""
+
+    __slots__ = ("shape", "operands", "fmt", "dt")
+
+    def __init__(self, shape, operands, fmt, dt):
+        self.shape = shape
+        self.operands = operands
+        self.fmt = fmt
+        self.dt = dt
+
+    def at(self, idx):
+        """The element expression at flat index ``idx``."""
+        return self.fmt(*[e.at(idx) if isinstance(e, _Lazy) else e if shp == () else f"{e}[{idx}]"
+                          for e, shp in self.operands])
+
+
 class _Gen:
     """The kernel's source, built instruction by instruction. Arrays are
     flat (1-D, C order) locals whose shape is static metadata, so a reshape
@@ -143,7 +163,7 @@ class _Gen:
     scalars of their exact dtype. A weak Python scalar constant has no dtype
     until an operation casts it to its operand's."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, uses=None):
         g = plan.program
         self.shape = {}
         self.dtype = {}
@@ -153,6 +173,18 @@ class _Gen:
         self.args = []          # (kernel argument name, what the wrapper passes, (dtype, ndim, writable))
         self.var_args = {}
         self.n = 0
+        self.lazy = {}          # slot -> _Lazy: an elementwise result not yet computed
+        # slot -> how often the kernel reads it: counted by a first translation (uses=None),
+        # which inlines nothing; an instruction's arguments overcount (a VJP gets the
+        # forward inputs whether its formula reads them or not)
+        self.counting = uses is None
+        self.uses = {} if uses is None else uses
+        if self.counting:
+            fetched = []
+            _flat(plan.ret, fetched)
+            fetched += [ins.args[0] for ins in plan.instrs if ins.kind == "copy"]
+            for a in fetched:
+                self.uses[a] = self.uses.get(a, 0) + 1
         consts = plan.consts
         for vid, s in plan.slot_of.items():
             a = g.avals[vid]
@@ -210,11 +242,25 @@ class _Gen:
     def is_scalar(self, s):
         return self.shape[s] == ()
 
-    def op(self, s, dt):
+    def op(self, s, dt, inline=False):
         """Slot ``s`` as an operand ``(expression, shape)`` of dtype ``dt``: a
-        weak scalar is cast to ``dt``, any other operand must have it."""
+        weak scalar is cast to ``dt``, any other operand must have it. An
+        elementwise result not yet computed is computed now, unless
+        ``inline`` (the caller is an elementwise loop) and this is its only
+        use: then the expression is a :class:`_Lazy` the loop evaluates
+        element by element, so a chain of elementwise ops is one loop."""
         if s in self.weak:
             return _lit(self.weak[s], dt), ()
+        if self.counting:
+            self.uses[s] = self.uses.get(s, 0) + 1
+        lz = self.lazy.get(s)
+        if lz is not None:
+            if self.dtype.get(s) != dt:
+                raise Unsupported(f"mixed dtypes ({self.dtype.get(s)} where {dt} is needed)")
+            if inline and not self.counting and self.uses.get(s, 0) == 1:
+                del self.lazy[s]
+                return lz, self.shape[s]
+            self.materialize(s)
         if s not in self.expr:
             raise Unsupported(f"slot {s} has no value here")
         if self.dtype.get(s) != dt:
@@ -233,6 +279,19 @@ class _Gen:
     def bind(self, o, name):
         self.expr[o] = name
 
+    def materialize(self, s):
+        lz = self.lazy.pop(s)
+        self.expr[s] = self.loop(lz.shape, lz.operands, lz.fmt, lz.dt)
+
+    def flush(self):
+        """Compute every pending elementwise result still needed (before an
+        effect writes a variable one of them may read)."""
+        for s in list(self.lazy):
+            if self.counting or self.uses.get(s, 0):
+                self.materialize(s)
+            else:
+                del self.lazy[s]
+
     def scalar(self, o, expr, dt):
         t = self.tmp()
         self.emit(f"{t} = {_DT_NAME[dt]}({expr})")
@@ -250,6 +309,13 @@ class _Gen:
         loop_shape = tuple(loop_shape)
         n = math.prod(loop_shape)
         D = _DT_NAME[dt]
+        if any(isinstance(e, _Lazy) for e, _ in operands):
+            # inline a pending result only where the formula reads it once and at this
+            # loop's own index (no recomputation of an element, no blow-up of the source)
+            probe = fmt(*[f"\x00{j}\x00" for j in range(len(operands))])
+            operands = [(self.loop(e.shape, e.operands, e.fmt, e.dt), shp)
+                        if isinstance(e, _Lazy) and (probe.count(f"\x00{j}\x00") != 1 or tuple(shp) != loop_shape)
+                        else (e, shp) for j, (e, shp) in enumerate(operands)]
         if acc is not None:
             acc = tuple(acc)
             if acc == loop_shape:
@@ -261,7 +327,7 @@ class _Gen:
         k = f"k{t}"
         if all(shp == () or tuple(shp) == loop_shape for _, shp in operands) and (acc is None or reduce_all):
             head, ind = [f"for {k} in range({n}):"], "    "
-            elements = [e if shp == () else f"{e}[{k}]" for e, shp in operands]
+            elements = [e.at(k) if isinstance(e, _Lazy) else e if shp == () else f"{e}[{k}]" for e, shp in operands]
             out_at = f"[{k}]"
         else:
             ivars = [f"i{d}{t}" for d in range(len(loop_shape))]
@@ -269,7 +335,8 @@ class _Gen:
             for d, size in enumerate(loop_shape):
                 head.append(f"{ind}for {ivars[d]} in range({size}):")
                 ind += "    "
-            elements = [e if shp == () else f"{e}[{_bidx(shp, loop_shape, ivars)}]" for e, shp in operands]
+            elements = [e.at(_bidx(shp, loop_shape, ivars)) if isinstance(e, _Lazy) else e if shp == () else
+                        f"{e}[{_bidx(shp, loop_shape, ivars)}]" for e, shp in operands]
             out_at = f"[{_bidx(loop_shape, loop_shape, ivars)}]"
         value = fmt(*elements)
         if acc is None:
@@ -312,8 +379,17 @@ class _Gen:
         if (fmt is _same and post is None and into is None and len(operands) == 1
                 and tuple(operands[0][1]) == tuple(loop_shape) and (acc is None or tuple(acc) == tuple(loop_shape))):
             # values are never written in place (only variables are), so an identity is an alias
-            self.expr[o] = operands[0][0]
-            return operands[0][0]
+            e = operands[0][0]
+            if isinstance(e, _Lazy):
+                self.lazy[o] = e
+                return None
+            self.expr[o] = e
+            return e
+        if (o is not None and into is None and post is None and (acc is None or tuple(acc) == tuple(loop_shape))
+                and tuple(self.shape.get(o, ())) == tuple(loop_shape)
+                and all(shp == () or tuple(shp) == tuple(loop_shape) for _, shp in operands)):
+            self.lazy[o] = _Lazy(tuple(loop_shape), operands, fmt, dt)
+            return None
         name = self.loop(loop_shape, operands, fmt, dt, into=into, acc=acc, post=post)
         if o is not None:
             self.expr[o] = name
@@ -352,7 +428,7 @@ _BINARY = {P.add_p: lambda a, b: f"({a} + {b})", P.sub_p: lambda a, b: f"({a} - 
 
 
 def _operands(gen, slots, dt):
-    return [gen.op(s, dt) for s in slots]
+    return [gen.op(s, dt, inline=True) for s in slots]
 
 
 @_call(*_BINARY)
@@ -385,7 +461,7 @@ def _pow(gen, ins, kw):
     xs, ys = ins.args
     if ys not in gen.weak:
         raise Unsupported("pow with an array exponent")
-    gen.ew(o, gen.shape[o], [gen.op(xs, dt)], _pow_fmt(gen.weak[ys], dt), dt)
+    gen.ew(o, gen.shape[o], [gen.op(xs, dt, inline=True)], _pow_fmt(gen.weak[ys], dt), dt)
 
 
 def _unary_fmts(dt):
@@ -412,7 +488,7 @@ _UNARY = tuple(_unary_fmts(_F64))
 def _unary(gen, ins, kw):
     o = ins.outs[0]
     dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt)], _unary_fmts(dt)[ins.eqn.prim], dt)
+    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt, inline=True)], _unary_fmts(dt)[ins.eqn.prim], dt)
 
 
 def _axes(axis, nd):
@@ -438,7 +514,7 @@ def _reduction(mean):
         dt = gen.out_dtype(o)
         a = ins.args[0]
         kw = kw or {}
-        x = gen.op(a, dt)
+        x = gen.op(a, dt, inline=True)
         shp = gen.shape[a]
         acc = () if gen.shape[o] == () else _kept(shp, kw.get("axis"))
         post = None
@@ -504,7 +580,7 @@ def _transpose(gen, ins, kw):
 def _broadcast_to(gen, ins, kw):
     o = ins.outs[0]
     dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt)], _same, dt)
+    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt, inline=True)], _same, dt)
 
 
 def _astype_to(gen, o, s):
@@ -512,7 +588,7 @@ def _astype_to(gen, o, s):
     src = gen.dtype.get(s)
     if src not in _FLOATS:
         raise Unsupported(f"astype from {src} to {dt}")
-    x = gen.op(s, src)
+    x = gen.op(s, src, inline=True)
     D = _DT_NAME[dt]
     gen.ew(o, gen.shape[o], [x], lambda e: f"{D}({e})", dt)
 
@@ -616,8 +692,12 @@ def _elementwise_vjp(formula):
         g, xs, y = ins.args[0], ins.args[1:-1], ins.args[-1]
         o = ins.outs[0]
         dt = gen.out_dtype(o)
-        ops = [gen.op(g, dt)] + [gen.op(s, dt) for s in xs] + [gen.op(y, dt)]
         c = {"one": _lit(1, dt), "two": _lit(2, dt), "half": _lit(0.5, dt), "zero": _lit(0, dt)}
+        slots = [g, *xs, y]
+        marks = [f"\x00{j}\x00" for j in range(len(slots))]
+        probe = formula(marks[0], *marks[1:-1], out=marks[-1], **c)
+        # read only the operands the formula uses (a VJP gets every forward input)
+        ops = [gen.op(sl, dt, inline=True) if m in probe else ("None", ()) for sl, m in zip(slots, marks)]
         gen.ew(o, gen.shape[g], ops, lambda ge, *rest: formula(ge, *rest[:-1], out=rest[-1], **c), dt,
                acc=gen.shape[o])
     return tr
@@ -632,7 +712,7 @@ def _g_only(gen, ins, kw):
     """``unbroadcast(g, shape of the input)``."""
     g, o = ins.args[0], ins.outs[0]
     dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[g], [gen.op(g, dt)], _same, dt, acc=gen.shape[o])
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True)], _same, dt, acc=gen.shape[o])
 
 
 _vjp(P.add_p, 0)(_g_only)
@@ -692,7 +772,7 @@ def _pow_vjp_x(gen, ins, kw):
         return
     p = _pow_fmt(y - 1, dt)
     yl = _lit(y, dt)
-    gen.ew(o, gen.shape[g], [gen.op(g, dt), gen.op(xs, dt)], lambda ge, xe: f"({ge} * {yl} * {p(xe)})", dt,
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True), gen.op(xs, dt, inline=True)], lambda ge, xe: f"({ge} * {yl} * {p(xe)})", dt,
            acc=gen.shape[o])
 
 
@@ -759,7 +839,7 @@ def _broadcast_to_vjp(gen, ins, kw):
     g = ins.args[0]
     o = ins.outs[0]
     dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[g], [gen.op(g, dt)], _same, dt, acc=gen.shape[o])
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True)], _same, dt, acc=gen.shape[o])
 
 
 @_vjp(P.astype_p, 0)
@@ -907,6 +987,8 @@ def _apply(gen, ins, kw):
             wl = _lit(wd, dt)
             gen.ew(gw, shape, [(ge, shape), (name if shape else f"{name}[()]", shape)],
                    lambda a, p: f"({a} + {wl} * {p})", dt)
+            if gw in gen.lazy:
+                gen.materialize(gw)
             ge = gen.expr[gw]
         lr = in_dt(dt, lr_val, lr_expr)
         if tp is GradientDescentOptimizer:
@@ -957,7 +1039,7 @@ class Translation:
     slot); and the Numba type), and the flat fetched slots with their shape
     and dtype."""
 
-    __slots__ = ("source", "args", "fetches", "wrapper")
+    __slots__ = ("source", "args", "fetches", "uses")
 
 
 def translate(plan):
@@ -966,7 +1048,12 @@ def translate(plan):
         raise Unsupported(f"{len(plan.instrs)} instructions (more than {MAX_INSTRS})")
     if plan.program is None:
         raise Unsupported("the plan keeps no program")
-    gen = _Gen(plan)
+    # the first pass counts how often each value is read, the second inlines the values read once
+    return _translate(plan, _translate(plan, None).uses)
+
+
+def _translate(plan, uses):
+    gen = _Gen(plan, uses)
     effects = dict(_EFFECT)
     effects[_apply_prim()] = _apply
     key = plan.key
@@ -1022,6 +1109,8 @@ def translate(plan):
                 gen.bind(o, gen.flat(name, shp))
         elif kind == "copy":
             a, o = ins.args[0], ins.outs[0]
+            if a in gen.lazy:
+                gen.materialize(a)
             if a in gen.weak or a not in gen.expr:
                 raise Unsupported("a fetched Python scalar constant")
             e = gen.expr[a]
@@ -1053,6 +1142,7 @@ def translate(plan):
             tr = effects.get(ins.eqn.prim)
             if tr is None:
                 raise Unsupported(f"effect {ins.eqn.prim.name}")
+            gen.flush()
             tr(gen, ins, ins.kw or {})
         else:
             raise Unsupported(f"instruction kind {kind}")
@@ -1060,6 +1150,8 @@ def translate(plan):
     _flat(plan.ret, fetches)
     rets = []
     for s in fetches:
+        if s in gen.lazy:
+            gen.materialize(s)
         if s not in gen.expr or s in gen.weak or gen.dtype.get(s) not in _FLOATS:
             raise Unsupported(f"fetched slot {s} has no kernel value")
         shp = gen.shape[s]
@@ -1073,6 +1165,7 @@ def translate(plan):
     elif not gen.lines:
         body += "    return None\n"
     t.source = f"def kernel({', '.join(a[0] for a in t.args)}):\n{body}"
+    t.uses = gen.uses
     return t
 
 
