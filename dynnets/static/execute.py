@@ -1,11 +1,15 @@
-"""The two executors of a lowered :class:`~.lower.Plan`, tiered as in a JIT.
+"""The executors of a lowered :class:`~.lower.Plan`, tiered as in a JIT.
 
 :func:`tier1` builds a loop over one small closure per instruction (cheap to
 build, so adding an op to a graph and running it once costs well under a
 millisecond); :func:`tier2` generates one straight-line Python function, one
-line per instruction (about 0.1 ms to compile, and the fastest to run: a run
-with a known key then costs a tuple build, one dict lookup and that call).
-Both call the same functions with the same arguments, so they agree exactly.
+line per instruction (about 0.1 ms to compile; a run with a known key then
+costs a tuple build, one dict lookup and that call). Both call the same
+functions with the same arguments, so they agree exactly. :func:`tier3`
+compiles a small plan whole into one Numba function (:mod:`.native`: 0.3-1.5 s
+to compile, ~10 ms to load from the disk cache; a run is then one call),
+which agrees with the others to rounding; a plan it cannot translate stays
+on tier 2.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from ..autograd import gradtypes
 from ..autograd.primitives import ShapeError, fmt_shape
 from .graph import UninitializedVariableError, op_error, site_str
 
-__all__ = ["tier1", "tier2", "explain"]
+__all__ = ["tier1", "tier2", "tier3", "explain"]
 
 _ndarray = np.ndarray
 _perf = time.perf_counter
@@ -314,6 +318,14 @@ def tier2(plan, storage):
     plan.line_ins = line_ins
     plan.tier = 2
     plan.codegen_time = _perf() - t0
+
+
+def tier3(plan, storage):
+    """Replace ``plan.fn`` (tier 2) by one call of a generated Numba kernel
+    doing the whole plan, where :mod:`.native` can translate it; True if it
+    did (``plan.native.reason`` says why not otherwise)."""
+    from . import native
+    return native.compile_plan(plan, storage, _bad_param)
 
 
 def explain(plan, exc, storage):

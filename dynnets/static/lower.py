@@ -26,7 +26,7 @@ class Plan:
     __slots__ = ("fn", "key", "runs", "total", "compile_time", "nodes_graph", "nodes_pruned", "nodes_after",
                  "fetch_names", "feed_names", "filename", "line_ins", "variables", "source", "n_fused",
                  "n_buffers", "pass_times", "instrs", "consts", "arg_slots", "n_slots", "ret", "tier",
-                 "codegen_time", "releases")
+                 "codegen_time", "releases", "program", "slot_of", "native", "next_tier")
 
     def stats(self):
         return {
@@ -35,6 +35,8 @@ class Plan:
             "compile_ms": self.compile_time * 1e3,
             "codegen_ms": self.codegen_time * 1e3,
             "tier": self.tier,
+            "native": self.native.reason if self.native is not None and self.tier < 3 else None,
+            "native_ms": self.native.compile_time * 1e3 if self.native is not None else None,
             "pass_ms": {k: v * 1e3 for k, v in self.pass_times.items()},
             "nodes_graph": self.nodes_graph,
             "nodes_before": self.nodes_pruned,
@@ -185,6 +187,11 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
     plan.codegen_time = 0.0
     plan.n_fused = sum(1 for e in g.eqns if e.prim.name == "fused")
     plan.n_buffers = len(g.meta.get("buffers", {}))
+    # what the third tier (.native) translates from: the values' avals by slot
+    plan.program = g
+    plan.slot_of = slot
+    plan.native = None
+    plan.next_tier = 0
     return plan
 
 

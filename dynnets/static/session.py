@@ -9,7 +9,16 @@ op to a graph and running it once costs well under a millisecond); from the
 ``jit_after``-th run on (default 2) the plan is one generated straight-line
 Python function: one line per equation, functions, constants and buffers bound
 as globals, the table's VJPs called directly. A run with a known key then
-costs a tuple build, one dict lookup and that function call.
+costs a tuple build, one dict lookup and that function call. From the
+``native_after``-th run on (default :data:`NATIVE_AFTER` = 100) a small plan
+is compiled whole into one Numba function (:mod:`dynnets.static.native`;
+plans it cannot translate stay on tier 2). That compile costs 0.3-1.5 s the
+first time a plan is seen on a machine (its machine code is cached on disk
+for later processes: ~10 ms then) and saves ~10 us per run of a linear
+regression step, so it waits until a plan has run often enough to look like
+a training loop; no plan of the test suite runs that often. The threshold
+counts runs, never time, so the same program switches tiers at the same
+step every time (float32 results of the tiers may differ in the last bits).
 
 Because the graph is append-only SSA, adding nodes never invalidates a plan:
 old keys keep their plans and a new fetch gets a new one.
@@ -33,11 +42,14 @@ from .graph import (FeedError, GraphError, Value, gc_paused, get_default_graph, 
                     UninitializedVariableError, default_sessions)
 from .lower import lower
 
-__all__ = ["Session", "InteractiveSession"]
+__all__ = ["Session", "InteractiveSession", "NATIVE_AFTER"]
+
+NATIVE_AFTER = 100
 
 _ndarray = np.ndarray
 _asarray = np.asarray
 _perf = time.perf_counter
+_NEVER = float("inf")
 
 
 def _struct_key(f):
@@ -70,13 +82,18 @@ class Session:
     jit_after : int
         Runs of a plan on the tier-1 executor before it is replaced by
         generated code.
+    native_after : int or None
+        Runs of a plan (on any tier) after which it is compiled whole into
+        one Numba function where it qualifies (see :mod:`.native`); None
+        never does. ``native_after=1, jit_after=1`` compiles after the first
+        run, as XLA would before it.
     keep_sparse : bool
         Fetch row-sparse gradients as :class:`RowSparse` (as eager ``._grad``
         holds them) instead of dense arrays.
     """
 
     def __init__(self, graph=None, optimize=True, fuse_min_size=passes.FUSE_MIN_SIZE,
-                 memory_min_size=passes.MEMORY_MIN_SIZE, jit_after=2, keep_sparse=False):
+                 memory_min_size=passes.MEMORY_MIN_SIZE, jit_after=2, keep_sparse=False, native_after=NATIVE_AFTER):
         self.graph = graph if graph is not None else get_default_graph()
         self.optimize = optimize
         self.fuse_min_size = fuse_min_size
@@ -89,6 +106,7 @@ class Session:
         self._init_count = -1
         self._raw_sparse = bool(keep_sparse)
         self.jit_after = jit_after
+        self.native_after = native_after
         self._rngs = {}
 
     # --- running ------------------------------------------------------------------
@@ -133,10 +151,18 @@ class Session:
             raise execute.explain(plan, exc, self._storage) from exc
         plan.total += _perf() - t0
         plan.runs += 1
-        if plan.tier == 1 and plan.runs >= self.jit_after:
-            with gc_paused():
-                execute.tier2(plan, self._storage)
+        if plan.runs >= plan.next_tier:
+            self._tier_up(plan)
         return out
+
+    def _tier_up(self, plan):
+        with gc_paused():
+            if plan.tier == 1:
+                execute.tier2(plan, self._storage)
+                plan.next_tier = self.native_after if self.native_after is not None else _NEVER
+            if plan.tier == 2 and plan.runs >= plan.next_tier:
+                execute.tier3(plan, self._storage)
+                plan.next_tier = _NEVER
 
     def close(self):
         """Free the variables' values and the compiled plans."""
@@ -275,6 +301,7 @@ class Session:
                               memory_min_size=self.memory_min_size, timings=timings, pruned=True)
         plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng)
         execute.tier1(plan, self._storage)
+        plan.next_tier = self.jit_after
         plan.key = key
         plan.compile_time = _perf() - t0
         plan.pass_times = timings

@@ -1,0 +1,1380 @@
+"""The third plan tier: a whole small plan as one generated Numba function.
+
+A tier-2 plan (:func:`.execute.tier2`) is one Python line per instruction,
+each a numpy call costing ~0.5-1 us of interpreter and dispatch on arrays of a
+few elements. For the linear-regression train step of
+``benchmarks/bench_static.py --only linreg`` (18 instructions) that is
+~17.5 us, where ``jax.jit`` of the same step takes ~8.9 us and the same
+arithmetic as numpy by hand ~9.3 us: a plan of numpy calls can at best tie
+jax. The whole step as one compiled function takes ~0.4 us. So this tier
+translates every instruction of a plan into plain loops over flat arrays of
+static shapes (a loop per reduction, broadcast adjoint, transpose or
+product; a chain of elementwise ops, forward or VJP, whose intermediate
+results are read once is one loop; 0-d values are scalars) that Numba
+compiles in nopython mode, as one function: a run is then the feed check of
+:meth:`Session.run` (the plan key: every fed shape and dtype), one call of a
+small Python wrapper that reads the variables' storage and calls the kernel,
+and the fetched values boxed into their structure (linreg: ~2 us, of which
+~0.75 us is the kernel call and ~1 us Session.run's own key and bookkeeping).
+Loops, not numpy calls, inside the kernel: Numba types every ``np.*`` call
+through its overload templates, and the same linreg step written with array
+expressions took 0.9 s to compile against 0.35 s (0.27 s with the chains
+fused), a 213-instruction plan 55 s against 11 s (4.9 s fused); compile time
+grows with the number of loops, ~20 ms per instruction once fused.
+
+Which plans qualify (:func:`translate` raises :class:`Unsupported` otherwise,
+and the plan stays on tier 2, transparently): every instruction has a
+translation here (elementwise arithmetic and the transcendental functions,
+sum and mean, reshape / transpose / broadcast_to, 2-D matmul and linear,
+astype and copy, each one's VJP, the gradient sums, ``assign*``, ``group``,
+and the updates of GradientDescentOptimizer, AdagradOptimizer and
+AdamOptimizer on dense gradients); shapes are concrete (they are, after
+``infer_shapes`` with the fed shapes); floating-point values are float32 or
+float64, and an operation's array inputs share its dtype (Python scalars are
+kept weak, as numpy does); no value has more than :data:`MAX_SIZE` elements
+and the plan has at most :data:`MAX_INSTRS` instructions. Large arrays are
+numpy's (its SIMD transcendental functions beat Numba's scalar libm calls
+from ~1000 elements on, see :mod:`.passes`; and its BLAS beats the loops'
+products), and a long plan would take seconds to compile.
+
+The translations mirror the table's implementations and VJPs operation for
+operation (same formulas, same order, constants cast to the dtype numpy
+would use), so results agree with the plan executor to rounding: float64 to
+~1e-14 relative (numpy sums pairwise and has its own SIMD exp/log/tanh, the
+loops sum in sequence and call libm), float32 to a few ulps. Run as Python
+(``NUMBA_DISABLE_JIT=1``), the same source is the kernel's twin. After compiling, the kernel's inferred return type is
+checked against the declared dtypes of the fetches (a translation that
+promoted somewhere would be caught there and the plan stays on tier 2).
+
+The kernel is compiled for one signature (C-contiguous, writable arrays of the
+fed dtypes and the variables' dtypes) and its dispatcher may not compile
+others: a run whose feed is, say, a strided view raises Numba's dispatch
+TypeError before any code runs, and the wrapper runs the tier-2 function
+instead. The generated code raises nothing itself after dispatch (no checks
+are needed: every shape is static and was checked when the plan was made), so
+an unset variable (a KeyError reading the storage) still reaches
+:func:`.execute.explain`.
+
+Compiled code is cached across processes: the kernel's source is written
+(atomically, once) to ``$DYNNETS_CACHE_DIR/plans/p_<sha1 of the source>.py``
+(default ``~/.cache/dynnets/plans``) and compiled from that module with
+Numba's ``cache=True``, so a later process with the same plan loads the
+machine code (5-10 ms) instead of compiling it (0.27 s for linreg, ~2.3 s for
+a 115-instruction plan, measured on this shared machine). ``DYNNETS_NO_DISK_CACHE=1`` compiles in memory only. Within a
+process, kernels are shared by source across plans and sessions.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..autograd import primitives as P
+from .backward import accumulate_p, add_n_p, ones_like_p
+from .graph import assign_p, group_p
+
+__all__ = ["Unsupported", "translate", "compile_plan", "MAX_SIZE", "MAX_INSTRS", "KERNEL_STATS"]
+
+MAX_SIZE = 2048
+MAX_INSTRS = 120
+
+KERNEL_STATS = {"compiled": 0, "reused": 0}
+_KERNELS: dict = {}            # kernel source -> compiled dispatcher (shared by plans and sessions)
+
+_perf = time.perf_counter
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_FLOATS = (_F32, _F64)
+_DT_NAME = {_F32: "np.float32", _F64: "np.float64", np.dtype(bool): "np.bool_", np.dtype(np.int64): "np.int64",
+            np.dtype(np.int32): "np.int32"}
+
+
+class Unsupported(Exception):
+    """The plan has something this tier cannot translate (the message says what)."""
+
+
+# --------------------------------------------------------------------------
+# code generation
+# --------------------------------------------------------------------------
+
+def _lit(value, dt):
+    """A literal of ``value`` in dtype ``dt``."""
+    name = _DT_NAME[dt]
+    if dt.kind == "b":
+        return "True" if value else "False"
+    if dt.kind in "iu":
+        return f"{name}({int(value)})"
+    v = float(value)
+    if math.isnan(v):
+        return f"{name}(np.nan)"
+    if math.isinf(v):
+        return f"{name}({'-' if v < 0 else ''}np.inf)"
+    return f"{name}({v!r})"
+
+
+def _same(e):
+    return e
+
+
+def _strides(shape):
+    st = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        st[d] = st[d + 1] * shape[d + 1]
+    return st
+
+
+def _bidx(shape, loop_shape, ivars):
+    """The flat index into an array of ``shape`` broadcast against
+    ``loop_shape``, at the multi-index ``ivars`` of ``loop_shape``."""
+    nd = len(loop_shape)
+    pad = (1,) * (nd - len(shape)) + tuple(shape)
+    st = _strides(pad)
+    terms = [ivars[d] if st[d] == 1 else f"{ivars[d]} * {st[d]}" for d in range(nd) if pad[d] != 1]
+    return " + ".join(terms) if terms else "0"
+
+
+class _Lazy:
+    """An elementwise result not computed yet: ``fmt`` over ``operands``
+    (each a flat array of ``shape``, a scalar, or another _Lazy)."""
+
+    __slots__ = ("shape", "operands", "fmt", "dt")
+
+    def __init__(self, shape, operands, fmt, dt):
+        self.shape = shape
+        self.operands = operands
+        self.fmt = fmt
+        self.dt = dt
+
+    def at(self, idx):
+        """The element expression at flat index ``idx``."""
+        return self.fmt(*[e.at(idx) if isinstance(e, _Lazy) else e if shp == () else f"{e}[{idx}]"
+                          for e, shp in self.operands])
+
+
+class _Gen:
+    """The kernel's source, built instruction by instruction. Arrays are
+    flat (1-D, C order) locals whose shape is static metadata, so a reshape
+    costs nothing and every loop indexes with constants; 0-d values are
+    scalars of their exact dtype. A weak Python scalar constant has no dtype
+    until an operation casts it to its operand's."""
+
+    def __init__(self, plan, uses=None):
+        g = plan.program
+        self.shape = {}
+        self.dtype = {}
+        self.weak = {}
+        self.expr = {}
+        self.lines = []
+        self.args = []          # (kernel argument name, what the wrapper passes, (dtype, ndim, writable))
+        self.var_args = {}
+        self.n = 0
+        self.lazy = {}          # slot -> _Lazy: an elementwise result not yet computed
+        # slot -> how often the kernel reads it: counted by a first translation (uses=None),
+        # which inlines nothing; an instruction's arguments overcount (a VJP gets the
+        # forward inputs whether its formula reads them or not)
+        self.counting = uses is None
+        self.uses = {} if uses is None else uses
+        if self.counting:
+            fetched = []
+            _flat(plan.ret, fetched)
+            fetched += [ins.args[0] for ins in plan.instrs if ins.kind == "copy"]
+            for a in fetched:
+                self.uses[a] = self.uses.get(a, 0) + 1
+        consts = plan.consts
+        for vid, s in plan.slot_of.items():
+            a = g.avals[vid]
+            if s in consts:
+                c = consts[s]
+                if type(c) in (int, float):
+                    self.weak[s] = c
+                    self.shape[s] = ()
+                    continue
+                if c is None or type(c) is bool or not isinstance(c, (np.ndarray, np.generic)):
+                    continue
+                self.shape[s] = tuple(np.shape(c))
+                self.dtype[s] = np.dtype(c.dtype)
+                self._need_dtype(s)
+                if np.ndim(c) == 0:
+                    self.expr[s] = _lit(c[()] if isinstance(c, np.ndarray) else c, self.dtype[s])
+                else:
+                    self._check_size(self.shape[s])
+                    name = f"c{s}"
+                    self.args.append((name, ("const", s), (self.dtype[s], len(self.shape[s]), False)))
+                    self.expr[s] = self.flat(name, self.shape[s])
+                continue
+            shp = tuple(a.shape)
+            if any(d is None for d in shp):
+                raise Unsupported(f"value {vid} has an unknown dimension {shp}")
+            self.shape[s] = shp
+            if isinstance(a.dtype, np.dtype):
+                self.dtype[s] = a.dtype
+
+    def _need_dtype(self, s):
+        dt = self.dtype.get(s)
+        if dt not in _DT_NAME:
+            raise Unsupported(f"dtype {dt}")
+
+    @staticmethod
+    def _check_size(shape):
+        if math.prod(shape) > MAX_SIZE:
+            raise Unsupported(f"an array of shape {shape} (more than {MAX_SIZE} elements)")
+
+    def tmp(self):
+        self.n += 1
+        return f"t{self.n}"
+
+    def emit(self, line):
+        self.lines.append(line)
+
+    def flat(self, name, shape):
+        """A flat view of the C-contiguous array argument ``name``."""
+        if len(shape) == 1:
+            return name
+        t = self.tmp()
+        self.emit(f"{t} = {name}.reshape({math.prod(shape)})")
+        return t
+
+    def is_scalar(self, s):
+        return self.shape[s] == ()
+
+    def op(self, s, dt, inline=False):
+        """Slot ``s`` as an operand ``(expression, shape)`` of dtype ``dt``: a
+        weak scalar is cast to ``dt``, any other operand must have it. An
+        elementwise result not yet computed is computed now, unless
+        ``inline`` (the caller is an elementwise loop) and this is its only
+        use: then the expression is a :class:`_Lazy` the loop evaluates
+        element by element, so a chain of elementwise ops is one loop."""
+        if s in self.weak:
+            return _lit(self.weak[s], dt), ()
+        if self.counting:
+            self.uses[s] = self.uses.get(s, 0) + 1
+        lz = self.lazy.get(s)
+        if lz is not None:
+            if self.dtype.get(s) != dt:
+                raise Unsupported(f"mixed dtypes ({self.dtype.get(s)} where {dt} is needed)")
+            if inline and not self.counting and self.uses.get(s, 0) == 1:
+                del self.lazy[s]
+                return lz, self.shape[s]
+            self.materialize(s)
+        if s not in self.expr:
+            raise Unsupported(f"slot {s} has no value here")
+        if self.dtype.get(s) != dt:
+            raise Unsupported(f"mixed dtypes ({self.dtype.get(s)} where {dt} is needed)")
+        return self.expr[s], self.shape[s]
+
+    def out_dtype(self, o):
+        dt = self.dtype.get(o)
+        if dt not in _FLOATS:
+            raise Unsupported(f"a result of dtype {dt}")
+        if o not in self.shape:
+            raise Unsupported(f"output slot {o} has no shape")
+        self._check_size(self.shape[o])
+        return dt
+
+    def bind(self, o, name):
+        self.expr[o] = name
+
+    def materialize(self, s):
+        lz = self.lazy.pop(s)
+        self.expr[s] = self.loop(lz.shape, lz.operands, lz.fmt, lz.dt)
+
+    def flush(self):
+        """Compute every pending elementwise result still needed (before an
+        effect writes a variable one of them may read)."""
+        for s in list(self.lazy):
+            if self.counting or self.uses.get(s, 0):
+                self.materialize(s)
+            else:
+                del self.lazy[s]
+
+    def scalar(self, o, expr, dt):
+        t = self.tmp()
+        self.emit(f"{t} = {_DT_NAME[dt]}({expr})")
+        self.expr[o] = t
+        return t
+
+    def loop(self, loop_shape, operands, fmt, dt, into=None, acc=None, post=None):
+        """Emit ``fmt(*elements)`` over ``loop_shape`` for ``operands``
+        ((expression, shape) pairs, each broadcast against it; shape () for
+        a scalar). Returns the name of a fresh flat array of ``loop_shape``
+        holding the results; with ``acc`` (a shape ``loop_shape`` reduces
+        to: broadcasting's adjoint) they are summed into a fresh array of that
+        shape instead, or a scalar for (), and ``post(e)`` maps each sum.
+        ``into``: write into this existing flat array of ``loop_shape``."""
+        loop_shape = tuple(loop_shape)
+        n = math.prod(loop_shape)
+        D = _DT_NAME[dt]
+        if any(isinstance(e, _Lazy) for e, _ in operands):
+            # inline a pending result only where the formula reads it once and at this
+            # loop's own index (no recomputation of an element, no blow-up of the source)
+            probe = fmt(*[f"\x00{j}\x00" for j in range(len(operands))])
+            operands = [(self.loop(e.shape, e.operands, e.fmt, e.dt), shp)
+                        if isinstance(e, _Lazy) and (probe.count(f"\x00{j}\x00") != 1 or tuple(shp) != loop_shape)
+                        else (e, shp) for j, (e, shp) in enumerate(operands)]
+        if acc is not None:
+            acc = tuple(acc)
+            if acc == loop_shape:
+                acc = None
+        reduce_all = acc is not None and math.prod(acc) == 1
+        # each loop has its own index names: Numba's SSA passes cost grows with every
+        # redefinition of a shared name across the blocks of the function
+        t = self.tmp()
+        k = f"k{t}"
+        if all(shp == () or tuple(shp) == loop_shape for _, shp in operands) and (acc is None or reduce_all):
+            head, ind = [f"for {k} in range({n}):"], "    "
+            elements = [e.at(k) if isinstance(e, _Lazy) else e if shp == () else f"{e}[{k}]" for e, shp in operands]
+            out_at = f"[{k}]"
+        else:
+            ivars = [f"i{d}{t}" for d in range(len(loop_shape))]
+            head, ind = [], ""
+            for d, size in enumerate(loop_shape):
+                head.append(f"{ind}for {ivars[d]} in range({size}):")
+                ind += "    "
+            elements = [e.at(_bidx(shp, loop_shape, ivars)) if isinstance(e, _Lazy) else e if shp == () else
+                        f"{e}[{_bidx(shp, loop_shape, ivars)}]" for e, shp in operands]
+            out_at = f"[{_bidx(loop_shape, loop_shape, ivars)}]"
+        value = fmt(*elements)
+        if acc is None:
+            if into is None:
+                self.emit(f"{t} = np.empty({n}, {D})")
+            else:
+                t = into
+            self.lines += head
+            self.emit(f"{ind}{t}{out_at} = {value}")
+            if post:
+                self.emit(f"for {k} in range({n}):")
+                self.emit(f"    {t}[{k}] = {post(f'{t}[{k}]')}")
+            return t
+        if reduce_all:
+            self.emit(f"{t} = {_lit(0, dt)}")
+            self.lines += head
+            self.emit(f"{ind}{t} += {value}")
+            r = self.tmp()
+            if acc == ():
+                self.emit(f"{r} = {D}({post(t) if post else t})")
+            else:
+                self.emit(f"{r} = np.empty(1, {D})")
+                self.emit(f"{r}[0] = {post(t) if post else t}")
+            return r
+        m = math.prod(acc)
+        self.emit(f"{t} = np.zeros({m}, {D})")
+        self.lines += head
+        self.emit(f"{ind}{t}[{_bidx(acc, loop_shape, ivars)}] += {value}")
+        if post:
+            self.emit(f"for {k} in range({m}):")
+            self.emit(f"    {t}[{k}] = {post(f'{t}[{k}]')}")
+        return t
+
+    def ew(self, o, loop_shape, operands, fmt, dt, acc=None, post=None, into=None):
+        """Bind output ``o`` to ``fmt`` over ``operands`` ((expression, shape)
+        pairs): a scalar when everything is 0-d, else a loop (see :meth:`loop`)."""
+        if all(shp == () for _, shp in operands) and tuple(loop_shape) == () and into is None:
+            e = fmt(*[x for x, _ in operands])
+            return self.scalar(o, post(e) if post else e, dt)
+        if (fmt is _same and post is None and into is None and len(operands) == 1
+                and tuple(operands[0][1]) == tuple(loop_shape) and (acc is None or tuple(acc) == tuple(loop_shape))):
+            # values are never written in place (only variables are), so an identity is an alias
+            e = operands[0][0]
+            if isinstance(e, _Lazy):
+                self.lazy[o] = e
+                return None
+            self.expr[o] = e
+            return e
+        if (o is not None and into is None and post is None and (acc is None or tuple(acc) == tuple(loop_shape))
+                and tuple(self.shape.get(o, ())) == tuple(loop_shape)
+                and all(shp == () or tuple(shp) == tuple(loop_shape) for _, shp in operands)):
+            self.lazy[o] = _Lazy(tuple(loop_shape), operands, fmt, dt)
+            return None
+        name = self.loop(loop_shape, operands, fmt, dt, into=into, acc=acc, post=post)
+        if o is not None:
+            self.expr[o] = name
+        return name
+
+
+# --------------------------------------------------------------------------
+# translations: forward primitives (plan "call" instructions)
+# --------------------------------------------------------------------------
+
+_CALL = {}
+_VJP = {}          # the table's VJP function -> translation
+_EFFECT = {}
+
+
+def _call(*prims):
+    def reg(f):
+        for p in prims:
+            _CALL[p] = f
+        return f
+    return reg
+
+
+def _fmax(a, b):
+    # np.maximum: the NaN wins (a != a is a NaN test)
+    return f"({a} if {a} >= {b} or {a} != {a} else {b})"
+
+
+def _fmin(a, b):
+    return f"({a} if {a} <= {b} or {a} != {a} else {b})"
+
+
+_BINARY = {P.add_p: lambda a, b: f"({a} + {b})", P.sub_p: lambda a, b: f"({a} - {b})",
+           P.mul_p: lambda a, b: f"({a} * {b})", P.div_p: lambda a, b: f"({a} / {b})",
+           P.maximum_p: _fmax, P.minimum_p: _fmin}
+
+
+def _operands(gen, slots, dt):
+    return [gen.op(s, dt, inline=True) for s in slots]
+
+
+@_call(*_BINARY)
+def _binary(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[o], _operands(gen, ins.args, dt), _BINARY[ins.eqn.prim], dt)
+
+
+def _pow_fmt(y, dt):
+    """``x ** y`` for a weak exponent ``y`` as numpy computes it (its fast
+    paths: a square for 2, a square root for 0.5, ...)."""
+    if y == 2:
+        return lambda x: f"({x} * {x})"
+    if y == 1:
+        return lambda x: x
+    if y == 0.5:
+        return lambda x: f"{_DT_NAME[dt]}(math.sqrt({x}))"
+    if y == -1:
+        return lambda x: f"({_lit(1, dt)} / {x})"
+    if y == 0:
+        return lambda x: _lit(1, dt)
+    return lambda x: f"{_DT_NAME[dt]}({x} ** {_lit(y, dt)})"
+
+
+@_call(P.pow_p)
+def _pow(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    xs, ys = ins.args
+    if ys not in gen.weak:
+        raise Unsupported("pow with an array exponent")
+    gen.ew(o, gen.shape[o], [gen.op(xs, dt, inline=True)], _pow_fmt(gen.weak[ys], dt), dt)
+
+
+def _unary_fmts(dt):
+    one, zero, D = _lit(1, dt), _lit(0, dt), _DT_NAME[dt]
+    return {
+        P.neg_p: lambda x: f"(-{x})",
+        P.exp_p: lambda x: f"{D}(math.exp({x}))",
+        P.log_p: lambda x: f"{D}(math.log({x}))",
+        P.tanh_p: lambda x: f"{D}(math.tanh({x}))",
+        P.sqrt_p: lambda x: f"{D}(math.sqrt({x}))",
+        P.abs_p: lambda x: f"abs({x})",
+        P.copy_p: lambda x: x,
+        P.relu_p: lambda x: _fmax(x, zero),
+        # _sigmoid: exp of a non-positive argument never overflows
+        P.sigmoid_p: lambda x: (f"({one} / ({one} + {D}(math.exp(-abs({x})))) if {x} >= {zero} else "
+                                f"{D}(math.exp(-abs({x}))) / ({one} + {D}(math.exp(-abs({x})))))"),
+    }
+
+
+_UNARY = tuple(_unary_fmts(_F64))
+
+
+@_call(*_UNARY)
+def _unary(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt, inline=True)], _unary_fmts(dt)[ins.eqn.prim], dt)
+
+
+def _axes(axis, nd):
+    if axis is None:
+        return tuple(range(nd))
+    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted(int(a) % nd for a in ax))
+
+
+def _kept(shape, axis):
+    """The keepdims shape of a reduction (same flat layout as without keepdims)."""
+    ax = _axes(axis, len(shape))
+    return tuple(1 if i in ax else d for i, d in enumerate(shape))
+
+
+def _count(shp, axis):
+    return math.prod(shp[a] for a in _axes(axis, len(shp)))
+
+
+def _reduction(mean):
+    def tr(gen, ins, kw):
+        o = ins.outs[0]
+        dt = gen.out_dtype(o)
+        a = ins.args[0]
+        kw = kw or {}
+        x = gen.op(a, dt, inline=True)
+        shp = gen.shape[a]
+        acc = () if gen.shape[o] == () else _kept(shp, kw.get("axis"))
+        post = None
+        if mean:
+            cnt = _lit(_count(shp, kw.get("axis")), dt)
+            post = lambda e: f"{e} / {cnt}"      # noqa: E731
+        if shp == ():
+            gen.ew(o, (), [x], _same, dt, post=post)
+        else:
+            gen.ew(o, shp, [x], _same, dt, acc=acc, post=post)
+    return tr
+
+
+_call(P.sum_p)(_reduction(False))
+_call(P.mean_p)(_reduction(True))
+
+
+def _reshape_to(gen, o, s, dt):
+    """``o`` = ``s`` reshaped: the same flat array (or scalar)."""
+    x, shp = gen.op(s, dt)
+    if gen.shape[o] == () and shp != ():
+        gen.scalar(o, f"{x}[0]", dt)
+    elif shp == () and gen.shape[o] != ():
+        gen.ew(o, gen.shape[o], [(x, ())], _same, dt)
+    else:
+        gen.bind(o, x)
+
+
+@_call(P.reshape_p)
+def _reshape(gen, ins, kw):
+    o = ins.outs[0]
+    _reshape_to(gen, o, ins.args[0], gen.out_dtype(o))
+
+
+def _transpose_to(gen, o, s, axes, dt):
+    x, shp = gen.op(s, dt)
+    nd = len(shp)
+    if nd < 2:
+        gen.bind(o, x)
+        return
+    axes = tuple(reversed(range(nd))) if axes is None else tuple(int(a) % nd for a in axes)
+    out_shape = tuple(shp[a] for a in axes)
+    xst = _strides(shp)
+    t = gen.tmp()
+    ivars = [f"i{d}{t}" for d in range(nd)]
+    gen.emit(f"{t} = np.empty({math.prod(shp)}, {_DT_NAME[dt]})")
+    ind = ""
+    for d, size in enumerate(out_shape):
+        gen.emit(f"{ind}for {ivars[d]} in range({size}):")
+        ind += "    "
+    src = " + ".join(f"{ivars[d]} * {xst[axes[d]]}" for d in range(nd))
+    gen.emit(f"{ind}{t}[{_bidx(out_shape, out_shape, ivars)}] = {x}[{src}]")
+    gen.bind(o, t)
+
+
+@_call(P.transpose_p)
+def _transpose(gen, ins, kw):
+    o = ins.outs[0]
+    _transpose_to(gen, o, ins.args[0], (kw or {}).get("axes"), gen.out_dtype(o))
+
+
+@_call(P.broadcast_to_p)
+def _broadcast_to(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt, inline=True)], _same, dt)
+
+
+def _astype_to(gen, o, s):
+    dt = gen.out_dtype(o)
+    src = gen.dtype.get(s)
+    if src not in _FLOATS:
+        raise Unsupported(f"astype from {src} to {dt}")
+    x = gen.op(s, src, inline=True)
+    D = _DT_NAME[dt]
+    gen.ew(o, gen.shape[o], [x], lambda e: f"{D}({e})", dt)
+
+
+@_call(P.astype_p)
+def _astype(gen, ins, kw):
+    _astype_to(gen, ins.outs[0], ins.args[0])
+
+
+def _dot(gen, m, k, n, a, a_t, b, b_t, dt, bias=None):
+    """A fresh flat (m, n) array: ``A @ B`` with A (m, k) the flat array
+    ``a`` (stored transposed, (k, m), if ``a_t``) and B (k, n) the flat ``b``
+    (stored (n, k) if ``b_t``); ``bias`` (a flat (n,) array, or a scalar) added
+    after the product, as ``x @ w.T + b``."""
+    t = gen.tmp()
+    D = _DT_NAME[dt]
+    ai = (lambda i, kk: f"{a}[{kk} * {m} + {i}]") if a_t else (lambda i, kk: f"{a}[{i} * {k} + {kk}]")
+    bi = (lambda kk, j: f"{b}[{j} * {k} + {kk}]") if b_t else (lambda kk, j: f"{b}[{kk} * {n} + {j}]")
+    i, j, kk, s = f"i{t}", f"j{t}", f"k{t}", f"s{t}"
+    gen.emit(f"{t} = np.empty({m * n}, {D})")
+    gen.emit(f"for {i} in range({m}):")
+    gen.emit(f"    for {j} in range({n}):")
+    gen.emit(f"        {s} = {_lit(0, dt)}")
+    gen.emit(f"        for {kk} in range({k}):")
+    gen.emit(f"            {s} += {ai(i, kk)} * {bi(kk, j)}")
+    if bias is None:
+        gen.emit(f"        {t}[{i} * {n} + {j}] = {s}")
+    else:
+        be, bshape = bias
+        gen.emit(f"        {t}[{i} * {n} + {j}] = {s} + {be}{'' if bshape == () else f'[{j}]'}")
+    return t
+
+
+def _mm_shapes(gen, x, w):
+    xs, ws = gen.shape[x], gen.shape[w]
+    if len(xs) != 2 or len(ws) != 2:
+        raise Unsupported("matmul/linear of operands that are not 2-D")
+    return xs, ws
+
+
+@_call(P.matmul_p)
+def _matmul(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    x, w = ins.args
+    (m, k), (_, n) = _mm_shapes(gen, x, w)
+    gen.bind(o, _dot(gen, m, k, n, gen.op(x, dt)[0], False, gen.op(w, dt)[0], False, dt))
+
+
+@_call(P.linear_p)
+def _linear(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    x, w, b = ins.args
+    (m, k), (n, _) = _mm_shapes(gen, x, w)
+    bx, bshape = gen.op(b, dt)
+    if bshape not in ((), (n,), (1, n)) or gen.shape[o] != (m, n):
+        raise Unsupported("linear with a bias of another shape")
+    gen.bind(o, _dot(gen, m, k, n, gen.op(x, dt)[0], False, gen.op(w, dt)[0], True, dt, bias=(bx, bshape)))
+
+
+@_call(ones_like_p)
+def _ones_like(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[o], [(_lit(1, dt), ())], _same, dt)
+
+
+@_call(add_n_p, accumulate_p)
+def _add_n(gen, ins, kw):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    for i in ins.args:
+        if gen.shape.get(i) != gen.shape[o] and i not in gen.weak:
+            raise Unsupported("a gradient sum of terms of different shapes")
+    gen.ew(o, gen.shape[o], _operands(gen, ins.args, dt), lambda *e: "(" + " + ".join(e) + ")", dt)
+
+
+# --------------------------------------------------------------------------
+# translations: the table's VJPs (plan "vjp" instructions), each the same
+# arithmetic as its function in dynnets.autograd.primitives
+# --------------------------------------------------------------------------
+
+def _vjp(prim, i=None):
+    def reg(f):
+        fns = [prim.joint_vjp if i is None else prim.vjps[i]]
+        if prim.dense_vjp is not None:
+            fns.append(prim.dense_vjp if i is None else prim.dense_vjp[i])
+        for fn in fns:
+            if fn is not None:
+                _VJP[fn] = f
+        return f
+    return reg
+
+
+def _elementwise_vjp(formula):
+    """A VJP ``unbroadcast(formula(g, x..., out), shape of its input)``:
+    ``formula`` maps the element expressions (g, x0, x1, out) and the
+    constants of the dtype to the gradient's element."""
+    def tr(gen, ins, kw):
+        g, xs, y = ins.args[0], ins.args[1:-1], ins.args[-1]
+        o = ins.outs[0]
+        dt = gen.out_dtype(o)
+        c = {"one": _lit(1, dt), "two": _lit(2, dt), "half": _lit(0.5, dt), "zero": _lit(0, dt)}
+        slots = [g, *xs, y]
+        marks = [f"\x00{j}\x00" for j in range(len(slots))]
+        probe = formula(marks[0], *marks[1:-1], out=marks[-1], **c)
+        # read only the operands the formula uses (a VJP gets every forward input)
+        ops = [gen.op(sl, dt, inline=True) if m in probe else ("None", ()) for sl, m in zip(slots, marks)]
+        gen.ew(o, gen.shape[g], ops, lambda ge, *rest: formula(ge, *rest[:-1], out=rest[-1], **c), dt,
+               acc=gen.shape[o])
+    return tr
+
+
+def _mask(cond, one, zero):
+    # g * mask with a boolean mask, as numpy multiplies by it (as 1.0 or 0.0)
+    return f"({one} if {cond} else {zero})"
+
+
+def _g_only(gen, ins, kw):
+    """``unbroadcast(g, shape of the input)``."""
+    g, o = ins.args[0], ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True)], _same, dt, acc=gen.shape[o])
+
+
+_vjp(P.add_p, 0)(_g_only)
+_vjp(P.add_p, 1)(_g_only)
+_vjp(P.sub_p, 0)(_g_only)
+_vjp(P.sub_p, 1)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"(-{g})"))
+_vjp(P.mul_p, 0)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"({g} * {x1})"))
+_vjp(P.mul_p, 1)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"({g} * {x0})"))
+_vjp(P.div_p, 0)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"({g} / {x1})"))
+_vjp(P.div_p, 1)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"(-{g} * {out} / {x1})"))
+_vjp(P.neg_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"(-{g})"))
+_vjp(P.exp_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} * {out})"))
+_vjp(P.log_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} / {x0})"))
+_vjp(P.tanh_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} * ({c['one']} - {out} * {out}))"))
+_vjp(P.sigmoid_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} * {out} * ({c['one']} - {out}))"))
+
+
+def _relu_vjp(g, x0, out, **c):
+    # g * ~(x <= 0): the gradient passes at NaN
+    cond = f"not ({x0} <= {c['zero']})"
+    return f"({g} * {_mask(cond, c['one'], c['zero'])})"
+
+
+_vjp(P.relu_p, 0)(_elementwise_vjp(_relu_vjp))
+_vjp(P.sqrt_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} / ({c['two']} * {out}))"))
+_vjp(P.abs_p, 0)(_elementwise_vjp(
+    lambda g, x0, out, **c: f"({g} * ({c['one']} if {x0} > {c['zero']} else (-{c['one']} if {x0} < {c['zero']} "
+                            f"else {x0} * {c['zero']})))"))
+_vjp(P.copy_p, 0)(_g_only)
+
+
+def _select(g, win, tie, c):
+    # _select_vjp: g * win + (g * 0.5) * tie
+    return f"({g} * {_mask(win, c['one'], c['zero'])} + ({g} * {c['half']}) * {_mask(tie, c['one'], c['zero'])})"
+
+
+_vjp(P.maximum_p, 0)(_elementwise_vjp(
+    lambda g, x0, x1, out, **c: _select(g, f"not ({x0} <= {x1})", f"{x0} == {x1}", c)))
+_vjp(P.maximum_p, 1)(_elementwise_vjp(
+    lambda g, x0, x1, out, **c: _select(g, f"not ({x1} <= {x0})", f"{x0} == {x1}", c)))
+_vjp(P.minimum_p, 0)(_elementwise_vjp(
+    lambda g, x0, x1, out, **c: _select(g, f"not ({x0} >= {x1})", f"{x0} == {x1}", c)))
+_vjp(P.minimum_p, 1)(_elementwise_vjp(
+    lambda g, x0, x1, out, **c: _select(g, f"not ({x1} >= {x0})", f"{x0} == {x1}", c)))
+
+
+@_vjp(P.pow_p, 0)
+def _pow_vjp_x(gen, ins, kw):
+    g, xs, ys = ins.args[0], ins.args[1], ins.args[2]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    if ys not in gen.weak:
+        raise Unsupported("the gradient of pow with an array exponent")
+    y = gen.weak[ys]
+    if y == 0:
+        gen.ew(o, gen.shape[o], [(_lit(0, dt), ())], _same, dt)
+        return
+    p = _pow_fmt(y - 1, dt)
+    yl = _lit(y, dt)
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True), gen.op(xs, dt, inline=True)], lambda ge, xe: f"({ge} * {yl} * {p(xe)})", dt,
+           acc=gen.shape[o])
+
+
+def _expand(gen, o, g, in_shape, axis, keepdims, dt, post=None):
+    """``_expand_to``: ``g`` repeated along the reduced axes, a fresh array."""
+    ge, gshape = gen.op(g, dt)
+    if in_shape == ():
+        gen.scalar(o, post(ge) if post else ge, dt)
+        return
+    if gshape != ():
+        gshape = _kept(in_shape, axis)         # the same flat layout, reduced axes kept as 1s
+    f = post if post else _same
+    gen.ew(o, in_shape, [(ge, gshape)], f, dt)
+
+
+@_vjp(P.sum_p, 0)
+def _sum_vjp(gen, ins, kw):
+    g, x = ins.args[0], ins.args[1]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    kw = kw or {}
+    _expand(gen, o, g, gen.shape[x], kw.get("axis"), kw.get("keepdims", False), dt)
+
+
+@_vjp(P.mean_p, 0)
+def _mean_vjp(gen, ins, kw):
+    g, x = ins.args[0], ins.args[1]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    kw = kw or {}
+    cnt = _lit(_count(gen.shape[x], kw.get("axis")), dt)
+    ge, gshape = gen.op(g, dt)
+    if gshape == ():
+        # (g / count) once, then repeated, as _expand_to(g / count, ...)
+        q = gen.tmp()
+        gen.emit(f"{q} = {_DT_NAME[dt]}({ge} / {cnt})")
+        gen.expr[("q", o)] = q
+        gen.dtype[("q", o)] = dt
+        gen.shape[("q", o)] = ()
+        _expand(gen, o, ("q", o), gen.shape[x], kw.get("axis"), kw.get("keepdims", False), dt)
+    else:
+        _expand(gen, o, g, gen.shape[x], kw.get("axis"), kw.get("keepdims", False), dt,
+                post=lambda e: f"({e} / {cnt})")
+
+
+@_vjp(P.reshape_p, 0)
+def _reshape_vjp(gen, ins, kw):
+    o = ins.outs[0]
+    _reshape_to(gen, o, ins.args[0], gen.out_dtype(o))
+
+
+@_vjp(P.transpose_p, 0)
+def _transpose_vjp(gen, ins, kw):
+    g = ins.args[0]
+    o = ins.outs[0]
+    nd = len(gen.shape[g])
+    axes = (kw or {}).get("axes")
+    inv = None if axes is None else tuple(int(i) for i in np.argsort([int(a) % nd for a in axes]))
+    _transpose_to(gen, o, g, inv, gen.out_dtype(o))
+
+
+@_vjp(P.broadcast_to_p, 0)
+def _broadcast_to_vjp(gen, ins, kw):
+    g = ins.args[0]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True)], _same, dt, acc=gen.shape[o])
+
+
+@_vjp(P.astype_p, 0)
+def _astype_vjp(gen, ins, kw):
+    _astype_to(gen, ins.outs[0], ins.args[0])
+
+
+@_vjp(P.matmul_p, 0)
+def _matmul_vjp_x(gen, ins, kw):
+    g, x, w = ins.args[0], ins.args[1], ins.args[2]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    (m, k), (_, n) = _mm_shapes(gen, x, w)
+    # g @ w.T: (m, n) @ (n, k)
+    gen.bind(o, _dot(gen, m, n, k, gen.op(g, dt)[0], False, gen.op(w, dt)[0], True, dt))
+
+
+@_vjp(P.matmul_p, 1)
+def _matmul_vjp_w(gen, ins, kw):
+    g, x, w = ins.args[0], ins.args[1], ins.args[2]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    (m, k), (_, n) = _mm_shapes(gen, x, w)
+    # x.T @ g: (k, m) @ (m, n)
+    gen.bind(o, _dot(gen, k, m, n, gen.op(x, dt)[0], True, gen.op(g, dt)[0], False, dt))
+
+
+@_vjp(P.linear_p)
+def _linear_vjp(gen, ins, kw):
+    g, x, w, b = ins.args[0], ins.args[1], ins.args[2], ins.args[3]
+    ox, ow, ob = ins.outs
+    dt = gen.out_dtype(ox)
+    for s in (ow, ob):
+        gen.out_dtype(s)
+    (m, k), (n, _) = _mm_shapes(gen, x, w)
+    ge = gen.op(g, dt)[0]
+    # gx = g @ w: (m, n) @ (n, k); gw = g.T @ x: (n, m) @ (m, k); gb = g summed over rows
+    gen.bind(ox, _dot(gen, m, n, k, ge, False, gen.op(w, dt)[0], False, dt))
+    gen.bind(ow, _dot(gen, n, m, k, ge, True, gen.op(x, dt)[0], False, dt))
+    bshape = gen.shape[b]
+    gen.ew(ob, (m, n), [(ge, (m, n))], _same, dt, acc=() if bshape == () else (1, n))
+
+
+# --------------------------------------------------------------------------
+# translations: effects
+# --------------------------------------------------------------------------
+
+def _storage(gen, var):
+    """The kernel argument holding ``var``'s storage (its flat view for an
+    array), its dtype and shape."""
+    name = f"s{var.index}"
+    dt = np.dtype(var.initial_value.dtype)
+    shape = tuple(var.initial_value.shape)
+    if name not in gen.var_args:
+        if dt not in _DT_NAME:
+            raise Unsupported(f"a variable of dtype {dt}")
+        gen._check_size(shape)
+        gen.args.append((name, ("var", var.index), (dt, len(shape), True)))
+        gen.var_args[name] = gen.flat(name, shape) if shape != () else name
+    return gen.var_args[name], dt, shape
+
+
+def _update(gen, var, operands, fmt):
+    """``var[...] = fmt(var's element, *elements)`` in place (``operands``
+    broadcast against the variable's shape)."""
+    name, dt, shape = _storage(gen, var)
+    if shape == ():
+        gen.emit(f"{name}[()] = {fmt(f'{name}[()]', *[e for e, _ in operands])}")
+        return
+    gen.ew(None, shape, [(name, shape)] + list(operands), fmt, dt, into=name)
+
+
+def _assign(gen, ins, kw):
+    var, mode = kw["var"], kw["mode"]
+    name, dt, shape = _storage(gen, var)
+    v = gen.op(ins.args[0], dt)
+    if mode == "assign":
+        _update(gen, var, [v], lambda p, e: e)
+    elif mode == "assign_add":
+        _update(gen, var, [v], lambda p, e: f"({p} + {e})")
+    else:
+        _update(gen, var, [v], lambda p, e: f"({p} - {e})")
+    o = ins.outs[0]
+    if o in gen.shape and gen.dtype.get(o) is not None:
+        if shape == ():
+            gen.scalar(o, f"{name}[()]", dt)
+        else:
+            gen.bind(o, name)
+
+
+_EFFECT[assign_p] = _assign
+_EFFECT[group_p] = lambda gen, ins, kw: None
+
+
+def _apply(gen, ins, kw):
+    """The optimizers' dense update rules (dynnets.nn.optim: sgd_update,
+    adagrad_update, _adam_block), element by element in place, each
+    operation in numpy's order and dtype (Python floats cast to the
+    variable's dtype, as numpy casts a weak scalar)."""
+    from .train import AdagradOptimizer, AdamOptimizer, GradientDescentOptimizer
+    opt, vars_, n = kw["opt"], kw["vars"], kw["n"]
+    args = ins.args
+    lr_expr = None                       # a float64 kernel expression, or a Python float
+    if len(args) > n:
+        s = args[n]
+        if s in gen.weak:
+            lr_val = float(gen.weak[s])
+        else:
+            if not gen.is_scalar(s) or gen.dtype.get(s) not in _FLOATS:
+                raise Unsupported("a learning rate that is not a float scalar")
+            lr_expr = f"float({gen.expr[s]})"
+    else:
+        lr_val = float(opt.learning_rate)
+    wd = opt.weight_decay
+    tp = type(opt)
+    if tp not in (GradientDescentOptimizer, AdagradOptimizer, AdamOptimizer):
+        raise Unsupported(f"optimizer {tp.__name__}")
+
+    def in_dt(dt, value=None, expr=None):
+        return f"{_DT_NAME[dt]}({expr})" if expr is not None else _lit(value, dt)
+
+    if tp is AdamOptimizer:
+        st = opt._step[vars_[0].graph]
+        sname, sdt, _ = _storage(gen, st)
+        gen.emit(f"{sname}[()] += 1")
+        t = gen.tmp()
+        gen.emit(f"{t} = float({sname}[()])")
+        lr_e = lr_expr if lr_expr is not None else repr(lr_val)
+        step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
+        # lr / (1 - b1 ** t) and sqrt(1 - b2 ** t) in float64, as the Python floats of AdamOptimizer._apply
+        gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
+        gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
+    for k, var in enumerate(vars_):
+        gs = args[k]
+        if gs in gen.weak:
+            raise Unsupported("a Python scalar gradient")
+        name, dt, shape = _storage(gen, var)
+        ge, gshape = gen.op(gs, dt)
+        if gshape != shape:
+            raise Unsupported(f"a gradient of shape {gshape} for variable '{var.name}' of shape {shape}")
+        if wd:
+            # g = g + weight_decay * data
+            gw = f"gw{k}"
+            gen.expr[gw], gen.dtype[gw], gen.shape[gw] = None, dt, shape
+            wl = _lit(wd, dt)
+            gen.ew(gw, shape, [(ge, shape), (name if shape else f"{name}[()]", shape)],
+                   lambda a, p: f"({a} + {wl} * {p})", dt)
+            if gw in gen.lazy:
+                gen.materialize(gw)
+            ge = gen.expr[gw]
+        lr = in_dt(dt, lr_val, lr_expr)
+        if tp is GradientDescentOptimizer:
+            _update(gen, var, [(ge, shape)], lambda p, e: f"({p} - {lr} * {e})")
+        elif tp is AdagradOptimizer:
+            acc = opt._slots[var]["accumulator"]
+            _, adt, _ = _storage(gen, acc)
+            if adt != dt:
+                raise Unsupported("an accumulator of another dtype than its variable")
+            eps = _lit(opt.epsilon, dt)
+            _update(gen, acc, [(ge, shape)], lambda a, e: f"({a} + {e} * {e})")
+            aname = _storage(gen, acc)[0]
+            a_el = (aname, shape) if shape else (f"{aname}[()]", ())
+            _update(gen, var, [(ge, shape), a_el],
+                    lambda p, e, a: f"({p} - ({e} / ({_DT_NAME[dt]}(math.sqrt({a})) + {eps})) * {lr})")
+        else:
+            sl = opt._slots[var]
+            mname, mdt, _ = _storage(gen, sl["m"])
+            vname, vdt, _ = _storage(gen, sl["v"])
+            if mdt != dt or vdt != dt:
+                raise Unsupported("Adam moments of another dtype than their variable")
+            b1, b2, c1, c2 = (_lit(opt.beta1, dt), _lit(opt.beta2, dt), _lit(1.0 - opt.beta1, dt),
+                              _lit(1.0 - opt.beta2, dt))
+            ss, sb = in_dt(dt, expr=step_size), in_dt(dt, expr=sqrt_bc2)
+            eps = _lit(opt.epsilon, dt)
+            m_el = (mname, shape) if shape else (f"{mname}[()]", ())
+            v_el = (vname, shape) if shape else (f"{vname}[()]", ())
+            # _adam_block: m = m*b1 + (1-b1)*g; v = v*b2 + (g*g)*(1-b2);
+            # p -= (m / (sqrt(v) / sqrt_bc2 + eps)) * step_size
+            _update(gen, sl["m"], [(ge, shape)], lambda mm, e: f"({mm} * {b1} + {c1} * {e})")
+            _update(gen, sl["v"], [(ge, shape)], lambda vv, e: f"({vv} * {b2} + ({e} * {e}) * {c2})")
+            _update(gen, var, [m_el, v_el],
+                    lambda p, mm, vv: f"({p} - ({mm} / ({_DT_NAME[dt]}(math.sqrt({vv})) / {sb} + {eps})) * {ss})")
+
+
+def _apply_prim():
+    from .train import apply_p
+    return apply_p
+
+
+# --------------------------------------------------------------------------
+# the plan
+# --------------------------------------------------------------------------
+
+class Translation:
+    """A plan translated: the kernel's source, its arguments (name, what the
+    wrapper passes: ('feed', i) / ('var', index) / ('param', k) / ('const',
+    slot); and the Numba type), and the flat fetched slots with their shape
+    and dtype."""
+
+    __slots__ = ("source", "args", "fetches", "uses")
+
+
+def translate(plan):
+    """The kernel translation of ``plan``; raises :class:`Unsupported`."""
+    if len(plan.instrs) > MAX_INSTRS:
+        raise Unsupported(f"{len(plan.instrs)} instructions (more than {MAX_INSTRS})")
+    if plan.program is None:
+        raise Unsupported("the plan keeps no program")
+    # the first pass counts how often each value is read, the second inlines the values read once
+    return _translate(plan, _translate(plan, None).uses)
+
+
+def _translate(plan, uses):
+    gen = _Gen(plan, uses)
+    effects = dict(_EFFECT)
+    effects[_apply_prim()] = _apply
+    key = plan.key
+    casts = {ins.args[0]: ins.fn for ins in plan.instrs if ins.kind == "cast"}
+    if plan.arg_slots and (not isinstance(key, tuple) or len(key) < 1 + 3 * len(plan.arg_slots)):
+        raise Unsupported("no feed signature in the plan key")
+    for i, s in enumerate(plan.arg_slots):
+        shp, fdt = tuple(key[2 + 3 * i]), np.dtype(key[3 + 3 * i])
+        if fdt not in _FLOATS:
+            raise Unsupported(f"a feed of dtype {fdt}")
+        gen._check_size(shp)
+        name = f"a{i}"
+        gen.args.append((name, ("feed", i), (fdt, len(shp), True)))
+        dt = np.dtype(casts.get(s, fdt))
+        if dt not in _FLOATS:
+            raise Unsupported(f"a placeholder of dtype {dt}")
+        gen.shape[s] = shp
+        if shp == ():
+            gen.scalar(s, f"{name}[()]", dt)
+        elif s in casts:
+            D = _DT_NAME[dt]
+            gen.ew(s, shp, [(gen.flat(name, shp), shp)], lambda e: f"{D}({e})", dt)
+        else:
+            gen.bind(s, gen.flat(name, shp))
+        gen.dtype[s] = dt
+    for k, ins in enumerate(plan.instrs):
+        kind = ins.kind
+        if kind == "cast":
+            continue
+        if kind == "var":
+            idx, snap = ins.extra
+            name, dt, shape = _storage(gen, ins.eqn.attrs["var"])
+            o = ins.outs[0]
+            if shape == ():
+                gen.scalar(o, f"{name}[()]", dt)
+            elif snap:
+                t = gen.tmp()
+                gen.emit(f"{t} = {name}.copy()")
+                gen.bind(o, t)
+            else:
+                gen.bind(o, name)
+        elif kind == "param":
+            prm, shp, dt = ins.extra
+            if dt not in _FLOATS:
+                raise Unsupported(f"a parameter of dtype {dt}")
+            gen._check_size(shp)
+            o = ins.outs[0]
+            name = f"p{k}"
+            gen.args.append((name, ("param", k), (dt, len(shp), True)))
+            if shp == ():
+                gen.scalar(o, f"{name}[()]", dt)
+            else:
+                gen.bind(o, gen.flat(name, shp))
+        elif kind == "copy":
+            a, o = ins.args[0], ins.outs[0]
+            if a in gen.lazy:
+                gen.materialize(a)
+            if a in gen.weak or a not in gen.expr:
+                raise Unsupported("a fetched Python scalar constant")
+            e = gen.expr[a]
+            gen.shape[o], gen.dtype[o] = gen.shape[a], gen.dtype[a]
+            if gen.is_scalar(a):
+                gen.bind(o, e)
+            else:
+                t = gen.tmp()
+                gen.emit(f"{t} = {e}.copy()")
+                gen.bind(o, t)
+        elif kind == "call":
+            prim = ins.eqn.prim
+            if prim.random:
+                raise Unsupported(f"random op {prim.name}")
+            tr = _CALL.get(prim)
+            if tr is None:
+                raise Unsupported(f"op {prim.name}")
+            tr(gen, ins, ins.kw)
+        elif kind == "vjp":
+            fwd_multi, n_out, n_in, densify, dts = ins.extra
+            # (densify: a joint VJP's results may be factored; the translations compute them dense)
+            if fwd_multi:
+                raise Unsupported(f"{ins.eqn.prim.name}: the gradient of a multiple-result op")
+            tr = _VJP.get(ins.fn)
+            if tr is None:
+                raise Unsupported(f"op {ins.eqn.prim.name}")
+            tr(gen, ins, ins.kw)
+        elif kind == "effect":
+            tr = effects.get(ins.eqn.prim)
+            if tr is None:
+                raise Unsupported(f"effect {ins.eqn.prim.name}")
+            gen.flush()
+            tr(gen, ins, ins.kw or {})
+        else:
+            raise Unsupported(f"instruction kind {kind}")
+    fetches = []
+    _flat(plan.ret, fetches)
+    rets = []
+    for s in fetches:
+        if s in gen.lazy:
+            gen.materialize(s)
+        if s not in gen.expr or s in gen.weak or gen.dtype.get(s) not in _FLOATS:
+            raise Unsupported(f"fetched slot {s} has no kernel value")
+        shp = gen.shape[s]
+        rets.append(gen.expr[s] if len(shp) <= 1 else f"{gen.expr[s]}.reshape({shp})")
+    t = Translation()
+    t.args = list(gen.args)
+    t.fetches = [(s, gen.shape[s], gen.dtype[s]) for s in fetches]
+    body = "".join(f"    {ln}\n" for ln in gen.lines)
+    if rets:
+        body += "    return (" + "".join(r + ", " for r in rets) + ")\n"
+    elif not gen.lines:
+        body += "    return None\n"
+    t.source = f"def kernel({', '.join(a[0] for a in t.args)}):\n{body}"
+    t.uses = gen.uses
+    return t
+
+
+def _flat(t, out):
+    if t[0] == "none":
+        return
+    if t[0] == "v":
+        if t[2]:
+            raise Unsupported("a densified (row-sparse) fetch")
+        out.append(t[1])
+        return
+    tp, items = t
+    for sub in items:
+        _flat(sub[1] if tp is dict else sub, out)
+
+
+# --------------------------------------------------------------------------
+# compiling
+# --------------------------------------------------------------------------
+
+_HEADER = ("import math\nimport numpy as np\nfrom numba import njit\n\n\n"
+           "@njit(cache=True, nogil=True, error_model=\"numpy\")\n")
+
+
+def _cache_dir():
+    d = os.environ.get("DYNNETS_CACHE_DIR")
+    if d is None:
+        d = os.path.join(os.path.expanduser("~"), ".cache", "dynnets")
+    return os.path.join(d, "plans")
+
+
+def _module_kernel(src):
+    """The kernel of ``src`` defined in a module file of the cache folder (so
+    Numba's ``cache=True`` can store its machine code beside it), or None
+    where that folder is unusable or disk caching is off."""
+    if os.environ.get("DYNNETS_NO_DISK_CACHE"):
+        return None
+    import importlib.util
+
+    from ..io import atomic_write_text
+    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
+    path = os.path.join(_cache_dir(), f"p_{digest}.py")
+    try:
+        if not os.path.exists(path):
+            atomic_write_text(path, _HEADER + src)
+        name = f"_dynnets_plan_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        # Numba's cache re-imports the defining module by name when it loads machine code
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod.kernel
+    except OSError:
+        return None
+
+
+def _numba_type(dt, ndim, writable):
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+    return types.Array(from_dtype(dt), ndim, "C", readonly=not writable)
+
+
+def _kernel(t):
+    """The compiled dispatcher of translation ``t``, for its one signature."""
+    k = _KERNELS.get(t.source)
+    if k is not None:
+        KERNEL_STATS["reused"] += 1
+        return k
+    from numba import config, njit
+    k = _module_kernel(t.source)
+    if k is None:
+        ns = {"math": math, "np": np}
+        exec(compile(t.source, f"<dynnets native plan {len(_KERNELS)}>", "exec"), ns)
+        k = njit(cache=False, nogil=True, error_model="numpy")(ns["kernel"])
+    if not config.DISABLE_JIT:
+        sig = tuple(_numba_type(*a[2]) for a in t.args)
+        k.compile(sig)
+        # one signature only: any other argument type raises TypeError at dispatch, before
+        # the kernel runs, and the wrapper runs the tier-2 plan instead
+        k.disable_compile()
+        _check_return(k, t)
+    _KERNELS[t.source] = k
+    KERNEL_STATS["compiled"] += 1
+    return k
+
+
+def _check_return(k, t):
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+    sig = k.nopython_signatures[0]
+    rt = sig.return_type
+    if not t.fetches:
+        return
+    items = list(rt.types) if isinstance(rt, types.BaseTuple) else [rt]
+    if len(items) != len(t.fetches):
+        raise Unsupported(f"internal: kernel returns {rt}")
+    for it, (s, shape, dt) in zip(items, t.fetches):
+        want = from_dtype(dt)
+        if shape == ():
+            ok = it == want
+        else:
+            ok = isinstance(it, types.Array) and it.dtype == want and it.ndim == len(shape)
+        if not ok:
+            raise Unsupported(f"internal: the kernel computes {it} for a fetch declared {dt}{list(shape)}")
+
+
+def _wrapper_source(t, plan):
+    """The Python function a tier-3 run calls: storage and parameters read,
+    the kernel called (the tier-2 function on a dispatch TypeError), the
+    fetches boxed into their structure."""
+    ns = {"K": None, "FB": plan.fn, "S": None}
+    feeds = [f"v{s}" for s in plan.arg_slots]
+    call = []
+    pre = []
+    for name, (what, ref), _ in t.args:
+        if what == "feed":
+            call.append(feeds[ref])
+        elif what == "var":
+            call.append(f"S[{ref}]")
+        elif what == "const":
+            ns[f"C{ref}"] = plan.consts[ref]
+            call.append(f"C{ref}")
+        else:
+            prm, shp, dt = plan.instrs[ref].extra
+            ns[f"P{ref}"], ns[f"Q{ref}"], ns[f"D{ref}"] = prm, shp, dt
+            pre.append(f"p{ref} = P{ref}.data")
+            pre.append(f"if p{ref}.shape != Q{ref} or p{ref}.dtype != D{ref}: _bad_param(P{ref}, Q{ref}, D{ref})")
+            call.append(f"p{ref}")
+    names = {}
+    for j, (s, shape, dt) in enumerate(t.fetches):
+        names.setdefault(s, [])
+        if shape == ():
+            ns[f"B{j}"] = dt.type
+            names[s].append(f"B{j}(r[{j}])")
+        else:
+            names[s].append(f"r[{j}]")
+    used = {s: 0 for s in names}
+
+    def ret(x):
+        if x[0] == "none":
+            return "None"
+        if x[0] == "v":
+            e = names[x[1]][used[x[1]]]
+            used[x[1]] += 1
+            return e
+        tp, items = x
+        if tp is dict:
+            parts = []
+            for kk, sub in items:
+                kn = f"K{len(ns)}"
+                ns[kn] = kk
+                parts.append(f"{kn}: {ret(sub)}")
+            return "{" + ", ".join(parts) + "}"
+        inner = "".join(ret(s) + ", " for s in items)
+        if tp is list:
+            return f"[{inner}]"
+        if tp is tuple:
+            return f"({inner})"
+        tn = f"T{len(ns)}"
+        ns[tn] = tp
+        return f"{tn}({inner})"
+    r = ret(plan.ret)
+    lines = [f"def _plan({', '.join(feeds)}):"]
+    lines += [f"    {ln}" for ln in pre]
+    lines.append("    try:")
+    lines.append(f"        r = K({', '.join(call)})")
+    lines.append("    except TypeError:")
+    lines.append(f"        return FB({', '.join(feeds)})")
+    lines.append(f"    return {r}")
+    return "\n".join(lines) + "\n", ns
+
+
+class Native:
+    """What a plan's third tier holds: the translation, the kernel, the
+    time it took, or why the plan did not qualify."""
+
+    __slots__ = ("source", "wrapper_source", "kernel", "reason", "compile_time")
+
+    def __init__(self):
+        self.source = self.wrapper_source = self.kernel = self.reason = None
+        self.compile_time = 0.0
+
+
+def compile_plan(plan, storage, bad_param):
+    """Compile ``plan`` (at tier 2) to tier 3: set ``plan.fn`` to the
+    wrapper over the kernel and return True; or record in ``plan.native``
+    why it does not qualify (or failed to compile) and return False."""
+    nat = Native()
+    plan.native = nat
+    t0 = _perf()
+    try:
+        t = translate(plan)
+        nat.source = t.source
+        k = _kernel(t)
+    except Unsupported as e:
+        nat.reason = str(e)
+        return False
+    except Exception as e:          # a Numba typing or lowering error: the plan stays on tier 2
+        nat.reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return False
+    finally:
+        nat.compile_time = _perf() - t0
+    src, ns = _wrapper_source(t, plan)
+    ns["K"] = k
+    ns["S"] = storage
+    ns["_bad_param"] = bad_param
+    exec(compile(src, f"<dynnets native wrapper {id(plan):x}>", "exec"), ns)
+    nat.kernel = k
+    nat.wrapper_source = src
+    plan.fn = ns["_plan"]
+    plan.tier = 3
+    return True
