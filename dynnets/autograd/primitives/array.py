@@ -44,12 +44,15 @@ def _sum_dtype(dt):
 
 def _expand_to(g, shape, axis, keepdims):
     """Adjoint of a reduction: ``g`` repeated along the reduced axes."""
-    if axis is not None and not keepdims:
-        g = np.expand_dims(g, axis)
     # A fresh array rather than np.broadcast_to's read-only view: broadcast_to
     # costs ~1.8 us of Python per call, empty+copyto ~0.5 us, and the result is
     # writeable, so a leaf can keep it without another copy.
     out = np.empty(shape, dtype=g.dtype)
+    if axis is None and not keepdims:
+        out.fill(g)           # a whole-tensor reduction's scalar: fill costs less than copyto
+        return out
+    if axis is not None and not keepdims:
+        g = np.expand_dims(g, axis)
     np.copyto(out, g)
     return out
 
