@@ -322,12 +322,43 @@ def bind(prim, *args, **attrs):
         tp = type(x)
         if tp is _TENSOR or tp is _PARAM:
             xd = x.data
-            key = (xd.shape, xd.dtype)
-            if attrs:
-                _check(prim, key, (xd,), attrs)
-            elif key not in prim.checked:
+            if not attrs:
+                return bind1(prim, x)
+            # one tensor with attributes (x[i], x.sum(axis), reshape): _check and
+            # the single-result recording inline, as in bind1
+            ak = prim.attr_key
+            try:
+                key = ((xd.shape, xd.dtype), *attrs.items(), *map(type, attrs.values())) if ak is None else \
+                    ((xd.shape, xd.dtype), ak(**attrs))
+                hit = key in prim.checked
+            except TypeError:
+                key = None
+                hit = False
+            if not hit:
                 _check_miss(prim, key, (xd,), attrs)
-            return _apply(prim, (xd,), (x,) if x.requires_grad else None, attrs)
+            try:
+                out = prim.impl(xd, **attrs)
+            except _IMPL_ERRORS as exc:
+                _explain(prim, (xd,), attrs, exc)
+            if not x.requires_grad or prim.multiple_results or _Mode.anomaly or not _Mode.grad_enabled \
+                    or not prim.differentiable:
+                return _finish(prim, (xd,), (x,) if x.requires_grad else None, attrs, out)
+            node = _object_new(_NODE)
+            node.prim = prim
+            node.args = (xd,)
+            node.parents = (x,)
+            node.attrs = attrs
+            node.out = out
+            node.g = None
+            node.seq = _next_seq()
+            t = _object_new(_TENSOR)
+            t.data = out
+            t._grad = None
+            t.requires_grad = True
+            t._node = node
+            t._idx = 0
+            t.name = None
+            return t
     elif n == 3 or n == 4:
         # three or four tensors (a tree node, a leaf, linear): unrolled too,
         # which costs less with the key than the loop did without it (measured)

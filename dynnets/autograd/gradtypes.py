@@ -277,12 +277,21 @@ def wgrad(d, a):
     return tdot(d, a)
 
 
+_new = object.__new__
+
+
 def factored_wgrad(d, a, shape):
     """:func:`wgrad` (``d.T @ a``), kept factored (OuterSum) for at most
     ``FACTOR_ROWS`` rows: a product or cell run one step or one node at a
     time then forms each weight gradient once per backward."""
     if d.shape[0] <= FACTOR_ROWS:
-        return OuterSum((d,), (a,), shape)
+        # the slots directly (this runs once per weight per recorded product)
+        o = _new(OuterSum)
+        o.lhs = [d]
+        o.rhs = [a]
+        o.shape = shape if type(shape) is tuple else tuple(shape)
+        o.base = None
+        return o
     return wgrad(d, a)
 
 

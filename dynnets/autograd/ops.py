@@ -439,7 +439,8 @@ def _index_arg(index):
 
 def getitem(x, index):
     """``x[index]`` with ints, slices, None, Ellipsis and integer arrays (gather)."""
-    return bind(P.getitem_p, x, index=_index_arg(index))
+    tp = type(index)
+    return bind(P.getitem_p, x, index=index if tp is int or tp is slice else _index_arg(index))
 
 
 def take(x, indices):
