@@ -744,13 +744,16 @@ def backward(root, gradient=None, retain_graph=False):
     if node is None:
         accumulate_grad(root, g)
         return
-    if node.freed:
+    if node.args is None:
         raise RuntimeError(
             "backward: trying to backward through the graph a second time (the graph was freed "
             "after the first backward); pass retain_graph=True to the first call")
     if node.g is not None:
         raise RuntimeError("backward: a backward pass through this graph is already running")
-    _seed(node, root._idx, g)
+    if node.prim.multiple_results:
+        _seed(node, root._idx, g)
+    else:
+        node.g = g
     heap = [(-node.seq, node)]
     leaves = []
     factored = {}
