@@ -15,6 +15,13 @@
    define-by-run loop costs beyond one cell: per-step graph recording and the
    weight gradients summed over the steps.
 
+Case 1 also times a reference pass, ``minimal tape (reference)``: the least
+Python any define-by-run autograd does for that graph (one call, one object
+and one tape append per op forward; one VJP call and one accumulation per
+input backward, the tape walked in reverse) around numpy calls, with no
+input checks or dtype rules: a lower bound for the per-op overhead, not a
+contender.
+
 Every contender resets its gradients (``= None``) each call. Contenders run
 interleaved in one process; each figure is the median over ``--repeats``
 rounds of ``--number`` calls. Run::
@@ -104,7 +111,7 @@ def overhead_contenders(seed, torch):
 
     out = {"dynnets": dynnets_step, "numpy (hand-written)": numpy_step,
            "dynnets forward only": dynnets_fwd, "dynnets forward, no_grad": dynnets_fwd_nograd,
-           "numpy forward only": numpy_fwd}
+           "numpy forward only": numpy_fwd, MINIMAL: minimal_tape_step(x0, W0, b0)}
     if torch is not None:
         tx = torch.from_numpy(x0.copy())
         tW = torch.from_numpy(W0.copy()).requires_grad_()
@@ -129,6 +136,76 @@ def overhead_contenders(seed, torch):
         if not (np.allclose(gW, ref[0], atol=1e-4) and np.allclose(gb, ref[1], atol=1e-4)):
             raise SystemExit(f"bench_ops: {name} computes different gradients from the numpy reference")
     return out, n_ops
+
+
+MINIMAL = "minimal tape (reference)"
+
+
+def minimal_tape_step(x0, W0, b0):
+    """A reference pass: the least Python any define-by-run autograd does for
+    this graph, around numpy calls. Forward, per op: one function call, one
+    result object, one tape append; backward, per op: one VJP call (a plain
+    function) and, per input that needs a gradient, one accumulation; the
+    tape is walked in reverse recording order. The numpy work is what a
+    generic op-by-op gradient cannot avoid beyond the hand-written code: the
+    sum's adjoint as an array (filled with the incoming gradient) and the
+    tanh VJP times its incoming gradient. No input checks, dtype rules,
+    broadcasting rules beyond this graph's, graph freeing or grad modes, so
+    it is a lower bound for a framework, not a contender."""
+    import numpy as np
+
+    class Box:
+        __slots__ = ("data", "g", "rg")
+
+    new = object.__new__
+
+    def leaf(a, rg):
+        t = new(Box)
+        t.data = a
+        t.g = None
+        t.rg = rg
+        return t
+
+    x, W, b = leaf(x0, False), leaf(W0, True), leaf(b0, True)
+
+    def op(tape, vjp, data, *ins):
+        t = new(Box)
+        t.data = data
+        t.g = None
+        t.rg = True
+        tape.append((vjp, ins, t))
+        return t
+
+    def matmul_vjp(g, ins, out):
+        a, w = ins
+        return (np.dot(g, w.data.T) if a.rg else None, np.dot(a.data.T, g) if w.rg else None)
+
+    def add_vjp(g, ins, out):
+        return g, np.add.reduce(g, 0)          # b broadcast over the rows: the only case here
+
+    def tanh_vjp(g, ins, out):
+        return (g * (1 - out.data * out.data),)
+
+    def sum_vjp(g, ins, out):
+        d = np.empty(ins[0].data.shape, dtype=out.data.dtype)
+        d.fill(g)
+        return (d,)
+
+    def step():
+        tape = []
+        W.g = b.g = None
+        y = op(tape, matmul_vjp, np.dot(x.data, W.data), x, W)
+        y = op(tape, add_vjp, np.add(y.data, b.data), y, b)
+        y = op(tape, tanh_vjp, np.tanh(y.data), y)
+        y = op(tape, sum_vjp, np.add.reduce(y.data, None), y)
+        y.g = np.array(1, y.data.dtype)
+        for vjp, ins, out in reversed(tape):
+            for i, gi in zip(ins, vjp(out.g, ins, out)):
+                if i.rg:
+                    i.g = gi if i.g is None else i.g + gi
+        return W.g, b.g
+
+    return step
 
 
 def graph_ops(t):
@@ -305,6 +382,10 @@ def main(argv=None):
         print(f"  forward without recording: ({fwd_ng:.1f} - {np_fwd:.1f}) / {n_ops} = {(fwd_ng - np_fwd) / n_ops:.2f} "
               f"us per op; recording: {(fwd - fwd_ng) / n_ops:.2f} us per op; backward (all of it minus the forward, "
               f"against numpy's backward): {((d - fwd) - (hand - np_fwd)) / n_ops:.2f} us per op")
+        mt = med[MINIMAL]
+        print(f"reference, {MINIMAL}: ({mt:.1f} - {hand:.1f}) / {n_ops} = {(mt - hand) / n_ops:.2f} us per op on top "
+              f"of numpy by hand (the least Python a define-by-run op costs; dynnets is "
+              f"{(d - mt) / n_ops:.2f} us per op above it)")
         tt = med.get("pytorch")
         if tt:
             print(f"pytorch on top of numpy by hand: ({tt:.1f} - {hand:.1f}) / {n_ops} = {(tt - hand) / n_ops:.2f} us "

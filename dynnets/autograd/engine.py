@@ -25,7 +25,7 @@ from . import gradtypes as _gt
 from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shapes
 
 __all__ = [
-    "Node", "bind", "bind_first", "backward", "no_grad", "enable_grad",
+    "Node", "bind", "bind1", "bind2", "bind_first", "backward", "no_grad", "enable_grad",
     "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
     "accumulate_grad",
 ]
@@ -100,7 +100,7 @@ class Node:
     order.
     """
 
-    __slots__ = ("prim", "args", "parents", "attrs", "out", "g", "freed", "seq")
+    __slots__ = ("prim", "args", "parents", "attrs", "out", "g", "seq")
 
     def __init__(self, prim, args, parents, attrs, out, seq):
         self.prim = prim
@@ -109,8 +109,14 @@ class Node:
         self.attrs = attrs
         self.out = out
         self.g = None
-        self.freed = False
         self.seq = seq
+
+    @property
+    def freed(self):
+        """Whether a backward without ``retain_graph`` released this node's
+        saved arrays (it then holds ``args = None``; a recorded node always
+        has a tuple): one slot fewer to set per recorded op."""
+        return self.args is None
 
     def __repr__(self):
         return f"<Node {self.prim.name}>"
@@ -316,12 +322,43 @@ def bind(prim, *args, **attrs):
         tp = type(x)
         if tp is _TENSOR or tp is _PARAM:
             xd = x.data
-            key = (xd.shape, xd.dtype)
-            if attrs:
-                _check(prim, key, (xd,), attrs)
-            elif key not in prim.checked:
+            if not attrs:
+                return bind1(prim, x)
+            # one tensor with attributes (x[i], x.sum(axis), reshape): _check and
+            # the single-result recording inline, as in bind1
+            ak = prim.attr_key
+            try:
+                key = ((xd.shape, xd.dtype), *attrs.items(), *map(type, attrs.values())) if ak is None else \
+                    ((xd.shape, xd.dtype), ak(**attrs))
+                hit = key in prim.checked
+            except TypeError:
+                key = None
+                hit = False
+            if not hit:
                 _check_miss(prim, key, (xd,), attrs)
-            return _apply(prim, (xd,), (x,) if x.requires_grad else None, attrs)
+            try:
+                out = prim.impl(xd, **attrs)
+            except _IMPL_ERRORS as exc:
+                _explain(prim, (xd,), attrs, exc)
+            if not x.requires_grad or prim.multiple_results or _Mode.anomaly or not _Mode.grad_enabled \
+                    or not prim.differentiable:
+                return _finish(prim, (xd,), (x,) if x.requires_grad else None, attrs, out)
+            node = _object_new(_NODE)
+            node.prim = prim
+            node.args = (xd,)
+            node.parents = (x,)
+            node.attrs = attrs
+            node.out = out
+            node.g = None
+            node.seq = _next_seq()
+            t = _object_new(_TENSOR)
+            t.data = out
+            t._grad = None
+            t.requires_grad = True
+            t._node = node
+            t._idx = 0
+            t.name = None
+            return t
     elif n == 3 or n == 4:
         # three or four tensors (a tree node, a leaf, linear): unrolled too,
         # which costs less with the key than the loop did without it (measured)
@@ -452,14 +489,135 @@ def _bind_many(prim, args, attrs):
     return _apply(prim, arrays, tuple(parents) if rg else None, attrs)
 
 
+_IMPL_ERRORS = (ValueError, IndexError, TypeError, OverflowError, AttributeError)
+# the attributes of an application without any: one shared dict, which nothing
+# writes to (bind1/bind2 would otherwise build an empty one per op)
+_NO_ATTRS = {}
+
+
+def bind1(prim, x):
+    """``bind(prim, x)`` without attributes: the path of unary ops and
+    methods (``tanh(x)``, ``x.sum()``). The same checks and recording as
+    :func:`bind`, without its argument packing and dispatch (measured: the
+    call, the packing and the separate recording call cost ~0.25 us per op)."""
+    tp = type(x)
+    if (tp is not _TENSOR and tp is not _PARAM) or _Mode.batch is not None:
+        return bind(prim, x)
+    xd = x.data
+    key = (xd.shape, xd.dtype)
+    if key not in prim.checked:
+        _check_miss(prim, key, (xd,), _NO_ATTRS)
+    try:
+        out = prim.impl(xd)
+    except _IMPL_ERRORS as exc:
+        _explain(prim, (xd,), _NO_ATTRS, exc)
+    if not x.requires_grad or prim.multiple_results or _Mode.anomaly or not _Mode.grad_enabled \
+            or not prim.differentiable:
+        return _finish(prim, (xd,), (x,) if x.requires_grad else None, _NO_ATTRS, out)
+    node = _object_new(_NODE)
+    node.prim = prim
+    node.args = (xd,)
+    node.parents = (x,)
+    node.attrs = _NO_ATTRS
+    node.out = out
+    node.g = None
+    node.seq = _next_seq()
+    t = _object_new(_TENSOR)
+    t.data = out
+    t._grad = None
+    t.requires_grad = True
+    t._node = node
+    t._idx = 0
+    t.name = None
+    return t
+
+
+def bind2(prim, x, y):
+    """``bind(prim, x, y)`` without attributes: the path of binary ops and
+    operators (``x @ w``, ``x + b``); see :func:`bind1`."""
+    if _Mode.batch is not None:
+        return bind(prim, x, y)
+    a = x
+    tp = type(x)
+    if tp is _TENSOR or tp is _PARAM:
+        xd = x.data
+        xs = xd.shape
+        xt = xd.dtype
+        if not x.requires_grad:
+            x = None
+    elif tp is _NDARRAY:
+        xd = x
+        xs = x.shape
+        xt = x.dtype
+        x = None
+    elif tp in _WEAK:
+        xd = x
+        xs = tp
+        xt = None
+        x = None
+    else:
+        return bind(prim, a, y)
+    tp = type(y)
+    if tp is _TENSOR or tp is _PARAM:
+        yd = y.data
+        ys = yd.shape
+        yt = yd.dtype
+        if not y.requires_grad:
+            y = None
+    elif tp is _NDARRAY:
+        yd = y
+        ys = y.shape
+        yt = y.dtype
+        y = None
+    elif tp in _WEAK:
+        yd = y
+        ys = tp
+        yt = None
+        y = None
+    else:
+        return bind(prim, a, y)
+    key = (xs, xt, ys, yt)
+    if key not in prim.checked:
+        _check_miss(prim, key, (xd, yd), _NO_ATTRS)
+    try:
+        out = prim.impl(xd, yd)
+    except _IMPL_ERRORS as exc:
+        _explain(prim, (xd, yd), _NO_ATTRS, exc)
+    if (x is None and y is None) or prim.multiple_results or _Mode.anomaly or not _Mode.grad_enabled \
+            or not prim.differentiable:
+        return _finish(prim, (xd, yd), None if x is None and y is None else (x, y), _NO_ATTRS, out)
+    node = _object_new(_NODE)
+    node.prim = prim
+    node.args = (xd, yd)
+    node.parents = (x, y)
+    node.attrs = _NO_ATTRS
+    node.out = out
+    node.g = None
+    node.seq = _next_seq()
+    t = _object_new(_TENSOR)
+    t.data = out
+    t._grad = None
+    t.requires_grad = True
+    t._node = node
+    t._idx = 0
+    t.name = None
+    return t
+
+
 def _apply(prim, arrays, parents, attrs):
     """Run the forward of checked inputs; record a node when ``parents``
     (inputs needing grad) is given."""
     try:
         # without **{}: unpacking an empty dict costs ~0.05 us per op
         out = prim.impl(*arrays, **attrs) if attrs else prim.impl(*arrays)
-    except (ValueError, IndexError, TypeError, OverflowError, AttributeError) as exc:
+    except _IMPL_ERRORS as exc:
         _explain(prim, arrays, attrs, exc)
+    return _finish(prim, arrays, parents, attrs, out)
+
+
+def _finish(prim, arrays, parents, attrs, out):
+    """The result tensor(s) of a forward's result ``out``, recorded when
+    ``parents`` is given and grad mode is on."""
     if _Mode.anomaly:
         _check_finite(prim, out, "forward")
     if parents is None or not _Mode.grad_enabled or not prim.differentiable:
@@ -494,7 +652,6 @@ def _apply(prim, arrays, parents, attrs):
     node.attrs = attrs
     node.out = out
     node.g = None
-    node.freed = False
     node.seq = _next_seq()
     if prim.multiple_results:
         res = []
@@ -536,6 +693,9 @@ _dense = _gt.densify
 _is_lazy = _gt.is_lazy
 _is_outer_sum = _gt.is_outer_sum
 _form = _gt.form
+_OUTER = _gt.OuterSum
+# the gradient types that are not arrays yet: a set lookup inline, not a call
+_LAZY_T = _gt.LAZY_TYPES
 
 
 def accumulate_grad(t, g):
@@ -543,6 +703,7 @@ def accumulate_grad(t, g):
     t._grad = _add(t._grad, _gt.leaf_grad(g, t.data))
 
 
+_SEEDS = {}
 _FREED_MSG = ("backward: part of this graph was already freed by an earlier backward; "
               "pass retain_graph=True to the first call")
 
@@ -566,7 +727,15 @@ def backward(root, gradient=None, retain_graph=False):
             raise RuntimeError(
                 f"backward: grad can be implicitly created only for scalar outputs; "
                 f"got shape {data.shape}, pass gradient= explicitly")
-        g = np.array(1, data.dtype) if data.shape == () else np.ones(data.shape, data.dtype)
+        if data.shape == ():
+            # one read-only 1 per dtype (VJPs never write to their g; a leaf
+            # given it copies it, see leaf_grad)
+            g = _SEEDS.get(data.dtype)
+            if g is None:
+                g = _SEEDS[data.dtype] = np.array(1, data.dtype)
+                g.flags.writeable = False
+        else:
+            g = np.ones(data.shape, data.dtype)
     else:
         g = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient, dtype=data.dtype)
         if g.shape != data.shape:
@@ -575,13 +744,16 @@ def backward(root, gradient=None, retain_graph=False):
     if node is None:
         accumulate_grad(root, g)
         return
-    if node.freed:
+    if node.args is None:
         raise RuntimeError(
             "backward: trying to backward through the graph a second time (the graph was freed "
             "after the first backward); pass retain_graph=True to the first call")
     if node.g is not None:
         raise RuntimeError("backward: a backward pass through this graph is already running")
-    _seed(node, root._idx, g)
+    if node.prim.multiple_results:
+        _seed(node, root._idx, g)
+    else:
+        node.g = g
     heap = [(-node.seq, node)]
     leaves = []
     factored = {}
@@ -595,10 +767,10 @@ def backward(root, gradient=None, retain_graph=False):
             if prim.multiple_results:
                 # (a list from _seed, only read by the VJP) densified only if needed
                 for x in gn:
-                    if _is_lazy(x):
+                    if type(x) in _LAZY_T:
                         gn = [_dense(y, prim.lazy_grads) for y in gn]
                         break
-            elif _is_lazy(gn):
+            elif type(gn) in _LAZY_T:
                 gn = _dense(gn, prim.lazy_grads)
             parents = n.parents
             attrs = n.attrs
@@ -606,10 +778,10 @@ def backward(root, gradient=None, retain_graph=False):
             out = n.out
             if not retain_graph:
                 # free as we go: saved arrays are released while the sweep runs
+                # (args None marks the node freed)
                 n.args = None
                 n.out = None
                 n.parents = ()
-                n.freed = True
             joint = prim.joint_vjp
             if joint is not None:
                 grads = joint(gn, args, out, **attrs) if attrs else joint(gn, args, out)
@@ -632,8 +804,9 @@ def backward(root, gradient=None, retain_graph=False):
                 if anomaly:
                     _check_finite(prim, gi, "backward", i)
                 pn = p._node
+                tg = type(gi)
                 if pn is None:
-                    if _is_outer_sum(gi):
+                    if tg is _OUTER:
                         # factored weight gradients of one leaf are gathered
                         # here and formed with one product after the sweep
                         # (a VJP returns a fresh OuterSum per input, so the
@@ -646,9 +819,9 @@ def backward(root, gradient=None, retain_graph=False):
                     else:
                         leaves.append((p, gi))
                     continue
-                if pn.freed:
+                if pn.args is None:
                     raise RuntimeError(_FREED_MSG)
-                if type(gi) is _NDARRAY:
+                if tg is _NDARRAY:
                     # a gradient takes its input's dtype on every edge, as in
                     # PyTorch (a VJP of a mixed float32/float64 op computes in
                     # float64) and as static gradients are declared
@@ -659,20 +832,30 @@ def backward(root, gradient=None, retain_graph=False):
                 pg = pn.g
                 if pg is None:
                     _heappush(heap, (-pn.seq, pn))
-                if pn.prim.multiple_results:
-                    if pg is None:
+                    if pn.prim.multiple_results:
                         pn.g = pg = [None] * len(pn.out)
+                        pg[p._idx] = gi
+                    else:
+                        pn.g = gi
+                elif pn.prim.multiple_results:
                     k = p._idx
                     old = pg[k]
                     pg[k] = gi if old is None else _add_inner(old, gi)
                 else:
-                    pn.g = gi if pg is None else _add_inner(pg, gi)
+                    pn.g = _add_inner(pg, gi)
     except BaseException:
         # no stale gradients left on pending nodes (a retained graph stays usable)
         for _, n in heap:
             n.g = None
         raise
     for p, gi in leaves:
+        if p._grad is None and type(gi) is _NDARRAY:
+            # a fresh array of the leaf's dtype and shape becomes its .grad as
+            # it is (accumulate_grad's general case, inline)
+            d = p.data
+            if gi.dtype == d.dtype and gi.shape == d.shape and gi.flags.writeable:
+                p._grad = gi
+                continue
         accumulate_grad(p, gi)
     for p, gi in factored.values():
         if p._grad is None:

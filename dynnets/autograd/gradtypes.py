@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels as K
-from .dtypes import is_kernel_float, same_float
+from .dtypes import F32, F64, is_kernel_float, same_float
 
 class RowSparse:
     """A row-sparse gradient: ``dense[rows] = values`` (rows may repeat until
@@ -162,6 +162,18 @@ class OuterSum:
 
     def to_dense(self, dtype=None):
         lhs = self.lhs
+        if len(lhs) == 1 and self.base is None:
+            # one factor pair (a product over one step's rows): the usual weight
+            # gradient of a define-by-run step, without the general path's tests
+            a = lhs[0]
+            b = self.rhs[0]
+            if a is not None and a.ndim == 2 and b.ndim == 2 and a.shape[0] <= OUTER_MAX and a.shape[0] == b.shape[0]:
+                dt = a.dtype
+                if b.dtype == dt and (dt == F32 or dt == F64):
+                    out = K.outer_sum_fwd(np.ascontiguousarray(a), np.ascontiguousarray(b))
+                    if out.shape != self.shape:
+                        out = out.reshape(self.shape)
+                    return out if dtype is None or out.dtype == dtype else out.astype(dtype)
         if not lhs:
             out = np.zeros(self.shape, dtype=dtype or self.dtype)
         else:
@@ -265,12 +277,21 @@ def wgrad(d, a):
     return tdot(d, a)
 
 
+_new = object.__new__
+
+
 def factored_wgrad(d, a, shape):
     """:func:`wgrad` (``d.T @ a``), kept factored (OuterSum) for at most
     ``FACTOR_ROWS`` rows: a product or cell run one step or one node at a
     time then forms each weight gradient once per backward."""
     if d.shape[0] <= FACTOR_ROWS:
-        return OuterSum((d,), (a,), shape)
+        # the slots directly (this runs once per weight per recorded product)
+        o = _new(OuterSum)
+        o.lhs = [d]
+        o.rhs = [a]
+        o.shape = shape if type(shape) is tuple else tuple(shape)
+        o.base = None
+        return o
     return wgrad(d, a)
 
 
@@ -289,7 +310,9 @@ def factored_matmul_t(a, w):
 # --------------------------------------------------------------------------
 
 _NDARRAY = np.ndarray
-_LAZY = frozenset({RowSparse, OuterSum, MatmulT})
+# the types above: what is_lazy tests (the engine tests it inline)
+LAZY_TYPES = frozenset({RowSparse, OuterSum, MatmulT})
+_LAZY = LAZY_TYPES
 
 
 def is_lazy(x):

@@ -18,7 +18,7 @@ import builtins
 import numpy as np
 
 from . import primitives as P
-from .engine import bind, bind_first
+from .engine import bind, bind1, bind2, bind_first
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "linear", "exp", "log", "tanh", "sigmoid", "relu",
@@ -49,55 +49,55 @@ def _array_of(x):
 # --- elementwise ---------------------------------------------------------------
 
 def add(x, y):
-    return bind(P.add_p, x, y)
+    return bind2(P.add_p, x, y)
 
 
 def sub(x, y):
-    return bind(P.sub_p, x, y)
+    return bind2(P.sub_p, x, y)
 
 
 def mul(x, y):
-    return bind(P.mul_p, x, y)
+    return bind2(P.mul_p, x, y)
 
 
 def div(x, y):
-    return bind(P.div_p, x, y)
+    return bind2(P.div_p, x, y)
 
 
 def pow(x, y):
-    return bind(P.pow_p, x, y)
+    return bind2(P.pow_p, x, y)
 
 
 def neg(x):
-    return bind(P.neg_p, x)
+    return bind1(P.neg_p, x)
 
 
 def exp(x):
-    return bind(P.exp_p, x)
+    return bind1(P.exp_p, x)
 
 
 def log(x):
-    return bind(P.log_p, x)
+    return bind1(P.log_p, x)
 
 
 def tanh(x):
-    return bind(P.tanh_p, x)
+    return bind1(P.tanh_p, x)
 
 
 def sigmoid(x):
-    return bind(P.sigmoid_p, x)
+    return bind1(P.sigmoid_p, x)
 
 
 def relu(x):
-    return bind(P.relu_p, x)
+    return bind1(P.relu_p, x)
 
 
 def sqrt(x):
-    return bind(P.sqrt_p, x)
+    return bind1(P.sqrt_p, x)
 
 
 def abs(x):
-    return bind(P.abs_p, x)
+    return bind1(P.abs_p, x)
 
 
 def clip(x, lo=None, hi=None):
@@ -105,11 +105,11 @@ def clip(x, lo=None, hi=None):
 
 
 def maximum(x, y):
-    return bind(P.maximum_p, x, y)
+    return bind2(P.maximum_p, x, y)
 
 
 def minimum(x, y):
-    return bind(P.minimum_p, x, y)
+    return bind2(P.minimum_p, x, y)
 
 
 def where(condition, x, y):
@@ -120,7 +120,7 @@ def where(condition, x, y):
 
 
 def square(x):
-    return bind(P.mul_p, x, x)
+    return bind2(P.mul_p, x, x)
 
 
 def astype(x, dtype):
@@ -129,7 +129,7 @@ def astype(x, dtype):
 
 def clone(x):
     """A copy of ``x`` (a new array) through which gradients flow, as ``torch.clone``."""
-    return bind(P.copy_p, x)
+    return bind1(P.copy_p, x)
 
 
 # --- reductions ------------------------------------------------------------------
@@ -167,7 +167,7 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
     if dim is not None or keepdim is not None:
         axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
     if axis is None and not keepdims:
-        return bind(P.sum_p, x)
+        return bind1(P.sum_p, x)
     return bind(P.sum_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
@@ -175,7 +175,7 @@ def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
     if dim is not None or keepdim is not None:
         axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
     if axis is None and not keepdims:
-        return bind(P.mean_p, x)
+        return bind1(P.mean_p, x)
     return bind(P.mean_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
@@ -246,7 +246,7 @@ def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     if keepdim is not None:
         keepdims = _keep("max", keepdims, keepdim)
     if axis is None and not keepdims:
-        return bind(P.max_p, x)
+        return bind1(P.max_p, x)
     return bind(P.max_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
@@ -298,27 +298,27 @@ def numel(x):
 # --- comparisons (boolean results, no gradient) -------------------------------------
 
 def less(x, y):
-    return bind(P.less_p, x, y)
+    return bind2(P.less_p, x, y)
 
 
 def less_equal(x, y):
-    return bind(P.less_equal_p, x, y)
+    return bind2(P.less_equal_p, x, y)
 
 
 def greater(x, y):
-    return bind(P.greater_p, x, y)
+    return bind2(P.greater_p, x, y)
 
 
 def greater_equal(x, y):
-    return bind(P.greater_equal_p, x, y)
+    return bind2(P.greater_equal_p, x, y)
 
 
 def equal(x, y):
-    return bind(P.equal_p, x, y)
+    return bind2(P.equal_p, x, y)
 
 
 def not_equal(x, y):
-    return bind(P.not_equal_p, x, y)
+    return bind2(P.not_equal_p, x, y)
 
 
 # --- shapes and indexing --------------------------------------------------------
@@ -439,7 +439,8 @@ def _index_arg(index):
 
 def getitem(x, index):
     """``x[index]`` with ints, slices, None, Ellipsis and integer arrays (gather)."""
-    return bind(P.getitem_p, x, index=_index_arg(index))
+    tp = type(index)
+    return bind(P.getitem_p, x, index=index if tp is int or tp is slice else _index_arg(index))
 
 
 def take(x, indices):
@@ -499,7 +500,7 @@ def split(x, sections, axis=None, *, dim=None):
 # --- linear algebra --------------------------------------------------------------
 
 def matmul(x, w):
-    return bind(P.matmul_p, x, w)
+    return bind2(P.matmul_p, x, w)
 
 
 def linear(x, weight, bias=None):
@@ -525,7 +526,7 @@ def log_softmax(x, axis=None, *, dim=None):
     if dim is not None:
         axis = _dim("log_softmax", axis, dim)
     if axis is None or (axis == -1 and type(axis) is int):
-        return bind(P.log_softmax_p, x)
+        return bind1(P.log_softmax_p, x)
     return bind(P.log_softmax_p, x, axis=axis)
 
 
@@ -554,7 +555,7 @@ def embedding(weight, ids):
     ids = _array_of(ids)
     if not getattr(ids, "_is_symbolic", False):
         ids = np.asarray(ids)
-    return bind(P.embedding_p, weight, ids)
+    return bind2(P.embedding_p, weight, ids)
 
 
 def dropout(x, p, rng, training=True):
@@ -628,7 +629,7 @@ def rnn_seq(gx, w_hh, b_hh, batch_sizes):
 
 def split_rows(x):
     """Rows of ``x`` (n, D) as n tensors of shape (1, D), one graph node."""
-    return bind(P.split_rows_p, x)
+    return bind1(P.split_rows_p, x)
 
 
 def tree_lstm_levels(h0, c0, w, b, left, right, offsets):

@@ -19,7 +19,7 @@ from . import ops
 from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
-from .engine import bind, register_tensor_types
+from .engine import bind, bind1, bind2, register_tensor_types
 from .gradtypes import densify
 from .primitives.core import ShapeError
 
@@ -38,43 +38,43 @@ class TensorOps:
 
     # arithmetic operators (binding the primitive directly: one call per operator)
     def __add__(self, o):
-        return bind(P.add_p, self, o)
+        return bind2(P.add_p, self, o)
 
     def __radd__(self, o):
-        return bind(P.add_p, o, self)
+        return bind2(P.add_p, o, self)
 
     def __sub__(self, o):
-        return bind(P.sub_p, self, o)
+        return bind2(P.sub_p, self, o)
 
     def __rsub__(self, o):
-        return bind(P.sub_p, o, self)
+        return bind2(P.sub_p, o, self)
 
     def __mul__(self, o):
-        return bind(P.mul_p, self, o)
+        return bind2(P.mul_p, self, o)
 
     def __rmul__(self, o):
-        return bind(P.mul_p, o, self)
+        return bind2(P.mul_p, o, self)
 
     def __truediv__(self, o):
-        return bind(P.div_p, self, o)
+        return bind2(P.div_p, self, o)
 
     def __rtruediv__(self, o):
-        return bind(P.div_p, o, self)
+        return bind2(P.div_p, o, self)
 
     def __pow__(self, o):
-        return bind(P.pow_p, self, o)
+        return bind2(P.pow_p, self, o)
 
     def __rpow__(self, o):
-        return bind(P.pow_p, o, self)
+        return bind2(P.pow_p, o, self)
 
     def __matmul__(self, o):
-        return bind(P.matmul_p, self, o)
+        return bind2(P.matmul_p, self, o)
 
     def __rmatmul__(self, o):
-        return bind(P.matmul_p, o, self)
+        return bind2(P.matmul_p, o, self)
 
     def __neg__(self):
-        return bind(P.neg_p, self)
+        return bind1(P.neg_p, self)
 
     # comparisons: boolean results, no gradient
     __lt__ = ops.less

@@ -331,3 +331,25 @@ def test_random_dag_with_shared_subexpressions_matches_finite_differences():
         return vals[-1] + vals[len(vals) // 2]
 
     gradcheck(f, [rng.standard_normal((2, 3)), rng.standard_normal((2, 3))])
+
+
+def test_scalar_backward_gives_each_leaf_its_own_writable_grad():
+    # backward seeds a scalar root with one shared read-only 1 per dtype; a
+    # leaf whose gradient is that 1 itself (add's VJP passes g through) must
+    # get a copy, or updating .grad in place would change every later seed
+    x = dn.tensor(2.0, requires_grad=True)
+    y = dn.tensor(3.0, requires_grad=True)
+    (x + y).backward()
+    assert x._grad is not y._grad
+    x._grad += 5.0
+    y._grad *= 0.0
+    x.grad = None
+    y.grad = None
+    (x + y).backward()
+    assert float(x.grad) == 1.0 and float(y.grad) == 1.0
+    x.grad = None
+    x.backward()                      # a leaf root: its gradient is the seed
+    x._grad += 1.0
+    x.grad = None
+    (x * 1.0).backward()
+    assert float(x.grad) == 1.0

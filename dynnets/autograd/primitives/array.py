@@ -44,19 +44,25 @@ def _sum_dtype(dt):
 
 def _expand_to(g, shape, axis, keepdims):
     """Adjoint of a reduction: ``g`` repeated along the reduced axes."""
-    if axis is not None and not keepdims:
-        g = np.expand_dims(g, axis)
     # A fresh array rather than np.broadcast_to's read-only view: broadcast_to
     # costs ~1.8 us of Python per call, empty+copyto ~0.5 us, and the result is
     # writeable, so a leaf can keep it without another copy.
     out = np.empty(shape, dtype=g.dtype)
+    if axis is None and not keepdims:
+        out.fill(g)           # a whole-tensor reduction's scalar: fill costs less than copyto
+        return out
+    if axis is not None and not keepdims:
+        g = np.expand_dims(g, axis)
     np.copyto(out, g)
     return out
 
 
 def _sum(x, axis=None, keepdims=False):
-    # the ufunc method directly: np.sum adds ~0.8 us of Python dispatch
-    return np.add.reduce(x, axis=axis, keepdims=keepdims)
+    # the ufunc method directly: np.sum adds ~0.8 us of Python dispatch (and
+    # positional arguments parse faster than keywords)
+    if keepdims:
+        return np.add.reduce(x, axis, keepdims=True)
+    return np.add.reduce(x, axis)
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -72,9 +78,21 @@ def _count(shape, axis):
     return math.prod(shape[a] for a in axes)
 
 
-sum_p = defprim("sum", _sum, _reduce_shape("sum"),
-                vjp=(lambda g, ins, out, axis=None, keepdims=False:
-                     _expand_to(g, shape_of(ins[0]), axis, keepdims),),
+def _sum_vjp(g, ins, out, axis=None, keepdims=False):
+    x = ins[0]
+    try:
+        shape = x.shape
+    except AttributeError:
+        shape = np.shape(x)
+    if axis is None and not keepdims:
+        # a whole-tensor sum (the usual loss): _expand_to's first case inline
+        gx = np.empty(shape, dtype=g.dtype)
+        gx.fill(g)
+        return gx
+    return _expand_to(g, shape, axis, keepdims)
+
+
+sum_p = defprim("sum", _sum, _reduce_shape("sum"), vjp=(_sum_vjp,),
     batch=BATCH_REDUCE)
 
 mean_p = defprim("mean", _mean, _reduce_shape("mean"),

@@ -333,10 +333,13 @@ def norm_axis(op, axis, ndim):
 
 def unbroadcast(g, shape):
     """Sum ``g`` down to ``shape`` (the adjoint of numpy broadcasting)."""
-    if g.shape == shape:
+    gs = g.shape
+    if gs == shape:
         return g
     # np.add.reduce rather than g.sum: the ufunc method skips ~0.4 us of Python
-    nd = g.ndim - len(shape)
+    nd = len(gs) - len(shape)
+    if nd == 1 and gs[1:] == shape:
+        return np.add.reduce(g, 0)       # a bias of a batch of rows: the usual case, one call
     if nd > 0:
         g = np.add.reduce(g, axis=tuple(range(nd)))
         if g.shape == shape:
