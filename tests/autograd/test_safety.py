@@ -725,7 +725,11 @@ def _not_runs(text):
 def test_no_input_crashes_or_escapes_the_checks():
     """The whole table, in a child process (a segfault is a failure here)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--examples", str(EXAMPLES)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # the child imports the dynnets this process imported, whatever is installed
+    import dynnets
+    root = os.path.dirname(os.path.dirname(os.path.abspath(dynnets.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     runs = [ln for ln in proc.stderr.splitlines() if ln.startswith("RUN ")]
     if proc.returncode < 0:
         raise AssertionError(f"the child died of signal {-proc.returncode} on the input\n"
