@@ -90,6 +90,8 @@ class Session:
         self._raw_sparse = bool(keep_sparse)
         self.jit_after = jit_after
         self._rngs = {}
+        self._caches = {}           # fed avals -> passes.PassCache (the incremental compiler's state)
+        self._feeds_checked = {}    # (key, shape, dtype) -> what _check_feed found
 
     # --- running ------------------------------------------------------------------
     def run(self, fetches, feed_dict=None):
@@ -144,6 +146,8 @@ class Session:
         self._plans.clear()
         self._storage.clear()
         self._rngs.clear()
+        self._caches.clear()
+        self._feeds_checked.clear()
 
     @contextlib.contextmanager
     def as_default(self):
@@ -230,35 +234,27 @@ class Session:
         input_avals = {}
         casts = {}
         if feed_dict:
+            checked = self._feeds_checked
             for (k, _), v in zip(feed_dict.items(), vals):
-                if isinstance(k, str):
-                    k = g.element(k, "feed")
-                if not isinstance(k, Value):
-                    raise GraphError(f"Session.run: feed_dict key {k!r} is not a graph value; only placeholders "
-                                     f"can be fed")
-                if k.graph is not g:
-                    raise GraphError(f"Session.run: cannot feed '{k.name}': it belongs to another graph than "
-                                     f"this session's")
-                e = g.producer[k.id]
-                if e.prim is not placeholder_p:
-                    raise GraphError(f"Session.run: cannot feed '{k.name}': it is a {e.prim.name} op, not a "
-                                     f"placeholder (only placeholders can be fed)")
-                decl = g.avals[k.id]
-                shp = tuple(decl.shape)
-                if len(v.shape) != len(shp) or any(d is not None and d != s for d, s in zip(shp, v.shape)):
-                    raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {fmt_shape(shp)}, given a "
-                                    f"value of shape {fmt_shape(v.shape)}")
-                dt = decl.dtype
-                if v.dtype != dt:
-                    if v.dtype.kind in "biuf" and np.can_cast(v.dtype, dt, "same_kind"):
-                        casts[k.id] = dt
-                    else:
-                        raise FeedError(f"Session.run: placeholder '{k.name}' expects dtype {dt}, given a value "
-                                        f"of dtype {v.dtype}")
-                if k.id in input_avals:
-                    raise FeedError(f"Session.run: placeholder '{k.name}' is fed twice (by the value and by its name)")
-                feed_ids.append(k.id)
-                input_avals[k.id] = Aval(tuple(v.shape), dt)
+                fk = (k, v.shape, v.dtype)
+                try:
+                    c = checked.get(fk)
+                except TypeError:
+                    c = None
+                if c is None:
+                    c = self._check_feed(k, v)
+                    try:
+                        checked[fk] = c
+                    except TypeError:
+                        pass
+                pid, aval, cast = c
+                if pid in input_avals:
+                    raise FeedError(f"Session.run: placeholder '{g.values[pid].name}' is fed twice (by the value and "
+                                    f"by its name)")
+                if cast is not None:
+                    casts[pid] = cast
+                feed_ids.append(pid)
+                input_avals[pid] = aval
         prog = g.with_outputs([v.id for v in flat])
         timings = {}
         t = _perf()
@@ -271,9 +267,16 @@ class Session:
             raise FeedError(f"Session.run: placeholder '{m.name}' (shape {fmt_shape(m.shape)}, dtype {m.dtype}) must "
                             f"be fed: the fetches need it" + (f" (also unfed: {[x.name for x in missing[1:]]})"
                                                               if len(missing) > 1 else ""))
+        # what the passes and the lowering found for the equations of earlier plans with these fed
+        # shapes is still valid (the graph is append-only), so this plan computes only its new part
+        ckey = frozenset(input_avals.items())
+        cache = self._caches.get(ckey)
+        if cache is None:
+            cache = self._caches[ckey] = passes.PassCache(ckey)
         opt = passes.optimize(pruned, input_avals, fold=self.optimize, fuse_min_size=self.fuse_min_size,
-                              memory_min_size=self.memory_min_size, timings=timings, pruned=True)
-        plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng)
+                              memory_min_size=self.memory_min_size, timings=timings, pruned=True, cache=cache)
+        plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
+                     memo=cache.memo("lower"))
         execute.tier1(plan, self._storage)
         plan.key = key
         plan.compile_time = _perf() - t0
@@ -286,6 +289,38 @@ class Session:
         self._plans[key] = plan
         self._plan_list.append(plan)
         return plan
+
+    def _check_feed(self, k, v):
+        """(placeholder id, fed aval, dtype to cast to or None) for feeding
+        ``v`` to ``k``, or the error that names what is wrong; the answer
+        depends on ``k``, ``v.shape`` and ``v.dtype`` only (the session keeps it)."""
+        g = self.graph
+        if isinstance(k, str):
+            k = g.element(k, "feed")
+        if not isinstance(k, Value):
+            raise GraphError(f"Session.run: feed_dict key {k!r} is not a graph value; only placeholders "
+                             f"can be fed")
+        if k.graph is not g:
+            raise GraphError(f"Session.run: cannot feed '{k.name}': it belongs to another graph than "
+                             f"this session's")
+        e = g.producer[k.id]
+        if e.prim is not placeholder_p:
+            raise GraphError(f"Session.run: cannot feed '{k.name}': it is a {e.prim.name} op, not a "
+                             f"placeholder (only placeholders can be fed)")
+        decl = g.avals[k.id]
+        shp = tuple(decl.shape)
+        if len(v.shape) != len(shp) or any(d is not None and d != s for d, s in zip(shp, v.shape)):
+            raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {fmt_shape(shp)}, given a "
+                            f"value of shape {fmt_shape(v.shape)}")
+        dt = decl.dtype
+        cast = None
+        if v.dtype != dt:
+            if v.dtype.kind in "biuf" and np.can_cast(v.dtype, dt, "same_kind"):
+                cast = dt
+            else:
+                raise FeedError(f"Session.run: placeholder '{k.name}' expects dtype {dt}, given a value "
+                                f"of dtype {v.dtype}")
+        return k.id, Aval(tuple(v.shape), dt), cast
 
     def _template(self, f, flat):
         if isinstance(f, str):
