@@ -73,10 +73,15 @@ class Session:
     keep_sparse : bool
         Fetch row-sparse gradients as :class:`RowSparse` (as eager ``._grad``
         holds them) instead of dense arrays.
+    incremental : bool
+        Keep what the passes and the lowering found for each equation (per
+        set of fed shapes) and reuse it in later plans (see
+        :mod:`dynnets.static.passes`); ``False`` compiles every plan from
+        scratch, the reference the tests compare incremental plans with.
     """
 
     def __init__(self, graph=None, optimize=True, fuse_min_size=passes.FUSE_MIN_SIZE,
-                 memory_min_size=passes.MEMORY_MIN_SIZE, jit_after=2, keep_sparse=False):
+                 memory_min_size=passes.MEMORY_MIN_SIZE, jit_after=2, keep_sparse=False, incremental=True):
         self.graph = graph if graph is not None else get_default_graph()
         self.optimize = optimize
         self.fuse_min_size = fuse_min_size
@@ -90,6 +95,7 @@ class Session:
         self._raw_sparse = bool(keep_sparse)
         self.jit_after = jit_after
         self._rngs = {}
+        self.incremental = bool(incremental)
         self._caches = {}           # fed avals -> passes.PassCache (the incremental compiler's state)
         self._feeds_checked = {}    # (key, shape, dtype) -> what _check_feed found
 
@@ -269,14 +275,16 @@ class Session:
                                                               if len(missing) > 1 else ""))
         # what the passes and the lowering found for the equations of earlier plans with these fed
         # shapes is still valid (the graph is append-only), so this plan computes only its new part
-        ckey = frozenset(input_avals.items())
-        cache = self._caches.get(ckey)
-        if cache is None:
-            cache = self._caches[ckey] = passes.PassCache(ckey)
+        cache = None
+        if self.incremental:
+            ckey = frozenset(input_avals.items())
+            cache = self._caches.get(ckey)
+            if cache is None:
+                cache = self._caches[ckey] = passes.PassCache(ckey)
         opt = passes.optimize(pruned, input_avals, fold=self.optimize, fuse_min_size=self.fuse_min_size,
                               memory_min_size=self.memory_min_size, timings=timings, pruned=True, cache=cache)
         plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
-                     memo=cache.memo("lower"))
+                     memo=None if cache is None else cache.memo("lower"))
         execute.tier1(plan, self._storage)
         plan.key = key
         plan.compile_time = _perf() - t0
