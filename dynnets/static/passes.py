@@ -151,12 +151,38 @@ def prune(g):
             if prod[i].outs[0] not in keep:
                 stack.append(i)
     # value ids grow with creation order, so sorting by them is a topological order
-    return g.derive([keep[k] for k in sorted(keep)])
+    out = g.derive([keep[k] for k in sorted(keep)])
+    out.meta["pruned"] = True
+    return out
+
+
+def _new_part(g, known):
+    """The equations of a pruned program ``g`` (``meta['pruned']``: the root's
+    equations, exactly the ancestors of the outputs) whose results are not
+    in ``known``, in creation order, found by walking back from the outputs
+    and stopping at known values (whose ancestors are all known: a value is
+    known once its equation was handled, after its inputs')."""
+    prod = g.root.producer
+    found = {}
+    stack = [o for o in g.outputs if o not in known]
+    while stack:
+        e = prod[stack.pop()]
+        k = e.outs[0]
+        if k in found:
+            continue
+        found[k] = e
+        for i in e.ins:
+            if i not in known and prod[i].outs[0] not in found:
+                stack.append(i)
+    return [found[k] for k in sorted(found)]
 
 
 def eliminate_dead_code(g):
     """Drop equations whose results nothing uses (left behind by folding and
-    CSE). Returns ``g`` itself when nothing is dead."""
+    CSE). Returns ``g`` itself when nothing is dead, at once for a pruned
+    program no pass changed (``meta['pruned']``)."""
+    if g.meta.get("pruned"):
+        return g
     keep = _live(g)
     return g if len(keep) == len(g.eqns) else g.derive(keep)
 
@@ -200,7 +226,10 @@ def infer_shapes(g, input_avals=None, memo=None):
             raise AssertionError("infer_shapes: a memo is used with other fed shapes than it was made for")
         avals, dirty, done = memo["avals"], memo["dirty"], memo["done"]
     root = g.avals
-    for e in g.eqns:
+    eqns = g.eqns
+    if done is not None and g.meta.get("pruned"):
+        eqns = _new_part(g, done)
+    for e in eqns:
         if done is not None:
             o0 = e.outs[0]
             if done.get(o0) is e:
@@ -229,8 +258,12 @@ def infer_shapes(g, input_avals=None, memo=None):
                     avals[o] = a
                     dirty.add(o)
         if done is not None:
-            done[e.outs[0]] = e
-    return g.derive(list(g.eqns), avals=avals)
+            for o in e.outs:
+                done[o] = e
+    out = g.derive(list(g.eqns), avals=avals)
+    if g.meta.get("pruned"):
+        out.meta["pruned"] = True       # the same equations
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -285,9 +318,26 @@ def fold_constants(g, max_size=1 << 16, memo=None):
             memo["max_size"] = max_size
             memo["const"] = {}
             memo["done"] = {}
+            memo["any"] = {}
         elif memo["max_size"] != max_size:
             raise AssertionError("fold_constants: a memo is used with another max_size than it was made for")
         const, done = memo["const"], memo["done"]
+        if g.meta.get("pruned"):
+            # whether anything in a value's ancestry folds, for the new equations: when nothing in the
+            # program does, it is returned as it is without a look at the rest of it
+            anyf = memo["any"]
+            for e in _new_part(g, anyf):
+                r = done.get(e.outs[0])
+                if r is not None and r[0] is e:
+                    f = r[1]
+                else:
+                    f = _fold_eqn(e, const, g.values, max_size)
+                    done[e.outs[0]] = (e, f)
+                flag = f is not None or any(anyf[i] for i in e.ins)
+                for o in e.outs:
+                    anyf[o] = flag
+            if not any(anyf[o] for o in g.outputs):
+                return g
     values = g.values
     new = None
     for k, e in enumerate(g.eqns):
@@ -387,6 +437,32 @@ def cse(g, memo=None):
     return g.derive(new, outputs=[sub.get(o, o) for o in g.outputs])
 
 
+def _cse_class(e, memo):
+    """The class of equation ``e`` (None: never merged), computed once."""
+    o0 = e.outs[0]
+    r = memo["done"].get(o0)
+    if r is not None and r[0] is e:
+        return r[1]
+    cls = memo["cls"]
+    key = _cse_key(e, tuple([cls[i] for i in e.ins]))
+    if key is None:
+        c = None
+        for o in e.outs:
+            cls[o] = -1 - o
+    else:
+        intern = memo["intern"]
+        c = intern.get(key)
+        if c is None:
+            c = intern[key] = len(intern)
+        if len(e.outs) == 1 and not e.prim.multiple_results:
+            cls[o0] = c
+        else:
+            for j, o in enumerate(e.outs):
+                cls[o] = (c, j)
+    memo["done"][o0] = (e, c)
+    return c
+
+
 def _cse_memo(g, memo):
     # a value's class: an int >= 0 (interned key of its equation; (class, k) for result k of several),
     # or -1 - id for a value nothing may be merged with. Two values of one program get the same
@@ -397,31 +473,26 @@ def _cse_memo(g, memo):
         memo["intern"] = {}
         memo["done"] = {}
         memo["subst"] = {}
-    cls, intern, done, subst = memo["cls"], memo["intern"], memo["done"], memo["subst"]
+        memo["owner"] = {}
+        memo["dup"] = {}
+    subst = memo["subst"]
+    if g.meta.get("pruned"):
+        # dup[v]: some equation in v's ancestry has a class another value had before it; two values
+        # of one class in a program make the later of them such an equation, so a program with
+        # no dup output has nothing to merge (it is returned as it is)
+        owner, dup = memo["owner"], memo["dup"]
+        for e in _new_part(g, dup):
+            c = _cse_class(e, memo)
+            d = c is not None and owner.setdefault(c, e.outs[0]) != e.outs[0] or any(dup[i] for i in e.ins)
+            for o in e.outs:
+                dup[o] = d
+        if not any(dup[o] for o in g.outputs):
+            return g
     first = {}
     sub = {}
     new = None
     for k, e in enumerate(g.eqns):
-        o0 = e.outs[0]
-        r = done.get(o0)
-        if r is not None and r[0] is e:
-            c = r[1]
-        else:
-            key = _cse_key(e, tuple([cls[i] for i in e.ins]))
-            if key is None:
-                c = None
-                for o in e.outs:
-                    cls[o] = -1 - o
-            else:
-                c = intern.get(key)
-                if c is None:
-                    c = intern[key] = len(intern)
-                if len(e.outs) == 1 and not e.prim.multiple_results:
-                    cls[o0] = c
-                else:
-                    for j, o in enumerate(e.outs):
-                        cls[o] = (c, j)
-            done[o0] = (e, c)
+        c = _cse_class(e, memo)
         if c is not None:
             other = first.get(c)
             if other is not None and len(other.outs) == len(e.outs):
@@ -434,6 +505,7 @@ def _cse_memo(g, memo):
         if sub:
             ins = tuple([sub.get(i, i) for i in e.ins])
             if ins != e.ins:
+                o0 = e.outs[0]
                 r = subst.get(o0)
                 if r is None or r[0] is not e or r[1].ins != ins:
                     r = subst[o0] = (e, e.replace(ins=ins))
@@ -468,7 +540,18 @@ def schedule(g, memo=None):
         if not memo:
             memo["tainted"] = set()
             memo["done"] = {}
+            memo["known"] = set()
         tainted, done = memo["tainted"], memo["done"]
+        if g.meta.get("pruned"):
+            # an effect taints every value after it, the outputs above it included: a program with no
+            # tainted output has no effect and nothing to reorder
+            known = memo["known"]
+            for e in _new_part(g, known):
+                if getattr(e.prim, "effect", False) or any(i in tainted for i in e.ins):
+                    tainted.update(e.outs)
+                known.update(e.outs)
+            if not any(o in tainted for o in g.outputs):
+                return g
         for e in g.eqns:
             t = done.get(e.outs[0])
             if t is None or t[0] is not e:
@@ -870,33 +953,29 @@ def evaluate(g, feeds=None, storage=None):
 def _has_big(g, sizes, memo=None):
     """Whether any array of ``g`` has at least min(``sizes``) elements (an
     unknown dimension counts as big): skipping fusion and the memory plan on
-    a graph of small arrays keeps compiling it cheap. ``memo`` keeps the
-    answer per value (for one ``g.avals``: one compile context)."""
+    a graph of small arrays keeps compiling it cheap. ``memo`` keeps, per
+    value, whether its ancestry has such an array (for one ``g.avals``: one
+    compile context), so a pruned program looks at its new equations only."""
     sizes = [x for x in sizes if x is not None]
     if not sizes:
         return False
     lim = min(sizes)
     av = g.avals
-    for e in g.eqns:
-        o = e.outs[0]
-        if memo is not None:
-            b = memo.get(o)
-            if b is not None:
-                if b:
-                    return True
-                continue
-        a = av[o]
+
+    def big(o):
         n = 1
-        for d in a.shape:
+        for d in av[o].shape:
             if d is None:
-                n = lim
-                break
+                return True
             n *= d
-        if memo is not None:
-            memo[o] = n >= lim
-        if n >= lim:
-            return True
-    return False
+        return n >= lim
+    if memo is not None and g.meta.get("pruned"):
+        for e in _new_part(g, memo):
+            flag = any(big(o) for o in e.outs[:1]) or any(memo[i] for i in e.ins)
+            for o in e.outs:
+                memo[o] = flag
+        return any(memo[o] for o in g.outputs)
+    return any(big(e.outs[0]) for e in g.eqns)
 
 
 def optimize(g, input_avals=None, fold=True, fuse_min_size=FUSE_MIN_SIZE, memory_min_size=MEMORY_MIN_SIZE,
