@@ -279,17 +279,23 @@ def _releases(instrs, ret, consts, args):
     outs_of(ret)
     last = {}
     for k, ins in enumerate(instrs):
+        # k only grows: the last instruction to touch a slot is the last one written
         for a in ins.args:
             last[a] = k
         for o in ins.outs:
-            last.setdefault(o, k)
-            if last[o] < k:
-                last[o] = k
-    rel = [[] for _ in instrs]
+            last[o] = k
+    dead = {}
     for slot_, k in last.items():
         if slot_ not in keep:
-            rel[k].append(slot_)
-    return [tuple(sorted(r)) for r in rel]
+            r = dead.get(k)
+            if r is None:
+                dead[k] = [slot_]
+            else:
+                r.append(slot_)
+    rel = [()] * len(instrs)
+    for k, r in dead.items():
+        rel[k] = tuple(sorted(r))
+    return rel
 
 
 

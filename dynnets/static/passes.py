@@ -491,8 +491,10 @@ def _cse_memo(g, memo):
     first = {}
     sub = {}
     new = None
+    done = memo["done"]
     for k, e in enumerate(g.eqns):
-        c = _cse_class(e, memo)
+        r = done.get(e.outs[0])
+        c = r[1] if r is not None and r[0] is e else _cse_class(e, memo)
         if c is not None:
             other = first.get(c)
             if other is not None and len(other.outs) == len(e.outs):

@@ -23,6 +23,7 @@ buffer).
 from __future__ import annotations
 
 import contextlib
+import gc as _gc
 import time
 
 import numpy as np
@@ -228,8 +229,14 @@ class Session:
 
     # --- compiling ---------------------------------------------------------------
     def _compile(self, key, fetches, feed_dict, vals):
-        with gc_paused():
+        # gc_paused() without the context manager's generator (a first run pays for it)
+        was = _gc.isenabled()
+        _gc.disable()
+        try:
             return self._compile_nogc(key, fetches, feed_dict, vals)
+        finally:
+            if was:
+                _gc.enable()
 
     def _compile_nogc(self, key, fetches, feed_dict, vals):
         t0 = _perf()
