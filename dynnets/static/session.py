@@ -12,7 +12,12 @@ as globals, the table's VJPs called directly. A run with a known key then
 costs a tuple build, one dict lookup and that function call.
 
 Because the graph is append-only SSA, adding nodes never invalidates a plan:
-old keys keep their plans and a new fetch gets a new one.
+old keys keep their plans and a new fetch gets a new one. Nor does it
+invalidate what the passes and the lowering found for the equations already
+compiled: the session keeps it per set of fed shapes
+(:class:`~dynnets.static.passes.PassCache`), so a new plan runs shape rules,
+folding, CSE keys and lowering only for its new equations and gets exactly
+the plan a compile from scratch would give (``incremental=False``).
 
 Semantics of a run: effects (variable updates, initialisers) run after every
 pure computation that does not depend on an effect, so everything a run
