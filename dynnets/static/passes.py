@@ -156,35 +156,6 @@ def prune(g):
     return out
 
 
-_WALK_MIN = 64
-
-
-def _new_part(g, known):
-    """The equations of a pruned program ``g`` (``meta['pruned']``: the root's
-    equations, exactly the ancestors of the outputs) whose results are not
-    in ``known``, in creation order, found by walking back from the outputs
-    and stopping at known values (whose ancestors are all known: a value is
-    known once its equation was handled, after its inputs'). None for a
-    program of fewer than ``_WALK_MIN`` equations, where one loop over all
-    of them costs less than the walk (measured on the addop benchmark's
-    12-equation programs: 6 us more per compile with walks)."""
-    if len(g.eqns) < _WALK_MIN:
-        return None
-    prod = g.root.producer
-    found = {}
-    stack = [o for o in g.outputs if o not in known]
-    while stack:
-        e = prod[stack.pop()]
-        k = e.outs[0]
-        if k in found:
-            continue
-        found[k] = e
-        for i in e.ins:
-            if i not in known and prod[i].outs[0] not in found:
-                stack.append(i)
-    return [found[k] for k in sorted(found)]
-
-
 def eliminate_dead_code(g):
     """Drop equations whose results nothing uses (left behind by folding and
     CSE). Returns ``g`` itself when nothing is dead, at once for a pruned
@@ -234,12 +205,7 @@ def infer_shapes(g, input_avals=None, memo=None):
             raise AssertionError("infer_shapes: a memo is used with other fed shapes than it was made for")
         avals, dirty, done = memo["avals"], memo["dirty"], memo["done"]
     root = g.avals
-    eqns = g.eqns
-    if done is not None and g.meta.get("pruned"):
-        part = _new_part(g, done)
-        if part is not None:
-            eqns = part
-    for e in eqns:
+    for e in g.eqns:
         if done is not None:
             o0 = e.outs[0]
             if done.get(o0) is e:
@@ -328,27 +294,9 @@ def fold_constants(g, max_size=1 << 16, memo=None):
             memo["max_size"] = max_size
             memo["const"] = {}
             memo["done"] = {}
-            memo["any"] = {}
         elif memo["max_size"] != max_size:
             raise AssertionError("fold_constants: a memo is used with another max_size than it was made for")
         const, done = memo["const"], memo["done"]
-        part = _new_part(g, memo["any"]) if g.meta.get("pruned") else None
-        if part is not None:
-            # whether anything in a value's ancestry folds, for the new equations: when nothing in the
-            # program does, it is returned as it is without a look at the rest of it
-            anyf = memo["any"]
-            for e in part:
-                r = done.get(e.outs[0])
-                if r is not None and r[0] is e:
-                    f = r[1]
-                else:
-                    f = _fold_eqn(e, const, g.values, max_size)
-                    done[e.outs[0]] = (e, f)
-                flag = f is not None or any(anyf[i] for i in e.ins)
-                for o in e.outs:
-                    anyf[o] = flag
-            if not any(anyf[o] for o in g.outputs):
-                return g
     values = g.values
     new = None
     for k, e in enumerate(g.eqns):
@@ -484,22 +432,7 @@ def _cse_memo(g, memo):
         memo["intern"] = {}
         memo["done"] = {}
         memo["subst"] = {}
-        memo["owner"] = {}
-        memo["dup"] = {}
     subst = memo["subst"]
-    part = _new_part(g, memo["dup"]) if g.meta.get("pruned") else None
-    if part is not None:
-        # dup[v]: some equation in v's ancestry has a class another value had before it; two values
-        # of one class in a program make the later of them such an equation, so a program with
-        # no dup output has nothing to merge (it is returned as it is)
-        owner, dup = memo["owner"], memo["dup"]
-        for e in part:
-            c = _cse_class(e, memo)
-            d = c is not None and owner.setdefault(c, e.outs[0]) != e.outs[0] or any(dup[i] for i in e.ins)
-            for o in e.outs:
-                dup[o] = d
-        if not any(dup[o] for o in g.outputs):
-            return g
     first = {}
     sub = {}
     new = None
@@ -554,19 +487,7 @@ def schedule(g, memo=None):
         if not memo:
             memo["tainted"] = set()
             memo["done"] = {}
-            memo["known"] = set()
         tainted, done = memo["tainted"], memo["done"]
-        part = _new_part(g, memo["known"]) if g.meta.get("pruned") else None
-        if part is not None:
-            # an effect taints every value after it, the outputs above it included: a program with no
-            # tainted output has no effect and nothing to reorder
-            known = memo["known"]
-            for e in part:
-                if getattr(e.prim, "effect", False) or any(i in tainted for i in e.ins):
-                    tainted.update(e.outs)
-                known.update(e.outs)
-            if not any(o in tainted for o in g.outputs):
-                return g
         for e in g.eqns:
             t = done.get(e.outs[0])
             if t is None or t[0] is not e:
@@ -968,30 +889,32 @@ def evaluate(g, feeds=None, storage=None):
 def _has_big(g, sizes, memo=None):
     """Whether any array of ``g`` has at least min(``sizes``) elements (an
     unknown dimension counts as big): skipping fusion and the memory plan on
-    a graph of small arrays keeps compiling it cheap. ``memo`` keeps, per
-    value, whether its ancestry has such an array (for one ``g.avals``: one
-    compile context), so a pruned program looks at its new equations only."""
+    a graph of small arrays keeps compiling it cheap. ``memo`` keeps the
+    answer per value (for one ``g.avals``: one compile context)."""
     sizes = [x for x in sizes if x is not None]
     if not sizes:
         return False
     lim = min(sizes)
     av = g.avals
-
-    def big(o):
+    for e in g.eqns:
+        o = e.outs[0]
+        if memo is not None:
+            b = memo.get(o)
+            if b is not None:
+                if b:
+                    return True
+                continue
         n = 1
         for d in av[o].shape:
             if d is None:
-                return True
+                n = lim
+                break
             n *= d
-        return n >= lim
-    part = _new_part(g, memo) if memo is not None and g.meta.get("pruned") else None
-    if part is not None:
-        for e in part:
-            flag = any(big(o) for o in e.outs[:1]) or any(memo[i] for i in e.ins)
-            for o in e.outs:
-                memo[o] = flag
-        return any(memo[o] for o in g.outputs)
-    return any(big(e.outs[0]) for e in g.eqns)
+        if memo is not None:
+            memo[o] = n >= lim
+        if n >= lim:
+            return True
+    return False
 
 
 def optimize(g, input_avals=None, fold=True, fuse_min_size=FUSE_MIN_SIZE, memory_min_size=MEMORY_MIN_SIZE,
