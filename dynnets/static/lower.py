@@ -65,27 +65,51 @@ class Instr:
 
 
 
-def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
+def _instr_of(g, e, rng_of):
+    """What lowering makes of a computing equation ``e``, apart from slots:
+    (kind, fn, kw, extra, fresh), ``fresh`` when its result never shares
+    memory with an input. It depends on ``e``, the avals (``_grad_casts``)
+    and ``rng_of`` only, so a compile context can keep it."""
+    p = e.prim
+    info = getattr(p, "vjp_call", None)
+    if getattr(p, "effect", False):
+        return ("effect", p.impl, e.attrs or None, None, False)
+    if info is not None:
+        fn, fwd_multi, joint, densify = info
+        n_in = e.attrs["_n_in"]
+        rest = {a: b for a, b in e.attrs.items() if a != "_n_in"}
+        n_args = len(e.ins)
+        n_out = (n_args - n_in) // 2 if fwd_multi else 1
+        return ("vjp", fn, rest or None, (fwd_multi, n_out, n_in, densify, _grad_casts(g, e)), _fresh(p))
+    kw = e.attrs or None
+    if p.random:
+        kw = {**e.attrs, "rng": rng_of(e) if rng_of is not None else make_rng(e.attrs["seed"])}
+    return ("call", p.impl, kw, None, _fresh(p))
+
+
+def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, memo=None):
     """Lower the optimised program ``g`` to a :class:`Plan`: instructions
     over slots, the slots dead after each instruction, the constants, the
     argument slots (one per fed placeholder, in ``feed_ids`` order; ``casts``
     maps a fed id to the dtype it is cast to) and the fetch structure
     (``template`` over the flat fetch list ``flat``). ``plan.fn`` is set by
     :mod:`.execute`. ``rng_of(eqn)`` gives a random equation its generator
-    (the session's, so every run draws anew; default: a fresh one from its seed)."""
+    (the session's, so every run draws anew; default: a fresh one from its seed).
+    ``memo`` (a :meth:`~.passes.PassCache.memo` of one compile context, with
+    one ``rng_of``) keeps what each equation lowers to, so a later plan only
+    numbers the slots of the equations an earlier plan lowered."""
     slot = {}
     consts = {}
     instrs = []
     buffers = {}
-    counter = [0]
-
-    def new_slot(o):
-        slot[o] = counter[0]
-        counter[0] += 1
-        return slot[o]
+    counter = 0
 
     # every fed placeholder takes an argument position, used or not
-    arg_slots = [new_slot(pid) for pid in feed_ids]
+    arg_slots = []
+    for pid in feed_ids:
+        slot[pid] = counter
+        arg_slots.append(counter)
+        counter += 1
 
     for pid in feed_ids:
         if pid in casts:
@@ -93,80 +117,99 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
 
     # which variables an effect of this plan writes, and which values run after an effect
     written = set()
-    tainted = set()
-    for e in g.eqns:
-        if getattr(e.prim, "effect", False):
-            written.update(v.index for v in effect_variables(e))
-            written.update(v.index for v in e.attrs.get("vars", ()))
-            tainted.update(e.outs)
-        elif any(i in tainted for i in e.ins):
-            tainted.update(e.outs)
     read_late = set()
-    for e in g.eqns:
-        if e.outs[0] in tainted:
-            read_late.update(e.ins)
+    effects = [e for e in g.eqns if getattr(e.prim, "effect", False)]
+    if effects:
+        tainted = set()
+        for e in g.eqns:
+            if getattr(e.prim, "effect", False):
+                written.update(v.index for v in effect_variables(e))
+                written.update(v.index for v in e.attrs.get("vars", ()))
+                tainted.update(e.outs)
+            elif any(i in tainted for i in e.ins):
+                tainted.update(e.outs)
+        for e in g.eqns:
+            if e.outs[0] in tainted:
+                read_late.update(e.ins)
     shared = set()            # may share memory with a variable, a live parameter or a buffer
     out_set = set(g.outputs)
     copy_outputs = g.meta.get("copy_outputs", set())
     variables = []
     root_vals = g.values
+    n_fused = 0
     for e in g.eqns:
         p = e.prim
         o = e.outs[0]
         if p is placeholder_p:
             continue
         if p is constant_p:
-            cs = new_slot(o)
+            cs = counter
+            slot[o] = cs
+            counter += 1
             consts[cs] = e.attrs["value"]
             # constants are read-only, so only a constant fetched as it is gets copied (to be writable)
             if o in out_set:
-                instrs.append(Instr("copy", (new_slot(o),), None, (cs,), None, e, None))
+                slot[o] = counter
+                instrs.append(Instr("copy", (counter,), None, (cs,), None, e, None))
+                counter += 1
             continue
         elif p is variable_p:
             var = e.attrs["var"]
             variables.append(var)
             snap = var.index in written and o in read_late
-            instrs.append(Instr("var", (new_slot(o),), None, (), None, e, (var.index, snap)))
+            slot[o] = counter
+            instrs.append(Instr("var", (counter,), None, (), None, e, (var.index, snap)))
+            counter += 1
             if not snap:
                 shared.add(o)
         elif p is param_p:
             decl = g.avals[o]
-            instrs.append(Instr("param", (new_slot(o),), None, (), None, e,
+            slot[o] = counter
+            instrs.append(Instr("param", (counter,), None, (), None, e,
                                (e.attrs["param"], tuple(decl.shape), np.dtype(decl.dtype))))
+            counter += 1
             shared.add(o)
         else:
-            args = tuple(slot[i] for i in e.ins)
-            outs = tuple(new_slot(x) for x in e.outs)
-            info = getattr(p, "vjp_call", None)
-            if getattr(p, "effect", False):
-                variables.extend(effect_variables(e))
-                instrs.append(Instr("effect", outs, p.impl, args, e.attrs or None, e, None))
-                shared.update(e.outs)
-            elif info is not None:
-                fn, fwd_multi, joint, densify = info
-                n_in = e.attrs["_n_in"]
-                rest = {a: b for a, b in e.attrs.items() if a != "_n_in"}
-                n_out = (len(args) - n_in) // 2 if fwd_multi else 1
-                instrs.append(Instr("vjp", outs, fn, args, rest or None, e,
-                                   (fwd_multi, n_out, n_in, densify, _grad_casts(g, e))))
+            args = tuple([slot[i] for i in e.ins])
+            if len(e.outs) == 1:
+                slot[o] = counter
+                outs = (counter,)
+                counter += 1
             else:
-                buf = None
-                if e.buf is not None:
-                    buf = buffers.get(e.buf)
-                    if buf is None:
-                        shp, dt = g.meta["buffers"][e.buf]
-                        buf = buffers[e.buf] = np.empty(shp, dt)
-                kw = e.attrs or None
-                if p.random:
-                    kw = {**e.attrs, "rng": rng_of(e) if rng_of is not None else make_rng(e.attrs["seed"])}
-                instrs.append(Instr("call", outs, p.impl, args, kw, e, buf))
-            if not getattr(p, "effect", False) and not _fresh(p) and any(i in shared for i in e.ins):
+                outs = tuple(range(counter, counter + len(e.outs)))
+                for x, sl in zip(e.outs, outs):
+                    slot[x] = sl
+                counter += len(e.outs)
+            if memo is None or e.buf is not None or (p.random and rng_of is None):
+                kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of)
+            else:
+                r = memo.get(o)
+                if r is None or r[0] is not e:
+                    r = memo[o] = (e, _instr_of(g, e, rng_of))
+                kind, fn, kw, extra, fresh = r[1]
+            if kind == "effect":
+                variables.extend(effect_variables(e))
                 shared.update(e.outs)
+            elif kind == "call":
+                if e.buf is not None:
+                    extra = buffers.get(e.buf)
+                    if extra is None:
+                        shp, dt = g.meta["buffers"][e.buf]
+                        extra = buffers[e.buf] = np.empty(shp, dt)
+                if p.name == "fused":
+                    n_fused += 1
+            instrs.append(Instr(kind, outs, fn, args, kw, e, extra))
+            if not fresh and kind != "effect" and shared:
+                for i in e.ins:
+                    if i in shared:
+                        shared.update(e.outs)
+                        break
         # fetched values are the caller's: copy them out of shared storage right away, so
         # a later update in this run (or a later run) cannot change them
-        for x in e.outs:
-            if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
-                instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
+        if o in out_set or len(e.outs) > 1:
+            for x in e.outs:
+                if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
+                    instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
     ret = _ret_template(template, g, slot, flat, keep_sparse)
     releases = _releases(instrs, ret, set(consts), set(arg_slots))
     plan = Plan()
@@ -174,7 +217,7 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
     plan.releases = releases
     plan.consts = consts
     plan.arg_slots = arg_slots
-    plan.n_slots = counter[0]
+    plan.n_slots = counter
     plan.ret = ret
     plan.fn = None
     plan.tier = 0
@@ -185,7 +228,7 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None):
     plan.variables = tuple({id(v): v for v in variables}.values())
     plan.source = None
     plan.codegen_time = 0.0
-    plan.n_fused = sum(1 for e in g.eqns if e.prim.name == "fused")
+    plan.n_fused = n_fused
     plan.n_buffers = len(g.meta.get("buffers", {}))
     # what the third tier (.native) translates from: the values' avals by slot
     plan.program = g
@@ -243,17 +286,23 @@ def _releases(instrs, ret, consts, args):
     outs_of(ret)
     last = {}
     for k, ins in enumerate(instrs):
+        # k only grows: the last instruction to touch a slot is the last one written
         for a in ins.args:
             last[a] = k
         for o in ins.outs:
-            last.setdefault(o, k)
-            if last[o] < k:
-                last[o] = k
-    rel = [[] for _ in instrs]
+            last[o] = k
+    dead = {}
     for slot_, k in last.items():
         if slot_ not in keep:
-            rel[k].append(slot_)
-    return [tuple(sorted(r)) for r in rel]
+            r = dead.get(k)
+            if r is None:
+                dead[k] = [slot_]
+            else:
+                r.append(slot_)
+    rel = [()] * len(instrs)
+    for k, r in dead.items():
+        rel[k] = tuple(sorted(r))
+    return rel
 
 
 

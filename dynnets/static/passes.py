@@ -11,6 +11,21 @@ was nothing to do).
 then :mod:`.lower` turns the result into instructions and :mod:`.execute`
 runs them.
 
+Compiling is incremental: the graph is append-only SSA and an equation never
+changes, so what a pass computes for one equation (its inferred aval, its
+folded constant, its CSE class, whether it depends on an effect) depends only
+on the equation, its ancestors and the compile context (the fed shapes and
+the session's options), never on the rest of the program. A
+:class:`PassCache` (one per context: the session keeps one per set of fed
+shapes) holds those per-equation results, and every pass given one computes
+only the equations no earlier program of the context covered; what depends
+on the whole program (which equation represents a CSE class, what is dead,
+the order of effects, fusion groups, buffers) is still decided per program,
+from the cached per-equation facts, so a cached compile gives exactly the
+graphs a compile from scratch gives (``tests/static/test_incremental.py``
+compares them pass by pass). Every pass runs for every program either way:
+a pass that keeps no cache simply does its whole work.
+
 ``evaluate`` is the reference interpreter (unoptimised execution, one
 ``prim.impl`` call per equation) that the tests compare compiled plans with.
 
@@ -63,12 +78,35 @@ from .graph import (SOURCES, Eqn, StaticPrimitive, site_str, constant_p, param_p
                     variable_p)
 
 __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",
-           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "FUSE_MIN_SIZE", "MEMORY_MIN_SIZE"]
+           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "PassCache", "FUSE_MIN_SIZE",
+           "MEMORY_MIN_SIZE"]
 
 FUSE_MIN_SIZE = 2048
 MEMORY_MIN_SIZE = 4096
 
 _perf = time.perf_counter
+
+
+class PassCache:
+    """Per-equation results of the passes for the programs of one compile
+    context, reused by later programs of the same context (see the module
+    docstring). ``context`` is what the results depend on besides the graph
+    (the session passes its fed avals and options); ``memo(name)`` is the
+    dict a pass (or the lowering) keeps its results in. A memo is keyed by
+    an equation's first result and holds that equation, so an entry is used
+    only for the very equation it was computed for."""
+
+    __slots__ = ("context", "memos")
+
+    def __init__(self, context=None):
+        self.context = context
+        self.memos = {}
+
+    def memo(self, name):
+        m = self.memos.get(name)
+        if m is None:
+            m = self.memos[name] = {}
+        return m
 
 # --------------------------------------------------------------------------
 # pruning and dead code
@@ -113,12 +151,17 @@ def prune(g):
             if prod[i].outs[0] not in keep:
                 stack.append(i)
     # value ids grow with creation order, so sorting by them is a topological order
-    return g.derive([keep[k] for k in sorted(keep)])
+    out = g.derive([keep[k] for k in sorted(keep)])
+    out.meta["pruned"] = True
+    return out
 
 
 def eliminate_dead_code(g):
     """Drop equations whose results nothing uses (left behind by folding and
-    CSE). Returns ``g`` itself when nothing is dead."""
+    CSE). Returns ``g`` itself when nothing is dead, at once for a pruned
+    program no pass changed (``meta['pruned']``)."""
+    if g.meta.get("pruned"):
+        return g
     keep = _live(g)
     return g if len(keep) == len(g.eqns) else g.derive(keep)
 
@@ -127,13 +170,17 @@ def eliminate_dead_code(g):
 # shapes
 # --------------------------------------------------------------------------
 
-def infer_shapes(g, input_avals=None):
+def infer_shapes(g, input_avals=None, memo=None):
     """Re-run the shape rules where fed shapes refine the declared ones.
 
     ``input_avals`` maps placeholder ids to the fed :class:`Aval`. Rules only
     run for equations downstream of a changed aval, so a graph fed with its
     declared shapes costs one dictionary pass. Raises :class:`ShapeError`
-    naming the op and the line that created it.
+    naming the op and the line that created it. ``memo`` (a
+    :meth:`PassCache.memo`, always used with the same ``input_avals``) keeps
+    every inferred aval, so a later program runs the rules of its new
+    equations only; the derived graph's ``avals`` is then the memo's dict
+    (it has every value of the program, and those of earlier programs).
     """
     changed = {}
     if input_avals:
@@ -143,24 +190,56 @@ def infer_shapes(g, input_avals=None):
                 changed[pid] = a
     if not changed:
         return g
-    avals = {o: g.avals[o] for e in g.eqns for o in e.outs}
-    avals.update(changed)
-    dirty = set(changed)
+    if memo is None:
+        avals = {o: g.avals[o] for e in g.eqns for o in e.outs}
+        avals.update(changed)
+        dirty = set(changed)
+        done = None
+    else:
+        if not memo:
+            memo["fed"] = changed
+            memo["avals"] = {}
+            memo["dirty"] = set()
+            memo["done"] = {}
+        elif memo["fed"] != changed:
+            raise AssertionError("infer_shapes: a memo is used with other fed shapes than it was made for")
+        avals, dirty, done = memo["avals"], memo["dirty"], memo["done"]
+    root = g.avals
     for e in g.eqns:
-        if e.prim in SOURCES:
+        if done is not None:
+            o0 = e.outs[0]
+            if done.get(o0) is e:
+                continue
+            if e.prim in SOURCES:
+                a = changed.get(o0)
+                if a is None:
+                    avals[o0] = root[o0]
+                else:
+                    avals[o0] = a
+                    dirty.add(o0)
+                done[o0] = e
+                continue
+            for o in e.outs:
+                avals[o] = root[o]
+        elif e.prim in SOURCES:
             continue
-        if not any(i in dirty for i in e.ins):
-            continue
-        try:
-            out = P.run_rule(e.prim, [avals[i] for i in e.ins], e.attrs)
-        except ShapeError as err:
-            raise type(err)(f"{err} [op '{e.name}'{site_str(e.site)}, with the fed shapes]") from None
-        outs = out if e.prim.multiple_results else (out,)
-        for o, a in zip(e.outs, outs):
-            if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
-                avals[o] = a
-                dirty.add(o)
-    return g.derive(list(g.eqns), avals=avals)
+        if any(i in dirty for i in e.ins):
+            try:
+                out = P.run_rule(e.prim, [avals[i] for i in e.ins], e.attrs)
+            except ShapeError as err:
+                raise type(err)(f"{err} [op '{e.name}'{site_str(e.site)}, with the fed shapes]") from None
+            outs = out if e.prim.multiple_results else (out,)
+            for o, a in zip(e.outs, outs):
+                if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
+                    avals[o] = a
+                    dirty.add(o)
+        if done is not None:
+            for o in e.outs:
+                done[o] = e
+    out = g.derive(list(g.eqns), avals=avals)
+    if g.meta.get("pruned"):
+        out.meta["pruned"] = True       # the same equations
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -173,45 +252,70 @@ def _foldable(e):
     return not (p in SOURCES or getattr(p, "effect", False) or p.random)
 
 
-def fold_constants(g, max_size=1 << 16):
+def _fold_eqn(e, const, values, max_size):
+    """Equation ``e`` folded: a tuple of constant equations, one per result
+    (their values entered in ``const``), or None when it stays computed."""
+    if e.prim is constant_p:
+        const[e.outs[0]] = e.attrs["value"]
+        return None
+    if not e.ins or not _foldable(e) or not all(i in const for i in e.ins):
+        return None
+    if any(values[o].sparse for o in e.outs):
+        return None
+    try:
+        res = e.prim.impl(*[const[i] for i in e.ins], **e.attrs)
+    except Exception:
+        # leave it to run time, where the error is reported with the op's name
+        return None
+    outs = res if e.prim.multiple_results else (res,)
+    if any(gradtypes.is_lazy(r) or np.size(r) > max_size for r in outs if r is not None):
+        return None
+    folded = []
+    for o, r in zip(e.outs, outs):
+        if isinstance(r, np.ndarray):
+            r.setflags(write=False)
+        const[o] = r
+        folded.append(Eqn(constant_p, (), (o,), {"value": r}, e.name + "/folded", e.site))
+    return tuple(folded)
+
+
+def fold_constants(g, max_size=1 << 16, memo=None):
     """Evaluate equations whose inputs are all constants now, replacing them
     by constant sources (results larger than ``max_size`` elements stay
-    computed, so a plan does not hold big arrays twice)."""
-    const = {}
+    computed, so a plan does not hold big arrays twice). With ``memo`` (a
+    :meth:`PassCache.memo`, always used with the same ``max_size``) an
+    equation is folded once for all the programs that contain it, and its
+    folded constants are the same (read-only) arrays in each."""
+    if memo is None:
+        const = {}
+        done = None
+    else:
+        if not memo:
+            memo["max_size"] = max_size
+            memo["const"] = {}
+            memo["done"] = {}
+        elif memo["max_size"] != max_size:
+            raise AssertionError("fold_constants: a memo is used with another max_size than it was made for")
+        const, done = memo["const"], memo["done"]
+    values = g.values
     new = None
     for k, e in enumerate(g.eqns):
-        if e.prim is constant_p:
-            const[e.outs[0]] = e.attrs["value"]
-            if new is not None:
-                new.append(e)
-            continue
-        if not e.ins or not _foldable(e) or not all(i in const for i in e.ins):
-            if new is not None:
-                new.append(e)
-            continue
-        if any(g.values[o].sparse for o in e.outs):
-            if new is not None:
-                new.append(e)
-            continue
-        try:
-            res = e.prim.impl(*[const[i] for i in e.ins], **e.attrs)
-        except Exception:
-            # leave it to run time, where the error is reported with the op's name
-            if new is not None:
-                new.append(e)
-            continue
-        outs = res if e.prim.multiple_results else (res,)
-        if any(gradtypes.is_lazy(r) or np.size(r) > max_size for r in outs if r is not None):
+        if done is None:
+            f = _fold_eqn(e, const, values, max_size)
+        else:
+            r = done.get(e.outs[0])
+            if r is not None and r[0] is e:
+                f = r[1]
+            else:
+                f = _fold_eqn(e, const, values, max_size)
+                done[e.outs[0]] = (e, f)
+        if f is None:
             if new is not None:
                 new.append(e)
             continue
         if new is None:
             new = list(g.eqns[:k])
-        for o, r in zip(e.outs, outs):
-            if isinstance(r, np.ndarray):
-                r.setflags(write=False)
-            const[o] = r
-            new.append(Eqn(constant_p, (), (o,), {"value": r}, e.name + "/folded", e.site))
+        new.extend(f)
     return g if new is None else g.derive(new)
 
 
@@ -261,10 +365,18 @@ def _cse_key(e, ins):
         return (p, ins, _freeze(attrs))
 
 
-def cse(g):
+def cse(g, memo=None):
     """Common-subexpression elimination: equations with the same primitive,
     inputs and attributes are computed once (equal small constants are
-    merged too; effects and sources are never merged)."""
+    merged too; effects and sources are never merged).
+
+    With ``memo`` (a :meth:`PassCache.memo`) each equation's key is computed
+    once, over the *classes* of its inputs (values that CSE would merge in
+    any program share a class), and interned as a class number; a program
+    then only decides which equation of each class comes first, as the
+    pass from scratch does."""
+    if memo is not None:
+        return _cse_memo(g, memo)
     seen = {}
     sub = {}
     new = []
@@ -284,22 +396,109 @@ def cse(g):
     return g.derive(new, outputs=[sub.get(o, o) for o in g.outputs])
 
 
+def _cse_class(e, memo):
+    """The class of equation ``e`` (None: never merged), computed once."""
+    o0 = e.outs[0]
+    r = memo["done"].get(o0)
+    if r is not None and r[0] is e:
+        return r[1]
+    cls = memo["cls"]
+    key = _cse_key(e, tuple([cls[i] for i in e.ins]))
+    if key is None:
+        c = None
+        for o in e.outs:
+            cls[o] = -1 - o
+    else:
+        intern = memo["intern"]
+        c = intern.get(key)
+        if c is None:
+            c = intern[key] = len(intern)
+        if len(e.outs) == 1 and not e.prim.multiple_results:
+            cls[o0] = c
+        else:
+            for j, o in enumerate(e.outs):
+                cls[o] = (c, j)
+    memo["done"][o0] = (e, c)
+    return c
+
+
+def _cse_memo(g, memo):
+    # a value's class: an int >= 0 (interned key of its equation; (class, k) for result k of several),
+    # or -1 - id for a value nothing may be merged with. Two values of one program get the same
+    # representative from scratch exactly when their classes are equal (by induction over the
+    # inputs: equal keys over representatives <=> equal keys over classes).
+    if not memo:
+        memo["cls"] = {}
+        memo["intern"] = {}
+        memo["done"] = {}
+        memo["subst"] = {}
+    subst = memo["subst"]
+    first = {}
+    sub = {}
+    new = None
+    done = memo["done"]
+    for k, e in enumerate(g.eqns):
+        r = done.get(e.outs[0])
+        c = r[1] if r is not None and r[0] is e else _cse_class(e, memo)
+        if c is not None:
+            other = first.get(c)
+            if other is not None and len(other.outs) == len(e.outs):
+                for a, b in zip(e.outs, other.outs):
+                    sub[a] = b
+                if new is None:
+                    new = list(g.eqns[:k])
+                continue
+            first[c] = e
+        if sub:
+            ins = tuple([sub.get(i, i) for i in e.ins])
+            if ins != e.ins:
+                o0 = e.outs[0]
+                r = subst.get(o0)
+                if r is None or r[0] is not e or r[1].ins != ins:
+                    r = subst[o0] = (e, e.replace(ins=ins))
+                e = r[1]
+        if new is not None:
+            new.append(e)
+    if not sub:
+        return g
+    return g.derive(new, outputs=[sub.get(o, o) for o in g.outputs])
+
+
 # --------------------------------------------------------------------------
 # scheduling
 # --------------------------------------------------------------------------
 
-def schedule(g):
+def schedule(g, memo=None):
     """Order equations so every effect (variable update, initialiser) runs
     after all pure computations that do not depend on an effect: a run reads
-    the variables as they were when it started (snapshot semantics)."""
-    tainted = set()
+    the variables as they were when it started (snapshot semantics). With
+    ``memo`` whether an equation depends on an effect (a fact about its
+    ancestors) is found once for all programs."""
     first, later = [], []
-    for e in g.eqns:
-        if getattr(e.prim, "effect", False) or any(i in tainted for i in e.ins):
-            tainted.update(e.outs)
-            later.append(e)
-        else:
-            first.append(e)
+    if memo is None:
+        tainted = set()
+        for e in g.eqns:
+            if getattr(e.prim, "effect", False) or any(i in tainted for i in e.ins):
+                tainted.update(e.outs)
+                later.append(e)
+            else:
+                first.append(e)
+    else:
+        if not memo:
+            memo["tainted"] = set()
+            memo["done"] = {}
+        tainted, done = memo["tainted"], memo["done"]
+        for e in g.eqns:
+            t = done.get(e.outs[0])
+            if t is None or t[0] is not e:
+                t = (e, getattr(e.prim, "effect", False) or any(i in tainted for i in e.ins))
+                if t[1]:
+                    tainted.update(e.outs)
+                done[e.outs[0]] = t
+            if t[1]:
+                later.append(e)
+            else:
+                first.append(e)
     if not later or all(getattr(e.prim, "effect", False) for e in later) and g.eqns[-len(later):] == later:
         return g
     return g.derive(first + later)
@@ -687,30 +886,39 @@ def evaluate(g, feeds=None, storage=None):
     return [env[o] for o in g.outputs]
 
 
-def _has_big(g, sizes):
+def _has_big(g, sizes, memo=None):
     """Whether any array of ``g`` has at least min(``sizes``) elements (an
     unknown dimension counts as big): skipping fusion and the memory plan on
-    a graph of small arrays keeps compiling it cheap."""
+    a graph of small arrays keeps compiling it cheap. ``memo`` keeps the
+    answer per value (for one ``g.avals``: one compile context)."""
     sizes = [x for x in sizes if x is not None]
     if not sizes:
         return False
     lim = min(sizes)
     av = g.avals
     for e in g.eqns:
-        a = av[e.outs[0]]
+        o = e.outs[0]
+        if memo is not None:
+            b = memo.get(o)
+            if b is not None:
+                if b:
+                    return True
+                continue
         n = 1
-        for d in a.shape:
+        for d in av[o].shape:
             if d is None:
                 n = lim
                 break
             n *= d
+        if memo is not None:
+            memo[o] = n >= lim
         if n >= lim:
             return True
     return False
 
 
 def optimize(g, input_avals=None, fold=True, fuse_min_size=FUSE_MIN_SIZE, memory_min_size=MEMORY_MIN_SIZE,
-             passes=None, timings=None, pruned=False, stages=None):
+             passes=None, timings=None, pruned=False, stages=None, cache=None):
     """The compile pipeline :class:`Session` runs on a program ``g`` (a graph
     with outputs)::
 
@@ -725,16 +933,25 @@ def optimize(g, input_avals=None, fold=True, fuse_min_size=FUSE_MIN_SIZE, memory
     caller that pruned already (the session prunes first to name unfed
     placeholders). ``passes`` (names) restricts the pipeline, for tests;
     ``timings`` (a dict) receives seconds per pass; ``stages`` (a list)
-    receives ``(name, graph)`` after each pass.
+    receives ``(name, graph)`` after each pass. ``cache`` (a
+    :class:`PassCache`, one per ``input_avals`` and options) makes the
+    compile incremental: each pass that keeps a memo there reuses what it
+    found for the equations of earlier programs; the graphs are the same
+    as without it.
     """
+    if cache is None:
+        memo = _no_memo
+    else:
+        memo = cache.memo
     steps = [] if pruned else [("prune", prune)]
-    steps.append(("infer_shapes", lambda x: infer_shapes(x, input_avals)))
+    steps.append(("infer_shapes", lambda x: infer_shapes(x, input_avals, memo("infer_shapes"))))
     g = _run_passes(g, steps, passes, timings, stages)
-    big = fold and _has_big(g, (fuse_min_size, memory_min_size))
+    big = fold and _has_big(g, (fuse_min_size, memory_min_size), memo("big"))
     steps = []
     if fold:
-        steps += [("fold_constants", fold_constants), ("cse", cse), ("eliminate_dead_code", eliminate_dead_code)]
-    steps.append(("schedule", schedule))
+        steps += [("fold_constants", lambda x: fold_constants(x, memo=memo("fold_constants"))),
+                  ("cse", lambda x: cse(x, memo("cse"))), ("eliminate_dead_code", eliminate_dead_code)]
+    steps.append(("schedule", lambda x: schedule(x, memo("schedule"))))
     g = _run_passes(g, steps, passes, timings, stages)
     if big:
         late = []
@@ -747,6 +964,10 @@ def optimize(g, input_avals=None, fold=True, fuse_min_size=FUSE_MIN_SIZE, memory
         # no array reaches either threshold: both passes would return the graph unchanged
         stages += [("fuse_elementwise", g), ("plan_memory", g)]
     return g
+
+
+def _no_memo(name):
+    return None
 
 
 def _run_passes(g, steps, passes, timings, stages):
