@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels_tree as KT
-from .core import (Aval, ShapeError, as_float, check_index, check_param, defprim, dims_match, fmt_shape,
+from .core import (col_sums, Aval, ShapeError, as_float, check_index, check_param, defprim, dims_match, fmt_shape,
                    grad_buffer, kernel_floats, mul_dim, transposed_float)
 
 __all__ = ["lstm_seq_p", "gru_seq_p", "rnn_seq_p"]
@@ -121,7 +121,7 @@ def _lstm_seq_vjp(g, ins, out):
     b0 = sizes[0] if sizes else 0
     gw = dg[b0:].T @ h[_prev_rows(sizes, offs)]
     return (dg.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
-            dg.sum(0).astype(np.asarray(b_hh).dtype, copy=False), None)
+            col_sums(dg).astype(np.asarray(b_hh).dtype, copy=False), None)
 
 
 lstm_seq_p = defprim("lstm_seq", _lstm_seq, _lstm_seq_shape, joint_vjp=_lstm_seq_vjp, multiple_results=True,
@@ -191,7 +191,7 @@ def _gru_seq_vjp(g, ins, out):
     b0 = sizes[0] if sizes else 0
     gw = dgh[b0:].T @ h[_prev_rows(sizes, offs)]
     return (dgi.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
-            dgh.sum(0).astype(np.asarray(b_hh).dtype, copy=False), None)
+            col_sums(dgh).astype(np.asarray(b_hh).dtype, copy=False), None)
 
 
 gru_seq_p = defprim("gru_seq", _gru_seq, _gru_seq_shape, joint_vjp=_gru_seq_vjp, multiple_results=True,
@@ -253,7 +253,7 @@ def _rnn_seq_vjp(g, ins, out):
     b0 = sizes[0] if sizes else 0
     gw = dz[b0:].T @ h[_prev_rows(sizes, offs)]
     return (dz.astype(np.asarray(gx).dtype, copy=False), gw.astype(np.asarray(w_hh).dtype, copy=False),
-            dz.sum(0).astype(np.asarray(b_hh).dtype, copy=False), None)
+            col_sums(dz).astype(np.asarray(b_hh).dtype, copy=False), None)
 
 
 rnn_seq_p = defprim("rnn_seq", _rnn_seq, _rnn_seq_shape, joint_vjp=_rnn_seq_vjp, nondiff_args=(3,))

@@ -12,7 +12,7 @@ import numpy as np
 from .. import kernels as K
 from .. import kernels_tree as KT
 from ..gradtypes import OuterSum, factored_matmul_t
-from .core import (batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
+from .core import (col_sums, batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
                    fits, fmt_shape, grad_buffer, grad_or_zeros, kernel_args, kernel_floats, mul_dim,
                    transposed_float)
 
@@ -211,7 +211,7 @@ def _tree_lstm_levels_vjp(g, ins, out):
     dh, dc, dz = _lstm_levels_back(g, w, out, left, right, off)
     hcat = out[2]
     return (dh[:n0].astype(np.asarray(h0).dtype, copy=False), dc[:n0].astype(np.asarray(c0).dtype, copy=False),
-            (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False), dz.sum(0).astype(np.asarray(b).dtype, copy=False),
+            (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False), col_sums(dz).astype(np.asarray(b).dtype, copy=False),
             None, None, None)
 
 
@@ -287,7 +287,7 @@ def _tree_lstm_levels_packed_vjp(g, ins, out):
     ds[:, H:] = dc[:n0]
     hcat = out[2]
     return (K.embedding_bwd(rows, ds, s0.shape[0]).astype(np.asarray(s0).dtype, copy=False), None,
-            (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False), dz.sum(0).astype(np.asarray(b).dtype, copy=False),
+            (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False), col_sums(dz).astype(np.asarray(b).dtype, copy=False),
             None, None, None)
 
 
@@ -366,7 +366,7 @@ def _tree_rnn_levels_vjp(g, ins, out):
         KT.tanh_rows_bwd(dh, h, lo, dz[r0:r1])
         KT.scatter_pairs_add(dz[r0:r1] @ wt, left[r0:r1], right[r0:r1], dh)
     return (dh[:n0].astype(np.asarray(h0).dtype, copy=False), (hcat.T @ dz).astype(np.asarray(w).dtype, copy=False),
-            dz.sum(0).astype(np.asarray(b).dtype, copy=False), None, None, None)
+            col_sums(dz).astype(np.asarray(b).dtype, copy=False), None, None, None)
 
 
 tree_rnn_levels_p = defprim("tree_rnn_levels", _tree_rnn_levels, _tree_rnn_levels_shape,
@@ -489,7 +489,7 @@ def _childsum_levels_vjp(g, ins, out):
     def cast(a, like):
         return a.astype(np.asarray(like).dtype, copy=False)
     return (cast(dh[:n0], h0), cast(dc[:n0], c0), cast(hsum.T @ dziou, u_iou), cast(hch.T @ dzf, u_f),
-            cast(dziou.sum(0), b_iou), cast(dzf.sum(0), b_f), None, None, None)
+            cast(col_sums(dziou), b_iou), cast(col_sums(dzf), b_f), None, None, None)
 
 
 childsum_levels_p = defprim("childsum_levels", _childsum_levels, _childsum_levels_shape,
