@@ -26,7 +26,7 @@ __all__ = [
     "less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "reshape",
     "transpose", "broadcast_to", "getitem", "take", "concat", "cat", "stack", "split", "split_rows", "softmax",
     "log_softmax", "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell",
-    "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels",
+    "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_lstm_levels_packed", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "astype", "flatten", "squeeze", "unsqueeze",
     "permute", "clone", "argmin", "MaxMin",
 ]
@@ -635,6 +635,14 @@ def split_rows(x):
 def tree_lstm_levels(h0, c0, w, b, left, right, offsets):
     """Binary Tree-LSTM over a level schedule; returns (h, c), each (n_nodes, H)."""
     h, c, _, _ = bind(P.tree_lstm_levels_p, h0, c0, w, b, left, right, offsets)
+    return h, c
+
+
+def tree_lstm_levels_packed(s0, rows, w, b, left, right, offsets):
+    """Binary Tree-LSTM over a level schedule whose leaf ``j`` starts from the
+    packed state ``s0[rows[j]]`` (``[h | c]``, (n_states, 2H)); returns (h, c),
+    each (n_nodes, H)."""
+    h, c, _, _ = bind(P.tree_lstm_levels_packed_p, s0, rows, w, b, left, right, offsets)
     return h, c
 
 

@@ -326,6 +326,13 @@ class TreeBatch:
         Leaves per tree.
     token_offsets : (n_trees + 1,)
         Tree ``t``'s leaves are global nodes ``token_offsets[t]:token_offsets[t+1]``.
+    leaf_words : (n_words,)
+        The distinct word ids of the leaves, sorted (``np.unique(leaf_word_ids)``).
+    leaf_rows : (n_leaves,)
+        Each leaf's word as a row of ``leaf_words``
+        (``leaf_words[leaf_rows] == leaf_word_ids``): a model computing a
+        leaf once per distinct word reads it through these, so the
+        schedule carries them rather than every forward sorting the ids.
     """
 
     n_trees: int
@@ -347,6 +354,8 @@ class TreeBatch:
     postorder_to_global: np.ndarray
     n_tokens: np.ndarray
     token_offsets: np.ndarray
+    leaf_words: np.ndarray
+    leaf_rows: np.ndarray
 
     @property
     def n_internal(self) -> int:
@@ -418,21 +427,26 @@ def merge(arrays: Sequence[TreeArrays]) -> TreeBatch:
     child_idx = rank[child_cat[src]]
     edge_parent = np.repeat(np.arange(n_leaves, N, dtype=np.int64), k)
     if len(internal) == 0 or np.all(k == 2):
-        left = child_idx[0::2]
-        right = child_idx[1::2]
+        # contiguous copies: the tree primitives would otherwise copy these
+        # strided views on every forward and backward
+        left = np.ascontiguousarray(child_idx[0::2])
+        right = np.ascontiguousarray(child_idx[1::2])
     else:
         left = right = None
 
     tree_of = np.repeat(np.arange(T, dtype=np.int64), sizes)
     token_offsets = np.zeros(T + 1, dtype=np.int64)
     np.cumsum(n_tokens, out=token_offsets[1:])
+    leaf_ids = word_ids[order[:n_leaves]]
+    leaf_words, leaf_rows = np.unique(leaf_ids, return_inverse=True)
     return TreeBatch(
         n_trees=T, n_nodes=N, n_leaves=n_leaves, n_levels=n_levels, level_offsets=level_offsets,
-        leaf_word_ids=word_ids[order[:n_leaves]], left=left, right=right, child_ptr=child_ptr,
+        leaf_word_ids=leaf_ids, left=left, right=right, child_ptr=child_ptr,
         child_idx=child_idx, edge_parent=edge_parent, labels=labels[order], tree_index=tree_of[order],
         node_order=(np.arange(N, dtype=np.int64) - tree_offsets[tree_of])[order],
         root_index=rank[tree_offsets[1:] - 1], tree_offsets=tree_offsets, postorder_to_global=rank,
-        n_tokens=n_tokens, token_offsets=token_offsets)
+        n_tokens=n_tokens, token_offsets=token_offsets, leaf_words=leaf_words.astype(np.int64, copy=False),
+        leaf_rows=leaf_rows.reshape(-1).astype(np.int64, copy=False))
 
 
 def tree_batch(trees: Sequence[Tree], vocab: Any, label_fn: Callable[[Any], int] | None = None) -> TreeBatch:

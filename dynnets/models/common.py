@@ -194,6 +194,11 @@ class PackedBatch:
         (row (t, j) reads token L_j - 1 - t of sentence j).
     labels : (B,) int64
     lengths : (B,) int64
+    words : (n_words,) int64
+        The distinct word ids, sorted (``np.unique(ids)``).
+    rows : (total,) int64
+        Each packed row's word as a row of ``words`` (``words[rows] == ids``):
+        a model projecting each distinct word once reads it through these.
     """
 
     ids: np.ndarray
@@ -202,6 +207,8 @@ class PackedBatch:
     reverse: np.ndarray
     labels: np.ndarray
     lengths: np.ndarray
+    words: np.ndarray
+    rows: np.ndarray
 
     @property
     def n_trees(self):
@@ -234,7 +241,9 @@ def pack_sentences(seqs, labels=None):
     rank[order] = np.arange(B)
     last = offs[lengths - 1] + rank
     lab = np.zeros(B, dtype=np.int64) if labels is None else np.asarray(labels, dtype=np.int64)
-    return PackedBatch(ids, batch_sizes.astype(np.int64), last, reverse, lab, lengths)
+    words, rows = np.unique(ids, return_inverse=True)
+    return PackedBatch(ids, batch_sizes.astype(np.int64), last, reverse, lab, lengths, words.astype(np.int64),
+                       rows.reshape(-1).astype(np.int64, copy=False))
 
 
 # --------------------------------------------------------------------------

@@ -119,7 +119,8 @@ class SequenceClassifier(ModelBase, nn.Module):
         """Final hidden state(s) of each sentence, (B, H) or (B, 2H), in batch order."""
         batch = self.as_batch(batch, vocab)
         ids = batch.ids
-        if self.training and self.word_dropout > 0.0:
+        dropped = self.training and self.word_dropout > 0.0
+        if dropped:
             ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
         if self.training and self.embed_drop.p > 0.0:
             # a dropout mask per token: project every token's vector
@@ -129,8 +130,9 @@ class SequenceClassifier(ModelBase, nn.Module):
             # token: the same numbers with ~40% fewer multiply-adds on SST
             # minibatches of 25 (59% of the tokens are distinct), in the forward
             # product and in both backward ones (linearity: the tokens' output
-            # gradients are summed per word first, by take's VJP)
-            uniq, rows = np.unique(ids, return_inverse=True)
+            # gradients are summed per word first, by take's VJP); the batch
+            # carries the distinct words unless word dropout changed them
+            uniq, rows = np.unique(ids, return_inverse=True) if dropped else (batch.words, batch.rows)
             x = self.embedding(uniq)                                     # (distinct, E)
         outs = []
         for d in self._dirs:

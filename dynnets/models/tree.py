@@ -55,8 +55,8 @@ from ..autograd import ops
 from ..autograd.autobatching import autobatch
 from ..data.vocab import UNK_ID
 from ..data.batching import TreeBatch
-from ..autograd.ops import (childsum_levels, split_rows, tree_lstm_leaf_node, tree_lstm_levels, tree_lstm_node,
-                            tree_rnn_levels)
+from ..autograd.ops import (childsum_levels, split_rows, tree_lstm_leaf_node, tree_lstm_levels_packed,
+                            tree_lstm_node, tree_rnn_levels)
 from .common import (ModelBase, TreeExample, TreeMiniBatch, collate_trees, minibatch_from_schedule, prepare_trees,
                      uniform_param)
 from .registry import register
@@ -252,16 +252,22 @@ class TreeModel(ModelBase, nn.Module):
             ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
         return self.embed_drop(self.embedding(ids))
 
-    def _leaf_level(self, ids, leaf):
+    def _leaf_states(self, s, leaf):
         """``leaf(word vectors)`` for the leaves of a whole minibatch (level
-        mode). Without embedding dropout a leaf's state depends on its word
-        only, so it is computed once per distinct word and gathered per leaf
-        (the same numbers; 59% of the words of an SST minibatch of 25 are
-        distinct); with it, every leaf has its own dropout mask."""
+        mode) and the row of the result each leaf reads. Without embedding
+        dropout a leaf's state depends on its word only, so it is computed
+        once per distinct word (the schedule's ``leaf_words``; 59% of the
+        words of an SST minibatch of 25 are distinct) and each leaf reads its
+        word's row (``leaf_rows``): the same numbers. With dropout every leaf
+        has its own mask and its own row."""
         if self.training and (self.word_dropout > 0.0 or self.embed_drop.p > 0.0):
-            return leaf(self._embed(ids))
-        uniq, rows = np.unique(ids, return_inverse=True)
-        return ops.take(leaf(self.embedding(uniq)), rows)
+            return leaf(self._embed(s.leaf_word_ids)), np.arange(s.n_leaves, dtype=np.int64)
+        return leaf(self.embedding(s.leaf_words)), s.leaf_rows
+
+    def _leaf_level(self, s, leaf):
+        """The leaves' ``leaf(word vectors)``, one row per leaf (see :meth:`_leaf_states`)."""
+        states, rows = self._leaf_states(s, leaf)
+        return ops.take(states, rows)
 
     def extra_repr(self):
         c = self.config
@@ -317,9 +323,8 @@ class TreeLSTM(TreeModel):
         self.b = _init(rng, (5 * H,), 2 * H, dt)
 
     def _level(self, s):
-        H = self.hidden
-        s0 = self._leaf_level(s.leaf_word_ids, lambda x: tree_lstm_leaf_node(x, self.w_leaf, self.b_leaf))
-        h, _ = tree_lstm_levels(s0[:, :H], s0[:, H:], self.U, self.b, s.left, s.right, s.level_offsets)
+        s0, rows = self._leaf_states(s, lambda x: tree_lstm_leaf_node(x, self.w_leaf, self.b_leaf))
+        h, _ = tree_lstm_levels_packed(s0, rows, self.U, self.b, s.left, s.right, s.level_offsets)
         return h
 
     def _recursive(self, examples, ab=None):
@@ -364,7 +369,7 @@ class TreeRNN(TreeModel):
         self.b = _init(rng, (H,), 2 * H, dt)
 
     def _level(self, s):
-        h0 = self._leaf_level(s.leaf_word_ids, lambda x: ops.tanh(ops.matmul(x, self.w_leaf) + self.b_leaf))
+        h0 = self._leaf_level(s, lambda x: ops.tanh(ops.matmul(x, self.w_leaf) + self.b_leaf))
         return tree_rnn_levels(h0, self.W, self.b, s.left, s.right, s.level_offsets)
 
     def _recursive(self, examples, ab=None):
@@ -414,7 +419,7 @@ class ChildSumTreeLSTM(TreeModel):
 
     def _level(self, s):
         H = self.hidden
-        s0 = self._leaf_level(s.leaf_word_ids, lambda x: tree_lstm_leaf_node(x, self.w_iou, self.b_iou))
+        s0 = self._leaf_level(s, lambda x: tree_lstm_leaf_node(x, self.w_iou, self.b_iou))
         h, _ = childsum_levels(s0[:, :H], s0[:, H:], self.u_iou, self.u_f, self.b_iou, self.b_f,
                                s.child_ptr, s.child_idx, s.level_offsets)
         return h

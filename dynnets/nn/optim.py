@@ -513,16 +513,29 @@ class Adagrad(Optimizer):
         eps = float(group["eps"])
         init = float(group["initial_accumulator_value"])
         state = self.state
+        scal = {}           # (clr, eps) per dtype, for the kernels: made once per group, not per parameter
+        nd = np.ndarray
         for p in group["params"]:
             g = p._grad
             if g is None:
                 continue
             st = state.get(p)
+            data = p.data
             if st is None:
-                st = state[p] = {"step": 0, "sum": np.full(p.data.shape, init, dtype=p.data.dtype)}
-            st["step"] += 1
-            clr = lr / (1.0 + (st["step"] - 1) * decay)
-            adagrad_update(p.data, st["sum"], g, clr, eps, wd)
+                st = state[p] = {"step": 0, "sum": np.full(data.shape, init, dtype=data.dtype)}
+            step = st["step"] = st["step"] + 1
+            clr = lr / (1.0 + (step - 1) * decay) if decay else lr
+            acc = st["sum"]
+            if type(g) is nd and not wd and _fused_ok(data, acc, g):
+                # adagrad_update's dense kernel path, inline: the per-parameter
+                # Python was ~2 us (measured over 14 small parameters)
+                key = (data.dtype, clr)
+                sc = scal.get(key)
+                if sc is None:
+                    sc = scal[key] = np.array((clr, eps), dtype=data.dtype)
+                OK.adagrad_dense(data.reshape(-1), acc.reshape(-1), g.reshape(-1), sc)
+            else:
+                adagrad_update(data, acc, g, clr, eps, wd)
 
 
 class Adam(Optimizer):

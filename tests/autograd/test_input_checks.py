@@ -4,6 +4,7 @@ checks close stay closed. The property-based sweep over the whole table is
 ``test_safety.py``; these are the named cases."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -345,3 +346,56 @@ def test_squeeze_follows_pytorch():
     assert x.grad.shape == (2, 1, 3)
     with pytest.raises(ShapeError, match="squeeze: axis 3 is out of range"):
         dn.squeeze(x, 3)
+
+
+# a forest of two binary trees, ((a b) c) and (d e): leaves 0-4, level 1 = {5: (0, 1), 6: (3, 4)}, level 2 = {7: (5, 2)}
+_LEFT, _RIGHT, _OFFSETS = np.array([0, 3, 5]), np.array([1, 4, 2]), np.array([0, 5, 7, 8])
+
+
+@pytest.mark.parametrize("bad,where,msg", [
+    ((1, 5), "left", r"left\[1\]=5 is not a node of an earlier level than its parent \(whose level starts at node 5\)"),
+    ((2, 7), "right", r"right\[2\]=7 is not a node of an earlier level than its parent \(whose level starts at node 7\)"),
+    ((0, -1), "left", r"left\[0\]=-1 is not a node of an earlier level"),
+    ((1, 6), "left", r"left\[1\]=6 is not a node of an earlier level than its parent \(whose level starts at node 5\)"),
+])
+@pytest.mark.parametrize("packed", [False, True])
+def test_level_children_checked_forward_and_backward(bad, where, msg, packed):
+    """A child of its own level (or later, or negative) is rejected by name,
+    in the forward and, when the schedule changed in between, in the VJP."""
+    from dynnets.autograd.primitives.tree import tree_lstm_levels_p, tree_lstm_levels_packed_p
+    rng = np.random.default_rng(0)
+    H = 2
+    w, b = 0.3 * rng.standard_normal((2 * H, 5 * H)), rng.standard_normal(5 * H)
+    left, right = _LEFT.copy(), _RIGHT.copy()
+    spoiled = left if where == "left" else right
+    k, v = bad
+    s0, rows = rng.standard_normal((3, 2 * H)), np.array([2, 0, 1, 1, 0])
+    first = [s0, rows] if packed else [s0[rows, :H], s0[rows, H:]]
+    prim = tree_lstm_levels_packed_p if packed else tree_lstm_levels_p
+    op = "tree_lstm_levels_packed" if packed else "tree_lstm_levels"
+    old = spoiled[k]
+    spoiled[k] = v
+    with pytest.raises(IndexRangeError, match=f"{op}: " + msg):
+        prim.impl(*first, w, b, left, right, _OFFSETS)
+    spoiled[k] = old
+    out = prim.impl(*first, w, b, left, right, _OFFSETS)
+    spoiled[k] = v
+    with pytest.raises(IndexRangeError, match=f"{op}: " + msg):
+        prim.joint_vjp((np.ones_like(out[0]), None), (*first, w, b, left, right, _OFFSETS), out)
+
+
+def test_level_packed_rows_checked():
+    from dynnets.autograd.primitives.tree import tree_lstm_levels_packed_p as prim
+    rng = np.random.default_rng(1)
+    H = 2
+    w, b = 0.3 * rng.standard_normal((2 * H, 5 * H)), rng.standard_normal(5 * H)
+    s0 = rng.standard_normal((3, 2 * H))
+    for rows, bad in ((np.array([2, 0, 3, 1, 0]), "rows[2]=3"), (np.array([2, 0, 1, -1, 0]), "rows[3]=-1")):
+        with pytest.raises(IndexRangeError, match=rf"tree_lstm_levels_packed: {re.escape(bad)} is out of range for "
+                                                  rf"s0.shape\[0\]=3"):
+            prim.impl(s0, rows, w, b, _LEFT, _RIGHT, _OFFSETS)
+    rows = np.array([2, 0, 1, 1, 0])
+    out = prim.impl(s0, rows, w, b, _LEFT, _RIGHT, _OFFSETS)
+    rows[4] = 7
+    with pytest.raises(IndexRangeError, match=r"rows\[4\]=7 is out of range"):
+        prim.joint_vjp((np.ones_like(out[0]), None), (s0, rows, w, b, _LEFT, _RIGHT, _OFFSETS), out)

@@ -308,6 +308,16 @@ def _tree_levels(rng):
                  outputs=(0, 1))]
 
 
+def _tree_levels_packed(rng):
+    r = _r(rng)
+    H = 2
+    # 3 distinct leaf states read by the 5 leaves (rows repeat, as words do)
+    return [Case("forest", r(3, 2 * H), np.array([2, 0, 2, 1, 0]), 0.7 * r(2 * H, 5 * H), r(5 * H), _LEFT, _RIGHT,
+                 _OFFSETS, outputs=(0, 1)),
+            Case("leaves-only", r(3, 2 * H), np.array([1, 1, 0]), 0.7 * r(2 * H, 5 * H), r(5 * H), _NONE, _NONE,
+                 np.array([0, 3]), outputs=(0, 1))]
+
+
 def _tree_rnn_levels(rng):
     r = _r(rng)
     H = 3
@@ -387,7 +397,8 @@ SAMPLES = {
     "matmul": _matmul, "linear": _linear, "softmax": _softmaxes, "log_softmax": _softmaxes,
     "softmax_cross_entropy": _xent, "embedding": _embedding,
     "lstm_cell": _lstm, "gru_cell": _gru, "tree_lstm_cell": _tree, "tree_lstm_leaf": _leaf,
-    "tree_lstm_levels": _tree_levels, "tree_rnn_levels": _tree_rnn_levels,
+    "tree_lstm_levels": _tree_levels, "tree_lstm_levels_packed": _tree_levels_packed,
+    "tree_rnn_levels": _tree_rnn_levels,
     "childsum_levels": _childsum_levels, "lstm_seq": _seqs(4, (0, 1)), "gru_seq": _seqs(3, (0,)),
     "rnn_seq": _seqs(1, None), "split_rows": _split_rows,
     "tree_lstm_node": _tree_node, "tree_lstm_leaf_node": _leaf_node,
@@ -504,7 +515,7 @@ def test_shape_rule_matches_forward(name, case, dtype):
 # Inputs that are weights (known shapes in a static graph) rather than data.
 WEIGHT_ARGS = {"linear": (1, 2), "embedding": (0,), "lstm_cell": (3, 4, 5, 6), "gru_cell": (2, 3, 4, 5),
                "tree_lstm_cell": (4, 5), "tree_lstm_leaf": (1, 2),
-               "tree_lstm_levels": (2, 3), "tree_rnn_levels": (1, 2), "childsum_levels": (2, 3, 4, 5),
+               "tree_lstm_levels": (2, 3), "tree_lstm_levels_packed": (2, 3), "tree_rnn_levels": (1, 2), "childsum_levels": (2, 3, 4, 5),
                "lstm_seq": (1, 2), "gru_seq": (1, 2), "rnn_seq": (1, 2),
                "tree_lstm_node": (2, 3), "tree_lstm_leaf_node": (1, 2)}
 # The output shape depends on the values of a boolean mask, which must match
@@ -635,6 +646,12 @@ BAD = {
                           "tree_lstm_levels: w.shape=(4, 8) should be (4, 10)"),
                          ((_z(5, 2), _z(4, 2), _z(4, 10), _z(10), _LEFT, _RIGHT, _OFFSETS), {},
                           "tree_lstm_levels: c0.shape=(4, 2) does not match h0.shape=(5, 2)")],
+    "tree_lstm_levels_packed": [((_z(3, 4), np.array([0, 1, 2, 1, 0]), _z(4, 8), _z(10), _LEFT, _RIGHT, _OFFSETS), {},
+                                 "tree_lstm_levels_packed: w.shape=(4, 8) should be (4, 10)"),
+                                ((_z(3, 3), np.array([0, 1, 2, 1, 0]), _z(2, 5), _z(5), _LEFT, _RIGHT, _OFFSETS), {},
+                                 "tree_lstm_levels_packed: s0 must be 2-D (states, 2*hidden)"),
+                                ((_z(3, 4), np.array([0.0, 1, 2, 1, 0]), _z(4, 10), _z(10), _LEFT, _RIGHT, _OFFSETS),
+                                 {}, "tree_lstm_levels_packed: rows must be a 1-D integer array")],
     "tree_rnn_levels": [((_z(5, 2), _z(4, 3), _z(2), _LEFT, _RIGHT, _OFFSETS), {},
                          "tree_rnn_levels: w.shape=(4, 3) should be (4, 2)")],
     "childsum_levels": [((_z(5, 2), _z(5, 2), _z(2, 6), _z(2, 2), _z(6), _z(3), _PTR, _IDX, _OFFSETS), {},

@@ -416,6 +416,16 @@ def _binary_levels(lstm):
     return gen
 
 
+def _binary_levels_packed(g):
+    n0, kids, off, _ = _schedule(g, nary=False)
+    left, right = kids[0::2], kids[1::2]
+    H, dt = g.dim(0, 3), g.fdt()
+    ns = g.dim(1, 4)
+    rows = g.rng.integers(0, ns, n0).astype(np.int64)
+    args = [g.arr((ns, 2 * H), dt), rows, g.arr((2 * H, 5 * H), dt), g.arr((5 * H,), dt), left, right, off]
+    return g.spoil(args, p=0.25, index_args=(1, 4, 5, 6)), {}
+
+
 def _childsum(g):
     n0, kids, off, ptr = _schedule(g, nary=True)
     H, dt = g.dim(0, 3), g.fdt()
@@ -500,7 +510,8 @@ STRATEGIES = {
     "log_softmax": _softmax, "softmax_cross_entropy": _xent, "embedding": _embedding,
     "lstm_cell": _cell(4, True), "gru_cell": _cell(3, False), "tree_lstm_cell": _tree_cell,
     "tree_lstm_leaf": _leaf, "tree_lstm_leaf_node": _leaf, "tree_lstm_node": _tree_node,
-    "tree_lstm_levels": _binary_levels(True), "tree_rnn_levels": _binary_levels(False),
+    "tree_lstm_levels": _binary_levels(True), "tree_lstm_levels_packed": _binary_levels_packed,
+    "tree_rnn_levels": _binary_levels(False),
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
     "split_rows": _split_rows, "argmax": _argmax, "less": _binary, "less_equal": _binary, "greater": _binary,
     "greater_equal": _binary, "equal": _binary, "not_equal": _binary, "random": _random,

@@ -221,7 +221,7 @@ COVERED_ELSEWHERE = {
     "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn", "uniform", "arange",
     "cross_entropy", "embedding", "dropout", "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf",
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "argmax",
-    "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_rnn_levels", "childsum_levels",
+    "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_lstm_levels_packed", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "split_rows",
     "clone", "permute", "argmin", "MaxMin",
 }
@@ -247,6 +247,7 @@ PRIMITIVES_ELSEWHERE = {
     "gru_seq": ("test_torch_nn_losses_rnn.py", "test_rnn_layer"),
     "rnn_seq": ("test_torch_nn_losses_rnn.py", "test_rnn_layer"),
     "tree_lstm_levels": ("test_torch_tree.py", "test_tree_lstm_levels"),
+    "tree_lstm_levels_packed": ("test_torch_tree.py", "test_tree_lstm_levels_packed"),
     "tree_rnn_levels": ("test_torch_tree.py", "test_tree_rnn_levels"),
     "childsum_levels": ("test_torch_tree.py", "test_childsum_levels"),
     "tree_lstm_node": ("test_torch_tree.py", "test_tree_lstm_node"),

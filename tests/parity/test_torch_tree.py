@@ -100,6 +100,24 @@ def test_tree_lstm_levels(dtype, mode, lay):
             xs, range(4), mode=mode)
 
 
+_ROWS = np.array([3, 0, 3, 1, 2, 0])       # 4 packed leaf states read by the 6 leaves
+
+
+def _torch_levels_lstm_packed(s0, w, b):
+    H = s0.shape[1] // 2
+    leaves = s0[torch.from_numpy(_ROWS)]
+    return _torch_levels_lstm(leaves[:, :H], leaves[:, H:], w, b)
+
+
+@pytest.mark.parametrize("dtype,mode,lay", CASES)
+def test_tree_lstm_levels_packed(dtype, mode, lay):
+    rng = np.random.default_rng(82)
+    xs = [C.draw(rng, (4, 2 * _H), dtype) * 0.5] + _weights(rng, dtype, (2 * _H, 5 * _H), (5 * _H,))
+    xs = [C.layout(a, lay) for a in xs]
+    C.check(lambda s0, w, b: M.tree_lstm_levels_packed(s0, _ROWS, w, b, _LEFT, _RIGHT, _OFFSETS),
+            _torch_levels_lstm_packed, xs, range(3), mode=mode)
+
+
 @pytest.mark.parametrize("dtype,mode,lay", CASES)
 def test_tree_rnn_levels(dtype, mode, lay):
     rng = np.random.default_rng(81)
