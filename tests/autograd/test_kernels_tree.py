@@ -190,3 +190,37 @@ def test_per_node_primitives_one_row_equal_many_rows(dtype):
         one_leaf = P._tree_lstm_leaf_node(x[r:r + 1], wl, bl)
         for k in range(2):
             np.testing.assert_allclose(one_leaf[k], many_leaf[k][r:r + 1], **TOL[dtype])
+
+
+def _ulp_sweep(dtype, n):
+    """n magnitudes log-uniform over the whole finite range (both signs),
+    plus uniform draws where the gates live."""
+    rng = np.random.default_rng(3)
+    fi = np.finfo(dtype)
+    mags = np.exp(rng.uniform(np.log(fi.smallest_subnormal), np.log(fi.max), n))
+    # and where exp(-|x|) leaves the normal range of float32 and of float64
+    edges = np.concatenate([np.linspace(-88.5, -86.5, 400), np.linspace(-709.5, -707.5, 400)])
+    x = np.concatenate([mags, -mags, rng.uniform(-30, 30, n), rng.uniform(-1, 1, n), edges, [0.0, -0.0]]).astype(dtype)
+    return x[np.isfinite(x)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_activations_within_a_few_ulp_over_the_whole_range(dtype):
+    """sigmoid and tanh of the kernels within 4 ulp of the exact values
+    (long-double reference) wherever the result is a normal number, and
+    within the smallest normal absolutely where it is subnormal or zero
+    (measured: float32 2.75 / 2.50 ulp, float64 2.32 / 3.04 ulp at most)."""
+    x = _ulp_sweep(dtype, 5000)
+    s, t = _sigmoid_tanh(x[None, :])
+    xe = x.astype(np.longdouble)
+    with np.errstate(over="ignore", under="ignore"):
+        e = np.exp(-np.abs(xe))
+        want = {"sigmoid": (s[0], np.where(xe >= 0, 1 / (1 + e), e / (1 + e))), "tanh": (t[0], np.tanh(xe))}
+    fi = np.finfo(dtype)
+    for name, (got, ref) in want.items():
+        normal = np.abs(ref) >= fi.tiny
+        ulp = np.spacing(np.abs(ref.astype(dtype))).astype(np.longdouble)
+        err = np.abs(got.astype(np.longdouble) - ref)
+        worst = np.argmax(np.where(normal, err / ulp, 0))
+        assert (err / ulp)[normal].max() <= 4, f"{name}({x[worst]!r}) = {got[worst]!r}, exact {ref[worst]!r}"
+        assert err[~normal].max(initial=0) <= fi.tiny, name
