@@ -327,7 +327,7 @@ class Session:
                               memory_min_size=self.memory_min_size, timings=timings, pruned=True, cache=cache)
         plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
                      memo=None if cache is None else cache.memo("lower"))
-        execute.tier1(plan, self._storage)
+        execute.interpret(plan, self._storage)
         plan.next_tier = self.jit_after
         plan.key = key
         plan.compile_time = _perf() - t0
