@@ -179,11 +179,19 @@ def test_every_pass_with_a_cache_equals_the_pass_from_scratch(seed):
         prog = passes.prune(s.g.with_outputs(s.fetches()))
         with_cache, scratch = [], []
         a = passes.optimize(prog, ia, stages=with_cache, cache=cache, memory_min_size=1, fuse_min_size=None)
-        b = passes.optimize(prog, ia, stages=scratch, memory_min_size=1, fuse_min_size=None)
+        ref_timings = {}
+        b = passes.optimize(prog, ia, stages=scratch, memory_min_size=1, fuse_min_size=None, timings=ref_timings)
         assert [n for n, _ in with_cache] == [n for n, _ in scratch]
         for (name, x), (_, y) in zip(with_cache, scratch):
             _assert_same_graph(x, y, f"step {step}, pass {name}")
         _assert_same_graph(a, b, f"step {step}")
+        # the session's pipeline (straight calls, no stages), with this cache and from scratch
+        timings = {}
+        fast = passes.optimize(prog, ia, cache=cache, memory_min_size=1, fuse_min_size=None, timings=timings)
+        _assert_same_graph(fast, b, f"step {step}, straight calls with the cache")
+        _assert_same_graph(passes.optimize(prog, ia, memory_min_size=1, fuse_min_size=None), b,
+                           f"step {step}, straight calls")
+        assert set(timings) == set(ref_timings)
         st = dict(scratch)
         n_folded += sum(e.prim is constant_p for e in st["fold_constants"].eqns) - sum(
             e.prim is constant_p for e in st["infer_shapes"].eqns)
