@@ -270,13 +270,28 @@ def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
             for ins in instrs:
                 kind = ins.kind
                 a = ins.args
-                outs = ins.outs
                 if kind == "call":
+                    fn = ins.fn
                     kw = ins.kw
                     if ins.extra is not None:
                         kw = dict(kw, out=ins.extra) if kw else {"out": ins.extra}
-                    r = ins.fn(*[env[i] for i in a], **kw) if kw else ins.fn(*[env[i] for i in a])
-                    multi = ins.eqn.prim.multiple_results
+                    if kw:
+                        r = fn(*[env[i] for i in a], **kw)
+                    elif len(a) == 2:
+                        r = fn(env[a[0]], env[a[1]])
+                    elif len(a) == 1:
+                        r = fn(env[a[0]])
+                    else:
+                        r = fn(*[env[i] for i in a])
+                    outs = ins.outs
+                    if len(outs) == 1 and not ins.eqn.prim.multiple_results:
+                        env[outs[0]] = r
+                    else:
+                        for j, x in enumerate(outs):
+                            env[x] = r[j]
+                elif kind == "var":
+                    idx, snap = ins.extra
+                    env[ins.outs[0]] = S[idx].copy() if snap else S[idx]
                 elif kind == "vjp":
                     fwd_multi, n_out, n_in, densify, dts = ins.extra
                     fn = ins.fn
@@ -291,30 +306,29 @@ def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
                         r = _dense_all(r) if multi else _dense(r)
                     if dts is not None:
                         r = _cast_all(r, dts) if multi else _cast(r, dts)
-                elif kind == "var":
-                    idx, snap = ins.extra
-                    r = S[idx].copy() if snap else S[idx]
-                    multi = False
+                    outs = ins.outs
+                    if len(outs) == 1 and not multi:
+                        env[outs[0]] = r
+                    else:
+                        for j, x in enumerate(outs):
+                            env[x] = r[j]
                 elif kind == "copy":
-                    r = _cp(env[a[0]])
-                    multi = False
+                    env[ins.outs[0]] = _cp(env[a[0]])
                 elif kind == "effect":
                     kw = ins.kw
                     r = ins.fn(S, *[env[i] for i in a], **kw) if kw else ins.fn(S, *[env[i] for i in a])
-                    multi = ins.eqn.prim.multiple_results
+                    outs = ins.outs
+                    if len(outs) == 1 and not ins.eqn.prim.multiple_results:
+                        env[outs[0]] = r
+                    else:
+                        for j, x in enumerate(outs):
+                            env[x] = r[j]
                 elif kind == "param":
                     prm, shp, dt = ins.extra
                     d = prm.data
-                    r = d if d.shape == shp and d.dtype == dt else _bad_param(prm, shp, dt)
-                    multi = False
+                    env[ins.outs[0]] = d if d.shape == shp and d.dtype == dt else _bad_param(prm, shp, dt)
                 else:
-                    r = env[a[0]].astype(ins.fn)
-                    multi = False
-                if len(outs) == 1 and not multi:
-                    env[outs[0]] = r
-                else:
-                    for j, x in enumerate(outs):
-                        env[x] = r[j]
+                    env[ins.outs[0]] = env[a[0]].astype(ins.fn)
                 rel = releases[k]
                 if rel:
                     for x in rel:

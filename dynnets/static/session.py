@@ -300,7 +300,10 @@ class Session:
                     casts[pid] = cast
                 feed_ids.append(pid)
                 input_avals[pid] = aval
-        prog = g.with_outputs([v.id for v in flat])
+        # the program over the graph's own equation list, not a copy (with_outputs): prune reads only
+        # its outputs and the graph's producer table, and this view lives only until prune returns
+        prog = g.derive(g.eqns, [v.id for v in flat])
+        prog.producer = g.producer
         timings = {}
         t = _perf()
         pruned = passes.prune(prog)
