@@ -195,6 +195,7 @@ def infer_shapes(g, input_avals=None, memo=None):
         avals.update(changed)
         dirty = set(changed)
         done = None
+        rules = None
     else:
         if not memo:
             memo["fed"] = changed
@@ -204,6 +205,9 @@ def infer_shapes(g, input_avals=None, memo=None):
         elif memo["fed"] != changed:
             raise AssertionError("infer_shapes: a memo is used with other fed shapes than it was made for")
         avals, dirty, done = memo["avals"], memo["dirty"], memo["done"]
+        rules = memo.get("rules")
+        if rules is None:
+            rules = memo["rules"] = {}
     root = g.avals
     for e in g.eqns:
         if done is not None:
@@ -224,10 +228,20 @@ def infer_shapes(g, input_avals=None, memo=None):
         elif e.prim in SOURCES:
             continue
         if any(i in dirty for i in e.ins):
-            try:
-                out = P.run_rule(e.prim, [avals[i] for i in e.ins], e.attrs)
-            except ShapeError as err:
-                raise type(err)(f"{err} [op '{e.name}'{site_str(e.site)}, with the fed shapes]") from None
+            ins = [avals[i] for i in e.ins]
+            rk = None
+            if rules is not None:
+                rk = _rule_key(e, ins)
+                out = rules.get(rk) if rk is not None else None
+                if out is not None:
+                    ins = None
+            if ins is not None:
+                try:
+                    out = P.run_rule(e.prim, ins, e.attrs)
+                except ShapeError as err:
+                    raise type(err)(f"{err} [op '{e.name}'{site_str(e.site)}, with the fed shapes]") from None
+                if rk is not None:
+                    rules[rk] = out
             outs = out if e.prim.multiple_results else (out,)
             for o, a in zip(e.outs, outs):
                 if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
@@ -240,6 +254,29 @@ def infer_shapes(g, input_avals=None, memo=None):
     if g.meta.get("pruned"):
         out.meta["pruned"] = True       # the same equations
     return out
+
+
+def _rule_key(e, ins):
+    """What equation ``e``'s shape rule result depends on (its primitive, its
+    input avals, its attributes and their types: 1, 1.0 and True are equal
+    keys), or None when that is not hashable. A shape rule is a pure function
+    of these, so one result serves every equation with the same key: a new
+    ``loss * 2.0`` is inferred as the last one was (an elementwise rule costs
+    ~5 us, most of it broadcasting the shapes). Only the table's primitives:
+    a graph-level one (control flow, effects) may do more in its rule."""
+    if type(e.prim) is not P.Primitive:
+        return None
+    attrs = e.attrs
+    try:
+        if not attrs:
+            k = (e.prim, tuple(ins))
+        else:
+            items = tuple(attrs.items())
+            k = (e.prim, tuple(ins), items, tuple([type(v) for _, v in items]))
+        hash(k)
+    except TypeError:
+        return None
+    return k
 
 
 # --------------------------------------------------------------------------

@@ -242,3 +242,29 @@ def test_new_plan_lowers_only_new_equations():
     assert new_lowered == {z.id}
     assert set(cache.memo("infer_shapes")["done"]) - set(shapes) == {z.id, z.id - 1}     # z and its constant 5.0
     np.testing.assert_allclose(sess.run(z, fd), (np.tanh(3.0) + 1.0) * 5.0, rtol=1e-6)
+
+
+def test_shape_rule_results_are_reused_by_signature(monkeypatch):
+    """A new equation with the primitive, input avals and attributes of one
+    inferred before takes that result without running its rule; one that
+    differs in any of them (an attribute's value, an input's fed shape) runs it."""
+    g = ds.Graph()
+    with g.as_default():
+        x = ds.placeholder((None, 3), np.float64, name="x")
+        a = ds.reduce_sum(ds.tanh(x) * 2.0, axis=1)
+    sess = ds.Session(g)
+    fd = {x: np.ones((4, 3))}
+    sess.run(a, fd)
+    sess.run([a], fd)          # the context's second plan: the first one with a cache
+    calls = []
+    real = passes.P.run_rule
+    monkeypatch.setattr(passes.P, "run_rule", lambda p, avals, attrs: calls.append(p.name) or real(p, avals, attrs))
+    with g.as_default():
+        b = ds.reduce_sum(ds.tanh(x) * 2.0, axis=1)
+        c = ds.reduce_sum(ds.tanh(x) * 2.0, axis=0)
+    np.testing.assert_array_equal(sess.run(b, fd), np.full(4, 6 * np.tanh(1.0)))
+    assert calls == []
+    np.testing.assert_array_equal(sess.run(c, fd), np.full(3, 8 * np.tanh(1.0)))
+    assert len(calls) == 1         # the sum over another axis
+    assert sess.run(c, {x: np.ones((2, 3))}).shape == (3,)
+    assert len(calls) == 4         # another fed shape: tanh, mul and the sum run their rules
