@@ -1,8 +1,10 @@
 """The executors of a lowered :class:`~.lower.Plan`, tiered as in a JIT.
 
-:func:`tier1` builds a loop over one small closure per instruction (cheap to
-build, so adding an op to a graph and running it once costs well under a
-millisecond); :func:`tier2` generates one straight-line Python function, one
+:func:`interpret` runs the instruction list as it is (a session's plan
+starts there: nothing to build, so adding an op to a graph and running it
+once costs about 0.1 ms); :func:`tier1` builds a loop over one small closure
+per instruction (for a plan that runs many times on it, a loop body);
+:func:`tier2` generates one straight-line Python function, one
 line per instruction (about 0.1 ms to compile; a run with a known key then
 costs a tuple build, one dict lookup and that call). Both call the same
 functions with the same arguments, so they agree exactly. :func:`tier3`

@@ -3,9 +3,9 @@ dtypes) and runs it.
 
 The first ``run`` with a new key validates the feeds, runs the passes of
 :mod:`dynnets.static.passes` and lowers the result to a flat list of
-instructions over slots. Execution is tiered, as in a JIT: the first runs use
-a loop over one small closure per instruction (cheap to build, so adding an
-op to a graph and running it once costs well under a millisecond); from the
+instructions over slots. Execution is tiered, as in a JIT: the first runs
+interpret the instruction list (nothing to build, so adding an op to a graph
+and running it once costs about 0.1 ms); from the
 ``jit_after``-th run on (default 2) the plan is one generated straight-line
 Python function: one line per equation, functions, constants and buffers bound
 as globals, the table's VJPs called directly. A run with a known key then
