@@ -6,7 +6,7 @@ once costs about 0.1 ms); :func:`tier1` builds a loop over one small closure
 per instruction (for a plan that runs many times on it, a loop body);
 :func:`tier2` generates one straight-line Python function, one
 line per instruction (about 0.1 ms to compile; a run with a known key then
-costs a tuple build, one dict lookup and that call). Both call the same
+costs a tuple build, one dict lookup and that call). All three call the same
 functions with the same arguments, so they agree exactly. :func:`tier3`
 compiles a small plan whole into one Numba function (:mod:`.native`: 0.3-1.5 s
 to compile, ~10 ms to load from the disk cache; a run is then one call),
