@@ -1,10 +1,12 @@
 """The executors of a lowered :class:`~.lower.Plan`, tiered as in a JIT.
 
-:func:`tier1` builds a loop over one small closure per instruction (cheap to
-build, so adding an op to a graph and running it once costs well under a
-millisecond); :func:`tier2` generates one straight-line Python function, one
+:func:`interpret` runs the instruction list as it is (a session's plan
+starts there: nothing to build, so adding an op to a graph and running it
+once costs about 0.1 ms); :func:`tier1` builds a loop over one small closure
+per instruction (for a plan that runs many times on it, a loop body);
+:func:`tier2` generates one straight-line Python function, one
 line per instruction (about 0.1 ms to compile; a run with a known key then
-costs a tuple build, one dict lookup and that call). Both call the same
+costs a tuple build, one dict lookup and that call). All three call the same
 functions with the same arguments, so they agree exactly. :func:`tier3`
 compiles a small plan whole into one Numba function (:mod:`.native`: 0.3-1.5 s
 to compile, ~10 ms to load from the disk cache; a run is then one call),
@@ -21,7 +23,7 @@ from ..autograd import gradtypes
 from ..autograd.primitives import ShapeError, fmt_shape
 from .graph import UninitializedVariableError, op_error, site_str
 
-__all__ = ["tier1", "tier2", "tier3", "explain"]
+__all__ = ["interpret", "tier1", "tier2", "tier3", "explain"]
 
 _ndarray = np.ndarray
 _perf = time.perf_counter
@@ -235,6 +237,131 @@ def _tier1(instrs, releases, consts, arg_slots, n_slots, ret, S):
 
     return run
 
+
+
+def interpret(plan, S):
+    """Set ``plan.fn`` to an interpreter of the instruction list (a plan's
+    first runs: a session's plan runs on it until it is replaced by
+    :func:`tier2`, by default after its second run). It builds nothing per
+    instruction, so a plan that runs once or twice costs less than with the
+    closures of :func:`tier1` (adding an op to a graph that has run and
+    running it once: building the closures cost ~18 us of ~110 us; the
+    interpreter runs a 9-instruction plan in about the time the closures
+    do); a plan run many times without a tier change (a loop body) wants
+    :func:`tier1`. Same functions, same arguments, same results."""
+    plan.fn = _interpreter(plan.instrs, plan.releases, plan.consts, plan.arg_slots, plan.n_slots, plan.ret, S)
+    plan.tier = 1
+
+
+def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
+    template = [None] * n_slots
+    for s, c in consts.items():
+        template[s] = c
+    n_args = len(arg_slots)
+    contiguous = arg_slots == list(range(n_args))
+
+    def run(*vals):
+        env = template[:]
+        if contiguous:
+            env[:n_args] = vals
+        else:
+            for s, v in zip(arg_slots, vals):
+                env[s] = v
+        k = 0
+        try:
+            for ins in instrs:
+                kind = ins.kind
+                a = ins.args
+                if kind == "call":
+                    fn = ins.fn
+                    kw = ins.kw
+                    if ins.extra is not None:
+                        kw = dict(kw, out=ins.extra) if kw else {"out": ins.extra}
+                    if kw:
+                        r = fn(*[env[i] for i in a], **kw)
+                    elif len(a) == 2:
+                        r = fn(env[a[0]], env[a[1]])
+                    elif len(a) == 1:
+                        r = fn(env[a[0]])
+                    else:
+                        r = fn(*[env[i] for i in a])
+                    outs = ins.outs
+                    if len(outs) == 1 and not ins.eqn.prim.multiple_results:
+                        env[outs[0]] = r
+                    else:
+                        for j, x in enumerate(outs):
+                            env[x] = r[j]
+                elif kind == "var":
+                    idx, snap = ins.extra
+                    env[ins.outs[0]] = S[idx].copy() if snap else S[idx]
+                elif kind == "vjp":
+                    fwd_multi, n_out, n_in, densify, dts = ins.extra
+                    fn = ins.fn
+                    kw = ins.kw or {}
+                    if fwd_multi:
+                        r = fn(tuple([env[i] for i in a[:n_out]]), tuple([env[i] for i in a[n_out:n_out + n_in]]),
+                               tuple([env[i] for i in a[n_out + n_in:]]), **kw)
+                    else:
+                        r = fn(env[a[0]], tuple([env[i] for i in a[1:1 + n_in]]), env[a[1 + n_in]], **kw)
+                    multi = ins.eqn.prim.multiple_results
+                    if densify:
+                        r = _dense_all(r) if multi else _dense(r)
+                    if dts is not None:
+                        r = _cast_all(r, dts) if multi else _cast(r, dts)
+                    outs = ins.outs
+                    if len(outs) == 1 and not multi:
+                        env[outs[0]] = r
+                    else:
+                        for j, x in enumerate(outs):
+                            env[x] = r[j]
+                elif kind == "copy":
+                    env[ins.outs[0]] = _cp(env[a[0]])
+                elif kind == "effect":
+                    kw = ins.kw
+                    r = ins.fn(S, *[env[i] for i in a], **kw) if kw else ins.fn(S, *[env[i] for i in a])
+                    outs = ins.outs
+                    if len(outs) == 1 and not ins.eqn.prim.multiple_results:
+                        env[outs[0]] = r
+                    else:
+                        for j, x in enumerate(outs):
+                            env[x] = r[j]
+                elif kind == "param":
+                    prm, shp, dt = ins.extra
+                    d = prm.data
+                    env[ins.outs[0]] = d if d.shape == shp and d.dtype == dt else _bad_param(prm, shp, dt)
+                else:
+                    env[ins.outs[0]] = env[a[0]].astype(ins.fn)
+                rel = releases[k]
+                if rel:
+                    for x in rel:
+                        env[x] = None
+                k += 1
+        except Exception as exc:
+            try:
+                exc._dynnets_step = k
+            except AttributeError:
+                pass
+            raise
+        return _ret_value(ret, env)
+
+    return run
+
+
+def _ret_value(t, env):
+    """The fetch structure ``t`` (see :func:`~.lower._ret_template`) filled from ``env``."""
+    k = t[0]
+    if k == "v":
+        return _dense(env[t[1]]) if t[2] else env[t[1]]
+    if k == "none":
+        return None
+    tp, items = t
+    if tp is dict:
+        return {key: _ret_value(sub, env) for key, sub in items}
+    if tp is list:
+        return [_ret_value(sub, env) for sub in items]
+    if tp is tuple:
+        return tuple([_ret_value(sub, env) for sub in items])
+    return tp(*[_ret_value(sub, env) for sub in items])
 
 
 def tier2(plan, storage):

@@ -211,7 +211,7 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                 if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
                     instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
     ret = _ret_template(template, g, slot, flat, keep_sparse)
-    releases = _releases(instrs, ret, set(consts), set(arg_slots))
+    releases = _releases(instrs, ret, consts, arg_slots)
     plan = Plan()
     plan.instrs = instrs
     plan.releases = releases
@@ -275,35 +275,44 @@ def _releases(instrs, ret, consts, args):
     backward frees its nodes: a plan that held every activation and gradient
     until it returned would need fresh memory (page faults, cache misses) for
     each new array."""
-    keep = set(consts) | set(args)
-
-    def outs_of(t):
-        if t[0] == "v":
-            keep.add(t[1])
-        elif t[0] != "none":
-            for sub in t[1]:
-                outs_of(sub[1] if t[0] is dict else sub)
-    outs_of(ret)
-    last = {}
-    for k, ins in enumerate(instrs):
-        # k only grows: the last instruction to touch a slot is the last one written
-        for a in ins.args:
-            last[a] = k
-        for o in ins.outs:
-            last[o] = k
-    dead = {}
-    for slot_, k in last.items():
-        if slot_ not in keep:
-            r = dead.get(k)
-            if r is None:
-                dead[k] = [slot_]
-            else:
-                r.append(slot_)
+    keep = set(consts)
+    keep.update(args)
+    if ret[0] == "v":
+        keep.add(ret[1])
+    elif ret[0] != "none":
+        _ret_slots(ret, keep)
+    # walking backwards, the first instruction to touch a slot is its last one
+    seen = keep
     rel = [()] * len(instrs)
-    for k, r in dead.items():
-        rel[k] = tuple(sorted(r))
+    for k in range(len(instrs) - 1, -1, -1):
+        ins = instrs[k]
+        r = None
+        for a in ins.args:
+            if a not in seen:
+                seen.add(a)
+                if r is None:
+                    r = [a]
+                else:
+                    r.append(a)
+        for a in ins.outs:
+            if a not in seen:
+                seen.add(a)
+                if r is None:
+                    r = [a]
+                else:
+                    r.append(a)
+        if r is not None:
+            rel[k] = tuple(sorted(r)) if len(r) > 1 else (r[0],)
     return rel
 
+
+
+def _ret_slots(t, keep):
+    if t[0] == "v":
+        keep.add(t[1])
+    elif t[0] != "none":
+        for sub in t[1]:
+            _ret_slots(sub[1] if t[0] is dict else sub, keep)
 
 
 def _fresh(p):

@@ -3,9 +3,9 @@ dtypes) and runs it.
 
 The first ``run`` with a new key validates the feeds, runs the passes of
 :mod:`dynnets.static.passes` and lowers the result to a flat list of
-instructions over slots. Execution is tiered, as in a JIT: the first runs use
-a loop over one small closure per instruction (cheap to build, so adding an
-op to a graph and running it once costs well under a millisecond); from the
+instructions over slots. Execution is tiered, as in a JIT: the first runs
+interpret the instruction list (nothing to build, so adding an op to a graph
+and running it once costs about 0.1 ms); from the
 ``jit_after``-th run on (default 2) the plan is one generated straight-line
 Python function: one line per equation, functions, constants and buffers bound
 as globals, the table's VJPs called directly. A run with a known key then
@@ -300,7 +300,10 @@ class Session:
                     casts[pid] = cast
                 feed_ids.append(pid)
                 input_avals[pid] = aval
-        prog = g.with_outputs([v.id for v in flat])
+        # the program over the graph's own equation list, not a copy (with_outputs): prune reads only
+        # its outputs and the graph's producer table, and this view lives only until prune returns
+        prog = g.derive(g.eqns, [v.id for v in flat])
+        prog.producer = g.producer
         timings = {}
         t = _perf()
         pruned = passes.prune(prog)
@@ -327,7 +330,7 @@ class Session:
                               memory_min_size=self.memory_min_size, timings=timings, pruned=True, cache=cache)
         plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
                      memo=None if cache is None else cache.memo("lower"))
-        execute.tier1(plan, self._storage)
+        execute.interpret(plan, self._storage)
         plan.next_tier = self.jit_after
         plan.key = key
         plan.compile_time = _perf() - t0

@@ -179,11 +179,19 @@ def test_every_pass_with_a_cache_equals_the_pass_from_scratch(seed):
         prog = passes.prune(s.g.with_outputs(s.fetches()))
         with_cache, scratch = [], []
         a = passes.optimize(prog, ia, stages=with_cache, cache=cache, memory_min_size=1, fuse_min_size=None)
-        b = passes.optimize(prog, ia, stages=scratch, memory_min_size=1, fuse_min_size=None)
+        ref_timings = {}
+        b = passes.optimize(prog, ia, stages=scratch, memory_min_size=1, fuse_min_size=None, timings=ref_timings)
         assert [n for n, _ in with_cache] == [n for n, _ in scratch]
         for (name, x), (_, y) in zip(with_cache, scratch):
             _assert_same_graph(x, y, f"step {step}, pass {name}")
         _assert_same_graph(a, b, f"step {step}")
+        # the session's pipeline (straight calls, no stages), with this cache and from scratch
+        timings = {}
+        fast = passes.optimize(prog, ia, cache=cache, memory_min_size=1, fuse_min_size=None, timings=timings)
+        _assert_same_graph(fast, b, f"step {step}, straight calls with the cache")
+        _assert_same_graph(passes.optimize(prog, ia, memory_min_size=1, fuse_min_size=None), b,
+                           f"step {step}, straight calls")
+        assert set(timings) == set(ref_timings)
         st = dict(scratch)
         n_folded += sum(e.prim is constant_p for e in st["fold_constants"].eqns) - sum(
             e.prim is constant_p for e in st["infer_shapes"].eqns)
@@ -234,3 +242,29 @@ def test_new_plan_lowers_only_new_equations():
     assert new_lowered == {z.id}
     assert set(cache.memo("infer_shapes")["done"]) - set(shapes) == {z.id, z.id - 1}     # z and its constant 5.0
     np.testing.assert_allclose(sess.run(z, fd), (np.tanh(3.0) + 1.0) * 5.0, rtol=1e-6)
+
+
+def test_shape_rule_results_are_reused_by_signature(monkeypatch):
+    """A new equation with the primitive, input avals and attributes of one
+    inferred before takes that result without running its rule; one that
+    differs in any of them (an attribute's value, an input's fed shape) runs it."""
+    g = ds.Graph()
+    with g.as_default():
+        x = ds.placeholder((None, 3), np.float64, name="x")
+        a = ds.reduce_sum(ds.tanh(x) * 2.0, axis=1)
+    sess = ds.Session(g)
+    fd = {x: np.ones((4, 3))}
+    sess.run(a, fd)
+    sess.run([a], fd)          # the context's second plan: the first one with a cache
+    calls = []
+    real = passes.P.run_rule
+    monkeypatch.setattr(passes.P, "run_rule", lambda p, avals, attrs: calls.append(p.name) or real(p, avals, attrs))
+    with g.as_default():
+        b = ds.reduce_sum(ds.tanh(x) * 2.0, axis=1)
+        c = ds.reduce_sum(ds.tanh(x) * 2.0, axis=0)
+    np.testing.assert_array_equal(sess.run(b, fd), np.full(4, 6 * np.tanh(1.0)))
+    assert calls == []
+    np.testing.assert_array_equal(sess.run(c, fd), np.full(3, 8 * np.tanh(1.0)))
+    assert len(calls) == 1         # the sum over another axis
+    assert sess.run(c, {x: np.ones((2, 3))}).shape == (3,)
+    assert len(calls) == 4         # another fed shape: tanh, mul and the sum run their rules
