@@ -1250,6 +1250,79 @@ def tree_lstm_leaf_node_fwd_mv(x, w, b, s, acts):
 
 
 @njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _gate_sum_vector(gx, gh, b_ih, b_hh, sc):
+    """sc = gx + gh + b_ih + b_hh for gate products of one column (B = 1)."""
+    G = sc.shape[0]
+    x = gx.reshape(G)
+    y = gh.reshape(G)
+    for k in range(G):
+        sc[k] = x[k] + y[k] + b_ih[k] + b_hh[k]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _gate_sum_major(gx, gh, b_ih, b_hh, sc):
+    """sc[k*B + b] = gx[k, b] + gh[k, b] + b_ih[k] + b_hh[k] (gate-major, flat)."""
+    G, B = gx.shape
+    x = gx.reshape(G * B)
+    y = gh.reshape(G * B)
+    for m in range(G * B):
+        sc[m] = x[m] + y[m]
+    for k in range(G):
+        bi = b_ih[k]
+        bh = b_hh[k]
+        o = sc[k * B:(k + 1) * B]
+        for b in range(B):
+            o[b] = o[b] + bi + bh
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _lstm_gate_acts(sc, m):
+    """In place on gate-major LSTM pre-activations (chunks i, f, g, o of m
+    elements each): σ on i, f and o, tanh on g."""
+    s1 = sc[:2 * m]
+    for j in range(2 * m):
+        s1[j] = _sigmoid(s1[j])
+    s2 = sc[2 * m:3 * m]
+    for j in range(m):
+        s2[j] = _tanh(s2[j])
+    s3 = sc[3 * m:]
+    for j in range(m):
+        s3[j] = _sigmoid(s3[j])
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _gate_major_to_rows(sc, acts, B):
+    """acts[b, k] = sc[k*B + b] for k < 4H (the first 4H columns of each row)."""
+    G = sc.shape[0] // B if B > 0 else 0
+    for b in range(B):
+        a = acts[b]
+        for k in range(G):
+            a[k] = sc[k * B + b]
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
+def _lstm_cell_state(acts, c_prev, c, h):
+    """c = f*c_prev + i*g, t = tanh(c) into acts[:, 4H:], h = o*t, row by row."""
+    B, H = c.shape
+    for b in range(B):
+        a = acts[b]
+        ai = a[:H]
+        af = a[H:2 * H]
+        ag = a[2 * H:3 * H]
+        ao = a[3 * H:4 * H]
+        at = a[4 * H:]
+        cp = c_prev[b]
+        cb = c[b]
+        hb = h[b]
+        for j in range(H):
+            cv = af[j] * cp[j] + ai[j] * ag[j]
+            cb[j] = cv
+            t = _tanh(cv)
+            at[j] = t
+            hb[j] = ao[j] * t
+
+
+@njit(cache=True, fastmath=_FM, nogil=True, error_model="numpy")
 def lstm_cell_fwd(gx, gh, b_ih, b_hh, c_prev):
     """LSTM cell from its two gate products (Hochreiter & Schmidhuber 1997;
     the PyTorch ``LSTMCell`` formulation, without peepholes).
@@ -1261,9 +1334,12 @@ def lstm_cell_fwd(gx, gh, b_ih, b_hh, c_prev):
     The products come in the layout ``W @ x.T`` gives (gates by rows), which
     single-threaded OpenBLAS computes faster than ``x @ W.T``; reading them
     here in that layout, and adding both biases on the way, spares the caller
-    a transposing copy and two broadcast additions. The transposing read is
-    a pass of its own (strided loads, no maths), so that the activation
-    passes run over contiguous rows and vectorise.
+    a transposing copy and two broadcast additions. The gates are activated
+    in that gate-major layout, where each chunk is one contiguous range of
+    H*B or 2H*B elements whatever B, and then copied into ``acts``:
+    activating after the
+    transposing read instead ran it as scalar strided loads, 2x slower
+    (float32, H=150, B=25: 44 vs 22 us; B=100: 174 vs 71 us).
 
     Parameters
     ----------
@@ -1288,31 +1364,16 @@ def lstm_cell_fwd(gx, gh, b_ih, b_hh, c_prev):
     h = np.empty((B, H), dtype=gx.dtype)
     c = np.empty((B, H), dtype=gx.dtype)
     acts = np.empty((B, 5 * H), dtype=gx.dtype)
-    for b in range(B):
-        a = acts[b]
-        for k in range(4 * H):
-            a[k] = gx[k, b] + gh[k, b] + b_ih[k] + b_hh[k]
-        aif = a[:2 * H]
-        for j in range(2 * H):
-            aif[j] = _sigmoid(aif[j])
-        ag = a[2 * H:3 * H]
-        for j in range(H):
-            ag[j] = _tanh(ag[j])
-        ao = a[3 * H:4 * H]
-        for j in range(H):
-            ao[j] = _sigmoid(ao[j])
-        ai = a[:H]
-        af = a[H:2 * H]
-        at = a[4 * H:]
-        cp = c_prev[b]
-        cb = c[b]
-        hb = h[b]
-        for j in range(H):
-            cv = af[j] * cp[j] + ai[j] * ag[j]
-            cb[j] = cv
-            t = _tanh(cv)
-            at[j] = t
-            hb[j] = ao[j] * t
+    sc = np.empty(4 * H * B, dtype=gx.dtype)
+    # the B = 1 sum in its own loop: a branch inside one function cost the
+    # general path 1.7x (B=25: 38 vs 22 us), as separate helpers it costs nothing
+    if B == 1:
+        _gate_sum_vector(gx, gh, b_ih, b_hh, sc)
+    else:
+        _gate_sum_major(gx, gh, b_ih, b_hh, sc)
+    _lstm_gate_acts(sc, H * B)
+    _gate_major_to_rows(sc, acts, B)
+    _lstm_cell_state(acts, c_prev, c, h)
     return h, c, acts
 
 
@@ -1421,10 +1482,13 @@ def gru_cell_fwd(gi, gh, h_prev):
         yn = y[2 * H:]
         hp = h_prev[b]
         hb = h[b]
+        # two loops, not one: the fused loop (two outputs, five inputs) ran
+        # 2.7x slower (float32, H=150, B=25: 24 vs 9 us), presumably past
+        # LLVM's limit of runtime alias checks, so not vectorised
         for j in range(H):
-            nv = _tanh(xn[j] + r[j] * yn[j])
-            n[j] = nv
-            hb[j] = (one - z[j]) * nv + z[j] * hp[j]
+            n[j] = _tanh(xn[j] + r[j] * yn[j])
+        for j in range(H):
+            hb[j] = (one - z[j]) * n[j] + z[j] * hp[j]
     return h, acts
 
 
