@@ -235,7 +235,7 @@ def _vjp_case(bwd_name, rng):
     its cotangent; grads maps input index to the backward kernel's result."""
     K = kernels
     n = lambda *s: rng.standard_normal(s)  # noqa: E731
-    B, H = 2, 3
+    H = 3
     if bwd_name == "embedding_bwd":
         ids = np.array([3, 0, 3, 1, 3], dtype=np.int64)
         xs = [n(4, H)]
