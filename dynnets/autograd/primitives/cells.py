@@ -15,8 +15,12 @@ __all__ = ["lstm_cell_p", "gru_cell_p", "tree_lstm_cell_p", "tree_lstm_leaf_p"]
 
 # --------------------------------------------------------------------------
 # fused recurrent cells (Numba kernels)
+#
+# The kernels run at every batch size: with their activations vectorised they
+# beat the numpy twins everywhere measured (float32, H=150, kernel vs twin,
+# us: lstm fwd B=1 2.5/44, B=25 22/119, B=100 70/404; gru fwd B=1 1.5/57,
+# B=25 9/86, B=100 32/275; the backward kernels 1.9-45 vs 25-158).
 # --------------------------------------------------------------------------
-
 
 
 def _check_cell(name, x, h, gates, w_ih, w_hh, extra=()):
