@@ -32,6 +32,10 @@ __all__ = [
     "tree_lstm_cell_bwd",
     "tree_lstm_leaf_fwd",
     "tree_lstm_leaf_bwd",
+    "lstm_cell_fwd",
+    "lstm_cell_bwd",
+    "gru_cell_fwd",
+    "gru_cell_bwd",
 ]
 
 
@@ -271,3 +275,63 @@ def tree_lstm_leaf_bwd(dh, dc, acts, c, dz):
     t = np.tanh(c)
     dct = dc + dh * o * (1 - t * t)
     dz[:] = np.concatenate([dct * u * i * (1 - i), dh * t * o * (1 - o), dct * i * (1 - u * u)], axis=1)
+
+
+def lstm_cell_fwd(gx, gh, b_ih, b_hh, c_prev):
+    """LSTM cell (Hochreiter & Schmidhuber 1997; PyTorch ``LSTMCell``).
+
+    gx = W_ih @ x.T, gh = W_hh @ h_prev.T (4H, B); b_ih, b_hh (4H,);
+    c_prev (B, H) -> h, c (B, H), acts (B, 5H) = [i, f, g, o, tanh(c)].
+    """
+    a = (gx + gh).T + b_ih + b_hh
+    a_i, a_f, a_g, a_o = np.split(a, 4, axis=1)
+    i, f, g, o = _sigmoid(a_i), _sigmoid(a_f), np.tanh(a_g), _sigmoid(a_o)
+    c = f * c_prev + i * g
+    t = np.tanh(c)
+    return o * t, c, np.concatenate([i, f, g, o, t], axis=1)
+
+
+def lstm_cell_bwd(dh, dc, acts, c_prev):
+    """VJP of :func:`lstm_cell_fwd` -> dgates (B, 4H), dc_prev (B, H), db (4H,)."""
+    i, f, g, o, t = np.split(acts, 5, axis=1)
+    dc_tot = dc + dh * o * (1 - t * t)
+    dgates = np.concatenate(
+        [
+            dc_tot * g * i * (1 - i),
+            dc_tot * c_prev * f * (1 - f),
+            dc_tot * i * (1 - g * g),
+            dh * t * o * (1 - o),
+        ],
+        axis=1,
+    )
+    return dgates, dc_tot * f, dgates.sum(0)
+
+
+def gru_cell_fwd(gi, gh, h_prev):
+    """GRU cell, PyTorch formulation.
+
+    gi, gh (B, 3H) in order r, z, n; h_prev (B, H) -> h (B, H), acts (B, 3H).
+    """
+    gi_r, gi_z, gi_n = np.split(gi, 3, axis=1)
+    gh_r, gh_z, gh_n = np.split(gh, 3, axis=1)
+    r = _sigmoid(gi_r + gh_r)
+    z = _sigmoid(gi_z + gh_z)
+    n = np.tanh(gi_n + r * gh_n)
+    h = (1 - z) * n + z * h_prev
+    return h, np.concatenate([r, z, n], axis=1)
+
+
+def gru_cell_bwd(dh, acts, gh, h_prev):
+    """VJP of :func:`gru_cell_fwd` -> dgi (B, 3H), dgh (B, 3H), dh_prev (B, H).
+
+    dh_prev is only the direct path ``dh * z``; the path through ``gh`` is the
+    caller's (``dgh @ W_hh``).
+    """
+    r, z, n = np.split(acts, 3, axis=1)
+    gh_n = np.split(gh, 3, axis=1)[2]
+    dp_n = dh * (1 - z) * (1 - n * n)
+    dp_r = dp_n * gh_n * r * (1 - r)
+    dp_z = dh * (h_prev - n) * z * (1 - z)
+    dgi = np.concatenate([dp_r, dp_z, dp_n], axis=1)
+    dgh = np.concatenate([dp_r, dp_z, dp_n * r], axis=1)
+    return dgi, dgh, dh * z

@@ -295,7 +295,7 @@ def test_mixed_dtype_gradients_take_each_inputs_dtype():
 def test_mixed_dtype_cells_run_in_one_kernel_dtype():
     from numba import types
 
-    from dynnets.autograd import kernels
+    from dynnets.autograd import kernels_tree as kernels
     rng = np.random.default_rng(0)
     x = dn.tensor(rng.standard_normal((2, 3)).astype(np.float32), requires_grad=True)
     h = t64(rng.standard_normal((2, 4)))

@@ -90,7 +90,127 @@ def make_args(name, rng, dtype):
         return r(2, 3 * H), r(3 * H), np.zeros((2, H), dtype), np.zeros((2, H), dtype), np.zeros((2, 3 * H), dtype)
     if name == "tree_lstm_leaf_bwd":
         return r(2, H), r(2, H), p(2, 3 * H), r(2, H), np.zeros((2, 3 * H), dtype)
+    if name in CELL_KERNELS:
+        return cell_args(name, rng, 2, H, dtype)
     raise KeyError(name)
+
+
+# --------------------------------------------------------------------------
+# the PyTorch-style LSTM and GRU cells: fresh outputs, so also checked at
+# several sizes, at extreme inputs, and their backward against finite differences
+# --------------------------------------------------------------------------
+
+CELL_KERNELS = ("lstm_cell_fwd", "lstm_cell_bwd", "gru_cell_fwd", "gru_cell_bwd")
+CELL_EDGE = np.array([-1000.0, -100.0, -88.8, -30.0, -1.0, 0.0, 1.0, 30.0, 88.8, 100.0, 1000.0])
+CELL_SIZES = [(1, 1), (1, 4), (2, 3), (7, 5), (33, 16), (3, 150), (0, 3)]
+CELL_RTOL = {np.float64: 1e-10, np.float32: 1e-5}
+
+
+def cell_args(name, rng, B, Hc, dtype, edge=False):
+    """Arguments for cell kernel ``name`` with B rows and hidden size Hc; the
+    saved activations come from the twin's forward, as a caller's would."""
+    def draw(*shape):
+        if edge:
+            return rng.choice(CELL_EDGE, size=shape).astype(dtype)
+        return rng.standard_normal(shape).astype(dtype)
+
+    def cot(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    if name == "lstm_cell_fwd":
+        return draw(4 * Hc, B), draw(4 * Hc, B), draw(4 * Hc), draw(4 * Hc), draw(B, Hc)
+    if name == "lstm_cell_bwd":
+        c_prev = draw(B, Hc)
+        _, _, acts = R.lstm_cell_fwd(draw(4 * Hc, B), draw(4 * Hc, B), draw(4 * Hc), draw(4 * Hc), c_prev)
+        return cot(B, Hc), cot(B, Hc), acts, c_prev
+    if name == "gru_cell_fwd":
+        return draw(B, 3 * Hc), draw(B, 3 * Hc), draw(B, Hc)
+    if name == "gru_cell_bwd":
+        gh, h_prev = draw(B, 3 * Hc), draw(B, Hc)
+        _, acts = R.gru_cell_fwd(draw(B, 3 * Hc), gh, h_prev)
+        return cot(B, Hc), acts, gh, h_prev
+    raise KeyError(name)
+
+
+def _absmax(a):
+    return float(np.max(np.abs(a))) if a.size else 0.0
+
+
+@pytest.mark.parametrize("edge", [False, True], ids=["normal", "edge"])
+@pytest.mark.parametrize("B,Hc", CELL_SIZES, ids=[f"B{b}H{h}" for b, h in CELL_SIZES])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("name", CELL_KERNELS)
+def test_cell_kernel_matches_twin(name, dtype, B, Hc, edge):
+    rng = np.random.default_rng([CELL_KERNELS.index(name), B, Hc, int(edge)])
+    args = cell_args(name, rng, B, Hc, dtype, edge)
+    saved = [a.copy() for a in args]
+    got = getattr(K, name)(*args)
+    want = getattr(R, name)(*args)
+    for a, sv in zip(args, saved):
+        np.testing.assert_array_equal(a, sv, err_msg=f"{name} wrote to an input")
+    assert len(got) == len(want)
+    # absolute tolerance relative to the largest input or output: one rounding
+    # of an input (r in gh_n = 1000, n = tanh(gi_n + r * gh_n)) moves a
+    # cancelling output by about rtol * that input, whichever way is right
+    rtol = CELL_RTOL[dtype]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == dtype and g.shape == w.shape and g.flags.c_contiguous, f"{name} output {k}"
+        assert not any(np.shares_memory(g, a) for a in args)
+        assert np.all(np.isfinite(g)), f"{name} output {k} not finite"
+        scale = max([1.0, _absmax(w)] + [_absmax(a) for a in args])
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * scale, err_msg=f"{name} output {k}")
+
+
+def _cell_vjp_case(bwd_name, rng):
+    """(f, xs, cots, grads) in float64, B=2, H=3: f(*xs) -> outputs; cots maps
+    output index to its cotangent; grads(cots) maps input index to the
+    backward kernel's gradient."""
+    def n(*s):
+        return rng.standard_normal(s)
+
+    B, Hc = 2, 3
+    if bwd_name == "lstm_cell_bwd":
+        # gx, gh, b_ih, b_hh, c_prev: both products get dgates.T, both biases db
+        xs = [n(4 * Hc, B), n(4 * Hc, B), n(4 * Hc), n(4 * Hc), n(B, Hc)]
+
+        def grads(cots):
+            _, _, acts = K.lstm_cell_fwd(*xs)
+            dgates, dc_prev, db = K.lstm_cell_bwd(cots[0], cots[1], acts, xs[4])
+            return {0: dgates.T, 1: dgates.T, 2: db, 3: db, 4: dc_prev}
+
+        return K.lstm_cell_fwd, xs, {0: n(B, Hc), 1: n(B, Hc)}, grads
+    xs = [n(B, 3 * Hc), n(B, 3 * Hc), n(B, Hc)]
+
+    def grads(cots):
+        _, acts = K.gru_cell_fwd(*xs)
+        return dict(enumerate(K.gru_cell_bwd(cots[0], acts, xs[1], xs[2])))
+
+    return K.gru_cell_fwd, xs, {0: n(B, Hc)}, grads
+
+
+@pytest.mark.parametrize("bwd_name,zero", [("lstm_cell_bwd", None), ("lstm_cell_bwd", 0), ("lstm_cell_bwd", 1),
+                                           ("gru_cell_bwd", None)])
+def test_cell_bwd_is_vjp_of_fwd(bwd_name, zero):
+    """Central differences over every input coordinate, also with the h or c
+    cotangent all zeros (the last step, the root)."""
+    f, xs, cots, grads = _cell_vjp_case(bwd_name, np.random.default_rng(7))
+    if zero is not None:
+        cots = {k: (np.zeros_like(v) if k == zero else v) for k, v in cots.items()}
+
+    def loss(xs):
+        outs = f(*xs)
+        return sum(float(np.sum(cots[k] * outs[k])) for k in cots)
+
+    eps = 1e-6
+    for idx, g in grads(cots).items():
+        fd = np.zeros_like(xs[idx])
+        for pos in np.ndindex(xs[idx].shape):
+            plus = [x.copy() for x in xs]
+            minus = [x.copy() for x in xs]
+            plus[idx][pos] += eps
+            minus[idx][pos] -= eps
+            fd[pos] = (loss(plus) - loss(minus)) / (2 * eps)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8, err_msg=f"{bwd_name} input {idx}")
 
 
 def _compare(name, got, want, tol):
@@ -129,11 +249,27 @@ EDGE = np.array([-1000.0, -745.0, -100.0, -88.8, -30.0, -1.0, -1e-9, -1e-300, 0.
                  20.0, 30.0, 88.8, 100.0, 1000.0])
 
 
-def _sigmoid_tanh(x):
-    """sigmoid(x) and tanh(x) of a row ``x`` (1, m) from the kernels that use
-    them: a Tree-LSTM leaf's input gate (pre-activations [x | x | x], no bias)
-    and a tanh row (zero bias)."""
+def _sigmoid_tanh(x, path="tree"):
+    """sigmoid(x) and tanh(x) of a row ``x`` (1, m) from kernels that use
+    them. ``path`` "tree": a Tree-LSTM leaf's input gate (pre-activations
+    [x | x | x], no bias) and a tanh row (zero bias); "lstm_cell": the LSTM
+    cell's input gate and g gate, read through its transposing pass
+    (gx = x in every chunk for B rows, gh and the biases zero); "gru_cell": the
+    GRU cell's reset gate and candidate (gh_n = 0, so n = tanh(gi_n))."""
     m = x.shape[1]
+    if path == "lstm_cell":
+        # 4 rows of m, one gate column each: exercises B > 1 (strided reads)
+        xs = np.ascontiguousarray(x.reshape(4, -1)) if m % 4 == 0 else x
+        B, Hc = xs.shape
+        gx = np.ascontiguousarray(np.tile(xs, (1, 4)).T)
+        z = np.zeros_like(gx)
+        _, _, acts = K.lstm_cell_fwd(gx, z, np.zeros(4 * Hc, x.dtype), np.zeros(4 * Hc, x.dtype),
+                                     np.zeros((B, Hc), x.dtype))
+        return acts[:, :Hc].reshape(1, -1), acts[:, 2 * Hc:3 * Hc].reshape(1, -1)
+    if path == "gru_cell":
+        gi = np.concatenate([x, x, x], axis=1)
+        _, acts = K.gru_cell_fwd(gi, np.zeros_like(gi), np.zeros_like(x))
+        return acts[:, :m], acts[:, 2 * m:]
     s, acts = np.zeros((1, 2 * m), x.dtype), np.zeros((1, 3 * m), x.dtype)
     K.tree_lstm_leaf_node_fwd(np.concatenate([x, x, x], axis=1), np.zeros(3 * m, x.dtype), s, acts)
     h = np.zeros((1, m), x.dtype)
@@ -141,8 +277,12 @@ def _sigmoid_tanh(x):
     return acts[:, :m], h
 
 
+PATHS = ["tree", "lstm_cell", "gru_cell"]
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_activations_at_extreme_inputs(dtype):
+def test_activations_at_extreme_inputs(dtype, path):
     """The branch-free exponential: full relative accuracy from tiny to huge
     inputs (no overflow, no cancellation near 0)."""
     x = EDGE.astype(dtype)[None, :]
@@ -150,7 +290,7 @@ def test_activations_at_extreme_inputs(dtype):
         e = np.exp(-np.abs(EDGE))
         sig = np.where(EDGE >= 0, 1 / (1 + e), e / (1 + e))
     rtol = 1e-14 if dtype == np.float64 else 1e-6
-    s, t = _sigmoid_tanh(x)
+    s, t = _sigmoid_tanh(x, path)
     s, t = s[0].astype(np.float64), t[0].astype(np.float64)
     tiny = 1e-300 if dtype == np.float64 else 1e-37      # below: subnormal or zero, compared absolutely
     finite = sig > tiny
@@ -159,9 +299,10 @@ def test_activations_at_extreme_inputs(dtype):
     np.testing.assert_allclose(t, np.tanh(x[0].astype(np.float64)), rtol=rtol, atol=0)
 
 
-def test_activations_propagate_nan():
+@pytest.mark.parametrize("path", PATHS)
+def test_activations_propagate_nan(path):
     x = np.array([[np.nan, 0.3, -np.inf, np.inf]])
-    s, t = _sigmoid_tanh(x)
+    s, t = _sigmoid_tanh(x, path)
     s, t = s[0], t[0]
     assert np.isnan(s[0]) and np.isnan(t[0])
     np.testing.assert_allclose(s[1:], [1 / (1 + np.exp(-0.3)), 0.0, 1.0], atol=1e-300)
@@ -204,14 +345,16 @@ def _ulp_sweep(dtype, n):
     return x[np.isfinite(x)]
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_activations_within_a_few_ulp_over_the_whole_range(dtype):
+def test_activations_within_a_few_ulp_over_the_whole_range(dtype, path):
     """sigmoid and tanh of the kernels within 4 ulp of the exact values
     (long-double reference) wherever the result is a normal number, and
     within the smallest normal absolutely where it is subnormal or zero
     (measured: float32 2.75 / 2.50 ulp, float64 2.32 / 3.04 ulp at most)."""
     x = _ulp_sweep(dtype, 5000)
-    s, t = _sigmoid_tanh(x[None, :])
+    x = x[:len(x) // 4 * 4]
+    s, t = _sigmoid_tanh(x[None, :], path)
     xe = x.astype(np.longdouble)
     with np.errstate(over="ignore", under="ignore"):
         e = np.exp(-np.abs(xe))

@@ -955,25 +955,6 @@ def test_binary_broadcasting_hypothesis(shapes, name, seed):
         gradcheck(lambda a, b: bind(prim, a, b), [x, y])
 
 
-@pytest.mark.parametrize("name", ["lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf"])
-def test_fused_cells_numpy_twin_path(name, monkeypatch):
-    """Large batches run the cells' numpy twins instead of the Numba kernels
-    (faster there); force each path on the small samples: both must pass
-    gradcheck and agree."""
-    import dynnets.autograd.primitives.cells as C
-    always = {k: (None if v is None else 0) for k, v in C._TWIN_MIN.items()}
-    never = {k: None for k in C._TWIN_MIN}
-    prim = PRIMITIVES[name]
-    for case in SAMPLES[name](np.random.default_rng(5)):
-        diff = case.diff_positions(prim)
-        monkeypatch.setattr(C, "_TWIN_MIN", never)
-        kernel_out = prim.impl(*case.args)
-        monkeypatch.setattr(C, "_TWIN_MIN", always)
-        gradcheck(_fn(prim, case, diff), [case.args[k] for k in diff])
-        for a, b in zip(prim.impl(*case.args), kernel_out):
-            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-
-
 def test_python_scalar_matmul_is_shape_error():
     with pytest.raises(ShapeError, match="matmul: inputs must have at least one dimension"):
         bind(PRIMITIVES["matmul"], 2.0, np.ones(3))

@@ -1,13 +1,11 @@
-"""Fused recurrent cells (PyTorch's ``LSTMCell``/``GRUCell`` layouts, kernels
-in :mod:`..kernels`) and the Tree-LSTM cell and leaf (kernels in
-:mod:`..kernels_tree`, shared with the tree models' primitives)."""
+"""Fused recurrent cells: PyTorch's ``LSTMCell``/``GRUCell`` layouts and the
+Tree-LSTM cell and leaf (kernels in :mod:`..kernels_tree`, beside the
+vectorised gate activations they share with the tree models' primitives)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import kernels as K
 from .. import kernels_tree as KT
-from .. import reference as _twin
 from ..gradtypes import factored_wgrad
 from .tree import leaf_shape
 from .core import (batch_rows, F32, F64, Aval, ShapeError, as_float, contiguous, defprim, dims_match, fits, fmt_shape,
@@ -17,8 +15,12 @@ __all__ = ["lstm_cell_p", "gru_cell_p", "tree_lstm_cell_p", "tree_lstm_leaf_p"]
 
 # --------------------------------------------------------------------------
 # fused recurrent cells (Numba kernels)
+#
+# The kernels run at every batch size: with their activations vectorised they
+# beat the numpy twins everywhere measured (float32, H=150, kernel vs twin,
+# us: lstm fwd B=1 2.5/44, B=25 22/119, B=100 70/404; gru fwd B=1 1.5/57,
+# B=25 9/86, B=100 32/275; the backward kernels 1.9-45 vs 25-158).
 # --------------------------------------------------------------------------
-
 
 
 def _check_cell(name, x, h, gates, w_ih, w_hh, extra=()):
@@ -51,29 +53,6 @@ def _check_cell(name, x, h, gates, w_ih, w_hh, extra=()):
     return B, H
 
 
-# The kernels of kernels.py evaluate exp/tanh one scalar at a time (libm, ~9 ns
-# each) while numpy's float ufuncs are SIMD-vectorised, so past a few hundred
-# elements the numpy twin (reference.py, the kernels' tested specification) is
-# faster; below, the kernel's single pass wins. Thresholds are B*H (rows times
-# hidden size) at and above which the twin runs, from float32 timings at
-# H=150 (kernel vs twin, us): lstm fwd B=1 6.9/21, B=4 24/31, B=8 47/35; gru
-# fwd B=4 12/26, B=25 72/37. The backward kernels are arithmetic only and
-# always faster (lstm bwd B=1 1.4/14, B=25 12/32). The Tree-LSTM cell and leaf
-# run kernels_tree's vectorised exponential at every size and need no twin.
-_TWIN_MIN = {
-    "lstm_cell_fwd": 800, "lstm_cell_bwd": None,
-    "gru_cell_fwd": 2048, "gru_cell_bwd": None,
-}
-
-
-def _cell_kernel(name, n):
-    """Kernel ``name`` from kernels.py, or its numpy twin when ``n`` = B*H is large."""
-    lim = _TWIN_MIN[name]
-    if lim is not None and n >= lim:
-        return getattr(_twin, name)
-    return getattr(K, name)
-
-
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     """PyTorch ``LSTMCell``: gates = x W_ih^T + b_ih + h W_hh^T + b_hh (i, f, g, o).
     Returns (h', c', acts) where acts (B, 5H) are the saved gate activations and tanh(c')."""
@@ -91,7 +70,7 @@ def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
     # copy is a no-op). The kernel reads the two (4H, B) products as they are
     # and adds the biases itself: no transposing copy, no four broadcast
     # additions (~6 us at B=1).
-    return _cell_kernel("lstm_cell_fwd", c.size)(np.dot(w_ih, contiguous(x.T)), np.dot(w_hh, contiguous(h.T)), b_ih, b_hh, c)
+    return KT.lstm_cell_fwd(np.dot(w_ih, contiguous(x.T)), np.dot(w_hh, contiguous(h.T)), b_ih, b_hh, c)
 
 
 def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
@@ -105,7 +84,7 @@ def _lstm_cell_shape(x, h, c, w_ih, w_hh, b_ih, b_hh):
 def _lstm_cell_vjp(g, ins, out):
     x, h, c, w_ih, w_hh, b_ih, b_hh = ins
     hn, cn, acts = out
-    dgates, dc, db = _cell_kernel("lstm_cell_bwd", cn.size)(
+    dgates, dc, db = KT.lstm_cell_bwd(
         grad_or_zeros(g[0], hn), grad_or_zeros(g[1], cn), acts, as_float(c, cn.dtype))
     # both biases receive the same array: safe, clip_grad_norm_ reassigns and never scales in place
     return (np.dot(dgates, w_ih), np.dot(dgates, w_hh), dc, factored_wgrad(dgates, x, w_ih.shape),
@@ -124,7 +103,7 @@ def _gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
     gi += b_ih
     gh = h @ w_hh.T
     gh += b_hh
-    hn, acts = _cell_kernel("gru_cell_fwd", h.size)(gi, gh, h)
+    hn, acts = KT.gru_cell_fwd(gi, gh, h)
     return hn, acts, gh
 
 
@@ -137,7 +116,7 @@ def _gru_cell_shape(x, h, w_ih, w_hh, b_ih, b_hh):
 def _gru_cell_vjp(g, ins, out):
     x, h, w_ih, w_hh, b_ih, b_hh = ins
     hn, acts, gh = out
-    dgi, dgh, dh = _cell_kernel("gru_cell_bwd", hn.size)(grad_or_zeros(g[0], hn), acts, gh, as_float(h, hn.dtype))
+    dgi, dgh, dh = KT.gru_cell_bwd(grad_or_zeros(g[0], hn), acts, gh, as_float(h, hn.dtype))
     dh = dh + dgh @ w_hh
     return (dgi @ w_ih, dh, factored_wgrad(dgi, x, w_ih.shape), factored_wgrad(dgh, h, w_hh.shape), dgi.sum(0), dgh.sum(0))
 
