@@ -87,7 +87,55 @@ def _instr_of(g, e, rng_of):
     return ("call", p.impl, kw, None, _fresh(p))
 
 
-def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, memo=None):
+_MIN_CHECKPOINT = 4         # equations: a shorter common prefix saves less than keeping its state costs
+_MAX_CHECKPOINTS = 8        # per compile context
+
+
+class _Checkpoint:
+    """The lowering's state after the equations ``eqns`` (a program's
+    prefix without effects, outputs or buffers): what lowering any program
+    that starts with the same equations, for the same feeds, has after them,
+    and the releases of its instructions as if nothing after them read a slot."""
+
+    __slots__ = ("eqns", "m", "slot", "consts", "instrs", "counter", "arg_slots", "shared", "variables",
+                 "n_fused", "feed_key", "pre_rel", "rel_at")
+
+    def __init__(self, eqns, slot, consts, instrs, counter, arg_slots, shared, variables, n_fused, feed_key):
+        self.eqns = eqns
+        self.m = len(eqns)
+        self.slot = dict(slot)
+        self.consts = dict(consts)
+        self.instrs = list(instrs)
+        self.counter = counter
+        self.arg_slots = list(arg_slots)
+        self.shared = set(shared)
+        self.variables = list(variables)
+        self.n_fused = n_fused
+        self.feed_key = feed_key
+        self.pre_rel = _releases(self.instrs, ("none",), self.consts, self.arg_slots)
+        self.rel_at = {a: k for k, r in enumerate(self.pre_rel) for a in r}
+
+
+def _checkpoint_for(checkpoints, eqns, feed_key, outputs):
+    """The longest kept checkpoint that ``eqns`` extends and no output of the program lies in."""
+    for c in checkpoints.get("kept", ()):
+        m = c.m
+        if (m < len(eqns) and c.feed_key == feed_key and eqns[:m] == c.eqns
+                and not any(o in c.slot for o in outputs)):
+            return c
+    return None
+
+
+def _common_prefix(a, b):
+    k = 0
+    for x, y in zip(a, b):
+        if x is not y:
+            break
+        k += 1
+    return k
+
+
+def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, memo=None, checkpoints=None):
     """Lower the optimised program ``g`` to a :class:`Plan`: instructions
     over slots, the slots dead after each instruction, the constants, the
     argument slots (one per fed placeholder, in ``feed_ids`` order; ``casts``
@@ -97,28 +145,65 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
     (the session's, so every run draws anew; default: a fresh one from its seed).
     ``memo`` (a :meth:`~.passes.PassCache.memo` of one compile context, with
     one ``rng_of``) keeps what each equation lowers to, so a later plan only
-    numbers the slots of the equations an earlier plan lowered."""
-    slot = {}
-    consts = {}
-    instrs = []
+    numbers the slots of the equations an earlier plan lowered. ``checkpoints``
+    (a dict of the same context, used with ``memo``) keeps the whole state
+    after a prefix that two successive programs shared, so a later program
+    that starts with it lowers only the equations after it (the plan is the
+    same: equations never change, and lowering an equation depends on what
+    comes before it only)."""
+    eqns = g.eqns
     buffers = {}
-    counter = 0
-
-    # every fed placeholder takes an argument position, used or not
-    arg_slots = []
-    for pid in feed_ids:
-        slot[pid] = counter
-        arg_slots.append(counter)
-        counter += 1
-
-    for pid in feed_ids:
-        if pid in casts:
-            instrs.append(Instr("cast", (slot[pid],), casts[pid], (slot[pid],), None, None, None))
-
-    # which variables an effect of this plan writes, and which values run after an effect
     written = set()
     read_late = set()
-    effects = [e for e in g.eqns if getattr(e.prim, "effect", False)]
+    ck = None
+    snap_at = None
+    if checkpoints is not None and (memo is None or g.meta.get("buffers")):
+        checkpoints = None
+    if checkpoints is not None:
+        feed_key = (tuple(feed_ids), tuple(casts.items()))
+        ck = _checkpoint_for(checkpoints, eqns, feed_key, g.outputs)
+        if ck is not None and any(getattr(e.prim, "effect", False) for e in eqns[ck.m:]):
+            ck = None
+    if ck is not None:
+        slot = dict(ck.slot)
+        consts = dict(ck.consts)
+        instrs = list(ck.instrs)
+        counter = ck.counter
+        arg_slots = list(ck.arg_slots)
+        shared = set(ck.shared)
+        variables = list(ck.variables)
+        n_fused = ck.n_fused
+        parts = (eqns[ck.m:],)
+    else:
+        slot = {}
+        consts = {}
+        instrs = []
+        counter = 0
+        # every fed placeholder takes an argument position, used or not
+        arg_slots = []
+        for pid in feed_ids:
+            slot[pid] = counter
+            arg_slots.append(counter)
+            counter += 1
+        for pid in feed_ids:
+            if pid in casts:
+                instrs.append(Instr("cast", (slot[pid],), casts[pid], (slot[pid],), None, None, None))
+        shared = set()            # may share memory with a variable, a live parameter or a buffer
+        variables = []
+        n_fused = 0
+        parts = (eqns,)
+    # which variables an effect of this plan writes, and which values run after an effect
+    effects = [e for e in parts[0] if getattr(e.prim, "effect", False)]
+    if not effects and checkpoints is not None and ck is None:
+        # a prefix this program shares with the context's last one is likely to begin the next
+        # one too (a graph growing on top of what has run): keep the lowering's state after it
+        last = checkpoints.get("last")
+        if last is not None and last[1] == feed_key:
+            snap_at = _common_prefix(last[0], eqns)
+            if _MIN_CHECKPOINT <= snap_at < len(eqns):
+                parts = (eqns[:snap_at], eqns[snap_at:])
+    if checkpoints is not None and not effects:
+        checkpoints["last"] = (eqns, feed_key)
     if effects:
         tainted = set()
         for e in g.eqns:
@@ -131,87 +216,91 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
         for e in g.eqns:
             if e.outs[0] in tainted:
                 read_late.update(e.ins)
-    shared = set()            # may share memory with a variable, a live parameter or a buffer
     out_set = set(g.outputs)
     copy_outputs = g.meta.get("copy_outputs", set())
-    variables = []
     root_vals = g.values
-    n_fused = 0
-    for e in g.eqns:
-        p = e.prim
-        o = e.outs[0]
-        if p is placeholder_p:
-            continue
-        if p is constant_p:
-            cs = counter
-            slot[o] = cs
-            counter += 1
-            consts[cs] = e.attrs["value"]
-            # constants are read-only, so only a constant fetched as it is gets copied (to be writable)
-            if o in out_set:
-                slot[o] = counter
-                instrs.append(Instr("copy", (counter,), None, (cs,), None, e, None))
+    for part in parts:
+        if part is not parts[0] and not any(o in slot for o in out_set):
+            kept = checkpoints.setdefault("kept", [])
+            kept.append(_Checkpoint(eqns[:snap_at], slot, consts, instrs, counter, arg_slots, shared, variables,
+                                    n_fused, feed_key))
+            kept.sort(key=lambda c: -c.m)
+            del kept[_MAX_CHECKPOINTS:]
+        for e in part:
+            p = e.prim
+            o = e.outs[0]
+            if p is placeholder_p:
+                continue
+            if p is constant_p:
+                cs = counter
+                slot[o] = cs
                 counter += 1
-            continue
-        elif p is variable_p:
-            var = e.attrs["var"]
-            variables.append(var)
-            snap = var.index in written and o in read_late
-            slot[o] = counter
-            instrs.append(Instr("var", (counter,), None, (), None, e, (var.index, snap)))
-            counter += 1
-            if not snap:
+                consts[cs] = e.attrs["value"]
+                # constants are read-only, so only a constant fetched as it is gets copied (to be writable)
+                if o in out_set:
+                    slot[o] = counter
+                    instrs.append(Instr("copy", (counter,), None, (cs,), None, e, None))
+                    counter += 1
+                continue
+            elif p is variable_p:
+                var = e.attrs["var"]
+                variables.append(var)
+                snap = var.index in written and o in read_late
+                slot[o] = counter
+                instrs.append(Instr("var", (counter,), None, (), None, e, (var.index, snap)))
+                counter += 1
+                if not snap:
+                    shared.add(o)
+            elif p is param_p:
+                decl = g.avals[o]
+                slot[o] = counter
+                instrs.append(Instr("param", (counter,), None, (), None, e,
+                                   (e.attrs["param"], tuple(decl.shape), np.dtype(decl.dtype))))
+                counter += 1
                 shared.add(o)
-        elif p is param_p:
-            decl = g.avals[o]
-            slot[o] = counter
-            instrs.append(Instr("param", (counter,), None, (), None, e,
-                               (e.attrs["param"], tuple(decl.shape), np.dtype(decl.dtype))))
-            counter += 1
-            shared.add(o)
-        else:
-            args = tuple([slot[i] for i in e.ins])
-            if len(e.outs) == 1:
-                slot[o] = counter
-                outs = (counter,)
-                counter += 1
             else:
-                outs = tuple(range(counter, counter + len(e.outs)))
-                for x, sl in zip(e.outs, outs):
-                    slot[x] = sl
-                counter += len(e.outs)
-            if memo is None or e.buf is not None or (p.random and rng_of is None):
-                kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of)
-            else:
-                r = memo.get(o)
-                if r is None or r[0] is not e:
-                    r = memo[o] = (e, _instr_of(g, e, rng_of))
-                kind, fn, kw, extra, fresh = r[1]
-            if kind == "effect":
-                variables.extend(effect_variables(e))
-                shared.update(e.outs)
-            elif kind == "call":
-                if e.buf is not None:
-                    extra = buffers.get(e.buf)
-                    if extra is None:
-                        shp, dt = g.meta["buffers"][e.buf]
-                        extra = buffers[e.buf] = np.empty(shp, dt)
-                if p.name == "fused":
-                    n_fused += 1
-            instrs.append(Instr(kind, outs, fn, args, kw, e, extra))
-            if not fresh and kind != "effect" and shared:
-                for i in e.ins:
-                    if i in shared:
-                        shared.update(e.outs)
-                        break
-        # fetched values are the caller's: copy them out of shared storage right away, so
-        # a later update in this run (or a later run) cannot change them
-        if o in out_set or len(e.outs) > 1:
-            for x in e.outs:
-                if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
-                    instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
+                args = tuple([slot[i] for i in e.ins])
+                if len(e.outs) == 1:
+                    slot[o] = counter
+                    outs = (counter,)
+                    counter += 1
+                else:
+                    outs = tuple(range(counter, counter + len(e.outs)))
+                    for x, sl in zip(e.outs, outs):
+                        slot[x] = sl
+                    counter += len(e.outs)
+                if memo is None or e.buf is not None or (p.random and rng_of is None):
+                    kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of)
+                else:
+                    r = memo.get(o)
+                    if r is None or r[0] is not e:
+                        r = memo[o] = (e, _instr_of(g, e, rng_of))
+                    kind, fn, kw, extra, fresh = r[1]
+                if kind == "effect":
+                    variables.extend(effect_variables(e))
+                    shared.update(e.outs)
+                elif kind == "call":
+                    if e.buf is not None:
+                        extra = buffers.get(e.buf)
+                        if extra is None:
+                            shp, dt = g.meta["buffers"][e.buf]
+                            extra = buffers[e.buf] = np.empty(shp, dt)
+                    if p.name == "fused":
+                        n_fused += 1
+                instrs.append(Instr(kind, outs, fn, args, kw, e, extra))
+                if not fresh and kind != "effect" and shared:
+                    for i in e.ins:
+                        if i in shared:
+                            shared.update(e.outs)
+                            break
+            # fetched values are the caller's: copy them out of shared storage right away, so
+            # a later update in this run (or a later run) cannot change them
+            if o in out_set or len(e.outs) > 1:
+                for x in e.outs:
+                    if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
+                        instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
     ret = _ret_template(template, g, slot, flat, keep_sparse)
-    releases = _releases(instrs, ret, consts, arg_slots)
+    releases = _releases(instrs, ret, consts, arg_slots, ck)
     plan = Plan()
     plan.instrs = instrs
     plan.releases = releases
@@ -269,7 +358,7 @@ def _ret_template(t, g, slot, flat, raw_sparse):
 
 
 
-def _releases(instrs, ret, consts, args):
+def _releases(instrs, ret, consts, args, ck=None):
     """Per instruction, the slots whose value is dead after it (last read, or
     never read), so a run drops its intermediates as it goes, as eager
     backward frees its nodes: a plan that held every activation and gradient
@@ -282,9 +371,16 @@ def _releases(instrs, ret, consts, args):
     elif ret[0] != "none":
         _ret_slots(ret, keep)
     # walking backwards, the first instruction to touch a slot is its last one
-    seen = keep
-    rel = [()] * len(instrs)
-    for k in range(len(instrs) - 1, -1, -1):
+    if ck is None:
+        seen = keep
+        rel = [()] * len(instrs)
+        n0 = 0
+    else:
+        # the checkpoint's instructions release what no later one touches
+        seen = set(keep)
+        n0 = len(ck.instrs)
+        rel = ck.pre_rel + [()] * (len(instrs) - n0)
+    for k in range(len(instrs) - 1, n0 - 1, -1):
         ins = instrs[k]
         r = None
         for a in ins.args:
@@ -303,6 +399,12 @@ def _releases(instrs, ret, consts, args):
                     r.append(a)
         if r is not None:
             rel[k] = tuple(sorted(r)) if len(r) > 1 else (r[0],)
+    if ck is not None:
+        rel_at = ck.rel_at
+        for a in seen:
+            k = rel_at.get(a)
+            if k is not None and a not in keep:
+                rel[k] = tuple([x for x in rel[k] if x != a])
     return rel
 
 

@@ -329,7 +329,8 @@ class Session:
         opt = passes.optimize(pruned, input_avals, fold=self.optimize, fuse_min_size=self.fuse_min_size,
                               memory_min_size=self.memory_min_size, timings=timings, pruned=True, cache=cache)
         plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
-                     memo=None if cache is None else cache.memo("lower"))
+                     memo=None if cache is None else cache.memo("lower"),
+                     checkpoints=None if cache is None else cache.memo("lower_checkpoints"))
         execute.interpret(plan, self._storage)
         plan.next_tier = self.jit_after
         plan.key = key
