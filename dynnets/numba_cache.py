@@ -38,7 +38,7 @@ import contextlib
 import os
 import uuid
 
-__all__ = ["install", "installed"]
+__all__ = ["install", "installed", "generated_dir", "generated_kernel"]
 
 _STATE = {"installed": False}
 
@@ -114,3 +114,41 @@ def install():
 def installed():
     """True once :func:`install` has patched Numba's cache."""
     return _STATE["installed"]
+
+
+def generated_dir(kind):
+    """The folder of generated kernel modules of ``kind``: ``kind`` under
+    ``$DYNNETS_CACHE_DIR`` or ``~/.cache/dynnets``."""
+    root = os.environ.get("DYNNETS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dynnets")
+    return os.path.join(root, kind)
+
+
+def generated_kernel(kind, tag, src):
+    """The function ``kernel`` of the generated module source ``src``, defined
+    in a file of the cache folder (``$DYNNETS_CACHE_DIR`` or
+    ``~/.cache/dynnets``, subfolder ``kind``; the file named ``tag`` and a
+    hash of ``src``, written atomically) so that Numba's ``cache=True`` can
+    keep its machine code beside it and a later process loads that instead
+    of compiling again. None where the folder is unusable or
+    ``DYNNETS_NO_DISK_CACHE`` is set (the caller then compiles in memory)."""
+    if os.environ.get("DYNNETS_NO_DISK_CACHE"):
+        return None
+    import hashlib
+    import importlib.util
+    import sys
+
+    from .io import atomic_write_text
+    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
+    path = os.path.join(generated_dir(kind), f"{tag}_{digest}.py")
+    try:
+        if not os.path.exists(path):
+            atomic_write_text(path, src)
+        name = f"_dynnets_{kind}_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        # Numba's cache re-imports the defining module by name when it loads machine code
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod.kernel
+    except OSError:
+        return None

@@ -65,15 +65,13 @@ process, kernels are shared by source across plans and sessions.
 """
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import sys
 import time
 
 import numpy as np
 
 from ..autograd import primitives as P
+from ..numba_cache import generated_kernel
 from .backward import accumulate_p, add_n_p, ones_like_p
 from .graph import assign_p, group_p
 
@@ -1190,38 +1188,6 @@ _HEADER = ("import math\nimport numpy as np\nfrom numba import njit\n\n\n"
            "@njit(cache=True, nogil=True, error_model=\"numpy\")\n")
 
 
-def _cache_dir():
-    d = os.environ.get("DYNNETS_CACHE_DIR")
-    if d is None:
-        d = os.path.join(os.path.expanduser("~"), ".cache", "dynnets")
-    return os.path.join(d, "plans")
-
-
-def _module_kernel(src):
-    """The kernel of ``src`` defined in a module file of the cache folder (so
-    Numba's ``cache=True`` can store its machine code beside it), or None
-    where that folder is unusable or disk caching is off."""
-    if os.environ.get("DYNNETS_NO_DISK_CACHE"):
-        return None
-    import importlib.util
-
-    from ..io import atomic_write_text
-    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
-    path = os.path.join(_cache_dir(), f"p_{digest}.py")
-    try:
-        if not os.path.exists(path):
-            atomic_write_text(path, _HEADER + src)
-        name = f"_dynnets_plan_{digest}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        # Numba's cache re-imports the defining module by name when it loads machine code
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod.kernel
-    except OSError:
-        return None
-
-
 def _numba_type(dt, ndim, writable):
     from numba import types
     from numba.np.numpy_support import from_dtype
@@ -1235,7 +1201,7 @@ def _kernel(t):
         KERNEL_STATS["reused"] += 1
         return k
     from numba import config, njit
-    k = _module_kernel(t.source)
+    k = generated_kernel("plans", "p", _HEADER + t.source)
     if k is None:
         ns = {"math": math, "np": np}
         exec(compile(t.source, f"<dynnets native plan {len(_KERNELS)}>", "exec"), ns)

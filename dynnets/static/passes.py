@@ -62,10 +62,7 @@ times are whole plan runs, so they include the Python around the kernels):
 """
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import sys
 import time
 from collections import defaultdict
 
@@ -73,6 +70,7 @@ import numpy as np
 
 from ..autograd import gradtypes
 from ..autograd import primitives as P
+from ..numba_cache import generated_kernel
 from ..autograd.primitives import ShapeError, dtype_of
 from .graph import (SOURCES, Eqn, StaticPrimitive, site_str, constant_p, param_p, placeholder_p,
                     variable_p)
@@ -589,39 +587,8 @@ def _kernel_source(nd, patterns, body, n_scalars):
     return "\n".join(lines) + "\n"
 
 
-def _cache_dir():
-    d = os.environ.get("DYNNETS_CACHE_DIR")
-    if d is None:
-        d = os.path.join(os.path.expanduser("~"), ".cache", "dynnets")
-    return os.path.join(d, "fused")
-
-
-def _load_cached(src):
-    """Compile ``src`` from a module file in the cache folder with Numba's
-    ``cache=True``, so a later process loads the machine code instead of
-    compiling again (0.1-0.5 s per kernel). None if the folder is unusable."""
-    if os.environ.get("DYNNETS_NO_DISK_CACHE"):
-        return None
-    import importlib.util
-
-    from ..io import atomic_write_text
-    digest = hashlib.sha1(src.encode()).hexdigest()[:20]
-    folder = _cache_dir()
-    path = os.path.join(folder, f"k_{digest}.py")
-    try:
-        if not os.path.exists(path):
-            header = ("import math\nimport numpy as np\nfrom numba import njit\n\n\n"
-                      "@njit(cache=True, nogil=True, error_model=\"numpy\")\n")
-            atomic_write_text(path, header + src)
-        name = f"_dynnets_fused_{digest}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        # Numba's cache re-imports the defining module by name when it loads machine code
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod.kernel
-    except OSError:
-        return None
+_HEADER = ("import math\nimport numpy as np\nfrom numba import njit\n\n\n"
+           "@njit(cache=True, nogil=True, error_model=\"numpy\")\n")
 
 
 def _compile_kernel(src):
@@ -629,7 +596,7 @@ def _compile_kernel(src):
     if k is not None:
         KERNEL_STATS["reused"] += 1
         return k
-    k = _load_cached(src)
+    k = generated_kernel("fused", "k", _HEADER + src)
     if k is None:
         from numba import njit
         ns = {"math": math, "np": np}

@@ -14,6 +14,7 @@ import pytest
 
 import dynnets.static as ds
 from dynnets.static import native
+from dynnets.numba_cache import generated_dir
 
 X = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
 Y = np.array([2.0, 4.0, 6.0, 8.0], np.float32)
@@ -67,8 +68,8 @@ def test_linreg_step_matches_tier2_and_updates_in_place_once():
     np.testing.assert_allclose(float(b_arr), b0 - 0.01 * np.mean(2 * r), rtol=1e-6)
     # the kernel's source is on disk, so a later process loads its machine code
     if not os.environ.get("DYNNETS_NO_DISK_CACHE"):
-        files = os.listdir(native._cache_dir())
-        assert any(f.endswith(".py") and open(os.path.join(native._cache_dir(), f)).read().endswith(plan.native.source)
+        files = os.listdir(generated_dir("plans"))
+        assert any(f.endswith(".py") and open(os.path.join(generated_dir("plans"), f)).read().endswith(plan.native.source)
                    for f in files)
 
 
