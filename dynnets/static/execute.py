@@ -206,14 +206,20 @@ def tier1(plan, S):
     plan.tier = 1
 
 
-def _tier1(instrs, releases, consts, arg_slots, n_slots, ret, S):
-    steps = [_step(i, S) if not r else _with_release(_step(i, S), r) for i, r in zip(instrs, releases)]
+def _env_template(consts, arg_slots, n_slots):
+    """What a run's slot list starts from (the constants in place), the
+    number of arguments, and whether they fill the first slots in order."""
     template = [None] * n_slots
     for s, c in consts.items():
         template[s] = c
-    build = _ret_builder(ret)
     n_args = len(arg_slots)
-    contiguous = arg_slots == list(range(n_args))
+    return template, n_args, arg_slots == list(range(n_args))
+
+
+def _tier1(instrs, releases, consts, arg_slots, n_slots, ret, S):
+    steps = [_step(i, S) if not r else _with_release(_step(i, S), r) for i, r in zip(instrs, releases)]
+    template, n_args, contiguous = _env_template(consts, arg_slots, n_slots)
+    build = _ret_builder(ret)
 
     def run(*vals):
         env = template[:]
@@ -254,11 +260,7 @@ def interpret(plan, S):
 
 
 def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
-    template = [None] * n_slots
-    for s, c in consts.items():
-        template[s] = c
-    n_args = len(arg_slots)
-    contiguous = arg_slots == list(range(n_args))
+    template, n_args, contiguous = _env_template(consts, arg_slots, n_slots)
 
     def run(*vals):
         env = template[:]
