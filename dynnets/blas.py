@@ -9,23 +9,16 @@ and on a loaded machine each multi-threaded product waits for a busy core.
 Measured from Python, a Tree-LSTM (300/150) on the samples, 200 steps:
 ``benchmarks/bench_blas_threads.py`` (figures in the README).
 
-Two BLAS libraries are in play: numpy's, and SciPy's, which Numba's
-``np.dot`` inside the kernels calls. threadpoolctl limits every BLAS library
-loaded in the process; SciPy's is loaded here first (Numba would load it at a
-kernel's first call, after the limit was applied).
+The BLAS in play is numpy's: the Numba kernels call no BLAS (they leave the
+products to numpy, see :mod:`dynnets.autograd.kernels`), so SciPy is not
+needed and not loaded. threadpoolctl limits every BLAS library loaded in the
+process when the block starts and restores each one's count after it.
 """
 from __future__ import annotations
 
 import contextlib
 
 __all__ = ["blas_threads", "blas_thread_counts"]
-
-
-def _load_numba_blas():
-    try:
-        import scipy.linalg.cython_blas  # noqa: F401  (the BLAS that Numba's np.dot calls)
-    except ImportError:
-        pass
 
 
 @contextlib.contextmanager
@@ -43,7 +36,6 @@ def blas_threads(n):
         yield
         return
     from threadpoolctl import threadpool_limits
-    _load_numba_blas()
     with threadpool_limits(limits=n, user_api="blas"):
         yield
 

@@ -1,6 +1,7 @@
 """The experiment scripts (experiments/) in tiny configurations; the library
 code they call is tested in test_runs.py, data/test_text.py."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +150,13 @@ def test_train_tree_rnn_script_non_binary_sentence(tmp_path):
 def test_graph_overhead_no_progress(tmp_path):
     r = script("graph_overhead.py", "--out", str(tmp_path), "--sizes", "1", "--repeats", "1", "--width", "4",
                "--no-plots", "--no-progress")
-    assert r.stderr == "" and "| layers |" in r.stdout
+    assert r.returncode == 0 and "| layers |" in r.stdout
+    # no progress output; where Graphviz is missing, only its one-line note per graph picture
+    notes = [ln for ln in r.stderr.splitlines() if ln]
+    if shutil.which("dot"):
+        assert notes == []
+    else:
+        assert notes and all(ln.startswith("Graphviz's 'dot' is not installed") for ln in notes), r.stderr
 
 
 # --------------------------------------------------------------------------

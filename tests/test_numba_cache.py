@@ -1,5 +1,6 @@
 """Numba's on-disk cache shared by several processes (dynnets/numba_cache.py)."""
 import multiprocessing as mp
+from pathlib import Path
 import pickle
 import subprocess
 import sys
@@ -71,7 +72,10 @@ def _saver(d, who, n, barrier):
         c.save(f"{who}-{i}", (who, i))
 
 
-def test_concurrent_saves_keep_every_entry(tmp_path):
+def test_concurrent_saves_keep_every_entry(tmp_path, monkeypatch):
+    # the spawned children import _saver from this module by name (tests.test_numba_cache):
+    # the checkout's root must be on the path they inherit, whichever test ran before
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(4)
     ps = [ctx.Process(target=_saver, args=(str(tmp_path), w, 10, barrier)) for w in range(4)]

@@ -328,15 +328,16 @@ def test_an_earlier_runs_files_do_not_survive_a_new_run(data, tmp_path):
 
 def _record_threads(model, seen):
     from dynnets.blas import blas_thread_counts
-    real_loss, real_proba = model.loss, model.predict_proba
-    model.loss = lambda b: (seen.add(tuple(sorted(blas_thread_counts().values()))), real_loss(b))[1]
-    model.predict_proba = lambda b: (seen.add(tuple(sorted(blas_thread_counts().values()))), real_proba(b))[1]
+    for name in ("loss", "predict_proba", "predict_all"):
+        real = getattr(model, name)
+        setattr(model, name, lambda b, real=real: (seen.add(tuple(sorted(blas_thread_counts().values()))), real(b))[1])
 
 
 @pytest.mark.parametrize("setting, inside", [(None, None), (1, 1), (2, 2), (0, 3)])
 def test_train_evaluate_predict_run_on_blas_threads(data, setting, inside):
     """TrainConfig.blas_threads (default 1) holds for the duration of each call and is
-    restored after; 0 leaves the caller's setting."""
+    restored after; 0 leaves the caller's setting. Behaviour only: whichever BLAS
+    libraries this process has loaded (numpy's at least), each one follows the setting."""
     from threadpoolctl import threadpool_limits
 
     from dynnets.blas import blas_thread_counts
@@ -347,13 +348,40 @@ def test_train_evaluate_predict_run_on_blas_threads(data, setting, inside):
     kw = {} if setting is None else {"blas_threads": setting}
     want = 1 if setting is None else inside
     with threadpool_limits(3, user_api="blas"):
+        before = blas_thread_counts()
+        assert before and set(before.values()) == {3}       # numpy's BLAS is loaded and limited
         train(m, train_trees[:40], dev_trees[:10], vocab, _cfg(epochs=1, **kw))
-        assert set(blas_thread_counts().values()) == {3}
         assert seen and all(set(s) == {want} for s in seen), seen
-        # two libraries: numpy's and SciPy's, which Numba's np.dot in the kernels calls (limited too)
-        assert len(blas_thread_counts()) >= 2
+        after = blas_thread_counts()
+        assert {k: after[k] for k in before} == before      # the caller's setting is back
         seen.clear()
         evaluate(m, dev_trees[:10], vocab, **kw)
+        assert seen and all(set(s) == {want} for s in seen), seen
+        seen.clear()
         predict(m, dev_trees[:10], vocab, **kw)
         assert seen and all(set(s) == {want} for s in seen), seen
-        assert set(blas_thread_counts().values()) == {3}
+        after = blas_thread_counts()
+        assert {k: after[k] for k in before} == before
+
+
+def test_blas_threads_restores_after_an_error_and_when_nested():
+    from threadpoolctl import threadpool_limits
+
+    from dynnets.blas import blas_thread_counts, blas_threads
+    with threadpool_limits(3, user_api="blas"):
+        before = blas_thread_counts()
+        with pytest.raises(KeyError):
+            with blas_threads(1):
+                assert set(blas_thread_counts().values()) == {1}
+                raise KeyError("x")
+        assert blas_thread_counts() == before
+        with blas_threads(2):
+            with blas_threads(1):
+                assert set(blas_thread_counts().values()) == {1}
+            assert set(blas_thread_counts().values()) == {2}
+            with blas_threads(0):
+                assert set(blas_thread_counts().values()) == {2}
+        assert blas_thread_counts() == before
+    with pytest.raises(ValueError, match="blas_threads: expected a thread count"):
+        with blas_threads(-1):
+            pass
