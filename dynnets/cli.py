@@ -222,7 +222,7 @@ def build_parser():
                                    "/predict, which answers JSON {\"text\": ...} with what 'dynnets predict "
                                    "--json' prints (see dynnets.serve for the fields). The model is loaded once; "
                                    "Ctrl-C stops the server.",
-                       epilog="Bad requests get a status (400, 404, 405, 411, 413, 415) and a one-line reason "
+                       epilog="Bad requests get a status (400, 404, 405, 408, 411, 413, 415) and a one-line reason "
                               "as JSON {\"error\": ...}; the server goes on serving.")
     v.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
     v.add_argument("--host", default="127.0.0.1",
