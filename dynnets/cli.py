@@ -204,7 +204,8 @@ def build_parser():
                    help="tree models: the prediction at every node, with its words (output that grows with "
                         "depth x length; without --nodes it is linear in the sentence's length)")
     p.add_argument("--json", action="store_true",
-                   help="print JSON (per-node predictions with --nodes; 'gold' is null for unlabelled input)")
+                   help="print JSON, one record per sentence: the root's 'pred', 'pred_name', 'gold' (null for "
+                        "unlabelled input) and probabilities 'root'; per-node predictions in 'nodes' with --nodes")
     p.add_argument("--svg", type=Path, default=None, metavar="FILE",
                    help="tree models: draw the tree coloured by each node's prediction (probabilities and gold "
                         "labels on hover) into FILE; with several sentences FILE-1.svg, FILE-2.svg, ...")
@@ -246,7 +247,7 @@ def build_parser():
                        epilog="Example: dynnets sweep --models treelstm lstm padded-lstm --seeds 0-4 "
                               "--set max_len=12,35,52 --set hidden=150 --data ../shared/data/sst --out sweeps/a")
     add_sweep_arguments(w)
-    _common(w, trains=False)
+    _common(w, trains=False, seed=False)      # its --seed/--seeds are the grid's
     return top
 
 
@@ -561,7 +562,7 @@ def _cmd_predict(a):
     for i, (pred, _) in enumerate(results):
         p = pred["root"]
         names = class_names(len(p))
-        k = max(range(len(p)), key=p.__getitem__)
+        k = pred["pred"]
         if i:
             print()
         print(f"sentence: {' '.join(pred['words'])}")
@@ -570,6 +571,8 @@ def _cmd_predict(a):
         if pred["unknown_words"]:
             print(f"unknown words: {', '.join(pred['unknown_words'])}")
         print(f"predicted: {k} {names[k]}")
+        if pred["gold"] is not None:
+            print(f"gold: {pred['gold']} {names[pred['gold']] if 0 <= pred['gold'] < len(names) else ''}".rstrip())
         print("probabilities: " + "  ".join(f"{j} {names[j]} {q:.3f}" for j, q in enumerate(p)))
         if a.nodes:
             if pred["nodes"] is None:
@@ -632,6 +635,9 @@ def main(argv=None):
         if command is None:
             parser.print_help()
             return 2
+        if type(getattr(a, "seed", None)) is int:      # sweep's --seed is a list of the grid's seeds
+            from .random import manual_seed
+            manual_seed(a.seed)
         with blas_threads(a.blas_threads), quiet_numpy():
             status = _COMMANDS[command](a)
         sys.stdout.flush()

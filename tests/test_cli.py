@@ -565,3 +565,76 @@ def test_a_checkpoint_with_nan_or_inf_weights_is_refused(diverged_checkpoint, cm
     code, out, err = run([cmd[0], "--checkpoint", str(path), *cmd[1:]], capsys)
     assert_one_line_error(code, err, 1, f"checkpoint '{path}' has NaN or inf in its weights ({name!r})", "diverged")
     assert out == "" and not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+# --------------------------------------------------------------------------
+# predict --json: the sentence's prediction at the top level of every record
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bow_checkpoint(tmp_path_factory):
+    from dynnets.data import Vocabulary
+    from dynnets.models import build_model
+    from dynnets.train import save_checkpoint
+    vocab = Vocabulary.from_trees(load_samples()["train"])
+    path = tmp_path_factory.mktemp("bow") / "best.npz"
+    save_checkpoint(path, build_model("bow", len(vocab), seed=0), vocab)
+    return path
+
+
+RECORD_KEYS = ["words", "root", "pred", "pred_name", "gold", "nodes", "input", "tree", "brackets", "unknown_words"]
+
+
+@pytest.mark.parametrize("which", ["tree", "bow"])
+@pytest.mark.parametrize("nodes", [False, True])
+def test_predict_json_records_carry_the_root_prediction_and_gold(which, nodes, tree_run, bow_checkpoint, capsys):
+    ck = tree_run / "best.npz" if which == "tree" else bow_checkpoint
+    sentences = ["(4 (2 it) (4 (2 is) (4 good)))", "((it (is good)) .)", "it is not good ."]
+    code, out, err = run(["predict", "--checkpoint", str(ck), "--json", *(["--nodes"] if nodes else []),
+                          *sentences], capsys)
+    assert code == 0, err
+    records = json.loads(out)
+    names = ["very negative", "negative", "neutral", "positive", "very positive"]
+    for rec, gold in zip(records, [4, None, None]):
+        assert list(rec) == RECORD_KEYS
+        assert rec["pred"] == int(np.argmax(rec["root"])) and rec["pred_name"] == names[rec["pred"]]
+        assert rec["gold"] == gold
+        if nodes and which == "tree":
+            assert rec["nodes"][0]["pred"] == rec["pred"] and rec["nodes"][0]["gold"] == gold
+            assert rec["nodes"][0]["proba"] == rec["root"]
+        else:
+            assert rec["nodes"] is None
+    code, text, _ = run(["predict", "--checkpoint", str(ck), *sentences[:2]], capsys)
+    first, second = text.split("\n\n")
+    assert f"predicted: {records[0]['pred']} {records[0]['pred_name']}\ngold: 4 very positive\n" in first
+    assert "gold:" not in second
+
+
+# --------------------------------------------------------------------------
+# --seed on every command
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmd", ["demo", "train", "eval", "predict", "compare", "serve", "sweep"])
+def test_every_command_takes_a_seed(cmd, capsys):
+    code, out, _ = run([cmd, "--help"], capsys)
+    assert code == 0 and "--seed " in out
+    code, _, err = run([cmd, "--seed", "-1"], capsys)
+    assert code == 2 and "--seed" in err and "Traceback" not in err
+
+
+def test_eval_and_predict_seed_the_default_generator_and_give_the_same_numbers(tree_run, capsys):
+    """eval and predict draw no random numbers: any seed gives the same output. The
+    command seeds dynnets' default generator, so a model that drew from it would repeat too."""
+    import dynnets.random as dr
+    ck = str(tree_run / "best.npz")
+    outs = []
+    for seed in ("0", "7", "7"):
+        code, ev, err = run(["eval", "--checkpoint", ck, "--json", "--seed", seed], capsys)
+        assert code == 0, err
+        assert dr.initial_seed() == int(seed)
+        code, pr, err = run(["predict", "--checkpoint", ck, "--json", "--seed", seed, "it is not good ."], capsys)
+        assert code == 0, err
+        outs.append((ev, pr))
+    assert outs[0] == outs[1] == outs[2]
