@@ -15,7 +15,10 @@ Bad arguments and missing or unreadable files end the command with one line
 on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
 (everything else); set ``DYNNETS_DEBUG=1`` for the traceback. A closed
 output pipe (``dynnets eval ... | head``) ends the command quietly with
-status 141 (128 + SIGPIPE), as the shell reports for Unix tools.
+status 141 (128 + SIGPIPE), as the shell reports for Unix tools. No numpy
+warning reaches the user (:func:`quiet_numpy`): a diverging run ends with the
+trainer's one-line error, and a checkpoint with NaN or inf weights is
+refused by eval, predict and serve. Every command takes ``--seed``.
 
 Each command runs numpy's BLAS on ``--blas-threads`` threads (default 1)
 while it runs (:mod:`dynnets.blas`): the models multiply small matrices, and
