@@ -363,3 +363,16 @@ def test_the_page_clears_the_previous_result_on_an_error():
     assert "errorBox.textContent = message;" in body
     assert script.count("errorBox.textContent =") == 2           # the reset on submit, and showError
     assert script.count("showError(") == 3
+
+
+def test_a_fault_of_ours_outside_predict_is_one_log_line(logged_server, monkeypatch):
+    """What escapes a handler (here the page cannot be written) is logged as one
+    line, not socketserver's traceback, and the server goes on."""
+    srv, log = logged_server
+    monkeypatch.setattr(srv, "page", None)
+    me, answer = _send_and_close(srv, b"GET / HTTP/1.0\r\n\r\n", read=True)
+    assert answer == b""
+    (line, ) = log.wait_lines(1)
+    assert line.startswith(f"{me} - internal error: TypeError: ") and "Traceback" not in log.text
+    status, _, got = request(srv, "POST", "/predict", {"text": "it is good ."})
+    assert status == 200 and len(log.wait_lines(2)) == 2
