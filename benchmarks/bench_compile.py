@@ -27,11 +27,12 @@ MODULES = ("kernels", "kernels_tree")
 DTYPES = ("float32", "float64")
 
 
-def _args(name, dtype, B=2, H=3, C=5, V=4):
-    """Small inputs with the right shapes and dtypes (values do not matter)."""
+def _args(name, dtype, seed=0, B=2, H=3, C=5, V=4):
+    """Small inputs with the right shapes and dtypes (values do not matter to
+    the timings; ``seed`` fixes them all the same)."""
     import numpy as np
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
 
     def f(*shape):
         return rng.standard_normal(shape).astype(dtype)
@@ -92,7 +93,7 @@ def _args(name, dtype, B=2, H=3, C=5, V=4):
     return table[name]()
 
 
-def child(modules):
+def child(modules, seed):
     """Runs in the fresh interpreter; prints one JSON line of timings (s)."""
     import importlib
 
@@ -108,7 +109,7 @@ def child(modules):
         calls = out["calls"][mod] = {dt: {} for dt in DTYPES}
         for dt in DTYPES:
             for name in m.__all__:
-                args = _args(name, dt)
+                args = _args(name, dt, seed)
                 s = time.perf_counter()
                 getattr(m, name)(*args)
                 calls[dt][name] = time.perf_counter() - s
@@ -123,7 +124,7 @@ def cache_files(mod):
     return [p for d in dirs if d.is_dir() for p in d.glob(f"{mod}.*.nb[ic]")]
 
 
-def run_once(cold, modules):
+def run_once(cold, modules, seed):
     if cold:
         for mod in modules:
             for p in cache_files(mod):
@@ -133,7 +134,7 @@ def run_once(cold, modules):
     env.pop("NUMBA_DISABLE_JIT", None)
     start = time.perf_counter()
     res = subprocess.run(
-        [sys.executable, __file__, "--child", "--modules", ",".join(modules)], env=env, capture_output=True,
+        [sys.executable, __file__, "--child", "--modules", ",".join(modules), "--seed", str(seed)], env=env, capture_output=True,
         text=True, check=False
     )
     wall = time.perf_counter() - start
@@ -152,6 +153,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="fresh processes; medians reported")
     ap.add_argument("--modules", default=",".join(MODULES),
                     help=f"comma-separated kernel modules to time (default {','.join(MODULES)})")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the kernels' inputs (default 0)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     opts = ap.parse_args()
     modules = [m for m in opts.modules.split(",") if m]
@@ -159,10 +161,10 @@ def main():
     if bad or not modules:
         ap.error(f"--modules: {bad or opts.modules!r} not among {', '.join(MODULES)}")
     if opts.child:
-        child(modules)
+        child(modules, opts.seed)
         return
 
-    runs = [run_once(opts.cold, modules) for _ in range(opts.repeat)]
+    runs = [run_once(opts.cold, modules, opts.seed) for _ in range(opts.repeat)]
     med = statistics.median
     mode = "cold (cache cleared)" if opts.cold else "warm (on-disk cache)"
     print(f"first call of each kernel, {mode}, median of {len(runs)} fresh process(es), ms")

@@ -44,8 +44,13 @@ def parse():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--seeds", default="0-3")
-    return ap.parse_args()
+    seeds = ap.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", default="0-3", help="the runs' seeds: 0-3, 0,2,5 (default 0-3)")
+    seeds.add_argument("--seed", type=int, default=None, help="one seed (= --seeds N)")
+    a = ap.parse_args()
+    if a.seed is not None:
+        a.seeds = str(a.seed)
+    return a
 
 
 def main():

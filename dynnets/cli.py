@@ -15,7 +15,10 @@ Bad arguments and missing or unreadable files end the command with one line
 on stderr (``dynnets <command>: error: ...``) and exit status 2 (usage) or 1
 (everything else); set ``DYNNETS_DEBUG=1`` for the traceback. A closed
 output pipe (``dynnets eval ... | head``) ends the command quietly with
-status 141 (128 + SIGPIPE), as the shell reports for Unix tools.
+status 141 (128 + SIGPIPE), as the shell reports for Unix tools. No numpy
+warning reaches the user (:func:`quiet_numpy`): a diverging run ends with the
+trainer's one-line error, and a checkpoint with NaN or inf weights is
+refused by eval, predict and serve. Every command takes ``--seed``.
 
 Each command runs numpy's BLAS on ``--blas-threads`` threads (default 1)
 while it runs (:mod:`dynnets.blas`): the models multiply small matrices, and
@@ -30,13 +33,17 @@ unless ``--overwrite`` is given and the folder holds only a run's files.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
+import warnings
 import zipfile
 from pathlib import Path
+
+import numpy as np
 
 from . import io as dio
 from .options import COMPARE_DESCRIPTION, add_compare_arguments
@@ -52,7 +59,7 @@ from .options import positive_float as _positive_float
 from .options import positive_int as _positive_int
 from .options import probability as _probability
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "quiet_numpy"]
 
 _PROG = "dynnets"
 
@@ -200,7 +207,8 @@ def build_parser():
                    help="tree models: the prediction at every node, with its words (output that grows with "
                         "depth x length; without --nodes it is linear in the sentence's length)")
     p.add_argument("--json", action="store_true",
-                   help="print JSON (per-node predictions with --nodes; 'gold' is null for unlabelled input)")
+                   help="print JSON, one record per sentence: the root's 'pred', 'pred_name', 'gold' (null for "
+                        "unlabelled input) and probabilities 'root'; per-node predictions in 'nodes' with --nodes")
     p.add_argument("--svg", type=Path, default=None, metavar="FILE",
                    help="tree models: draw the tree coloured by each node's prediction (probabilities and gold "
                         "labels on hover) into FILE; with several sentences FILE-1.svg, FILE-2.svg, ...")
@@ -218,7 +226,7 @@ def build_parser():
                                    "/predict, which answers JSON {\"text\": ...} with what 'dynnets predict "
                                    "--json' prints (see dynnets.serve for the fields). The model is loaded once; "
                                    "Ctrl-C stops the server.",
-                       epilog="Bad requests get a status (400, 404, 405, 411, 413, 415) and a one-line reason "
+                       epilog="Bad requests get a status (400, 404, 405, 408, 411, 413, 415) and a one-line reason "
                               "as JSON {\"error\": ...}; the server goes on serving.")
     v.add_argument("--checkpoint", type=_checkpoint, required=True, metavar="PATH", help="a best.npz file")
     v.add_argument("--host", default="127.0.0.1",
@@ -242,7 +250,7 @@ def build_parser():
                        epilog="Example: dynnets sweep --models treelstm lstm padded-lstm --seeds 0-4 "
                               "--set max_len=12,35,52 --set hidden=150 --data ../shared/data/sst --out sweeps/a")
     add_sweep_arguments(w)
-    _common(w, trains=False)
+    _common(w, trains=False, seed=False)      # its --seed/--seeds are the grid's
     return top
 
 
@@ -449,6 +457,13 @@ def _load(path):
         raise _Exit(f"checkpoint '{path}' is incomplete or from another version: {exc}", 1) from None
     if model.vocab is None:
         raise _Exit(f"checkpoint '{path}' has no vocabulary; it cannot read sentences", 1)
+    bad = [name for name, w in model.state_dict().items()
+           if getattr(w, "dtype", None) is not None and w.dtype.kind in "fc" and not np.isfinite(w).all()]
+    if bad:
+        # every prediction of such a model is NaN, and argmax of NaN is class 0: scores that look real
+        shown = ", ".join(repr(n) for n in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise _Exit(f"checkpoint '{path}' has NaN or inf in its weights ({shown}): the run that wrote it diverged; "
+                    f"train again with a lower learning rate or with --clip-norm", 1)
     return model
 
 
@@ -470,17 +485,28 @@ def _metrics_table(reports):
 def _cmd_eval(a):
     from .data import load_samples, load_sst
     from .runs import split_report
+    from .data.sst import SPLITS
     model = _load(a.checkpoint)
-    splits = load_samples() if a.data is None else load_sst(a.data)
+    folder = _data_folder(a.data)
+    where = "the samples" if a.data is None else f"'{a.data}'"
+    present = [s for s in SPLITS if (folder / f"{s}.txt").is_file()]
     if a.split == "all":
-        names = list(splits)
+        names = present
     elif a.split is not None:
-        if a.split not in splits:
-            where = "the samples" if a.data is None else f"'{a.data}'"
-            raise _Exit(f"dynnets eval: error: {where} has no {a.split}.txt (found: {', '.join(splits)})", 1)
+        if a.split not in present:
+            raise _Exit(f"dynnets eval: error: {where} has no {a.split}.txt (found: {', '.join(present) or 'none'})",
+                        1)
         names = [a.split]
+    elif "test" in present or "dev" in present:
+        names = ["test" if "test" in present else "dev"]
+    elif present:
+        # evaluating on the training split by default would look like a held-out score
+        raise _Exit(f"dynnets eval: error: {where} has neither test.txt nor dev.txt (found: "
+                    f"{', '.join(s + '.txt' for s in present)}); pass --split {present[0]} to evaluate that split", 1)
     else:
-        names = ["test" if "test" in splits else "dev" if "dev" in splits else next(iter(splits))]
+        names = []
+    # only the splits evaluated are read: an empty or broken file beside them does not matter here
+    splits = load_samples(splits=names or None) if a.data is None else load_sst(a.data, splits=names or None)
     chosen = _binary_trees({n: splits[n] for n in names}, a.binarize, getattr(model, "needs_binary", False),
                            _data_folder(a.data), "eval", f"the checkpoint's model ({model.kind})")
     reports = []
@@ -539,7 +565,7 @@ def _cmd_predict(a):
     for i, (pred, _) in enumerate(results):
         p = pred["root"]
         names = class_names(len(p))
-        k = max(range(len(p)), key=p.__getitem__)
+        k = pred["pred"]
         if i:
             print()
         print(f"sentence: {' '.join(pred['words'])}")
@@ -548,6 +574,8 @@ def _cmd_predict(a):
         if pred["unknown_words"]:
             print(f"unknown words: {', '.join(pred['unknown_words'])}")
         print(f"predicted: {k} {names[k]}")
+        if pred["gold"] is not None:
+            print(f"gold: {pred['gold']} {names[pred['gold']] if 0 <= pred['gold'] < len(names) else ''}".rstrip())
         print("probabilities: " + "  ".join(f"{j} {names[j]} {q:.3f}" for j, q in enumerate(p)))
         if a.nodes:
             if pred["nodes"] is None:
@@ -610,7 +638,10 @@ def main(argv=None):
         if command is None:
             parser.print_help()
             return 2
-        with blas_threads(a.blas_threads):
+        if type(getattr(a, "seed", None)) is int:      # sweep's --seed is a list of the grid's seeds
+            from .random import manual_seed
+            manual_seed(a.seed)
+        with blas_threads(a.blas_threads), quiet_numpy():
             status = _COMMANDS[command](a)
         sys.stdout.flush()
         return status
@@ -634,6 +665,25 @@ def main(argv=None):
         text = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{where}: error: {text}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def quiet_numpy():
+    """Keep numpy's floating-point and empty-input warnings from a command's user.
+
+    They name a numpy source line, not what went wrong: training checks the
+    loss and the gradients itself and stops with one line that says where
+    it diverged (``dynnets.train``), eval and predict refuse a checkpoint
+    with NaN or inf weights, and sweep runs record warnings in their run
+    files. ``np.errstate`` silences them at the source in this thread; the
+    warnings filter covers threads the command starts (``dynnets serve``
+    answers each request in its own), as numpy's error state is per thread.
+    Library calls outside a command keep numpy's defaults.
+    """
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*encountered in ", category=RuntimeWarning)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
+        yield
 
 
 def _broken_pipe():

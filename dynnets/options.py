@@ -83,12 +83,19 @@ def checkpoint(s):
     return p
 
 
-def add_common_options(p, trains=True):
-    """``--blas-threads``, and with ``trains`` ``--seed`` and ``--no-progress``
-    (eval and predict draw no random numbers and show no progress)."""
-    if trains:
+def add_common_options(p, trains=True, seed=True):
+    """``--seed`` (unless ``seed`` is false: a command with its own, as
+    ``dynnets sweep``'s seeds), ``--blas-threads``, and with ``trains``
+    ``--no-progress``. Every command takes ``--seed``, so a script can pass
+    one to any; the ``dynnets`` command seeds :mod:`dynnets.random`'s default
+    generator with it, and a command that trains seeds its model and batch
+    order too (eval, predict and serve draw no random numbers: their output
+    is the same for every seed)."""
+    if seed:
         p.add_argument("--seed", type=seed_type, default=0,
-                       help="random seed: weights, batch order, dropout (default 0)")
+                       help="random seed: weights, batch order, dropout (default 0)" if trains else
+                            "random seed of dynnets' default generator (default 0); this command draws no random "
+                            "numbers, so its output is the same for every seed")
     p.add_argument("--blas-threads", type=nonneg_int, default=1, metavar="N",
                    help="BLAS threads (numpy's and Numba's) while the command runs; 0 leaves the default "
                         "(default 1)")

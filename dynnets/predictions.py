@@ -1,11 +1,14 @@
 """From a user's sentence to a prediction record: what ``dynnets predict`` prints
 and ``dynnets serve`` answers, built in one place so that both give the same JSON.
 
-A record (:func:`predict_sentence`) holds ``words``, ``root`` (class
-probabilities), ``nodes`` (per-node predictions of a tree model in preorder,
-None for other models), ``input``, ``tree`` (how the input was read),
-``brackets`` (the tree's structure without labels) and ``unknown_words``.
-:func:`json_record` gives the form ``predict --json`` prints.
+A record (:func:`predict_sentence`) holds ``words``, ``root`` (the
+sentence's class probabilities), ``pred`` (the predicted class, the argmax
+of ``root``), ``pred_name`` (its name), ``gold`` (the root's label of an
+SST tree, None for unlabelled input and plain text), ``nodes`` (per-node
+predictions of a tree model in preorder, None for other models), ``input``,
+``tree`` (how the input was read), ``brackets`` (the tree's structure
+without labels) and ``unknown_words``. :func:`json_record` gives the form
+``predict --json`` prints.
 """
 from __future__ import annotations
 
@@ -52,10 +55,16 @@ def predict_sentence(model, text, binarize=None, where="sentence 1", blas_thread
         The record (see the module docstring; ``nodes`` without their
         texts, linear in the sentence's size) and the tree that was predicted.
     """
+    from .data.sst import class_names
     from .runs import node_predictions
     tree, how = read_sentence(model, text, binarize, where)
-    rec = node_predictions(model, tree, model.vocab, gold=how == "labelled tree", texts=False,
-                           blas_threads=blas_threads)
+    labelled = how == "labelled tree"
+    got = node_predictions(model, tree, model.vocab, gold=labelled, texts=False, blas_threads=blas_threads)
+    p = got["root"]
+    k = max(range(len(p)), key=p.__getitem__)       # np.argmax's choice: the first of equal maxima
+    # the sentence's prediction at the top level, for every model (the nodes hold it only with --nodes)
+    rec = {"words": got["words"], "root": p, "pred": k, "pred_name": class_names(len(p))[k],
+           "gold": tree.label if labelled else None, "nodes": got["nodes"]}
     rec["input"] = text
     rec["tree"] = how
     rec["brackets"] = bare_brackets(tree)

@@ -17,10 +17,18 @@ Request body (``Content-Type: application/json``)::
 Every bad request is answered with a status and ``{"error": "<one line>"}``,
 and the server goes on serving: 400 for malformed JSON, an empty sentence,
 a tree with a bad label and the like (the same one-line reasons as
-``dynnets predict``), 404 for an unknown path, 405 for another method, 411
-without a Content-Length, 413 for a body over ``max_bytes`` (it is not read)
-or a sentence over ``max_words``, 415 for a body that is not
+``dynnets predict``), 404 for an unknown path, 405 for another method, 408
+for a body that does not arrive within the timeout, 411 without a
+Content-Length, 413 for a body over ``max_bytes`` (it is not read) or a
+sentence over ``max_words``, 415 for a body that is not
 ``application/json``.
+
+The log (standard error, unless ``--quiet``) has one line per connection:
+``127.0.0.1:50312 - "POST /predict HTTP/1.0" 400 <reason>``, written once the
+answer is sent; when the client went away first (a body cut short, a
+connection closed before the answer was read) or timed out, the line ends
+``[not sent: the client closed the connection]`` or says so; never a
+traceback.
 
 The model is loaded once. Its forward is not safe to run from two threads at
 once (the per-node prediction switches the model's execution mode, and the
@@ -33,6 +41,7 @@ its own connection (HTTP/1.0) with a socket timeout, and stops on Ctrl-C
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -155,16 +164,66 @@ def _json_type(v):
             int: "a number", float: "a number"}.get(type(v), type(v).__name__)
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f)}
+#: what a client did, by the error its socket gave
+_GONE = {BrokenPipeError: "closed the connection", ConnectionResetError: "reset the connection",
+         ConnectionAbortedError: "aborted the connection"}
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "dynnets"
     protocol_version = "HTTP/1.0"
     default_request_version = "HTTP/1.0"   # a garbage request line still gets a status line (not HTTP/0.9's bare body)
-    timeout = 10                      # seconds a client may take to send its request
+    timeout = 10                      # seconds a client may take to send its request (make_server's timeout)
+
+    def setup(self):
+        self.timeout = self.server.request_timeout
+        super().setup()
+
+    def handle(self):
+        # One request per connection (HTTP/1.0). Its log line is written once
+        # the answer is out, so that a client that went away meanwhile gives
+        # one line saying so, not a request line and a traceback.
+        self._answer = None              # (status, reason) once an answer is begun
+        self._timed_out = False
+        try:
+            self.handle_one_request()
+        except ConnectionError as exc:
+            what = _GONE.get(type(exc), f"broke the connection ({type(exc).__name__})")
+            if self._answer is None:
+                self.log_message("%s", f"the client {what} before its request was read"
+                                 + (f" ({getattr(self, 'requestline', '')[:200]!r})"
+                                    if getattr(self, "requestline", "") else ""))
+            else:
+                self.log_message("%s", f"{self._request_line()} [not sent: the client {what}]")
+            return
+        if self._answer is not None and not self._timed_out:
+            self.log_message("%s", self._request_line())
+
+    def _request_line(self):
+        status, reason = self._answer
+        return f'"{self.requestline[:200]}" {status}' + (f" {reason}" if reason else "")
+
+    def log_request(self, code="-", size="-"):
+        # called by send_response: noted here, logged by handle() once the answer is sent
+        self._answer = (int(code), getattr(self, "_reason", None))
+
+    def log_error(self, fmt, *args):
+        # http.server calls this for a read or a write that timed out
+        self._timed_out = True
+        if self._answer is not None:
+            self.log_message("%s", f"{self._request_line()} [not sent: the client did not read it within "
+                                   f"{self.timeout:g} s]")
+        else:
+            self.log_message("%s", f"no complete request within {self.timeout:g} s; connection closed")
 
     def log_message(self, fmt, *args):
         if not self.server.quiet:
-            sys.stderr.write(f"{self.address_string()} - {fmt % args}\n")
-            sys.stderr.flush()
+            host, port = self.client_address[:2]
+            out = self.server.log_file or sys.stderr
+            # what a client sent is written escaped: no control characters reach the terminal
+            out.write(f"{host}:{port} - {(fmt % args).translate(_CONTROL)}\n")
+            out.flush()
 
     def _send(self, status, body, content_type):
         data = body.encode("utf-8") if isinstance(body, str) else body
@@ -180,6 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status, reason, allow=None):
         if getattr(self, "_unread", 0) > 0:
             self._discard(self._unread)
+        self._reason = reason
         data = json.dumps({"error": reason}).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -225,8 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
         except RequestError as exc:
             self._error(exc.status, exc.reason)
             return
-        except Exception as exc:         # a fault of ours: answered, logged, and the server goes on
-            self.log_message("internal error: %s: %s", type(exc).__name__, " ".join(str(exc).split()))
+        except ConnectionError:          # the client went away: handle() logs it
+            raise
+        except Exception as exc:         # a fault of ours: answered, logged (with the answer), and the server goes on
             self._error(500, f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
             return
         self._send(200, json.dumps(result, indent=1), "application/json; charset=utf-8")
@@ -274,7 +335,12 @@ class _Handler(BaseHTTPRequestHandler):
         limit = self.server.max_bytes
         if n > limit:
             raise RequestError(413, f"the body is {n} bytes; this server reads at most {limit}")
-        raw = self.rfile.read(n)
+        try:
+            raw = self.rfile.read(n)
+        except TimeoutError:
+            self._unread = 0
+            raise RequestError(408, f"the {n}-byte body (Content-Length) did not arrive within "
+                                    f"{self.timeout:g} s") from None
         self._unread = 0
         if len(raw) < n:
             raise RequestError(400, f"the body ended after {len(raw)} of {n} bytes")
@@ -312,12 +378,33 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
 
+    def handle_error(self, request, client_address):
+        # socketserver's default prints a traceback per failed request; the
+        # handler logs broken clients itself, so what arrives here is a fault
+        # of ours: one line (the traceback with DYNNETS_DEBUG=1)
+        if os.environ.get("DYNNETS_DEBUG"):
+            super().handle_error(request, client_address)
+            return
+        if self.quiet:
+            return
+        exc = sys.exc_info()[1]
+        host, port = client_address[:2]
+        out = self.log_file or sys.stderr
+        out.write(f"{host}:{port} - internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}\n")
+        out.flush()
+
 
 def make_server(model, host="127.0.0.1", port=8000, max_bytes=MAX_BYTES, max_words=MAX_WORDS,
-                max_sentences=MAX_SENTENCES, blas_threads=1, quiet=False, title=None):
+                max_sentences=MAX_SENTENCES, blas_threads=1, quiet=False, title=None, timeout=10.0, log_file=None):
     """A ready (bound, not yet serving) HTTP server for ``model``; ``port=0`` picks a free port
-    (``server.server_address`` tells which). Call ``serve_forever()`` on it."""
+    (``server.server_address`` tells which). Call ``serve_forever()`` on it.
+
+    ``timeout``: seconds a client may take to send its request or read the
+    answer. ``log_file``: where the one line per request goes (default
+    ``sys.stderr``; nothing with ``quiet``)."""
     srv = _Server((host, port), _Handler)
+    srv.request_timeout = float(timeout)
+    srv.log_file = log_file
     srv.service = PredictionService(model, max_words=max_words, max_sentences=max_sentences,
                                     blas_threads=blas_threads)
     srv.max_bytes = int(max_bytes)
@@ -456,6 +543,14 @@ function show(rec) {
   treeBox.innerHTML = rec.svg || "";
 }
 
+// an error replaces the previous sentence's result: the tree and probabilities
+// left below it would read as the answer to the input that failed
+function showError(message) {
+  prediction.replaceChildren();
+  treeBox.replaceChildren();
+  errorBox.textContent = message;
+}
+
 form.addEventListener("submit", async (ev) => {
   ev.preventDefault();
   errorBox.textContent = "";
@@ -466,12 +561,12 @@ form.addEventListener("submit", async (ev) => {
                             picture_text: document.getElementById("picture-text").checked})});
     const body = await r.json();
     if (!r.ok) {
-      errorBox.textContent = body.error || ("error " + r.status);
+      showError(body.error || ("error " + r.status));
       return;
     }
     show(body[0]);
   } catch (e) {
-    errorBox.textContent = "the server did not answer: " + e;
+    showError("the server did not answer: " + e);
   }
 });
 </script>

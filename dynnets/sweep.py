@@ -120,6 +120,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -468,10 +469,11 @@ def load_data(folder=None, max_sentences=None):
         h.update(raw)
     h.update(f"max_sentences={max_sentences}".encode())
     data = SweepData(tuple(files), max_sentences, h.hexdigest(), name)
-    from .data import TreeParseError, load_sst
+    from .data import load_sst
     try:
-        splits = load_sst(d, splits=[s for s, _ in files])      # errors name the real file, line and column
-    except TreeParseError as exc:
+        # errors name the real file (and line and column); a file with no trees is one too
+        splits = load_sst(d, splits=[s for s, _ in files])
+    except ValueError as exc:
         raise SweepError(" ".join(str(exc).split())) from None
     if max_sentences is not None:
         splits = {k: v[:max_sentences] for k, v in splits.items()}
@@ -751,7 +753,11 @@ def execute(run, data, runner=None):
     """Run one grid point (a :meth:`Run.to_dict`) on ``data`` (a :class:`SweepData`).
 
     Never raises for a failing run: an exception becomes a record with
-    ``status: "failed"``, its ``error`` and ``traceback``.
+    ``status: "failed"``, its ``error`` and ``traceback``. Warnings the run
+    raises (numpy's overflow warnings of a diverging run, say) go into the
+    record's ``warnings`` (each distinct one once, with its count and
+    source line) instead of a worker's standard error, where they would
+    reach the driver's terminal detached from their run.
     """
     from .data.vocab import Vocabulary
     from .train import TrainConfig
@@ -759,16 +765,21 @@ def execute(run, data, runner=None):
     t0 = time.perf_counter()
     c0, l0 = _numba_counts()
     rec = {"format": SWEEP_FORMAT, **{k: run[k] for k in ("key", "name", "kind", "label", "seed", "axes")}}
-    try:
-        splits = data.splits()
-        vocab = Vocabulary.from_trees(splits["train"], lowercase=run["vocab"]["lowercase"],
-                                      min_freq=run["vocab"]["min_freq"])
-        tc = TrainConfig(seed=run["seed"], progress=False, **run["train"])
-        result = runner(run["kind"], splits, vocab, tc, label=run["label"], **run["model"])
-        rec.update(status="ok", result=_plain(result))
-    except Exception as exc:
-        rec.update(status="failed", error=f"{type(exc).__name__}: {' '.join(str(exc).split())}",
-                   traceback=traceback.format_exc(limit=-8))
+    caught = _Warnings()
+    with warnings.catch_warnings():
+        warnings.showwarning = caught.show      # the filters (once per source line by default) still apply
+        try:
+            splits = data.splits()
+            vocab = Vocabulary.from_trees(splits["train"], lowercase=run["vocab"]["lowercase"],
+                                          min_freq=run["vocab"]["min_freq"])
+            tc = TrainConfig(seed=run["seed"], progress=False, **run["train"])
+            result = runner(run["kind"], splits, vocab, tc, label=run["label"], **run["model"])
+            rec.update(status="ok", result=_plain(result))
+        except Exception as exc:
+            rec.update(status="failed", error=f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+                       traceback=traceback.format_exc(limit=-8))
+    if caught.lines:
+        rec["warnings"] = caught.lines
     c1, l1 = _numba_counts()
     from .blas import blas_thread_counts
     try:
@@ -783,6 +794,31 @@ def execute(run, data, runner=None):
                      "python": platform.python_version()}
     rec["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return rec
+
+
+class _Warnings:
+    """Collects the distinct warnings shown during a run as lines:
+    ``"RuntimeWarning: overflow encountered in multiply (dynnets/nn/optim.py:341)"``;
+    the first ``most`` of them, then a count (a record stays small)."""
+
+    def __init__(self, most=20):
+        self.most = most
+        self.seen = set()
+        self.shown = []
+
+    def show(self, message, category, filename, lineno, file=None, line=None):
+        parts = Path(filename).parts
+        short = "/".join(parts[parts.index("dynnets"):]) if "dynnets" in parts else Path(filename).name
+        text = f"{category.__name__}: {' '.join(str(message).split())} ({short}:{lineno})"
+        if text not in self.seen:
+            self.seen.add(text)
+            if len(self.shown) < self.most:
+                self.shown.append(text)
+
+    @property
+    def lines(self):
+        more = len(self.seen) - len(self.shown)
+        return self.shown + ([f"and {more} other warnings"] if more else [])
 
 
 # --------------------------------------------------------------------------

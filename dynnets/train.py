@@ -338,6 +338,7 @@ def evaluate(model, trees, vocab, batch_size=250, edges=DEFAULT_LENGTH_EDGES, ex
     sentence length. See :func:`dynnets.metrics.classification_report`.
 
     ``blas_threads``: BLAS threads during the call (see ``TrainConfig.blas_threads``)."""
+    _need_trees("evaluate", "trees", trees, "no sentence to score")
     root_p, node = predict(model, trees, vocab, batch_size, examples=examples, nodes=True,
                            blas_threads=blas_threads)
     labels = np.fromiter((t.label for t in trees), dtype=np.int64, count=len(trees))
@@ -546,6 +547,12 @@ def _copy_state(model):
     return {k: np.array(v, copy=True) for k, v in model.state_dict().items()}
 
 
+def _need_trees(fn, name, trees, why):
+    """A ValueError naming ``fn`` and its argument ``name`` when ``trees`` is empty."""
+    if len(trees) == 0:
+        raise ValueError(f"{fn}: {name} is empty ({why}): expected at least one tree")
+
+
 def train(model, train_trees, dev_trees, vocab, config=None):
     """Train ``model`` on ``train_trees``, select on ``dev_trees``.
 
@@ -559,8 +566,16 @@ def train(model, train_trees, dev_trees, vocab, config=None):
     Returns
     -------
     TrainResult
+
+    Raises
+    ------
+    ValueError
+        ``train_trees`` or ``dev_trees`` is empty.
     """
     config = config or TrainConfig()
+    # an empty split would train on nothing, or fail deep inside numpy
+    _need_trees("train", "train_trees", train_trees, "nothing to train on")
+    _need_trees("train", "dev_trees", dev_trees, "the best epoch is selected on dev")
     t_start = time.perf_counter()
     out = Path(config.out_dir) if config.out_dir else None
     log_path = ckpt_path = None

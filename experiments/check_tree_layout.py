@@ -10,14 +10,16 @@ checks the same on generated 60-word trees, as it cannot read the SST copy)::
 Each tree is laid out as :func:`dynnets.plots.tree_svg` lays it out (the
 boxes its words need at ``--font-size``, the dots of internal nodes, the
 rings), with and without the probabilities written in the boxes; exits with
-status 1 if any tree breaks a rule.
+status 1 if any tree breaks a rule. The probabilities are random (``--seed``),
+so the boxes carry every class name and a gold label where it differs, as
+real predictions do.
 """
 import argparse
 import sys
 import time
 from pathlib import Path
 
-from _util import ROOT, setup
+from _util import ROOT, seed_type, setup
 
 setup()
 
@@ -31,6 +33,8 @@ def main(argv=None):
                    help="SST-format folder (default ../shared/data/sst beside the repository)")
     p.add_argument("--split", default="train", help="file to read: SPLIT.txt (default train)")
     p.add_argument("--font-size", type=float, default=12.0, help="pixels (default 12)")
+    p.add_argument("--seed", type=seed_type, default=0,
+                   help="the random per-node probabilities written in the boxes (default 0)")
     a = p.parse_args(argv)
     path = a.data / f"{a.split}.txt"
     if not path.is_file():
@@ -39,10 +43,12 @@ def main(argv=None):
     from dynnets.plots import scene
     t0 = time.perf_counter()
     trees = list(read_trees(path))
+    rng = np.random.default_rng(a.seed)
     bad, widths, rows = 0, [], []
     for k, t in enumerate(trees):
+        proba = rng.dirichlet(np.ones(5), size=t.size)
         for text in (False, True):
-            s = scene(t, np.full((t.size, 5), 0.2), text=text, font_size=a.font_size)
+            s = scene(t, proba, gold=True, text=text, font_size=a.font_size)
             v = layout_violations(t, s.layout)
             if v:
                 bad += 1

@@ -17,6 +17,7 @@ setup()
 
 from dynnets.data import TreeParseError  # noqa: E402
 from dynnets.models import model_class, model_kinds  # noqa: E402
+from dynnets.options import positive_int  # noqa: E402
 from dynnets.runs import train_tree_rnn  # noqa: E402
 
 
@@ -30,7 +31,8 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=10, help="default 10")
     p.add_argument("--hidden", type=int, default=64, help="default 64")
     p.add_argument("--embed-dim", type=int, default=64, help="default 64")
-    p.add_argument("--max-sentences", type=int, default=None, help="first N sentences of each split (quick runs)")
+    p.add_argument("--max-sentences", type=positive_int, default=None,
+                   help="first N sentences of each split (quick runs)")
     p.add_argument("--binarize", choices=("left", "right"), default=None,
                    help="binarize the sentences' trees (default: a non-binary tree is an error for "
                         + "/".join(k for k in model_kinds(tree=True) if model_class(k).needs_binary) + ")")
@@ -46,6 +48,9 @@ def main(argv=None):
     except TreeParseError as exc:
         hint = " (pass --binarize left or --binarize right)" if exc.kind == "not_binary" else ""
         print(f"{p.prog}: error: {exc.path}, column {exc.column}: {exc.reason}{hint}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as exc:         # a diverging run, say: one line, as the dynnets command
+        print(f"{p.prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     print(res["text"])
     report_files(res["files"])

@@ -412,3 +412,229 @@ def test_eval_into_a_closed_pipe_exits_quietly(tree_run):
     finally:
         os.close(w)
     assert p.stderr == "" and p.returncode == 141
+
+
+# --------------------------------------------------------------------------
+# empty and missing data
+# --------------------------------------------------------------------------
+
+GOOD_TREE = "(3 (2 a) (3 good))\n"
+
+
+def _folder(tmp_path, **splits):
+    d = tmp_path / "data"
+    d.mkdir()
+    for name, text in splits.items():
+        (d / f"{name}.txt").write_text(text)
+    return d
+
+
+@pytest.mark.parametrize("train, dev, bad, why", [
+    ("", GOOD_TREE, "train", "the file is empty"),
+    (GOOD_TREE, "", "dev", "the file is empty"),
+    ("\n   \n", GOOD_TREE, "train", "its 2 lines are blank"),
+    (GOOD_TREE, "\n", "dev", "its 1 line is blank"),
+])
+@pytest.mark.parametrize("kind", ["bow", "treelstm"])
+def test_train_on_a_split_with_no_trees_names_the_file(kind, train, dev, bad, why, tmp_path, capsys):
+    d = _folder(tmp_path, train=train, dev=dev)
+    code, out, err = run(["train", "--model", kind, "--data", str(d), "--out", str(tmp_path / "r")] + TINY, capsys)
+    assert_one_line_error(code, err, 1)
+    assert err.strip() == (f"dynnets train: error: {d / (bad + '.txt')}: no trees in this file ({why}); an SST "
+                           f"split file holds one tree per line")
+    assert out == "" and not (tmp_path / "r").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_eval_reads_only_the_splits_it_evaluates(tree_run, tmp_path, capsys):
+    ck = str(tree_run / "best.npz")
+    d = _folder(tmp_path, train="", dev=GOOD_TREE, test="\n\n")
+    code, _, err = run(["eval", "--checkpoint", ck, "--data", str(d)], capsys)          # test.txt by default
+    assert_one_line_error(code, err, 1, f"{d / 'test.txt'}: no trees in this file (its 2 lines are blank)")
+    code, _, err = run(["eval", "--checkpoint", ck, "--data", str(d), "--split", "all"], capsys)
+    assert_one_line_error(code, err, 1, f"{d / 'train.txt'}: no trees in this file (the file is empty)")
+    code, out, err = run(["eval", "--checkpoint", ck, "--data", str(d), "--split", "dev", "--json"], capsys)
+    assert code == 0 and json.loads(out)["dev"]["n"] == 1, err      # the empty train.txt is not read
+
+
+def test_eval_does_not_fall_back_to_the_training_split(tree_run, tmp_path, capsys):
+    d = _folder(tmp_path, train=GOOD_TREE)
+    code, out, err = run(["eval", "--checkpoint", str(tree_run / "best.npz"), "--data", str(d)], capsys)
+    assert_one_line_error(code, err, 1, "has neither test.txt nor dev.txt (found: train.txt)", "--split train")
+    assert out == ""
+    code, out, err = run(["eval", "--checkpoint", str(tree_run / "best.npz"), "--data", str(d), "--split", "train",
+                          "--json"], capsys)
+    assert code == 0 and json.loads(out)["train"]["n"] == 1, err
+
+
+@pytest.mark.parametrize("splits, fragments", [
+    ({"train": GOOD_TREE}, ["has no dev.txt"]),
+    ({"dev": GOOD_TREE}, ["has no train.txt"]),
+])
+def test_train_names_a_missing_split(splits, fragments, tmp_path, capsys):
+    d = _folder(tmp_path, **splits)
+    code, _, err = run(["train", "--model", "bow", "--data", str(d), "--out", str(tmp_path / "r")] + TINY, capsys)
+    assert_one_line_error(code, err, 1, str(d), *fragments)
+
+
+@pytest.mark.parametrize("argv", [["compare", "--max-sentences", "0"], ["sweep", "--max-sentences", "0"]])
+def test_max_sentences_zero_names_the_flag(argv, tmp_path, capsys):
+    code, _, err = run(argv + ["--out", str(tmp_path / "o")], capsys)
+    assert code in (1, 2)
+    assert_one_line_error(code, err, code, "--max-sentences", "positive integer")
+    assert not (tmp_path / "o").exists()
+
+
+def test_bom_and_crlf_tree_files_train_as_plain_ones(tmp_path, capsys):
+    """A treebank saved by a Windows editor (a UTF-8 byte-order mark, CRLF line
+    ends) trains to the same numbers as the same trees with LF ends."""
+    samples = load_samples(splits=["train", "dev"])
+    results = []
+    for name, bom, end in (("plain", b"", b"\n"), ("windows", b"\xef\xbb\xbf", b"\r\n")):
+        d = tmp_path / name
+        d.mkdir()
+        for split, trees in samples.items():
+            (d / f"{split}.txt").write_bytes(bom + end.join(str(t).encode() for t in trees[:120]) + end)
+        code, _, err = run(["train", "--model", "treelstm", "--data", str(d), "--out", str(tmp_path / f"r-{name}")]
+                           + TINY, capsys)
+        assert code == 0, err
+        results.append(json.loads((tmp_path / f"r-{name}" / "metrics.json").read_text())["dev"])
+    assert results[0] == results[1] and results[0]["n"] == 120
+
+
+def test_train_and_evaluate_name_an_empty_list():
+    """The Python API behind the commands: an empty split is a ValueError that names it, not numpy's."""
+    from dynnets.data import Vocabulary
+    from dynnets.models import build_model
+    from dynnets.train import TrainConfig, evaluate, train
+    trees = load_samples(splits=["dev"])["dev"][:20]
+    vocab = Vocabulary.from_trees(trees)
+    model = build_model("treelstm", len(vocab), embed_dim=4, hidden=4, seed=0)
+    cfg = TrainConfig(epochs=1, progress=False)
+    with pytest.raises(ValueError, match=r"^train: train_trees is empty \(nothing to train on\)"):
+        train(model, [], trees, vocab, cfg)
+    with pytest.raises(ValueError, match=r"^train: dev_trees is empty \(the best epoch is selected on dev\)"):
+        train(model, trees, [], vocab, cfg)
+    with pytest.raises(ValueError, match=r"^evaluate: trees is empty"):
+        evaluate(model, [], vocab)
+
+
+# --------------------------------------------------------------------------
+# diverging runs and diverged checkpoints: no numpy warning reaches the user
+# --------------------------------------------------------------------------
+
+
+def test_a_diverging_run_prints_one_line_and_no_numpy_warning(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "dynnets", "train", "--model", "bow", "--lr", "1e8", "--optimizer",
+                        "sgd", "--out", str(tmp_path / "r")] + TINY, capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert r.returncode == 1
+    assert r.stderr.startswith("dynnets train: error: train: the loss became ")
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Warning" not in r.stderr and not (tmp_path / "r").exists()
+
+
+def test_the_command_scope_does_not_leak_into_the_library(recwarn):
+    """quiet_numpy covers a command only: afterwards numpy warns as before."""
+    from dynnets.cli import quiet_numpy
+    with quiet_numpy():
+        np.array([1e308]) * 10
+    assert len(recwarn) == 0
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        np.array([1e308]) * 10
+
+
+@pytest.fixture(scope="module")
+def diverged_checkpoint(tmp_path_factory):
+    from dynnets.data import Vocabulary
+    from dynnets.models import build_model
+    from dynnets.train import save_checkpoint
+    vocab = Vocabulary.from_trees(load_samples()["train"])
+    model = build_model("treelstm", len(vocab), embed_dim=8, hidden=8, seed=0)
+    state = model.state_dict()
+    name = sorted(state)[0]
+    state[name] = np.full_like(state[name], np.inf)
+    model.load_state_dict(state)
+    path = tmp_path_factory.mktemp("diverged") / "best.npz"
+    save_checkpoint(path, model, vocab)
+    return path, name
+
+
+@pytest.mark.parametrize("cmd", [["eval"], ["predict", "it is good ."], ["eval", "--split", "all", "--json"]])
+def test_a_checkpoint_with_nan_or_inf_weights_is_refused(diverged_checkpoint, cmd, recwarn, capsys):
+    path, name = diverged_checkpoint
+    code, out, err = run([cmd[0], "--checkpoint", str(path), *cmd[1:]], capsys)
+    assert_one_line_error(code, err, 1, f"checkpoint '{path}' has NaN or inf in its weights ({name!r})", "diverged")
+    assert out == "" and not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+# --------------------------------------------------------------------------
+# predict --json: the sentence's prediction at the top level of every record
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bow_checkpoint(tmp_path_factory):
+    from dynnets.data import Vocabulary
+    from dynnets.models import build_model
+    from dynnets.train import save_checkpoint
+    vocab = Vocabulary.from_trees(load_samples()["train"])
+    path = tmp_path_factory.mktemp("bow") / "best.npz"
+    save_checkpoint(path, build_model("bow", len(vocab), seed=0), vocab)
+    return path
+
+
+RECORD_KEYS = ["words", "root", "pred", "pred_name", "gold", "nodes", "input", "tree", "brackets", "unknown_words"]
+
+
+@pytest.mark.parametrize("which", ["tree", "bow"])
+@pytest.mark.parametrize("nodes", [False, True])
+def test_predict_json_records_carry_the_root_prediction_and_gold(which, nodes, tree_run, bow_checkpoint, capsys):
+    ck = tree_run / "best.npz" if which == "tree" else bow_checkpoint
+    sentences = ["(4 (2 it) (4 (2 is) (4 good)))", "((it (is good)) .)", "it is not good ."]
+    code, out, err = run(["predict", "--checkpoint", str(ck), "--json", *(["--nodes"] if nodes else []),
+                          *sentences], capsys)
+    assert code == 0, err
+    records = json.loads(out)
+    names = ["very negative", "negative", "neutral", "positive", "very positive"]
+    for rec, gold in zip(records, [4, None, None]):
+        assert list(rec) == RECORD_KEYS
+        assert rec["pred"] == int(np.argmax(rec["root"])) and rec["pred_name"] == names[rec["pred"]]
+        assert rec["gold"] == gold
+        if nodes and which == "tree":
+            assert rec["nodes"][0]["pred"] == rec["pred"] and rec["nodes"][0]["gold"] == gold
+            assert rec["nodes"][0]["proba"] == rec["root"]
+        else:
+            assert rec["nodes"] is None
+    code, text, _ = run(["predict", "--checkpoint", str(ck), *sentences[:2]], capsys)
+    first, second = text.split("\n\n")
+    assert f"predicted: {records[0]['pred']} {records[0]['pred_name']}\ngold: 4 very positive\n" in first
+    assert "gold:" not in second
+
+
+# --------------------------------------------------------------------------
+# --seed on every command
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmd", ["demo", "train", "eval", "predict", "compare", "serve", "sweep"])
+def test_every_command_takes_a_seed(cmd, capsys):
+    code, out, _ = run([cmd, "--help"], capsys)
+    assert code == 0 and "--seed " in out
+    code, _, err = run([cmd, "--seed", "-1"], capsys)
+    assert code == 2 and "--seed" in err and "Traceback" not in err
+
+
+def test_eval_and_predict_seed_the_default_generator_and_give_the_same_numbers(tree_run, capsys):
+    """eval and predict draw no random numbers: any seed gives the same output. The
+    command seeds dynnets' default generator, so a model that drew from it would repeat too."""
+    import dynnets.random as dr
+    ck = str(tree_run / "best.npz")
+    outs = []
+    for seed in ("0", "7", "7"):
+        code, ev, err = run(["eval", "--checkpoint", ck, "--json", "--seed", seed], capsys)
+        assert code == 0, err
+        assert dr.initial_seed() == int(seed)
+        code, pr, err = run(["predict", "--checkpoint", ck, "--json", "--seed", seed, "it is not good ."], capsys)
+        assert code == 0, err
+        outs.append((ev, pr))
+    assert outs[0] == outs[1] == outs[2]

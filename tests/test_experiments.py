@@ -225,3 +225,37 @@ def test_execution_strategies_code_lines():
     for files, _ in mod["CODE"].values():      # every counted function exists
         for f, q in files:
             assert mod["code_lines"](f, q) > 2
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("*.py") if not p.name.startswith("_")))
+def test_every_script_takes_a_seed(name, monkeypatch, capsys):
+    import runpy
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    monkeypatch.setattr(sys, "argv", [name, "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(SCRIPTS / name), run_name="__main__")
+    assert exit_.value.code == 0
+    assert "--seed " in capsys.readouterr().out
+
+
+def test_check_tree_layout_same_seed_same_numbers(monkeypatch, capsys):
+    """The layout check writes random probabilities in the boxes (--seed): the
+    same seed gives the same report (the widths come from the boxes without text)."""
+    import runpy
+    from dynnets.data import samples_dir
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    main = runpy.run_path(str(SCRIPTS / "check_tree_layout.py"))["main"]
+    import re
+    reports = []
+    for seed in ("5", "5"):
+        assert main(["--data", str(samples_dir()), "--split", "dev", "--seed", seed]) == 0
+        reports.append(re.sub(r" \([0-9.]+ s\)", "", capsys.readouterr().out))       # all but the time taken
+    assert reports[0] == reports[1] and "150 trees" in reports[0] and "0 layouts break a rule" in reports[0]
+
+
+def test_train_tree_rnn_max_sentences_zero_names_the_flag(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPTS / "train_tree_rnn.py"), "--max-sentences", "0"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == ("train_tree_rnn.py: error: argument --max-sentences: expected a "
+                                                 "positive integer, got '0'")

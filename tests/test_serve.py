@@ -235,3 +235,144 @@ def test_a_port_in_use_is_one_line(checkpoint, capsys):
         assert main(["serve", "--checkpoint", str(checkpoint), "--port", str(port)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in err
+
+
+# --------------------------------------------------------------------------
+# broken clients: one log line each, never a traceback
+# --------------------------------------------------------------------------
+
+
+class LogLines:
+    """A log file for the server: lines as they are written, and a wait for the next one."""
+
+    def __init__(self):
+        self.text = ""
+        self.cond = threading.Condition()
+
+    def write(self, s):
+        with self.cond:
+            self.text += s
+            self.cond.notify_all()
+
+    def flush(self):
+        pass
+
+    def wait_lines(self, n):
+        """The log's lines once it has ``n`` (the server logs after the connection is done)."""
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.text.count("\n") >= n, timeout=60), self.text
+            return self.text.splitlines()
+
+
+@pytest.fixture
+def logged_server(checkpoint):
+    log = LogLines()
+    srv = make_server(load_checkpoint(checkpoint), port=0, max_words=50, timeout=1.0, log_file=log)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    yield srv, log
+    srv.shutdown()
+    srv.server_close()
+    t.join(10)
+
+
+def _send_and_close(srv, data, read=False):
+    """Send ``data`` on a new connection and close it (after reading the answer when ``read``);
+    returns (the client's own address, the answer)."""
+    s = socket.create_connection(srv.server_address[:2], timeout=30)
+    me = "%s:%d" % s.getsockname()[:2]
+    s.sendall(data)
+    answer = b""
+    if read:
+        while chunk := s.recv(65536):
+            answer += chunk
+    s.close()
+    return me, answer
+
+
+def _post(body, length=None, ctype=b"application/json"):
+    n = len(body) if length is None else length
+    return (b"POST /predict HTTP/1.0\r\nContent-Type: " + ctype + b"\r\nContent-Length: " + str(n).encode()
+            + b"\r\n\r\n" + body)
+
+
+GOOD_BODY = json.dumps({"text": "it is good ."}).encode()
+
+BROKEN = [
+    # (name, request bytes, read the answer?, words of its one log line)
+    ("body cut short", _post(b'{"te', 100), False, ['"POST /predict HTTP/1.0" 400', "ended after 4 of 100 bytes"]),
+    ("closed before reading the answer", _post(GOOD_BODY), False, ['"POST /predict HTTP/1.0" 200']),
+    ("Content-Length not a number", _post(GOOD_BODY, "abc"), True,
+     ["400 Content-Length must be a byte count, got 'abc'"]),
+    ("negative Content-Length", _post(GOOD_BODY, -5), True, ["400 Content-Length must be a byte count, got '-5'"]),
+    ("huge Content-Length", _post(GOOD_BODY, 10 ** 30), True, ["413 the body is 1" + "0" * 30 + " bytes"]),
+    ("body not UTF-8", _post(b'{"text": "\xff\xfe"}'), True, ["400 the body is not UTF-8 (byte 10)"]),
+    ("headers cut short", b"POST /predict HTTP/1.0\r\nContent-Type: application/json\r\nContent-Le", False,
+     ['"POST /predict HTTP/1.0" 411']),
+    ("control characters", b"HELLO\x1b[31m\r\n\r\n", True, ['"HELLO\\x1b[31m" 400']),
+]
+
+
+@pytest.mark.parametrize("name, data, read, words", BROKEN, ids=[b[0] for b in BROKEN])
+def test_a_broken_client_leaves_one_log_line(logged_server, name, data, read, words):
+    srv, log = logged_server
+    me, answer = _send_and_close(srv, data, read=read)
+    (line, ) = log.wait_lines(1)
+    assert line.startswith(f"{me} - "), line
+    for w in words:
+        assert w in line, (w, line)
+    assert "Traceback" not in log.text and "\x1b" not in log.text
+    if read:
+        assert answer.startswith(b"HTTP/1.0 4")
+    status, _, got = request(srv, "POST", "/predict", {"text": "it is good ."})    # and it goes on serving
+    assert status == 200 and got[0]["words"] == ["it", "is", "good", "."]
+    lines = log.wait_lines(2)
+    assert len(lines) == 2 and lines[1].endswith('"POST /predict HTTP/1.1" 200'), lines
+
+
+def test_a_body_that_does_not_arrive_is_answered_408(logged_server):
+    srv, log = logged_server
+    with socket.create_connection(srv.server_address[:2], timeout=30) as s:
+        s.sendall(_post(b'{"te', 100))          # and wait: the server's timeout (1 s here) ends it
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 408")
+    reason = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert reason == "the 100-byte body (Content-Length) did not arrive within 1 s"
+    (line, ) = log.wait_lines(1)
+    assert line.endswith('"POST /predict HTTP/1.0" 408 ' + reason)
+
+
+def test_a_client_that_sends_nothing_is_one_line(logged_server):
+    srv, log = logged_server
+    with socket.create_connection(srv.server_address[:2], timeout=30) as s:
+        me = "%s:%d" % s.getsockname()[:2]
+        assert s.recv(100) == b""               # the server gives up after its timeout and closes
+    (line, ) = log.wait_lines(1)
+    assert line == f"{me} - no complete request within 1 s; connection closed"
+
+
+def test_the_page_clears_the_previous_result_on_an_error():
+    """The page's script: every error path goes through showError, which empties the
+    prediction and the tree before it shows the reason (the browser test watches it happen)."""
+    from dynnets.serve import PAGE
+    script = PAGE.split("<script>")[1]
+    body = script.split("function showError(message) {")[1].split("\n}\n")[0]
+    assert "prediction.replaceChildren();" in body and "treeBox.replaceChildren();" in body
+    assert "errorBox.textContent = message;" in body
+    assert script.count("errorBox.textContent =") == 2           # the reset on submit, and showError
+    assert script.count("showError(") == 3
+
+
+def test_a_fault_of_ours_outside_predict_is_one_log_line(logged_server, monkeypatch):
+    """What escapes a handler (here the page cannot be written) is logged as one
+    line, not socketserver's traceback, and the server goes on."""
+    srv, log = logged_server
+    monkeypatch.setattr(srv, "page", None)
+    me, answer = _send_and_close(srv, b"GET / HTTP/1.0\r\n\r\n", read=True)
+    assert answer == b""
+    (line, ) = log.wait_lines(1)
+    assert line.startswith(f"{me} - internal error: TypeError: ") and "Traceback" not in log.text
+    status, _, got = request(srv, "POST", "/predict", {"text": "it is good ."})
+    assert status == 200 and len(log.wait_lines(2)) == 2

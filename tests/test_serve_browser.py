@@ -152,3 +152,23 @@ def test_page_shows_a_bad_tree_s_reason_and_goes_on(browser_page, server):
     assert page.locator("#error").inner_text() == ""
     gold = page.locator('#tree svg g.node[data-root="1"]').get_attribute("data-gold")
     assert gold == "3"
+
+
+def test_an_error_after_a_good_sentence_clears_its_result(browser_page, server):
+    """The reason of a bad input stands alone: the previous sentence's tree and
+    probabilities would read as the answer to the input that failed."""
+    page = browser_page
+    host, port = server.server_address[:2]
+    page.goto(f"http://{host}:{port}/")
+    _submit(page, GOOD)
+    page.wait_for_selector("#tree svg g.node", timeout=30000)
+    assert page.locator("#predicted").count() == 1
+    _submit(page, "(3 (2 it) (9 good))")
+    page.wait_for_function("document.getElementById('error').textContent.length > 0", timeout=30000)
+    assert "column 12" in page.locator("#error").inner_text()
+    assert page.locator("#tree svg").count() == 0 and page.locator("#tree").inner_html() == ""
+    assert page.locator("#predicted").count() == 0 and page.locator("#prediction").inner_html() == ""
+    _submit(page, "it is good .")                   # and the next good sentence shows as before
+    page.wait_for_selector("#tree svg g.node", timeout=30000)
+    assert page.locator("#error").inner_text() == ""
+    assert page.locator("#tree svg g.node.leaf text").all_text_contents() == ["it", "is", "good", "."]

@@ -270,3 +270,38 @@ def test_plot_of_the_groups(tmp_path):
     res = sw.sweep(tiny_grid(models=("lstm",), max_sentences=20), tmp_path, workers=0, progress=False, log=quiet)
     assert str(tmp_path / "accuracy.png") in res["files"]
     assert (tmp_path / "accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("split, content, why", [
+    ("train", "", "the file is empty"),
+    ("dev", "", "the file is empty"),
+    ("train", "\n  \n\n", "its 3 lines are blank"),
+])
+def test_a_split_with_no_trees_stops_the_sweep_before_any_run(split, content, why, tmp_path, capsys):
+    d = tmp_path / "data"
+    d.mkdir()
+    for s in ("train", "dev"):
+        (d / f"{s}.txt").write_text(content if s == split else "(3 (2 a) (3 good))\n")
+    out = tmp_path / "s"
+    code, _, err = run(["sweep", "--models", "bow", "--set", "epochs=1", "--data", str(d), "--workers", "0",
+                        "--out", str(out), "--no-progress"], capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 1 and len(lines) == 1, err
+    assert lines[0] == (f"dynnets sweep: error: {d / (split + '.txt')}: no trees in this file ({why}); an SST split "
+                        f"file holds one tree per line")
+    assert not out.exists()
+
+
+def test_a_run_s_warnings_go_into_its_record_not_to_stderr(capsys):
+    """A diverging run warns (numpy's overflow warnings) at some source lines: its record lists each once."""
+    grid = sw.build_grid(models=["bow"], seeds="0", sets=["epochs=1", "lr=1e8", "optimizer=sgd"])
+    data, (run_, ) = plan(grid)
+    rec = sw.execute(run_.to_dict(), data)
+    assert rec["status"] == "failed" and rec["error"].startswith("FloatingPointError: train: the loss became")
+    assert any(w.startswith("RuntimeWarning: overflow encountered in ") and "(dynnets/" in w
+               for w in rec["warnings"]), rec["warnings"]
+    assert len(rec["warnings"]) == len(set(rec["warnings"]))
+    assert capsys.readouterr().err == ""
+    data, (good, ) = plan(tiny_grid(models=("lstm",), seeds="0"))
+    ok = sw.execute(good.to_dict(), data)
+    assert ok["status"] == "ok" and "warnings" not in ok

@@ -92,6 +92,12 @@ def load_sst(directory: str | os.PathLike, *, splits: Sequence[str] | None = Non
     FileNotFoundError
         The directory does not exist, has no split file, or lacks a requested
         split; the message lists what was found.
+    ValueError
+        A split file that holds no trees (empty, only blank lines, or every
+        line skipped with ``on_error="skip"``); the message names the file.
+        An empty split is a truncated copy or a wrong path far more often
+        than an intent, and would otherwise surface later as a numpy error
+        or as a model trained and selected on nothing.
     """
     d = Path(directory)
     if not d.exists():
@@ -117,11 +123,26 @@ def load_sst(directory: str | os.PathLike, *, splits: Sequence[str] | None = Non
     out: dict[str, list[Tree]] = {}
     for s in SPLITS:
         if s in wanted:
-            trees = list(read_trees(d / f"{s}.txt", num_classes=num_classes, on_error=on_error))
+            reader = read_trees(d / f"{s}.txt", num_classes=num_classes, on_error=on_error)
+            trees = list(reader)
+            if not trees:
+                raise ValueError(_no_trees(reader))
             if unescape:
                 trees = [t.map_words(unescape_ptb) for t in trees]
             out[s] = trees
     return out
+
+
+def _no_trees(reader) -> str:
+    """Why the file of ``reader`` (read to its end) gave no tree."""
+    n = reader.lines_read
+    if reader.skipped:
+        why = f"all {n} of its lines were skipped as malformed; first: {reader.skipped[0]}"
+    elif n == 0:
+        why = "the file is empty"
+    else:
+        why = f"its {n} line{'s are' if n > 1 else ' is'} blank"
+    return f"{reader.path}: no trees in this file ({why}); an SST split file holds one tree per line"
 
 
 def binary_label(label: int) -> int:

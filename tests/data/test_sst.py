@@ -66,6 +66,29 @@ def test_load_errors_name_file_line_column(tmp_path):
     assert len(data["train"]) == 1
 
 
+@pytest.mark.parametrize("text, why", [
+    ("", "the file is empty"),
+    ("\ufeff", "the file is empty"),
+    ("\n \t\n\r\n", "its 3 lines are blank"),
+])
+def test_a_split_with_no_trees_is_an_error_naming_the_file(tmp_path, text, why):
+    (tmp_path / "train.txt").write_text("(1 a)\n")
+    (tmp_path / "dev.txt").write_text(text, encoding="utf-8")
+    msg = f"{tmp_path / 'dev.txt'}: no trees in this file ({why}); an SST split file holds one tree per line"
+    with pytest.raises(ValueError) as info:
+        load_sst(tmp_path)
+    assert str(info.value) == msg
+    assert list(load_sst(tmp_path, splits=["train"])) == ["train"]       # a split not asked for is not read
+
+
+def test_a_split_whose_every_line_is_skipped_is_an_error(tmp_path):
+    (tmp_path / "dev.txt").write_text("(9 a)\n(1 (2 b)\n")
+    with pytest.warns(UserWarning, match="skipped 2 of 2 lines"):
+        with pytest.raises(ValueError, match=r"dev.txt: no trees in this file \(all 2 of its lines were skipped as "
+                                             r"malformed; first: .*dev.txt:1:2: "):
+            load_sst(tmp_path, on_error="skip")
+
+
 def test_unescape():
     assert unescape_ptb("-LRB-") == "(" and unescape_ptb("-RRB-") == ")"
     assert unescape_ptb("writer\\/director") == "writer/director" and unescape_ptb("\\*\\*") == "**"
