@@ -525,7 +525,7 @@ class _Divergence:
                 lr = f"embedding_lr={self.config.embedding_lr:g}"
             return (f"{where}, after {self.updates} updates that grew the weights of {name!r} from at most {s0:.3g} "
                     f"to {s:.3g}: the training diverged; lower the learning rate ({lr}) or clip gradients "
-                    f"(clip_norm)")
+                    f"(clip_norm; --clip-norm on the command line)")
         return (f"{where}, after {self.updates} updates that left every weight within {self.GROWTH:g} times its "
                 f"initial scale, so a too-high learning rate is an unlikely cause: check the data and the model "
                 f"({batch})")

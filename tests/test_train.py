@@ -263,7 +263,7 @@ def test_diverging_updates_suggest_a_lower_learning_rate(data):
         train(m, train_trees, dev_trees, vocab, _cfg(optimizer="sgd", lr=1e30))
     msg = str(e.value)
     assert "after 1 updates that grew the weights of" in msg or "updates that grew the weights of" in msg
-    assert msg.endswith("the training diverged; lower the learning rate (lr=1e+30) or clip gradients (clip_norm)")
+    assert msg.endswith("the training diverged; lower the learning rate (lr=1e+30) or clip gradients (clip_norm; --clip-norm on the command line)")
 
 
 def test_nan_later_with_weights_of_normal_size_points_at_the_data(data):
