@@ -66,3 +66,31 @@ def test_clip_grad_norm_warning_and_value():
     assert [x.category for x in w] == [FutureWarning, FutureWarning]
     assert float(got) == pytest.approx(float(want))
     np.testing.assert_allclose(dp.grad.data, tp.grad.numpy(), rtol=1e-12)
+
+
+def _kinds(x, tensor_type):
+    """The structure of a loaded object: container types, key types, tensors as 'T<dtype>/<requires_grad>'."""
+    if isinstance(x, tensor_type):
+        return f"T{np.asarray(x.detach() if hasattr(x, 'detach') else x).dtype}/{x.requires_grad}"
+    if isinstance(x, dict):
+        return (type(x).__name__, [(type(k).__name__, k, _kinds(v, tensor_type)) for k, v in x.items()])
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_kinds(v, tensor_type) for v in x])
+    return (type(x).__name__, x)
+
+
+def test_save_load_give_back_what_torchs_do(tmp_path):
+    import collections
+
+    def build(lib, tensor):
+        f32 = np.float32
+        return {"epoch": 3, "best": 0.81, "name": "m", "none": None,
+                "weights": collections.OrderedDict(w=tensor(np.array([[1.0, 2.0]], f32)), b=tensor(np.ones(1, f32))),
+                "state": {0: {"step": 2, "buf": tensor(np.zeros(2))}, 1: {"step": 2}},
+                "hist": [1.5, (2, "x")], "ids": tensor(np.array([1, 2], dtype=np.int64))}
+
+    torch.save(build(torch, torch.tensor), tmp_path / "t.pt")
+    dn.save(build(dn, dn.Tensor), tmp_path / "d.pt")
+    want = _kinds(torch.load(tmp_path / "t.pt"), torch.Tensor)
+    got = _kinds(dn.load(tmp_path / "d.pt"), dn.Tensor)
+    assert got == want
