@@ -205,7 +205,7 @@ def _summary_op(prim, name, value, collections, family):
     name = _clean_tag(name)
     family = _clean_tag(family)
     op_name = name if family is None else f"{family}/{name}"
-    v = add_op(prim, value, tag="", name=op_name)
+    v = add_op(prim, value, tag=op_name, name=op_name)
     # the tag is the op's unique, scoped name (TF1's summary_scope), known once the op is named
     v.graph.producer[v.id].attrs["tag"] = v.name if family is None else f"{family}/{v.name}"
     for key in ([SUMMARIES] if collections is None else collections):
