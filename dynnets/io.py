@@ -175,8 +175,9 @@ def _flatten(obj, prefix, arrays, meta):
                 [_flatten(v, f"{prefix}{i}.", arrays, meta) for i, v in enumerate(obj)]}
     if getattr(type(obj), "_is_tensor", False):
         # a dynnets Tensor (or Parameter) comes back as one, with its requires_grad, as torch.load's do
+        from .autograd.tensor import Parameter     # loaded already: obj is a Tensor
         node = _flatten(np.asarray(obj), prefix, arrays, meta)
-        node["tensor"] = "parameter" if type(obj).__name__ == "Parameter" else "tensor"
+        node["tensor"] = "parameter" if isinstance(obj, Parameter) else "tensor"
         node["requires_grad"] = bool(obj.requires_grad)
         return node
     if isinstance(obj, (np.ndarray, np.generic)):
