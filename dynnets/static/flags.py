@@ -37,9 +37,6 @@ own :class:`FlagValues` and pass it as ``flag_values=``.
 """
 from __future__ import annotations
 
-import argparse
-import csv
-import difflib
 import sys
 
 __all__ = ["FLAGS", "FlagValues", "Flag", "FlagsError", "UnrecognizedFlagError", "IllegalFlagValueError",
@@ -108,6 +105,7 @@ def _parse_list(text):
     text = str(text)
     if not text.strip():
         return []
+    import csv
     return [s.strip() for s in next(csv.reader([text], strict=True))]
 
 
@@ -217,6 +215,7 @@ class FlagValues:
         reach it as ``--name=true|false``, see :meth:`__call__`). With
         ``add_help`` it is the ``--help`` parser, showing the defaults; else
         the parsing one, whose namespace holds only the flags given."""
+        import argparse     # on first parse: `import dynnets.static` does not pay for it
         p = argparse.ArgumentParser(prog=prog, add_help=add_help, allow_abbrev=False, exit_on_error=False,
                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         for name, f in self._flags.items():
@@ -275,12 +274,14 @@ class FlagValues:
         if "--" in args:
             cut = args.index("--")
             args, tail = args[:cut], args[cut + 1:]
+        import argparse
         try:
             ns, rest = self.parser(argv[0]).parse_known_args(args)
         except argparse.ArgumentError as e:
             raise IllegalFlagValueError(f"flag {e.argument_name}: {e.message}") from None
         unknown = [a for a in rest if a.startswith("-") and a != "-" and not _is_number(a)]
         if unknown and not known_only:
+            import difflib
             name = unknown[0].lstrip("-").partition("=")[0]
             close = difflib.get_close_matches(name, list(self._flags), n=3)
             hint = f". Did you mean: {', '.join(close)}?" if close else ""
