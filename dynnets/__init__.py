@@ -26,3 +26,11 @@ def __getattr__(name):
     if name in ("nn", "optim", "static", "models", "data", "train", "plots"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'dynnets' has no attribute {name!r}")
+
+# torch's scaffolding names (issue 22): devices, the CUDA and cuDNN queries
+# a CPU library answers, generator objects, data loading
+from . import backends, cuda, utils  # noqa: E402
+from .devices import device  # noqa: E402
+from .generator import Generator  # noqa: E402
+
+__all__ += ["device", "Generator", "cuda", "backends", "utils"]

@@ -1,4 +1,6 @@
-"""Checkpoints: ``save(state, path)`` / ``load(path)`` in ``.npz``, written atomically.
+"""Checkpoints: ``save(obj, f)`` / ``load(f)`` in ``.npz``, written atomically,
+never a pickle (torch's ``torch.save`` / ``torch.load`` for what torch users
+save: state dicts of models and optimizers, tensors, nested containers).
 
 Every file of the package is written by :func:`atomic_write` (through
 :func:`save`, :func:`atomic_write_bytes`, :func:`atomic_write_text`): into a
@@ -17,7 +19,8 @@ give them: a new file ``0o666`` and a new folder ``0o777``, less the umask
 (and as the folder's default ACL says, since the kernel applies both at
 creation); a file that already exists keeps its permission bits. The module
 needs only the standard library and numpy, so :mod:`dynnets.data` writes
-through it too.
+through it too (a file holding tensors imports :mod:`dynnets.autograd` to
+load them, and only then).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import shutil
 import socket
 import stat
 import zipfile
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -161,30 +165,76 @@ def replace_dir(src, dst):
 def _flatten(obj, prefix, arrays, meta):
     """Nested dicts/lists of arrays and plain values -> flat arrays + JSON skeleton."""
     if isinstance(obj, dict):
-        return {"__dict__": [[str(k), _flatten(v, f"{prefix}{k}.", arrays, meta)] for k, v in obj.items()]}
+        node = {"__dict__": [[_flatten_key(k, prefix), _flatten(v, f"{prefix}{k}.", arrays, meta)]
+                             for k, v in obj.items()]}
+        if isinstance(obj, OrderedDict):
+            node["ordered"] = True
+        return node
     if isinstance(obj, (list, tuple)):
         return {"__list__" if isinstance(obj, list) else "__tuple__":
                 [_flatten(v, f"{prefix}{i}.", arrays, meta) for i, v in enumerate(obj)]}
-    if hasattr(obj, "data") and isinstance(getattr(obj, "data"), np.ndarray):
-        obj = obj.data
+    if getattr(type(obj), "_is_tensor", False):
+        # a dynnets Tensor (or Parameter) comes back as one, with its requires_grad, as torch.load's do
+        from .autograd.tensor import Parameter     # loaded already: obj is a Tensor
+        node = _flatten(np.asarray(obj), prefix, arrays, meta)
+        node["tensor"] = "parameter" if isinstance(obj, Parameter) else "tensor"
+        node["requires_grad"] = bool(obj.requires_grad)
+        return node
     if isinstance(obj, (np.ndarray, np.generic)):
+        if obj.dtype.hasobject:
+            raise TypeError(f"save: cannot store an array of dtype object at {prefix.rstrip('.') or 'top level'} "
+                            f"(it would be a pickle)")
         key = f"a{len(arrays)}"
         arrays[key] = np.asarray(obj)
-        return {"__array__": key}
+        return {"__array__": key, "scalar": True} if isinstance(obj, np.generic) else {"__array__": key}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"__value__": obj}
-    raise TypeError(f"save: cannot store a value of type {type(obj).__name__} at {prefix.rstrip('.') or 'top level'}")
+    hint = " (save its state_dict() instead, as torch advises)" if hasattr(obj, "state_dict") else ""
+    raise TypeError(f"save: cannot store a value of type {type(obj).__name__} at {prefix.rstrip('.') or 'top level'}"
+                    f"{hint}; dynnets saves tensors, arrays, numbers, strings, None and dicts, lists and tuples of "
+                    f"them, never a pickle")
+
+
+def _flatten_key(k, prefix):
+    """A dict key: a string as itself, else (an int, a float, a bool, None, a
+    tuple of these) tagged, so that it comes back with its type."""
+    if isinstance(k, str):
+        return k
+    if k is None or isinstance(k, (bool, int, float)):
+        return {"__key__": {"__value__": k}}
+    if isinstance(k, tuple):
+        return {"__key__": {"__tuple__": [_flatten_key(x, prefix) for x in k]}}
+    raise TypeError(f"save: cannot store a dict key of type {type(k).__name__} at {prefix.rstrip('.') or 'top level'}"
+                    f" (keys are strings, numbers, bools, None or tuples of them)")
+
+
+def _unflatten_key(k):
+    if isinstance(k, str):
+        return k
+    node = k["__key__"] if "__key__" in k else k
+    if "__tuple__" in node:
+        return tuple(_unflatten_key(x) for x in node["__tuple__"])
+    return node["__value__"]
 
 
 def _unflatten(node, arrays):
     if "__dict__" in node:
-        return {k: _unflatten(v, arrays) for k, v in node["__dict__"]}
+        items = ((_unflatten_key(k), _unflatten(v, arrays)) for k, v in node["__dict__"])
+        return OrderedDict(items) if node.get("ordered") else dict(items)
     if "__list__" in node:
         return [_unflatten(v, arrays) for v in node["__list__"]]
     if "__tuple__" in node:
         return tuple(_unflatten(v, arrays) for v in node["__tuple__"])
     if "__array__" in node:
-        return arrays[node["__array__"]]
+        a = arrays[node["__array__"]]
+        kind = node.get("tensor")
+        if kind is not None:
+            # deferred: a file of plain arrays (dynnets.data's) loads without the autograd package
+            from .autograd.tensor import Parameter, Tensor
+            if kind == "parameter":
+                return Parameter(a, requires_grad=bool(node.get("requires_grad")))
+            return Tensor(a, requires_grad=bool(node.get("requires_grad")) and a.dtype.kind == "f")
+        return a[()] if node.get("scalar") else a
     return node["__value__"]
 
 
@@ -253,20 +303,67 @@ def write_json(path, obj):
     return Path(path)
 
 
-def save(state, path):
-    """Save a (nested) dict of arrays/tensors and plain values to ``path`` (.npz).
+def _is_file(f):
+    return hasattr(f, "write") or hasattr(f, "read")
 
-    The file is written to a temporary file in the same folder and renamed
-    over ``path``, so a crash mid-save never leaves a corrupt checkpoint.
+
+def save(obj, f, pickle_module=None, pickle_protocol=None):
+    """Save tensors, arrays and plain values, nested in dicts, lists and tuples (as ``torch.save``).
+
+    What torch users save round-trips: a model's ``state_dict()``, an
+    optimizer's ``state_dict()`` (integer keys stay integers), checkpoint
+    dicts mixing them with epochs, scores, names and None. Tensors and
+    Parameters load back as such (with ``requires_grad``), numpy arrays as
+    arrays, numpy scalars as numpy scalars, an ``OrderedDict`` as one. The
+    file is an ``.npz`` archive with a JSON index, never a pickle: anything
+    else (a whole ``nn.Module``, an arbitrary object) raises ``TypeError``
+    naming its type and where it is.
+
+    Parameters
+    ----------
+    obj : object
+    f : str, path or binary file object
+        A path is written atomically (a temporary file in the same folder,
+        renamed over ``f``), so a crash mid-save never leaves a corrupt
+        checkpoint; a file object is written as it is.
+    pickle_module, pickle_protocol
+        torch's arguments, accepted and unused: nothing is pickled.
     """
     arrays = {}
-    skel = _flatten(state, "", arrays, None)
+    skel = _flatten(obj, "", arrays, None)
     arrays[_META] = np.frombuffer(json.dumps(skel).encode("utf-8"), dtype=np.uint8)
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    if _is_file(f):
+        np.savez(f, **arrays)
+        return
+    atomic_write(f, lambda fh: np.savez(fh, **arrays))
 
 
-def load(path):
-    """Load what :func:`save` wrote.
+def _check_map_location(map_location):
+    """``map_location`` may only keep things on the CPU (where they are)."""
+    if map_location is None or callable(map_location):
+        # torch's usual callable, ``lambda storage, loc: storage``, keeps storages where they are; a file
+        # here holds nothing but CPU arrays, so there is no storage to hand it
+        return
+    from .devices import check_device
+    targets = map_location.values() if isinstance(map_location, dict) else [map_location]
+    for t in targets:
+        check_device(t, "load(map_location=)")
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None):
+    """Load what :func:`save` wrote (as ``torch.load``).
+
+    Parameters
+    ----------
+    f : str, path or binary file object
+    map_location : None, "cpu", device, dict or callable
+        Everything loads onto the CPU; a target other than the CPU raises
+        :class:`~dynnets.devices.DeviceUnavailableError`. A callable (torch's
+        ``lambda storage, loc: storage``) is accepted and not called: there
+        are no storages to map.
+    pickle_module, weights_only, mmap
+        torch's arguments, accepted: a file never holds a pickle, so loading
+        is always "weights only"; arrays are read into memory.
 
     Raises
     ------
@@ -274,15 +371,25 @@ def load(path):
     NotACheckpointError (a ValueError)
         The file is not an ``.npz`` archive, has no dynnets metadata, or is damaged.
     """
-    path = Path(path)
+    _check_map_location(map_location)
+    if _is_file(f):
+        name = getattr(f, "name", None) or type(f).__name__
+        return _load_from(f, name)
+    path = Path(f)
     if not path.exists():
         raise FileNotFoundError(f"load: no checkpoint at {path}")
+    return _load_from(path, path)
+
+
+def _load_from(src, path):
     # np.load takes anything that is not a zip or .npy file for a pickle and
     # then advises allow_pickle=True, which would run code from the file
-    if not zipfile.is_zipfile(path):
+    if not zipfile.is_zipfile(src):
         raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint (not an .npz archive)")
+    if hasattr(src, "seek"):
+        src.seek(0)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(src, allow_pickle=False) as z:
             if _META not in z.files:
                 raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint (an .npz archive without "
                                           f"dynnets metadata; arrays: {', '.join(z.files[:5]) or 'none'})")

@@ -2,6 +2,7 @@
 clear errors."""
 
 import os
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -41,14 +42,14 @@ def test_nested_round_trip(tmp_path):
     assert list(back["model"]) == list(state["model"])          # order kept
     sd, bo = state["optimizer"], back["optimizer"]
     assert bo["param_groups"] == sd["param_groups"]             # hyperparameters incl. betas tuple
-    assert set(bo["state"]) == {str(k) for k in sd["state"]}    # integer keys come back as strings
+    assert set(bo["state"]) == set(sd["state"])                 # integer keys stay integers, as torch.load's
     for k, st in sd["state"].items():
-        assert bo["state"][str(k)]["step"] == st["step"] == 2
-        np.testing.assert_array_equal(bo["state"][str(k)]["exp_avg_sq"], st["exp_avg_sq"])
+        assert bo["state"][k]["step"] == st["step"] == 2
+        np.testing.assert_array_equal(bo["state"][k]["exp_avg_sq"], st["exp_avg_sq"])
     assert (back["epoch"], back["best"], back["name"], back["done"], back["note"]) == (3, 0.25, "tree-lstm",
                                                                                        False, None)
     assert back["history"] == [1.5, 1.25] and back["shape"] == (2, 3)
-    assert back["scalar"] == np.float32(2.5)
+    assert back["scalar"] == np.float32(2.5) and type(back["scalar"]) is np.float32
     np.testing.assert_array_equal(back["nested"]["a"]["b"], np.arange(4))
     # and it loads back into fresh objects
     m2, o2 = _model_and_optimizer()
@@ -58,11 +59,13 @@ def test_nested_round_trip(tmp_path):
     assert not _tmp_files(tmp_path)
 
 
-def test_tensors_are_saved_as_arrays(tmp_path):
-    dn.save({"w": dn.tensor([[1.0, 2.0]]), "p": nn.Parameter(np.ones(2))}, tmp_path / "t.npz")
+def test_tensors_load_back_as_tensors(tmp_path):
+    dn.save({"w": dn.tensor([[1.0, 2.0]]), "p": nn.Parameter(np.ones(2)), "a": np.ones(2)}, tmp_path / "t.npz")
     back = dn.load(tmp_path / "t.npz")
-    np.testing.assert_array_equal(back["w"], [[1.0, 2.0]])
-    assert isinstance(back["p"], np.ndarray)
+    np.testing.assert_array_equal(back["w"].data, [[1.0, 2.0]])
+    assert type(back["w"]) is dn.Tensor and not back["w"].requires_grad
+    assert type(back["p"]) is nn.Parameter and back["p"].requires_grad and back["p"].dtype == np.float64
+    assert type(back["a"]) is np.ndarray
 
 
 def test_crash_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
@@ -395,3 +398,151 @@ def test_run_folder_gets_the_permissions_of_mkdir(tmp_path, umask):
     (work / "best.npz").write_bytes(b"x")
     io.replace_dir(work, tmp_path / "run")
     assert _mode(tmp_path / "run") == 0o750 and sorted(os.listdir(tmp_path)) == ["run"]
+
+
+# --------------------------------------------------------------------------
+# what torch users save (issue 22): torch.save / torch.load's round trips
+# --------------------------------------------------------------------------
+
+def _same_tree(a, b):
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b) and all(type(k) is type(j) for k, j in zip(a, b))
+        for k in a:
+            _same_tree(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same_tree(x, y)
+    elif isinstance(a, dn.Tensor):
+        assert a.requires_grad == b.requires_grad and a.dtype == b.dtype
+        np.testing.assert_array_equal(a.data, b.data)
+    elif isinstance(a, (np.ndarray, np.generic)):
+        assert a.dtype == b.dtype and np.shape(a) == np.shape(b)
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, float) and np.isnan(a):
+        assert np.isnan(b)
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("obj", [
+    {"w": dn.tensor([[1.0, 2.0]], requires_grad=True), "n": 3, "lr": 1e-3, "name": "run", "none": None},
+    [dn.tensor([1, 2], dtype=np.int64), (np.arange(3.0), "a", [None, True]), {"deep": {"deeper": [1.5]}}],
+    (1, 2.5, "x", np.float16(0.5), np.int32(-4), np.bool_(True)),
+    {0: "int key", 1.5: "float key", (2, "b"): "tuple key", None: "none key", True: "bool key", "s": "str key"},
+    OrderedDict(b=np.zeros((2, 0)), a=dn.tensor(np.float64(2.0))),
+    {"inf": float("inf"), "nan": float("nan"), "big": 2 ** 70, "unicode": "naïve ✓", "bytes_like": np.array([b"ab"])},
+    np.arange(6, dtype=np.uint8).reshape(2, 3),
+    dn.tensor([True, False]),
+    [],
+    {},
+], ids=["tensors-and-numbers", "nested-list", "tuple-of-scalars", "typed-keys", "ordered", "edge-values", "array",
+        "bool-tensor", "empty-list", "empty-dict"])
+def test_round_trips_of_what_torch_users_save(obj, tmp_path):
+    dn.save(obj, tmp_path / "x.pt")
+    _same_tree(obj, dn.load(tmp_path / "x.pt"))
+
+
+def test_a_model_and_optimizer_state_dict_round_trip_exactly(tmp_path):
+    model, opt = _model_and_optimizer()
+    dn.save(model.state_dict(), tmp_path / "m.pt")
+    dn.save(opt.state_dict(), tmp_path / "o.pt")
+    _same_tree(model.state_dict(), dn.load(tmp_path / "m.pt"))
+    _same_tree(opt.state_dict(), dn.load(tmp_path / "o.pt"))
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(12, 4, rng=3)
+        self.lin = nn.Linear(4, 3, rng=4)
+
+    def forward(self, ids):
+        return self.lin(dn.tanh(self.emb(ids)))
+
+
+def _step(model, opt, k):
+    rng = np.random.default_rng(100 + k)
+    ids, y = rng.integers(0, 12, 5), rng.integers(0, 3, 5)
+    opt.zero_grad()
+    loss = dn.cross_entropy(model(ids), y)
+    loss.backward()
+    opt.step()
+    return float(loss.item())
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    lambda ps: optim.Adam(ps, lr=0.01, betas=(0.8, 0.9)),
+    lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
+], ids=["sgd-momentum", "adam", "adagrad"])
+def test_a_checkpoint_restores_training_exactly(make, tmp_path):
+    ref = _Net()
+    ref_opt = make(ref.parameters())
+    ref_losses = [_step(ref, ref_opt, k) for k in range(6)]
+
+    a = _Net()
+    a_opt = make(a.parameters())
+    for k in range(3):
+        _step(a, a_opt, k)
+    dn.save({"epoch": 3, "model": a.state_dict(), "optim": a_opt.state_dict(), "best": 0.81}, tmp_path / "ckpt.pt")
+
+    b = _Net()
+    for p in b.parameters():                    # other weights and a fresh optimizer: all must come from the file
+        p.data[...] = 0.5
+    b_opt = make(b.parameters())
+    ck = dn.load(tmp_path / "ckpt.pt", map_location="cpu")
+    assert (ck["epoch"], ck["best"]) == (3, 0.81)
+    b.load_state_dict(ck["model"])
+    b_opt.load_state_dict(ck["optim"])
+    losses = [_step(b, b_opt, k) for k in range(3, 6)]
+    assert losses == ref_losses[3:]
+    for (k, v), (_, w) in zip(ref.state_dict().items(), b.state_dict().items()):
+        np.testing.assert_array_equal(v, w, err_msg=k)
+
+
+def test_the_file_is_not_a_pickle(tmp_path):
+    import pickle
+    path = tmp_path / "ckpt.pt"
+    model, opt = _model_and_optimizer()
+    dn.save({"model": model.state_dict(), "optim": opt.state_dict(), "t": dn.tensor([1.0])}, path)
+    raw = path.read_bytes()
+    assert raw[:4] == b"PK\x03\x04"                         # a zip archive
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(raw)
+    with np.load(path, allow_pickle=False) as z:            # every member loads without unpickling
+        assert all(not z[k].dtype.hasobject for k in z.files)
+
+
+def test_what_cannot_be_saved_is_named(tmp_path):
+    model, _ = _model_and_optimizer()
+    with pytest.raises(TypeError, match=r"value of type Sequential at top level \(save its state_dict\(\) instead"):
+        dn.save(model, tmp_path / "m.pt")
+    with pytest.raises(TypeError, match="value of type set at a.1"):
+        dn.save({"a": [1, {2}]}, tmp_path / "m.pt")
+    with pytest.raises(TypeError, match="dtype object at x"):
+        dn.save({"x": np.array([object()])}, tmp_path / "m.pt")
+    with pytest.raises(TypeError, match="dict key of type frozenset"):
+        dn.save({frozenset(): 1}, tmp_path / "m.pt")
+    assert not (tmp_path / "m.pt").exists() and not _tmp_files(tmp_path)
+
+
+def test_file_objects_and_torchs_load_arguments(tmp_path):
+    import io as pyio
+    buf = pyio.BytesIO()
+    dn.save({"w": dn.tensor([1.0, 2.0]), "k": 1}, buf)
+    buf.seek(0)
+    back = dn.load(buf, map_location=lambda storage, loc: storage, weights_only=True)
+    np.testing.assert_array_equal(back["w"].data, [1.0, 2.0]) and back["k"] == 1
+    with open(tmp_path / "f.pt", "wb") as fh:
+        dn.save([1, 2], fh)
+    with open(tmp_path / "f.pt", "rb") as fh:
+        assert dn.load(fh) == [1, 2]
+    for ok in ("cpu", dn.device("cpu"), {"cuda:0": "cpu"}, None):
+        assert dn.load(tmp_path / "f.pt", map_location=ok) == [1, 2]
+    for bad in ("cuda", dn.device("cuda:0"), {"cpu": "cuda:1"}):
+        with pytest.raises(dn.devices.DeviceUnavailableError, match="load\\(map_location=\\)"):
+            dn.load(tmp_path / "f.pt", map_location=bad)
+    with pytest.raises(io.NotACheckpointError, match="not an .npz archive"):
+        dn.load(pyio.BytesIO(b"\x80\x04K\x01."))           # a pickle of 1

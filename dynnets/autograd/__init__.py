@@ -9,3 +9,6 @@ from .tensor import Parameter, Tensor
 __all__ = ["ops", "Tensor", "Parameter", "bind", "backward", "no_grad", "enable_grad", "is_grad_enabled",
            "detect_anomaly", "AnomalyError", "gradcheck", "GradcheckError", "PRIMITIVES", "Primitive",
            "RowSparse", "ShapeError", "defprim", "autobatch", "LazyTensor"]
+from .variable import Variable  # noqa: E402  torch's pre-0.4 name (issue 22)
+
+__all__ += ["Variable"]

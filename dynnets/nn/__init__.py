@@ -20,3 +20,6 @@ from .rnn import GRU, LSTM, RNN, RNNBase
 __all__ = ["Module", "Parameter", "Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity",
            "Tanh", "ReLU", "Sigmoid", "RNNCell", "GRUCell", "LSTMCell", "RNNBase", "RNN", "GRU", "LSTM",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional", "utils"]
+from . import init  # noqa: E402  torch's initialisers (issue 22)
+
+__all__ += ["init"]

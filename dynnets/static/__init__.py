@@ -236,3 +236,13 @@ def ones_like(x, name=None):
     if not isinstance(x, Value):
         return _tensor.ones_like(x)
     return _named(x.graph._append(fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)
+
+
+# TF1's program and session scaffolding (issue 22): ConfigProto and tf.device (accepted, no effect: see
+# .config), tf.flags / tf.app.run (over argparse), tf.logging (over logging), tf.summary (TensorBoard files)
+from . import app, flags, summary  # noqa: E402
+from . import tf_logging as logging  # noqa: E402
+from .config import ConfigProto, GPUOptions, device  # noqa: E402
+from .summary import Summary  # noqa: E402
+
+__all__ += ["ConfigProto", "GPUOptions", "device", "flags", "app", "logging", "summary", "Summary"]

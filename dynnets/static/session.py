@@ -105,8 +105,9 @@ class Session:
 
     def __init__(self, graph=None, optimize=True, fuse_min_size=passes.FUSE_MIN_SIZE,
                  memory_min_size=passes.MEMORY_MIN_SIZE, jit_after=2, keep_sparse=False, native_after=NATIVE_AFTER,
-                 incremental=True):
+                 incremental=True, config=None):
         self.graph = graph if graph is not None else get_default_graph()
+        self.config = config        # TF1's ConfigProto: kept, changes nothing (see dynnets.static.config)
         self.optimize = optimize
         self.fuse_min_size = fuse_min_size
         self.memory_min_size = memory_min_size

@@ -114,3 +114,15 @@ def functional_call(module, params, *args, **kwargs):
     """
     with _substituted(module, params):
         return module(*args, **kwargs)
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Deprecated alias of :func:`clip_grad_norm_` (as torch's, with its
+    ``FutureWarning``); ``foreach`` (how torch groups its kernels) changes nothing."""
+    import warnings
+    warnings.warn("`dynnets.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                  "`dynnets.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
+
+
+__all__ += ["clip_grad_norm"]
