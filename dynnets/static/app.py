@@ -2,6 +2,7 @@
 (the same module as ``tf.flags``: :mod:`dynnets.static.flags`)."""
 from __future__ import annotations
 
+import difflib
 import sys
 
 from . import flags
@@ -26,11 +27,13 @@ def run(main=None, argv=None, flag_values=None):
         Default :data:`~dynnets.static.flags.FLAGS`.
 
     ``--help`` (``-h``, ``--helpfull``...) prints every flag with its help and
-    default and exits with status 0. An unknown flag, a bad value or a
-    required flag left unset prints ``FATAL Flags parsing error: ...`` naming
-    the flag and exits with status 1, as absl's ``app.run`` does (TF1's
-    ``run`` passes unknown flags on to ``main`` instead: see
-    :mod:`dynnets.static.flags`).
+    default and exits with status 0. A bad value or a required flag left unset
+    prints ``FATAL Flags parsing error: ...`` naming the flag and exits with
+    status 1, as absl's ``app.run`` does. An unknown flag is passed on to
+    ``main`` in its ``argv``, as TF1's ``tf.app.run`` does (it parses with
+    ``known_only=True``, so wrappers can hand ``main`` flags of their own);
+    unlike TF1, a one-line warning on stderr names it and the defined flags it
+    resembles, so a misspelt flag is not silently ignored.
     """
     fv = FLAGS if flag_values is None else flag_values
     argv = list(sys.argv if argv is None else argv)
@@ -43,7 +46,12 @@ def run(main=None, argv=None, flag_values=None):
         sys.stdout.write(fv.help_text(argv[0] if argv else None))
         sys.exit(0)
     try:
-        remaining = fv(argv)
+        remaining = fv(argv, known_only=True)
+        for name in fv.unknown_flags(remaining[1:]):
+            close = difflib.get_close_matches(name, list(fv), n=3)
+            hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+            sys.stderr.write(f"WARNING: app.run: unknown command line flag '{name}' passed on to main{hint}\n")
+        fv.validate_required()
     except FlagsError as e:
         sys.stderr.write(f"FATAL Flags parsing error: {e}\nPass --help to see help on flags.\n")
         sys.exit(1)

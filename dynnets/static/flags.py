@@ -205,6 +205,18 @@ class FlagValues:
             f.value, f.present = f.default, False
         object.__setattr__(self, "_parsed", False)
 
+    @staticmethod
+    def unknown_flags(args):
+        """The names of the flags among ``args`` (what a parse left over), without dashes or values."""
+        return [a.lstrip("-").partition("=")[0] for a in args
+                if a.startswith("-") and a != "-" and not _is_number(a)]
+
+    def validate_required(self):
+        """Raise :class:`IllegalFlagValueError` for a flag marked required that has no value."""
+        for f in self._flags.values():
+            if f.extra.get("required") and f.value is None:
+                raise IllegalFlagValueError(f"Flag --{f.name} must have a value other than None.")
+
     def _parse_flags(self, args=None):
         """TF < 1.5's name: parse ``args`` (default ``sys.argv``) ignoring unknown flags; returns the rest."""
         return self(sys.argv if args is None else [sys.argv[0]] + list(args), known_only=True)
@@ -279,10 +291,10 @@ class FlagValues:
             ns, rest = self.parser(argv[0]).parse_known_args(args)
         except argparse.ArgumentError as e:
             raise IllegalFlagValueError(f"flag {e.argument_name}: {e.message}") from None
-        unknown = [a for a in rest if a.startswith("-") and a != "-" and not _is_number(a)]
+        unknown = self.unknown_flags(rest)
         if unknown and not known_only:
             import difflib
-            name = unknown[0].lstrip("-").partition("=")[0]
+            name = unknown[0]
             close = difflib.get_close_matches(name, list(self._flags), n=3)
             hint = f". Did you mean: {', '.join(close)}?" if close else ""
             raise UnrecognizedFlagError(f"Unknown command line flag '{name}'{hint}")
@@ -291,9 +303,7 @@ class FlagValues:
             f.value = f._convert(text, "command line")
             f.present = True
         if not known_only:
-            for f in self._flags.values():
-                if f.extra.get("required") and f.value is None:
-                    raise IllegalFlagValueError(f"Flag --{f.name} must have a value other than None.")
+            self.validate_required()
         object.__setattr__(self, "_parsed", True)
         return [argv[0]] + rest + tail
 
