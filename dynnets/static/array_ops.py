@@ -24,7 +24,7 @@ from ..autograd import ops
 from ..autograd.engine import bind
 from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boolean_mask_p, dtype_of, fmt_shape,
                                    gather_nd_p, pad_p, stop_gradient_p, tile_p)
-from .graph import StaticPrimitive, Value, add_op, placeholder_p
+from .graph import StaticPrimitive, Value, add_op, constant, constant_p, placeholder_p
 
 __all__ = ["shape", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
            "pad", "slice", "gather", "gather_nd", "boolean_mask", "where", "where_v2", "stop_gradient", "split",
@@ -188,9 +188,8 @@ def _filled(op, shape, value, dtype, name):
         if any(d < 0 for d in dims):
             raise ValueError(f"{op}: dimensions must be >= 0, got shape {tuple(dims)}")
         # a fully known shape is a constant, as in TF1
-        from .graph import constant
         return constant(np.full(tuple(int(d) for d in dims), value, dtype=dt), name=name or op)
-    return fill(dims, dt.type(value), name=name or op)
+    return fill(dims, value, name=name or op, dtype=dt)
 
 
 def zeros(shape, dtype=np.float32, name=None):
@@ -272,7 +271,10 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     dtype is ``dtype``, else ``on_value``'s or ``off_value``'s, else float32."""
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 0:
         raise TypeError(f"one_hot: depth must be a non-negative int known when the graph is built, got {depth!r}")
-    idx = indices if isinstance(indices, Value) or hasattr(indices, "requires_grad") else np.asarray(indices)
+    if isinstance(indices, Value) or hasattr(indices, "requires_grad"):
+        idx = indices
+    else:
+        idx = constant(np.asarray(indices))      # a graph value, as TF1 makes one of a list
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"one_hot: indices must be integers, got dtype {idx.dtype}")
     if dtype is None:
@@ -568,14 +570,15 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
 
 def _what(v):
     """How an error names value ``v``: its placeholder when it is one."""
-    g = v.graph
-    return f"placeholder '{v.name}'" if g.producer[v.id].prim is placeholder_p else f"'{v.name}'"
+    p = v.graph.producer[v.id].prim
+    return f"placeholder '{v.name}'" if p is placeholder_p else "a constant" if p is constant_p else f"'{v.name}'"
 
 
-def _same_size(x, ref, x_axis, ref_axis, op, x_arg, ref_arg):
+def _same_size(x, ref, x_axis, ref_axis, op, x_arg, ref_arg, what=None):
     n, m = np.shape(x)[x_axis], np.shape(ref)[ref_axis]
     if n != m:
-        raise ShapeError(f"{op}: {x_arg} has {n} entries along axis {x_axis}, {ref_arg} {m} along axis {ref_axis}")
+        raise ShapeError(f"{op}: {x_arg} has {n} entries along axis {x_axis} but {ref_arg} has {m} along axis "
+                         f"{ref_axis}" + (f" ({what})" if what else ""))
     return x
 
 
@@ -588,19 +591,20 @@ same_size_p = StaticPrimitive("check_same_size", _same_size,
                               lambda x, ref, **a: Aval(tuple(x.shape), dtype_of(x)), joint_vjp=_pass_vjp)
 
 
-def check_same_size(x, x_axis, ref, ref_axis, op, x_arg, ref_arg):
+def check_same_size(x, x_axis, ref, ref_axis, op, x_arg, ref_arg, what=None):
     """``x`` itself, once ``x.shape[x_axis] == ref.shape[ref_axis]`` has been
     checked: at once when both are known, else when the graph runs (a check
-    node naming ``op``, both arguments and the placeholders they are). A
-    ShapeError either way."""
+    node naming ``op``, both arguments, the placeholders they are and
+    ``what`` the reference dimension is). A ShapeError either way."""
     n, m = x.shape[x_axis], ref.shape[ref_axis]
-    xa = f"{x_arg} {_what(x)}" if isinstance(x, Value) else x_arg
-    ra = f"{ref_arg} {_what(ref)}" if isinstance(ref, Value) else ref_arg
+    xa = f"{x_arg} ({_what(x)})" if isinstance(x, Value) else x_arg
+    ra = f"{ref_arg} ({_what(ref)})" if isinstance(ref, Value) else ref_arg
     if n is not None and m is not None:
         if n != m:
-            raise ShapeError(f"{op}: {xa} has {n} entries along axis {x_axis}, {ra} {m} along axis {ref_axis}")
+            _same_size(np.empty((n,) * (x_axis + 1)), np.empty((m,) * (ref_axis + 1)), x_axis, ref_axis, op, xa, ra,
+                       what)
         return x
-    return add_op(same_size_p, x, ref, x_axis=x_axis, ref_axis=ref_axis, op=op, x_arg=xa, ref_arg=ra,
+    return add_op(same_size_p, x, ref, x_axis=x_axis, ref_axis=ref_axis, op=op, x_arg=xa, ref_arg=ra, what=what,
                   name=f"{op}/check_{x_arg}")
 
 

@@ -62,14 +62,14 @@ def _describe(struct):
 
 
 def _as_value(x, op, what, graph):
-    """``x`` as a Value of ``graph``: Python numbers become float32 / int32
-    tensors, as TF1 converts them (arrays keep their dtype)."""
+    """``x`` as a Value of ``graph``: Python numbers and lists become float32 /
+    int32 tensors, as TF1 converts them (numpy arrays and scalars keep their dtype)."""
     if isinstance(x, Value):
         return x
     arr = np.asarray(x)
     if arr.dtype == object:
         raise TypeError(f"{op}: {what} must hold graph values or arrays, got {type(x).__name__}")
-    if not isinstance(x, np.ndarray):
+    if not isinstance(x, (np.ndarray, np.generic)):
         arr = arr.astype(np.int32 if arr.dtype.kind in "iu" else np.float32 if arr.dtype.kind == "f" else arr.dtype)
     with graph.as_default():
         return constant(arr)
