@@ -569,9 +569,25 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
 # --------------------------------------------------------------------------
 
 def _what(v):
-    """How an error names value ``v``: its placeholder when it is one."""
-    p = v.graph.producer[v.id].prim
-    return f"placeholder '{v.name}'" if p is placeholder_p else "a constant" if p is constant_p else f"'{v.name}'"
+    """How an error names value ``v``: its placeholder when it is one, else
+    the one placeholder it is computed from, when there is exactly one."""
+    g = v.graph
+    p = g.producer[v.id].prim
+    if p is placeholder_p:
+        return f"placeholder '{v.name}'"
+    if p is constant_p:
+        return "a constant"
+    found, seen, stack = set(), set(), [v.id]
+    while stack and len(seen) < 10000:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        e = g.producer[i]
+        if e.prim is placeholder_p:
+            found.add(g.values[i].name)
+        stack.extend(e.ins)
+    return f"'{v.name}', computed from placeholder '{found.pop()}'" if len(found) == 1 else f"'{v.name}'"
 
 
 def _same_size(x, ref, x_axis, ref_axis, op, x_arg, ref_arg, what=None):
