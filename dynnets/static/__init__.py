@@ -46,7 +46,7 @@ from . import graph_util, layers, nn, passes, train
 from .array_ops import (boolean_mask, expand_dims, fill, gather, gather_nd, one_hot, ones, pad, range, reshape,
                         reverse_sequence, sequence_mask, shape, slice, split, squeeze, stop_gradient, tile, unstack,
                         where, where_v2, zeros)
-from .backward import gradients
+from .backward import gradients as _gradients
 from .control_flow import TensorArray, cond, while_loop
 from .functional_ops import map_fn, scan
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
@@ -91,6 +91,26 @@ __all__ = [
     "assign_sub", "control_dependencies", "no_op", "map_fn", "scan", "where", "where_v2", "split", "squeeze",
     "argmin", "reverse_sequence", "add_n", "logical_and", "logical_or", "logical_not", "bool_",
 ]
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False, gate_gradients=False,
+              aggregation_method=None, stop_gradients=None, unconnected_gradients="none"):
+    """Symbolic gradients of ``sum(ys)`` with respect to each of ``xs``
+    (``tf.gradients``, in TF1's argument order): ``None`` where a y does not
+    depend on an x, or zeros with ``unconnected_gradients="zero"``.
+    ``stop_gradients`` is not supported (use :func:`stop_gradient` on the
+    values); the other arguments are accepted and change nothing."""
+    if stop_gradients is not None:
+        raise ValueError("gradients: stop_gradients= is not supported; apply tf.stop_gradient to those values")
+    if unconnected_gradients not in ("none", "zero"):
+        raise ValueError(f"gradients: unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
+    out = _gradients(ys, xs, grad_ys)
+    if unconnected_gradients == "zero":
+        xs = list(xs) if isinstance(xs, (list, tuple)) else [xs]
+        # zeros of a known shape are a constant (fetching them needs no feed of x), as TF1's folded zeros_like
+        out = [r if r is not None else zeros(list(x.shape), x.dtype) if None not in x.shape else zeros_like(x)
+               for r, x in zip(out, xs)]
+    return out
 
 
 def _arg_axis(op, axis, dimension, x):

@@ -290,22 +290,43 @@ class Variable(Value):
     """A value that persists across :meth:`Session.run` calls (TF1's
     ``tf.Variable``).
 
+    The arguments are TF1's, in TF1's order (the second positional is
+    ``trainable``); ``graph=`` (keyword-only) is dynnets' own.
+
     Parameters
     ----------
     initial_value : array_like or callable
         The value the initialiser assigns (a callable is called once, now).
         Python floats become float32, as in eager dynnets.
-    name : str, optional
-    trainable : bool
+    trainable : bool, default True
         Listed by :func:`trainable_variables` (the optimizers' default).
+    collections : list of str, optional
+        Graph collections to add the variable to.
+    name : str, optional
     dtype : numpy dtype, optional
+    shape : tuple, optional
+        Must be the initial value's shape (a shape that may change is not
+        supported, nor are ``validate_shape=False``, ``variable_def`` and
+        ``constraint``); ``caching_device``, ``expected_shape``,
+        ``import_scope``, ``use_resource``, ``synchronization`` and
+        ``aggregation`` are accepted and change nothing.
     graph : Graph, optional
         Defaults to the default graph.
     """
 
     __slots__ = ("initial_value", "trainable", "index", "_init_op")
 
-    def __init__(self, initial_value, name=None, trainable=True, dtype=None, graph=None):
+    def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True, caching_device=None,
+                 name=None, variable_def=None, dtype=None, expected_shape=None, import_scope=None, constraint=None,
+                 use_resource=None, synchronization=None, aggregation=None, shape=None, *, graph=None):
+        if initial_value is None:
+            raise ValueError("Variable: initial_value must be specified")
+        for arg, v in (("variable_def", variable_def), ("constraint", constraint)):
+            if v is not None:
+                raise ValueError(f"Variable {name or ''}: {arg}= is not supported")
+        if validate_shape is not True:
+            raise ValueError(f"Variable {name or ''}: validate_shape=False (a shape that may change) is not supported")
+        trainable = True if trainable is None else trainable
         if callable(initial_value):
             initial_value = initial_value()
         if is_symbolic(initial_value):
@@ -319,11 +340,20 @@ class Variable(Value):
             if not isinstance(initial_value, np.ndarray) and arr.dtype == np.float64:
                 arr = arr.astype(np.float32)
         arr.setflags(write=False)    # the session copies it at initialisation
+        if shape is not None and tuple(shape) != arr.shape:
+            raise ValueError(f"Variable {name or ''}: shape={tuple(shape)} does not match the initial value's shape "
+                             f"{arr.shape}")
         g = graph if graph is not None else get_default_graph()
         self.initial_value = arr
         self.trainable = bool(trainable)
         self._init_op = None
         g._add_variable(self, name)
+        if collections is not None:
+            if isinstance(collections, str) or not isinstance(collections, (list, tuple, set)):
+                raise TypeError(f"Variable '{self.name}': collections must be a list of collection names, got "
+                                f"{collections!r}")
+            for c in collections:
+                g.add_to_collection(c, self)
 
     @property
     def initializer(self):
@@ -1027,9 +1057,13 @@ def placeholder(shape, dtype=np.float32, name=None):
     return v
 
 
-def constant(value, dtype=None, name=None):
-    """A constant node. Python numbers and lists become float32 when they are
-    floats (as :func:`dynnets.tensor`), integer arrays keep their dtype."""
+def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
+    """A constant node (``tf.constant``, in TF1's argument order). Python
+    numbers and lists become float32 when they are floats (as
+    :func:`dynnets.tensor`), integer arrays keep their dtype. With ``shape``,
+    a value of as many elements is reshaped and a shorter one filled up with
+    its last element (TF1's rule: ``constant(0.0, shape=[2, 3])``);
+    ``verify_shape`` requires the value to have that shape already."""
     if isinstance(value, Tensor):
         value = value.data
     if dtype is not None:
@@ -1038,6 +1072,19 @@ def constant(value, dtype=None, name=None):
         arr = np.array(value)
         if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
             arr = arr.astype(np.float32)
+    if shape is not None:
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        n = int(np.prod(shape, dtype=np.int64))
+        if verify_shape and arr.shape != shape:
+            raise TypeError(f"constant: expected shape {shape}, the value has shape {arr.shape}")
+        if arr.size == n:
+            arr = arr.reshape(shape)
+        elif 0 < arr.size < n:
+            flat = arr.reshape(-1)
+            arr = np.concatenate([flat, np.full(n - flat.size, flat[-1], dtype=arr.dtype)]).reshape(shape)
+        else:
+            raise ValueError(f"constant: a value of {arr.size} elements cannot make a constant of shape {shape} "
+                             f"({n} elements)")
     arr.setflags(write=False)
     g = get_default_graph()
     return g._append(constant_p, (), {"value": arr}, Aval(arr.shape, arr.dtype), name=name or "Const")

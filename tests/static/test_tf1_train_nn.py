@@ -536,3 +536,37 @@ def test_variable_scope_name_scope_get_variable_and_session_take_tf1_arguments()
         assert s.run(a).shape == (2,)
     with pytest.raises(ValueError, match="Session: target='grpc://host:2222': only the in-process target"):
         tf.Session("grpc://host:2222")
+
+
+def test_constant_variable_gradients_saver_and_cells_take_tf1_arguments(tmp_path):
+    g = tf.Graph()
+    with g.as_default():
+        c = tf.constant([1, 2, 3], np.int64, [2, 3])        # TF1's third positional is shape: filled with the last
+        z = tf.constant(0.5, shape=[2])
+        with pytest.raises(ValueError, match=r"constant: a value of 4 elements cannot make a constant of shape \(3,\)"):
+            tf.constant([1, 2, 3, 4], shape=[3])
+        with pytest.raises(TypeError, match=r"constant: expected shape \(3,\), the value has shape \(\)"):
+            tf.constant(1.0, shape=[3], verify_shape=True)
+        v = tf.Variable(2.0, False, ["extras"], name="v")   # TF1's (initial_value, trainable, collections, ...)
+        w = tf.Variable([1.0, 2.0], name="w")
+        with pytest.raises(ValueError, match=r"Variable u: shape=\(3,\) does not match the initial value's shape"):
+            tf.Variable([1.0, 2.0], name="u", shape=[3])
+        x = tf.placeholder((2,))
+        gw, gx = tf.gradients(tf.reduce_sum(w * w), [w, x], None, "grads")
+        zw, zx = tf.gradients(tf.reduce_sum(w * w), [w, x], unconnected_gradients="zero")
+        cell = tf.nn.rnn_cell.LSTMCell(3, False, None, None, None, None, None, None, 0.5)   # forget_bias is 9th
+        saver = tf.train.Saver([w], False, False, 2)          # TF1's (var_list, reshape, sharded, max_to_keep)
+    assert not v.trainable and g.get_collection("extras") == [v] and tf.trainable_variables(g) == [w]
+    assert cell.forget_bias == 0.5 and saver.max_to_keep == 2 and gx is None
+    with tf.Session(g) as s:
+        s.run(tf.global_variables_initializer(g))
+        vc, vz, vgw, vzx = s.run([c, z, gw, zx])
+        for k in range(3):
+            saver.save(s, str(tmp_path / "m"), k, None, "meta", False)   # 4th: latest_filename, 6th: write_meta_graph
+    np.testing.assert_array_equal(vc, [[1, 2, 3], [3, 3, 3]])
+    np.testing.assert_array_equal(vz, [0.5, 0.5])
+    np.testing.assert_array_equal(vgw, [2, 4])
+    np.testing.assert_array_equal(vzx, [0, 0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint", "m-1.npz", "m-2.npz"]
+    with pytest.raises(ValueError, match="Saver: keep_checkpoint_every_n_hours is not supported"):
+        tf.train.Saver(None, False, False, 5, 1.0)
