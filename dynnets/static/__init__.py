@@ -26,7 +26,9 @@ a graph), :mod:`.saver` (``train.Saver``: checkpoints), :mod:`.export`
 Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
 marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
 accepted); a run reads every variable as it was when the run started and
-applies updates last (TF1 leaves that order undefined); only placeholders
+applies updates last (TF1 leaves that order undefined), except that ops made
+inside ``control_dependencies`` run after their controls and read the
+variables those write after the write, as in TF1; only placeholders
 can be fed; fetched arrays are always the caller's copies; ``==`` on values
 is identity (use ``equal``), as in TF1. Random ops (``random_normal``,
 ``nn.dropout``...) draw new values at every run (see :mod:`.random`).

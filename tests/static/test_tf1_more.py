@@ -442,6 +442,13 @@ def test_control_dependencies_run_the_controls_first_as_tf1():
         assert s.run(nothing) is None and s.run(v) == 6.0
         assert s.run(free) == 6.0 and s.run(v) == 6.0
         assert s.run(gw, {x: 2.0}) == 12.0 and s.run(v) == 7.0
+    # the same on every tier: the interpreter, the generated plan, and the native tier, which leaves these
+    # plans on tier 2 (it translates no control_dependencies node)
+    with tf.Session(g, jit_after=2, native_after=3) as s:
+        s.run(tf.global_variables_initializer(g))
+        got = [s.run([before, after, read]) for _ in range(5)]
+        assert {p["tier"] for p in s.stats if p["runs"] == 5} == {2}
+    assert got == [[10.0 * k + 10.0, 10.0 * k + 20.0, k + 2.0] for k in range(5)]      # inc runs once per run
 
 
 def test_control_dependencies_with_a_train_op():
