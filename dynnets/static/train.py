@@ -54,7 +54,8 @@ from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import sparse_gradients
 from .export import export_meta_graph, register_optimizer, write_graph
-from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group, trainable_variables
+from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group,
+                    trainable_variables)
 from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "MomentumOptimizer",
