@@ -26,12 +26,16 @@ a graph), :mod:`.saver` (``train.Saver``: checkpoints), :mod:`.export`
 Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
 marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
 accepted); a run reads every variable as it was when the run started and
-applies updates last (TF1 leaves that order undefined); only placeholders
+applies updates last (TF1 leaves that order undefined), except that ops made
+inside ``control_dependencies`` run after their controls and read the
+variables those write after the write, as in TF1; only placeholders
 can be fed; fetched arrays are always the caller's copies; ``==`` on values
 is identity (use ``equal``), as in TF1. Random ops (``random_normal``,
 ``nn.dropout``...) draw new values at every run (see :mod:`.random`).
 """
 from __future__ import annotations
+
+import builtins
 
 import numpy as np
 
@@ -39,11 +43,14 @@ from ..autograd import ops as _ops
 from ..autograd import tensor as _tensor
 from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on symbolic values
 from ..autograd.ops import __all__ as _ops_all
-from ..autograd.primitives import Aval, ShapeError, dtype_of
+from ..autograd.primitives import Aval, DTypeError, ShapeError, dtype_of
 from . import graph_util, layers, nn, passes, train
-from .array_ops import fill, range, sequence_mask, shape
-from .backward import gradients
+from .array_ops import (boolean_mask, expand_dims, fill, gather, gather_nd, one_hot, ones, pad, range, reshape,
+                        reverse_sequence, sequence_mask, shape, slice, split, squeeze, stop_gradient, tile, unstack,
+                        where, where_v2, zeros)
+from .backward import gradients as _gradients
 from .control_flow import TensorArray, cond, while_loop
+from .functional_ops import map_fn, scan
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
 from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, StaticPrimitive,
                     UninitializedVariableError, Value, Variable, constant, get_default_graph, get_default_session,
@@ -81,12 +88,53 @@ __all__ = [
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
     "clip_by_value", "float32", "float64", "int32", "int64", "identity", "argmax", "equal", "not_equal", "less",
     "less_equal", "greater", "greater_equal", "shape", "range", "fill", "sequence_mask", *_ops_all,
+    "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot", "pad", "slice", "gather_nd", "boolean_mask",
+    "reduce_any", "reduce_all", "stop_gradient", "clip_by_global_norm", "global_norm", "assign", "assign_add",
+    "assign_sub", "control_dependencies", "no_op", "map_fn", "scan", "where", "where_v2", "split", "squeeze",
+    "argmin", "reverse_sequence", "add_n", "logical_and", "logical_or", "logical_not", "bool_",
 ]
 
 
-def argmax(x, axis=None, name=None):
-    """Index of the maximum (along ``axis``), int64; no gradient."""
-    return _named(_ops.argmax(x, axis), name)
+def gradients(ys, xs, grad_ys=None, name="gradients", colocate_gradients_with_ops=False, gate_gradients=False,
+              aggregation_method=None, stop_gradients=None, unconnected_gradients="none"):
+    """Symbolic gradients of ``sum(ys)`` with respect to each of ``xs``
+    (``tf.gradients``, in TF1's argument order): ``None`` where a y does not
+    depend on an x, or zeros with ``unconnected_gradients="zero"``.
+    ``stop_gradients`` is not supported (use :func:`stop_gradient` on the
+    values); the other arguments are accepted and change nothing."""
+    if stop_gradients is not None:
+        raise ValueError("gradients: stop_gradients= is not supported; apply tf.stop_gradient to those values")
+    if unconnected_gradients not in ("none", "zero"):
+        raise ValueError(f"gradients: unconnected_gradients must be 'none' or 'zero', got {unconnected_gradients!r}")
+    out = _gradients(ys, xs, grad_ys)
+    if unconnected_gradients == "zero":
+        xs = list(xs) if isinstance(xs, (list, tuple)) else [xs]
+        # zeros of a known shape are a constant (fetching them needs no feed of x), as TF1's folded zeros_like
+        out = [r if r is not None else zeros(list(x.shape), x.dtype) if None not in x.shape else zeros_like(x)
+               for r, x in zip(out, xs)]
+    return out
+
+
+def _arg_axis(op, axis, dimension, x):
+    if dimension is not None:
+        if axis is not None:
+            raise ValueError(f"{op}: cannot specify both 'axis' and 'dimension'")
+        axis = dimension
+    # TF1 reduces axis 0 when no axis is given (numpy and torch flatten the input instead)
+    return 0 if axis is None else axis
+
+
+def argmax(input, axis=None, name=None, dimension=None, output_type=np.int64):
+    """Indices of the maxima along ``axis`` (``tf.argmax``: axis 0 when not
+    given, not the flattened input), of ``output_type``; no gradient."""
+    out = _ops.argmax(input, _arg_axis("argmax", axis, dimension, input))
+    return _named(out if np.dtype(output_type) == np.int64 else _ops.astype(out, output_type), name)
+
+
+def argmin(input, axis=None, name=None, dimension=None, output_type=np.int64):
+    """Indices of the minima along ``axis`` (``tf.argmin``; axis 0 when not given)."""
+    out = _ops.argmin(input, _arg_axis("argmin", axis, dimension, input))
+    return _named(out if np.dtype(output_type) == np.int64 else _ops.astype(out, output_type), name)
 
 
 def equal(x, y, name=None):
@@ -126,15 +174,37 @@ def _named(v, name):
     return v
 
 
+def _dt(x):
+    return dtype_of(x) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+def _not_bool(op, x):
+    if _dt(x).kind == "b":
+        raise DTypeError(f"{op}: input_tensor has dtype bool, which {op} does not take (cast it first, or use "
+                         f"reduce_any / reduce_all)")
+
+
 def reduce_sum(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
-    """Sum over ``axis`` (all axes by default), as ``tf.reduce_sum``."""
+    """Sum over ``axis`` (all axes by default), as ``tf.reduce_sum``; an
+    integer input keeps its dtype (numpy would widen int32 to int64)."""
     keepdims = keep_dims if keep_dims is not None else keepdims
-    return _named(_ops.sum(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
+    _not_bool("reduce_sum", input_tensor)
+    out = _ops.sum(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims)
+    if _dt(input_tensor).kind in "iu" and out.dtype != _dt(input_tensor):
+        out = _ops.astype(out, _dt(input_tensor))
+    return _named(out, name)
 
 
 def reduce_mean(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    """Mean over ``axis`` (all axes by default), as ``tf.reduce_mean``: the
+    mean of integers is an integer of their dtype, truncated toward zero, as
+    TF1 computes it (cast to float first for the fraction)."""
     keepdims = keep_dims if keep_dims is not None else keepdims
-    return _named(_ops.mean(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
+    _not_bool("reduce_mean", input_tensor)
+    out = _ops.mean(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims)
+    if _dt(input_tensor).kind in "iu":
+        out = _ops.astype(out, _dt(input_tensor))
+    return _named(out, name)
 
 
 def reduce_max(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
@@ -151,12 +221,27 @@ def square(x, name=None):
     return _named(_ops.square(x), name)
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
-    """``a @ b`` with TF1's transpose flags (2-D)."""
-    if transpose_a:
-        a = _ops.transpose(a)
-    if transpose_b:
-        b = _ops.transpose(b)
+def _swap_last(x):
+    nd = len(x.shape)
+    if nd < 2:
+        raise ValueError(f"matmul: a transposed operand must have at least 2 dimensions, got shape {x.shape}")
+    return _ops.transpose(x, tuple(builtins.range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, a_is_sparse=False,
+           b_is_sparse=False, name=None):
+    """``a @ b`` (``tf.matmul``); the transpose and adjoint flags swap the
+    last two dimensions of their operand (batched operands keep their batch
+    dimensions first; the adjoint of a real matrix is its transpose)."""
+    if transpose_a and adjoint_a or transpose_b and adjoint_b:
+        raise ValueError("matmul: only one of transpose_a and adjoint_a (transpose_b and adjoint_b) can be True")
+    for flag, x in ((transpose_a or adjoint_a, a), (transpose_b or adjoint_b, b)):
+        if flag and dtype_of(x).kind == "c":
+            raise TypeError("matmul: complex operands are not supported")
+    if transpose_a or adjoint_a:
+        a = _swap_last(a)
+    if transpose_b or adjoint_b:
+        b = _swap_last(b)
     return _named(_ops.matmul(a, b), name)
 
 
@@ -181,8 +266,10 @@ def negative(x, name=None):
 
 
 def identity(x, name=None):
-    """``x`` itself (a graph node gets a new name only when ``name`` is given)."""
-    if name is None:
+    """``x`` itself (a graph node gets a new name only when ``name`` is
+    given, or inside ``control_dependencies``, where the node is what waits
+    for the controls)."""
+    if name is None and not (isinstance(x, Value) and x.graph.in_control_block):
         return x
     # a reshape to the same shape infers at most one unknown dimension; x[...] any number
     same = _ops.reshape(x, *x.shape) if list(x.shape).count(None) <= 1 else _ops.getitem(x, Ellipsis)
@@ -193,21 +280,12 @@ def cast(x, dtype, name=None):
     return _named(_ops.astype(x, dtype), name)
 
 
-def gather(params, indices, name=None):
-    """Rows of ``params`` at integer ``indices`` (axis 0)."""
-    return _named(_ops.take(params, indices), name)
-
-
 def concat(values, axis, name=None):
     return _named(_ops.concat(list(values), axis=axis), name)
 
 
 def stack(values, axis=0, name=None):
     return _named(_ops.stack(list(values), axis=axis), name)
-
-
-def reshape(tensor, shape, name=None):
-    return _named(_ops.reshape(tensor, *tuple(shape)), name)
 
 
 def transpose(a, perm=None, name=None):
@@ -225,17 +303,183 @@ def _fill_like(x, value):
 fill_like_p = StaticPrimitive("fill_like", _fill_like, lambda x, value: Aval(tuple(x.shape), dtype_of(x)))
 
 
-def zeros_like(x, name=None):
-    """Zeros of ``x``'s shape and dtype (no gradient flows through)."""
+def _like(x, value, dtype, name):
     if not isinstance(x, Value):
-        return _tensor.zeros_like(x)
-    return _named(x.graph._append(fill_like_p, (x.id,), {"value": 0}, Aval(tuple(x.shape), x.dtype)), name)
+        out = _tensor.zeros_like(x) if value == 0 else _tensor.ones_like(x)
+        return out if dtype is None else _ops.astype(out, dtype)
+    out = x.graph._append(fill_like_p, (x.id,), {"value": value}, Aval(tuple(x.shape), x.dtype))
+    if dtype is not None and np.dtype(dtype) != x.dtype:
+        out = _ops.astype(out, dtype)
+    return _named(out, name)
 
 
-def ones_like(x, name=None):
-    if not isinstance(x, Value):
-        return _tensor.ones_like(x)
-    return _named(x.graph._append(fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)
+def zeros_like(tensor, dtype=None, name=None, optimize=True):
+    """Zeros of ``tensor``'s shape, of its dtype or ``dtype`` (``tf.zeros_like``;
+    no gradient flows through)."""
+    return _like(tensor, 0, dtype, name)
+
+
+def ones_like(tensor, dtype=None, name=None, optimize=True):
+    """Ones of ``tensor``'s shape, of its dtype or ``dtype`` (``tf.ones_like``)."""
+    return _like(tensor, 1, dtype, name)
+
+
+# --------------------------------------------------------------------------
+# TF1's names for the elementwise functions (they take name=)
+# --------------------------------------------------------------------------
+
+def _unary(op):
+    def f(x, name=None):
+        return _named(op(x), name)
+    f.__name__ = op.__name__
+    f.__doc__ = f"``{op.__name__}(x)`` elementwise (``tf.{op.__name__}``)."
+    return f
+
+
+def _binary(op):
+    def f(x, y, name=None):
+        return _named(op(x, y), name)
+    f.__name__ = op.__name__
+    f.__doc__ = f"``{op.__name__}(x, y)`` elementwise, broadcasting (``tf.{op.__name__}``)."
+    return f
+
+
+exp, log, sqrt, abs, tanh, sigmoid = (_unary(f) for f in (_ops.exp, _ops.log, _ops.sqrt, _ops.abs, _ops.tanh,
+                                                         _ops.sigmoid))
+pow, maximum, minimum = (_binary(f) for f in (_ops.pow, _ops.maximum, _ops.minimum))
+
+
+def broadcast_to(input, shape, name=None):
+    return _named(_ops.broadcast_to(input, shape), name)
+
+
+def logical_not(x, name=None):
+    """Elementwise not of a boolean value (``tf.logical_not``)."""
+    _is_bool("logical_not", x)
+    return _named(_ops.equal(x, False), name)
+
+
+def logical_and(x, y, name=None):
+    _is_bool("logical_and", x, y)
+    return _named(_ops.mul(x, y), name)       # numpy's product of booleans is their conjunction
+
+
+def logical_or(x, y, name=None):
+    _is_bool("logical_or", x, y)
+    return _named(_ops.maximum(x, y), name)
+
+
+def _is_bool(op, *xs):
+    for x in xs:
+        if not isinstance(x, (bool, np.bool_)) and _dt(x).kind != "b":
+            raise DTypeError(f"{op}: expected boolean inputs, got dtype {_dt(x)}")
+
+
+def add_n(inputs, name=None):
+    """The elementwise sum of a list of values of one shape (``tf.add_n``)."""
+    inputs = list(inputs)
+    if not inputs:
+        raise ValueError("add_n: inputs must be a non-empty list")
+    for k, x in enumerate(inputs[1:], 1):
+        if tuple(x.shape) != tuple(inputs[0].shape):
+            raise ValueError(f"add_n: input {k} has shape {x.shape}, input 0 {inputs[0].shape}; all must be equal")
+    out = inputs[0]
+    for x in inputs[1:]:
+        out = _ops.add(out, x)
+    return _named(out, name)
+
+
+# --------------------------------------------------------------------------
+# boolean reductions, gradient clipping
+# --------------------------------------------------------------------------
+
+def _bool_reduce(op, x, axis, keepdims, reduction_indices, keep_dims, want):
+    if _dt(x).kind != "b":
+        raise DTypeError(f"{op}: input_tensor must be boolean, got dtype {_dt(x)}")
+    keepdims = keep_dims if keep_dims is not None else bool(keepdims)
+    # counts rather than max/min: an empty reduction is then False (any) / True (all), as in TF1
+    n = _ops.sum(_ops.astype(_ops.equal(x, want), np.int64), axis=_axis(axis, reduction_indices), keepdims=keepdims)
+    return _ops.greater(n, 0) if want else _ops.equal(n, 0)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None):
+    """Logical or over ``axis`` (all axes by default) of a boolean value (``tf.reduce_any``)."""
+    return _named(_bool_reduce("reduce_any", input_tensor, axis, keepdims, reduction_indices, keep_dims, True), name)
+
+
+def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None):
+    """Logical and over ``axis`` (all axes by default) of a boolean value (``tf.reduce_all``)."""
+    return _named(_bool_reduce("reduce_all", input_tensor, axis, keepdims, reduction_indices, keep_dims, False), name)
+
+
+def global_norm(t_list, name=None):
+    """``sqrt(sum of every element of every tensor squared)`` (``tf.global_norm``);
+    ``None`` entries are skipped."""
+    ts = [t for t in t_list if t is not None]
+    if not ts:
+        raise ValueError("global_norm: t_list holds no tensor")
+    total = None
+    for t in ts:
+        sq = _ops.sum(_ops.mul(t, t))
+        total = sq if total is None else _ops.add(total, sq)
+    return _named(_ops.sqrt(total), name)
+
+
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+    """``(t * clip_norm / max(global_norm, clip_norm) for t in t_list), global_norm``
+    (``tf.clip_by_global_norm``): every tensor scaled by one factor so their
+    global norm is at most ``clip_norm``; ``None`` entries stay ``None``; an
+    infinite norm makes every entry NaN, as in TF1."""
+    if isinstance(t_list, (Value, np.ndarray)) or not isinstance(t_list, (list, tuple)):
+        raise TypeError(f"clip_by_global_norm: t_list must be a list of tensors, got {type(t_list).__name__}")
+    norm = global_norm(t_list) if use_norm is None else use_norm
+    inv_clip = _ops.div(1.0, clip_norm) if isinstance(clip_norm, Value) else 1.0 / clip_norm
+    # TF1's formula: clip_norm * min(1 / norm, 1 / clip_norm), plus (norm - norm): NaN for an infinite norm
+    scale = _ops.add(_ops.mul(clip_norm, _ops.minimum(_ops.div(1.0, norm), inv_clip)), _ops.sub(norm, norm))
+    clipped = [None if t is None else _ops.mul(t, _ops.astype(scale, dtype_of(t))) for t in t_list]
+    return clipped, norm
+
+
+# --------------------------------------------------------------------------
+# variables and control
+# --------------------------------------------------------------------------
+
+def _ref(op, ref):
+    if not isinstance(ref, Variable):
+        raise TypeError(f"{op}: ref must be a Variable, got {type(ref).__name__}")
+    return ref
+
+
+def assign(ref, value, validate_shape=None, use_locking=None, name=None):
+    """An op setting Variable ``ref`` to ``value``; fetching it gives the new
+    value (``tf.assign``). The shape cannot change (``validate_shape=False``
+    is an error)."""
+    if validate_shape is False:
+        raise ValueError(f"assign: validate_shape=False (changing the shape of '{ref.name}') is not supported")
+    return _named(_ref("assign", ref).assign(value), name)
+
+
+def assign_add(ref, value, use_locking=None, name=None):
+    """An op adding ``value`` to Variable ``ref`` (``tf.assign_add``)."""
+    return _named(_ref("assign_add", ref).assign_add(value), name)
+
+
+def assign_sub(ref, value, use_locking=None, name=None):
+    """An op subtracting ``value`` from Variable ``ref`` (``tf.assign_sub``)."""
+    return _named(_ref("assign_sub", ref).assign_sub(value), name)
+
+
+def control_dependencies(control_inputs):
+    """``get_default_graph().control_dependencies(control_inputs)``: ops made
+    inside the block run after ``control_inputs`` (see
+    :meth:`Graph.control_dependencies`)."""
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def no_op(name=None):
+    """An op that does nothing but run the controls of the enclosing
+    ``control_dependencies`` blocks (``tf.no_op``)."""
+    return group(*get_default_graph().control_inputs(), name=name or "NoOp")
 
 
 # TF1's program and session scaffolding (issue 22): ConfigProto and tf.device (accepted, no effect: see

@@ -814,8 +814,8 @@ class _Builder:
             self.fail(f"optimizer {k}: 'slots' must be a list")
         for item in slots:
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)
-                    and set(item[1]) == set(cls._slot_names)):
-                self.fail(f"optimizer {k}: a slot entry must be [variable id, {{{', '.join(cls._slot_names)}: "
+                    and set(item[1]) == set(opt._slot_names)):
+                self.fail(f"optimizer {k}: a slot entry must be [variable id, {{{', '.join(opt._slot_names)}: "
                           f"variable id}}], got {item!r:.80}")
             var = self.variable(item[0])
             d = {}

@@ -290,22 +290,43 @@ class Variable(Value):
     """A value that persists across :meth:`Session.run` calls (TF1's
     ``tf.Variable``).
 
+    The arguments are TF1's, in TF1's order (the second positional is
+    ``trainable``); ``graph=`` (keyword-only) is dynnets' own.
+
     Parameters
     ----------
     initial_value : array_like or callable
         The value the initialiser assigns (a callable is called once, now).
         Python floats become float32, as in eager dynnets.
-    name : str, optional
-    trainable : bool
+    trainable : bool, default True
         Listed by :func:`trainable_variables` (the optimizers' default).
+    collections : list of str, optional
+        Graph collections to add the variable to.
+    name : str, optional
     dtype : numpy dtype, optional
+    shape : tuple, optional
+        Must be the initial value's shape (a shape that may change is not
+        supported, nor are ``validate_shape=False``, ``variable_def`` and
+        ``constraint``); ``caching_device``, ``expected_shape``,
+        ``import_scope``, ``use_resource``, ``synchronization`` and
+        ``aggregation`` are accepted and change nothing.
     graph : Graph, optional
         Defaults to the default graph.
     """
 
     __slots__ = ("initial_value", "trainable", "index", "_init_op")
 
-    def __init__(self, initial_value, name=None, trainable=True, dtype=None, graph=None):
+    def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True, caching_device=None,
+                 name=None, variable_def=None, dtype=None, expected_shape=None, import_scope=None, constraint=None,
+                 use_resource=None, synchronization=None, aggregation=None, shape=None, *, graph=None):
+        if initial_value is None:
+            raise ValueError("Variable: initial_value must be specified")
+        for arg, v in (("variable_def", variable_def), ("constraint", constraint)):
+            if v is not None:
+                raise ValueError(f"Variable {name or ''}: {arg}= is not supported")
+        if validate_shape is not True:
+            raise ValueError(f"Variable {name or ''}: validate_shape=False (a shape that may change) is not supported")
+        trainable = True if trainable is None else trainable
         if callable(initial_value):
             initial_value = initial_value()
         if is_symbolic(initial_value):
@@ -319,11 +340,20 @@ class Variable(Value):
             if not isinstance(initial_value, np.ndarray) and arr.dtype == np.float64:
                 arr = arr.astype(np.float32)
         arr.setflags(write=False)    # the session copies it at initialisation
+        if shape is not None and tuple(shape) != arr.shape:
+            raise ValueError(f"Variable {name or ''}: shape={tuple(shape)} does not match the initial value's shape "
+                             f"{arr.shape}")
         g = graph if graph is not None else get_default_graph()
         self.initial_value = arr
         self.trainable = bool(trainable)
         self._init_op = None
         g._add_variable(self, name)
+        if collections is not None:
+            if isinstance(collections, str) or not isinstance(collections, (list, tuple, set)):
+                raise TypeError(f"Variable '{self.name}': collections must be a list of collection names, got "
+                                f"{collections!r}")
+            for c in collections:
+                g.add_to_collection(c, self)
 
     @property
     def initializer(self):
@@ -336,7 +366,9 @@ class Variable(Value):
         return self
 
     def read_value(self):
-        return self
+        """This variable's value; inside a ``control_dependencies`` block, as
+        it is after the controls ran (TF1's idiom for reading after an update)."""
+        return self.graph.values[self.graph._controlled((self.id,))[0]]
 
     def assign(self, value):
         """An op setting this variable to ``value``; fetching it gives the new value."""
@@ -457,6 +489,8 @@ class Graph:
         self.captures = []
         self._captured = {}
         self.programs = {}
+        self._control = []          # the open control_dependencies blocks: (control ids, written variables)
+        self._after = {}            # (value id, control ids) -> the value read after those controls
 
     # --- construction -----------------------------------------------------------
     def _unique_name(self, base):
@@ -486,6 +520,16 @@ class Graph:
         """Append one equation; returns its Value (a tuple for multiple results)."""
         if self is not self.root:
             raise GraphError("cannot add nodes to a derived (compiled) graph")
+        if self._control and prim not in SOURCES and prim is not after_p and prim is not read_after_p:
+            if ins:
+                ins = self._controlled(ins)
+            elif not getattr(prim, "effect", False) and not prim.multiple_results:
+                # an op without inputs (a fill, a random draw) waits for the controls through its result
+                out = self._append_eqn(prim, ins, attrs, out_avals, name, cls, obj, site, sparse)
+                return self._after_controls(out)
+        return self._append_eqn(prim, ins, attrs, out_avals, name, cls, obj, site, sparse)
+
+    def _append_eqn(self, prim, ins, attrs, out_avals, name, cls, obj, site, sparse):
         name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
         if prim.multiple_results:
             outs = tuple(self._new_value(a, f"{name}:{k}") for k, a in enumerate(out_avals))
@@ -530,6 +574,107 @@ class Graph:
             v = self._append(param_p, (), {"param": p}, aval, name=p.name or "param")
             self._params[id(p)] = v
         return v
+
+    # --- control dependencies -------------------------------------------------------
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs):
+        """Inside the block, every new op of this graph runs after the ops and
+        values in ``control_inputs`` (which then run whenever it runs), as
+        TF1's ``Graph.control_dependencies``: its inputs are taken after the
+        controls, and a Variable that a control writes (an ``assign``, a train
+        op) is read after that write. ``None`` clears the enclosing blocks'
+        controls; blocks nest (their controls add up).
+
+        Ops created before the block are not affected: a run still computes
+        them from the variables as they were when it started."""
+        if control_inputs is None:
+            frame = None
+        else:
+            if isinstance(control_inputs, Value) or not isinstance(control_inputs, (list, tuple)):
+                raise TypeError(f"control_dependencies: control_inputs must be a list of graph values or None, got "
+                                f"{type(control_inputs).__name__}")
+            ids, written = [], set()
+            for c in control_inputs:
+                if not isinstance(c, Value):
+                    raise TypeError(f"control_dependencies: {c!r} is not a graph value (an op or a tensor)")
+                if c.graph is not self:
+                    raise GraphError(f"control_dependencies: '{c.name}' belongs to another graph")
+                ids.append(c.id)
+                written |= self._written_by(c.id)
+            frame = (tuple(ids), frozenset(written))
+        self._control.append(frame)
+        try:
+            yield
+        finally:
+            self._control.pop()
+
+    def control_inputs(self):
+        """The control inputs of the open ``control_dependencies`` blocks, as Values."""
+        return [self.values[i] for i in self._controls()[0]]
+
+    @property
+    def in_control_block(self):
+        """Whether new ops of this graph get control dependencies (inside
+        :meth:`control_dependencies` with at least one control)."""
+        return bool(self._controls()[0])
+
+    def _controls(self):
+        """(control ids, ids of the variables they write) of the open blocks."""
+        ids, written = [], set()
+        for frame in self._control:
+            if frame is None:
+                ids, written = [], set()
+            else:
+                ids.extend(i for i in frame[0] if i not in ids)
+                written |= frame[1]
+        return tuple(ids), written
+
+    def _written_by(self, vid):
+        """Ids of the variables the effects among ``vid``'s ancestors write."""
+        out, seen, stack = set(), set(), [vid]
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            e = self.producer[i]
+            if getattr(e.prim, "effect", False) and e.prim is not read_after_p:
+                vs = e.attrs.get("vars", ()) if e.prim is init_p else effect_variables(e)
+                out.update(v.id for v in vs)
+            stack.extend(e.ins)
+        return out
+
+    def _controlled(self, ins):
+        """``ins`` as the open control blocks see them: each non-constant
+        input taken after the controls (a variable they write read after the write)."""
+        ctrl, written = self._controls()
+        if not ctrl:
+            return ins
+        out = []
+        for i in ins:
+            p = self.producer[i].prim
+            if p is constant_p or i in ctrl:
+                out.append(i)
+                continue
+            key = (i, ctrl)
+            v = self._after.get(key)
+            if v is None:
+                aval = self.avals[i]
+                if p is variable_p and i in written:
+                    var = self.values[i]
+                    v = self._append(read_after_p, (i,) + ctrl, {"var": var}, Aval(tuple(aval.shape), aval.dtype),
+                                     name=f"{var.name}/read")
+                else:
+                    v = self._append(after_p, (i,) + ctrl, {}, aval, name=f"{self.values[i].name}/after")
+                self._after[key] = v
+            out.append(v.id)
+        return tuple(out)
+
+    def _after_controls(self, v):
+        ctrl, _ = self._controls()
+        if not ctrl:
+            return v
+        return self._append(after_p, (v.id,) + ctrl, {}, self.avals[v.id], name=f"{v.name}/after")
 
     # --- subgraphs ------------------------------------------------------------------
     def subgraph(self):
@@ -912,9 +1057,13 @@ def placeholder(shape, dtype=np.float32, name=None):
     return v
 
 
-def constant(value, dtype=None, name=None):
-    """A constant node. Python numbers and lists become float32 when they are
-    floats (as :func:`dynnets.tensor`), integer arrays keep their dtype."""
+def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
+    """A constant node (``tf.constant``, in TF1's argument order). Python
+    numbers and lists become float32 when they are floats (as
+    :func:`dynnets.tensor`), integer arrays keep their dtype. With ``shape``,
+    a value of as many elements is reshaped and a shorter one filled up with
+    its last element (TF1's rule: ``constant(0.0, shape=[2, 3])``);
+    ``verify_shape`` requires the value to have that shape already."""
     if isinstance(value, Tensor):
         value = value.data
     if dtype is not None:
@@ -923,6 +1072,19 @@ def constant(value, dtype=None, name=None):
         arr = np.array(value)
         if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
             arr = arr.astype(np.float32)
+    if shape is not None:
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        n = int(np.prod(shape, dtype=np.int64))
+        if verify_shape and arr.shape != shape:
+            raise TypeError(f"constant: expected shape {shape}, the value has shape {arr.shape}")
+        if arr.size == n:
+            arr = arr.reshape(shape)
+        elif 0 < arr.size < n:
+            flat = arr.reshape(-1)
+            arr = np.concatenate([flat, np.full(n - flat.size, flat[-1], dtype=arr.dtype)]).reshape(shape)
+        else:
+            raise ValueError(f"constant: a value of {arr.size} elements cannot make a constant of shape {shape} "
+                             f"({n} elements)")
     arr.setflags(write=False)
     g = get_default_graph()
     return g._append(constant_p, (), {"value": arr}, Aval(arr.shape, arr.dtype), name=name or "Const")
@@ -990,6 +1152,32 @@ def group(*inputs, name="group"):
             raise GraphError(f"group: '{x.name}' belongs to another graph")
     g = g or get_default_graph()
     return g._append(group_p, tuple(x.id for x in inputs), {}, Aval((), None), name=name, cls=Operation)
+
+
+def _after_impl(x, *controls):
+    return x
+
+
+def _after_vjp(g, ins, out):
+    return (g,) + (None,) * (len(ins) - 1)
+
+
+# x, taken once the control inputs ran (an op made inside a control_dependencies block)
+after_p = StaticPrimitive("control_after", _after_impl, lambda x, *controls: Aval(tuple(x.shape), x.dtype),
+                          joint_vjp=_after_vjp)
+
+
+def _read_after_impl(S, snapshot, *controls, var):
+    # an effect, so it runs in creation order among the run's effects, after the controls' writes
+    return np.array(S[var.index], copy=True)
+
+
+def _read_after_shape(snapshot, *controls, var):
+    return Aval(tuple(snapshot.shape), snapshot.dtype)
+
+
+read_after_p = StaticPrimitive("read_after", _read_after_impl, _read_after_shape, effect=True,
+                               joint_vjp=_after_vjp)
 
 
 def _assign_impl(S, value, var, mode):

@@ -9,7 +9,8 @@ __all__ = ["dense"]
 
 
 def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None,
-          trainable=True, name=None, reuse=None):
+          kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+          bias_constraint=None, trainable=True, name=None, reuse=None):
     """``activation(inputs @ kernel + bias)`` (as ``tf.layers.dense``).
 
     The variables are ``<scope>/kernel`` (in, units) and ``<scope>/bias``
@@ -17,8 +18,15 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
     unique: ``"dense_1"``...); ``reuse=True`` (or the same ``name`` under a
     reusing scope) shares them. The kernel defaults to Glorot-uniform (the
     variable scope's initializer if it has one), the bias to zeros.
-    ``inputs`` of rank above 2 are multiplied on their last axis.
+    ``inputs`` of rank above 2 are multiplied on their last axis. The
+    arguments are in TF1's order; regularizers and constraints are not
+    supported (an error unless None).
     """
+    for arg, v in (("kernel_regularizer", kernel_regularizer), ("bias_regularizer", bias_regularizer),
+                   ("activity_regularizer", activity_regularizer), ("kernel_constraint", kernel_constraint),
+                   ("bias_constraint", bias_constraint)):
+        if v is not None:
+            raise ValueError(f"dense: {arg}= is not supported, got {v!r}")
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
         raise ValueError(f"dense: units must be a positive integer, got {units!r}")
     shape = tuple(inputs.shape)

@@ -1,7 +1,14 @@
 """TF1's ``tf.nn`` names over dynnets ops (they work on symbolic and eager
-values alike, through the shared primitive table), with ``rnn_cell`` and
-``dynamic_rnn``."""
+values alike, through the shared primitive table), with ``rnn_cell``,
+``dynamic_rnn`` and ``bidirectional_dynamic_rnn``.
+
+The loss functions that TF1 makes keyword-only (``labels=``, ``logits=``)
+are keyword-only here too: a positional call is an error, as in TF1, rather
+than a silent swap of labels and logits.
+"""
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 
@@ -9,15 +16,31 @@ from ..autograd import ops as _ops
 from ..autograd.engine import bind as _bind
 from ..autograd.primitives import dropout_mask_p as _dropout_mask_p
 from ..autograd.primitives import make_rng as _make_rng
+from ..autograd.primitives import top_k_p as _top_k_p
 from . import rnn_cell
+from .array_ops import one_hot as _one_hot
+from .array_ops import reshape as _reshape
+from .array_ops import shape as _shape
+from .array_ops import stop_gradient as _stop_gradient
+from .graph import Value as _Value
 from .graph import is_symbolic as _is_symbolic
 from .random import get_seed as _get_seed
-from .rnn import dynamic_rnn
+from .rnn import bidirectional_dynamic_rnn, dynamic_rnn
 from .variable_scope import name_scope as _name_scope
 
 __all__ = ["dropout", "softmax", "log_softmax", "sparse_softmax_cross_entropy_with_logits",
-           "softmax_cross_entropy_with_logits", "tanh", "sigmoid", "relu", "embedding_lookup", "l2_loss",
-           "bias_add", "xw_plus_b", "lstm_cell", "gru_cell", "rnn_cell", "dynamic_rnn"]
+           "softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits_v2",
+           "sigmoid_cross_entropy_with_logits", "tanh", "sigmoid", "relu", "leaky_relu", "elu", "top_k", "in_top_k",
+           "moments", "embedding_lookup", "l2_loss", "bias_add", "xw_plus_b", "lstm_cell", "gru_cell", "rnn_cell",
+           "dynamic_rnn", "bidirectional_dynamic_rnn"]
+
+TopKV2 = namedtuple("TopKV2", ("values", "indices"))
+
+
+def _named_only(op, sentinel):
+    # TF1's _sentinel: the first positional parameter, so that a positional call fails
+    if sentinel is not None:
+        raise ValueError(f"Only call `{op}` with named arguments (labels=..., logits=..., ...)")
 
 
 def softmax(logits, axis=-1, name=None):
@@ -28,19 +51,148 @@ def log_softmax(logits, axis=-1, name=None):
     return _ops.log_softmax(logits, axis=axis)
 
 
-def sparse_softmax_cross_entropy_with_logits(labels=None, logits=None, name=None):
-    """Per-row losses (N,) of ``logits`` (N, C) against integer ``labels``
-    (N,), as TF1 (reduce them yourself)."""
+def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
+    """Losses of ``logits`` (..., C) against integer ``labels`` (...), one
+    per label, as TF1 (reduce them yourself); keyword arguments only. A label
+    outside ``[0, C)`` is an error."""
+    _named_only("sparse_softmax_cross_entropy_with_logits", _sentinel)
     if labels is None or logits is None:
         raise ValueError("sparse_softmax_cross_entropy_with_logits: pass labels= and logits=")
-    return _ops.cross_entropy(logits, labels, reduction="none")
+    nd = len(logits.shape)
+    if len(labels.shape) != nd - 1:
+        raise ValueError(f"sparse_softmax_cross_entropy_with_logits: labels must have rank {nd - 1} (the rank of "
+                         f"logits minus 1), got labels shape {tuple(labels.shape)} and logits shape "
+                         f"{tuple(logits.shape)}")
+    if nd == 2:
+        return _ops.cross_entropy(logits, labels, reduction="none")
+    c = logits.shape[-1]
+    flat = _ops.cross_entropy(_ops.reshape(logits, -1, c), _ops.reshape(labels, -1), reduction="none")
+    return _reshape(flat, _shape(labels)) if isinstance(labels, _Value) else _ops.reshape(flat, *labels.shape)
 
 
-def softmax_cross_entropy_with_logits(labels=None, logits=None, axis=-1, name=None):
-    """Per-row losses against dense label distributions: ``-sum(labels * log_softmax(logits))``."""
+def _dense_xent(labels, logits, axis):
+    return _ops.neg(_ops.sum(_ops.mul(labels, _ops.log_softmax(logits, axis=axis)), axis=axis))
+
+
+def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1, name=None, axis=None):
+    """Losses against dense label distributions, ``-sum(labels *
+    log_softmax(logits), axis)`` (TF1's deprecated v1): no gradient flows
+    into ``labels`` (use ``softmax_cross_entropy_with_logits_v2`` for one);
+    keyword arguments only."""
+    _named_only("softmax_cross_entropy_with_logits", _sentinel)
     if labels is None or logits is None:
         raise ValueError("softmax_cross_entropy_with_logits: pass labels= and logits=")
-    return _ops.neg(_ops.sum(_ops.mul(labels, _ops.log_softmax(logits, axis=axis)), axis=axis))
+    return _dense_xent(_stop_gradient(labels), logits, dim if axis is None else axis)
+
+
+def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, dim=None):
+    """Losses against dense label distributions, ``-sum(labels *
+    log_softmax(logits), axis)`` (``axis`` default -1); the gradient flows into
+    ``labels`` too, unlike v1."""
+    if axis is not None and dim is not None:
+        raise ValueError("softmax_cross_entropy_with_logits_v2: cannot specify both 'axis' and 'dim'")
+    ax = axis if axis is not None else dim if dim is not None else -1
+    return _dense_xent(labels, logits, ax)
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
+    """Elementwise logistic losses ``max(x, 0) - x * z + log(1 + exp(-|x|))``
+    of logits ``x`` against labels ``z`` of the same shape (TF1's stable
+    form); keyword arguments only."""
+    _named_only("sigmoid_cross_entropy_with_logits", _sentinel)
+    if labels is None or logits is None:
+        raise ValueError("sigmoid_cross_entropy_with_logits: pass labels= and logits=")
+    ls = tuple(np.shape(labels)) if not hasattr(labels, "shape") else tuple(labels.shape)
+    if len(ls) != len(logits.shape) or any(a is not None and b is not None and a != b
+                                           for a, b in zip(ls, logits.shape)):
+        raise ValueError(f"sigmoid_cross_entropy_with_logits: logits and labels must have the same shape "
+                         f"({tuple(logits.shape)} vs {ls})")
+    x = logits
+    return _ops.add(_ops.sub(_ops.relu(x), _ops.mul(x, labels)), _ops.log(_ops.add(_ops.exp(_ops.neg(_ops.abs(x))),
+                                                                                   1.0)))
+
+
+def _float_features(op, x):
+    if not hasattr(x, "dtype"):
+        x = np.asarray(x)
+    if x.dtype.kind in "iu":
+        return _ops.astype(x, np.float32)          # TF1 casts integer features to float32
+    return x
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """``features`` where positive, ``alpha * features`` elsewhere
+    (``tf.nn.leaky_relu``; the gradient at 0 is ``alpha``, as TF1's)."""
+    x = _float_features("leaky_relu", features)
+    return _ops.where(_ops.greater(x, 0), x, _ops.mul(x, float(alpha)))
+
+
+def elu(features, name=None):
+    """``features`` where positive, ``exp(features) - 1`` elsewhere (``tf.nn.elu``)."""
+    x = features
+    pos = _ops.greater(x, 0)
+    # exp of the non-positive part only: exp(large x) would overflow and its
+    # zero-weighted gradient would still be inf * 0 = NaN
+    neg = _ops.sub(_ops.exp(_ops.where(pos, 0.0, x)), 1.0)
+    return _ops.where(pos, x, neg)
+
+
+def top_k(input, k=1, sorted=True, name=None):
+    """The ``k`` largest entries along the last axis and their int32 indices,
+    largest first (``tf.nn.top_k``; equal entries: the lower index first).
+    The gradient flows to the selected entries."""
+    if isinstance(k, _Value):
+        raise TypeError(f"top_k: k must be an int known when the graph is built, got the Value '{k.name}'")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"top_k: k must be an int, got {k!r}")
+    values, indices = _bind(_top_k_p, input, k=int(k))
+    return TopKV2(values, indices)
+
+
+def in_top_k(predictions, targets, k, name=None):
+    """Whether ``predictions[i, targets[i]]`` is among the ``k`` largest of
+    row ``i`` (``tf.nn.in_top_k``): entries equal to it all count as in the
+    top k, a target out of range or a non-finite prediction gives False."""
+    if len(predictions.shape) != 2:
+        raise ValueError(f"in_top_k: predictions must be 2-D (batch, classes), got shape {tuple(predictions.shape)}")
+    if not hasattr(targets, "dtype"):
+        targets = np.asarray(targets)
+    if len(targets.shape) != 1 or targets.dtype.kind not in "iu":
+        raise ValueError(f"in_top_k: targets must be a 1-D integer vector, got shape {tuple(targets.shape)}")
+    n_classes = predictions.shape[1]
+    if n_classes is None:
+        raise ValueError("in_top_k: the number of classes (predictions.shape[1]) must be known")
+    hot = _one_hot(targets, n_classes, on_value=True, off_value=False, dtype=np.bool_)
+    # the target's prediction (0 for a target out of range, which is then refused below)
+    target = _ops.sum(_ops.where(hot, predictions, 0.0), axis=1, keepdims=True)
+    above = _ops.sum(_ops.astype(_ops.greater(predictions, target), np.int64), axis=1)
+    valid = _ops.greater(_ops.sum(_ops.astype(hot, np.int64), axis=1), 0)
+    # numpy's product of booleans is their conjunction
+    return _ops.mul(_ops.mul(_ops.less(above, int(k)), valid), _all_finite(predictions))
+
+
+def _all_finite(x):
+    # x - x is 0 for finite x and NaN for inf or NaN; NaN != NaN
+    d = _ops.sub(x, x)
+    bad = _ops.sum(_ops.astype(_ops.not_equal(d, d), np.int64), axis=1)
+    return _ops.equal(bad, 0)
+
+
+def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
+    """``(mean, variance)`` of ``x`` over ``axes`` (``tf.nn.moments``): the
+    variance is ``mean((x - stop_gradient(mean))^2)``, as TF1 computes it
+    (``shift`` is accepted and unused, as in TF1)."""
+    if keep_dims is not None:
+        keepdims = keep_dims
+    axes = tuple(axes) if isinstance(axes, (list, tuple)) else (axes,)
+    mean = _ops.mean(x, axis=axes, keepdims=True)
+    d = _ops.sub(x, _stop_gradient(mean))
+    var = _ops.mean(_ops.mul(d, d), axis=axes, keepdims=True)
+    if not keepdims:
+        reduced = {a % len(x.shape) for a in axes}
+        drop = tuple(0 if k in reduced else slice(None) for k in range(len(x.shape)))
+        mean, var = _ops.getitem(mean, drop), _ops.getitem(var, drop)
+    return mean, var
 
 
 def tanh(x, name=None):
@@ -55,8 +207,16 @@ def relu(x, name=None):
     return _ops.relu(x)
 
 
-def embedding_lookup(params, ids, name=None):
-    """Rows of ``params`` (V, D) for integer ``ids``; its gradient is row-sparse."""
+def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
+    """Rows of ``params`` (V, D) for integer ``ids`` of any shape (result
+    ``ids.shape + (D,)``); its gradient is row-sparse. ``params`` may be a
+    list of one table (partitioned tables are not supported)."""
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            raise ValueError(f"embedding_lookup: only one table is supported (no partitioning), got {len(params)}")
+        params = params[0]
+    if max_norm is not None:
+        raise ValueError("embedding_lookup: max_norm is not supported")
     return _ops.embedding(params, ids)
 
 
@@ -65,7 +225,25 @@ def l2_loss(t, name=None):
     return _ops.mul(_ops.sum(_ops.mul(t, t)), 0.5)
 
 
-def bias_add(value, bias, name=None):
+def bias_add(value, bias, data_format=None, name=None):
+    """``value + bias`` with ``bias`` (C,) added along the last dimension, or
+    along dimension 1 with ``data_format="NCHW"`` (``tf.nn.bias_add``)."""
+    if len(bias.shape) != 1:
+        raise ValueError(f"bias_add: bias must be 1-D, got shape {tuple(bias.shape)}")
+    nd = len(value.shape)
+    if nd < 2:
+        raise ValueError(f"bias_add: value must have at least 2 dimensions, got shape {tuple(value.shape)}")
+    if data_format is not None and data_format.startswith("NC"):
+        axis = 1
+        bias = _ops.reshape(bias, *((-1,) + (1,) * (nd - 2)))
+    elif data_format in (None, "NHWC", "NWC", "NDHWC", "N...C"):
+        axis = nd - 1
+    else:
+        raise ValueError(f"bias_add: data_format must be NHWC-like or NCHW-like, got {data_format!r}")
+    c, b = value.shape[axis], bias.shape[0]
+    if c is not None and b is not None and c != b:
+        raise ValueError(f"bias_add: bias has {b} entries, value's dimension {axis} has {c} "
+                         f"(value shape {tuple(value.shape)})")
     return _ops.add(value, bias)
 
 

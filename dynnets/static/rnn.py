@@ -1,17 +1,19 @@
-"""TF1's ``tf.nn.dynamic_rnn``: a recurrent cell run over a batch of padded
-sequences inside the graph, by ``while_loop`` and ``TensorArray``, so one
-graph serves every batch size and every length."""
+"""TF1's ``tf.nn.dynamic_rnn`` and ``tf.nn.bidirectional_dynamic_rnn``: a
+recurrent cell run over a batch of padded sequences inside the graph, by
+``while_loop`` and ``TensorArray``, so one graph serves every batch size and
+every length."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..autograd import ops
-from .array_ops import shape
+from .array_ops import check_same_size, reverse_sequence, shape
 from .control_flow import TensorArray, while_loop
 from .graph import Value, constant
 from .rnn_cell import LSTMStateTuple
+from .variable_scope import name_scope
 
-__all__ = ["dynamic_rnn"]
+__all__ = ["dynamic_rnn", "bidirectional_dynamic_rnn"]
 
 
 def _flatten(state):
@@ -81,6 +83,13 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
                 sequence_length = constant(np.asarray(sequence_length, dtype=np.int64))
         if len(sequence_length.shape) != 1:
             raise ValueError(f"dynamic_rnn: sequence_length must be 1-D (batch,), got shape {sequence_length.shape}")
+        if sequence_length.dtype.kind not in "iu":
+            raise TypeError(f"dynamic_rnn: sequence_length must hold integers, got dtype {sequence_length.dtype}")
+        # one length per sequence: checked now when both sizes are known, else when the graph runs (inside
+        # the loop a mismatch would only surface as a broadcasting error of some op of the cell)
+        with g.as_default():
+            sequence_length = check_same_size(sequence_length, 0, inputs, 1 if time_major else 0, "dynamic_rnn",
+                                              "sequence_length", "inputs", "its batch size")
     with g.as_default():
         input_ta = TensorArray(x.dtype, size=steps, element_shape=x.shape[1:]).unstack(x)
         output_ta = TensorArray(dt, size=steps, element_shape=(x.shape[1], cell.output_size))
@@ -108,3 +117,52 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     if not time_major:
         outputs = ops.transpose(outputs, 1, 0, 2)
     return outputs, final
+
+
+def _reverse_time(x, sequence_length, time_major):
+    """``x`` with each sequence's first ``sequence_length`` steps reversed (all
+    steps without lengths), as TF1's bidirectional RNN reverses its inputs."""
+    t_axis, b_axis = (0, 1) if time_major else (1, 0)
+    if sequence_length is None:
+        return ops.getitem(x, (slice(None),) * t_axis + (slice(None, None, -1),))
+    return reverse_sequence(x, sequence_length, seq_axis=t_axis, batch_axis=b_axis)
+
+
+def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, initial_state_fw=None,
+                              initial_state_bw=None, dtype=None, parallel_iterations=None, swap_memory=False,
+                              time_major=False, scope=None):
+    """A forward and a backward :func:`dynamic_rnn` over the same inputs
+    (TF1's ``tf.nn.bidirectional_dynamic_rnn``).
+
+    The backward cell reads each sequence from its last real step to its
+    first: its inputs are reversed per sequence by ``reverse_sequence`` (the
+    first ``sequence_length[b]`` steps of sequence ``b``; the padding stays in
+    place) and its outputs reversed back the same way, so ``output_bw[:, t]``
+    is aligned with ``inputs[:, t]``. Variables are made under
+    ``<scope>/fw`` and ``<scope>/bw`` (scope default ``bidirectional_rnn``).
+
+    Returns
+    -------
+    (output_fw, output_bw) : Values
+        (batch, time, units) each (time-major with ``time_major``); past a
+        sequence's length both are zero.
+    (output_state_fw, output_state_bw)
+        Each cell's state after the last real step of every sequence.
+    """
+    if not isinstance(inputs, Value):
+        raise TypeError(f"bidirectional_dynamic_rnn: inputs must be a Value of a static graph, got "
+                        f"{type(inputs).__name__}")
+    g = inputs.graph
+    if sequence_length is not None and not isinstance(sequence_length, Value):
+        with g.as_default():
+            sequence_length = constant(np.asarray(sequence_length, dtype=np.int64))
+    with g.as_default(), name_scope(scope or "bidirectional_rnn"):
+        with name_scope("fw"):
+            out_fw, state_fw = dynamic_rnn(cell_fw, inputs, sequence_length, initial_state_fw, dtype,
+                                           time_major=time_major)
+        with name_scope("bw"):
+            rev = _reverse_time(inputs, sequence_length, time_major)
+            out_rev, state_bw = dynamic_rnn(cell_bw, rev, sequence_length, initial_state_bw, dtype,
+                                            time_major=time_major)
+            out_bw = _reverse_time(out_rev, sequence_length, time_major)
+    return (out_fw, out_bw), (state_fw, state_bw)

@@ -145,6 +145,9 @@ class LSTMCell(RNNCell):
         Project the output to ``num_proj`` units (``projection`` (H, P)).
     proj_clip : float, optional
         Clip the projected output.
+    num_unit_shards, num_proj_shards
+        Deprecated in TF1 and ignored there; accepted here, where they hold
+        their TF1 positions.
     forget_bias : float, default 1.0
         Added to the forget gate's pre-activation (not part of the bias variable).
     state_is_tuple : True
@@ -164,8 +167,8 @@ class LSTMCell(RNNCell):
     _gates = 4
 
     def __init__(self, num_units, use_peepholes=False, cell_clip=None, initializer=None, num_proj=None,
-                 proj_clip=None, forget_bias=1.0, state_is_tuple=True, activation=None, reuse=None, name=None,
-                 dtype=None, rng=None):
+                 proj_clip=None, num_unit_shards=None, num_proj_shards=None, forget_bias=1.0, state_is_tuple=True,
+                 activation=None, reuse=None, name=None, dtype=None, rng=None):
         super().__init__(num_units, name or "lstm_cell", dtype, rng)
         if state_is_tuple is not True:
             raise ValueError(f"{type(self).__name__}: only state_is_tuple=True is supported (the state is an "

@@ -150,9 +150,24 @@ class Saver:
         ``save``/``restore`` (so a Saver may be made before the graph is done).
     max_to_keep : int or None
         Checkpoints kept in the index; older ones are deleted. None or 0 keeps all.
+
+    The arguments are TF1's, in TF1's order; ``reshape=True`` and
+    ``keep_checkpoint_every_n_hours`` (checkpoints kept besides the last
+    ``max_to_keep``) are not supported (an error), the others are accepted and
+    change nothing.
     """
 
-    def __init__(self, var_list=None, max_to_keep=5, name="save"):
+    def __init__(self, var_list=None, reshape=False, sharded=False, max_to_keep=5,
+                 keep_checkpoint_every_n_hours=10000.0, name="save", restore_sequentially=False, saver_def=None,
+                 builder=None, defer_build=False, allow_empty=False, write_version=None, pad_step_number=False,
+                 save_relative_paths=False, filename=None):
+        if reshape:
+            raise ValueError("Saver: reshape=True (restoring into variables of another shape) is not supported")
+        if keep_checkpoint_every_n_hours != 10000.0:
+            raise ValueError("Saver: keep_checkpoint_every_n_hours is not supported (only the last max_to_keep "
+                             "checkpoints are kept)")
+        if saver_def is not None:
+            raise ValueError("Saver: saver_def= is not supported")
         if var_list is not None:
             items = var_list.items() if isinstance(var_list, dict) else [(getattr(v, "name", None), v)
                                                                          for v in var_list]
@@ -188,10 +203,16 @@ class Saver:
                 raise GraphError(f"Saver.{who}: variable '{v.name}' belongs to another graph than the session's")
         return self._var_list
 
-    def save(self, sess, save_path, global_step=None, write_meta_graph=True):
+    def save(self, sess, save_path, global_step=None, latest_filename=None, meta_graph_suffix="meta",
+             write_meta_graph=True, write_state=True, strip_default_attrs=False, save_debug_info=False):
         """Write a checkpoint of the variables' values in ``sess``; returns its
         prefix, ``save_path`` or ``save_path-<global_step>`` (an int, or a
-        Variable/Value evaluated in ``sess``)."""
+        Variable/Value evaluated in ``sess``). TF1's arguments in TF1's order;
+        another ``latest_filename`` or ``meta_graph_suffix``, and
+        ``write_state=False``, are not supported (an error)."""
+        if latest_filename is not None or meta_graph_suffix != "meta" or not write_state:
+            raise ValueError("Saver.save: latest_filename, meta_graph_suffix and write_state=False are not supported "
+                             "(the index is the folder's 'checkpoint' file, the meta graph '<prefix>.meta')")
         vars = self._variables(sess, "save")
         step = None
         if global_step is not None:

@@ -76,8 +76,13 @@ class Session:
 
     Parameters
     ----------
+    target : str or Graph, optional
+        TF1's first argument: only ``""`` (in-process) is supported. A Graph
+        here is taken as ``graph`` (``Session(g)``).
     graph : Graph, optional
         Defaults to the default graph.
+    config : optional
+        Accepted for TF1 code (a ConfigProto) and unused.
     optimize : bool
         Run constant folding, CSE, fusion and the memory plan (``False``
         runs the pruned graph as written: the baseline the tests compare with).
@@ -103,9 +108,18 @@ class Session:
         scratch, the reference the tests compare incremental plans with.
     """
 
-    def __init__(self, graph=None, optimize=True, fuse_min_size=passes.FUSE_MIN_SIZE,
+    def __init__(self, target=None, graph=None, config=None, *, optimize=True, fuse_min_size=passes.FUSE_MIN_SIZE,
                  memory_min_size=passes.MEMORY_MIN_SIZE, jit_after=2, keep_sparse=False, native_after=NATIVE_AFTER,
-                 incremental=True, config=None):
+                 incremental=True):
+        # TF1's order is (target, graph, config); a Graph first is dynnets' own habit, Session(g)
+        if target is not None and not isinstance(target, str):
+            if graph is not None:
+                raise TypeError("Session: got a graph both as the first argument and as graph=")
+            graph, target = target, None
+        if target:
+            raise ValueError(f"Session: target={target!r}: only the in-process target '' is supported")
+        if graph is not None and not hasattr(graph, "eqns"):
+            raise TypeError(f"Session: graph must be a Graph, got {type(graph).__name__}")
         self.graph = graph if graph is not None else get_default_graph()
         self.config = config        # TF1's ConfigProto: kept, changes nothing (see dynnets.static.config)
         self.optimize = optimize
@@ -401,8 +415,8 @@ class InteractiveSession(Session):
     until :meth:`close` (as TF1's ``tf.InteractiveSession``, for shells and
     notebooks): ``t.eval()`` and ``op.run()`` need no ``with`` block."""
 
-    def __init__(self, graph=None, **kwargs):
-        super().__init__(graph, **kwargs)
+    def __init__(self, target=None, graph=None, config=None, **kwargs):
+        super().__init__(target, graph, config, **kwargs)
         default_sessions.append(self)
 
     def close(self):

@@ -15,6 +15,21 @@ trained with the same settings take the same steps:
   ``w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + epsilon)`` (epsilon after
   the bias correction, as PyTorch; TF1 adds its "epsilon hat" before).
 
+``MomentumOptimizer`` and ``RMSPropOptimizer`` have TF1's own update rules
+(not PyTorch's, which differ: see their docstrings), and so do their
+row-sparse gradients: only the rows looked up change, moments included (TF1's
+``sparse_apply_*``). Their updates run on the first two executor tiers; the
+third (:mod:`.native`) translates only the three optimizers above and leaves
+a plan with another one on tier 2.
+
+The constructors take TF1's arguments in TF1's order (``use_locking`` is
+accepted and changes nothing: a run applies its updates one after another);
+``weight_decay=``, ``lazy=`` and Adagrad's ``epsilon=`` are dynnets'
+additions, keyword-only. ``minimize(loss, global_step=)`` and
+``apply_gradients(..., global_step=)`` increment ``global_step`` after the
+update, as TF1, so a learning rate computed from it (``exponential_decay``,
+``piecewise_constant``) uses the step count from before the update.
+
 Row-sparse gradients (embedding lookups) are applied to the looked-up rows
 only, where the maths allows (no weight decay; Adam with ``lazy=True``), as in
 the eager optimizers; otherwise they are densified first.
@@ -33,14 +48,19 @@ import math
 
 import numpy as np
 
+from ..autograd import ops
+from ..autograd.gradtypes import RowSparse
 from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import sparse_gradients
 from .export import export_meta_graph, register_optimizer, write_graph
-from .graph import GraphError, Operation, StaticPrimitive, Value, Variable, trainable_variables
+from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group,
+                    trainable_variables)
 from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
 
-__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "Saver", "latest_checkpoint",
+__all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "MomentumOptimizer",
+           "RMSPropOptimizer", "exponential_decay", "piecewise_constant", "get_or_create_global_step",
+           "get_global_step", "create_global_step", "global_step", "Saver", "latest_checkpoint",
            "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph"]
 
 
@@ -81,9 +101,11 @@ class Optimizer:
         self.name = name
         self._slots = {}
 
-    def compute_gradients(self, loss, var_list=None):
+    def compute_gradients(self, loss, var_list=None, gate_gradients=1, aggregation_method=None,
+                          colocate_gradients_with_ops=False, grad_loss=None):
         """``[(gradient, variable)]``; a gradient is ``None`` where the loss does
-        not depend on the variable, and may be row-sparse (``grad.sparse``)."""
+        not depend on the variable, and may be row-sparse (``grad.sparse``).
+        ``grad_loss`` is the gradient of the loss itself (default 1)."""
         if not isinstance(loss, Value):
             raise TypeError(f"{self.name}.compute_gradients: loss must be a graph value, got {loss!r}")
         var_list = trainable_variables(loss.graph) if var_list is None else list(var_list)
@@ -94,7 +116,7 @@ class Optimizer:
                 raise TypeError(f"{self.name}.compute_gradients: {v!r} is not a Variable")
         if loss.shape not in ((), (1,)):
             raise ValueError(f"{self.name}.compute_gradients: loss must be a scalar, got shape {fmt_shape(loss.shape)}")
-        return list(zip(sparse_gradients(loss, var_list), var_list))
+        return list(zip(sparse_gradients(loss, var_list, None if grad_loss is None else [grad_loss]), var_list))
 
     def _make_slots(self, var):
         slots = self._slots.get(var)
@@ -109,8 +131,14 @@ class Optimizer:
     def _slot_init(self, var, slot):
         return np.zeros(var.initial_value.shape, var.initial_value.dtype)
 
-    def apply_gradients(self, grads_and_vars, name=None):
-        """The train op: one node updating every variable in place."""
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        """The train op: one node updating every variable in place (then
+        adding 1 to ``global_step``, an integer Variable, when given)."""
+        if global_step is not None:
+            _check_step(self.name, global_step)
+            update = self.apply_gradients(grads_and_vars, name=f"{name or self.name}/update")
+            with global_step.graph.as_default():
+                return group(update, global_step.assign_add(np.ones((), global_step.dtype)), name=name or self.name)
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
         if not pairs:
             raise ValueError(f"{self.name}.apply_gradients: no gradients provided for any variable "
@@ -135,9 +163,15 @@ class Optimizer:
     def _extra_slots(self, graph):
         return ()
 
-    def minimize(self, loss, var_list=None, name=None):
-        """``apply_gradients(compute_gradients(loss, var_list))``."""
-        return self.apply_gradients(self.compute_gradients(loss, var_list), name=name)
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=1, aggregation_method=None,
+                 colocate_gradients_with_ops=False, name=None, grad_loss=None):
+        """``apply_gradients(compute_gradients(loss, var_list), global_step)``
+        (TF1's argument order: the second is ``global_step``)."""
+        if var_list is not None and (isinstance(var_list, Value) or not isinstance(var_list, (list, tuple))):
+            raise TypeError(f"{self.name}.minimize: var_list must be a list of Variables, got "
+                            f"{type(var_list).__name__}")
+        grads = self.compute_gradients(loss, var_list, grad_loss=grad_loss)
+        return self.apply_gradients(grads, global_step=global_step, name=name)
 
     def get_slot(self, var, name):
         return self._slots[var][name]
@@ -150,7 +184,7 @@ class GradientDescentOptimizer(Optimizer):
     """``w -= learning_rate * (g + weight_decay * w)``; row-sparse gradients
     update only their rows when ``weight_decay`` is 0."""
 
-    def __init__(self, learning_rate, weight_decay=0.0, name="GradientDescent"):
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent", *, weight_decay=0.0):
         super().__init__(learning_rate, weight_decay, name)
 
     def _apply(self, S, grads, vars, lr):
@@ -165,8 +199,8 @@ class AdagradOptimizer(Optimizer):
 
     _slot_names = ("accumulator",)
 
-    def __init__(self, learning_rate, initial_accumulator_value=0.1, epsilon=0.0, weight_decay=0.0,
-                 name="Adagrad"):
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False, name="Adagrad", *,
+                 epsilon=0.0, weight_decay=0.0):
         super().__init__(learning_rate, weight_decay, name)
         if not initial_accumulator_value >= 0 or not epsilon >= 0:
             raise ValueError(f"{name}: initial_accumulator_value and epsilon must be non-negative")
@@ -195,8 +229,8 @@ class AdamOptimizer(Optimizer):
 
     _slot_names = ("m", "v")
 
-    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=0.0, lazy=False,
-                 name="Adam"):
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False, name="Adam", *,
+                 weight_decay=0.0, lazy=False):
         super().__init__(learning_rate, weight_decay, name)
         if not (0 <= beta1 < 1 and 0 <= beta2 < 1) or not epsilon >= 0:
             raise ValueError(f"{name}: need 0 <= beta1, beta2 < 1 and epsilon >= 0")
@@ -227,7 +261,233 @@ class AdamOptimizer(Optimizer):
 
 
 
+def _rows(g):
+    """A row-sparse gradient's unique rows and their summed values."""
+    c = g.coalesce()
+    return c.rows, c.values
+
+
+class MomentumOptimizer(Optimizer):
+    """TF1's momentum: ``accum = momentum * accum + g``, then
+    ``w -= lr * accum``, or with ``use_nesterov``
+    ``w -= lr * g + lr * momentum * accum`` (the accumulator starts at zero).
+
+    PyTorch's ``SGD(momentum=)`` is the same without dampening; a row-sparse
+    gradient updates only its rows' accumulator and values, as TF1's
+    ``sparse_apply_momentum`` (rows not looked up keep still, where the dense
+    rule would carry them on with their momentum).
+    """
+
+    _slot_names = ("momentum",)
+
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum", use_nesterov=False):
+        super().__init__(learning_rate, 0.0, name)
+        if isinstance(momentum, Value) or not momentum >= 0:
+            raise ValueError(f"{name}: momentum must be a non-negative number, got {momentum!r}")
+        self.momentum = float(momentum)
+        self.use_nesterov = bool(use_nesterov)
+
+    def _apply(self, S, grads, vars, lr):
+        m, nesterov = self.momentum, self.use_nesterov
+        for v, g in zip(vars, grads):
+            w, acc = S[v.index], S[self._slots[v]["momentum"].index]
+            if type(g) is RowSparse:
+                rows, vals = _rows(g)
+                wb, ab = w[rows], acc[rows]
+                _momentum_block(wb, ab, vals, lr, m, nesterov)
+                w[rows], acc[rows] = wb, ab
+            else:
+                _momentum_block(w, acc, g, lr, m, nesterov)
+
+
+def _momentum_block(w, acc, g, lr, m, nesterov):
+    acc *= m
+    acc += g
+    if nesterov:
+        w -= g * lr + acc * (m * lr)
+    else:
+        w -= acc * lr
+
+
+class RMSPropOptimizer(Optimizer):
+    """TF1's RMSProp, exactly:
+    ``ms = decay * ms + (1 - decay) * g^2``;
+    ``mom = momentum * mom + lr * g / sqrt(ms + epsilon)``; ``w -= mom``.
+    With ``centered``, also ``mg = decay * mg + (1 - decay) * g`` and the
+    denominator is ``sqrt(ms - mg^2 + epsilon)``. ``ms`` starts at one (TF1's
+    choice), ``mom`` and ``mg`` at zero.
+
+    This is not PyTorch's ``RMSprop`` (which starts ``ms`` at zero, adds
+    epsilon outside the square root and applies the learning rate after the
+    momentum). A row-sparse gradient updates only its rows, as TF1's
+    ``sparse_apply_rms_prop``.
+    """
+
+    _slot_names = ("rms", "momentum")
+
+    def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False, centered=False,
+                 name="RMSProp"):
+        super().__init__(learning_rate, 0.0, name)
+        for arg, v in (("decay", decay), ("momentum", momentum), ("epsilon", epsilon)):
+            if isinstance(v, Value) or not v >= 0:
+                raise ValueError(f"{name}: {arg} must be a non-negative number, got {v!r}")
+        self.decay = float(decay)
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.centered = bool(centered)
+        if self.centered:
+            self._slot_names = ("rms", "momentum", "mg")
+
+    def _slot_init(self, var, slot):
+        init = var.initial_value
+        return (np.ones if slot == "rms" else np.zeros)(init.shape, init.dtype)
+
+    def _apply(self, S, grads, vars, lr):
+        for v, g in zip(vars, grads):
+            sl = self._slots[v]
+            arrays = [S[v.index], S[sl["rms"].index], S[sl["momentum"].index]]
+            if self.centered:
+                arrays.append(S[sl["mg"].index])
+            if type(g) is RowSparse:
+                rows, vals = _rows(g)
+                blocks = [a[rows] for a in arrays]
+                self._block(*blocks, g=vals, lr=lr)
+                for a, b in zip(arrays, blocks):
+                    a[rows] = b
+            else:
+                self._block(*arrays, g=g, lr=lr)
+
+    def _block(self, w, ms, mom, mg=None, *, g, lr):
+        d = self.decay
+        ms *= d
+        ms += (1.0 - d) * (g * g)
+        if mg is not None:
+            mg *= d
+            mg += (1.0 - d) * g
+            denom = ms - mg * mg
+            denom += self.epsilon
+        else:
+            denom = ms + self.epsilon
+        mom *= self.momentum
+        mom += lr * g / np.sqrt(denom)
+        w -= mom
+
+
+# --------------------------------------------------------------------------
+# the global step and learning-rate schedules
+# --------------------------------------------------------------------------
+
+GLOBAL_STEP = "global_step"     # the collection (and variable name) of the global step, as TF1's GraphKeys
+
+
+def _check_step(op, step):
+    if not isinstance(step, Variable) or step.dtype.kind not in "iu" or tuple(step.shape) != ():
+        raise TypeError(f"{op}: global_step must be an integer scalar Variable (tf.train.get_or_create_global_step()), "
+                        f"got {step!r}")
+
+
+def get_global_step(graph=None):
+    """The graph's global step Variable, or ``None`` (``tf.train.get_global_step``)."""
+    g = graph if graph is not None else get_default_graph()
+    found = g.get_collection(GLOBAL_STEP)
+    if len(found) > 1:
+        raise TypeError(f"get_global_step: the graph has {len(found)} global steps in its 'global_step' collection")
+    return found[0] if found else None
+
+
+def create_global_step(graph=None):
+    """A new int64 scalar Variable ``global_step`` at 0, not trainable, in the
+    graph's ``global_step`` collection (``tf.train.create_global_step``)."""
+    g = graph if graph is not None else get_default_graph()
+    if get_global_step(g) is not None:
+        raise ValueError("create_global_step: the graph already has a global step")
+    with g.as_default():
+        step = Variable(np.zeros((), np.int64), name=GLOBAL_STEP, trainable=False, graph=g)
+    g.add_to_collection(GLOBAL_STEP, step)
+    return step
+
+
+def get_or_create_global_step(graph=None):
+    """The graph's global step, created at 0 the first time (``tf.train.get_or_create_global_step``)."""
+    step = get_global_step(graph)
+    return step if step is not None else create_global_step(graph)
+
+
+def global_step(sess, global_step_tensor):
+    """The global step's value in ``sess``, as a Python int (``tf.train.global_step``)."""
+    return int(sess.run(global_step_tensor))
+
+
+def _float_step(op, step, dtype):
+    if step is None:
+        raise ValueError(f"{op}: global_step is required")
+    if isinstance(step, Value):
+        if step.dtype.kind not in "iuf" or tuple(step.shape) != ():
+            raise TypeError(f"{op}: global_step must be a numeric scalar, got '{step.name}' with shape "
+                            f"{fmt_shape(step.shape)} and dtype {step.dtype}")
+        return ops.astype(step, dtype)
+    return np.asarray(step, dtype=dtype)
+
+
+def _floor(x, dtype):
+    t = ops.astype(ops.astype(x, np.int64), dtype)          # truncates toward zero
+    return ops.sub(t, ops.astype(ops.less(x, t), dtype))     # one less where x was negative and not whole
+
+
+def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False, name=None):
+    """``learning_rate * decay_rate ** (global_step / decay_steps)``, the
+    exponent floored with ``staircase`` (``tf.train.exponential_decay``):
+    a scalar Value of ``learning_rate``'s dtype (float32 for a Python
+    number), recomputed at every run from the step's value then."""
+    lr = learning_rate if isinstance(learning_rate, Value) else np.asarray(
+        learning_rate, dtype=np.float32 if type(learning_rate) in (int, float) else None)
+    dt = lr.dtype
+    if dt.kind != "f":
+        raise TypeError(f"exponential_decay: learning_rate must be a float, got dtype {dt}")
+    p = ops.div(_float_step("exponential_decay", global_step, dt),
+                ops.astype(decay_steps, dt) if isinstance(decay_steps, Value) else np.asarray(decay_steps, dt))
+    if staircase:
+        p = _floor(p, dt)
+    rate = ops.astype(decay_rate, dt) if isinstance(decay_rate, Value) else np.asarray(decay_rate, dt)
+    out = ops.mul(lr, ops.pow(rate, p))
+    if not isinstance(out, Value):
+        raise TypeError("exponential_decay: global_step must be a graph value (a Variable), so that the rate "
+                        "follows it")
+    return out if name is None else _renamed(out, name)
+
+
+def piecewise_constant(x, boundaries, values, name=None):
+    """``values[0]`` while ``x <= boundaries[0]``, ``values[i]`` while
+    ``boundaries[i-1] < x <= boundaries[i]``, ``values[-1]`` after the last
+    boundary (``tf.train.piecewise_constant``); ``x`` is usually the global step."""
+    boundaries, values = list(boundaries), list(values)
+    if len(values) != len(boundaries) + 1:
+        raise ValueError(f"piecewise_constant: the length of values ({len(values)}) must be one more than the length "
+                         f"of boundaries ({len(boundaries)})")
+    if not isinstance(x, Value):
+        raise TypeError(f"piecewise_constant: x must be a graph value (the global step), got {type(x).__name__}")
+    if x.dtype.kind in "iu" and any(isinstance(b, float) and not float(b).is_integer() for b in boundaries):
+        raise TypeError(f"piecewise_constant: boundaries {boundaries} must be integers for x '{x.name}' of dtype "
+                        f"{x.dtype}")
+    vals = [v if isinstance(v, Value) else np.asarray(v, dtype=np.float32 if type(v) is float else None)
+            for v in values]
+    dts = {v.dtype for v in vals}
+    if len(dts) != 1:
+        raise TypeError(f"piecewise_constant: values must have one dtype, got {sorted(str(d) for d in dts)}")
+    out = vals[-1]
+    for b, v in zip(reversed(boundaries), reversed(vals[:-1])):
+        out = ops.where(ops.less_equal(x, np.asarray(b, dtype=x.dtype)), v, out)
+    return out if name is None else _renamed(out, name)
+
+
+def _renamed(v, name):
+    v.name = v.graph._unique_name(name)
+    return v
+
+
 # what a graph file stores of each optimizer: its constructor's arguments
 register_optimizer(GradientDescentOptimizer, ("learning_rate", "weight_decay", "name"))
 register_optimizer(AdagradOptimizer, ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", "name"))
 register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "name"))
+register_optimizer(MomentumOptimizer, ("learning_rate", "momentum", "use_nesterov", "name"))
+register_optimizer(RMSPropOptimizer, ("learning_rate", "decay", "momentum", "epsilon", "centered", "name"))

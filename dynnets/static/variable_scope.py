@@ -56,9 +56,13 @@ def get_variable_scope():
 
 
 @contextlib.contextmanager
-def name_scope(name):
+def name_scope(name, default_name=None, values=None):
     """Prefix the names of the nodes created inside with ``name/`` (a name
-    used before gets ``_1``, ``_2``..., as TF1's ``tf.name_scope``)."""
+    used before gets ``_1``, ``_2``..., as TF1's ``tf.name_scope``);
+    ``default_name`` when ``name`` is None. ``values`` is accepted for TF1
+    code (the graph is the default graph)."""
+    if name is None:
+        name = default_name
     g = get_default_graph()
     old = g._prefix
     if name:
@@ -70,14 +74,24 @@ def name_scope(name):
 
 
 @contextlib.contextmanager
-def variable_scope(name_or_scope=None, default_name=None, reuse=None, initializer=None, dtype=None):
-    """A variable scope (as ``tf.variable_scope``).
+def variable_scope(name_or_scope=None, default_name=None, values=None, initializer=None, regularizer=None,
+                   caching_device=None, partitioner=None, custom_getter=None, reuse=None, dtype=None,
+                   use_resource=None, constraint=None, auxiliary_name_scope=True):
+    """A variable scope (as ``tf.variable_scope``, whose argument order this
+    follows: the third positional argument is ``values``, not ``reuse``).
 
     Parameters
     ----------
     name_or_scope : str or VariableScope or None
         The scope's name (nested in the current scope); ``None`` uses
         ``default_name`` made unique (``"dense"``, ``"dense_1"``...).
+    values : list, optional
+        Accepted for TF1 code (the values' graph is the default graph here).
+    regularizer, caching_device, partitioner, custom_getter, constraint
+        Not supported: an error unless None (a regularizer silently ignored
+        would change the loss TF1 computes).
+    use_resource, auxiliary_name_scope
+        Accepted; they change nothing.
     reuse : None, True or AUTO_REUSE
         ``True``: ``get_variable`` returns existing variables (a missing one is
         an error); ``AUTO_REUSE``: creates or returns; ``None``: inherits the
@@ -85,6 +99,10 @@ def variable_scope(name_or_scope=None, default_name=None, reuse=None, initialize
     initializer, dtype
         Defaults for ``get_variable`` inside the scope.
     """
+    for arg, v in (("regularizer", regularizer), ("caching_device", caching_device), ("partitioner", partitioner),
+                   ("custom_getter", custom_getter), ("constraint", constraint)):
+        if v is not None:
+            raise ValueError(f"variable_scope: {arg}= is not supported, got {v!r}")
     if reuse not in (None, True, False) and reuse is not AUTO_REUSE:
         raise ValueError(f"variable_scope: reuse must be None, True, False or AUTO_REUSE, got {reuse!r}")
     g = get_default_graph()
@@ -125,11 +143,23 @@ def _where(site):
     return f"\n\n  File \"{site[0]}\", line {site[1]}" if site else ""
 
 
-def get_variable(name, shape=None, dtype=None, initializer=None, trainable=True):
+def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None, collections=None,
+                 caching_device=None, partitioner=None, validate_shape=True, use_resource=None, custom_getter=None,
+                 constraint=None):
     """The variable ``name`` of the current variable scope: created (from
     ``initializer``: a callable ``(shape, dtype) -> array``, an array, or a
     value; default the scope's, else Glorot-uniform for floats and zeros for
-    integers) or, where the scope reuses, the existing one (as ``tf.get_variable``)."""
+    integers) or, where the scope reuses, the existing one (as
+    ``tf.get_variable``, in TF1's argument order). ``trainable`` defaults to
+    True; ``regularizer``, ``collections``, ``partitioner``, ``custom_getter``,
+    ``constraint`` and ``validate_shape=False`` are not supported (an error)."""
+    for arg, v in (("regularizer", regularizer), ("collections", collections), ("caching_device", caching_device),
+                   ("partitioner", partitioner), ("custom_getter", custom_getter), ("constraint", constraint)):
+        if v is not None:
+            raise ValueError(f"get_variable: {arg}= is not supported, got {v!r}")
+    if validate_shape is not True:
+        raise ValueError("get_variable: validate_shape=False is not supported")
+    trainable = True if trainable is None else trainable
     if not isinstance(name, str) or not name:
         raise ValueError(f"get_variable: name must be a non-empty string, got {name!r}")
     g = get_default_graph()

@@ -408,6 +408,50 @@ SAMPLES = {
 }
 
 
+# the selection and layout primitives (primitives/select.py)
+def _gather_nd(rng):
+    r = _r(rng)
+    return [Case("pairs-repeats", r(3, 4, 2), np.array([[0, 1], [2, 3], [0, 1]])),
+            Case("depth1-rows", r(4, 3), np.array([[3], [0], [3]])),
+            Case("full-depth-2d-batch", r(2, 3), np.array([[[0, 2], [1, 1]], [[1, 0], [0, 0]]]))]
+
+
+def _boolean_mask(rng):
+    r = _r(rng)
+    return [Case("rows", r(4, 3), np.array([True, False, True, True])),
+            Case("2d-mask", r(2, 3, 2), np.array([[True, False, True], [False, False, True]])),
+            Case("axis1", r(2, 3, 2), np.array([False, True, True]), axis=1)]
+
+
+def _argwhere(rng):
+    return [Case("2d", rng.random((3, 4)) > 0.5), Case("1d", np.array([False, True, True]))]
+
+
+def _top_k(rng):
+    # distinct values (a tie moves the kink of the gradient onto the sample)
+    return [Case("rows", rng.permutation(12).reshape(3, 4) + rng.uniform(0, 0.5, (3, 4)), k=2, outputs=(0,)),
+            Case("1d-all", rng.permutation(5) + 0.25, k=5, outputs=(0,)),
+            Case("k0", _r(rng)(2, 3), k=0, outputs=(0,))]
+
+
+def _tile(rng):
+    r = _r(rng)
+    return [Case("2d", r(2, 3), multiples=(2, 3)), Case("keep-rows", r(3, 2), multiples=(1, 2)),
+            Case("0d", r(), multiples=())]
+
+
+def _pad(rng):
+    r = _r(rng)
+    p = ((1, 2), (0, 1))
+    return [Case("constant", r(3, 2), paddings=p), Case("constant-value", r(3, 2), paddings=p, constant_values=1.5),
+            Case("reflect", r(4, 3), paddings=((2, 1), (1, 2)), mode="reflect"),
+            Case("symmetric", r(3, 3), paddings=((3, 1), (0, 2)), mode="symmetric")]
+
+
+SAMPLES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
+                "tile": _tile, "pad": _pad, "stop_gradient": _unary("normal")})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -669,6 +713,27 @@ BAD = {
 # Primitives that accept every input their numpy implementation accepts.
 NO_BAD_INPUT = {"neg": "any numeric dtype", "abs": "any numeric dtype",
                 "astype": "any array can be cast to any dtype numpy knows", "copy": "any array can be copied"}
+BAD.update({
+    "gather_nd": [((_z(3, 2), np.array([[0.0, 1.0]])), {}, "gather_nd: indices must be integers, got dtype float64"),
+                  ((_z(3, 2), np.array([[0, 1, 0]])), {}, "gather_nd: indices.shape[-1]=3 must be between 1 and the "
+                                                          "rank of params")],
+    "boolean_mask": [((_z(3, 2), np.ones(2, bool)), {}, "boolean_mask: mask.shape=(2,) does not match "
+                                                        "tensor.shape[0:1]=(3,)"),
+                     ((_z(3, 2), np.ones(3)), {}, "boolean_mask: mask must be boolean, got dtype float64"),
+                     ((_z(3), np.ones((3, 1), bool)), {}, "boolean_mask: a mask of 2 dimensions from axis 0 does not "
+                                                          "fit")],
+    "argwhere": [((_z(3),), {}, "argwhere: condition must be boolean, got dtype float64")],
+    "top_k": [((_z(2, 3),), {"k": 4}, "top_k: input must have at least k=4 columns, got input.shape=(2, 3)"),
+              ((_z(),), {"k": 1}, "top_k: input must have at least one dimension"),
+              ((_z(3),), {"k": -1}, "top_k: k must be a non-negative integer, got -1")],
+    "tile": [((_z(2, 3),), {"multiples": (2,)}, "tile: multiples has 1 entries, the input 2 dimensions"),
+             ((_z(2),), {"multiples": (-1,)}, "tile: multiples must be a tuple of non-negative integers")],
+    "pad": [((_z(2, 3),), {"paddings": ((1, 1),)}, "pad: paddings must be 2 pairs"),
+            ((_z(2, 3),), {"paddings": ((0, 0), (3, 0)), "mode": "reflect"},
+             "pad: REFLECT paddings must be at most the dimension - 1, got paddings[1]=(3, 0)"),
+            ((_z(2),), {"paddings": ((1, 0),), "mode": "edge"}, "pad: mode must be one of")],
+})
+NO_BAD_INPUT["stop_gradient"] = "any array passes through"
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

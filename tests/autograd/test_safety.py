@@ -519,6 +519,60 @@ STRATEGIES = {
 }
 
 
+# the selection and layout primitives (primitives/select.py)
+def _gather_nd(g):
+    ps = tuple(g.dim(1, 3) for _ in range(g.dim(1, 3)))
+    k = g.draw(st.integers(1, len(ps)))
+    lead = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    idx = np.stack([g.index(lead, -1 if g.flag(0.1) else 0, ps[j] + (1 if g.flag(0.1) else 0)) for j in range(k)],
+                   axis=-1)
+    return g.spoil([g.arr(ps, g.fdt()), idx], p=0.25, index_args=(1,)), {}
+
+
+def _boolean_mask(g):
+    ts = tuple(g.dim(0, 3) for _ in range(g.dim(1, 3)))
+    axis = g.draw(st.integers(0, len(ts) - 1))
+    m = g.draw(st.integers(1, len(ts) - axis))
+    mask = g.arr(ts[axis:axis + m], np.bool_)
+    attrs = {} if axis == 0 and g.flag(0.5) else {"axis": g.draw(st.sampled_from([axis, axis, -1, len(ts)]))}
+    return g.spoil([g.arr(ts, g.fdt()), mask], p=0.3), attrs
+
+
+def _argwhere(g):
+    shape = tuple(g.dim(0, 3) for _ in range(g.dim(0, 3)))
+    return g.spoil([g.arr(shape, np.bool_)], p=0.2), {}
+
+
+def _top_k(g):
+    (x,), _ = _unary(g)
+    n = np.shape(x)[-1] if np.ndim(x) else 0
+    return [x], {"k": g.draw(st.sampled_from([0, 1, n, n + 1, -1, 1.5]))}
+
+
+def _tile(g):
+    (x,), _ = _unary(g)
+    mult = tuple(g.draw(st.integers(0, 3)) for _ in range(np.ndim(x)))
+    if g.flag(0.15):
+        mult = g.draw(st.sampled_from([mult + (2,), (-1,) * np.ndim(x), [1] * np.ndim(x)]))
+    return [x], {"multiples": mult}
+
+
+def _pad(g):
+    (x,), _ = _unary(g)
+    pads = tuple((g.draw(st.integers(0, 3)), g.draw(st.integers(0, 3))) for _ in range(np.ndim(x)))
+    if g.flag(0.15):
+        pads = g.draw(st.sampled_from([pads + ((1, 1),), tuple((-1, 0) for _ in pads), [[1, 1]] * np.ndim(x)]))
+    mode = g.draw(st.sampled_from(["constant", "constant", "reflect", "symmetric", "edge"]))
+    attrs = {"paddings": pads, "mode": mode}
+    if mode == "constant" and g.flag(0.5):
+        attrs["constant_values"] = g.draw(st.sampled_from([0.5, -2, "a"]))
+    return [x], attrs
+
+
+STRATEGIES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
+                   "tile": _tile, "pad": _pad, "stop_gradient": _unary})
+
+
 # --------------------------------------------------------------------------
 # the property
 # --------------------------------------------------------------------------

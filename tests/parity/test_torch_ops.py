@@ -261,6 +261,10 @@ PRIMITIVES_ELSEWHERE = {
     "dropout_mask": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
     "gather_rows": ("test_torch_ops.py", "test_autobatch_row_primitives"),
 }
+# the selection and layout primitives of primitives/select.py, through dynnets.static's TF1 names
+PRIMITIVES_ELSEWHERE.update({name: ("test_torch_select.py", f"test_{name}")
+                             for name in ("gather_nd", "boolean_mask", "argwhere", "top_k", "tile", "pad",
+                                          "stop_gradient")})
 
 
 def test_every_primitive_has_a_parity_test():

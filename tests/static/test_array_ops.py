@@ -52,8 +52,11 @@ def test_errors_name_the_op_and_argument():
             tf.range(1.5)
         with pytest.raises(ValueError, match=r"fill: dims\[1\] must be a non-negative int"):
             tf.fill([2, -1], 0.0)
-        with pytest.raises(TypeError, match="fill: dims must be a list"):
-            tf.fill(tf.shape(x), 0.0)
+        with pytest.raises(TypeError, match=r"fill: a shape Value must be a 1-D integer vector of known length, "
+                                            r"got 'Placeholder' with shape \(\?, 3\)"):
+            tf.fill(x, 0.0)
+        with pytest.raises(TypeError, match="fill: shape must be a list of ints"):
+            tf.fill("2", 0.0)
         with pytest.raises(tf.ShapeError, match="sequence_mask: lengths must be a 1-D integer vector"):
             tf.sequence_mask(x)
         r = tf.range(0, 3, tf.constant(np.asarray(0, np.int64)))

@@ -345,12 +345,19 @@ def test_runtime_error_names_op():
         ids = ds.placeholder((2,), np.int64, name="ids")
         E = ds.Variable(np.zeros((3, 2), np.float32), name="E")
         out = ds.nn.embedding_lookup(E, ids)
-        taken = ds.gather(E, ids)
+        taken = ds.take(E, ids)
+        gathered = ds.gather(E, ids)
     with ds.Session(g) as sess:
         sess.global_variables_initializer()
         for _ in range(3):      # both executor tiers
             with pytest.raises(ds.OpError, match=r"op 'take'.*created at test_session.py:\d+.*failed"):
                 sess.run(taken, {ids: np.array([0, 7])})
+            # TF1's gather checks its indices (negative ones too, which numpy would wrap)
+            for bad in (7, -1):
+                with pytest.raises(IndexError, match=rf"gather_nd: indices\[..., 0\] = {bad} is out of range for "
+                                                     rf"params.shape\[0\]=3.*op 'gather_nd'.*created at "
+                                                     rf"test_session.py:\d+"):
+                    sess.run(gathered, {ids: np.array([0, bad])})
             # an out-of-range id is a bad input: an IndexError naming the op and where it was created
             with pytest.raises(IndexError, match=r"embedding: id 7 is out of range.*op 'embedding'.*created at "
                                                  r"test_session.py:\d+"):

@@ -19,4 +19,5 @@ from .linalg import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
 from .seq import *  # noqa: F401,F403
+from .select import *  # noqa: F401,F403
 from .tree import *  # noqa: F401,F403
