@@ -681,14 +681,12 @@ def test_sparse_gradient_momentum_sgd():
 
 
 def test_lazy_adam_as_sparse_adam_with_tiny_eps():
-    # documented: eps is added after the bias correction (SparseAdam adds it before); with eps -> 0 they agree
     _sparse_run(lambda p: dn.optim.Adam(p, lr=0.1, eps=1e-30, lazy=True),
                 lambda p: torch.optim.SparseAdam(list(p), lr=0.1, eps=1e-30))
 
 
-@pytest.mark.xfail(strict=True, reason="documented: Adam(lazy=True) adds eps after the bias correction, "
-                                       "torch.optim.SparseAdam before (relative difference ~eps/sqrt(v))")
 def test_lazy_adam_as_sparse_adam_default_eps():
+    # eps is added before the bias correction, as SparseAdam does
     _sparse_run(lambda p: dn.optim.Adam(p, lr=0.1, eps=1e-3, lazy=True),
                 lambda p: torch.optim.SparseAdam(list(p), lr=0.1, eps=1e-3))
 
