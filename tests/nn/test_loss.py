@@ -54,8 +54,8 @@ def ref_cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", ep
         total = wy.sum()
     if reduction == "none":
         return rows.reshape(_out_shape(x))
-    # every row ignored: 0 (PyTorch: nan; see dynnets.nn.loss)
-    return rows.sum() if reduction == "sum" else (rows.sum() / total if total > 0 else 0.0)
+    # every row ignored: nan, PyTorch's 0/0
+    return rows.sum() if reduction == "sum" else (rows.sum() / total if total > 0 else np.nan)
 
 
 def ref_nll(x, t, weight=None, ignore_index=-100, reduction="mean"):
@@ -66,7 +66,7 @@ def ref_nll(x, t, weight=None, ignore_index=-100, reduction="mean"):
     rows = -x2[np.arange(len(t0)), t0] * wy
     if reduction == "none":
         return rows.reshape(_out_shape(x))
-    return rows.sum() if reduction == "sum" else (rows.sum() / wy.sum() if wy.sum() > 0 else 0.0)
+    return rows.sum() if reduction == "sum" else (rows.sum() / wy.sum() if wy.sum() > 0 else np.nan)
 
 
 def _case(shape, rng, ignore=None, probabilities=False):
@@ -141,7 +141,7 @@ def test_gradients_match_finite_differences(shape, kw):
     assert gradcheck(lambda a, b: ce_p(a, b), [p_x, p])       # the target probabilities get gradients too
     y = rng.standard_normal((3, 2))
     for reduction in ("mean", "sum", "none"):
-        mse = nn.MSELoss(reduction)
+        mse = nn.MSELoss(reduction=reduction)
         assert gradcheck(lambda a, b: mse(a, b), [rng.standard_normal((3, 2)), y])
 
 
@@ -149,17 +149,25 @@ def test_mse_values():
     rng = np.random.default_rng(3)
     x, y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
     np.testing.assert_allclose(nn.MSELoss()(x, y).data, ((x - y) ** 2).mean(), rtol=1e-14)
-    np.testing.assert_allclose(nn.MSELoss("sum")(x, y).data, ((x - y) ** 2).sum(), rtol=1e-14)
-    np.testing.assert_allclose(nn.MSELoss("none")(x, y).data, (x - y) ** 2, rtol=1e-14)
+    np.testing.assert_allclose(nn.MSELoss(reduction="sum")(x, y).data, ((x - y) ** 2).sum(), rtol=1e-14)
+    np.testing.assert_allclose(nn.MSELoss(reduction="none")(x, y).data, (x - y) ** 2, rtol=1e-14)
     np.testing.assert_allclose(nn.functional.mse_loss(x, y).data, ((x - y) ** 2).mean(), rtol=1e-14)
 
 
-def test_every_row_ignored_gives_zero_not_nan():
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_every_row_ignored_gives_nan_with_zero_gradient_as_torch(smoothing):
+    for make in (lambda: nn.CrossEntropyLoss(ignore_index=1, label_smoothing=smoothing),
+                 lambda: nn.NLLLoss(ignore_index=1)):
+        x = dn.tensor(np.ones((2, C)), requires_grad=True, dtype=np.float64)
+        loss = make()(x, np.array([1, 1]))
+        loss.backward()
+        assert np.isnan(loss.item()) and np.all(x.grad.data == 0)
+    # also with no rows at all, and through the fused op's mask
+    assert np.isnan(nn.CrossEntropyLoss()(np.zeros((0, C)), np.zeros(0, np.int64)).item())
     x = dn.tensor(np.ones((2, C)), requires_grad=True, dtype=np.float64)
-    loss = nn.CrossEntropyLoss(ignore_index=1)(x, np.array([1, 1]))
+    loss = dn.cross_entropy(x, np.array([0, 1]), mask=np.zeros(2))
     loss.backward()
-    assert loss.item() == 0.0 and np.all(x.grad.data == 0)
-    assert nn.NLLLoss(ignore_index=1)(x, np.array([1, 1])).item() == 0.0
+    assert np.isnan(loss.item()) and np.all(x.grad.data == 0)
 
 
 def test_weight_is_a_buffer_and_repr():
@@ -236,5 +244,5 @@ def test_losses_match_torch(torch, shape):
                              nn.CrossEntropyLoss(weight=wt if weighted else None, reduction=reduction,
                                                  label_smoothing=eps), p_x, p, target_grad=True)
     for reduction in ("mean", "sum", "none"):
-        _check_against_torch(torch, torch.nn.MSELoss(reduction=reduction), nn.MSELoss(reduction),
+        _check_against_torch(torch, torch.nn.MSELoss(reduction=reduction), nn.MSELoss(reduction=reduction),
                              rng.standard_normal((3, 2)), rng.standard_normal((3, 2)), target_grad=True)

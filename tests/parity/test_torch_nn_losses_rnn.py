@@ -144,7 +144,7 @@ def test_nll_of_log_softmax_is_cross_entropy():
 def test_mse_loss(shape, reduction, dtype, lay):
     rng = np.random.default_rng(64)
     x, y = (C.layout(C.draw(rng, shape, dtype), lay) for _ in range(2))
-    C.check(nn.MSELoss(reduction), torch.nn.MSELoss(reduction=reduction), [x, y], [0, 1])
+    C.check(nn.MSELoss(reduction=reduction), torch.nn.MSELoss(reduction=reduction), [x, y], [0, 1])
     C.check(lambda a, b: nn.functional.mse_loss(a, b, reduction=reduction),
             lambda a, b: F.mse_loss(a, b, reduction=reduction), [x, y], [0, 1])
 
