@@ -89,12 +89,17 @@ def _rows(who, x, target, probabilities):
     if nd == 0:
         raise ValueError(f"{who}: input must be (C,), (N, C) or (N, C, d1, ...), got a scalar")
     C = shape[0] if nd == 1 else shape[1]
+    if C is None:
+        raise ValueError(f"{who}: the number of classes (input.shape[{0 if nd == 1 else 1}]) must be known when the "
+                         f"graph is built, got input.shape={shape}")
     if nd == 1:
         out_shape, want = (), (() if not probabilities else (C,))
     else:
         out_shape = (shape[0],) + shape[2:]
         want = shape if probabilities else out_shape
-    if tuple(target.shape) != want:
+    got = tuple(target.shape)
+    # a static graph's unknown (None) dimensions match any size
+    if len(got) != len(want) or not all(a is None or b is None or a == b for a, b in zip(got, want)):
         kind = "class probabilities" if probabilities else "class indices"
         raise ValueError(f"{who}: target.shape={tuple(target.shape)} does not match input.shape={shape} "
                          f"(expected {want} for {kind})")
@@ -176,6 +181,11 @@ def _reduce(losses, reduction, out_shape, total):
     A total of 0 (every row ignored, or no rows) gives nan, PyTorch's 0/0,
     with a zero gradient (every row's loss has weight 0)."""
     if reduction == "none":
+        if len(out_shape) == 1:
+            return losses                   # (N,) already: N may be unknown in a static graph
+        if None in out_shape:
+            raise ValueError(f"reduction='none': the per-position losses of (N, C, d1, ...) scores are reshaped to "
+                             f"(N, d1, ...), which must be known when the graph is built, got {out_shape}")
         return ops.reshape(losses, *out_shape)
     s = ops.sum(losses)
     if reduction == "sum":
