@@ -24,6 +24,7 @@ from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree
 from ..autograd.tensor import Tensor
 from ..random import generator as _generator
 from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss
+from .module import check_float_input
 
 __all__ = ["linear", "embedding", "dropout", "relu", "tanh", "sigmoid", "softmax", "log_softmax",
            "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -45,9 +46,13 @@ def linear(input, weight, bias=None):
     weight : (out_features, in_features)
     bias : (out_features,) or None
 
-    Returns (..., out_features). The input's dtype must be the weight's
-    (:class:`~dynnets.autograd.primitives.DTypeError` otherwise, as torch).
+    Returns (..., out_features). The input's (and bias's) dtype must be the
+    weight's (:class:`~dynnets.autograd.primitives.DTypeError` otherwise, as
+    torch raises; :func:`dynnets.linear` promotes as numpy does).
     """
+    input = check_float_input("linear", input, weight, "input", "weight has")
+    if bias is not None:
+        check_float_input("linear", bias, weight, "bias", "weight has")
     return ops.linear(input, weight, bias)
 
 

@@ -286,7 +286,14 @@ class Tanh(Module):
 
 
 class ReLU(Module):
-    """Elementwise max(x, 0)."""
+    """Elementwise max(x, 0) (as ``torch.nn.ReLU``; ``inplace=True`` raises:
+    the result is a new tensor)."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        if inplace:
+            raise ValueError("ReLU: inplace=True is not supported (the result is a new tensor); drop the argument")
+        self.inplace = False
 
     def forward(self, x):
         return ops.relu(x)
@@ -350,9 +357,10 @@ class ModuleList(Module):
     """A list of modules whose parameters are registered (as
     ``torch.nn.ModuleList``); children are named "0", "1", ..."""
 
-    def __init__(self, modules=()):
+    def __init__(self, modules=None):
         super().__init__()
-        self.extend(modules)
+        if modules is not None:
+            self.extend(modules)
 
     def _check(self, m):
         if not isinstance(m, Module):

@@ -318,11 +318,9 @@ def _elementwise_weight(who, weight, x, what="weight"):
     if weight is None:
         return None
     w = weight if isinstance(weight, Tensor) or _symbolic(weight) else np.asarray(weight)
-    try:
-        shape = np.broadcast_shapes(tuple(w.shape), tuple(x.shape))
-    except (ValueError, TypeError):
-        shape = None
-    if shape != tuple(x.shape):
+    ws, xs = tuple(w.shape), tuple(x.shape)
+    # numpy's rule, a static graph's unknown (None) input dimensions matching anything
+    if len(ws) > len(xs) or not all(a == 1 or b is None or a == b for a, b in zip(ws[::-1], xs[::-1])):
         raise ValueError(f"{who}: {what}.shape={tuple(w.shape)} does not broadcast to input.shape={tuple(x.shape)}")
     return w
 

@@ -45,7 +45,7 @@ def check_device(owner, device):
                          f"(device=None or 'cpu')")
 
 
-def check_float_input(owner, x, like, what="input"):
+def check_float_input(owner, x, like, what="input", like_what="the layer's parameters have"):
     """``x`` (an array-like becomes an array) after checking that its dtype is
     that of the layer's parameter ``like``: a layer never promotes its input
     silently (torch raises "mat1 and mat2 must have the same dtype"). The
@@ -57,10 +57,11 @@ def check_float_input(owner, x, like, what="input"):
     want = like.dtype
     if dt != want:
         dt, want = np.dtype(dt), np.dtype(want)
-        fix = (f"cast the {what} (x.astype(np.{want.name}) or x.to(np.{want.name})) or the layer "
+        layer = "the layer" if like_what.startswith("the layer") else "the weight"
+        fix = (f"cast the {what} (x.astype(np.{want.name}) or x.to(np.{want.name})) or {layer} "
                f"(.to(np.{dt.name}))" if dt.kind == "f" else f"cast the {what} (x.astype(np.{want.name}))")
-        raise DTypeError(f"{owner}: {what} has dtype {dt}, but the layer's parameters have dtype {want}; they must "
-                         f"be the same, as in torch (no silent promotion): {fix}")
+        raise DTypeError(f"{owner}: {what} has dtype {dt}, but {like_what} dtype {want}; they must be the same, as "
+                         f"in torch (no silent promotion): {fix}")
     return x
 
 
@@ -97,9 +98,13 @@ class Module:
             return
         setattr(self, name, param if isinstance(param, Parameter) else Parameter(param))
 
-    def register_buffer(self, name, array):
-        """A non-trainable array saved in ``state_dict`` (as torch buffers)."""
-        arr = np.asarray(array)
+    def register_buffer(self, name, tensor, persistent=True):
+        """A non-trainable array saved in ``state_dict`` (as torch buffers).
+        Only persistent buffers exist here (``persistent=False`` raises)."""
+        if not persistent:
+            raise ValueError(f"{type(self).__name__}.register_buffer: persistent=False (a buffer left out of the "
+                             f"state_dict) is not supported; keep {name!r} as a plain attribute instead")
+        arr = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         self._buffers[name] = arr
         object.__setattr__(self, name, arr)
 
@@ -107,38 +112,48 @@ class Module:
         setattr(self, name, module)
 
     # --- traversal ----------------------------------------------------------------
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) pairs, this module first, then each child's
+        subtree in registration order (as torch). A module reached twice is
+        listed once unless ``remove_duplicate=False``; ``memo`` is a set of
+        modules to skip (and it collects the ones listed)."""
+        seen = set() if memo is None else memo
         stack = [(prefix, self)]
-        seen = set()
         while stack:
             name, m = stack.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
+            if remove_duplicate:
+                if m in seen:
+                    continue
+                seen.add(m)
             yield name, m
             children = list(m._modules.items())
             for cname, child in reversed(children):
                 if child is not None:
                     stack.append((f"{name}.{cname}" if name else cname, child))
 
-    def modules(self):
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate=True):
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def children(self):
-        return iter(m for m in self._modules.values() if m is not None)
+        return (m for _, m in self.named_children())
 
     def named_children(self):
-        return iter((n, m) for n, m in self._modules.items() if m is not None)
-
-    def named_parameters(self, prefix="", recurse=True):
-        """(dotted name, Parameter) pairs in registration order; shared
-        parameters are listed once."""
+        """(name, child) pairs; a child registered under two names is listed once (as torch)."""
         seen = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for n, m in self._modules.items():
+            if m is not None and m not in seen:
+                seen.add(m)
+                yield n, m
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, Parameter) pairs in registration order; shared
+        parameters are listed once unless ``remove_duplicate=False``."""
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mname, m in mods:
             for pname, p in m._parameters.items():
-                if p is None or id(p) in seen:
+                if p is None or (remove_duplicate and id(p) in seen):
                     continue
                 seen.add(id(p))
                 yield (f"{mname}.{pname}" if mname else pname), p
@@ -147,10 +162,19 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self):
-        for mname, m in self.named_modules():
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mname, m in mods:
             for bname, b in m._buffers.items():
+                if remove_duplicate and id(b) in seen:
+                    continue
+                seen.add(id(b))
                 yield (f"{mname}.{bname}" if mname else bname), b
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
 
     # --- modes and gradients ----------------------------------------------------------
     def train(self, mode=True):
@@ -168,9 +192,9 @@ class Module:
             else:
                 p._grad = np.zeros_like(p.data)
 
-    def requires_grad_(self, flag=True):
+    def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
-            p.requires_grad = bool(flag)
+            p.requires_grad = bool(requires_grad)
         return self
 
     def apply(self, fn):
@@ -291,13 +315,14 @@ class Module:
                 out[f"{mname}.{bname}" if mname else bname] = np.array(b, copy=True)
         return out
 
-    def load_state_dict(self, state, strict=True):
-        """Copy arrays from ``state`` into this module's parameters and buffers.
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays from ``state_dict`` into this module's parameters and buffers.
 
         Raises ``KeyError`` listing missing and unexpected keys (with
         ``strict=True``) and ``ValueError`` naming a key whose shape differs.
         Returns ``(missing, unexpected)``.
         """
+        state = state_dict
         own = {}
         for mname, m in self.named_modules():
             for pname, p in m._parameters.items():

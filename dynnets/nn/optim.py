@@ -105,8 +105,9 @@ class Optimizer:
             self.add_param_group(g)
 
     # --- groups -----------------------------------------------------------------
-    def add_param_group(self, group):
+    def add_param_group(self, param_group):
         """Add a dict with ``"params"`` and optional hyperparameters."""
+        group = param_group
         name = type(self).__name__
         if not isinstance(group, dict):
             raise TypeError(f"{name}: a param group must be a dict, got {type(group).__name__}")

@@ -235,11 +235,16 @@ def _bce_shape(x, t):
     return Aval(tuple(x.shape), np.result_type(dtype_of(x), dtype_of(t)))
 
 
+# PyTorch's EPSILON of the BCE backward, a float32 1e-12 (9.99999996e-13): at x = 0
+# or 1 the gradient is +-1 / EPSILON, which this reproduces to the last digit
+_BCE_EPS = float(np.float32(1e-12))
+
+
 def _bce_vjp(g, ins, out):
-    # PyTorch's formulas: the input's denominator is kept from 0 (1e-12) and the
+    # PyTorch's formulas: the input's denominator is kept from 0 and the
     # target's gradient is unclamped (+-inf where x is 0 or 1)
     x, t = ins
-    gx = g * (x - t) / np.maximum((1 - x) * x, 1e-12)
+    gx = g * (x - t) / np.maximum((1 - x) * x, _BCE_EPS)
     with np.errstate(divide="ignore"):
         gt = g * (np.log1p(-x) - np.log(x))
     return gx.astype(x.dtype, copy=False), gt.astype(t.dtype, copy=False)
