@@ -824,8 +824,7 @@ EMPTIES = [
     ("cross_entropy-none", lambda x: dn.cross_entropy(x, np.zeros(0, np.int64), reduction="none"),
      lambda x: F.cross_entropy(x, torch.zeros(0, dtype=torch.long), reduction="none"), [_E], None),
     ("cross_entropy-mean", lambda x: dn.cross_entropy(x, np.zeros(0, np.int64)),
-     lambda x: F.cross_entropy(x, torch.zeros(0, dtype=torch.long)), [_E],
-     "the mean cross-entropy of an empty batch is 0; torch gives NaN (0/0)"),
+     lambda x: F.cross_entropy(x, torch.zeros(0, dtype=torch.long)), [_E], None),
 ]
 
 

@@ -155,6 +155,12 @@ softmax_cross_entropy_p = defprim(
     batch=BatchRule("xent"))
 
 
+def _array_arg(name, what, a):
+    """An array (or array value) argument: a Python number has no dtype to promote by."""
+    if not isinstance(a.dtype, np.dtype):
+        raise DTypeError(f"{name}: {what} must be an array, got a Python {type(a.dtype).__name__}")
+
+
 def _softplus_pair(x):
     """``(log(1 + exp(x)), log(1 + exp(-x)))`` from ``exp(-|x|)`` and ``log1p``:
     no overflow, and the tiny values of large |x| kept (not rounded to 0)."""
@@ -177,6 +183,7 @@ def _sigmoid_xent(x, t, pos_weight=None):
 def _sigmoid_xent_shape(x, t, pos_weight=None):
     name = "sigmoid_cross_entropy"
     for what, a in (("logits", x), ("targets", t)) + ((("pos_weight", pos_weight),) if pos_weight is not None else ()):
+        _array_arg(name, what, a)
         if dtype_of(a).kind != "f":
             raise DTypeError(f"{name}: {what} must be floating-point, got dtype {dtype_of(a)}")
     if len(t.shape) != len(x.shape) or not all(dims_match(a, b) for a, b in zip(t.shape, x.shape)):
@@ -220,7 +227,7 @@ def _bce(x, t):
     """Per-element ``-(t log(x) + (1 - t) log(1 - x))`` of probabilities x,
     each log clamped at -100 as PyTorch's ``binary_cross_entropy`` (so x = 0
     or 1 gives a finite loss)."""
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         out = (t - 1) * np.maximum(np.log1p(-x), -100) - t * np.maximum(np.log(x), -100)
     return np.asarray(out, dtype=np.result_type(x, t))
 
@@ -228,6 +235,7 @@ def _bce(x, t):
 def _bce_shape(x, t):
     name = "binary_cross_entropy"
     for what, a in (("input", x), ("target", t)):
+        _array_arg(name, what, a)
         if dtype_of(a).kind != "f":
             raise DTypeError(f"{name}: {what} must be floating-point, got dtype {dtype_of(a)}")
     if len(t.shape) != len(x.shape) or not all(dims_match(a, b) for a, b in zip(t.shape, x.shape)):
@@ -245,7 +253,7 @@ def _bce_vjp(g, ins, out):
     # target's gradient is unclamped (+-inf where x is 0 or 1)
     x, t = ins
     gx = g * (x - t) / np.maximum((1 - x) * x, _BCE_EPS)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         gt = g * (np.log1p(-x) - np.log(x))
     return gx.astype(x.dtype, copy=False), gt.astype(t.dtype, copy=False)
 
