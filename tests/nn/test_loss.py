@@ -246,3 +246,63 @@ def test_losses_match_torch(torch, shape):
     for reduction in ("mean", "sum", "none"):
         _check_against_torch(torch, torch.nn.MSELoss(reduction=reduction), nn.MSELoss(reduction=reduction),
                              rng.standard_normal((3, 2)), rng.standard_normal((3, 2)), target_grad=True)
+
+
+# --- binary cross-entropies (no torch needed) --------------------------------------------------
+
+def _ref_bce_logits(x, t, w=None, pw=None):
+    pw = 1.0 if pw is None else pw
+    # log(sigmoid(x)) = -logaddexp(0, -x), log(1 - sigmoid(x)) = -logaddexp(0, x)
+    out = pw * t * np.logaddexp(0, -x) + (1 - t) * np.logaddexp(0, x)
+    return out if w is None else out * w
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_matches_the_written_out_formula(reduction):
+    rng = np.random.default_rng(7)
+    x, t = rng.standard_normal((4, 3)) * 5, rng.uniform(0, 1, (4, 3))
+    w, pw = rng.uniform(0.5, 2, 3), rng.uniform(0.5, 2, 3)
+    for kw in ({}, {"weight": w}, {"pos_weight": pw}, {"weight": w, "pos_weight": pw}):
+        want = _ref_bce_logits(x, t, kw.get("weight"), kw.get("pos_weight"))
+        want = want if reduction == "none" else (want.sum() if reduction == "sum" else want.mean())
+        got = nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction, **kw)
+        np.testing.assert_allclose(got.data, want, rtol=1e-13)
+        np.testing.assert_allclose(nn.BCEWithLogitsLoss(reduction=reduction, **kw)(x, t).data, want, rtol=1e-13)
+        assert gradcheck(lambda a, b: nn.functional.binary_cross_entropy_with_logits(a, b, reduction=reduction,
+                                                                                     **kw), [x, t])
+    p = 1 / (1 + np.exp(-x))
+    want = -(t * np.log(p) + (1 - t) * np.log(1 - p))
+    want = want if reduction == "none" else (want.sum() if reduction == "sum" else want.mean())
+    np.testing.assert_allclose(nn.BCELoss(reduction=reduction)(p, t).data, want, rtol=1e-12)
+    assert gradcheck(lambda a, b: nn.functional.binary_cross_entropy(a, b, reduction=reduction), [p, t])
+
+
+def test_bce_with_logits_under_autobatch_equals_eager():
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal((n, 3)) * 4 for n in (2, 3, 2)]
+    ts = [rng.uniform(0, 1, x.shape) for x in xs]
+    pw = np.array([0.5, 1.0, 2.0])
+
+    def run():
+        leaves = [dn.tensor(x, requires_grad=True, dtype=np.float64) for x in xs]
+        losses = [nn.functional.binary_cross_entropy_with_logits(a, t, pos_weight=pw) for a, t in zip(leaves, ts)]
+        total = losses[0] + losses[1] * 2.0 + losses[2]
+        total.backward()
+        return [float(loss.data) for loss in losses], [a.grad.data for a in leaves]
+
+    want = run()
+    with dn.autobatch():
+        got = run()
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_bce_errors_are_clear():
+    with pytest.raises(ValueError, match=r"binary_cross_entropy_with_logits: pos_weight.shape=\(2,\) does not "
+                                         r"broadcast to input.shape=\(4, 3\)"):
+        nn.functional.binary_cross_entropy_with_logits(np.zeros((4, 3)), np.zeros((4, 3)), pos_weight=np.ones(2))
+    with pytest.raises(TypeError, match="binary_cross_entropy_with_logits: target must be floating-point"):
+        nn.functional.binary_cross_entropy_with_logits(np.zeros(3), np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="BCELoss: every element of input must be in"):
+        nn.BCELoss()(np.array([0.5, 2.0]), np.zeros(2))

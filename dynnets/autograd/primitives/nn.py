@@ -161,23 +161,23 @@ def _array_arg(name, what, a):
         raise DTypeError(f"{name}: {what} must be an array, got a Python {type(a.dtype).__name__}")
 
 
-def _softplus_pair(x):
-    """``(log(1 + exp(x)), log(1 + exp(-x)))`` from ``exp(-|x|)`` and ``log1p``:
-    no overflow, and the tiny values of large |x| kept (not rounded to 0)."""
-    lp = np.log1p(np.exp(-np.abs(x)))
-    return np.maximum(x, 0) + lp, np.maximum(-x, 0) + lp
-
-
 def _sigmoid_xent(x, t, pos_weight=None):
     """Per-element ``-(pw t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x)))``,
-    PyTorch's ``binary_cross_entropy_with_logits`` (``reduction='none'``),
-    written as ``(1 - t) softplus(x) + pw t softplus(-x)``: two non-negative
-    terms, so nothing cancels (PyTorch's ``(1 - t) x + softplus(-x)`` rounds
-    the loss of a confident right answer, e.g. x = -40, t = 0, to 0)."""
-    sp, sn = _softplus_pair(x)
-    pos = t * sn if pos_weight is None else pos_weight * t * sn
-    out = (1 - t) * sp + pos
-    return np.asarray(out, dtype=np.result_type(x, t) if pos_weight is None else np.result_type(x, t, pos_weight))
+    PyTorch's ``binary_cross_entropy_with_logits`` (``reduction='none'``).
+
+    With ``lp = log(1 + exp(-|x|))`` (``log1p``: tiny values kept) this is
+    ``(1 - t) max(x, 0) + pw t max(-x, 0) + ((1 - t) + pw t) lp``, without pw
+    ``lp + x ([x >= 0] - t)``: sums of non-negative terms, so nothing
+    overflows or cancels (PyTorch's ``(1 - t) x + softplus(-x)`` rounds the
+    loss of a confident right answer, e.g. x = -40, t = 0, to 0)."""
+    lp = np.log1p(np.exp(-np.abs(x)))
+    if pos_weight is None:
+        out = lp + x * ((x >= 0) - t)
+        return np.asarray(out, dtype=np.result_type(x, t))
+    q = 1 - t
+    pt = pos_weight * t
+    out = q * np.maximum(x, 0) + pt * np.maximum(-x, 0) + (q + pt) * lp
+    return np.asarray(out, dtype=np.result_type(x, t, pos_weight))
 
 
 def _sigmoid_xent_shape(x, t, pos_weight=None):
@@ -201,17 +201,19 @@ def _sigmoid_xent_shape(x, t, pos_weight=None):
 def _sigmoid_xent_vjp(g, ins, out):
     x, t = ins[0], ins[1]
     pw = ins[2] if len(ins) > 2 else None
-    # sigmoid(x) and sigmoid(-x) from exp(-|x|): nothing overflows
+    # d/dx = (1 - t) sigmoid(x) - pw t sigmoid(-x), both sigmoids e / (1 + e) or
+    # 1 / (1 + e) with e = exp(-|x|): no overflow, and the tiny gradient of a
+    # confident right answer kept (not sigmoid(x) - t, which rounds it to 0)
     e = np.exp(-np.abs(x))
     pos = x >= 0
-    sig = np.where(pos, 1 / (1 + e), e / (1 + e))
-    sig_neg = np.where(pos, e / (1 + e), 1 / (1 + e))
-    sp, sn = _softplus_pair(x)
+    q = 1 - t
+    pt = t if pw is None else pw * t
+    gx = g * (np.where(pos, q - pt * e, q * e - pt) / (1 + e))
     if pw is None:
-        gx = g * ((1 - t) * sig - t * sig_neg)
-        gt = g * (sn - sp)
+        gt = g * -x                                  # softplus(-x) - softplus(x) = -x
         return gx.astype(x.dtype, copy=False), unbroadcast(gt, t.shape).astype(t.dtype, copy=False)
-    gx = g * ((1 - t) * sig - pw * t * sig_neg)
+    lp = np.log1p(e)
+    sp, sn = np.maximum(x, 0) + lp, np.maximum(-x, 0) + lp
     gt = g * (pw * sn - sp)
     gpw = unbroadcast(g * t * sn, np.shape(pw))
     return (gx.astype(x.dtype, copy=False), unbroadcast(gt, t.shape).astype(t.dtype, copy=False),
