@@ -1470,14 +1470,19 @@ def _run_xent(ab, group):
         x = ab._bind(pn0, P.segment_sum_p, (x, starts), {})
     if red == "mean":
         w = rest[1] if n > 2 else None
+        empty = None
         if w is None:
             tot = np.asarray(lens, dtype=x.dtype)
         else:
             w = np.asarray(w, dtype=x.dtype)
             tot = np.add.reduceat(w, starts) if starts is not None else w
-            tot = np.where(tot > 0, tot, 1).astype(x.dtype)
+            empty = tot == 0
+            tot = np.where(empty, 1, tot).astype(x.dtype)
         if w is not None or max(lens) > 1:
             x = ab._bind(pn0, P.div_p, (x, tot), {})
+        if empty is not None and empty.any():
+            # an instance with every row masked: nan, as the unbatched primitive (its gradient stays 0)
+            x = ab._bind(pn0, P.add_p, (x, np.where(empty, np.nan, 0).astype(x.dtype)), {})
     ab._assign(group, (x, probs), [None, rows_p])
 
 

@@ -530,12 +530,20 @@ def log_softmax(x, axis=None, *, dim=None):
     return bind(P.log_softmax_p, x, axis=axis)
 
 
-def cross_entropy(logits, targets, mask=None, reduction="mean"):
+def cross_entropy(logits, targets, *, mask=None, reduction="mean"):
     """Softmax cross-entropy of ``logits`` (N, C) against integer class
     ``targets`` (N,), fused in one Numba kernel.
 
     ``mask`` (N,) weights each row (0 drops it); ``reduction`` is 'mean' (over
-    the mask's total weight), 'sum' or 'none' (per-row losses).
+    the mask's total weight; nan when it is 0, as PyTorch's mean over no
+    rows), 'sum' or 'none' (per-row losses). Both are keyword-only: PyTorch's
+    third positional argument is a per-class ``weight``.
+
+    This is the fused op of the static graph and the models. PyTorch's
+    ``F.cross_entropy`` (class weights, ``ignore_index``, label smoothing,
+    (C,) or (N, C, d1, ...) scores, class-probability targets) is
+    :func:`dynnets.nn.functional.cross_entropy`; other inputs here raise an
+    error that names it.
     """
     targets = _array_of(targets)
     if not getattr(targets, "_is_symbolic", False):
@@ -548,6 +556,26 @@ def cross_entropy(logits, targets, mask=None, reduction="mean"):
             mask = np.asarray(mask, dtype=logits.dtype)
         loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, mask, reduction=reduction)
     return loss
+
+
+def sigmoid_cross_entropy(logits, targets, pos_weight=None):
+    """Per-element binary cross-entropy of ``logits`` against ``targets`` in
+    [0, 1] (same shape), ``-(pw t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x)))``,
+    computed without overflow or loss of tiny values for any |x| (one
+    primitive). ``pos_weight`` broadcasts against the logits (one weight per
+    class, the last axis). Unreduced: :func:`dynnets.nn.functional.binary_cross_entropy_with_logits`
+    adds PyTorch's weights and reductions."""
+    if pos_weight is None:
+        return bind2(P.sigmoid_cross_entropy_p, logits, targets)
+    return bind(P.sigmoid_cross_entropy_p, logits, targets, pos_weight)
+
+
+def binary_cross_entropy(probs, targets):
+    """Per-element binary cross-entropy ``-(t log(x) + (1 - t) log(1 - x))`` of
+    probabilities in [0, 1], each log clamped at -100 (PyTorch's); unreduced
+    (:func:`dynnets.nn.functional.binary_cross_entropy` adds weights and
+    reductions)."""
+    return bind2(P.binary_cross_entropy_p, probs, targets)
 
 
 def embedding(weight, ids):
@@ -565,7 +593,15 @@ def dropout(x, p, rng, training=True):
 
     On a symbolic value (a static graph, a trace) the mask is a
     ``dropout_mask`` node whose seed ``rng`` draws now: each run of the plan
-    draws a new mask (and its gradient uses that run's mask)."""
+    draws a new mask (and its gradient uses that run's mask).
+
+    PyTorch's ``torch.dropout(input, p, train)`` takes the flag third: a bool
+    ``rng`` is that habit and raises (``training=`` is the flag here;
+    :func:`dynnets.nn.functional.dropout` has torch's signature)."""
+    if isinstance(rng, (bool, np.bool_)):
+        raise TypeError(f"dropout: the third argument is rng (a numpy Generator or a seed), got the bool {rng}; "
+                        f"pass the flag as training={rng}, or use dynnets.nn.functional.dropout(input, p, "
+                        f"training) with torch's signature")
     if not training or p == 0:
         return x
     if not 0 <= p < 1:

@@ -5,21 +5,24 @@ layers (``Linear``, ``Embedding``, ``Dropout``, ...), cells (``RNNCell``,
 ``GRUCell``, ``LSTMCell``) and recurrent layers (``RNN``, ``GRU``, ``LSTM``:
 padded, packed or lists of variable-length sequences) use PyTorch's parameter
 names, shapes and initialisation, so PyTorch state_dict arrays load
-unchanged. Losses: ``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``. Packed
-sequences: :mod:`dynnets.nn.utils.rnn`. Modules built without ``rng=`` draw
-from the default generator (:func:`dynnets.manual_seed`). Optimizers live in
-:mod:`dynnets.optim` (also importable as :mod:`dynnets.nn.optim`).
+unchanged. Losses: ``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``,
+``BCELoss``, ``BCEWithLogitsLoss``. Constructors and :mod:`dynnets.nn.functional`
+take PyTorch's arguments in PyTorch's order (``rng=`` is keyword-only).
+Packed sequences: :mod:`dynnets.nn.utils.rnn`. Modules built without
+``rng=`` draw from the default generator (:func:`dynnets.manual_seed`).
+Optimizers and ``lr_scheduler`` live in :mod:`dynnets.optim` (also
+importable as :mod:`dynnets.nn.optim`).
 """
 from . import functional, utils
 from .cells import GRUCell, LSTMCell, RNNCell
 from .layers import Dropout, Embedding, Identity, Linear, ModuleList, ReLU, Sequential, Sigmoid, Tanh
-from .loss import CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module, Parameter
 from .rnn import GRU, LSTM, RNN, RNNBase
 
 __all__ = ["Module", "Parameter", "Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity",
            "Tanh", "ReLU", "Sigmoid", "RNNCell", "GRUCell", "LSTMCell", "RNNBase", "RNN", "GRU", "LSTM",
-           "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional", "utils"]
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "functional", "utils"]
 from . import init  # noqa: E402  torch's initialisers (issue 22)
 
 __all__ += ["init"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..autograd import ops
 from .layers import as_generator, float_dtype, positive_int, uniform_
-from .module import Module, Parameter
+from .module import Module, Parameter, check_device, check_float_input
 
 __all__ = ["RNNCell", "GRUCell", "LSTMCell"]
 
@@ -27,11 +27,12 @@ __all__ = ["RNNCell", "GRUCell", "LSTMCell"]
 class _CellBase(Module):
     _gates = 1
 
-    def __init__(self, input_size, hidden_size, bias, rng, dtype):
+    def __init__(self, input_size, hidden_size, bias, device, dtype, rng):
         super().__init__()
         name = type(self).__name__
         self.input_size = positive_int(name, "input_size", input_size)
         self.hidden_size = positive_int(name, "hidden_size", hidden_size)
+        check_device(name, device)
         dt = float_dtype(name, dtype)
         gen = as_generator(rng)
         G, H = self._gates, hidden_size
@@ -46,6 +47,10 @@ class _CellBase(Module):
             self.bias_hh = None
             self._zero_bias = np.zeros(G * H, dtype=dt)
 
+    def _cast_constants(self, dtype):
+        if self.bias_ih is None:
+            self._zero_bias = self._zero_bias.astype(dtype)
+
     def _biases(self):
         if self.bias_ih is None:
             return self._zero_bias, self._zero_bias
@@ -53,7 +58,9 @@ class _CellBase(Module):
 
     def _batched(self, x):
         """(x as 2-D, whether it was 1-D). An unbatched (input_size,) input is
-        treated as a batch of one, as PyTorch does."""
+        treated as a batch of one, as PyTorch does. Its dtype must be the
+        weights' (DTypeError otherwise, as torch)."""
+        x = check_float_input(type(self).__name__, x, self.weight_ih)
         shape = x.shape
         if len(shape) == 1:
             return ops.reshape(x, 1, shape[0]), True
@@ -72,6 +79,7 @@ class _CellBase(Module):
             return np.zeros((batch, self.hidden_size), dtype=self.weight_ih.dtype)
         if isinstance(h, (list, tuple)) or not hasattr(h, "shape"):
             raise TypeError(f"{type(self).__name__}: {what} must be an array or Tensor, got {type(h).__name__}")
+        check_float_input(type(self).__name__, h, self.weight_hh, what)
         if unbatched:
             if len(h.shape) != 1:
                 raise ValueError(f"{type(self).__name__}: {what} must be 1-D ({self.hidden_size},) for an unbatched "
@@ -98,8 +106,12 @@ class RNNCell(_CellBase):
     input_size, hidden_size : int
     bias : bool
     nonlinearity : {'tanh', 'relu'}
-    rng : int, Generator or None
+    device : None or 'cpu'
     dtype : numpy float dtype, default float32
+    rng : int, Generator or None (keyword-only)
+
+    Inputs and states must have the weights' dtype (DTypeError otherwise, as
+    torch raises).
 
     Attributes: ``weight_ih`` (H, input_size), ``weight_hh`` (H, H),
     ``bias_ih``, ``bias_hh`` (H,), all U(-1/sqrt(H), 1/sqrt(H)).
@@ -110,10 +122,10 @@ class RNNCell(_CellBase):
 
     _gates = 1
 
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", rng=None, dtype=np.float32):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None, *, rng=None):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__(input_size, hidden_size, bias, rng, dtype)
+        super().__init__(input_size, hidden_size, bias, device, dtype, rng)
         self.nonlinearity = nonlinearity
 
     def forward(self, x, h=None):
@@ -146,9 +158,10 @@ class GRUCell(_CellBase):
     """
 
     _gates = 3
+    _supports_half = False              # the fused gru_cell kernel takes float32/float64
 
-    def __init__(self, input_size, hidden_size, bias=True, rng=None, dtype=np.float32):
-        super().__init__(input_size, hidden_size, bias, rng, dtype)
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None, *, rng=None):
+        super().__init__(input_size, hidden_size, bias, device, dtype, rng)
 
     def forward(self, x, h=None):
         x2, unb = self._batched(x)
@@ -175,9 +188,10 @@ class LSTMCell(_CellBase):
     """
 
     _gates = 4
+    _supports_half = False              # the fused lstm_cell kernel takes float32/float64
 
-    def __init__(self, input_size, hidden_size, bias=True, rng=None, dtype=np.float32):
-        super().__init__(input_size, hidden_size, bias, rng, dtype)
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None, *, rng=None):
+        super().__init__(input_size, hidden_size, bias, device, dtype, rng)
 
     def forward(self, x, hx=None):
         x2, unb = self._batched(x)

@@ -1,11 +1,225 @@
-"""Stateless ops under PyTorch's ``torch.nn.functional`` names (re-exported
-from :mod:`dynnets.autograd.ops`; every one goes through the primitive table),
-the losses of :mod:`dynnets.nn.loss` and the packed recurrences that
-``nn.RNN`` / ``GRU`` / ``LSTM`` run on."""
-from ..autograd.ops import (cross_entropy, dropout, embedding, gru_cell, gru_seq, linear, log_softmax, lstm_cell,
-                            lstm_seq, relu, rnn_seq, sigmoid, softmax, tanh, tree_lstm_cell, tree_lstm_leaf)
-from .loss import mse_loss, nll_loss
+"""Stateless ops under PyTorch's ``torch.nn.functional`` names, each with
+torch's positional order and keyword names (checked against torch's
+signatures in ``tests/parity/test_torch_nn_signatures.py``): a positional
+argument in torch's position means torch's thing, and a torch argument not
+supported here raises an error that names it. Every one goes through the
+primitive table (via :mod:`dynnets.autograd.ops`); the losses come from
+:mod:`dynnets.nn.loss`; the packed recurrences ``nn.RNN`` / ``GRU`` / ``LSTM``
+run on (``lstm_seq``, ``gru_seq``, ``rnn_seq``) and the fused cells are
+dynnets' own.
+
+Randomness: :func:`dropout` draws from ``generator=`` (a
+``numpy.random.Generator`` or a seed; keyword-only, as torch's generators are
+not positional) or, by default, from the default generator that
+:func:`dynnets.manual_seed` seeds.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..autograd import ops
+from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree_lstm_cell, tree_lstm_leaf
+from ..autograd.tensor import Tensor
+from ..random import generator as _generator
+from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss
+from .module import check_float_input
 
 __all__ = ["linear", "embedding", "dropout", "relu", "tanh", "sigmoid", "softmax", "log_softmax",
-           "cross_entropy", "nll_loss", "mse_loss", "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf",
-           "lstm_seq", "gru_seq", "rnn_seq"]
+           "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq"]
+
+
+def _no_inplace(who, inplace):
+    if inplace:
+        raise ValueError(f"{who}: inplace=True is not supported (dynnets ops return a new tensor and leave their "
+                         f"input unchanged); drop the argument and use the result")
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` (as ``torch.nn.functional.linear``).
+
+    Parameters
+    ----------
+    input : (..., in_features)
+    weight : (out_features, in_features)
+    bias : (out_features,) or None
+
+    Returns (..., out_features). The input's (and bias's) dtype must be the
+    weight's (:class:`~dynnets.autograd.primitives.DTypeError` otherwise, as
+    torch raises; :func:`dynnets.linear` promotes as numpy does).
+    """
+    input = check_float_input("linear", input, weight, "input", "weight has")
+    if bias is not None:
+        check_float_input("linear", bias, weight, "bias", "weight has")
+    return ops.linear(input, weight, bias)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` for the integer ids ``input`` (as
+    ``torch.nn.functional.embedding``, arguments in its order: ids first).
+
+    Parameters
+    ----------
+    input : integer array (...)
+        Ids in ``[0, num_embeddings)``.
+    weight : (num_embeddings, embedding_dim)
+    padding_idx : int or None
+        Lookups of this row give its value but pass it no gradient (eager ids;
+        negative values count from the end).
+    max_norm : float or None
+        Before the lookup, each looked-up row whose ``norm_type``-norm exceeds
+        ``max_norm`` is rescaled in place to norm ``max_norm`` (torch's
+        ``embedding_renorm_``; eager only).
+    norm_type : float, default 2
+    scale_grad_by_freq : bool
+        Not supported (True raises).
+    sparse : bool
+        Accepted for torch's sake: the gradient is always row-sparse inside
+        (optimizers update only the rows looked up) and ``weight.grad`` is
+        the dense array, so both values give the same numbers.
+
+    Returns (..., embedding_dim).
+    """
+    who = "embedding"
+    if scale_grad_by_freq:
+        raise ValueError(f"{who}: scale_grad_by_freq=True is not supported")
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise TypeError(f"{who}: sparse must be a bool, got {sparse!r} (the arguments are torch's: "
+                        f"embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse))")
+    ids = input.data if isinstance(input, Tensor) else input
+    symbolic = getattr(ids, "_is_symbolic", False)
+    if not symbolic:
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"{who}: input must hold integer ids (torch's order is embedding(input, weight)), "
+                            f"got dtype {ids.dtype}")
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if isinstance(padding_idx, (bool, np.bool_)) or not isinstance(padding_idx, (int, np.integer)) \
+                or not -n <= padding_idx < n:
+            raise ValueError(f"{who}: padding_idx must be an integer in [-{n}, {n}), got {padding_idx!r}")
+        padding_idx = int(padding_idx) % n
+    if max_norm is not None:
+        _renorm(who, weight, ids, symbolic, float(max_norm), float(norm_type))
+    out = ops.embedding(weight, ids)
+    if padding_idx is None or symbolic or not out.requires_grad:
+        return out
+    is_pad = ids == padding_idx
+    if not is_pad.any():
+        return out
+    # where() passes the gradient only to non-padding positions; the padding
+    # row's value enters as a constant, so forward values are unchanged
+    w = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+    return ops.where(is_pad[..., None], w[padding_idx], out)
+
+
+def _renorm(who, weight, ids, symbolic, max_norm, norm_type):
+    """torch's ``embedding_renorm_``: rows looked up with a norm above
+    ``max_norm`` scaled to ``max_norm / (norm + 1e-7)`` of themselves, in place."""
+    w = weight.data if isinstance(weight, Tensor) else weight
+    if symbolic or type(w) is not np.ndarray:
+        raise ValueError(f"{who}: max_norm rescales the weight's rows in place, which needs eager ids and an eager "
+                         f"weight array")
+    rows = np.unique(ids.reshape(-1))
+    if not rows.size:
+        return
+    if rows[0] < 0 or rows[-1] >= w.shape[0]:
+        bad = rows[0] if rows[0] < 0 else rows[-1]
+        raise IndexError(f"{who}: id {bad} is out of range for {w.shape[0]} embeddings")
+    block = w[rows]
+    norms = np.linalg.norm(block, ord=norm_type, axis=1)
+    big = norms > max_norm
+    if big.any():
+        w[rows[big]] = block[big] * (max_norm / (norms[big] + 1e-7))[:, None].astype(w.dtype)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
+    """Inverted dropout (as ``torch.nn.functional.dropout``): in training mode
+    each element is zeroed with probability ``p`` and the rest scaled by
+    1/(1-p); otherwise the input is returned.
+
+    Parameters
+    ----------
+    input : Tensor (any shape)
+    p : float in [0, 1], default 0.5
+    training : bool, default True
+        Pass the module's ``self.training`` (as in torch; a non-bool raises).
+    inplace : bool
+        Not supported (True raises): the result is a new tensor.
+    generator : numpy Generator, seed or None (keyword-only)
+        Draws the mask; None: the default generator (:func:`dynnets.manual_seed`),
+        so every call draws a new mask.
+    """
+    who = "dropout"
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{who}: dropout probability has to be between 0 and 1, but got {p!r}")
+    if not isinstance(training, (bool, np.bool_)):
+        raise TypeError(f"{who}: training must be a bool (torch's order is dropout(input, p, training, "
+                        f"inplace)), got {type(training).__name__} {training!r}; pass a generator or seed as "
+                        f"generator=")
+    _no_inplace(who, inplace)
+    if not training or p == 0:
+        return input
+    if p == 1:
+        dt = input.dtype
+        return ops.mul(input, np.zeros((), dtype=dt))
+    return ops.dropout(input, float(p), _generator(generator), training=True)
+
+
+def relu(input, inplace=False):
+    """max(input, 0) elementwise (as ``torch.nn.functional.relu``; ``inplace=True`` raises)."""
+    _no_inplace("relu", inplace)
+    return ops.relu(input)
+
+
+def tanh(input):
+    """tanh elementwise (as ``torch.nn.functional.tanh``)."""
+    return ops.tanh(input)
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-input)) elementwise (as ``torch.nn.functional.sigmoid``)."""
+    return ops.sigmoid(input)
+
+
+def _cast(who, input, dtype):
+    if dtype is None:
+        return input
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise TypeError(f"{who}: dtype must be a floating-point type, got {dt}")
+    return input if input.dtype == dt else ops.astype(input, dt)
+
+
+def _softmax_dim(who, input, dim, axis):
+    """``dim`` (or ``axis``); without either, torch's implicit choice (0 for
+    0-, 1- and 3-d inputs, else 1) with torch's warning, so a habit carried
+    over gives torch's result."""
+    if dim is not None or axis is not None:
+        return dim, axis
+    nd = len(input.shape)
+    implicit = 0 if nd in (0, 1, 3) else 1
+    warnings.warn(f"{who}: implicit dimension choice has been deprecated (as in torch); pass dim= "
+                  f"(dim={implicit} was chosen for a {nd}-d input)", UserWarning, stacklevel=3)
+    return implicit, None
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
+    """Softmax along ``dim`` (as ``torch.nn.functional.softmax``; ``axis=`` is
+    the numpy spelling). ``dtype`` casts the input first. Without ``dim``,
+    torch's deprecated implicit choice and warning (dim 0 for a 3-d input:
+    :func:`dynnets.softmax` takes the last axis instead)."""
+    dim, axis = _softmax_dim("softmax", input, dim, axis)
+    return ops.softmax(_cast("softmax", input, dtype), axis, dim=dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
+    """Log-softmax along ``dim`` (as ``torch.nn.functional.log_softmax``;
+    ``axis=`` is the numpy spelling). ``dtype`` casts the input first; no
+    ``dim`` as :func:`softmax`."""
+    dim, axis = _softmax_dim("log_softmax", input, dim, axis)
+    return ops.log_softmax(_cast("log_softmax", input, dtype), axis, dim=dim)

@@ -1,18 +1,24 @@
-"""Loss modules with PyTorch's names and arguments: ``CrossEntropyLoss``,
-``NLLLoss``, ``MSELoss`` (and the functions ``nll_loss``, ``mse_loss``).
+"""Losses with PyTorch's names, arguments and semantics: the modules
+``CrossEntropyLoss``, ``NLLLoss``, ``MSELoss``, ``BCELoss``,
+``BCEWithLogitsLoss`` and the functions ``cross_entropy``, ``nll_loss``,
+``mse_loss``, ``binary_cross_entropy``, ``binary_cross_entropy_with_logits``
+(exported by :mod:`dynnets.nn.functional`), positional arguments in torch's
+order.
 
 Inputs follow PyTorch: class scores (N, C), a single example (C,), or
 (N, C, d1, ...) with targets (N, d1, ...) (the class axis second, e.g. one
 score per token of a padded batch). ``reduction`` is ``'mean'``, ``'sum'``
-or ``'none'``. A class ``weight`` (C,) is a constant (a buffer in the
-state_dict, as PyTorch); ``ignore_index`` drops the rows whose target equals
-it. With class weights or ignored rows, ``'mean'`` divides by the total
-weight of the rows kept, ``sum_i w[y_i]``, as PyTorch does.
-
-One difference from PyTorch: when every row is ignored (total weight 0),
-``'mean'`` gives 0 with a zero gradient, where PyTorch gives nan.
+or ``'none'``; PyTorch's deprecated ``size_average`` / ``reduce`` flags
+(bools) override it as in PyTorch, with its warning. A class ``weight`` (C,)
+is a constant (a buffer in the state_dict, as PyTorch); ``ignore_index``
+drops the rows whose target equals it. With class weights or ignored rows,
+``'mean'`` divides by the total weight of the rows kept, ``sum_i w[y_i]``, as
+PyTorch does; when every row is ignored that is 0/0: nan, with a zero
+gradient, as PyTorch.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -20,7 +26,8 @@ from ..autograd import ops
 from ..autograd.tensor import Tensor
 from .module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "nll_loss", "mse_loss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "cross_entropy", "nll_loss",
+           "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -29,6 +36,25 @@ def _check_reduction(who, reduction):
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{who}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     return reduction
+
+
+def _reduction(who, size_average, reduce, reduction):
+    """``reduction``, or what PyTorch's deprecated ``size_average`` /
+    ``reduce`` flags make of it (``_Reduction.legacy_get_string``, with its
+    warning). The flags must be bools: a string there (``MSELoss('sum')``, a
+    positional habit) would silently mean 'mean' in PyTorch, so it raises."""
+    if size_average is None and reduce is None:
+        return _check_reduction(who, reduction)
+    for name, v in (("size_average", size_average), ("reduce", reduce)):
+        if v is not None and not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{who}: {name} is PyTorch's deprecated flag (a bool or None), got {v!r}; pass "
+                            f"reduction='mean', 'sum' or 'none' by keyword")
+    size_average = True if size_average is None else bool(size_average)
+    reduce = True if reduce is None else bool(reduce)
+    out = "mean" if size_average and reduce else ("sum" if reduce else "none")
+    warnings.warn(f"{who}: size_average and reduce args will be deprecated, please use reduction='{out}' instead.",
+                  UserWarning, stacklevel=3)
+    return out
 
 
 def _symbolic(x):
@@ -63,12 +89,17 @@ def _rows(who, x, target, probabilities):
     if nd == 0:
         raise ValueError(f"{who}: input must be (C,), (N, C) or (N, C, d1, ...), got a scalar")
     C = shape[0] if nd == 1 else shape[1]
+    if C is None:
+        raise ValueError(f"{who}: the number of classes (input.shape[{0 if nd == 1 else 1}]) must be known when the "
+                         f"graph is built, got input.shape={shape}")
     if nd == 1:
         out_shape, want = (), (() if not probabilities else (C,))
     else:
         out_shape = (shape[0],) + shape[2:]
         want = shape if probabilities else out_shape
-    if tuple(target.shape) != want:
+    got = tuple(target.shape)
+    # a static graph's unknown (None) dimensions match any size
+    if len(got) != len(want) or not all(a is None or b is None or a == b for a, b in zip(got, want)):
         kind = "class probabilities" if probabilities else "class indices"
         raise ValueError(f"{who}: target.shape={tuple(target.shape)} does not match input.shape={shape} "
                          f"(expected {want} for {kind})")
@@ -146,30 +177,116 @@ def _total(w):
 
 
 def _reduce(losses, reduction, out_shape, total):
-    """Per-row (already weighted) losses reduced; 'mean' divides by ``total``
-    (0 when the total is 0: then every row's loss is 0 too)."""
+    """Per-row (already weighted) losses reduced; 'mean' divides by ``total``.
+    A total of 0 (every row ignored, or no rows) gives nan, PyTorch's 0/0,
+    with a zero gradient (every row's loss has weight 0)."""
     if reduction == "none":
+        if len(out_shape) == 1:
+            return losses                   # (N,) already: N may be unknown in a static graph
+        if None in out_shape:
+            raise ValueError(f"reduction='none': the per-position losses of (N, C, d1, ...) scores are reshaped to "
+                             f"(N, d1, ...), which must be known when the graph is built, got {out_shape}")
         return ops.reshape(losses, *out_shape)
     s = ops.sum(losses)
     if reduction == "sum":
         return s
     if _symbolic(total):
-        one = np.ones((), dtype=total.dtype)
-        return s / ops.where(ops.greater(total, np.zeros((), dtype=total.dtype)), total, one)
-    return s * (1.0 / total if total > 0 else 0.0)
+        zero, one = np.zeros((), dtype=total.dtype), np.ones((), dtype=total.dtype)
+        has = ops.greater(total, zero)
+        return s / ops.where(has, total, one) + ops.where(has, zero, np.full((), np.nan, dtype=total.dtype))
+    if total > 0:
+        return s * (1.0 / total)
+    return s * 0.0 + np.nan
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def _ignore_index(who, ignore_index):
+    if not isinstance(ignore_index, (int, np.integer)) or isinstance(ignore_index, (bool, np.bool_)):
+        raise ValueError(f"{who}: ignore_index must be an integer, got {ignore_index!r}")
+    return int(ignore_index)
+
+
+def _smoothing(who, label_smoothing):
+    if isinstance(label_smoothing, (bool, np.bool_)) or \
+            not isinstance(label_smoothing, (int, float, np.floating, np.integer)) or \
+            not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{who}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    return float(label_smoothing)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """Softmax cross-entropy of class scores, as ``torch.nn.functional.cross_entropy``
+    (see :class:`CrossEntropyLoss` for the forms of ``input`` and ``target``).
+
+    Parameters
+    ----------
+    input : (N, C), (C,) or (N, C, d1, ...) float scores
+    target : integer class indices (N,), () or (N, d1, ...), or class
+        probabilities of the input's shape
+    weight : (C,) array or None
+    size_average, reduce : bool or None
+        PyTorch's deprecated flags; they override ``reduction``.
+    ignore_index : int, default -100
+    reduction : {'mean', 'sum', 'none'}
+    label_smoothing : float in [0, 1]
+
+    Without weight, ignored rows or smoothing, (N, C) scores with class
+    indices run the one fused ``softmax_cross_entropy`` kernel
+    (:func:`dynnets.cross_entropy`).
+    """
+    who = "cross_entropy"
+    return _cross_entropy(who, input, target, _weight(who, weight), _ignore_index(who, ignore_index),
+                          _reduction(who, size_average, reduce, reduction), _smoothing(who, label_smoothing))
+
+
+def _cross_entropy(who, input, target, weight, ignore_index, reduction, eps):
+    x = _float_input(who, input)
+    t_arr = _target_array(target)
+    if np.dtype(t_arr.dtype).kind == "f":
+        return _probabilities(who, x, target, weight, reduction, eps)
+    x2, t, out_shape, C = _rows(who, x, _class_targets(who, t_arr), False)
+    t0, w, keep = _kept(who, t, C, weight, ignore_index, x.dtype)
+    if eps == 0.0:
+        if weight is None and not _symbolic(keep) and keep.all() and len(t0):
+            if reduction == "none":
+                return ops.reshape(ops.cross_entropy(x2, t0, reduction="none"), *out_shape)
+            return ops.cross_entropy(x2, t0, reduction=reduction)
+        return _reduce(ops.cross_entropy(x2, t0, mask=w, reduction="none"), reduction, out_shape, _total(w))
+    logp = ops.log_softmax(x2, axis=1)
+    cw = np.ones(C, dtype=x.dtype) if weight is None else weight.astype(x.dtype)
+    kept = ops.astype(keep, x.dtype) if _symbolic(keep) else keep.astype(x.dtype)
+    smooth = ops.sum(logp * cw, axis=1) * (-kept)
+    nll = ops.cross_entropy(x2, t0, mask=w, reduction="none")
+    rows = nll * (1.0 - eps) + smooth * (eps / C)
+    return _reduce(rows, reduction, out_shape, _total(w))
+
+
+def _probabilities(who, x, target, weight, reduction, eps):
+    p = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target, dtype=x.dtype)
+    x2, p2, out_shape, C = _rows(who, x, p, True)
+    if weight is not None and weight.shape != (C,):
+        raise ValueError(f"{who}: weight.shape={weight.shape} does not match the {C} classes of the input")
+    if eps:
+        p2 = p2 * (1.0 - eps) + eps / C
+    if weight is not None:
+        p2 = p2 * weight.astype(x.dtype)
+    rows = -ops.sum(ops.log_softmax(x2, axis=1) * p2, axis=1)
+    return _reduce(rows, reduction, out_shape, x2.shape[0])
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities ``input`` (as
-    ``torch.nn.functional.nll_loss``): row i contributes ``-w[y_i] input[i, y_i]``."""
-    return _nll("nll_loss", input, target, weight, ignore_index, reduction)
+    ``torch.nn.functional.nll_loss``, arguments in its order): row i
+    contributes ``-w[y_i] input[i, y_i]``."""
+    who = "nll_loss"
+    return _nll(who, input, target, _weight(who, weight), _ignore_index(who, ignore_index),
+                _reduction(who, size_average, reduce, reduction))
 
 
 def _nll(who, input, target, weight, ignore_index, reduction):
-    _check_reduction(who, reduction)
     x = _float_input(who, input)
     x2, t, out_shape, C = _rows(who, x, _class_targets(who, target), False)
-    t0, w, _ = _kept(who, t, C, _weight(who, weight), ignore_index, x.dtype)
+    t0, w, _ = _kept(who, t, C, weight, ignore_index, x.dtype)
     if _symbolic(t0):
         # a one-hot product picks x2[i, t0[i]] without knowing the targets
         onehot = ops.astype(ops.equal(ops.reshape(t0, -1, 1), np.arange(C, dtype=np.int64)), x.dtype)
@@ -179,38 +296,136 @@ def _nll(who, input, target, weight, ignore_index, reduction):
     return _reduce(picked * (-w), reduction, out_shape, _total(w))
 
 
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Squared error ``(input - target)^2``, averaged, summed or per element (as
-    ``torch.nn.functional.mse_loss``). The shapes must be equal (PyTorch
-    broadcasts them with a warning; here that is an error)."""
-    return _mse("mse_loss", input, target, reduction)
+    ``torch.nn.functional.mse_loss``, arguments in its order). The shapes
+    must be equal (PyTorch broadcasts them with a warning; here that is an
+    error). ``weight`` (the input's shape) multiplies each element's error;
+    'mean' then divides by ``sum(weight)``, as PyTorch."""
+    who = "mse_loss"
+    return _mse(who, input, target, _reduction(who, size_average, reduce, reduction), weight)
 
 
-def _mse(who, input, target, reduction):
-    _check_reduction(who, reduction)
-    x = _float_input(who, input)
+def _same_shape_target(who, x, target):
     y = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target)
     if tuple(x.shape) != tuple(y.shape):
         raise ValueError(f"{who}: target.shape={tuple(y.shape)} does not match input.shape={tuple(x.shape)}")
+    return y
+
+
+def _elementwise_weight(who, weight, x, what="weight"):
+    """A weight that broadcasts to the input's shape, as an array or a value of the graph."""
+    if weight is None:
+        return None
+    w = weight if isinstance(weight, Tensor) or _symbolic(weight) else np.asarray(weight)
+    ws, xs = tuple(w.shape), tuple(x.shape)
+    # numpy's rule, a static graph's unknown (None) input dimensions matching anything
+    if len(ws) > len(xs) or not all(a == 1 or b is None or a == b for a, b in zip(ws[::-1], xs[::-1])):
+        raise ValueError(f"{who}: {what}.shape={tuple(w.shape)} does not broadcast to input.shape={tuple(x.shape)}")
+    return w
+
+
+def _mse(who, input, target, reduction, weight=None):
+    x = _float_input(who, input)
+    y = _same_shape_target(who, x, target)
     d = x - y
     sq = d * d
+    if weight is not None:
+        w = _elementwise_weight(who, weight, x)
+        if tuple(w.shape) != tuple(x.shape):
+            raise ValueError(f"{who}: weight.shape={tuple(w.shape)} must equal input.shape={tuple(x.shape)}")
+        sq = sq * w
+        if reduction == "mean":
+            return ops.sum(sq) / ops.sum(w)
     if reduction == "none":
         return sq
     return ops.sum(sq) if reduction == "sum" else ops.mean(sq)
 
 
+def _reduce_all(losses, reduction):
+    if reduction == "none":
+        return losses
+    return ops.sum(losses) if reduction == "sum" else ops.mean(losses)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """Binary cross-entropy of logits, as ``torch.nn.functional.binary_cross_entropy_with_logits``:
+    per element ``-w (pw t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x)))``,
+    then reduced ('mean' over all elements).
+
+    Parameters
+    ----------
+    input : float array (any shape)
+        Logits.
+    target : float array of the input's shape
+        Targets in [0, 1] (probabilities allowed); they get gradients too.
+    weight : array broadcasting to the input's shape, or None
+        Per-element rescaling.
+    size_average, reduce : bool or None
+        PyTorch's deprecated flags.
+    reduction : {'mean', 'sum', 'none'}
+    pos_weight : array broadcasting to the input's shape (e.g. (C,)), or None
+        Weight of the positive term, per class.
+
+    One primitive (``sigmoid_cross_entropy``) computes
+    ``(1 - t) x + (1 + (pw - 1) t) log(1 + exp(-x))`` from ``exp(-|x|)`` and
+    ``log1p``: no overflow and no loss of tiny values for any |x|.
+    """
+    who = "binary_cross_entropy_with_logits"
+    return _bce_logits(who, input, target, weight, _reduction(who, size_average, reduce, reduction), pos_weight)
+
+
+def _bce_logits(who, input, target, weight, reduction, pos_weight):
+    x = _float_input(who, input)
+    t = _float_input(who, _same_shape_target(who, x, target), "target")
+    w = _elementwise_weight(who, weight, x)
+    pw = _elementwise_weight(who, pos_weight, x, "pos_weight")
+    losses = ops.sigmoid_cross_entropy(x, t, pw)
+    if w is not None:
+        losses = losses * w
+    return _reduce_all(losses, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Binary cross-entropy of probabilities, as ``torch.nn.functional.binary_cross_entropy``:
+    per element ``-w (t log(x) + (1 - t) log(1 - x))`` with each log clamped
+    at -100 (PyTorch's clamp, so x = 0 or 1 gives a finite loss), then reduced;
+    the gradients are PyTorch's (one primitive, ``binary_cross_entropy``).
+    ``input`` must lie in [0, 1] (checked, as PyTorch, for eager values);
+    :func:`binary_cross_entropy_with_logits` is the stable form for logits."""
+    who = "binary_cross_entropy"
+    return _bce(who, input, target, weight, _reduction(who, size_average, reduce, reduction))
+
+
+def _bce(who, input, target, weight, reduction):
+    x = _float_input(who, input)
+    t = _float_input(who, _same_shape_target(who, x, target), "target")
+    w = _elementwise_weight(who, weight, x)
+    if not _symbolic(x):
+        a = x.data if isinstance(x, Tensor) else np.asarray(x)
+        if a.size and not (np.all(a >= 0) and np.all(a <= 1)):
+            bad = a[~((a >= 0) & (a <= 1))].reshape(-1)[0]
+            raise ValueError(f"{who}: every element of input must be in [0, 1] (probabilities; for logits use "
+                             f"binary_cross_entropy_with_logits), got {bad}")
+    losses = ops.binary_cross_entropy(x, t)
+    if w is not None:
+        losses = losses * w
+    return _reduce_all(losses, reduction)
+
+
 class _Loss(Module):
-    def __init__(self, reduction):
+    def __init__(self, size_average, reduce, reduction):
         super().__init__()
-        self.reduction = _check_reduction(type(self).__name__, reduction)
+        self.reduction = _reduction(type(self).__name__, size_average, reduce, reduction)
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}"
 
 
 class _WeightedLoss(_Loss):
-    def __init__(self, weight, reduction):
-        super().__init__(reduction)
+    def __init__(self, weight, size_average, reduce, reduction):
+        super().__init__(size_average, reduce, reduction)
         w = _weight(type(self).__name__, weight)
         if w is None:
             self.weight = None
@@ -219,12 +434,15 @@ class _WeightedLoss(_Loss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
-    """Softmax cross-entropy of class scores (as ``torch.nn.CrossEntropyLoss``).
+    """Softmax cross-entropy of class scores (as ``torch.nn.CrossEntropyLoss``,
+    arguments in its order).
 
     Parameters
     ----------
     weight : (C,) array or None
         Per-class weights (a constant, saved as a buffer).
+    size_average, reduce : bool or None
+        PyTorch's deprecated flags; they override ``reduction``.
     ignore_index : int, default -100
         Rows whose target is this class index are dropped (class-index targets only).
     reduction : {'mean', 'sum', 'none'}
@@ -239,55 +457,19 @@ class CrossEntropyLoss(_WeightedLoss):
     probabilities of the input's shape (then ``'mean'`` divides by the
     number of rows, N * d1 * ..., and ``ignore_index`` does not apply).
     Without weight, ignored rows or smoothing, class-index targets run the
-    one fused ``softmax_cross_entropy`` kernel.
+    one fused ``softmax_cross_entropy`` kernel. The same as
+    :func:`cross_entropy` with these arguments.
     """
 
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(weight, reduction)
-        if not isinstance(ignore_index, (int, np.integer)) or isinstance(ignore_index, bool):
-            raise ValueError(f"CrossEntropyLoss: ignore_index must be an integer, got {ignore_index!r}")
-        if not isinstance(label_smoothing, (int, float, np.floating)) or not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing!r}")
-        self.ignore_index = int(ignore_index)
-        self.label_smoothing = float(label_smoothing)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = _ignore_index("CrossEntropyLoss", ignore_index)
+        self.label_smoothing = _smoothing("CrossEntropyLoss", label_smoothing)
 
     def forward(self, input, target):
-        who = "CrossEntropyLoss"
-        x = _float_input(who, input)
-        t_arr = _target_array(target)
-        if np.dtype(t_arr.dtype).kind == "f":
-            return self._probabilities(x, target)
-        x2, t, out_shape, C = _rows(who, x, _class_targets(who, t_arr), False)
-        t0, w, keep = _kept(who, t, C, self.weight, self.ignore_index, x.dtype)
-        eps = self.label_smoothing
-        if eps == 0.0:
-            if self.weight is None and not _symbolic(keep) and keep.all():
-                if self.reduction == "none":
-                    return ops.reshape(ops.cross_entropy(x2, t0, reduction="none"), *out_shape)
-                return ops.cross_entropy(x2, t0, reduction=self.reduction)
-            return _reduce(ops.cross_entropy(x2, t0, mask=w, reduction="none"), self.reduction, out_shape,
-                           _total(w))
-        logp = ops.log_softmax(x2, axis=1)
-        cw = np.ones(C, dtype=x.dtype) if self.weight is None else self.weight.astype(x.dtype)
-        kept = ops.astype(keep, x.dtype) if _symbolic(keep) else keep.astype(x.dtype)
-        smooth = ops.sum(logp * cw, axis=1) * (-kept)
-        nll = ops.cross_entropy(x2, t0, mask=w, reduction="none")
-        rows = nll * (1.0 - eps) + smooth * (eps / C)
-        return _reduce(rows, self.reduction, out_shape, _total(w))
-
-    def _probabilities(self, x, target):
-        who = "CrossEntropyLoss"
-        p = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target, dtype=x.dtype)
-        x2, p2, out_shape, C = _rows(who, x, p, True)
-        if self.weight is not None and self.weight.shape != (C,):
-            raise ValueError(f"{who}: weight.shape={self.weight.shape} does not match the {C} classes of the input")
-        eps = self.label_smoothing
-        if eps:
-            p2 = p2 * (1.0 - eps) + eps / C
-        if self.weight is not None:
-            p2 = p2 * self.weight.astype(x.dtype)
-        rows = -ops.sum(ops.log_softmax(x2, axis=1) * p2, axis=1)
-        return _reduce(rows, self.reduction, out_shape, x2.shape[0])
+        return _cross_entropy("CrossEntropyLoss", input, target, self.weight, self.ignore_index, self.reduction,
+                              self.label_smoothing)
 
     def extra_repr(self):
         s = super().extra_repr()
@@ -299,12 +481,14 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class NLLLoss(_WeightedLoss):
-    """Negative log-likelihood of log-probabilities (as ``torch.nn.NLLLoss``);
-    combine with ``log_softmax`` for a cross-entropy.
+    """Negative log-likelihood of log-probabilities (as ``torch.nn.NLLLoss``,
+    arguments in its order); combine with ``log_softmax`` for a cross-entropy.
 
     Parameters
     ----------
     weight : (C,) array or None
+    size_average, reduce : bool or None
+        PyTorch's deprecated flags.
     ignore_index : int, default -100
     reduction : {'mean', 'sum', 'none'}
 
@@ -312,22 +496,76 @@ class NLLLoss(_WeightedLoss):
     log-probabilities, ``target`` class indices (N,), () or (N, d1, ...).
     """
 
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(weight, reduction)
-        if not isinstance(ignore_index, (int, np.integer)) or isinstance(ignore_index, bool):
-            raise ValueError(f"NLLLoss: ignore_index must be an integer, got {ignore_index!r}")
-        self.ignore_index = int(ignore_index)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = _ignore_index("NLLLoss", ignore_index)
 
     def forward(self, input, target):
         return _nll("NLLLoss", input, target, self.weight, self.ignore_index, self.reduction)
 
 
 class MSELoss(_Loss):
-    """Mean squared error (as ``torch.nn.MSELoss``): ``(input - target)^2``
-    reduced by ``reduction``; input and target of the same shape."""
+    """Mean squared error (as ``torch.nn.MSELoss(size_average=None,
+    reduce=None, reduction='mean')``): ``(input - target)^2`` reduced by
+    ``reduction``; input and target of the same shape. Pass ``reduction`` by
+    keyword: the first positional argument is PyTorch's deprecated
+    ``size_average`` flag (``MSELoss('sum')`` raises)."""
 
-    def __init__(self, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return _mse("MSELoss", input, target, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross-entropy of logits (as ``torch.nn.BCEWithLogitsLoss``);
+    see :func:`binary_cross_entropy_with_logits`.
+
+    Parameters
+    ----------
+    weight : array or None
+        Per-element rescaling, broadcast to the input (a buffer).
+    size_average, reduce : bool or None
+        PyTorch's deprecated flags.
+    reduction : {'mean', 'sum', 'none'}
+    pos_weight : array or None
+        Weight of the positive term, broadcast to the input, e.g. (C,) (a buffer).
+
+    ``forward(input, target)``: logits and targets in [0, 1] of one shape.
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        for name, v in (("weight", weight), ("pos_weight", pos_weight)):
+            if v is None:
+                object.__setattr__(self, name, None)
+            else:
+                self.register_buffer(name, v.data if isinstance(v, Tensor) else v)
+
+    def forward(self, input, target):
+        return _bce_logits("BCEWithLogitsLoss", input, target, self.weight, self.reduction, self.pos_weight)
+
+
+class BCELoss(_Loss):
+    """Binary cross-entropy of probabilities in [0, 1] (as ``torch.nn.BCELoss``);
+    see :func:`binary_cross_entropy` (:class:`BCEWithLogitsLoss` is the
+    stable form for logits).
+
+    Parameters
+    ----------
+    weight : array or None
+        Per-element rescaling, broadcast to the input (a buffer).
+    size_average, reduce : bool or None
+    reduction : {'mean', 'sum', 'none'}
+    """
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if weight is None:
+            object.__setattr__(self, "weight", None)
+        else:
+            self.register_buffer("weight", weight.data if isinstance(weight, Tensor) else weight)
+
+    def forward(self, input, target):
+        return _bce("BCELoss", input, target, self.weight, self.reduction)

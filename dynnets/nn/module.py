@@ -2,7 +2,11 @@
 
 Assigning a :class:`Parameter` or a :class:`Module` to an attribute registers
 it; ``parameters()`` / ``named_parameters()`` walk the tree with dotted names;
-``state_dict()`` / ``load_state_dict()`` copy numpy arrays in and out.
+``state_dict()`` / ``load_state_dict()`` copy numpy arrays in and out;
+``to(dtype)`` / ``double()`` / ``float()`` / ``half()`` convert the
+floating-point parameters and buffers in place (the Parameter objects stay,
+so an optimizer built before keeps them); ``apply(fn)`` visits the children,
+then the module, as torch.
 """
 from __future__ import annotations
 
@@ -10,9 +14,55 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..autograd.gradtypes import RowSparse
+from ..autograd.primitives import DTypeError
 from ..autograd.tensor import Parameter, Tensor
 
-__all__ = ["Module", "Parameter"]
+__all__ = ["Module", "Parameter", "check_device", "check_float_input"]
+
+_DEVICE_NAMES = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "npu", "ipu", "hpu", "vulkan", "mtia")
+
+
+def _device_string(device):
+    """``device`` as a string if it looks like one ('cpu', 'cuda:0', a torch.device), else None."""
+    if isinstance(device, str):
+        name = device.split(":")[0]
+        return device if name in _DEVICE_NAMES else None
+    if type(device).__name__ == "device" and hasattr(device, "type"):
+        return str(device)
+    return None
+
+
+def check_device(owner, device):
+    """Accept PyTorch's ``device=`` when it is None or the CPU; any other
+    device raises a ValueError naming ``owner`` (dynnets computes on the CPU,
+    with numpy and Numba)."""
+    if device is None:
+        return
+    name = _device_string(device)
+    if name is None or name.split(":")[0] != "cpu":
+        raise ValueError(f"{owner}: device={device!r} is not available: dynnets computes on the CPU only "
+                         f"(device=None or 'cpu')")
+
+
+def check_float_input(owner, x, like, what="input", like_what="the layer's parameters have"):
+    """``x`` (an array-like becomes an array) after checking that its dtype is
+    that of the layer's parameter ``like``: a layer never promotes its input
+    silently (torch raises "mat1 and mat2 must have the same dtype"). The
+    DTypeError names ``owner`` and both dtypes."""
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        x = np.asarray(x)
+        dt = x.dtype
+    want = like.dtype
+    if dt != want:
+        dt, want = np.dtype(dt), np.dtype(want)
+        layer = "the layer" if like_what.startswith("the layer") else "the weight"
+        fix = (f"cast the {what} (x.astype(np.{want.name}) or x.to(np.{want.name})) or {layer} "
+               f"(.to(np.{dt.name}))" if dt.kind == "f" else f"cast the {what} (x.astype(np.{want.name}))")
+        raise DTypeError(f"{owner}: {what} has dtype {dt}, but {like_what} dtype {want}; they must be the same, as "
+                         f"in torch (no silent promotion): {fix}")
+    return x
 
 
 class Module:
@@ -48,9 +98,13 @@ class Module:
             return
         setattr(self, name, param if isinstance(param, Parameter) else Parameter(param))
 
-    def register_buffer(self, name, array):
-        """A non-trainable array saved in ``state_dict`` (as torch buffers)."""
-        arr = np.asarray(array)
+    def register_buffer(self, name, tensor, persistent=True):
+        """A non-trainable array saved in ``state_dict`` (as torch buffers).
+        Only persistent buffers exist here (``persistent=False`` raises)."""
+        if not persistent:
+            raise ValueError(f"{type(self).__name__}.register_buffer: persistent=False (a buffer left out of the "
+                             f"state_dict) is not supported; keep {name!r} as a plain attribute instead")
+        arr = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
         self._buffers[name] = arr
         object.__setattr__(self, name, arr)
 
@@ -58,38 +112,48 @@ class Module:
         setattr(self, name, module)
 
     # --- traversal ----------------------------------------------------------------
-    def named_modules(self, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) pairs, this module first, then each child's
+        subtree in registration order (as torch). A module reached twice is
+        listed once unless ``remove_duplicate=False``; ``memo`` is a set of
+        modules to skip (and it collects the ones listed)."""
+        seen = set() if memo is None else memo
         stack = [(prefix, self)]
-        seen = set()
         while stack:
             name, m = stack.pop()
-            if id(m) in seen:
-                continue
-            seen.add(id(m))
+            if remove_duplicate:
+                if m in seen:
+                    continue
+                seen.add(m)
             yield name, m
             children = list(m._modules.items())
             for cname, child in reversed(children):
                 if child is not None:
                     stack.append((f"{name}.{cname}" if name else cname, child))
 
-    def modules(self):
-        for _, m in self.named_modules():
+    def modules(self, remove_duplicate=True):
+        for _, m in self.named_modules(remove_duplicate=remove_duplicate):
             yield m
 
     def children(self):
-        return iter(m for m in self._modules.values() if m is not None)
+        return (m for _, m in self.named_children())
 
     def named_children(self):
-        return iter((n, m) for n, m in self._modules.items() if m is not None)
-
-    def named_parameters(self, prefix="", recurse=True):
-        """(dotted name, Parameter) pairs in registration order; shared
-        parameters are listed once."""
+        """(name, child) pairs; a child registered under two names is listed once (as torch)."""
         seen = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for n, m in self._modules.items():
+            if m is not None and m not in seen:
+                seen.add(m)
+                yield n, m
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, Parameter) pairs in registration order; shared
+        parameters are listed once unless ``remove_duplicate=False``."""
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mname, m in mods:
             for pname, p in m._parameters.items():
-                if p is None or id(p) in seen:
+                if p is None or (remove_duplicate and id(p) in seen):
                     continue
                 seen.add(id(p))
                 yield (f"{mname}.{pname}" if mname else pname), p
@@ -98,10 +162,19 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self):
-        for mname, m in self.named_modules():
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mname, m in mods:
             for bname, b in m._buffers.items():
+                if remove_duplicate and id(b) in seen:
+                    continue
+                seen.add(id(b))
                 yield (f"{mname}.{bname}" if mname else bname), b
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
 
     # --- modes and gradients ----------------------------------------------------------
     def train(self, mode=True):
@@ -119,10 +192,116 @@ class Module:
             else:
                 p._grad = np.zeros_like(p.data)
 
-    def requires_grad_(self, flag=True):
+    def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
-            p.requires_grad = bool(flag)
+            p.requires_grad = bool(requires_grad)
         return self
+
+    def apply(self, fn):
+        """Call ``fn(module)`` on every child (recursively, each child's
+        children first), then on this module; returns self (as torch, e.g.
+        ``model.apply(init_weights)``)."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # --- dtype and device ---------------------------------------------------------------
+    def to(self, *args, **kwargs):
+        """Convert the floating-point parameters and buffers (as torch's
+        ``Module.to``): ``to(dtype)``, ``to(device)``, ``to(tensor)`` (its
+        dtype), or keywords ``device=``, ``dtype=``, ``non_blocking=``. The
+        device must be None or 'cpu' (then it changes nothing); the dtype a
+        floating-point type. Parameters are converted in place (the same
+        Parameter objects, their gradients too), integer buffers are left
+        alone. Returns self."""
+        device, dtype = self._to_args(args, kwargs)
+        check_device(f"{type(self).__name__}.to", device)
+        if dtype is not None:
+            self._convert(dtype, f"{type(self).__name__}.to")
+        return self
+
+    def _to_args(self, args, kwargs):
+        who = f"{type(self).__name__}.to"
+        extra = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format"}
+        if extra:
+            raise TypeError(f"{who}: unexpected keyword argument(s) {sorted(extra)}; torch's are device=, dtype=, "
+                            f"non_blocking=")
+        device, dtype = kwargs.get("device"), kwargs.get("dtype")
+        rest = list(args)
+        if rest and isinstance(rest[-1], (bool, np.bool_)):
+            rest.pop()                       # non_blocking: nothing is asynchronous here
+        if len(rest) > 2:
+            raise TypeError(f"{who}: expected to(device=None, dtype=None), to(dtype) or to(tensor), got "
+                            f"{len(args)} positional arguments")
+        for a in rest:
+            if a is None:
+                continue
+            if isinstance(a, Tensor) or type(a) is np.ndarray:
+                dtype = a.dtype
+            elif _device_string(a) is not None:
+                device = a
+            else:
+                try:
+                    dtype = np.dtype(a)
+                except TypeError:
+                    raise TypeError(f"{who}: {a!r} is neither a device ('cpu') nor a numpy dtype "
+                                    f"(np.float32, np.float64)") from None
+        return device, dtype
+
+    def _convert(self, dtype, who):
+        dt = np.dtype(dtype)
+        if dt.kind != "f":
+            raise TypeError(f"{who}: only floating-point dtypes are accepted (as torch), got {dt}")
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is None or p.data.dtype.kind != "f" or p.data.dtype == dt:
+                    continue
+                p.data = p.data.astype(dt)
+                g = p._grad
+                if type(g) is np.ndarray:
+                    p._grad = g.astype(dt)
+                elif type(g) is RowSparse:
+                    p._grad = RowSparse(g.rows, np.asarray(g.values).astype(dt), g.shape)
+            for name, b in list(m._buffers.items()):
+                if isinstance(b, np.ndarray) and b.dtype.kind == "f" and b.dtype != dt:
+                    m._buffers[name] = b.astype(dt)
+                    object.__setattr__(m, name, m._buffers[name])
+            m._cast_constants(dt)
+
+    def _cast_constants(self, dtype):
+        """Recast the module's own dtype-specific constants (e.g. a zero
+        bias); called by :meth:`to` after the parameters were converted."""
+
+    def double(self):
+        """``to(np.float64)``."""
+        return self.to(np.float64)
+
+    def float(self):
+        """``to(np.float32)``."""
+        return self.to(np.float32)
+
+    def half(self):
+        """``to(np.float16)``, where every layer of the module computes in
+        float16; a layer whose fused kernels take float32/float64 only (the
+        recurrent cells and layers) raises a TypeError naming it."""
+        for name, m in self.named_modules():
+            if not m._supports_half:
+                where = f" (submodule {name!r})" if name else ""
+                raise TypeError(f"{type(self).__name__}.half: {type(m).__name__}{where} computes in float32 or "
+                                f"float64 only (its fused kernels); use .float() or .double()")
+        return self.to(np.float16)
+
+    #: Whether the module computes in float16 (see :meth:`half`).
+    _supports_half = True
+
+    def cpu(self):
+        """Returns self: everything is on the CPU already."""
+        return self
+
+    def cuda(self, device=None):
+        """Raises: dynnets computes on the CPU only."""
+        raise ValueError(f"{type(self).__name__}.cuda: CUDA is not available: dynnets computes on the CPU only")
 
     # --- state ----------------------------------------------------------------------
     def state_dict(self):
@@ -136,13 +315,14 @@ class Module:
                 out[f"{mname}.{bname}" if mname else bname] = np.array(b, copy=True)
         return out
 
-    def load_state_dict(self, state, strict=True):
-        """Copy arrays from ``state`` into this module's parameters and buffers.
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays from ``state_dict`` into this module's parameters and buffers.
 
         Raises ``KeyError`` listing missing and unexpected keys (with
         ``strict=True``) and ``ValueError`` naming a key whose shape differs.
         Returns ``(missing, unexpected)``.
         """
+        state = state_dict
         own = {}
         for mname, m in self.named_modules():
             for pname, p in m._parameters.items():

@@ -16,18 +16,27 @@ then reads and writes only those rows (after summing repeats), so a 20,000 x
 * ``Adagrad`` without weight decay: the accumulator only changes on rows
   whose gradient is nonzero, exactly as PyTorch's sparse Adagrad;
 * ``Adam(lazy=True)``: only the touched rows' moments and parameters are
-  updated (PyTorch's ``SparseAdam``; the step counter, and so the bias
-  correction, is per parameter). Rows not in the batch keep their moments
-  instead of decaying them, which is what makes this differ from dense Adam.
+  updated, with PyTorch's ``SparseAdam`` maths (eps added before the bias
+  correction; the step counter, and so the bias correction, is per
+  parameter). Rows not in the batch keep their moments instead of decaying
+  them, which is what makes this differ from dense Adam.
 
-Otherwise (momentum, weight decay, non-lazy Adam) the update touches every row
-by definition, and the gradient is densified first. The results of the sparse
-paths are identical to densifying and taking the dense step.
+Otherwise (momentum, weight decay, non-lazy Adam, AdamW, RMSprop) the update
+touches every row by definition, and the gradient is densified first. The
+results of the SGD and Adagrad sparse paths are identical to densifying and
+taking the dense step.
+
+Learning rates
+--------------
+Every step reads ``param_groups[i]["lr"]`` (and the other hyperparameters)
+anew, so a change made between steps, by hand or by a scheduler of
+:mod:`dynnets.optim.lr_scheduler`, applies to the next step.
 
 Update rules
 ------------
-:func:`sgd_update`, :func:`adagrad_update` and :func:`adam_update` update one
-parameter array in place from a dense or row-sparse gradient. They are the
+:func:`sgd_update`, :func:`adagrad_update`, :func:`adam_update` and
+:func:`rmsprop_update` update one parameter array in place from a dense or
+row-sparse gradient. They are the
 only copy of the arithmetic: these optimizers and the static graph's
 (:mod:`dynnets.static.train`) both call them, so the two modes take the same
 steps, and any array shape works, 0-d included.
@@ -47,22 +56,26 @@ State
 ``state_dict()`` returns ``{"state": {index: {name: array or int}},
 "param_groups": [{hyperparameters..., "params": [indices]}]}`` with copies of
 the state arrays; it round-trips through :func:`dynnets.save` /
-:func:`dynnets.load` (which turn the integer keys into strings; both forms load).
+:func:`dynnets.load` (integer keys stay integers; a state dict with the keys
+as strings, from older files, loads too).
 """
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from ..autograd import RowSparse, Tensor
+from . import lr_scheduler
 from . import optim_kernels as OK
 from .utils import clip_grad_norm_
 
-__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "clip_grad_norm_", "sgd_update", "adagrad_update", "adam_update"]
+# `from dynnets.nn.optim.lr_scheduler import StepLR` (torch's spelling) works too
+sys.modules.setdefault(__name__ + ".lr_scheduler", lr_scheduler)
 
-_REQUIRED = object()
-
+__all__ = ["Optimizer", "SGD", "Adagrad", "Adam", "AdamW", "RMSprop", "clip_grad_norm_", "lr_scheduler",
+           "sgd_update", "adagrad_update", "adam_update", "rmsprop_update"]
 
 class Optimizer:
     """Base class: parameter groups, state, ``zero_grad``, ``state_dict``.
@@ -93,8 +106,9 @@ class Optimizer:
             self.add_param_group(g)
 
     # --- groups -----------------------------------------------------------------
-    def add_param_group(self, group):
+    def add_param_group(self, param_group):
         """Add a dict with ``"params"`` and optional hyperparameters."""
+        group = param_group
         name = type(self).__name__
         if not isinstance(group, dict):
             raise TypeError(f"{name}: a param group must be a dict, got {type(group).__name__}")
@@ -119,13 +133,7 @@ class Optimizer:
             mine.add(id(p))
         new = {"params": params}
         for k, v in self.defaults.items():
-            if k in group:
-                new[k] = group[k]
-            elif v is _REQUIRED:
-                raise ValueError(f"{name}: param group {len(self.param_groups)} does not set required "
-                                 f"hyperparameter {k!r}")
-            else:
-                new[k] = v
+            new[k] = group[k] if k in group else v
         for k, v in group.items():
             if k not in new:
                 new[k] = v
@@ -318,6 +326,46 @@ def _adam_block(pb, mb, vb, gb, b1, b2, step_size, sqrt_bc2, eps):
     pb -= denom
 
 
+def _amsgrad_block(pb, mb, vb, wb, gb, b1, b2, step_size, sqrt_bc2, eps):
+    """:func:`_adam_block` whose denominator uses ``wb``, the running maximum
+    of the second moment (Reddi et al. 2018, AMSGrad; PyTorch's ``amsgrad=True``)."""
+    mb *= b1
+    mb += (1.0 - b1) * gb
+    vb *= b2
+    sq = gb * gb
+    sq *= 1.0 - b2
+    vb += sq
+    np.maximum(wb, vb, out=wb)
+    denom = np.sqrt(wb) if wb.ndim else np.sqrt(wb, out=np.empty_like(wb))
+    denom /= sqrt_bc2
+    denom += eps
+    np.divide(mb, denom, out=denom)
+    denom *= step_size
+    pb -= denom
+
+
+def _rmsprop_block(pb, sb, gb, lr, alpha, eps, ab=None, bb=None, momentum=0.0):
+    """PyTorch's RMSprop step on one block, in place: ``sb`` the square
+    average, ``ab`` the gradient average (centered) or None, ``bb`` the
+    momentum buffer or None. (No new baseline to keep: plain expressions,
+    which also hold for 0-d blocks.)"""
+    sb *= alpha
+    sb += (1.0 - alpha) * (gb * gb)
+    if ab is not None:
+        ab *= alpha
+        ab += (1.0 - alpha) * gb
+        avg = np.sqrt(sb - ab * ab)
+    else:
+        avg = np.sqrt(sb)
+    avg = avg + eps
+    if bb is not None:
+        bb *= momentum
+        bb += gb / avg
+        pb -= lr * bb
+    else:
+        pb -= lr * (gb / avg)
+
+
 def sgd_update(data, g, lr, weight_decay=0.0):
     """One SGD step without momentum, in place: ``data -= lr * (g + weight_decay * data)``.
 
@@ -380,7 +428,8 @@ def adagrad_update(data, acc, g, clr, eps, weight_decay=0.0):
         _adagrad_block(data, acc, g, clr, eps)
 
 
-def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.0, lazy=False):
+def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.0, lazy=False, max_v=None,
+                decoupled_decay=0.0):
     """One Adam step, in place: with ``g += weight_decay * data``,
     ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
     ``data -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)``.
@@ -391,25 +440,71 @@ def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.
         The parameter and its first and second moments, updated in place.
     g : ndarray or RowSparse
         The gradient. A row-sparse one with ``lazy`` updates only its rows
-        (the weight decay too); without ``lazy`` it is densified and every
-        row's moments decay.
+        (the weight decay too) with ``torch.optim.SparseAdam``'s maths, which
+        adds eps before the bias correction:
+        ``data -= step_size * sqrt_bc2 * m / (sqrt(v) + eps)``. Without
+        ``lazy`` (or with ``decoupled_decay``) it is densified and every row's
+        moments decay.
     b1, b2, eps, weight_decay : float
     step_size, sqrt_bc2 : float
         ``lr / (1 - b1^t)`` and ``sqrt(1 - b2^t)`` at step t (the bias corrections).
     lazy : bool
+    max_v : ndarray or None
+        AMSGrad's running maximum of ``v`` (updated in place); the
+        denominator then uses it instead of ``v``.
+    decoupled_decay : float
+        AdamW's decoupled weight decay, ``lr * weight_decay``: ``data`` is
+        first multiplied by ``1 - decoupled_decay`` (Loshchilov & Hutter 2019).
     """
     if type(g) is RowSparse:
-        if lazy:
+        if lazy and not decoupled_decay:
             g = _coalesced(g)
             vals = g.values
             if weight_decay:
                 vals = vals + weight_decay * data[g.rows]
-            _rows_apply(data, g.rows, (m, v), _adam_block, vals, b1, b2, step_size, sqrt_bc2, eps)
+            # SparseAdam's eps: sqrt(v)/c + eps/c = (sqrt(v) + eps) / c with c = sqrt_bc2
+            if max_v is None:
+                _rows_apply(data, g.rows, (m, v), _adam_block, vals, b1, b2, step_size, sqrt_bc2, eps / sqrt_bc2)
+            else:
+                _rows_apply(data, g.rows, (m, v, max_v), _amsgrad_block, vals, b1, b2, step_size, sqrt_bc2,
+                            eps / sqrt_bc2)
             return
+        g = g.to_dense()
+    if decoupled_decay:
+        data *= 1.0 - decoupled_decay
+    if weight_decay:
+        g = g + weight_decay * data
+    if max_v is None:
+        _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
+    else:
+        _amsgrad_block(data, m, v, max_v, g, b1, b2, step_size, sqrt_bc2, eps)
+
+
+def rmsprop_update(data, square_avg, g, lr, alpha, eps, weight_decay=0.0, momentum=0.0, momentum_buffer=None,
+                   grad_avg=None):
+    """One RMSprop step in place, as ``torch.optim.RMSprop``: with
+    ``g += weight_decay * data``, ``s = alpha s + (1 - alpha) g^2``; centered:
+    ``a = alpha a + (1 - alpha) g`` and ``avg = sqrt(s - a^2) + eps``, else
+    ``avg = sqrt(s) + eps``; with momentum ``buf = momentum buf + g / avg``
+    and ``data -= lr buf``, else ``data -= lr g / avg``.
+
+    Parameters
+    ----------
+    data, square_avg : ndarray
+        The parameter and its square average ``s``, updated in place.
+    g : ndarray or RowSparse
+        The gradient (a row-sparse one is densified: ``s`` decays on every row).
+    lr, alpha, eps, weight_decay, momentum : float
+    momentum_buffer : ndarray or None
+        Updated in place when ``momentum`` > 0.
+    grad_avg : ndarray or None
+        The gradient average ``a`` of the centered variant, updated in place.
+    """
+    if type(g) is RowSparse:
         g = g.to_dense()
     if weight_decay:
         g = g + weight_decay * data
-    _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
+    _rmsprop_block(data, square_avg, g, lr, alpha, eps, grad_avg, momentum_buffer if momentum else None, momentum)
 
 
 class SGD(Optimizer):
@@ -423,7 +518,7 @@ class SGD(Optimizer):
     Parameters
     ----------
     params : iterable of Tensors or param-group dicts
-    lr : float
+    lr : float, default 1e-3 (PyTorch's)
     momentum : float, default 0
     dampening : float, default 0
     weight_decay : float, default 0 (L2 penalty added to the gradient)
@@ -433,7 +528,7 @@ class SGD(Optimizer):
     weight decay are 0; otherwise they are densified.
     """
 
-    def __init__(self, params, lr=_REQUIRED, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
 
@@ -551,22 +646,29 @@ class Adam(Optimizer):
     lr : float, default 1e-3
     betas : (float, float), default (0.9, 0.999)
     eps : float, default 1e-8
-    weight_decay : float, default 0 (L2 penalty added to the gradient, not AdamW)
-    lazy : bool, default False
-        For row-sparse gradients, update only the rows in the gradient: their
-        moments and parameters, as ``torch.optim.SparseAdam``; rows not looked
-        up keep their moments (they are not decayed) and their values. The step
-        counter t still counts every step of the parameter. With weight decay
-        the penalty is added on the touched rows only. One difference from
-        SparseAdam: eps is added after the bias correction, as in dense Adam
-        (SparseAdam adds it before), so that a lazy step on a gradient touching
-        every row equals the dense step; with eps -> 0 the two agree exactly. Dense gradients always
-        take the ordinary dense step. With ``lazy=False`` a row-sparse gradient
-        is densified and every row's moments decay, exactly as dense Adam.
+    weight_decay : float, default 0 (L2 penalty added to the gradient; for
+        decoupled weight decay use :class:`AdamW`)
+    amsgrad : bool, default False
+        Divide by the running maximum of ``v`` (AMSGrad; state ``max_exp_avg_sq``).
+    lazy : bool, default False (keyword only; not in PyTorch)
+        For row-sparse gradients, update only the rows in the gradient, with
+        ``torch.optim.SparseAdam``'s maths: their moments and parameters;
+        rows not looked up keep their moments (they are not decayed) and
+        their values; eps is added before the bias correction, as SparseAdam
+        does (``p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)``).
+        The step counter t still counts every step of the parameter. With
+        weight decay the penalty is added on the touched rows only. Dense
+        gradients always take the ordinary dense step. With ``lazy=False`` a
+        row-sparse gradient is densified and every row's moments decay,
+        exactly as dense Adam.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, lazy=False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, lazy=lazy))
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 lazy=False):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, lazy=lazy))
 
     def _check_group(self, g):
         for k in ("lr", "eps", "weight_decay"):
@@ -575,13 +677,19 @@ class Adam(Optimizer):
         b = g["betas"]
         if len(b) != 2 or not all(0.0 <= float(x) < 1.0 for x in b):
             self._bad("betas", b, "a pair of numbers in [0, 1)")
+        for k in ("amsgrad", "lazy"):
+            if not isinstance(g.get(k, False), (bool, np.bool_)):
+                self._bad(k, g[k], "a bool")
 
     def _step_group(self, group):
         lr = float(group["lr"])
         b1, b2 = (float(x) for x in group["betas"])
         eps = float(group["eps"])
         wd = float(group["weight_decay"])
-        lazy = bool(group["lazy"])
+        lazy = bool(group.get("lazy", False))
+        amsgrad = bool(group["amsgrad"])
+        # AdamW: p *= 1 - lr * wd before the step, and no L2 term in the gradient
+        decay, wd = (lr * wd, 0.0) if self._decoupled else (0.0, wd)
         state = self.state
         for p in group["params"]:
             g = p._grad
@@ -590,7 +698,94 @@ class Adam(Optimizer):
             st = state.get(p)
             if st is None:
                 st = state[p] = {"step": 0, "exp_avg": np.zeros_like(p.data), "exp_avg_sq": np.zeros_like(p.data)}
+            if amsgrad and "max_exp_avg_sq" not in st:
+                st["max_exp_avg_sq"] = np.zeros_like(p.data)
             t = st["step"] = st["step"] + 1
             step_size = lr / (1.0 - b1 ** t)
             sqrt_bc2 = math.sqrt(1.0 - b2 ** t)
-            adam_update(p.data, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps, wd, lazy)
+            adam_update(p.data, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps, wd, lazy,
+                        st["max_exp_avg_sq"] if amsgrad else None, decay)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter 2019), as
+    ``torch.optim.AdamW``: at each step ``p *= 1 - lr * weight_decay``, then
+    the Adam step of :class:`Adam` without any L2 term in the gradient.
+
+    Parameters
+    ----------
+    params : iterable of Tensors or param-group dicts
+    lr : float, default 1e-3
+    betas : (float, float), default (0.9, 0.999)
+    eps : float, default 1e-8
+    weight_decay : float, default 0.01 (PyTorch's; decoupled)
+    amsgrad : bool, default False
+
+    A row-sparse gradient is densified (the decay moves every row), unless
+    weight_decay is 0.
+    """
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
+        Optimizer.__init__(self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                              amsgrad=amsgrad))
+
+
+class RMSprop(Optimizer):
+    """RMSprop (Hinton's lecture 6e), as ``torch.optim.RMSprop``.
+
+    With ``g += weight_decay * p``: ``s = alpha s + (1 - alpha) g^2``;
+    ``centered``: ``a = alpha a + (1 - alpha) g``, ``avg = sqrt(s - a^2) + eps``,
+    else ``avg = sqrt(s) + eps``; with momentum ``buf = momentum buf + g / avg``,
+    ``p -= lr buf``, else ``p -= lr g / avg``. (eps is added outside the
+    square root, as PyTorch; TF1's RMSPropOptimizer adds it inside.)
+
+    Parameters
+    ----------
+    params : iterable of Tensors or param-group dicts
+    lr : float, default 0.01
+    alpha : float, default 0.99
+    eps : float, default 1e-8
+    weight_decay : float, default 0
+    momentum : float, default 0
+    centered : bool, default False
+
+    State per parameter: ``step``, ``square_avg``, ``momentum_buffer`` (with
+    momentum), ``grad_avg`` (centered). A row-sparse gradient is densified
+    (the square average decays on every row).
+    """
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered))
+
+    def _check_group(self, g):
+        for k in ("lr", "alpha", "eps", "weight_decay", "momentum"):
+            if not g[k] >= 0:
+                self._bad(k, g[k], "non-negative")
+        if not isinstance(g["centered"], (bool, np.bool_)):
+            self._bad("centered", g["centered"], "a bool")
+
+    def _step_group(self, group):
+        lr = float(group["lr"])
+        alpha = float(group["alpha"])
+        eps = float(group["eps"])
+        wd = float(group["weight_decay"])
+        mom = float(group["momentum"])
+        centered = bool(group["centered"])
+        state = self.state
+        for p in group["params"]:
+            g = p._grad
+            if g is None:
+                continue
+            st = state.get(p)
+            if st is None:
+                st = state[p] = {"step": 0, "square_avg": np.zeros_like(p.data)}
+            if mom > 0 and "momentum_buffer" not in st:
+                st["momentum_buffer"] = np.zeros_like(p.data)
+            if centered and "grad_avg" not in st:
+                st["grad_avg"] = np.zeros_like(p.data)
+            st["step"] += 1
+            rmsprop_update(p.data, st["square_avg"], g, lr, alpha, eps, wd, mom, st.get("momentum_buffer"),
+                           st["grad_avg"] if centered else None)

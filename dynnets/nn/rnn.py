@@ -33,10 +33,9 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd.tensor import Tensor
-from ..random import default_generator
 from . import functional as F
 from .layers import as_generator, float_dtype, positive_int, uniform_
-from .module import Module, Parameter
+from .module import Module, Parameter, check_device, check_float_input
 from .utils.rnn import PackedSequence, pack_padded_sequence, pack_sequence, packed_layout, pad_packed_sequence
 
 __all__ = ["RNNBase", "RNN", "GRU", "LSTM"]
@@ -52,11 +51,15 @@ class RNNBase(Module):
 
     _gates = 1
     _cell = "rnn"
+    _supports_half = False              # the fused lstm_seq / gru_seq / rnn_seq kernels take float32/float64
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, *, nonlinearity="tanh", rng=None, dtype=np.float32):
+                 bidirectional=False, proj_size=0, device=None, dtype=None, *, nonlinearity="tanh", rng=None):
         super().__init__()
         name = type(self).__name__
+        if proj_size:
+            raise ValueError(f"{name}: proj_size={proj_size!r} is not supported (only 0, no projection)")
+        check_device(name, device)
         self.input_size = positive_int(name, "input_size", input_size)
         self.hidden_size = H = positive_int(name, "hidden_size", hidden_size)
         self.num_layers = positive_int(name, "num_layers", num_layers)
@@ -94,6 +97,9 @@ class RNNBase(Module):
                     setattr(self, names[3], Parameter(uniform_(gen, (G * H,), bound, dt)))
                 self._names.append(tuple(names))
         self._zero_bias = np.zeros(G * H, dtype=dt)
+
+    def _cast_constants(self, dtype):
+        self._zero_bias = self._zero_bias.astype(dtype)
 
     @property
     def num_directions(self):
@@ -183,6 +189,7 @@ class RNNBase(Module):
         if lengths is not None and form in ("packed", "list"):
             raise ValueError(f"{who}: lengths= applies to a padded Tensor batch; a {form} input carries its own")
         data, bs = packed.data, np.asarray(packed.batch_sizes, dtype=np.int64)
+        data = check_float_input(who, data, self.weight_ih_l0)
         if len(data.shape) != 2 or data.shape[1] != self.input_size:
             raise ValueError(f"{who}: input has {data.shape[-1] if len(data.shape) else 'no'} features per step, "
                              f"but input_size={self.input_size}")
@@ -231,6 +238,7 @@ class RNNBase(Module):
             if tuple(h.shape) != want:
                 raise ValueError(f"{who}: {what} must have shape (num_layers * num_directions, "
                                  f"{'' if unbatched else 'batch, '}hidden_size) = {want}, got {tuple(h.shape)}")
+            check_float_input(who, h, self.weight_hh_l0, what)
             if unbatched:
                 h = ops.reshape(h, LD, 1, H)
             if sorted_indices is not None:
@@ -273,10 +281,7 @@ class RNNBase(Module):
                 outs.append(h if d == 0 else ops.take(h, lay.reverse))
             x = outs[0] if D == 1 else ops.concat(outs, axis=1)
             if self.training and self.dropout > 0 and layer < self.num_layers - 1:
-                if self.dropout == 1.0:
-                    x = x * np.zeros((), dtype=x.dtype)
-                else:
-                    x = ops.dropout(x, self.dropout, default_generator if self.rng is None else self.rng)
+                x = F.dropout(x, self.dropout, True, generator=self.rng)
         return x, ops.stack(hs, axis=0), (ops.stack(cs, axis=0) if cs else None)
 
     def _packed(self, x, bs, weights):
@@ -353,22 +358,26 @@ class RNN(RNNBase):
     dropout : float
         Dropout on each layer's output except the last's (training mode).
     bidirectional : bool
-    rng : int, Generator or None
+    device : None or 'cpu'
+    dtype : numpy float dtype, default float32
+    rng : int, Generator or None (keyword-only)
         Initial weights, then the dropout masks; None: the default
         generator (:func:`dynnets.manual_seed`).
-    dtype : numpy float dtype, default float32
 
     ``forward(input, hx=None, lengths=None) -> (output, h_n)``; see
-    :meth:`RNNBase.forward`.
+    :meth:`RNNBase.forward`. The input and initial states must have the
+    layer's dtype: an integer or float32 input to a float64 layer raises
+    :class:`~dynnets.autograd.primitives.DTypeError` naming the layer and
+    both dtypes, as torch raises.
     """
 
     _gates = 1
     _cell = "rnn"
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, *, rng=None, dtype=np.float32):
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         nonlinearity=nonlinearity, rng=rng, dtype=dtype)
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, *, rng=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0, device,
+                         dtype, nonlinearity=nonlinearity, rng=rng)
 
 
 class GRU(RNNBase):
@@ -383,17 +392,17 @@ class GRU(RNNBase):
     _cell = "gru"
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, *, rng=None, dtype=np.float32):
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         rng=rng, dtype=dtype)
+                 bidirectional=False, device=None, dtype=None, *, rng=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0, device,
+                         dtype, rng=rng)
 
 
 class LSTM(RNNBase):
     """Multi-layer LSTM (as ``torch.nn.LSTM``; the equations of
     :class:`~dynnets.nn.LSTMCell`, gates stacked i, f, g, o).
 
-    Parameters as :class:`RNN` without ``nonlinearity`` (and without
-    PyTorch's ``proj_size``).
+    Parameters as :class:`RNN` without ``nonlinearity``, with PyTorch's
+    ``proj_size`` after ``bidirectional`` (only 0, no projection, is supported).
     ``forward(input, hx=None, lengths=None) -> (output, (h_n, c_n))``;
     ``hx`` is a pair ``(h_0, c_0)``.
     """
@@ -402,6 +411,6 @@ class LSTM(RNNBase):
     _cell = "lstm"
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, *, rng=None, dtype=np.float32):
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         rng=rng, dtype=dtype)
+                 bidirectional=False, proj_size=0, device=None, dtype=None, *, rng=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, proj_size,
+                         device, dtype, rng=rng)

@@ -248,8 +248,26 @@ def _xent(rng):
     for red in ("mean", "sum", "none"):
         out.append(Case(f"{red}", r(n, c), t, reduction=red, outputs=(0,)))
         out.append(Case(f"{red}-mask", r(n, c), t, mask, reduction=red, outputs=(0,)))
-    out.append(Case("mean-all-masked", r(2, 3), np.array([0, 2]), np.zeros(2), reduction="mean", outputs=(0,)))
+    # every row masked: the sum is 0 (the mean is nan, torch's 0/0: test_cross_entropy_all_masked_mean_is_nan)
+    out.append(Case("sum-all-masked", r(2, 3), np.array([0, 2]), np.zeros(2), reduction="sum", outputs=(0,)))
     return out
+
+
+def _sigmoid_xent(rng):
+    r = _r(rng)
+
+    def unit(*shape):
+        return np.asarray(rng.uniform(0.05, 0.95, shape))
+    return [Case("plain", 3 * r(4, 3), unit(4, 3)),
+            Case("pos_weight", 3 * r(4, 3), unit(4, 3), np.asarray(rng.uniform(0.5, 2.0, 3))),
+            Case("0d", np.asarray(1.5), np.asarray(0.3)),
+            Case("large", np.array([-40.0, -3.0, 0.5, 35.0]), unit(4), tol=dict(atol=1e-9))]
+
+
+def _bce(rng):
+    def unit(*shape):
+        return np.asarray(rng.uniform(0.1, 0.9, shape))
+    return [Case("2d", unit(4, 3), unit(4, 3)), Case("1d", unit(5), unit(5))]
 
 
 def _embedding(rng):
@@ -395,7 +413,8 @@ SAMPLES = {
     "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
     "getitem": _getitem, "take": _take, "concat": _concat, "stack": _stack,
     "matmul": _matmul, "linear": _linear, "softmax": _softmaxes, "log_softmax": _softmaxes,
-    "softmax_cross_entropy": _xent, "embedding": _embedding,
+    "softmax_cross_entropy": _xent, "embedding": _embedding, "sigmoid_cross_entropy": _sigmoid_xent,
+    "binary_cross_entropy": _bce,
     "lstm_cell": _lstm, "gru_cell": _gru, "tree_lstm_cell": _tree, "tree_lstm_leaf": _leaf,
     "tree_lstm_levels": _tree_levels, "tree_lstm_levels_packed": _tree_levels_packed,
     "tree_rnn_levels": _tree_rnn_levels,
@@ -673,6 +692,13 @@ BAD = {
         ((_z(3), _I), {}, "cross_entropy: logits must be 2-D (N, C)"),
         ((_z(2, 3), _I, _z(3)), {}, "cross_entropy: mask.shape=(3,) does not match targets.shape=(2,)"),
         ((_z(2, 3), _I), {"reduction": "avg"}, "cross_entropy: reduction must be 'mean', 'sum' or 'none'")],
+    "sigmoid_cross_entropy": [
+        ((_z(2, 3), _z(2, 2)), {}, "sigmoid_cross_entropy: targets.shape=(2, 2) does not match logits.shape=(2, 3)"),
+        ((_I, _z(2)), {}, "sigmoid_cross_entropy: logits must be floating-point"),
+        ((_z(2, 3), _z(2, 3), _z(2)), {}, "sigmoid_cross_entropy: shapes")],
+    "binary_cross_entropy": [
+        ((_z(2, 3), _z(3)), {}, "binary_cross_entropy: target.shape=(3,) does not match input.shape=(2, 3)"),
+        ((_z(2), _I), {}, "binary_cross_entropy: target must be floating-point")],
     "embedding": [((_z(4), _I), {}, "embedding: weight must be 2-D"),
                   ((_z(4, 2), _z(2)), {}, "embedding: ids must be integers")],
     "lstm_cell": [((_z(1, 3), _z(1, 2), _z(1, 2), _z(8, 4), _z(8, 2), _z(8), _z(8)), {},
@@ -938,6 +964,26 @@ def test_row_sparse_with_factored_values_forms_them_once():
     want2[3] += 1
     want2[1] += (np.ones((1, 4)) @ w2.T)[0]
     np.testing.assert_allclose(mixed.to_dense(), want2, rtol=1e-12)
+
+
+def test_cross_entropy_all_masked_mean_is_nan():
+    # torch's mean over no rows: 0/0 = nan, with a zero gradient
+    x = dn.tensor(np.ones((2, 3)), requires_grad=True, dtype=np.float64)
+    loss = ops.cross_entropy(x, np.array([0, 2]), mask=np.zeros(2))
+    loss.backward()
+    assert np.isnan(loss.item()) and np.all(x.grad.data == 0)
+
+
+def test_sigmoid_cross_entropy_extreme_logits_and_dtypes():
+    # no overflow and no loss of tiny values: for x = +-800 the loss is 800 or exp(-800) ~ 0 (not inf, not nan)
+    x = np.array([-800.0, -40.0, 0.0, 40.0, 800.0])
+    for t in (np.zeros(5), np.ones(5), np.full(5, 0.3)):
+        got = ops.sigmoid_cross_entropy(dn.tensor(x, requires_grad=True, dtype=np.float64), t)
+        want = (1 - t) * np.logaddexp(0, x) + t * np.logaddexp(0, -x)
+        np.testing.assert_allclose(got.data, want, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(ops.sigmoid_cross_entropy(np.array([40.0]), np.ones(1)).data, [np.exp(-40.0)],
+                               rtol=1e-15)
+    assert ops.sigmoid_cross_entropy(np.zeros(3, np.float32), np.zeros(3, np.float32)).dtype == np.float32
 
 
 def test_cross_entropy_reductions_and_mask_agree_with_numpy():

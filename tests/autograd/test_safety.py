@@ -326,6 +326,23 @@ def _xent(g):
     return g.spoil(args, p=0.3, index_args=(1,)), {"reduction": red}
 
 
+def _sigmoid_xent(g):
+    shape = tuple(g.dim(0, 3) for _ in range(g.dim(0, 3)))
+    dt = g.fdt()
+    args = [g.arr(shape, dt), g.arr(shape if g.flag(0.85) else g.shape_near(shape), dt)]
+    if g.flag(0.4):
+        args.append(g.arr(shape[-1:] if g.flag(0.8) else g.shape_near(shape[-1:]), dt))
+    return g.spoil(args, p=0.3), {}
+
+
+def _bce(g):
+    shape = tuple(g.dim(0, 3) for _ in range(g.dim(0, 3)))
+    dt = g.fdt()
+    # probabilities, with 0 and 1 among them (the clamped logs); spoiled ones may leave [0, 1]
+    x = np.clip(g.arr(shape, dt), -0.5, 1.5).clip(0, 1).astype(dt)
+    return g.spoil([x, g.arr(shape if g.flag(0.85) else g.shape_near(shape), dt)], p=0.3), {}
+
+
 def _embedding(g):
     V, D = g.dim(0, 4), g.dim(0, 3)
     ids = g.index(tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))), -1 if g.flag(0.2) else 0,
@@ -508,6 +525,7 @@ STRATEGIES = {
     "broadcast_to": _broadcast_to, "getitem": _getitem, "take": _take, "concat": _concat_like(False),
     "stack": _concat_like(True), "matmul": _matmul, "linear": _linear, "softmax": _softmax,
     "log_softmax": _softmax, "softmax_cross_entropy": _xent, "embedding": _embedding,
+    "sigmoid_cross_entropy": _sigmoid_xent, "binary_cross_entropy": _bce,
     "lstm_cell": _cell(4, True), "gru_cell": _cell(3, False), "tree_lstm_cell": _tree_cell,
     "tree_lstm_leaf": _leaf, "tree_lstm_leaf_node": _leaf, "tree_lstm_node": _tree_node,
     "tree_lstm_levels": _binary_levels(True), "tree_lstm_levels_packed": _binary_levels_packed,

@@ -153,3 +153,36 @@ def test_functional_call_restores_on_error():
     assert lin.weight is w and list(lin.parameters())[0] is w
     out = functional_call(lin, {"bias": dn.zeros(2)}, np.zeros((1, 2), np.float32))
     np.testing.assert_array_equal(out.data, 0)
+
+
+def test_functional_dropout_and_embedding_take_torchs_order():
+    F = nn.functional
+    x = np.ones((100, 100), np.float32)
+    dn.manual_seed(1)
+    a = F.dropout(x, 0.5, True).data
+    b = F.dropout(x, 0.5, True).data
+    assert abs((a == 0).mean() - 0.5) < 0.02 and not np.array_equal(a, b)   # the default generator advances
+    dn.manual_seed(1)
+    np.testing.assert_array_equal(F.dropout(x, 0.5, True).data, a)
+    assert F.dropout(x, 0.5, False) is x                                     # the third argument is training
+    np.testing.assert_array_equal(F.dropout(x, 0.5, generator=3).data, F.dropout(x, 0.5, generator=3).data)
+    with pytest.raises(TypeError, match="dropout: training must be a bool"):
+        F.dropout(x, 0.5, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="dropout: inplace=True is not supported"):
+        F.dropout(x, 0.5, True, True)
+    w = dn.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    np.testing.assert_array_equal(F.embedding(np.array([3, 0]), w).data, w.data[[3, 0]])
+    with pytest.raises(TypeError, match=r"embedding: input must hold integer ids \(torch's order"):
+        F.embedding(w, np.array([3, 0]))
+    with pytest.raises(ValueError, match="scale_grad_by_freq=True is not supported"):
+        F.embedding(np.array([1]), w, scale_grad_by_freq=True)
+
+
+def test_layer_input_dtype_must_be_the_layers():
+    from dynnets.autograd.primitives import DTypeError
+    for layer, x in ((nn.Linear(3, 2, rng=0), np.ones((2, 3), np.int64)),
+                     (nn.Linear(3, 2, dtype=np.float64, rng=0), np.ones((2, 3), np.float32)),
+                     (nn.RNNCell(3, 2, rng=0), np.ones((2, 3))),
+                     (nn.GRU(3, 2, rng=0), [np.ones((4, 3), np.float64)])):
+        with pytest.raises(DTypeError, match=f"{type(layer).__name__}: input has dtype"):
+            layer(x)

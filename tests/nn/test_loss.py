@@ -54,8 +54,8 @@ def ref_cross_entropy(x, t, weight=None, ignore_index=-100, reduction="mean", ep
         total = wy.sum()
     if reduction == "none":
         return rows.reshape(_out_shape(x))
-    # every row ignored: 0 (PyTorch: nan; see dynnets.nn.loss)
-    return rows.sum() if reduction == "sum" else (rows.sum() / total if total > 0 else 0.0)
+    # every row ignored: nan, PyTorch's 0/0
+    return rows.sum() if reduction == "sum" else (rows.sum() / total if total > 0 else np.nan)
 
 
 def ref_nll(x, t, weight=None, ignore_index=-100, reduction="mean"):
@@ -66,7 +66,7 @@ def ref_nll(x, t, weight=None, ignore_index=-100, reduction="mean"):
     rows = -x2[np.arange(len(t0)), t0] * wy
     if reduction == "none":
         return rows.reshape(_out_shape(x))
-    return rows.sum() if reduction == "sum" else (rows.sum() / wy.sum() if wy.sum() > 0 else 0.0)
+    return rows.sum() if reduction == "sum" else (rows.sum() / wy.sum() if wy.sum() > 0 else np.nan)
 
 
 def _case(shape, rng, ignore=None, probabilities=False):
@@ -141,7 +141,7 @@ def test_gradients_match_finite_differences(shape, kw):
     assert gradcheck(lambda a, b: ce_p(a, b), [p_x, p])       # the target probabilities get gradients too
     y = rng.standard_normal((3, 2))
     for reduction in ("mean", "sum", "none"):
-        mse = nn.MSELoss(reduction)
+        mse = nn.MSELoss(reduction=reduction)
         assert gradcheck(lambda a, b: mse(a, b), [rng.standard_normal((3, 2)), y])
 
 
@@ -149,17 +149,25 @@ def test_mse_values():
     rng = np.random.default_rng(3)
     x, y = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
     np.testing.assert_allclose(nn.MSELoss()(x, y).data, ((x - y) ** 2).mean(), rtol=1e-14)
-    np.testing.assert_allclose(nn.MSELoss("sum")(x, y).data, ((x - y) ** 2).sum(), rtol=1e-14)
-    np.testing.assert_allclose(nn.MSELoss("none")(x, y).data, (x - y) ** 2, rtol=1e-14)
+    np.testing.assert_allclose(nn.MSELoss(reduction="sum")(x, y).data, ((x - y) ** 2).sum(), rtol=1e-14)
+    np.testing.assert_allclose(nn.MSELoss(reduction="none")(x, y).data, (x - y) ** 2, rtol=1e-14)
     np.testing.assert_allclose(nn.functional.mse_loss(x, y).data, ((x - y) ** 2).mean(), rtol=1e-14)
 
 
-def test_every_row_ignored_gives_zero_not_nan():
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_every_row_ignored_gives_nan_with_zero_gradient_as_torch(smoothing):
+    for make in (lambda: nn.CrossEntropyLoss(ignore_index=1, label_smoothing=smoothing),
+                 lambda: nn.NLLLoss(ignore_index=1)):
+        x = dn.tensor(np.ones((2, C)), requires_grad=True, dtype=np.float64)
+        loss = make()(x, np.array([1, 1]))
+        loss.backward()
+        assert np.isnan(loss.item()) and np.all(x.grad.data == 0)
+    # also with no rows at all, and through the fused op's mask
+    assert np.isnan(nn.CrossEntropyLoss()(np.zeros((0, C)), np.zeros(0, np.int64)).item())
     x = dn.tensor(np.ones((2, C)), requires_grad=True, dtype=np.float64)
-    loss = nn.CrossEntropyLoss(ignore_index=1)(x, np.array([1, 1]))
+    loss = dn.cross_entropy(x, np.array([0, 1]), mask=np.zeros(2))
     loss.backward()
-    assert loss.item() == 0.0 and np.all(x.grad.data == 0)
-    assert nn.NLLLoss(ignore_index=1)(x, np.array([1, 1])).item() == 0.0
+    assert np.isnan(loss.item()) and np.all(x.grad.data == 0)
 
 
 def test_weight_is_a_buffer_and_repr():
@@ -236,5 +244,65 @@ def test_losses_match_torch(torch, shape):
                              nn.CrossEntropyLoss(weight=wt if weighted else None, reduction=reduction,
                                                  label_smoothing=eps), p_x, p, target_grad=True)
     for reduction in ("mean", "sum", "none"):
-        _check_against_torch(torch, torch.nn.MSELoss(reduction=reduction), nn.MSELoss(reduction),
+        _check_against_torch(torch, torch.nn.MSELoss(reduction=reduction), nn.MSELoss(reduction=reduction),
                              rng.standard_normal((3, 2)), rng.standard_normal((3, 2)), target_grad=True)
+
+
+# --- binary cross-entropies (no torch needed) --------------------------------------------------
+
+def _ref_bce_logits(x, t, w=None, pw=None):
+    pw = 1.0 if pw is None else pw
+    # log(sigmoid(x)) = -logaddexp(0, -x), log(1 - sigmoid(x)) = -logaddexp(0, x)
+    out = pw * t * np.logaddexp(0, -x) + (1 - t) * np.logaddexp(0, x)
+    return out if w is None else out * w
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_matches_the_written_out_formula(reduction):
+    rng = np.random.default_rng(7)
+    x, t = rng.standard_normal((4, 3)) * 5, rng.uniform(0, 1, (4, 3))
+    w, pw = rng.uniform(0.5, 2, 3), rng.uniform(0.5, 2, 3)
+    for kw in ({}, {"weight": w}, {"pos_weight": pw}, {"weight": w, "pos_weight": pw}):
+        want = _ref_bce_logits(x, t, kw.get("weight"), kw.get("pos_weight"))
+        want = want if reduction == "none" else (want.sum() if reduction == "sum" else want.mean())
+        got = nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction, **kw)
+        np.testing.assert_allclose(got.data, want, rtol=1e-13)
+        np.testing.assert_allclose(nn.BCEWithLogitsLoss(reduction=reduction, **kw)(x, t).data, want, rtol=1e-13)
+        assert gradcheck(lambda a, b: nn.functional.binary_cross_entropy_with_logits(a, b, reduction=reduction,
+                                                                                     **kw), [x, t])
+    p = 1 / (1 + np.exp(-x))
+    want = -(t * np.log(p) + (1 - t) * np.log(1 - p))
+    want = want if reduction == "none" else (want.sum() if reduction == "sum" else want.mean())
+    np.testing.assert_allclose(nn.BCELoss(reduction=reduction)(p, t).data, want, rtol=1e-12)
+    assert gradcheck(lambda a, b: nn.functional.binary_cross_entropy(a, b, reduction=reduction), [p, t])
+
+
+def test_bce_with_logits_under_autobatch_equals_eager():
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal((n, 3)) * 4 for n in (2, 3, 2)]
+    ts = [rng.uniform(0, 1, x.shape) for x in xs]
+    pw = np.array([0.5, 1.0, 2.0])
+
+    def run():
+        leaves = [dn.tensor(x, requires_grad=True, dtype=np.float64) for x in xs]
+        losses = [nn.functional.binary_cross_entropy_with_logits(a, t, pos_weight=pw) for a, t in zip(leaves, ts)]
+        total = losses[0] + losses[1] * 2.0 + losses[2]
+        total.backward()
+        return [float(loss.data) for loss in losses], [a.grad.data for a in leaves]
+
+    want = run()
+    with dn.autobatch():
+        got = run()
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-14)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_bce_errors_are_clear():
+    with pytest.raises(ValueError, match=r"binary_cross_entropy_with_logits: pos_weight.shape=\(2,\) does not "
+                                         r"broadcast to input.shape=\(4, 3\)"):
+        nn.functional.binary_cross_entropy_with_logits(np.zeros((4, 3)), np.zeros((4, 3)), pos_weight=np.ones(2))
+    with pytest.raises(TypeError, match="binary_cross_entropy_with_logits: target must be floating-point"):
+        nn.functional.binary_cross_entropy_with_logits(np.zeros(3), np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="BCELoss: every element of input must be in"):
+        nn.BCELoss()(np.array([0.5, 2.0]), np.zeros(2))

@@ -180,3 +180,90 @@ def test_sequential_and_modulelist():
         ml.append(3)
     with pytest.raises(NotImplementedError):
         ml(1)
+
+
+# --- dtype conversion, apply, traversal with torch's arguments -------------------------------------
+
+def test_to_converts_parameters_gradients_and_float_buffers_in_place():
+    net = Net()
+    net.block.register_buffer("scale_buf", np.ones(3, np.float32))
+    p0 = net.block.fc.weight
+    p0.grad = np.ones(p0.shape, np.float32)
+    assert net.to(np.float64) is net
+    assert net.block.fc.weight is p0 and p0.dtype == np.float64 and p0.grad.dtype == np.float64
+    assert all(p.dtype == np.float64 for p in net.parameters())
+    assert net.block.scale_buf.dtype == np.float64 and net.state_dict()["block.scale_buf"].dtype == np.float64
+    assert net.block.count.dtype == np.int64                       # integer buffers stay
+    out = net(np.ones((2, 3)))
+    assert out.dtype == np.float64
+    net.float()
+    assert all(p.dtype == np.float32 for p in net.parameters()) and net(np.ones((2, 3), np.float32)).dtype == np.float32
+    # a row-sparse gradient is converted too
+    emb = nn.Embedding(5, 2, rng=0)
+    emb(np.array([1, 3, 1])).sum().backward()
+    emb.double()
+    assert emb.weight.grad.dtype == np.float64 and emb.weight.dtype == np.float64
+
+
+def test_to_bias_free_layers_keep_the_layer_dtype():
+    # the zero bias of a layer without one follows the conversion (no float64 result from a float32 layer)
+    for m, x in ((nn.Linear(3, 2, bias=False, rng=0), np.ones((2, 3))),
+                 (nn.GRUCell(3, 2, bias=False, rng=0), np.ones((2, 3))),
+                 (nn.LSTM(3, 2, bias=False, rng=0), np.ones((4, 2, 3)))):
+        m.double()
+        out = m(x)
+        out = out[0] if isinstance(out, tuple) else out
+        assert out.dtype == np.float64
+        m.float()
+        out = m(x.astype(np.float32))
+        out = out[0] if isinstance(out, tuple) else out
+        assert out.dtype == np.float32
+
+
+def test_to_arguments_and_errors():
+    net = Net()
+    assert net.to("cpu") is net and net.to(device="cpu") is net and net.to("cpu", non_blocking=True) is net
+    assert net.to(dn.zeros(1, dtype=np.float64)) is net and net.block.fc.weight.dtype == np.float64
+    assert net.to(None, np.float32) is net and net.block.fc.weight.dtype == np.float32
+    with pytest.raises(ValueError, match=r"Net.to: device='cuda' is not available: dynnets computes on the CPU only"):
+        net.to("cuda")
+    with pytest.raises(TypeError, match=r"Net.to: only floating-point dtypes are accepted \(as torch\), got int32"):
+        net.to(np.int32)
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        net.to(copy=True)
+    with pytest.raises(TypeError, match=r"_CellNet.half: LSTMCell \(submodule 'cell'\) computes in float32 or "
+                                        r"float64 only"):
+        _CellNet().half()
+    lin = nn.Linear(3, 2, rng=0).half()
+    assert lin(np.ones((1, 3), np.float16)).dtype == np.float16
+
+
+class _CellNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(2, 2, rng=0)
+
+
+def test_apply_children_first_then_self():
+    net = Net()
+    seen = []
+    assert net.apply(lambda m: seen.append(m)) is net
+    # torch's order: each child's subtree (children first), then the module; a module registered twice
+    # under one parent is visited once there
+    names = [type(m).__name__ for m in seen]
+    assert names == ["Linear", "Dropout", "Block", "Linear", "Linear", "ModuleList", "Linear", "Net"]
+    assert seen[-1] is net
+
+
+def test_named_modules_memo_and_remove_duplicate():
+    net = Net()
+    once = [n for n, _ in net.named_modules()]
+    assert once == ["", "block", "block.fc", "block.drop", "layers", "layers.0", "layers.1"]
+    twice = [n for n, _ in net.named_modules(remove_duplicate=False)]
+    assert twice == once + ["head"]
+    memo = {net.block}
+    assert [n for n, _ in net.named_modules(memo)] == ["", "layers", "layers.0", "layers.1"]
+    assert len(list(net.named_parameters(remove_duplicate=False))) == len(list(net.named_parameters())) + 2
+    assert [b.dtype for b in net.buffers()] == [np.int64]
+    with pytest.raises(ValueError, match="persistent=False"):
+        net.register_buffer("x", np.zeros(1), persistent=False)

@@ -111,35 +111,74 @@ def test_cross_entropy_mask_as_fed_input(dtype, mode):
             [_logits(dtype), _Y, m], [0], mode=mode)
 
 
-@pytest.mark.xfail(strict=True, reason="the mean cross-entropy with every row masked out is 0; torch gives NaN "
-                                       "when ignore_index drops every row (0/0)")
-def test_cross_entropy_all_rows_masked():
-    C.check(lambda x: dn.cross_entropy(x, _Y, mask=np.zeros(_N)),
-            lambda x: F.cross_entropy(x, torch.full((_N,), -100), ignore_index=-100), [_logits(np.float64)], [0])
+@pytest.mark.parametrize("mode", ["eager", "static", "autobatch"])
+def test_cross_entropy_all_rows_masked(mode):
+    # the mean over no rows is torch's 0/0: nan, with a zero gradient
+    x = _logits(np.float64)
+    if mode == "autobatch":
+        xt = dn.Tensor(x, requires_grad=True)
+        with dn.autobatch():
+            loss = dn.cross_entropy(xt, _Y, mask=np.zeros(_N))
+            other = dn.cross_entropy(xt, _Y, mask=_KEEP)
+            (loss * 0.0 + other).backward()
+        assert np.isnan(loss.item()) and np.isfinite(other.item())
+        return
+    C.check(lambda t: dn.cross_entropy(t, _Y, mask=np.zeros(_N)),
+            lambda t: F.cross_entropy(t, torch.full((_N,), -100), ignore_index=-100), [x], [0], mode=mode)
 
 
-@pytest.mark.xfail(strict=True, reason="cross_entropy takes 2-D (N, C) logits only (ShapeError); torch also "
-                                       "takes unbatched (C,) logits with a 0-d target (nn.CrossEntropyLoss does)")
-def test_cross_entropy_unbatched():
+# The fused dn.cross_entropy takes (N, C) scores and class indices; torch's F.cross_entropy (every form) is
+# dynnets.nn.functional.cross_entropy, which the fused op's errors name.
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cross_entropy_unbatched(mode):
     x = _logits(np.float64)[0]
-    C.check(lambda t: dn.cross_entropy(t, np.array(2)), lambda t: F.cross_entropy(t, torch.tensor(2)), [x], [0])
+    C.check(lambda t: dn.nn.functional.cross_entropy(t, np.array(2)), lambda t: F.cross_entropy(t, torch.tensor(2)),
+            [x], [0], mode=mode, unknown=[(False,)])        # the number of classes is known in a graph
+    with pytest.raises(ValueError, match=r"cross_entropy: logits must be 2-D .*dynnets.nn.functional.cross_entropy"):
+        dn.cross_entropy(dn.Tensor(x), np.array(2))
 
 
-@pytest.mark.xfail(strict=True, reason="cross_entropy takes 2-D (N, C) logits only (ShapeError); torch also "
-                                       "takes (N, C, d1, ...) with (N, d1, ...) targets (nn.CrossEntropyLoss does)")
-def test_cross_entropy_spatial():
+@pytest.mark.parametrize("mode", MODES)
+def test_cross_entropy_spatial(mode):
     x = C.draw(np.random.default_rng(21), (2, _K, 3), np.float64)
     y = np.array([[0, 1, 3], [2, 2, 0]])
-    C.check(lambda t: dn.cross_entropy(t, y), lambda t: F.cross_entropy(t, torch.tensor(y)), [x], [0])
+    C.check(lambda t: dn.nn.functional.cross_entropy(t, y), lambda t: F.cross_entropy(t, torch.tensor(y)), [x], [0],
+            mode=mode, unknown=[(False, False, False)])
+    with pytest.raises(ValueError, match=r"cross_entropy: logits must be 2-D .*dynnets.nn.functional.cross_entropy"):
+        dn.cross_entropy(dn.Tensor(x), y)
 
 
-@pytest.mark.xfail(strict=True, reason="cross_entropy takes integer class targets only (DTypeError); torch "
-                                       "also takes class probabilities (float targets of the logits' shape; "
-                                       "nn.CrossEntropyLoss does)")
-def test_cross_entropy_probability_targets():
+@pytest.mark.parametrize("smoothing", [0.0, 0.25])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_probability_targets(smoothing, reduction):
     x = _logits(np.float64)
     p = np.random.default_rng(22).dirichlet(np.ones(_K), _N)
-    C.check(lambda t: dn.cross_entropy(t, p), lambda t: F.cross_entropy(t, torch.tensor(p)), [x], [0])
+    cw = np.array([0.5, 2.0, 1.0, 0.25])
+    for w in (None, cw):
+        C.check(lambda t, q: dn.nn.functional.cross_entropy(t, q, w, reduction=reduction, label_smoothing=smoothing),
+                lambda t, q: F.cross_entropy(t, q, None if w is None else torch.tensor(w), reduction=reduction,
+                                             label_smoothing=smoothing), [x, p], [0, 1])
+    with pytest.raises(TypeError, match=r"cross_entropy: targets must be integer class indices.*"
+                                        r"dynnets.nn.functional.cross_entropy"):
+        dn.cross_entropy(dn.Tensor(x), p)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype,mode", ALL, ids=ALL_IDS)
+def test_functional_cross_entropy_positional_arguments(reduction, dtype, mode):
+    # F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    cw = np.array([0.5, 2.0, 1.0, 0.25], dtype)
+    y = np.array([0, 3, 1, 1, 2, 3])
+    C.check(lambda x: dn.nn.functional.cross_entropy(x, y, cw, None, 1, None, reduction, 0.1),
+            lambda x: F.cross_entropy(x, torch.tensor(y), torch.tensor(cw), None, 1, None, reduction, 0.1),
+            [_logits(dtype)], [0], mode=mode, unknown=[(True, False)])
+
+
+def test_fused_cross_entropy_takes_mask_by_keyword_only():
+    # torch's third positional argument is a per-class weight; the fused op's per-row mask must be named
+    with pytest.raises(TypeError):
+        dn.cross_entropy(dn.Tensor(_logits(np.float64)), _Y, np.ones(_N))
 
 
 def test_cross_entropy_rejections_match_torch():
@@ -167,8 +206,10 @@ _IDS = {"1d": np.array([3, 0, 3, 1]), "2d": np.array([[1, 2], [2, 2], [0, 4]]), 
 @pytest.mark.parametrize("dtype,mode", ALL, ids=ALL_IDS)
 def test_embedding(ids, dtype, mode):
     w = C.draw(np.random.default_rng(23), (5, 3), dtype)
-    C.check(dn.embedding, lambda t, i: F.embedding(i, t), [w, _IDS[ids]], [0], mode=mode)
-    C.check(dn.nn.functional.embedding, lambda t, i: F.embedding(i, t), [w, _IDS[ids]], [0], mode=mode)
+    # dn.embedding(weight, ids) is torch.embedding's order; nn.functional.embedding(input, weight) is F's
+    C.check(dn.embedding, lambda t, i: torch.embedding(t, i), [w, _IDS[ids]], [0], mode=mode)
+    C.check(lambda t, i: dn.nn.functional.embedding(i, t), lambda t, i: F.embedding(i, t), [w, _IDS[ids]], [0],
+            mode=mode)
 
 
 @pytest.mark.parametrize("lay", ["transposed", "strided", "reversed"])
@@ -186,11 +227,30 @@ def test_embedding_out_of_range_is_rejected_as_in_torch():
             dn.embedding(dn.Tensor(w), np.array(bad))
 
 
-@pytest.mark.xfail(strict=True, reason="dynnets.nn.functional.embedding(weight, ids) takes torch's "
-                                       "F.embedding(input, weight) arguments in the other order")
 def test_functional_embedding_argument_order():
     w = C.draw(np.random.default_rng(25), (5, 3), np.float64)
     C.check(lambda i, t: dn.nn.functional.embedding(i, t), lambda i, t: F.embedding(i, t), [_IDS["1d"], w], [1])
+    # the old order (weight, ids) is a clear error, not a silent lookup
+    with pytest.raises(TypeError, match=r"embedding: input must hold integer ids \(torch's order is "
+                                        r"embedding\(input, weight\)\)"):
+        dn.nn.functional.embedding(dn.Tensor(w), _IDS["1d"])
+
+
+@pytest.mark.parametrize("pad", [None, 2, -1])
+@pytest.mark.parametrize("max_norm", [None, 1.0])
+def test_functional_embedding_padding_idx_and_max_norm(pad, max_norm):
+    # padding_idx: no gradient to that row; max_norm: the looked-up rows renormalised in place, as torch
+    w = C.draw(np.random.default_rng(26), (6, 3), np.float64) * 2
+    ids = np.array([[0, 2, 2], [5, 0, 1]])
+    dw, tw = dn.Tensor(w.copy(), requires_grad=True), torch.tensor(w.copy(), requires_grad=True)
+    cot = C.draw(np.random.default_rng(27), (2, 3, 3))
+    d = dn.nn.functional.embedding(ids, dw, pad, max_norm)
+    t = F.embedding(torch.tensor(ids), tw, pad, max_norm)
+    C.assert_close(d.data, t.detach().numpy(), np.float64, "values")
+    C.assert_close(dw.data, tw.detach().numpy(), np.float64, "the renormalised table")
+    (d * cot).sum().backward()
+    (t * torch.tensor(cot)).sum().backward()
+    C.assert_close(dw.grad.data, tw.grad.numpy(), np.float64, "gradient")
 
 
 @pytest.mark.parametrize("x_shape", [(3, 4), (4,), (2, 3, 4)], ids=["2d", "1d", "3d"])
@@ -681,14 +741,12 @@ def test_sparse_gradient_momentum_sgd():
 
 
 def test_lazy_adam_as_sparse_adam_with_tiny_eps():
-    # documented: eps is added after the bias correction (SparseAdam adds it before); with eps -> 0 they agree
     _sparse_run(lambda p: dn.optim.Adam(p, lr=0.1, eps=1e-30, lazy=True),
                 lambda p: torch.optim.SparseAdam(list(p), lr=0.1, eps=1e-30))
 
 
-@pytest.mark.xfail(strict=True, reason="documented: Adam(lazy=True) adds eps after the bias correction, "
-                                       "torch.optim.SparseAdam before (relative difference ~eps/sqrt(v))")
 def test_lazy_adam_as_sparse_adam_default_eps():
+    # eps is added before the bias correction, as SparseAdam does
     _sparse_run(lambda p: dn.optim.Adam(p, lr=0.1, eps=1e-3, lazy=True),
                 lambda p: torch.optim.SparseAdam(list(p), lr=0.1, eps=1e-3))
 

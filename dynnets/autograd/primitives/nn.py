@@ -1,14 +1,16 @@
-"""Softmax, log-softmax, softmax cross-entropy and embedding."""
+"""Softmax, log-softmax, softmax and sigmoid cross-entropy, and embedding."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import kernels as K
 from ..gradtypes import RowSparse, sum_rows
-from .core import (BatchRule, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fmt_shape,
-                   is_int, is_kernel_float, norm_axis, same_float)
+from .core import (BATCH_ELEMENTWISE, BatchRule, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, broadcast_shapes,
+                   defprim, dims_match, dtype_of, fmt_shape, is_int, is_kernel_float, norm_axis, same_float,
+                   unbroadcast)
 
-__all__ = ["softmax_p", "log_softmax_p", "softmax_cross_entropy_p", "embedding_p"]
+__all__ = ["softmax_p", "log_softmax_p", "softmax_cross_entropy_p", "sigmoid_cross_entropy_p",
+           "binary_cross_entropy_p", "embedding_p"]
 
 # --------------------------------------------------------------------------
 # softmax family, losses, embedding
@@ -87,8 +89,9 @@ def _xent(logits, targets, weights=None, reduction="mean"):
     elif reduction == "sum":
         loss = np.asarray(losses.sum(), dtype=dt)
     else:
+        # the mean over no rows (every one masked) is nan, 0/0, as PyTorch's; its gradient is 0 (see the VJP)
         total = w.sum()
-        loss = np.asarray(losses.sum() / total if total > 0 else 0.0, dtype=dt)
+        loss = np.asarray(losses.sum() / total if total > 0 else np.nan, dtype=dt)
     return loss, probs
 
 
@@ -96,11 +99,13 @@ def _xent_shape(logits, targets, weights=None, reduction="mean"):
     if reduction not in ("mean", "sum", "none"):
         raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if len(logits.shape) != 2:
-        raise ShapeError(f"cross_entropy: logits must be 2-D (N, C), got logits.shape={fmt_shape(logits.shape)}")
+        raise ShapeError(f"cross_entropy: logits must be 2-D (N, C), got logits.shape={fmt_shape(logits.shape)} "
+                         f"(dynnets.nn.functional.cross_entropy takes PyTorch's (C,) and (N, C, d1, ...) scores)")
     if not is_kernel_float(dtype_of(logits)):
         raise DTypeError(f"cross_entropy: logits must be float32 or float64, got dtype {dtype_of(logits)}")
     if dtype_of(targets).kind not in "iu":
-        raise DTypeError(f"cross_entropy: targets must be integer class indices, got dtype {dtype_of(targets)}")
+        raise DTypeError(f"cross_entropy: targets must be integer class indices, got dtype {dtype_of(targets)} "
+                         f"(dynnets.nn.functional.cross_entropy takes PyTorch's class-probability targets)")
     if len(targets.shape) != 1 or not dims_match(targets.shape[0], logits.shape[0]):
         raise ShapeError(f"cross_entropy: targets.shape={fmt_shape(targets.shape)} does not match "
                          f"logits.shape[0]={logits.shape[0]} (logits.shape={fmt_shape(logits.shape)}; expected one "
@@ -148,6 +153,115 @@ softmax_cross_entropy_p = defprim(
     "softmax_cross_entropy", _xent, _xent_shape, joint_vjp=_xent_vjp,
     multiple_results=True, nondiff_args=(1, 2),
     batch=BatchRule("xent"))
+
+
+def _array_arg(name, what, a):
+    """An array (or array value) argument: a Python number has no dtype to promote by."""
+    if not isinstance(a.dtype, np.dtype):
+        raise DTypeError(f"{name}: {what} must be an array, got a Python {type(a.dtype).__name__}")
+
+
+def _sigmoid_xent(x, t, pos_weight=None):
+    """Per-element ``-(pw t log(sigmoid(x)) + (1 - t) log(1 - sigmoid(x)))``,
+    PyTorch's ``binary_cross_entropy_with_logits`` (``reduction='none'``).
+
+    With ``lp = log(1 + exp(-|x|))`` (``log1p``: tiny values kept) this is
+    ``(1 - t) max(x, 0) + pw t max(-x, 0) + ((1 - t) + pw t) lp``, without pw
+    ``lp + x ([x >= 0] - t)``: sums of non-negative terms, so nothing
+    overflows or cancels (PyTorch's ``(1 - t) x + softplus(-x)`` rounds the
+    loss of a confident right answer, e.g. x = -40, t = 0, to 0)."""
+    lp = np.log1p(np.exp(-np.abs(x)))
+    if pos_weight is None:
+        out = lp + x * ((x >= 0) - t)
+        return np.asarray(out, dtype=np.result_type(x, t))
+    q = 1 - t
+    pt = pos_weight * t
+    out = q * np.maximum(x, 0) + pt * np.maximum(-x, 0) + (q + pt) * lp
+    return np.asarray(out, dtype=np.result_type(x, t, pos_weight))
+
+
+def _sigmoid_xent_shape(x, t, pos_weight=None):
+    name = "sigmoid_cross_entropy"
+    for what, a in (("logits", x), ("targets", t)) + ((("pos_weight", pos_weight),) if pos_weight is not None else ()):
+        _array_arg(name, what, a)
+        if dtype_of(a).kind != "f":
+            raise DTypeError(f"{name}: {what} must be floating-point, got dtype {dtype_of(a)}")
+    if len(t.shape) != len(x.shape) or not all(dims_match(a, b) for a, b in zip(t.shape, x.shape)):
+        raise ShapeError(f"{name}: targets.shape={fmt_shape(t.shape)} does not match logits.shape={fmt_shape(x.shape)}")
+    dts = [dtype_of(x), dtype_of(t)]
+    if pos_weight is not None:
+        shape = broadcast_shapes(name, x.shape, pos_weight.shape, names=["logits", "pos_weight"])
+        if len(shape) != len(x.shape) or not all(dims_match(a, b) for a, b in zip(shape, x.shape)):
+            raise ShapeError(f"{name}: pos_weight.shape={fmt_shape(pos_weight.shape)} does not broadcast to "
+                             f"logits.shape={fmt_shape(x.shape)}")
+        dts.append(dtype_of(pos_weight))
+    return Aval(tuple(x.shape), np.result_type(*dts))
+
+
+def _sigmoid_xent_vjp(g, ins, out):
+    x, t = ins[0], ins[1]
+    pw = ins[2] if len(ins) > 2 else None
+    # d/dx = (1 - t) sigmoid(x) - pw t sigmoid(-x), both sigmoids e / (1 + e) or
+    # 1 / (1 + e) with e = exp(-|x|): no overflow, and the tiny gradient of a
+    # confident right answer kept (not sigmoid(x) - t, which rounds it to 0)
+    e = np.exp(-np.abs(x))
+    pos = x >= 0
+    q = 1 - t
+    pt = t if pw is None else pw * t
+    gx = g * (np.where(pos, q - pt * e, q * e - pt) / (1 + e))
+    if pw is None:
+        gt = g * -x                                  # softplus(-x) - softplus(x) = -x
+        return gx.astype(x.dtype, copy=False), unbroadcast(gt, t.shape).astype(t.dtype, copy=False)
+    lp = np.log1p(e)
+    sp, sn = np.maximum(x, 0) + lp, np.maximum(-x, 0) + lp
+    gt = g * (pw * sn - sp)
+    gpw = unbroadcast(g * t * sn, np.shape(pw))
+    return (gx.astype(x.dtype, copy=False), unbroadcast(gt, t.shape).astype(t.dtype, copy=False),
+            gpw.astype(pw.dtype, copy=False))
+
+
+sigmoid_cross_entropy_p = defprim(
+    "sigmoid_cross_entropy", _sigmoid_xent, _sigmoid_xent_shape, joint_vjp=_sigmoid_xent_vjp,
+    batch=BATCH_ELEMENTWISE)
+
+
+def _bce(x, t):
+    """Per-element ``-(t log(x) + (1 - t) log(1 - x))`` of probabilities x,
+    each log clamped at -100 as PyTorch's ``binary_cross_entropy`` (so x = 0
+    or 1 gives a finite loss)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (t - 1) * np.maximum(np.log1p(-x), -100) - t * np.maximum(np.log(x), -100)
+    return np.asarray(out, dtype=np.result_type(x, t))
+
+
+def _bce_shape(x, t):
+    name = "binary_cross_entropy"
+    for what, a in (("input", x), ("target", t)):
+        _array_arg(name, what, a)
+        if dtype_of(a).kind != "f":
+            raise DTypeError(f"{name}: {what} must be floating-point, got dtype {dtype_of(a)}")
+    if len(t.shape) != len(x.shape) or not all(dims_match(a, b) for a, b in zip(t.shape, x.shape)):
+        raise ShapeError(f"{name}: target.shape={fmt_shape(t.shape)} does not match input.shape={fmt_shape(x.shape)}")
+    return Aval(tuple(x.shape), np.result_type(dtype_of(x), dtype_of(t)))
+
+
+# PyTorch's EPSILON of the BCE backward, a float32 1e-12 (9.99999996e-13): at x = 0
+# or 1 the gradient is +-1 / EPSILON, which this reproduces to the last digit
+_BCE_EPS = float(np.float32(1e-12))
+
+
+def _bce_vjp(g, ins, out):
+    # PyTorch's formulas: the input's denominator is kept from 0 and the
+    # target's gradient is unclamped (+-inf where x is 0 or 1)
+    x, t = ins
+    gx = g * (x - t) / np.maximum((1 - x) * x, _BCE_EPS)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gt = g * (np.log1p(-x) - np.log(x))
+    return gx.astype(x.dtype, copy=False), gt.astype(t.dtype, copy=False)
+
+
+binary_cross_entropy_p = defprim(
+    "binary_cross_entropy", _bce, _bce_shape, joint_vjp=_bce_vjp, batch=BATCH_ELEMENTWISE)
 
 
 def _embedding(weight, ids):
