@@ -13,6 +13,8 @@ The engine creates and recognises tensors without importing this module:
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from . import ops
@@ -27,12 +29,31 @@ __all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "zeros", "
            "ones_like", "randn", "uniform", "arange"]
 
 
+# the operand types of an elementwise comparison, tested by type first (one set
+# lookup) before the isinstance chain of _is_operand
+_OPERANDS = frozenset({float, int, bool, np.ndarray, np.float64, np.float32, np.int64, np.int32, np.bool_})
+
+
+def _is_operand(o):
+    """Whether ``o`` can be compared elementwise with a tensor: a tensor or
+    symbolic value, a numpy array or scalar, a number, a list or tuple."""
+    return isinstance(o, (TensorOps, np.ndarray, np.generic, numbers.Number, list, tuple))
+
+
+def _operand(op, o):
+    if type(o) in _OPERANDS or _is_operand(o):
+        return o
+    raise TypeError(f"{op}: other must be a tensor, an array or a number, got {type(o).__name__}")
+
+
 class TensorOps:
     """The operators and op methods of :class:`Tensor` and of the static
     graph's ``Value``: each is a public op of :mod:`dynnets.autograd.ops`
     with the tensor as its first argument (the reflected operators swap the
-    operands). ``==`` stays identity, as in PyTorch's hashing and TF1's
-    graphs: use :func:`~dynnets.autograd.ops.equal`."""
+    operands). ``==`` and ``!=`` compare elementwise (boolean results, no
+    gradient), as torch's and TF2's, while hashing stays by identity, so
+    tensors and values remain dict keys and set members (look them up with
+    ``is`` or ``id()``, never with ``in`` on a list)."""
 
     __slots__ = ()
 
@@ -81,6 +102,47 @@ class TensorOps:
     __le__ = ops.less_equal
     __gt__ = ops.greater
     __ge__ = ops.greater_equal
+
+    def __eq__(self, o):
+        # NotImplemented for what is not array-like (None, a string, an
+        # object): Python then compares identities, so ``t == None`` is
+        # False and ``t != None`` True, as torch
+        if type(o) in _OPERANDS or _is_operand(o):
+            return bind2(P.equal_p, self, o)
+        return NotImplemented
+
+    def __ne__(self, o):
+        if type(o) in _OPERANDS or _is_operand(o):
+            return bind2(P.not_equal_p, self, o)
+        return NotImplemented
+
+    # defining __eq__ would make the class unhashable: identity, as torch's
+    __hash__ = object.__hash__
+
+    def eq(self, other):
+        """``self == other`` elementwise (``torch.Tensor.eq``); ``other`` a
+        tensor, an array or a number (anything else is a TypeError)."""
+        return bind2(P.equal_p, self, _operand("eq", other))
+
+    def ne(self, other):
+        """``self != other`` elementwise (``torch.Tensor.ne``)."""
+        return bind2(P.not_equal_p, self, _operand("ne", other))
+
+    def lt(self, other):
+        """``self < other`` elementwise (``torch.Tensor.lt``)."""
+        return bind2(P.less_p, self, _operand("lt", other))
+
+    def le(self, other):
+        """``self <= other`` elementwise (``torch.Tensor.le``)."""
+        return bind2(P.less_equal_p, self, _operand("le", other))
+
+    def gt(self, other):
+        """``self > other`` elementwise (``torch.Tensor.gt``)."""
+        return bind2(P.greater_p, self, _operand("gt", other))
+
+    def ge(self, other):
+        """``self >= other`` elementwise (``torch.Tensor.ge``)."""
+        return bind2(P.greater_equal_p, self, _operand("ge", other))
 
     # indexing
     __getitem__ = ops.getitem
@@ -261,6 +323,12 @@ class Tensor(TensorOps):
 
     def __hash__(self):
         return id(self)
+
+    def __format__(self, spec):
+        # a 0-d tensor formats as its number (f"{acc:.3f}"), as torch's
+        if self.data.ndim == 0:
+            return self.data.item().__format__(spec)
+        return object.__format__(self, spec)
 
     def __float__(self):
         return float(self.item())

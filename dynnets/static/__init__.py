@@ -27,8 +27,10 @@ Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
 marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
 accepted); a run reads every variable as it was when the run started and
 applies updates last (TF1 leaves that order undefined); only placeholders
-can be fed; fetched arrays are always the caller's copies; ``==`` on values
-is identity (use ``equal``), as in TF1. Random ops (``random_normal``,
+can be fed; fetched arrays are always the caller's copies; ``==`` and ``!=``
+on values build elementwise ``equal`` / ``not_equal`` nodes (TF2's tensor
+equality; in TF1 they were identity) while values still hash by identity
+(operations compare by identity). Random ops (``random_normal``,
 ``nn.dropout``...) draw new values at every run (see :mod:`.random`).
 """
 from __future__ import annotations
@@ -90,7 +92,7 @@ def argmax(x, axis=None, name=None):
 
 
 def equal(x, y, name=None):
-    """Elementwise ``x == y`` (a boolean Value; ``==`` itself stays identity, as in TF1)."""
+    """Elementwise ``x == y`` (a boolean Value), as the ``==`` operator."""
     return _named(_ops.equal(x, y), name)
 
 

@@ -278,6 +278,12 @@ class Operation(Value):
 
     __slots__ = ()
 
+    # an operation has no value to compare: equality and hashing by identity,
+    # as TF's Operation (values compare elementwise)
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
     def run(self, feed_dict=None, session=None):
         """Run this op in ``session`` or the default session (as TF1's ``Operation.run``)."""
         return _default_session_for(self, session, "execute operation", "run").run(self, feed_dict)

@@ -375,3 +375,31 @@ def test_random_ops_in_a_while_loop_draw_per_iteration_and_refuse_gradients():
         with pytest.raises(ValueError, match="gradients through a while_loop whose subgraph draws random values "
                                              r"\(dropout_mask 'dropout/dropout_mask'"):
             s.run(gx, {x: xv})
+
+
+# --------------------------------------------------------------------------
+# equality
+# --------------------------------------------------------------------------
+
+
+def test_value_equality_is_elementwise_and_operations_compare_by_identity():
+    """``==`` / ``!=`` on values build equal / not_equal nodes (TF2's tensor
+    equality, where TF1 compared identities); values hash by identity, and an
+    Operation (no value) compares by identity."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None,), name="x")
+        v = tf.Variable(np.array([1.0, 2.0, 3.0], np.float32), name="v")
+        e, ne, ev = x == 2.0, np.array([1.0, 2.0, 0.0], np.float32) != x, v == x
+        init = tf.global_variables_initializer()
+        init2 = tf.group(v)
+    assert all(isinstance(t, tf.Value) and t.dtype == np.bool_ for t in (e, ne, ev))
+    assert (x == None) is False and (x != None) is True     # noqa: E711
+    assert {x: 1, v: 2}[v] == 2 and x in {x} and len({x, e, ne}) == 3
+    assert init == init and init != init2 and (init == init2) is False
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        got = sess.run([e, ne, ev], {x: np.array([2.0, 2.0, 3.0], np.float32)})
+    np.testing.assert_array_equal(got[0], [True, True, False])
+    np.testing.assert_array_equal(got[1], [True, False, True])
+    np.testing.assert_array_equal(got[2], [False, True, True])
