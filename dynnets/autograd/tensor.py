@@ -21,7 +21,7 @@ from . import ops
 from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
-from .engine import bind, bind1, bind2, register_tensor_types
+from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
 from .gradtypes import densify
 from .primitives.core import ShapeError
 
@@ -340,6 +340,85 @@ class Tensor(TensorOps):
         for i in range(len(self.data)):
             yield self[i]
 
+    # --- in-place ops, as torch's: the same array object changes (whoever
+    # holds the tensor or its .data sees it); see engine.write_inplace for
+    # when they raise and how they are recorded for gradients
+
+    def add_(self, other, *, alpha=1):
+        """``self += alpha * other`` in place (``torch.Tensor.add_``)."""
+        if alpha != 1:
+            other = other * alpha
+        return write_inplace("add_", self, P.add_p, (other,), _NO_ATTRS, _write_add)
+
+    def sub_(self, other, *, alpha=1):
+        """``self -= alpha * other`` in place."""
+        if alpha != 1:
+            other = other * alpha
+        return write_inplace("sub_", self, P.sub_p, (other,), _NO_ATTRS, _write_sub)
+
+    def mul_(self, other):
+        """``self *= other`` in place."""
+        return write_inplace("mul_", self, P.mul_p, (other,), _NO_ATTRS, _write_mul)
+
+    def div_(self, other):
+        """``self /= other`` in place (true division: an integer tensor raises, as torch)."""
+        return write_inplace("div_", self, P.div_p, (other,), _NO_ATTRS, _write_div)
+
+    def pow_(self, exponent):
+        """``self **= exponent`` in place."""
+        return write_inplace("pow_", self, P.pow_p, (exponent,), _NO_ATTRS, _write_pow)
+
+    def clamp_(self, min=None, max=None):
+        """Clamp to ``[min, max]`` in place (either may be None); numbers only."""
+        for nm, v in (("min", min), ("max", max)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
+                raise TypeError(f"clamp_: {nm} must be a real number or None, got {type(v).__name__}")
+        if min is None and max is None:
+            raise ValueError("clamp_: at least one of min and max must be given")
+        return write_inplace("clamp_", self, P.clip_p, (), {"lo": min, "hi": max}, _write_clip)
+
+    clip_ = clamp_
+
+    def fill_(self, value):
+        """Every element set to ``value`` (a number or a 0-d tensor), cast to this tensor's dtype."""
+        if isinstance(value, Tensor) and value.data.ndim != 0:
+            raise ShapeError(f"fill_: only supports a 0-dimension value tensor, got one with shape "
+                             f"{value.data.shape}")
+        return write_inplace("fill_", self, P.setitem_p, (value,), _ALL, _write_set, casting="unsafe")
+
+    def zero_(self):
+        """Every element set to 0."""
+        return self.fill_(0)
+
+    def copy_(self, src):
+        """The values of ``src`` (broadcast to this tensor's shape, cast to its dtype)."""
+        return write_inplace("copy_", self, P.setitem_p, (src,), _ALL, _write_set, casting="unsafe")
+
+    def __setitem__(self, index, value):
+        """``self[index] = value``: any index ``x[index]`` takes; ``value``
+        broadcast to the indexed region and cast to this tensor's dtype."""
+        index = ops._index_arg(index)
+        absorb = None
+        if isinstance(value, Tensor) and value._node is not None and type(value.data) is np.ndarray:
+            absorb = _same_region(value.data, self.data, index)
+        return write_inplace("setitem", self, P.setitem_p, (value,), {"index": index}, _write_set,
+                             casting="unsafe", absorb=value if absorb else None)
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    def __ipow__(self, other):
+        return self.pow_(other)
+
 
 class Parameter(Tensor):
     """A leaf tensor that a :class:`dynnets.nn.Module` registers as a parameter.
@@ -360,6 +439,52 @@ class Parameter(Tensor):
 
 
 register_tensor_types(Tensor, Parameter)
+
+_NO_ATTRS = {}
+_ALL = {"index": Ellipsis}
+
+
+def _write_add(dst, o):
+    np.add(dst, o, out=dst, casting="unsafe")
+
+
+def _write_sub(dst, o):
+    np.subtract(dst, o, out=dst, casting="unsafe")
+
+
+def _write_mul(dst, o):
+    np.multiply(dst, o, out=dst, casting="unsafe")
+
+
+def _write_div(dst, o):
+    np.true_divide(dst, o, out=dst, casting="unsafe")
+
+
+def _write_pow(dst, o):
+    np.power(dst, o, out=dst, casting="unsafe")
+
+
+def _write_clip(dst, lo=None, hi=None):
+    np.clip(dst, lo, hi, out=dst, casting="unsafe")
+
+
+def _write_set(dst, v, index=Ellipsis):
+    dst[index] = v
+
+
+def _same_region(a, dst, index):
+    """Whether array ``a`` is exactly the memory of ``dst[index]`` (``t =
+    x[i]; t += v; x[i] = t``, Python's ``x[i] += v``)."""
+    if a.base is None or memory_base(a) is not memory_base(dst):
+        return False
+    try:
+        r = dst[index]
+        if type(r) is not np.ndarray:
+            r = dst[(index if type(index) is tuple else (index,)) + (Ellipsis,)]   # as getitem's element view
+    except (IndexError, TypeError, ValueError):
+        return False
+    return (type(r) is np.ndarray and r.shape == a.shape and r.strides == a.strides
+            and r.__array_interface__["data"][0] == a.__array_interface__["data"][0])
 
 
 # --- creation ----------------------------------------------------------------
