@@ -401,8 +401,8 @@ class Tensor(TensorOps):
         absorb = None
         if isinstance(value, Tensor) and value._node is not None and type(value.data) is np.ndarray:
             absorb = _same_region(value.data, self.data, index)
-        return write_inplace("setitem", self, P.setitem_p, (value,), {"index": index}, _write_set,
-                             casting="unsafe", absorb=value if absorb else None)
+        write_inplace("setitem", self, P.setitem_p, (value,), {"index": index}, _write_set,
+                      casting="unsafe", absorb=value if absorb else None)
 
     def __iadd__(self, other):
         return self.add_(other)
