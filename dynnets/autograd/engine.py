@@ -1108,7 +1108,7 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
 
     Returns ``target``.
     """
-    state = _Mode
+    state = STATE
     lazy = _LAZY[0]
     if state.batch is not None:
         raise RuntimeError(

@@ -452,6 +452,12 @@ def _index_arg(index):
     return _array_of(index)
 
 
+def index_arg(index):
+    """``index`` as getitem (and ``Tensor.__setitem__``) takes it: tensors in it
+    as their arrays, a list as an integer or boolean array."""
+    return _index_arg(index)
+
+
 def getitem(x, index):
     """``x[index]`` with ints, slices, None, Ellipsis and integer arrays (gather)."""
     tp = type(index)

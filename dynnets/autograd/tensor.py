@@ -397,7 +397,7 @@ class Tensor(TensorOps):
     def __setitem__(self, index, value):
         """``self[index] = value``: any index ``x[index]`` takes; ``value``
         broadcast to the indexed region and cast to this tensor's dtype."""
-        index = ops._index_arg(index)
+        index = ops.index_arg(index)
         absorb = None
         if isinstance(value, Tensor) and value._node is not None and type(value.data) is np.ndarray:
             absorb = _same_region(value.data, self.data, index)

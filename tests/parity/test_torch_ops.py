@@ -58,6 +58,18 @@ class Op:
         return [C.layout(C.draw(rng, s, dtype, d), lay) for s, d in zip(self.shapes, self.domains)]
 
 
+def _dn_setitem(x, v, index):
+    from dynnets.autograd.engine import bind
+    from dynnets.autograd.primitives import setitem_p
+    return bind(setitem_p, x, v, index=index)
+
+
+def _torch_setitem(x, v, index):
+    y = x.clone()
+    y[index] = v
+    return y
+
+
 def _perm_rev(t):
     return t.permute(*reversed(range(t.ndim)))
 
@@ -213,6 +225,14 @@ OPS = [
     Op("take-2d-ids", lambda x: dn.take(x, np.array([[1, 0], [1, 1]])),
        lambda x: x[torch.tensor([[1, 0], [1, 1]])], [(3, 4)]),
     Op("getitem", lambda x: dn.getitem(x, (slice(1, None), 2)), lambda x: x[1:, 2], [(3, 4)]),
+    # the primitive of item assignment (x[idx] = v on a tensor), out of place
+    # as static graphs bind it; torch: assignment into a clone
+    Op("setitem-slice", lambda x, v: _dn_setitem(x, v, (slice(1, 3),)), lambda x, v: _torch_setitem(x, v, (slice(1, 3),)),
+       [(4, 3), (2, 3)]),
+    Op("setitem-broadcast", lambda x, v: _dn_setitem(x, v, (slice(None), 1)),
+       lambda x, v: _torch_setitem(x, v, (slice(None), 1)), [(4, 3), (1,)]),
+    Op("setitem-int-array", lambda x, v: _dn_setitem(x, v, np.array([3, 0])),
+       lambda x, v: _torch_setitem(x, v, torch.tensor([3, 0])), [(4, 3), (2, 3)], layouts=False),
 ]
 
 # Every public op of dynnets (and the Tensor methods of the table) must have a

@@ -403,3 +403,21 @@ def test_value_equality_is_elementwise_and_operations_compare_by_identity():
     np.testing.assert_array_equal(got[0], [True, True, False])
     np.testing.assert_array_equal(got[1], [True, False, True])
     np.testing.assert_array_equal(got[2], [False, True, True])
+
+
+def test_static_values_are_immutable_and_augmented_assignment_rebinds():
+    with tf.Graph().as_default():
+        x = tf.placeholder((3,), name="x")
+        v = tf.Variable(np.zeros(3, np.float32), name="v")
+        for call in (lambda: x.add_(1.0), lambda: v.zero_(), lambda: x.mul_(2), lambda: x.copy_(x),
+                     lambda: x.clamp_(0, 1), lambda: x.fill_(1)):
+            with pytest.raises(TypeError, match=r"is a static-graph value, which is immutable .* v.assign"):
+                call()
+        with pytest.raises(TypeError, match="setitem: Value 'x' is a static-graph value"):
+            x[0] = 1.0
+        y = x
+        y += 1.0                         # TF1: a new value, x unchanged
+        assert y is not x and isinstance(y, tf.Value) and y.op.prim.name == "add"
+        assert not hasattr(tf.Value, "__iadd__")
+    with tf.Session(graph=x.graph) as sess:
+        np.testing.assert_allclose(sess.run(y, {x: np.zeros(3, np.float32)}), [1.0, 1.0, 1.0])
