@@ -1152,13 +1152,13 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
             arrays.append(a)
             parents.append(None)
     try:
-        aval = check_shapes(prim, arrays, attrs)
+        aval = _checked(prim, arrays, attrs)
     except ShapeError as e:
         raise type(e)(f"{op}: {e}") from None
     if tuple(aval.shape) != dst.shape:
         raise ShapeError(f"{op}: output with shape {fmt_shape(dst.shape)} doesn't match the broadcast shape "
                          f"{fmt_shape(tuple(aval.shape))} (an in-place op keeps the tensor's shape, as torch)")
-    if casting == "same_kind" and not np.can_cast(aval.dtype, dst.dtype, "same_kind"):
+    if casting == "same_kind" and aval.dtype != dst.dtype and not np.can_cast(aval.dtype, dst.dtype, "same_kind"):
         raise DTypeError(f"{op}: result type {aval.dtype} can't be cast to the desired output type {dst.dtype} "
                          f"(an in-place op keeps the tensor's dtype, as torch)")
     record = grad and prim.differentiable and (had or rg)
@@ -1223,6 +1223,32 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
     elif not had and dst.base is not None:
         _orphan(dst, seq, op)
     return target
+
+
+def _checked(prim, arrays, attrs):
+    """The output aval of ``prim`` on ``arrays``: the shape rule's result,
+    looked up in the primitive's input-check cache under bind's key for the
+    same signature (a miss runs the rule and fills the cache)."""
+    sig = []
+    for a in arrays:
+        tp = type(a)
+        if tp is _NDARRAY:
+            sig.append(a.shape)
+            sig.append(a.dtype)
+        elif tp in _WEAK:
+            sig.append(tp)
+            sig.append(None)
+        else:
+            return check_shapes(prim, arrays, attrs)      # a list...: no cheap signature
+    sig = tuple(sig)
+    ak = prim.attr_key
+    try:
+        key = sig if not attrs else (sig, *attrs.items(), *map(type, attrs.values())) if ak is None \
+            else (sig, ak(**attrs))
+        aval = prim.checked.get(key)
+    except TypeError:
+        return check_shapes(prim, arrays, attrs)          # an attribute holds an array
+    return aval if aval is not None else _check_miss(prim, key, arrays, attrs)
 
 
 def _written_after(a, seq):

@@ -227,8 +227,8 @@ OPS = [
     Op("getitem", lambda x: dn.getitem(x, (slice(1, None), 2)), lambda x: x[1:, 2], [(3, 4)]),
     # the primitive of item assignment (x[idx] = v on a tensor), out of place
     # as static graphs bind it; torch: assignment into a clone
-    Op("setitem-slice", lambda x, v: _dn_setitem(x, v, (slice(1, 3),)), lambda x, v: _torch_setitem(x, v, (slice(1, 3),)),
-       [(4, 3), (2, 3)]),
+    Op("setitem-slice", lambda x, v: _dn_setitem(x, v, (slice(1, 3),)),
+       lambda x, v: _torch_setitem(x, v, (slice(1, 3),)), [(4, 3), (2, 3)]),
     Op("setitem-broadcast", lambda x, v: _dn_setitem(x, v, (slice(None), 1)),
        lambda x, v: _torch_setitem(x, v, (slice(None), 1)), [(4, 3), (1,)]),
     Op("setitem-int-array", lambda x, v: _dn_setitem(x, v, np.array([3, 0])),

@@ -120,6 +120,7 @@ def _linear_vjp_dense(g, ins, out):
     return _linear_vjp(g, ins, out, factor=False)
 
 
-linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp, dense_vjp=_linear_vjp_dense, vjp_reads=(0, 1),
+linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp, dense_vjp=_linear_vjp_dense,
+                   vjp_reads=(0, 1),
     batch=batch_rows(0, when=lambda x, w, b: len(x.shape) >= 2))
 
