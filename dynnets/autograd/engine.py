@@ -774,7 +774,6 @@ def backward(root, gradient=None, retain_graph=False):
             n = _heappop(heap)[1]
             gn = n.g
             n.g = None
-            nseq = n.seq
             prim = n.prim
             if prim.multiple_results:
                 # (a list from _seed, only read by the VJP) densified only if needed
@@ -788,7 +787,7 @@ def backward(root, gradient=None, retain_graph=False):
             attrs = n.attrs
             args = n.args
             out = n.out
-            if last_write > nseq:
+            if last_write >= 0 and last_write > n.seq:
                 _check_saved(n, args, out, parents, attrs)
             if not retain_graph:
                 # free as we go: saved arrays are released while the sweep runs
@@ -820,7 +819,7 @@ def backward(root, gradient=None, retain_graph=False):
                 pn = p._node
                 if last_swap >= 0 and pn is not None:
                     ps = pn.seq
-                    if ps > nseq or ps < last_swap:
+                    if ps > n.seq or ps < last_swap:
                         p, pn = _history_at(p, pn, n, i)
                 tg = type(gi)
                 if pn is None:
