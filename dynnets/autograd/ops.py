@@ -162,8 +162,19 @@ def _keep(op, keepdims, keepdim):
 # The defaults are not passed: an application without attributes is checked
 # and recorded with less work (a whole-tensor sum is the usual loss).
 
-def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
-    """Sum over ``axis`` (all axes by default); ``dim=``/``keepdim=`` as PyTorch."""
+def _numpy_call(op, x, dtype, out):
+    """``x`` cast to ``dtype`` (torch's ``sum(dtype=)``), for the keywords
+    numpy passes when ``np.sum(t)`` / ``np.mean(t)`` defer to the method."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (dynnets ops return new tensors), got {type(out).__name__}")
+    return x if dtype is None else astype(x, dtype)
+
+
+def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=None):
+    """Sum over ``axis`` (all axes by default); ``dim=``/``keepdim=`` as PyTorch,
+    ``dtype=`` casts the input first (so ``np.sum(t)`` works too)."""
+    if dtype is not None or out is not None:
+        x = _numpy_call("sum", x, dtype, out)
     if dim is not None or keepdim is not None:
         axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
     if axis is None and not keepdims:
@@ -171,7 +182,11 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
     return bind(P.sum_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
 
 
-def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None):
+def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=None):
+    """Mean over ``axis`` (all axes by default), as :func:`sum`; ``np.mean(t)``
+    works too (the accuracy ``np.mean(pred == labels)``)."""
+    if dtype is not None or out is not None:
+        x = _numpy_call("mean", x, dtype, out)
     if dim is not None or keepdim is not None:
         axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
     if axis is None and not keepdims:
@@ -435,6 +450,12 @@ def _index_arg(index):
     if tp is list:
         return np.asarray(index)
     return _array_of(index)
+
+
+def index_arg(index):
+    """``index`` as getitem (and ``Tensor.__setitem__``) takes it: tensors in it
+    as their arrays, a list as an integer or boolean array."""
+    return _index_arg(index)
 
 
 def getitem(x, index):

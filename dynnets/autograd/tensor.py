@@ -13,13 +13,15 @@ The engine creates and recognises tensors without importing this module:
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from . import ops
 from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
-from .engine import bind, bind1, bind2, register_tensor_types
+from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
 from .gradtypes import densify
 from .primitives.core import ShapeError
 
@@ -27,12 +29,31 @@ __all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "zeros", "
            "ones_like", "randn", "uniform", "arange"]
 
 
+# the operand types of an elementwise comparison, tested by type first (one set
+# lookup) before the isinstance chain of _is_operand
+_OPERANDS = frozenset({float, int, bool, np.ndarray, np.float64, np.float32, np.int64, np.int32, np.bool_})
+
+
+def _is_operand(o):
+    """Whether ``o`` can be compared elementwise with a tensor: a tensor or
+    symbolic value, a numpy array or scalar, a number, a list or tuple."""
+    return isinstance(o, (TensorOps, np.ndarray, np.generic, numbers.Number, list, tuple))
+
+
+def _operand(op, o):
+    if type(o) in _OPERANDS or _is_operand(o):
+        return o
+    raise TypeError(f"{op}: other must be a tensor, an array or a number, got {type(o).__name__}")
+
+
 class TensorOps:
     """The operators and op methods of :class:`Tensor` and of the static
     graph's ``Value``: each is a public op of :mod:`dynnets.autograd.ops`
     with the tensor as its first argument (the reflected operators swap the
-    operands). ``==`` stays identity, as in PyTorch's hashing and TF1's
-    graphs: use :func:`~dynnets.autograd.ops.equal`."""
+    operands). ``==`` and ``!=`` compare elementwise (boolean results, no
+    gradient), as torch's and TF2's, while hashing stays by identity, so
+    tensors and values remain dict keys and set members (look them up with
+    ``is`` or ``id()``, never with ``in`` on a list)."""
 
     __slots__ = ()
 
@@ -81,6 +102,47 @@ class TensorOps:
     __le__ = ops.less_equal
     __gt__ = ops.greater
     __ge__ = ops.greater_equal
+
+    def __eq__(self, o):
+        # NotImplemented for what is not array-like (None, a string, an
+        # object): Python then compares identities, so ``t == None`` is
+        # False and ``t != None`` True, as torch
+        if type(o) in _OPERANDS or _is_operand(o):
+            return bind2(P.equal_p, self, o)
+        return NotImplemented
+
+    def __ne__(self, o):
+        if type(o) in _OPERANDS or _is_operand(o):
+            return bind2(P.not_equal_p, self, o)
+        return NotImplemented
+
+    # defining __eq__ would make the class unhashable: identity, as torch's
+    __hash__ = object.__hash__
+
+    def eq(self, other):
+        """``self == other`` elementwise (``torch.Tensor.eq``); ``other`` a
+        tensor, an array or a number (anything else is a TypeError)."""
+        return bind2(P.equal_p, self, _operand("eq", other))
+
+    def ne(self, other):
+        """``self != other`` elementwise (``torch.Tensor.ne``)."""
+        return bind2(P.not_equal_p, self, _operand("ne", other))
+
+    def lt(self, other):
+        """``self < other`` elementwise (``torch.Tensor.lt``)."""
+        return bind2(P.less_p, self, _operand("lt", other))
+
+    def le(self, other):
+        """``self <= other`` elementwise (``torch.Tensor.le``)."""
+        return bind2(P.less_equal_p, self, _operand("le", other))
+
+    def gt(self, other):
+        """``self > other`` elementwise (``torch.Tensor.gt``)."""
+        return bind2(P.greater_p, self, _operand("gt", other))
+
+    def ge(self, other):
+        """``self >= other`` elementwise (``torch.Tensor.ge``)."""
+        return bind2(P.greater_equal_p, self, _operand("ge", other))
 
     # indexing
     __getitem__ = ops.getitem
@@ -262,6 +324,12 @@ class Tensor(TensorOps):
     def __hash__(self):
         return id(self)
 
+    def __format__(self, spec):
+        # a 0-d tensor formats as its number (f"{acc:.3f}"), as torch's
+        if self.data.ndim == 0:
+            return self.data.item().__format__(spec)
+        return object.__format__(self, spec)
+
     def __float__(self):
         return float(self.item())
 
@@ -271,6 +339,85 @@ class Tensor(TensorOps):
     def __iter__(self):
         for i in range(len(self.data)):
             yield self[i]
+
+    # --- in-place ops, as torch's: the same array object changes (whoever
+    # holds the tensor or its .data sees it); see engine.write_inplace for
+    # when they raise and how they are recorded for gradients
+
+    def add_(self, other, *, alpha=1):
+        """``self += alpha * other`` in place (``torch.Tensor.add_``)."""
+        if alpha != 1:
+            other = other * alpha
+        return write_inplace("add_", self, P.add_p, (other,), _NO_ATTRS, _write_add)
+
+    def sub_(self, other, *, alpha=1):
+        """``self -= alpha * other`` in place."""
+        if alpha != 1:
+            other = other * alpha
+        return write_inplace("sub_", self, P.sub_p, (other,), _NO_ATTRS, _write_sub)
+
+    def mul_(self, other):
+        """``self *= other`` in place."""
+        return write_inplace("mul_", self, P.mul_p, (other,), _NO_ATTRS, _write_mul)
+
+    def div_(self, other):
+        """``self /= other`` in place (true division: an integer tensor raises, as torch)."""
+        return write_inplace("div_", self, P.div_p, (other,), _NO_ATTRS, _write_div)
+
+    def pow_(self, exponent):
+        """``self **= exponent`` in place."""
+        return write_inplace("pow_", self, P.pow_p, (exponent,), _NO_ATTRS, _write_pow)
+
+    def clamp_(self, min=None, max=None):
+        """Clamp to ``[min, max]`` in place (either may be None); numbers only."""
+        for nm, v in (("min", min), ("max", max)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real)):
+                raise TypeError(f"clamp_: {nm} must be a real number or None, got {type(v).__name__}")
+        if min is None and max is None:
+            raise ValueError("clamp_: at least one of min and max must be given")
+        return write_inplace("clamp_", self, P.clip_p, (), {"lo": min, "hi": max}, _write_clip)
+
+    clip_ = clamp_
+
+    def fill_(self, value):
+        """Every element set to ``value`` (a number or a 0-d tensor), cast to this tensor's dtype."""
+        if isinstance(value, Tensor) and value.data.ndim != 0:
+            raise ShapeError(f"fill_: only supports a 0-dimension value tensor, got one with shape "
+                             f"{value.data.shape}")
+        return write_inplace("fill_", self, P.setitem_p, (value,), _ALL, _write_set, casting="unsafe")
+
+    def zero_(self):
+        """Every element set to 0."""
+        return self.fill_(0)
+
+    def copy_(self, src):
+        """The values of ``src`` (broadcast to this tensor's shape, cast to its dtype)."""
+        return write_inplace("copy_", self, P.setitem_p, (src,), _ALL, _write_set, casting="unsafe")
+
+    def __setitem__(self, index, value):
+        """``self[index] = value``: any index ``x[index]`` takes; ``value``
+        broadcast to the indexed region and cast to this tensor's dtype."""
+        index = ops.index_arg(index)
+        absorb = None
+        if isinstance(value, Tensor) and value._node is not None and type(value.data) is np.ndarray:
+            absorb = _same_region(value.data, self.data, index)
+        write_inplace("setitem", self, P.setitem_p, (value,), {"index": index}, _write_set,
+                      casting="unsafe", absorb=value if absorb else None)
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    def __ipow__(self, other):
+        return self.pow_(other)
 
 
 class Parameter(Tensor):
@@ -292,6 +439,52 @@ class Parameter(Tensor):
 
 
 register_tensor_types(Tensor, Parameter)
+
+_NO_ATTRS = {}
+_ALL = {"index": Ellipsis}
+
+
+def _write_add(dst, o):
+    np.add(dst, o, out=dst, casting="unsafe")
+
+
+def _write_sub(dst, o):
+    np.subtract(dst, o, out=dst, casting="unsafe")
+
+
+def _write_mul(dst, o):
+    np.multiply(dst, o, out=dst, casting="unsafe")
+
+
+def _write_div(dst, o):
+    np.true_divide(dst, o, out=dst, casting="unsafe")
+
+
+def _write_pow(dst, o):
+    np.power(dst, o, out=dst, casting="unsafe")
+
+
+def _write_clip(dst, lo=None, hi=None):
+    np.clip(dst, lo, hi, out=dst, casting="unsafe")
+
+
+def _write_set(dst, v, index=Ellipsis):
+    dst[index] = v
+
+
+def _same_region(a, dst, index):
+    """Whether array ``a`` is exactly the memory of ``dst[index]`` (``t =
+    x[i]; t += v; x[i] = t``, Python's ``x[i] += v``)."""
+    if a.base is None or memory_base(a) is not memory_base(dst):
+        return False
+    try:
+        r = dst[index]
+        if type(r) is not np.ndarray:
+            r = dst[(index if type(index) is tuple else (index,)) + (Ellipsis,)]   # as getitem's element view
+    except (IndexError, TypeError, ValueError):
+        return False
+    return (type(r) is np.ndarray and r.shape == a.shape and r.strides == a.strides
+            and r.__array_interface__["data"][0] == a.__array_interface__["data"][0])
 
 
 # --- creation ----------------------------------------------------------------

@@ -29,8 +29,10 @@ accepted); a run reads every variable as it was when the run started and
 applies updates last (TF1 leaves that order undefined), except that ops made
 inside ``control_dependencies`` run after their controls and read the
 variables those write after the write, as in TF1; only placeholders
-can be fed; fetched arrays are always the caller's copies; ``==`` on values
-is identity (use ``equal``), as in TF1. Random ops (``random_normal``,
+can be fed; fetched arrays are always the caller's copies; ``==`` and ``!=``
+on values build elementwise ``equal`` / ``not_equal`` nodes (TF2's tensor
+equality; in TF1 they were identity) while values still hash by identity
+(operations compare by identity). Random ops (``random_normal``,
 ``nn.dropout``...) draw new values at every run (see :mod:`.random`).
 """
 from __future__ import annotations
@@ -138,7 +140,7 @@ def argmin(input, axis=None, name=None, dimension=None, output_type=np.int64):
 
 
 def equal(x, y, name=None):
-    """Elementwise ``x == y`` (a boolean Value; ``==`` itself stays identity, as in TF1)."""
+    """Elementwise ``x == y`` (a boolean Value), as the ``==`` operator."""
     return _named(_ops.equal(x, y), name)
 
 

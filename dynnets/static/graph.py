@@ -240,6 +240,46 @@ class Value(TensorOps):
     def __repr__(self):
         return f"<{type(self).__name__} '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
 
+    # TF1's tensors are immutable: torch's in-place ops raise (``v += 1``
+    # rebinds v to a new value, as in TF1: Value defines no __iadd__)
+    def _immutable(self, op, *args, **kwargs):
+        raise TypeError(
+            f"{op}: Value '{self.name}' is a static-graph value, which is immutable (TF1's tensors are): build a "
+            f"new value (y = y + x, or tf.where for an item assignment), or update a Variable with "
+            f"v.assign(...) / v.assign_add(...) / v.assign_sub(...) (tf.assign, tf.assign_add)")
+
+    def add_(self, *args, **kwargs):
+        self._immutable("add_")
+
+    def sub_(self, *args, **kwargs):
+        self._immutable("sub_")
+
+    def mul_(self, *args, **kwargs):
+        self._immutable("mul_")
+
+    def div_(self, *args, **kwargs):
+        self._immutable("div_")
+
+    def pow_(self, *args, **kwargs):
+        self._immutable("pow_")
+
+    def clamp_(self, *args, **kwargs):
+        self._immutable("clamp_")
+
+    clip_ = clamp_
+
+    def fill_(self, *args, **kwargs):
+        self._immutable("fill_")
+
+    def zero_(self):
+        self._immutable("zero_")
+
+    def copy_(self, *args, **kwargs):
+        self._immutable("copy_")
+
+    def __setitem__(self, index, value):
+        self._immutable("setitem")
+
     def eval(self, feed_dict=None, session=None):
         """``session.run(self, feed_dict)`` in ``session`` or the default session
         (inside ``with Session():``, ``sess.as_default()``, or an
@@ -277,6 +317,12 @@ class Operation(Value):
     fetching it returns ``None``."""
 
     __slots__ = ()
+
+    # an operation has no value to compare: equality and hashing by identity,
+    # as TF's Operation (values compare elementwise)
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
     def run(self, feed_dict=None, session=None):
         """Run this op in ``session`` or the default session (as TF1's ``Operation.run``)."""

@@ -191,6 +191,24 @@ def _getitem(rng):
     ]
 
 
+def _setitem(rng):
+    r = _r(rng)
+    x = r(5, 3)
+    # no repeated advanced indices: the last write wins there, which no
+    # derivative describes (the VJP gives each written value its position's
+    # gradient, as torch's index_put)
+    return [
+        Case("int-row", x, r(3), index=2),
+        Case("slice-broadcast", x, r(1), index=(slice(1, 4), slice(None, None, 2))),
+        Case("element", x, r(), index=(4, -1)),
+        Case("ellipsis", x, r(3), index=Ellipsis),
+        Case("leading-one", x, r(1, 3), index=0),
+        Case("int-array", x, r(2, 3), index=np.array([3, 0])),
+        Case("bool-mask", x, r(3), index=np.array([True, False, True, True, False])),
+        Case("newaxis", r(2, 3), r(1, 3), index=(1, None)),
+    ]
+
+
 def _take(rng):
     r = _r(rng)
     return [Case("repeats", r(5, 3), np.array([1, 1, 4, 0, 1])),
@@ -411,7 +429,7 @@ SAMPLES = {
     "clip": _clip, "where": _where, "astype": _astype,
     "sum": _reduce("sum"), "mean": _reduce("mean"), "max": _reduce("max"),
     "reshape": _reshape, "transpose": _transpose, "broadcast_to": _broadcast_to,
-    "getitem": _getitem, "take": _take, "concat": _concat, "stack": _stack,
+    "getitem": _getitem, "setitem": _setitem, "take": _take, "concat": _concat, "stack": _stack,
     "matmul": _matmul, "linear": _linear, "softmax": _softmaxes, "log_softmax": _softmaxes,
     "softmax_cross_entropy": _xent, "embedding": _embedding, "sigmoid_cross_entropy": _sigmoid_xent,
     "binary_cross_entropy": _bce,
@@ -673,6 +691,9 @@ BAD = {
     "broadcast_to": [((_z(3),), {"shape": (3, 2)}, "broadcast_to:")],
     "getitem": [((_z(2, 3),), {"index": 5}, "getitem: index 5 is invalid for x.shape=(2, 3)"),
                 ((_z(2, 3),), {"index": (0, 0, 0)}, "getitem:")],
+    "setitem": [((_z(2, 3), _z(2)), {"index": 0}, "setitem: value.shape=(2,) cannot be broadcast to the "
+                                                   "indexed region x[0] of shape (3,)"),
+                ((_z(2, 3), _z(3)), {"index": 5}, "setitem: index 5 is invalid for x.shape=(2, 3)")],
     "take": [((_z(3, 2), _z(2)), {}, "take: indices must be integers, got dtype float64")],
     "concat": [((_z(2, 3), _z(2, 4)), {}, "concat: input 1.shape=(2, 4) does not match input 0.shape=(2, 3)"),
                ((_z(2, 3), _z(3)), {}, "concat: input 1 has 1 dimensions")],

@@ -268,6 +268,18 @@ def _getitem(g):
     return [x], {"index": index}
 
 
+def _setitem(g):
+    [x], attrs = _getitem(g)
+    index = attrs["index"]
+    try:
+        region = np.shape(np.zeros(np.shape(x))[index])
+    except (IndexError, TypeError, ValueError):
+        region = g.shape_near(np.shape(x))
+    shp = g.draw(st.sampled_from([region, region[1:], (1,) + tuple(region), g.shape_near(region), ()]))
+    v = g.arr(tuple(shp), g.fdt()) if g.flag(0.9) else g.draw(st.sampled_from([1.5, 2, True]))
+    return g.spoil([x, v]), {"index": index}
+
+
 def _take(g):
     n = g.dim(0, 4)
     x = g.arr((n,) + tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))), g.fdt())
@@ -522,7 +534,8 @@ STRATEGIES = {
     "minimum": _binary, "neg": _unary, "exp": _unary, "log": _unary, "tanh": _unary, "sigmoid": _unary,
     "relu": _unary, "sqrt": _unary, "abs": _unary, "clip": _clip, "where": _where, "astype": _astype,
     "sum": _reduce, "mean": _reduce, "max": _reduce, "reshape": _reshape, "transpose": _transpose,
-    "broadcast_to": _broadcast_to, "getitem": _getitem, "take": _take, "concat": _concat_like(False),
+    "broadcast_to": _broadcast_to, "getitem": _getitem, "setitem": _setitem, "take": _take,
+    "concat": _concat_like(False),
     "stack": _concat_like(True), "matmul": _matmul, "linear": _linear, "softmax": _softmax,
     "log_softmax": _softmax, "softmax_cross_entropy": _xent, "embedding": _embedding,
     "sigmoid_cross_entropy": _sigmoid_xent, "binary_cross_entropy": _bce,

@@ -127,6 +127,48 @@ def test_comparisons_and_argmax_are_constants():
     assert x.argmax().item() == 1
 
 
+def test_equality_is_elementwise_and_hashing_by_identity():
+    x = dn.tensor([1.0, 3.0, 2.0], requires_grad=True)
+    e, ne = x == 3.0, x != np.array([1.0, 0.0, 2.0])
+    assert e.dtype == bool and not e.requires_grad and e.is_leaf
+    np.testing.assert_array_equal(e.data, [False, True, False])
+    np.testing.assert_array_equal(ne.data, [False, True, False])
+    np.testing.assert_array_equal((np.array([1.0, 0.0, 2.0]) == x).data, [True, False, True])
+    assert (x == None) is False and (x != None) is True     # noqa: E711 (torch's answer)
+    y = dn.tensor([1.0, 3.0, 2.0])
+    assert {x: "x", y: "y"}[y] == "y" and x in {x} and y not in {x}
+    p = Parameter(np.zeros(2))
+    assert hash(p) == id(p) and (p == 0.0).data.all()
+    # a one-element result has a truth value, as torch's
+    assert bool(dn.tensor([2.0]) == 2.0) and not bool(dn.tensor([2.0]) != 2.0)
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(x == y)
+
+
+def test_equality_under_autobatch_is_lazy_and_elementwise():
+    x = dn.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with dn.autobatch():
+        rows = [x[i] * 1.0 for i in range(2)]
+        eqs = [r == np.array([1.0, 4.0]) for r in rows]
+        assert all(isinstance(e, dn.LazyTensor) and e.dtype == bool for e in eqs)
+        assert hash(rows[0]) == id(rows[0])
+    np.testing.assert_array_equal(eqs[0].data, [True, False])
+    np.testing.assert_array_equal(eqs[1].data, [False, True])
+
+
+def test_numpy_reductions_of_a_tensor():
+    """``np.mean(t)`` / ``np.sum(t)`` call the tensor's method with numpy's
+    ``dtype=`` and ``out=`` keywords."""
+    t = dn.tensor(np.array([True, False, True, True]))
+    assert float(np.mean(t)) == 0.75 and int(np.sum(t)) == 3
+    assert dn.tensor([1.0, 2.0]).sum(dtype=np.float64).dtype == np.float64
+    with pytest.raises(TypeError, match="mean: out= is not supported"):
+        np.mean(t, out=np.zeros(()))
+    assert f"{dn.tensor(0.25):.2f}" == "0.25"
+    with pytest.raises(TypeError):
+        f"{dn.tensor([0.25]):.2f}"
+
+
 def test_top_level_package_exports_tensor_api():
     for name in ("tensor", "zeros", "ones", "randn", "uniform", "no_grad", "detect_anomaly", "Tensor"):
         assert hasattr(dynnets, name), f"dynnets.{name} is missing"

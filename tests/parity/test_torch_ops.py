@@ -58,6 +58,18 @@ class Op:
         return [C.layout(C.draw(rng, s, dtype, d), lay) for s, d in zip(self.shapes, self.domains)]
 
 
+def _dn_setitem(x, v, index):
+    from dynnets.autograd.engine import bind
+    from dynnets.autograd.primitives import setitem_p
+    return bind(setitem_p, x, v, index=index)
+
+
+def _torch_setitem(x, v, index):
+    y = x.clone()
+    y[index] = v
+    return y
+
+
 def _perm_rev(t):
     return t.permute(*reversed(range(t.ndim)))
 
@@ -213,6 +225,14 @@ OPS = [
     Op("take-2d-ids", lambda x: dn.take(x, np.array([[1, 0], [1, 1]])),
        lambda x: x[torch.tensor([[1, 0], [1, 1]])], [(3, 4)]),
     Op("getitem", lambda x: dn.getitem(x, (slice(1, None), 2)), lambda x: x[1:, 2], [(3, 4)]),
+    # the primitive of item assignment (x[idx] = v on a tensor), out of place
+    # as static graphs bind it; torch: assignment into a clone
+    Op("setitem-slice", lambda x, v: _dn_setitem(x, v, (slice(1, 3),)),
+       lambda x, v: _torch_setitem(x, v, (slice(1, 3),)), [(4, 3), (2, 3)]),
+    Op("setitem-broadcast", lambda x, v: _dn_setitem(x, v, (slice(None), 1)),
+       lambda x, v: _torch_setitem(x, v, (slice(None), 1)), [(4, 3), (1,)]),
+    Op("setitem-int-array", lambda x, v: _dn_setitem(x, v, np.array([3, 0])),
+       lambda x, v: _torch_setitem(x, v, torch.tensor([3, 0])), [(4, 3), (2, 3)], layouts=False),
 ]
 
 # Every public op of dynnets (and the Tensor methods of the table) must have a
@@ -954,13 +974,99 @@ def test_split_int_as_torch():
     C.check(lambda t: dn.split(t, 2), lambda t: torch.split(t, 2), [x], [0])
 
 
-@pytest.mark.xfail(strict=True, reason="Tensor == Tensor is identity (a Python bool, as Tensor hashes by id); "
-                                       "torch compares elementwise (<, <=, >, >= do compare elementwise in both)")
-def test_equality_is_elementwise_as_torch():
-    x = np.array([1.0, 2.0, 3.0])
-    y = np.array([1.0, 0.0, 3.0])
-    got = dn.Tensor(x) == dn.Tensor(y)
-    _same(got, torch.tensor(x) == torch.tensor(y))
+# (left operand, right operand) builders: each side a dynnets value ("t": a
+# Tensor, or a placeholder in static mode), a numpy array ("a"), a numpy
+# scalar ("s") or a Python number ("n")
+_EQ_CASES = [
+    ("same-shape", np.array([1.0, 2.0, 3.0]), np.array([1.0, 0.0, 3.0]), "tt"),
+    ("broadcast", np.array([[1.0], [2.0], [3.0]]), np.array([1.0, 2.0, 5.0, 3.0]), "tt"),
+    ("mixed-dtype", np.array([1, 2, 3], np.int64), np.array([1.0, 2.5, 3.0]), "tt"),
+    ("f32-f64", np.array([0.1, 0.5], np.float32), np.array([0.1, 0.5]), "tt"),
+    ("tensor-array", np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 4.0]), "ta"),
+    ("array-tensor", np.array([1.0, 4.0]), np.array([[1.0, 2.0], [3.0, 4.0]]), "at"),
+    ("int-array-tensor", np.array([1, 0, 1]), np.array([1, 1, 1]), "at"),
+    ("tensor-number", np.array([1.0, 2.0, 2.0]), 2.0, "tn"),
+    ("number-tensor", 2, np.array([1, 2, 2]), "nt"),
+    ("npscalar-tensor", np.float64(1.0), np.array([1.0, 2.0]), "st"),
+    ("nan", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), "tt"),
+]
+
+
+def _eq_operand(kind, value, mode, feeds):
+    if kind == "a":
+        return value
+    if kind == "s":
+        return value
+    if kind == "n":
+        return value
+    if mode == "eager":
+        return dn.Tensor(value)
+    import dynnets.static as ds
+    ph = ds.placeholder(value.dtype, value.shape)
+    feeds[ph] = value
+    return ph
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+@pytest.mark.parametrize("op", ["==", "!="])
+@pytest.mark.parametrize("cid,x,y,kinds", _EQ_CASES, ids=[c[0] for c in _EQ_CASES])
+def test_equality_is_elementwise_as_torch(cid, x, y, kinds, op, mode):
+    """``==`` / ``!=`` compare elementwise (a bool tensor, no gradient), as
+    torch's (and TF2's in static mode), with broadcasting, mixed dtypes and a
+    numpy array or scalar on either side (numpy defers to the tensor)."""
+    import dynnets.static as ds
+    fn = (lambda a, b: a == b) if op == "==" else (lambda a, b: a != b)
+    tx = torch.tensor(x) if kinds[0] in "ta" else x
+    ty = torch.tensor(y) if kinds[1] in "ta" else y
+    want = fn(tx, ty)
+    feeds = {}
+    g = ds.Graph()
+    with g.as_default():
+        got = fn(_eq_operand(kinds[0], x, mode, feeds), _eq_operand(kinds[1], y, mode, feeds))
+    if mode == "eager":
+        assert type(got) is dn.Tensor and not got.requires_grad
+    else:
+        assert isinstance(got, ds.Value) and got.dtype == np.bool_
+        with ds.Session(graph=g) as sess:
+            got = sess.run(got, feeds)
+    _same(got, want)
+
+
+def test_equality_with_none_and_other_objects_as_torch():
+    t, tt = dn.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])
+    for other in (None, "a", object()):
+        assert (t == other) is (tt == other) is False
+        assert (t != other) is (tt != other) is True
+    with pytest.raises(TypeError, match="eq: other must be a tensor"):
+        t.eq(None)
+    with pytest.raises(TypeError):
+        tt.eq(None)
+
+
+@pytest.mark.parametrize("name", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparison_methods_as_torch(name):
+    x = np.array([[1.0, 2.0, 3.0], [3.0, 3.0, 0.0]])
+    y = np.array([1.0, 3.0, 0.0])
+    _same(getattr(dn.Tensor(x), name)(dn.Tensor(y)), getattr(torch.tensor(x), name)(torch.tensor(y)))
+    _same(getattr(dn.Tensor(x), name)(3.0), getattr(torch.tensor(x), name)(3.0))
+    _same(getattr(dn.Tensor(x), name)(y), getattr(torch.tensor(x), name)(torch.tensor(y)))
+
+
+def test_equality_keeps_hashing_by_identity_as_torch():
+    """Tensors stay dict keys and set members by identity while ``==`` is
+    elementwise (as torch's), and the accuracy idiom gives the accuracy."""
+    a, b = dn.tensor([1.0, 2.0]), dn.tensor([1.0, 2.0])
+    assert hash(a) != hash(b) and len({a, b}) == 2 and {a: 1, b: 2}[b] == 2
+    assert a in {a} and b not in {a}
+    ta, tb = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])
+    assert len({ta, tb}) == 2
+    pred = dn.tensor([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]]).argmax(1)
+    labels = np.array([1, 0, 0])
+    assert float(np.mean(pred == labels)) == pytest.approx(2 / 3)
+    assert f"{np.mean(pred == labels):.3f}" == "0.667"
+    assert (pred == labels).sum().item() == 2
+    tpred = torch.tensor([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]]).argmax(1)
+    assert (tpred == torch.tensor(labels)).sum().item() == 2
 
 
 @pytest.mark.parametrize("op", ["__lt__", "__le__", "__gt__", "__ge__"])

@@ -375,3 +375,49 @@ def test_random_ops_in_a_while_loop_draw_per_iteration_and_refuse_gradients():
         with pytest.raises(ValueError, match="gradients through a while_loop whose subgraph draws random values "
                                              r"\(dropout_mask 'dropout/dropout_mask'"):
             s.run(gx, {x: xv})
+
+
+# --------------------------------------------------------------------------
+# equality
+# --------------------------------------------------------------------------
+
+
+def test_value_equality_is_elementwise_and_operations_compare_by_identity():
+    """``==`` / ``!=`` on values build equal / not_equal nodes (TF2's tensor
+    equality, where TF1 compared identities); values hash by identity, and an
+    Operation (no value) compares by identity."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None,), name="x")
+        v = tf.Variable(np.array([1.0, 2.0, 3.0], np.float32), name="v")
+        e, ne, ev = x == 2.0, np.array([1.0, 2.0, 0.0], np.float32) != x, v == x
+        init = tf.global_variables_initializer()
+        init2 = tf.group(v)
+    assert all(isinstance(t, tf.Value) and t.dtype == np.bool_ for t in (e, ne, ev))
+    assert (x == None) is False and (x != None) is True     # noqa: E711
+    assert {x: 1, v: 2}[v] == 2 and x in {x} and len({x, e, ne}) == 3
+    assert init == init and init != init2 and (init == init2) is False
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        got = sess.run([e, ne, ev], {x: np.array([2.0, 2.0, 3.0], np.float32)})
+    np.testing.assert_array_equal(got[0], [True, True, False])
+    np.testing.assert_array_equal(got[1], [True, False, True])
+    np.testing.assert_array_equal(got[2], [False, True, True])
+
+
+def test_static_values_are_immutable_and_augmented_assignment_rebinds():
+    with tf.Graph().as_default():
+        x = tf.placeholder((3,), name="x")
+        v = tf.Variable(np.zeros(3, np.float32), name="v")
+        for call in (lambda: x.add_(1.0), lambda: v.zero_(), lambda: x.mul_(2), lambda: x.copy_(x),
+                     lambda: x.clamp_(0, 1), lambda: x.fill_(1)):
+            with pytest.raises(TypeError, match=r"is a static-graph value, which is immutable .* v.assign"):
+                call()
+        with pytest.raises(TypeError, match="setitem: Value 'x' is a static-graph value"):
+            x[0] = 1.0
+        y = x
+        y += 1.0                         # TF1: a new value, x unchanged
+        assert y is not x and isinstance(y, tf.Value) and y.op.prim.name == "add"
+        assert not hasattr(tf.Value, "__iadd__")
+    with tf.Session(graph=x.graph) as sess:
+        np.testing.assert_allclose(sess.run(y, {x: np.zeros(3, np.float32)}), [1.0, 1.0, 1.0])

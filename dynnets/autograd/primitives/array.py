@@ -11,7 +11,7 @@ from ..gradtypes import RowSparse, join_rows
 from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
                    is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
 
-__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p"]
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "setitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p"]
 
 # --------------------------------------------------------------------------
 # reductions
@@ -92,12 +92,13 @@ def _sum_vjp(g, ins, out, axis=None, keepdims=False):
     return _expand_to(g, shape, axis, keepdims)
 
 
-sum_p = defprim("sum", _sum, _reduce_shape("sum"), vjp=(_sum_vjp,),
+sum_p = defprim("sum", _sum, _reduce_shape("sum"), vjp=(_sum_vjp,), vjp_reads=((),),
     batch=BATCH_REDUCE)
 
 mean_p = defprim("mean", _mean, _reduce_shape("mean"),
                  vjp=(lambda g, ins, out, axis=None, keepdims=False:
                       _expand_to(g / _count(shape_of(ins[0]), axis), shape_of(ins[0]), axis, keepdims),),
+                 vjp_reads=((),),
     batch=BATCH_REDUCE)
 
 
@@ -124,7 +125,7 @@ def _max_shape(x, axis=None, keepdims=False):
     return _reduce_shape("max")(x, axis, keepdims)
 
 
-max_p = defprim("max", _max, _max_shape, vjp=(_max_vjp,),
+max_p = defprim("max", _max, _max_shape, vjp=(_max_vjp,), vjp_reads=((0, "out"),),
     batch=BATCH_REDUCE)
 
 # --------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def _reshape_shape(x, shape):
 
 
 reshape_p = defprim("reshape", _reshape, _reshape_shape,
-                    vjp=(lambda g, ins, out, shape: g.reshape(np.shape(ins[0])),),
+                    vjp=(lambda g, ins, out, shape: g.reshape(np.shape(ins[0])),), vjp_reads=((),),
     batch=BATCH_VIEW)
 
 
@@ -200,7 +201,7 @@ def _keeps_rows(x, axes=None):
     return axes is not None and len(x.shape) >= 1 and len(axes) == len(x.shape) and axes[0] % len(x.shape) == 0
 
 
-transpose_p = defprim("transpose", _transpose, _transpose_shape, vjp=(_transpose_vjp,),
+transpose_p = defprim("transpose", _transpose, _transpose_shape, vjp=(_transpose_vjp,), vjp_reads=((),),
     batch=batch_rows(0, when=_keeps_rows))
 
 
@@ -219,7 +220,7 @@ def _broadcast_to_shape(x, shape):
 
 
 broadcast_to_p = defprim("broadcast_to", _broadcast_to, _broadcast_to_shape,
-                         vjp=(lambda g, ins, out, shape: unbroadcast(g, np.shape(ins[0])),))
+                         vjp=(lambda g, ins, out, shape: unbroadcast(g, np.shape(ins[0])),), vjp_reads=((),))
 
 
 def _is_basic(index):
@@ -231,7 +232,12 @@ def _is_basic(index):
 
 
 def _getitem(x, index):
-    return x[index]
+    r = x[index]
+    if type(r) is np.ndarray:
+        return r
+    # an element: a 0-d view of it rather than numpy's scalar copy, as torch's
+    # x[i, j] (so that t = x[0]; t += 1 changes x, as in torch)
+    return x[(index if type(index) is tuple else (index,)) + (Ellipsis,)]
 
 
 def _index_error(index, x, msg):
@@ -369,8 +375,61 @@ def _getitem_key(index):
     return index
 
 
-getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,), attr_key=_getitem_key,
+getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,), attr_key=_getitem_key, vjp_reads=((),),
     batch=BATCH_VIEW)
+
+
+def _setitem(x, v, index):
+    """``x`` with ``x[index] = v`` (``v`` broadcast, cast to ``x``'s dtype),
+    out of place. Eager ``x[index] = v`` writes into ``x`` itself and records
+    this primitive for the gradient (:func:`dynnets.autograd.engine.write_inplace`)."""
+    out = np.array(x, copy=True)
+    out[index] = v
+    return out
+
+
+def _setitem_shape(x, v, index):
+    """The index as getitem checks it; ``v`` must broadcast to the indexed
+    region (numpy's assignment rule, which also drops leading dimensions of
+    size 1 from ``v``); the result has ``x``'s shape and dtype."""
+    try:
+        region = tuple(_getitem_shape(x, index).shape)
+    except ShapeError as e:
+        raise type(e)("setitem" + str(e)[len("getitem"):]) from None
+    vs = tuple(v.shape)
+    extra = len(vs) - len(region)
+    if extra > 0 and all(d is None or d == 1 for d in vs[:extra]):
+        vs = vs[extra:]
+    ok = len(vs) <= len(region) and all(a is None or b is None or a == 1 or a == b
+                                        for a, b in zip(reversed(vs), reversed(region)))
+    if not ok:
+        raise ShapeError(f"setitem: value.shape={fmt_shape(tuple(v.shape))} cannot be broadcast to the indexed "
+                         f"region x[{index!r}] of shape {fmt_shape(region)} (x.shape={fmt_shape(x.shape)})")
+    if dtype_of(v).kind not in "biuf":
+        raise DTypeError(f"setitem: value must be numeric, got dtype {dtype_of(v)}")
+    return Aval(tuple(x.shape), dtype_of(x))
+
+
+def _setitem_vjp_x(g, ins, out, index):
+    # the old values at the index were overwritten: no gradient reaches them
+    gx = np.array(g, copy=True)
+    gx[index] = 0
+    return gx
+
+
+def _setitem_vjp_v(g, ins, out, index):
+    # each element of the value gets the gradient of the positions it was
+    # written to (as torch's index_put backward, also for repeated indices)
+    gv = np.asarray(g[index])
+    vs = shape_of(ins[1])
+    extra = len(vs) - gv.ndim
+    if extra > 0:
+        return unbroadcast(gv, vs[extra:]).reshape(vs)
+    return unbroadcast(gv, vs)
+
+
+setitem_p = defprim("setitem", _setitem, _setitem_shape, vjp=(_setitem_vjp_x, _setitem_vjp_v),
+                    attr_key=_getitem_key, vjp_reads=((), ()))
 
 
 def _take(x, idx):
@@ -409,7 +468,7 @@ def _take_vjp(g, ins, out):
     return gx
 
 
-take_p = defprim("take", _take, _take_shape, vjp=(_take_vjp, None), nondiff_args=(1,),
+take_p = defprim("take", _take, _take_shape, vjp=(_take_vjp, None), nondiff_args=(1,), vjp_reads=((1,), ()),
     batch=BATCH_VIEW)
 
 
@@ -472,7 +531,7 @@ def _concat_vjp(g, ins, out, axis=0):
     return tuple(np.split(g, sizes, axis=axis))
 
 
-concat_p = defprim("concat", _concat, _concat_shape, joint_vjp=_concat_vjp,
+concat_p = defprim("concat", _concat, _concat_shape, joint_vjp=_concat_vjp, vjp_reads=(),
     batch=BATCH_VIEW)
 
 
@@ -500,7 +559,7 @@ def _stack_vjp(g, ins, out, axis=0):
     return tuple(np.moveaxis(g, axis, 0))
 
 
-stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp,
+stack_p = defprim("stack", _stack, _stack_shape, joint_vjp=_stack_vjp, vjp_reads=(),
     batch=BATCH_VIEW)
 
 def _split_rows(x):
@@ -524,7 +583,7 @@ def _split_rows_vjp(g, ins, out):
 
 
 split_rows_p = defprim("split_rows", _split_rows, _split_rows_shape, joint_vjp=_split_rows_vjp,
-                       multiple_results=True, lazy_grads=True,
+                       multiple_results=True, lazy_grads=True, vjp_reads=(),
     batch=BATCH_VIEW)
 
 

@@ -67,11 +67,11 @@ class Primitive:
 
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
                  "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
-                 "attr_key", "batch", "random", "checked")
+                 "attr_key", "batch", "random", "vjp_reads", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
-                 sparse_grads=(), twin_min=None, attr_key=None, batch=None, random=False):
+                 sparse_grads=(), twin_min=None, attr_key=None, batch=None, random=False, vjp_reads=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -89,6 +89,7 @@ class Primitive:
         self.attr_key = attr_key
         self.batch = batch
         self.random = bool(random)
+        self.vjp_reads = vjp_reads
         self.checked = {}
 
     def vjp_fn(self, i=None, dense=False):
@@ -150,7 +151,7 @@ BATCH_VIEW = BatchRule("view")
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
             nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
-            attr_key=None, batch=None, random=False):
+            attr_key=None, batch=None, random=False, vjp_reads=None):
     """Declare a primitive: every fact about it, in one call.
 
     Parameters
@@ -208,6 +209,14 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
         ``seed`` attribute) and a static plan passes each such equation the
         generator its session keeps for it, so every run draws new values. The
         compile passes never fold, merge (CSE) or cache such an equation.
+    vjp_reads : tuple or None
+        The values the VJPs read from the recorded application (the rest they
+        use for shapes and dtypes only): with ``vjp=``, one entry per input,
+        the tuple of what that input's VJP reads (input positions, and
+        ``"out"`` for the result); with ``joint_vjp=``, one such tuple for all.
+        Eager backward raises when a value read this way was changed in place
+        after the application was recorded (torch's version counter); ``None``
+        (the default) counts every input and the result as read.
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
@@ -216,10 +225,18 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
     if dense_vjp is not None and (joint_vjp is not None) != callable(dense_vjp):
         raise ValueError(f"defprim: {name!r}: dense_vjp= is a function for a joint_vjp=, a tuple aligned with "
                          f"vjp= otherwise")
+    if vjp_reads is not None:
+        per_input = vjp_reads if joint_vjp is None else (vjp_reads,)
+        if joint_vjp is None and (vjp is None or len(vjp_reads) != len(vjp)):
+            raise ValueError(f"defprim: {name!r}: vjp_reads= needs one entry per vjp= input")
+        for entry in per_input:
+            if not all(r == "out" or is_int(r) for r in entry):
+                raise ValueError(f"defprim: {name!r}: vjp_reads= entries hold input positions and 'out', "
+                                 f"got {entry!r}")
     p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
                   differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
                   dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key,
-                  batch=batch, random=random)
+                  batch=batch, random=random, vjp_reads=vjp_reads)
     PRIMITIVES[name] = p
     return p
 

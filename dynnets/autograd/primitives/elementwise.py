@@ -61,28 +61,28 @@ add_p = defprim(
     "add", np.add, _binary_shape("add", np.add),
     vjp=(lambda g, ins, out: _like(g, ins[0]),
          lambda g, ins, out: _like(g, ins[1])),
-    scalar="({0} + {1})",
+    scalar="({0} + {1})", vjp_reads=((), ()),
     batch=BATCH_ELEMENTWISE)
 
 sub_p = defprim(
     "sub", np.subtract, _binary_shape("sub", np.subtract),
     vjp=(lambda g, ins, out: _like(g, ins[0]),
          lambda g, ins, out: _like(-g, ins[1])),
-    scalar="({0} - {1})",
+    scalar="({0} - {1})", vjp_reads=((), ()),
     batch=BATCH_ELEMENTWISE)
 
 mul_p = defprim(
     "mul", np.multiply, _binary_shape("mul", np.multiply),
     vjp=(lambda g, ins, out: unbroadcast(g * ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(g * ins[0], shape_of(ins[1]))),
-    scalar="({0} * {1})",
+    scalar="({0} * {1})", vjp_reads=((1,), (0,)),
     batch=BATCH_ELEMENTWISE)
 
 div_p = defprim(
     "div", np.true_divide, _binary_shape("div", np.true_divide),
     vjp=(lambda g, ins, out: unbroadcast(g / ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(-g * out / ins[1], shape_of(ins[1]))),
-    scalar="({0} / {1})",
+    scalar="({0} / {1})", vjp_reads=((1,), (1, "out")),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -112,7 +112,7 @@ def _pow_vjp_y(g, ins, out):
 
 pow_p = defprim(
     "pow", np.power, _binary_shape("pow", np.power),
-    vjp=(_pow_vjp_x, _pow_vjp_y),
+    vjp=(_pow_vjp_x, _pow_vjp_y), vjp_reads=((0, 1), (0, 1, "out")),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -128,18 +128,18 @@ maximum_p = defprim(
     "maximum", np.maximum, _binary_shape("maximum", np.maximum),
     vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] <= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
          lambda g, ins, out: _select_vjp(g, ~(ins[1] <= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
-    scalar="max({0}, {1})",
+    scalar="max({0}, {1})", vjp_reads=((0, 1), (0, 1)),
     batch=BATCH_ELEMENTWISE)
 
 minimum_p = defprim(
     "minimum", np.minimum, _binary_shape("minimum", np.minimum),
     vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] >= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
          lambda g, ins, out: _select_vjp(g, ~(ins[1] >= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
-    scalar="min({0}, {1})",
+    scalar="min({0}, {1})", vjp_reads=((0, 1), (0, 1)),
     batch=BATCH_ELEMENTWISE)
 
 neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
-                vjp=(lambda g, ins, out: -g,), scalar="(-{0})",
+                vjp=(lambda g, ins, out: -g,), scalar="(-{0})", vjp_reads=((),),
     batch=BATCH_ELEMENTWISE)
 
 # exp, log, tanh, sigmoid and pow have no scalar= template, so the static
@@ -149,15 +149,15 @@ neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=
 # from 4096 on), measured with ``benchmarks/bench_static.py --only fusion``
 # (dynnets.static.passes): below FUSE_MIN_SIZE no fusion runs at all.
 exp_p = defprim("exp", np.exp, _unary_shape("exp", np.exp),
-                vjp=(lambda g, ins, out: g * out,),
+                vjp=(lambda g, ins, out: g * out,), vjp_reads=(("out",),),
     batch=BATCH_ELEMENTWISE)
 
 log_p = defprim("log", np.log, _unary_shape("log", np.log),
-                vjp=(lambda g, ins, out: g / ins[0],),
+                vjp=(lambda g, ins, out: g / ins[0],), vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
 tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
-                 vjp=(lambda g, ins, out: g * _one_minus(out * out),),
+                 vjp=(lambda g, ins, out: g * _one_minus(out * out),), vjp_reads=(("out",),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -169,7 +169,7 @@ def _sigmoid(x):
 
 
 sigmoid_p = defprim("sigmoid", _sigmoid, _unary_shape("sigmoid"),
-                    vjp=(lambda g, ins, out: g * out * _one_minus(out),),
+                    vjp=(lambda g, ins, out: g * out * _one_minus(out),), vjp_reads=(("out",),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -179,15 +179,15 @@ def _relu(x):
 
 # ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward
 relu_p = defprim("relu", _relu, _unary_shape("relu"),
-                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)",
+                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)", vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
 sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
-                 vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})",
+                 vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})", vjp_reads=(("out",),),
     batch=BATCH_ELEMENTWISE)
 
 abs_p = defprim("abs", np.abs, _unary_shape("abs", np.abs, float_only=False),
-                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})",
+                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})", vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -221,7 +221,7 @@ def _clip_vjp(g, ins, out, lo=None, hi=None):
     return g * m
 
 
-clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,),
+clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,), vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -237,7 +237,7 @@ where_p = defprim(
     vjp=(None,
          lambda g, ins, out: unbroadcast(np.where(ins[0], g, 0).astype(g.dtype, copy=False), shape_of(ins[1])),
          lambda g, ins, out: unbroadcast(np.where(ins[0], 0, g).astype(g.dtype, copy=False), shape_of(ins[2]))),
-    nondiff_args=(0,),
+    nondiff_args=(0,), vjp_reads=((), (0,), (0,)),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -246,7 +246,7 @@ def _astype(x, dtype):
 
 
 astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.dtype(dtype)),
-                   vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),),
+                   vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),), vjp_reads=((),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -255,7 +255,8 @@ def _copy(x):
     return np.array(x, copy=True)
 
 
-copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,))
+copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,),
+                 vjp_reads=((),))
 
 
 # --------------------------------------------------------------------------

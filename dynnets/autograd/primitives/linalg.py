@@ -76,7 +76,7 @@ def _matmul_vjp_w_dense(g, ins, out):
 
 # static plans densify every gradient at once: there the dense twin of the weight
 # VJP forms it directly (a factor object and its product cost more)
-matmul_p = defprim("matmul", _matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w),
+matmul_p = defprim("matmul", _matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w), vjp_reads=((1,), (0,)),
                    dense_vjp=(None, _matmul_vjp_w_dense),
     batch=batch_rows(0, when=lambda x, w: len(x.shape) >= 2 and len(w.shape) == 2))
 
@@ -121,5 +121,6 @@ def _linear_vjp_dense(g, ins, out):
 
 
 linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp, dense_vjp=_linear_vjp_dense,
+                   vjp_reads=(0, 1),
     batch=batch_rows(0, when=lambda x, w, b: len(x.shape) >= 2))
 

@@ -56,12 +56,12 @@ def _row_wise(x, axis=-1):
 
 softmax_p = defprim(
     "softmax", _softmax, _softmax_shape("softmax"),
-    vjp=(lambda g, ins, out, axis=-1: out * (g - (g * out).sum(axis=axis, keepdims=True)),),
+    vjp=(lambda g, ins, out, axis=-1: out * (g - (g * out).sum(axis=axis, keepdims=True)),), vjp_reads=(("out",),),
     batch=batch_rows(0, when=_row_wise))
 
 log_softmax_p = defprim(
     "log_softmax", _log_softmax, _softmax_shape("log_softmax"),
-    vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),),
+    vjp=(lambda g, ins, out, axis=-1: g - np.exp(out) * g.sum(axis=axis, keepdims=True),), vjp_reads=(("out",),),
     batch=batch_rows(0, when=_row_wise))
 
 
@@ -297,7 +297,7 @@ def _embedding_vjp(g, ins, out):
     return RowSparse(rows, sum_rows(inv, g, len(rows), (D,)), weight.shape)
 
 
-embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None),
+embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None), vjp_reads=((1,), ()),
                       nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,),
     batch=batch_rows(1, when=lambda w, ids: len(ids.shape) >= 1))
 
