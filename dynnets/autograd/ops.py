@@ -46,26 +46,103 @@ def _array_of(x):
     return d if type(d) is np.ndarray else x
 
 
+# --- PyTorch's type promotion ---------------------------------------------------
+#
+# The elementwise, where, clip and concat primitives compute in numpy's result
+# dtype, and their shape rules raise PromotionNeeded where PyTorch's type
+# promotion gives another (int64 * 1.5 is float32 in torch, float64 in numpy;
+# int / int is float32; exp of an integer is float32). The ops below catch it
+# and bind again on operands cast to torch's dtype: operands of one dtype, the
+# usual case, pay nothing (a try block is free in Python 3.11), and a static
+# graph gets explicit casts.
+
+_PY_NUMBERS = (bool, int, float, complex)
+_TO_FLOAT = frozenset({"div", "exp", "log", "tanh", "sigmoid", "sqrt"})
+
+
+def _dtype(a):
+    d = getattr(a, "dtype", None)
+    return np.asarray(a).dtype if d is None else np.dtype(d)
+
+
+def _cast(a, dt):
+    """Operand ``a`` in dtype ``dt``: Python numbers stay (numpy keeps them
+    weak), arrays are converted, tensors and static values get an ``astype``
+    (through which the gradient flows back in their own dtype)."""
+    if type(a) in _PY_NUMBERS:
+        return a
+    if isinstance(a, (np.ndarray, np.generic, list, tuple)):
+        a = np.asarray(a)
+        return a if a.dtype == dt else a.astype(dt)
+    return a if _dtype(a) == dt else astype(a, dt)
+
+
+def promoted(prim, *args, **attrs):
+    """``bind(prim, *args, **attrs)`` on operands cast to the dtype PyTorch's
+    type promotion gives them (the answer to a shape rule's PromotionNeeded).
+    For ``where`` the condition, for ``clip`` the bounds are not operands."""
+    name = prim.name
+    if name in ("concat", "stack"):
+        dts = [_dtype(a) for a in args]
+        dt = dts[0]
+        for d in dts[1:]:
+            dt = P.torch_promote(dt, d)
+        return bind(prim, *[_cast(a, dt) for a in args], **attrs)
+    if name == "where":
+        c, *ops_ = args
+    else:
+        c, ops_ = None, args
+    avals = [P.aval_of(a) for a in ops_]
+    if name == "clip":
+        avals += [P.Aval((), v) for v in (attrs.get("lo"), attrs.get("hi")) if v is not None]
+    dt = P.torch_result_type(*avals)
+    if name in _TO_FLOAT and dt.kind in "biu":
+        dt = P.DEFAULT_FLOAT
+    cast = [_cast(a, dt) for a in ops_]
+    return bind(prim, *cast, **attrs) if c is None else bind(prim, c, *cast, **attrs)
+
+
+def _number(v):
+    """A numpy scalar bound as the Python number torch takes it for."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 # --- elementwise ---------------------------------------------------------------
 
 def add(x, y):
-    return bind2(P.add_p, x, y)
+    try:
+        return bind2(P.add_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.add_p, x, y)
 
 
 def sub(x, y):
-    return bind2(P.sub_p, x, y)
+    try:
+        return bind2(P.sub_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.sub_p, x, y)
 
 
 def mul(x, y):
-    return bind2(P.mul_p, x, y)
+    try:
+        return bind2(P.mul_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.mul_p, x, y)
 
 
 def div(x, y):
-    return bind2(P.div_p, x, y)
+    """``x / y`` (true division; integers divide in float32, as torch's)."""
+    try:
+        return bind2(P.div_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.div_p, x, y)
 
 
 def pow(x, y):
-    return bind2(P.pow_p, x, y)
+    try:
+        return bind2(P.pow_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.pow_p, x, y)
 
 
 def neg(x):
@@ -73,19 +150,32 @@ def neg(x):
 
 
 def exp(x):
-    return bind1(P.exp_p, x)
+    """``e ** x`` (an integer input in float32, as torch's)."""
+    try:
+        return bind1(P.exp_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.exp_p, x)
 
 
 def log(x):
-    return bind1(P.log_p, x)
+    try:
+        return bind1(P.log_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.log_p, x)
 
 
 def tanh(x):
-    return bind1(P.tanh_p, x)
+    try:
+        return bind1(P.tanh_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.tanh_p, x)
 
 
 def sigmoid(x):
-    return bind1(P.sigmoid_p, x)
+    try:
+        return bind1(P.sigmoid_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.sigmoid_p, x)
 
 
 def relu(x):
@@ -93,7 +183,10 @@ def relu(x):
 
 
 def sqrt(x):
-    return bind1(P.sqrt_p, x)
+    try:
+        return bind1(P.sqrt_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.sqrt_p, x)
 
 
 def abs(x):
@@ -101,22 +194,37 @@ def abs(x):
 
 
 def clip(x, lo=None, hi=None):
-    return bind(P.clip_p, x, lo=lo, hi=hi)
+    """``x`` limited to ``[lo, hi]`` (either may be None); numbers as bounds,
+    in PyTorch's result dtype (``clip(int64, -0.5, 2.5)`` is float32)."""
+    lo, hi = _number(lo), _number(hi)
+    try:
+        return bind(P.clip_p, x, lo=lo, hi=hi)
+    except P.PromotionNeeded:
+        return promoted(P.clip_p, x, lo=lo, hi=hi)
 
 
 def maximum(x, y):
-    return bind2(P.maximum_p, x, y)
+    try:
+        return bind2(P.maximum_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.maximum_p, x, y)
 
 
 def minimum(x, y):
-    return bind2(P.minimum_p, x, y)
+    try:
+        return bind2(P.minimum_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.minimum_p, x, y)
 
 
 def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; gradients flow to ``x`` and ``y`` only."""
     condition = _array_of(condition)
-    return bind(P.where_p, np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False)
-                else condition, x, y)
+    c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
+    try:
+        return bind(P.where_p, c, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.where_p, c, x, y)
 
 
 def square(x):
@@ -453,9 +561,11 @@ def concat(xs, axis=None, *, dim=None):
     """``xs`` joined along ``axis`` (``dim``; default 0)."""
     if dim is not None:
         axis = _dim("concat", axis, dim)
-    if axis is None or (axis == 0 and type(axis) is int):
-        return bind(P.concat_p, *xs)         # the default, without attributes (see sum)
-    return bind(P.concat_p, *xs, axis=axis)
+    attrs = {} if axis is None or (axis == 0 and type(axis) is int) else {"axis": axis}   # see sum
+    try:
+        return bind(P.concat_p, *xs, **attrs)
+    except P.PromotionNeeded:
+        return promoted(P.concat_p, *xs, **attrs)
 
 
 cat = concat
@@ -465,9 +575,11 @@ def stack(xs, axis=None, *, dim=None):
     """``xs`` stacked along a new ``axis`` (``dim``; default 0)."""
     if dim is not None:
         axis = _dim("stack", axis, dim)
-    if axis is None or (axis == 0 and type(axis) is int):
-        return bind(P.stack_p, *xs)
-    return bind(P.stack_p, *xs, axis=axis)
+    attrs = {} if axis is None or (axis == 0 and type(axis) is int) else {"axis": axis}
+    try:
+        return bind(P.stack_p, *xs, **attrs)
+    except P.PromotionNeeded:
+        return promoted(P.stack_p, *xs, **attrs)
 
 
 def split(x, sections, axis=None, *, dim=None):

@@ -21,7 +21,7 @@ from . import primitives as P
 from .engine import backward as _backward
 from .engine import bind, bind1, bind2, register_tensor_types
 from .gradtypes import densify
-from .primitives.core import ShapeError
+from .primitives.core import PromotionNeeded, ShapeError
 
 __all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like",
            "ones_like", "randn", "uniform", "arange"]
@@ -36,36 +36,67 @@ class TensorOps:
 
     __slots__ = ()
 
-    # arithmetic operators (binding the primitive directly: one call per operator)
+    # arithmetic operators (binding the primitive directly: one call per operator; mixed
+    # dtypes that PyTorch promotes otherwise than numpy are cast, see ops.promoted)
     def __add__(self, o):
-        return bind2(P.add_p, self, o)
+        try:
+            return bind2(P.add_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.add_p, self, o)
 
     def __radd__(self, o):
-        return bind2(P.add_p, o, self)
+        try:
+            return bind2(P.add_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.add_p, o, self)
 
     def __sub__(self, o):
-        return bind2(P.sub_p, self, o)
+        try:
+            return bind2(P.sub_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.sub_p, self, o)
 
     def __rsub__(self, o):
-        return bind2(P.sub_p, o, self)
+        try:
+            return bind2(P.sub_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.sub_p, o, self)
 
     def __mul__(self, o):
-        return bind2(P.mul_p, self, o)
+        try:
+            return bind2(P.mul_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.mul_p, self, o)
 
     def __rmul__(self, o):
-        return bind2(P.mul_p, o, self)
+        try:
+            return bind2(P.mul_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.mul_p, o, self)
 
     def __truediv__(self, o):
-        return bind2(P.div_p, self, o)
+        try:
+            return bind2(P.div_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.div_p, self, o)
 
     def __rtruediv__(self, o):
-        return bind2(P.div_p, o, self)
+        try:
+            return bind2(P.div_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.div_p, o, self)
 
     def __pow__(self, o):
-        return bind2(P.pow_p, self, o)
+        try:
+            return bind2(P.pow_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.pow_p, self, o)
 
     def __rpow__(self, o):
-        return bind2(P.pow_p, o, self)
+        try:
+            return bind2(P.pow_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.pow_p, o, self)
 
     def __matmul__(self, o):
         return bind2(P.matmul_p, self, o)

@@ -8,8 +8,9 @@ import numpy as np
 
 from .. import kernels as K
 from ..gradtypes import RowSparse, join_rows
-from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
-                   is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
+from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, PromotionNeeded, ShapeError, defprim,
+                   dims_match, dtype_of, fits, fmt_shape, is_int, is_kernel_float, norm_axis, shape_of, torch_promote,
+                   unbroadcast)
 
 __all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p"]
 
@@ -29,7 +30,10 @@ def _reduce_shape(name):
             shp = tuple(d for i, d in enumerate(x.shape) if i not in ax)
         dt = dtype_of(x)
         if name == "mean" and dt.kind not in "fc":
-            dt = np.dtype(np.float64)
+            # as torch.mean: the mean of integers has no dtype to be computed in (numpy's float64
+            # would be a silent difference)
+            raise DTypeError(f"mean: expected a floating-point input, got dtype {dt} (as torch.mean: cast "
+                             f"first, x.float().mean())")
         elif name == "sum" and dt.kind in "biu":
             dt = _sum_dtype(dt)
         return Aval(shp, dt)
@@ -417,12 +421,26 @@ def _concat(*xs, axis=0):
     return np.concatenate(xs, axis=axis)
 
 
-def _many_dtype(xs):
+def _many_dtype(xs, op="concat"):
     """The result dtype of concatenating or stacking ``xs``: numpy makes Python
     scalars arrays there (no weak promotion). One result_type over the distinct
-    dtypes: a recursive model concatenates thousands of node states."""
+    dtypes: a recursive model concatenates thousands of node states. Where
+    PyTorch's promotion differs (int64 with float32: torch.cat gives float32,
+    numpy float64), ``PromotionNeeded``: the public ops cast the inputs."""
     dts = {x.dtype for x in xs}
-    return np.result_type(*[d if isinstance(d, np.dtype) else dtype_of(Aval((), d)) for d in dts])
+    if len(dts) == 1:
+        d = next(iter(dts))
+        return d if isinstance(d, np.dtype) else dtype_of(Aval((), d))
+    dts = [d if isinstance(d, np.dtype) else dtype_of(Aval((), d)) for d in dts]
+    dt = np.result_type(*dts)
+    want = dts[0]
+    for d in dts[1:]:
+        want = torch_promote(want, d)
+    if want != dt:
+        raise PromotionNeeded(f"{op}: PyTorch joins inputs of dtypes {sorted(map(str, dts))} as {want}, numpy as "
+                              f"{dt}; the dynnets ops cast them to {want} first (bound directly: cast them with "
+                              f"astype)")
+    return dt
 
 
 def _concat_shape(*xs, axis=0):
@@ -455,7 +473,7 @@ def _concat_shape(*xs, axis=0):
     for d in range(nd):
         if d != ax and shp[d] is None:
             shp[d] = next((s[d] for s in shapes if s[d] is not None), None)
-    return Aval(tuple(shp), _many_dtype(xs))
+    return Aval(tuple(shp), _many_dtype(xs, "concat"))
 
 
 def _concat_vjp(g, ins, out, axis=0):
@@ -493,7 +511,7 @@ def _stack_shape(*xs, axis=0):
     ax = norm_axis("stack", axis, nd)[0]
     shp = [next((x.shape[d] for x in xs if x.shape[d] is not None), None) for d in range(len(s0))]
     shp.insert(ax, len(xs))
-    return Aval(tuple(shp), _many_dtype(xs))
+    return Aval(tuple(shp), _many_dtype(xs, "stack"))
 
 
 def _stack_vjp(g, ins, out, axis=0):
@@ -634,7 +652,7 @@ def _gather_rows_shape(which, rows, *srcs):
         if len(s.shape) < 1 or not fits(tuple(s.shape[1:]), t0):
             raise ShapeError(f"gather_rows: source {i}.shape={fmt_shape(s.shape)} does not have the trailing "
                              f"shape {fmt_shape(t0)} of source 0")
-    return Aval((rows.shape[0],) + t0, _many_dtype(srcs))
+    return Aval((rows.shape[0],) + t0, _many_dtype(srcs, "gather_rows"))
 
 
 def _gather_rows_vjp(g, ins, out):

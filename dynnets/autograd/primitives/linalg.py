@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from ..gradtypes import factored_wgrad, tdot
-from .core import (batch_rows, Aval, ShapeError, broadcast_shapes, defprim, dims_match, fmt_shape, result_type, ufunc_dtype,
-                   unbroadcast)
+from .core import (batch_rows, Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dims_match, dtype_of, fmt_shape,
+                   result_type, ufunc_dtype, unbroadcast)
 
 __all__ = ["matmul_p", "linear_p"]
 
@@ -24,7 +24,20 @@ def _matmul(x, w):
     return np.matmul(x, w)
 
 
+def _same_kind(op, **avals):
+    """PyTorch's products refuse integer and floating-point operands together
+    (numpy would compute them in float64): a DTypeError naming both dtypes."""
+    kinds = {n: dtype_of(a) for n, a in avals.items() if len(tuple(a.shape)) or not isinstance(a.dtype, (int, float))}
+    floats = [n for n, d in kinds.items() if d.kind in "fc"]
+    ints = [n for n, d in kinds.items() if d.kind in "biu"]
+    if floats and ints:
+        desc = ", ".join(f"{n}.dtype={d}" for n, d in kinds.items())
+        raise DTypeError(f"{op}: expected operands of one kind, got {desc} (as torch, which refuses this: cast "
+                         f"the integer operand first, e.g. {ints[0]}.float())")
+
+
 def _matmul_shape(x, w):
+    _same_kind("matmul", x=x, w=w)
     xs, ws = tuple(x.shape), tuple(w.shape)
     if len(xs) == 0 or len(ws) == 0:
         raise ShapeError(f"matmul: inputs must have at least one dimension, got x.shape={fmt_shape(xs)}, w.shape={fmt_shape(ws)}")
@@ -87,6 +100,7 @@ def _linear(x, w, b):
 
 
 def _linear_shape(x, w, b):
+    _same_kind("linear", x=x, weight=w, bias=b)
     if len(w.shape) != 2:
         raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got w.shape={fmt_shape(w.shape)}")
     if len(x.shape) == 0:
