@@ -12,16 +12,18 @@ from dynnets.autograd.primitives import ShapeError
 from dynnets.autograd.tensor import Parameter, Tensor
 
 
-def test_tensor_defaults_to_float32_and_copies():
+def test_tensor_infers_dtype_as_torch_and_copies():
     src = np.array([1.0, 2.0])
     t = dn.tensor(src)
-    assert t.dtype == np.float32 and t.shape == (2,) and not t.requires_grad
+    assert t.dtype == np.float64 and t.shape == (2,) and not t.requires_grad, "an array keeps its dtype"
     src[0] = 99.0
     assert t.data[0] == 1.0
-    assert dn.tensor([1, 2]).dtype == np.float32, "Python ints become float32, as torch.tensor([1., 2.])"
-    assert dn.tensor(3.5).shape == ()
+    assert dn.tensor([1.0, 2.0]).dtype == np.float32, "Python floats give the default float32"
+    assert dn.tensor([1, 2]).dtype == np.int64, "Python ints give int64 (class labels), as torch.tensor([1, 2])"
+    assert dn.tensor(np.int64(5)).dtype == np.int64
+    assert dn.tensor(3.5).shape == () and dn.tensor(3.5).dtype == np.float32
     assert dn.tensor(np.array([1, 2])).dtype == np.int64, "integer arrays stay integers (indices)"
-    assert dn.tensor(np.array([True])).dtype == bool
+    assert dn.tensor(np.array([True])).dtype == bool and dn.tensor([True]).dtype == bool
 
 
 def test_tensor_dtype_and_requires_grad():
