@@ -156,6 +156,79 @@ class TensorOps:
     size = ops.size
     numel = ops.numel
 
+    # PyTorch's names (each a dynnets op, so eager, static and autobatch alike)
+    split = ops.split
+    chunk = ops.chunk
+    gather = ops.gather
+    masked_fill = ops.masked_fill
+    clamp = ops.clamp
+    clamp_min = ops.clamp_min
+    clamp_max = ops.clamp_max
+    norm = ops.norm
+    bmm = ops.bmm
+    expand = ops.expand
+    expand_as = ops.expand_as
+    repeat = ops.repeat
+    type_as = ops.type_as
+    to = ops.to
+    cpu = ops.cpu
+
+    def contiguous(self):
+        """``self``: a static or lazy value has no memory layout to change
+        (:class:`Tensor` copies a non-contiguous array, as torch)."""
+        return self
+
+    def is_contiguous(self):
+        return True
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        """Zeros of ``size`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_zeros``."""
+        return zeros(*_known_size("new_zeros", size), dtype=self.dtype if dtype is None else dtype,
+                     requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        return ones(*_known_size("new_ones", size), dtype=self.dtype if dtype is None else dtype,
+                    requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        return full(_known_size("new_full", (size,)), fill_value, dtype=self.dtype if dtype is None else dtype,
+                    requires_grad=requires_grad)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False):
+        """A new tensor of ``data`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_tensor``."""
+        return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+    # dtype conversions, last in the class body: their names are builtins' (self when the dtype is already it)
+    def float(self):
+        return ops.to(self, _F32)
+
+    def double(self):
+        return ops.to(self, _F64)
+
+    def half(self):
+        return ops.to(self, _F16)
+
+    def long(self):
+        return ops.to(self, _I64)
+
+    def int(self):
+        return ops.to(self, _I32)
+
+    def bool(self):
+        return ops.to(self, _B)
+
+
+_F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
+_I64, _I32, _B = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)
+
+
+def _known_size(op, size):
+    size = shape_tuple(size)
+    if any(d is None for d in size):
+        raise ShapeError(f"{op}: size {size} has an unknown dimension (a static value's shape); a constant needs "
+                         f"every size")
+    return size
+
 
 class Tensor(TensorOps):
     """A numpy array with an optional place in the autograd graph.
@@ -231,6 +304,19 @@ class Tensor(TensorOps):
 
     def numpy(self):
         return self.data
+
+    def contiguous(self):
+        """``self`` when its array is C-contiguous, else a contiguous copy
+        (differentiable), as ``torch.Tensor.contiguous``. A lazy tensor
+        (autobatch) is returned as it is: its layout is decided when it runs."""
+        if type(self) is not Tensor and type(self) is not Parameter:
+            return self
+        d = self.data
+        return self if type(d) is not np.ndarray or d.flags.c_contiguous else ops.clone(self)
+
+    def is_contiguous(self):
+        d = self.data
+        return type(d) is not np.ndarray or bool(d.flags.c_contiguous)
 
     def __array__(self, dtype=None, copy=None):
         if dtype is None:

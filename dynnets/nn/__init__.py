@@ -13,10 +13,11 @@ from the default generator (:func:`dynnets.manual_seed`). Optimizers live in
 from . import functional, utils
 from .cells import GRUCell, LSTMCell, RNNCell
 from .layers import Dropout, Embedding, Identity, Linear, ModuleList, ReLU, Sequential, Sigmoid, Tanh
+from .layers import GELU, LeakyReLU
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module, Parameter
 from .rnn import GRU, LSTM, RNN, RNNBase
 
 __all__ = ["Module", "Parameter", "Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity",
            "Tanh", "ReLU", "Sigmoid", "RNNCell", "GRUCell", "LSTMCell", "RNNBase", "RNN", "GRU", "LSTM",
-           "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional", "utils"]
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "functional", "utils", "GELU", "LeakyReLU"]

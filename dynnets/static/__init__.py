@@ -33,6 +33,8 @@ is identity (use ``equal``), as in TF1. Random ops (``random_normal``,
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from ..autograd import ops as _ops
@@ -236,3 +238,67 @@ def ones_like(x, name=None):
     if not isinstance(x, Value):
         return _tensor.ones_like(x)
     return _named(x.graph._append(fill_like_p, (x.id,), {"value": 1}, Aval(tuple(x.shape), x.dtype)), name)
+
+
+# --------------------------------------------------------------------------
+# TF1's meanings where dynnets' own op of the same name (PyTorch's) differs
+# --------------------------------------------------------------------------
+
+def split(value, num_or_size_splits, axis=0, num=None, name=None):
+    """Parts of ``value`` along ``axis``, as TF1's ``tf.split``: an int is the
+    number of equal parts (the dimension must divide evenly), a list the size
+    of each (one may be -1, inferred). (Eager ``dynnets.split`` is
+    PyTorch's, where an int is the size of each part.) Sizes in a list need
+    not know the dimension when the graph is built: they are checked when it
+    runs."""
+    nd = len(value.shape)
+    # (builtins: this module's max and sum are the ops)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -nd <= axis < builtins.max(nd, 1):
+        raise ShapeError(f"split: axis {axis!r} is out of range for a value of shape {tuple(value.shape)}")
+    ax = int(axis) % nd
+    n = value.shape[ax]
+    if isinstance(num_or_size_splits, (int, np.integer)) and not isinstance(num_or_size_splits, bool):
+        k = int(num_or_size_splits)
+        if k <= 0:
+            raise ShapeError(f"split: num_or_size_splits must be a positive number of parts, got {k}")
+        if n is None:
+            raise ShapeError(f"split: dimension {ax} of value.shape={tuple(value.shape)} is unknown when the graph "
+                             f"is built, so {k} equal parts cannot be made; pass a list of sizes")
+        if n % k:
+            raise ShapeError(f"split: dimension {ax} of size {n} is not evenly divisible by {k}")
+        sizes = [n // k] * k
+    else:
+        sizes = [int(s) for s in num_or_size_splits]
+        if sizes.count(-1) > 1:
+            raise ShapeError(f"split: at most one size can be -1, got {sizes}")
+        if -1 in sizes:
+            if n is None:
+                raise ShapeError(f"split: a size of -1 needs dimension {ax} of value.shape={tuple(value.shape)}, "
+                                 f"which is unknown")
+            sizes[sizes.index(-1)] = n - (builtins.sum(sizes) + 1)
+    if num is not None and num != len(sizes):
+        raise ShapeError(f"split: num={num} does not match the {len(sizes)} parts of {num_or_size_splits!r}")
+    parts = _ops.split(value, sizes, axis=ax)
+    if name is not None:
+        for k, p in enumerate(parts):
+            _named(p, f"{name}_{k}" if k else name)
+    return parts
+
+
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+    """The norm of ``tensor``, as TF1's ``tf.norm``: a vector norm over all
+    elements (``axis=None``) or along an int ``axis`` (``'euclidean'``,
+    ``'fro'``, a number, ``np.inf``); over a pair of axes, the Frobenius norm
+    (``'euclidean'``/``'fro'``; the other matrix norms are not computed: an
+    error). (Eager ``dynnets.norm`` is PyTorch's ``torch.norm``.)"""
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    if isinstance(axis, tuple) and len(axis) == 2 and ord not in ("euclidean", "fro"):
+        raise ValueError(f"norm: the matrix norm ord={ord!r} over axis={axis} is not computed by dynnets (only "
+                         f"'euclidean'/'fro' over two axes)")
+    if isinstance(axis, tuple) and len(axis) > 2:
+        raise ValueError(f"norm: axis must be None, an int or a pair of ints, got {axis!r}")
+    if ord == "fro" and not (axis is None or isinstance(axis, tuple)):
+        raise ValueError("norm: ord='fro' is a matrix norm: give axis=None or a pair of axes")
+    p = 2.0 if ord in ("euclidean", "fro") else ord
+    return _named(_ops.norm(tensor, p, dim=axis, keepdim=bool(keepdims)), name)
