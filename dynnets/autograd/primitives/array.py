@@ -895,7 +895,7 @@ def _pad_vjp(g, ins, out, pads, mode="constant", value=0.0):
                 np.add.at(acc, (slice(None),) * k + (_pad_source(mode, n, lo, hi),), inner)
                 inner = acc
     if all(lo >= 0 and hi >= 0 for lo, hi in pads):
-        return np.ascontiguousarray(inner)
+        return np.array(inner)          # (ascontiguousarray would make a 0-d gradient 1-d)
     gx = np.zeros(shape, dtype=g.dtype)
     gx[crop] = inner
     return gx

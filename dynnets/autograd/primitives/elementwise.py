@@ -287,8 +287,9 @@ astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.d
 
 
 def _copy(x):
-    """A copy of ``x`` that shares no memory with it (``Tensor.clone``)."""
-    return np.array(x, copy=True)
+    """A C-contiguous copy of ``x`` that shares no memory with it
+    (``Tensor.clone``, and ``Tensor.contiguous`` of a strided tensor)."""
+    return np.array(x, copy=True, order="C")
 
 
 copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,))
