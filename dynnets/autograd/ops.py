@@ -607,8 +607,9 @@ def _split_sizes(x, sizes, axis):
 
 
 def split(x, split_size_or_sections, dim=None, *, axis=None):
-    """Parts of ``x`` along ``dim`` (``axis``; default 0), as ``torch.split``: an int is
-    the size of each part (the last may be smaller), a list the size of each.
+    """Parts of ``x`` along ``dim`` (``axis``; default 0), as ``torch.split``:
+    an int is the size of each part (the last may be smaller), a list the
+    size of each; one node (the ``split`` primitive), returned as a list.
 
     This is PyTorch's meaning; numpy's (an int is the number of parts) is
     :func:`array_split`, and the static facade's ``dynnets.static.split``

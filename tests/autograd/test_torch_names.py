@@ -433,7 +433,8 @@ W = np.random.default_rng(3).standard_normal((4, 4))
 
 @pytest.mark.parametrize("fn", [
     lambda t: dn.gelu(t), lambda t: dn.gelu(t, approximate="tanh"), lambda t: dn.leaky_relu(t, 0.2),
-    lambda t: t.gather(1, np.array([[0, 3], [1, 1], [2, 0]])), lambda t: t.masked_fill(np.array([1, 0, 0, 1], bool), 2.0),
+    lambda t: t.gather(1, np.array([[0, 3], [1, 1], [2, 0]])),
+    lambda t: t.masked_fill(np.array([1, 0, 0, 1], bool), 2.0),
     lambda t: t.clamp(-0.3, 0.4), lambda t: t.norm(dim=1), lambda t: dn.nn.functional.normalize(t),
     lambda t: dn.nn.functional.pad(t, (1, 2)), lambda t: dn.nn.functional.pad(t, (1, 1), mode="reflect"),
     lambda t: dn.einsum("ij,jk->ik", t, dn.tensor(W)), lambda t: t.split(3, dim=1)[0] * 2.0,

@@ -792,7 +792,9 @@ _F32 = np.array([[0.5, -1.5, 2.0], [1.0, 0.25, -3.0]], dtype=np.float32)
 
 # the result dtype follows PyTorch's type promotion (an integer op with a float
 # gives the float, or the default float32 for a Python float; a 0-d tensor or
-# Python/numpy scalar does not promote within its category), not numpy's NEP 50
+# Python/numpy scalar does not promote within its category), not numpy's NEP 50.
+# (id, dn_fn, torch_fn, inputs, how): how None compares with torch, "raises"
+# expects both to raise, "float32-grads" compares gradients at float32 tolerance
 INTS = [
     ("add", dn.add, torch.add, [_I, _P], None),
     ("sub-scalar", lambda x: x - 2, lambda x: x - 2, [_I], None),

@@ -9,9 +9,9 @@ import numpy as np
 
 from .. import kernels as K
 from ..gradtypes import RowSparse, join_rows
-from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, PromotionNeeded, ShapeError, defprim,
-                   dims_match, dtype_of, fits, fmt_shape, is_int, is_kernel_float, norm_axis, shape_of, torch_promote,
-                   unbroadcast)
+from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, PromotionNeeded,
+                   ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape, is_int, is_kernel_float, norm_axis,
+                   shape_of, torch_promote, unbroadcast)
 
 __all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p",
            "gather_p", "split_p", "pad_p", "norm_p"]
