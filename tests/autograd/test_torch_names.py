@@ -454,3 +454,23 @@ def test_gelu_and_leaky_relu_modules():
     np.testing.assert_allclose(lr(dn.tensor(a)).data, torch.nn.LeakyReLU(0.2)(torch.tensor(a)).numpy())
     with pytest.raises(ValueError, match="GELU: approximate must be 'none' or 'tanh'"):
         dn.nn.GELU("erf")
+
+
+def test_torch_dtype_names_are_taken_wherever_dtype_is():
+    import dynnets.static as ds
+    from dynnets import nn
+    f64 = np.float64
+    assert nn.Linear(2, 3, dtype=dn.float64).weight.dtype == f64
+    assert nn.LSTM(2, 3, dtype=dn.double).weight_ih_l0.dtype == f64
+    assert nn.Embedding(3, 2, dtype=dn.float64).weight.dtype == f64
+    assert nn.GRUCell(2, 2, dtype=dn.float64).weight_hh.dtype == f64
+    for t, dt in ((dn.randn(2, dtype=dn.float64), f64), (dn.uniform(2, dtype=dn.half), np.float16),
+                  (dn.arange(3, dtype=dn.float), np.float32), (dn.full((2,), 1, dtype=dn.double), f64),
+                  (dn.ones(2, dtype=dn.bool), np.bool_), (dn.zeros_like(dn.ones(2), dtype=dn.long), np.int64),
+                  (dn.tensor([1.5]).astype(dn.long), np.int64), (dn.as_tensor([1], dtype=dn.int), np.int32)):
+        assert t.dtype == dt
+    g = ds.Graph()
+    with g.as_default():
+        vals = [ds.placeholder((2,), dn.float64), ds.random_normal([2], dtype=dn.float64),
+                ds.Variable(np.zeros(2), dtype=dn.float64), ds.cast(ds.placeholder((2,)), dn.float64)]
+    assert all(v.dtype == f64 for v in vals)
