@@ -662,21 +662,22 @@ def array_split(x, indices_or_sections, axis=0):
     return _split_sizes(x, sizes, ax)
 
 
-def chunk(x, chunks, dim=0):
+def chunk(input, chunks, dim=0):
     """``chunks`` parts along ``dim``, as ``torch.chunk``: each of size
     ``ceil(n / chunks)`` but the last, so there may be fewer parts."""
     if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
         raise P.ShapeError(f"chunk: chunks must be a positive integer, got {chunks!r}")
-    if not len(x.shape):
-        raise P.ShapeError("chunk: x must have at least one dimension, got a 0-d input")
-    ax = _split_axis("chunk", x, dim, None)
-    n = x.shape[ax]
+    if not len(input.shape):
+        raise P.ShapeError("chunk: input must have at least one dimension, got a 0-d input")
+    ax = _split_axis("chunk", input, dim, None)
+    n = input.shape[ax]
     if n is None:
-        raise P.ShapeError(f"chunk: dimension {ax} of x.shape={tuple(x.shape)} is unknown, so the parts are too")
+        raise P.ShapeError(f"chunk: dimension {ax} of input.shape={tuple(input.shape)} is unknown, so the parts "
+                           f"are too")
     if n == 0:
-        return _split_sizes(x, [0] * int(chunks), ax)
+        return _split_sizes(input, [0] * int(chunks), ax)
     size = -(-n // int(chunks))
-    return split(x, size, dim=ax)
+    return split(input, size, dim=ax)
 
 
 # --- linear algebra --------------------------------------------------------------
@@ -851,49 +852,50 @@ def tree_lstm_leaf_node(x, w, b):
 
 # --- PyTorch's names: activations, gather, masked_fill, clamp, norm, einsum, bmm, pad ----
 
-def gelu(x, approximate="none"):
-    """GELU, ``x * Phi(x)`` (``approximate='tanh'``: torch's tanh
+def gelu(input, approximate="none"):
+    """GELU, ``input * Phi(input)`` (``approximate='tanh'``: torch's tanh
     approximation), as ``torch.nn.functional.gelu``."""
     if approximate == "none":
-        return bind1(P.gelu_p, x)
-    return bind(P.gelu_p, x, approximate=approximate)
+        return bind1(P.gelu_p, input)
+    return bind(P.gelu_p, input, approximate=approximate)
 
 
-def leaky_relu(x, negative_slope=0.01):
-    """``x`` where ``x > 0``, else ``negative_slope * x``, as
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``input`` where positive, else ``negative_slope * input``, as
     ``torch.nn.functional.leaky_relu`` (whose default slope is 0.01; TF1's
-    ``tf.nn.leaky_relu`` defaults to 0.2)."""
+    ``tf.nn.leaky_relu`` defaults to 0.2). ``inplace=True`` (torch's memory
+    saving) is accepted; the result is a new tensor either way."""
     if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
-    return bind(P.leaky_relu_p, x, negative_slope=float(negative_slope))
+    return bind(P.leaky_relu_p, input, negative_slope=float(negative_slope))
 
 
-def gather(x, dim, index):
-    """``out[i][j] = x[index[i][j]][j]`` (``dim`` 0; and so on), as
+def gather(input, dim, index):
+    """``out[i][j] = input[index[i][j]][j]`` (``dim`` 0; and so on), as
     ``torch.gather(input, dim, index)``; the gradient is scattered back
-    (repeated indices add up). ``index`` has ``x``'s number of dimensions
-    and is no larger than ``x`` outside ``dim``. (``dynnets.static.gather``
-    is TF1's: rows at indices, :func:`take`.)"""
+    (repeated indices add up). ``index`` has the input's number of
+    dimensions and is no larger than it outside ``dim``.
+    (``dynnets.static.gather`` is TF1's: rows at indices, :func:`take`.)"""
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"gather: dim must be an integer, got {dim!r} (torch's order is gather(input, dim, index))")
     index = _array_of(index)
     if not getattr(index, "_is_symbolic", False):
         index = np.asarray(index)
-    return bind(P.gather_p, x, index, dim=int(dim))
+    return bind(P.gather_p, input, index, dim=int(dim))
 
 
-def masked_fill(x, mask, value):
-    """``x`` with ``value`` where the boolean ``mask`` is true (the two
-    broadcast together), as ``torch.masked_fill``; the value takes ``x``'s
-    dtype (an integer tensor filled with 1.5 holds 1, as torch's). A 0-d
-    tensor ``value`` gets the gradient of the filled positions."""
+def masked_fill(input, mask, value):
+    """``input`` with ``value`` where the boolean ``mask`` is true (the two
+    broadcast together), as ``torch.masked_fill``; the value takes the
+    input's dtype (an integer tensor filled with 1.5 holds 1, as torch's). A
+    0-d tensor ``value`` gets the gradient of the filled positions."""
     m = _array_of(mask)
     if not getattr(m, "_is_symbolic", False):
         m = np.asarray(m)
     if np.dtype(m.dtype) != np.bool_:
         raise P.DTypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype} (as torch: compare first, "
                            f"mask != 0)")
-    dt = np.dtype(x.dtype)
+    dt = np.dtype(input.dtype)
     if hasattr(value, "shape") and not isinstance(value, (np.ndarray, np.generic)):
         if len(tuple(value.shape)):
             raise P.ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
@@ -904,7 +906,7 @@ def masked_fill(x, mask, value):
         if v.ndim:
             raise P.ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got shape {v.shape}")
         v = v.astype(dt)
-    return where(m, v, x)
+    return where(m, v, input)
 
 
 def _bound(op, name, v):
@@ -918,37 +920,38 @@ def _bound(op, name, v):
     return _number(v)
 
 
-def clamp(x, min=None, max=None):
-    """``x`` limited to ``[min, max]``, as ``torch.clamp`` (at least one bound;
-    numbers, in PyTorch's result dtype). ``min > max`` is an error here, where
-    torch sets every element to ``max``."""
+def clamp(input, min=None, max=None):
+    """``input`` limited to ``[min, max]``, as ``torch.clamp`` (at least one
+    bound; numbers, in PyTorch's result dtype). ``min > max`` is an error
+    here, where torch sets every element to ``max``."""
     lo, hi = _bound("clamp", "min", min), _bound("clamp", "max", max)
     if lo is None and hi is None:
         raise TypeError("clamp: at least one of 'min' or 'max' must not be None")
     if lo is not None and hi is not None and lo > hi:
         raise P.ShapeError(f"clamp: min={lo} is greater than max={hi} (torch would set every element to max)")
-    return clip(x, lo, hi)
+    return clip(input, lo, hi)
 
 
-def clamp_min(x, min):
-    return clamp(x, min=min)
+def clamp_min(input, min):
+    return clamp(input, min=min)
 
 
-def clamp_max(x, max):
-    return clamp(x, max=max)
+def clamp_max(input, max):
+    return clamp(input, max=max)
 
 
 _NORM_ALIASES = {"fro": 2.0, "euclidean": 2.0}
 
 
-def norm(x, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
+def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     """The vector ``p``-norm over ``dim`` (all dimensions by default), as
     ``torch.norm``: ``'fro'`` (the default) is the 2-norm of the elements
     (also over a pair of dimensions: the Frobenius norm); a number ``p`` is
-    ``(sum |x|^p)^(1/p)``, ``inf``/``-inf`` the largest/smallest ``|x|``, 0
-    the count of non-zeros. Matrix norms (``'nuc'``, ``p=2`` as the spectral
-    norm) are not computed: an error. The gradient is 0 where the norm is 0,
-    as torch's. ``axis=``/``keepdims=`` are numpy's spellings."""
+    ``(sum |x|^p)^(1/p)`` over ``dim`` (one or several dimensions, as
+    torch's), ``inf``/``-inf`` the largest/smallest ``|x|``, 0 the count of
+    non-zeros. The nuclear norm ``'nuc'`` is not computed (an error). The
+    gradient is 0 where the norm is 0, as torch's. ``axis=``/``keepdims=``
+    are numpy's spellings."""
     if axis is not None:
         dim = _dim("norm", axis, dim)
     if keepdims is not None:
@@ -973,7 +976,7 @@ def norm(x, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
         attrs["axis"] = dim
     if keepdim:
         attrs["keepdims"] = True
-    return bind(P.norm_p, x, **attrs)
+    return bind(P.norm_p, input, **attrs)
 
 
 def einsum(equation, *operands):
@@ -988,46 +991,46 @@ def einsum(equation, *operands):
     return bind(P.einsum_p, *operands, equation=",".join(ins) + "->" + out)
 
 
-def bmm(x, y):
+def bmm(input, mat2):
     """Batched matrix product of (b, n, m) and (b, m, p), as ``torch.bmm``
     (no broadcasting: both must be 3-D with the same batch size)."""
-    xs, ys = tuple(x.shape), tuple(y.shape)
+    xs, ys = tuple(input.shape), tuple(mat2.shape)
     if len(xs) != 3 or len(ys) != 3:
-        raise P.ShapeError(f"bmm: expected 3-D tensors, got x.shape={xs} and y.shape={ys}")
+        raise P.ShapeError(f"bmm: expected 3-D tensors, got input.shape={xs} and mat2.shape={ys}")
     if xs[0] is not None and ys[0] is not None and xs[0] != ys[0]:
-        raise P.ShapeError(f"bmm: batch sizes differ: x.shape[0]={xs[0]}, y.shape[0]={ys[0]}")
-    return matmul(x, y)
+        raise P.ShapeError(f"bmm: batch sizes differ: input.shape[0]={xs[0]}, mat2.shape[0]={ys[0]}")
+    return matmul(input, mat2)
 
 
-def pad(x, pad, mode="constant", value=None):
-    """``x`` padded as ``torch.nn.functional.pad``: ``pad`` is a flat sequence
-    of (before, after) counts, the last dimension first
+def pad(input, pad, mode="constant", value=None):
+    """``input`` padded as ``torch.nn.functional.pad``: ``pad`` is a flat
+    sequence of (before, after) counts, the last dimension first
     (``(left, right, top, bottom)``); negative counts remove elements. Modes
-    ``'constant'`` (``value``, default 0, in ``x``'s dtype), ``'reflect'``,
-    ``'replicate'``, ``'circular'`` (these take no value)."""
+    ``'constant'`` (``value``, default 0, in the input's dtype),
+    ``'reflect'``, ``'replicate'``, ``'circular'`` (these take no value)."""
     if not isinstance(pad, (list, tuple)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                                                       for v in pad):
         raise TypeError(f"pad: pad must be a flat sequence of integers, (before, after) per dimension from the last "
                         f"(torch's order), got {pad!r}")
-    nd = len(x.shape)
+    nd = len(input.shape)
     if len(pad) % 2:
         raise P.ShapeError(f"pad: the padding length must be even, got {len(pad)} ({tuple(pad)})")
     if len(pad) // 2 > nd:
-        raise P.ShapeError(f"pad: {len(pad)} padding values pad {len(pad) // 2} dimensions, x has {nd} (x.shape="
-                           f"{tuple(x.shape)})")
+        raise P.ShapeError(f"pad: {len(pad)} padding values pad {len(pad) // 2} dimensions, the input has {nd} "
+                           f"(input.shape={tuple(input.shape)})")
     if mode != "constant" and value is not None and value != 0:
         raise ValueError(f"pad: mode={mode!r} takes no value argument, got value={value!r}")
     pairs = [(0, 0)] * nd
     for k in range(len(pad) // 2):
         pairs[nd - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
     v = 0 if value is None else _number(value)
-    return bind(P.pad_p, x, pads=tuple(pairs), mode=mode, value=v)
+    return bind(P.pad_p, input, pads=tuple(pairs), mode=mode, value=v)
 
 
-def normalize(x, p=2.0, dim=1, eps=1e-12):
-    """``x / max(norm(x, p, dim, keepdim=True), eps)``, as
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """``input / max(norm(input, p, dim, keepdim=True), eps)``, as
     ``torch.nn.functional.normalize``."""
-    return x / clamp(norm(x, p, dim, keepdim=True), min=eps)
+    return input / clamp(norm(input, p, dim, keepdim=True), min=eps)
 
 
 # --- Tensor methods with PyTorch's names (declared in TensorOps) ---------------------
