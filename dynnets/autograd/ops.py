@@ -234,7 +234,13 @@ def square(x):
 
 
 def astype(x, dtype):
-    return bind(P.astype_p, x, dtype=np.dtype(dtype))
+    """``x`` in ``dtype``; the gradient flows back through a float result
+    only: an integer or boolean result does not require grad (as torch's
+    ``x.long()``)."""
+    dt = np.dtype(dtype)
+    if dt.kind not in "fc" and getattr(x, "requires_grad", False):
+        x = x.detach()
+    return bind(P.astype_p, x, dtype=dt)
 
 
 def clone(x):

@@ -203,6 +203,13 @@ def test_dtype_conversion_methods_as_torch(name, dt):
     assert getattr(torch.tensor(a.astype(dt)), name)() is not None
 
 
+def test_integer_conversions_do_not_require_grad_as_torch():
+    x, xt = dn.tensor([1.5, -2.5], requires_grad=True), torch.tensor([1.5, -2.5], requires_grad=True)
+    for name in ("long", "int", "bool"):
+        assert getattr(x, name)().requires_grad is getattr(xt, name)().requires_grad is False
+    assert x.to(dn.long).grad_fn is None and x.float().requires_grad
+
+
 def test_float_double_carry_gradients():
     a = np.array([1.0, -2.0, 3.0])
     x, xt = dn.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
