@@ -9,15 +9,32 @@ from .autograd import (AnomalyError, LazyTensor, autobatch, GradcheckError, Para
 from .autograd.ops import *  # noqa: F401,F403
 from .autograd.ops import __all__ as _ops_all
 from .autograd.tensor import arange, as_tensor, full, ones, ones_like, randn, tensor, uniform, zeros, zeros_like
+from .autograd.tensor import from_numpy
 from .io import load, save
 from .random import default_generator, initial_seed, manual_seed, seed
 
 __version__ = "0.1.0"
 
+# PyTorch's dtype names, as numpy dtypes (every function that takes dtype= takes
+# them; x.dtype == dn.float32 and dn.long == np.int64 hold)
+import numpy as _np  # noqa: E402
+float32 = float = _np.dtype(_np.float32)
+float64 = double = _np.dtype(_np.float64)
+float16 = half = _np.dtype(_np.float16)
+int64 = long = _np.dtype(_np.int64)
+int32 = int = _np.dtype(_np.int32)
+int16 = short = _np.dtype(_np.int16)
+int8 = _np.dtype(_np.int8)
+uint8 = _np.dtype(_np.uint8)
+bool = _np.dtype(_np.bool_)
+
 __all__ = ["Tensor", "Parameter", "ShapeError", "AnomalyError", "GradcheckError", "no_grad", "enable_grad",
            "is_grad_enabled", "detect_anomaly", "gradcheck", "save", "load", "manual_seed", "seed", "initial_seed",
            "default_generator", "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like", "ones_like", "randn",
-           "uniform", "arange", "autobatch", "LazyTensor", *_ops_all]
+           "uniform", "arange", "autobatch", "LazyTensor", *_ops_all,
+           # (float, int and bool stay out of a star import, which would shadow the builtins)
+           "from_numpy", "float32", "float64", "double", "float16", "half", "int64", "long", "int32", "int16", "short",
+           "int8", "uint8"]
 
 
 def __getattr__(name):

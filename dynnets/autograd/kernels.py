@@ -8,6 +8,9 @@ beside the vectorised activations it inlines (the PyTorch-style LSTM and GRU
 cells, tree levels, packed sequences, Tree-LSTM nodes): kernels must not call
 jitted functions across files, so a kernel lives beside the helpers it calls.
 Kernels are named after their primitive, ``<primitive>_fwd`` / ``_bwd``.
+The exact GELU is here because numpy has no ``erf``: its kernels call libm's
+(``math.erf``, which Numba compiles; the only module besides numpy a kernel
+may name).
 
 Every public function here is a forward (``*_fwd``) or backward (``*_bwd``)
 kernel with a plain-numpy twin of the same name and signature in
@@ -33,10 +36,14 @@ Conventions
 * N is the number of rows, C the number of classes.
 """
 
+import math
+
 import numpy as np
 from numba import njit
 
 __all__ = [
+    "gelu_fwd",
+    "gelu_bwd",
     "embedding_bwd",
     "softmax_cross_entropy_fwd",
     "softmax_cross_entropy_bwd",
@@ -260,4 +267,52 @@ def outer_sum_fwd(a, b):
             s = a[k, m]
             for n in range(N):
                 out[m, n] += s * b[k, n]
+    return out
+
+
+# --------------------------------------------------------------------------
+# GELU (exact): x * Phi(x), Phi the standard normal CDF (Hendrycks and Gimpel 2016)
+# --------------------------------------------------------------------------
+
+
+@njit(cache=True, fastmath=False, nogil=True)
+def gelu_fwd(x):
+    """``0.5 * x * (1 + erf(x / sqrt(2)))``, as PyTorch's ``gelu``.
+
+    Parameters
+    ----------
+    x : (N,) array
+        C-contiguous (the caller flattens).
+
+    Returns
+    -------
+    y : (N,) array
+    """
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = 0.5 * v * (1.0 + math.erf(v * 0.7071067811865476))
+    return out
+
+
+@njit(cache=True, fastmath=False, nogil=True)
+def gelu_bwd(x, dy):
+    """``dy * (Phi(x) + x * phi(x))``, phi the standard normal density (the
+    derivative of :func:`gelu_fwd`, PyTorch's formula).
+
+    Parameters
+    ----------
+    x, dy : (N,) arrays
+        The forward's input and the output gradient, C-contiguous, one dtype.
+
+    Returns
+    -------
+    dx : (N,) array
+    """
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        v = x[i]
+        cdf = 0.5 * (1.0 + math.erf(v * 0.7071067811865476))
+        pdf = 0.3989422804014327 * math.exp(-0.5 * v * v)
+        out[i] = dy[i] * (cdf + v * pdf)
     return out

@@ -29,6 +29,8 @@ __all__ = [
     "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_lstm_levels_packed", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "astype", "flatten", "squeeze", "unsqueeze",
     "permute", "clone", "argmin", "MaxMin",
+    "gelu", "leaky_relu", "gather", "masked_fill", "clamp", "clamp_min", "clamp_max", "chunk", "array_split", "norm",
+    "einsum", "bmm",
 ]
 
 
@@ -46,26 +48,103 @@ def _array_of(x):
     return d if type(d) is np.ndarray else x
 
 
+# --- PyTorch's type promotion ---------------------------------------------------
+#
+# The elementwise, where, clip and concat primitives compute in numpy's result
+# dtype, and their shape rules raise PromotionNeeded where PyTorch's type
+# promotion gives another (int64 * 1.5 is float32 in torch, float64 in numpy;
+# int / int is float32; exp of an integer is float32). The ops below catch it
+# and bind again on operands cast to torch's dtype: operands of one dtype, the
+# usual case, pay nothing (a try block is free in Python 3.11), and a static
+# graph gets explicit casts.
+
+_PY_NUMBERS = (bool, int, float, complex)
+_TO_FLOAT = frozenset({"div", "exp", "log", "tanh", "sigmoid", "sqrt"})
+
+
+def _dtype(a):
+    d = getattr(a, "dtype", None)
+    return np.asarray(a).dtype if d is None else np.dtype(d)
+
+
+def _cast(a, dt):
+    """Operand ``a`` in dtype ``dt``: Python numbers stay (numpy keeps them
+    weak), arrays are converted, tensors and static values get an ``astype``
+    (through which the gradient flows back in their own dtype)."""
+    if type(a) in _PY_NUMBERS:
+        return a
+    if isinstance(a, (np.ndarray, np.generic, list, tuple)):
+        a = np.asarray(a)
+        return a if a.dtype == dt else a.astype(dt)
+    return a if _dtype(a) == dt else astype(a, dt)
+
+
+def promoted(prim, *args, **attrs):
+    """``bind(prim, *args, **attrs)`` on operands cast to the dtype PyTorch's
+    type promotion gives them (the answer to a shape rule's PromotionNeeded).
+    For ``where`` the condition, for ``clip`` the bounds are not operands."""
+    name = prim.name
+    if name in ("concat", "stack"):
+        dts = [_dtype(a) for a in args]
+        dt = dts[0]
+        for d in dts[1:]:
+            dt = P.torch_promote(dt, d)
+        return bind(prim, *[_cast(a, dt) for a in args], **attrs)
+    if name == "where":
+        c, *ops_ = args
+    else:
+        c, ops_ = None, args
+    avals = [P.aval_of(a) for a in ops_]
+    if name == "clip":
+        avals += [P.Aval((), v) for v in (attrs.get("lo"), attrs.get("hi")) if v is not None]
+    dt = P.torch_result_type(*avals)
+    if name in _TO_FLOAT and dt.kind in "biu":
+        dt = P.DEFAULT_FLOAT
+    cast = [_cast(a, dt) for a in ops_]
+    return bind(prim, *cast, **attrs) if c is None else bind(prim, c, *cast, **attrs)
+
+
+def _number(v):
+    """A numpy scalar bound as the Python number torch takes it for."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 # --- elementwise ---------------------------------------------------------------
 
 def add(x, y):
-    return bind2(P.add_p, x, y)
+    try:
+        return bind2(P.add_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.add_p, x, y)
 
 
 def sub(x, y):
-    return bind2(P.sub_p, x, y)
+    try:
+        return bind2(P.sub_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.sub_p, x, y)
 
 
 def mul(x, y):
-    return bind2(P.mul_p, x, y)
+    try:
+        return bind2(P.mul_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.mul_p, x, y)
 
 
 def div(x, y):
-    return bind2(P.div_p, x, y)
+    """``x / y`` (true division; integers divide in float32, as torch's)."""
+    try:
+        return bind2(P.div_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.div_p, x, y)
 
 
 def pow(x, y):
-    return bind2(P.pow_p, x, y)
+    try:
+        return bind2(P.pow_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.pow_p, x, y)
 
 
 def neg(x):
@@ -73,19 +152,32 @@ def neg(x):
 
 
 def exp(x):
-    return bind1(P.exp_p, x)
+    """``e ** x`` (an integer input in float32, as torch's)."""
+    try:
+        return bind1(P.exp_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.exp_p, x)
 
 
 def log(x):
-    return bind1(P.log_p, x)
+    try:
+        return bind1(P.log_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.log_p, x)
 
 
 def tanh(x):
-    return bind1(P.tanh_p, x)
+    try:
+        return bind1(P.tanh_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.tanh_p, x)
 
 
 def sigmoid(x):
-    return bind1(P.sigmoid_p, x)
+    try:
+        return bind1(P.sigmoid_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.sigmoid_p, x)
 
 
 def relu(x):
@@ -93,7 +185,10 @@ def relu(x):
 
 
 def sqrt(x):
-    return bind1(P.sqrt_p, x)
+    try:
+        return bind1(P.sqrt_p, x)
+    except P.PromotionNeeded:
+        return promoted(P.sqrt_p, x)
 
 
 def abs(x):
@@ -101,22 +196,37 @@ def abs(x):
 
 
 def clip(x, lo=None, hi=None):
-    return bind(P.clip_p, x, lo=lo, hi=hi)
+    """``x`` limited to ``[lo, hi]`` (either may be None); numbers as bounds,
+    in PyTorch's result dtype (``clip(int64, -0.5, 2.5)`` is float32)."""
+    lo, hi = _number(lo), _number(hi)
+    try:
+        return bind(P.clip_p, x, lo=lo, hi=hi)
+    except P.PromotionNeeded:
+        return promoted(P.clip_p, x, lo=lo, hi=hi)
 
 
 def maximum(x, y):
-    return bind2(P.maximum_p, x, y)
+    try:
+        return bind2(P.maximum_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.maximum_p, x, y)
 
 
 def minimum(x, y):
-    return bind2(P.minimum_p, x, y)
+    try:
+        return bind2(P.minimum_p, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.minimum_p, x, y)
 
 
 def where(condition, x, y):
     """``x`` where ``condition`` else ``y``; gradients flow to ``x`` and ``y`` only."""
     condition = _array_of(condition)
-    return bind(P.where_p, np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False)
-                else condition, x, y)
+    c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
+    try:
+        return bind(P.where_p, c, x, y)
+    except P.PromotionNeeded:
+        return promoted(P.where_p, c, x, y)
 
 
 def square(x):
@@ -124,7 +234,13 @@ def square(x):
 
 
 def astype(x, dtype):
-    return bind(P.astype_p, x, dtype=np.dtype(dtype))
+    """``x`` in ``dtype``; the gradient flows back through a float result
+    only: an integer or boolean result does not require grad (as torch's
+    ``x.long()``)."""
+    dt = np.dtype(dtype)
+    if dt.kind not in "fc" and getattr(x, "requires_grad", False):
+        x = x.detach()
+    return bind(P.astype_p, x, dtype=dt)
 
 
 def clone(x):
@@ -134,9 +250,14 @@ def clone(x):
 
 # --- reductions ------------------------------------------------------------------
 
-def _axis(axis):
+def _axis(axis, op):
     if isinstance(axis, list):
-        return tuple(axis)
+        axis = tuple(axis)
+    if axis == ():
+        # torch's dim=() reduces every dimension, numpy's axis=() none: either reading would
+        # silently surprise the other's users
+        raise P.ShapeError(f"{op}: an empty tuple of dimensions reduces every dimension in PyTorch and none in "
+                           f"numpy; pass dim=None to reduce all (or skip the {op})")
     return axis
 
 
@@ -179,19 +300,30 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=
         axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind1(P.sum_p, x)
-    return bind(P.sum_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
+    return bind(P.sum_p, x, axis=_axis(axis, "sum"), keepdims=True if keepdims else False)
 
 
-def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=None):
-    """Mean over ``axis`` (all axes by default), as :func:`sum`; ``np.mean(t)``
-    works too (the accuracy ``np.mean(pred == labels)``)."""
-    if dtype is not None or out is not None:
+# numpy's np.mean(t) calls t.mean(axis=, dtype=, out=None), passing out= explicitly; torch code never
+# passes it: the default tells the two callers apart
+_NO_OUT = object()
+
+
+def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=_NO_OUT):
+    """Mean over ``axis`` (all axes by default), as :func:`sum`. The mean of
+    integers or booleans raises, as ``torch.mean`` (cast first:
+    ``(pred == labels).float().mean()``), except when numpy asks:
+    ``np.mean(pred == labels)`` is numpy's float64 mean, the accuracy."""
+    if out is not _NO_OUT:
+        if dtype is None and out is None and _dtype(x).kind in "biu":
+            dtype = np.float64          # numpy's meaning of np.mean over integers and booleans
         x = _numpy_call("mean", x, dtype, out)
+    elif dtype is not None:
+        x = _numpy_call("mean", x, dtype, None)
     if dim is not None or keepdim is not None:
         axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind1(P.mean_p, x)
-    return bind(P.mean_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
+    return bind(P.mean_p, x, axis=_axis(axis, "mean"), keepdims=True if keepdims else False)
 
 
 class MaxMin(tuple):
@@ -262,7 +394,7 @@ def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
         keepdims = _keep("max", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind1(P.max_p, x)
-    return bind(P.max_p, x, axis=_axis(axis), keepdims=True if keepdims else False)
+    return bind(P.max_p, x, axis=_axis(axis, "max"), keepdims=True if keepdims else False)
 
 
 def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
@@ -273,6 +405,8 @@ def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
         if axis is not None:
             raise TypeError(f"min: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
         return _max_along("min", x, dim, _keep("min", keepdims, keepdim), False)
+    if axis is not None:
+        axis = _axis(axis, "min")
     return neg(max(neg(x), axis=axis, keepdims=_keep("min", keepdims, keepdim)))
 
 
@@ -474,9 +608,11 @@ def concat(xs, axis=None, *, dim=None):
     """``xs`` joined along ``axis`` (``dim``; default 0)."""
     if dim is not None:
         axis = _dim("concat", axis, dim)
-    if axis is None or (axis == 0 and type(axis) is int):
-        return bind(P.concat_p, *xs)         # the default, without attributes (see sum)
-    return bind(P.concat_p, *xs, axis=axis)
+    attrs = {} if axis is None or (axis == 0 and type(axis) is int) else {"axis": axis}   # see sum
+    try:
+        return bind(P.concat_p, *xs, **attrs)
+    except P.PromotionNeeded:
+        return promoted(P.concat_p, *xs, **attrs)
 
 
 cat = concat
@@ -486,36 +622,100 @@ def stack(xs, axis=None, *, dim=None):
     """``xs`` stacked along a new ``axis`` (``dim``; default 0)."""
     if dim is not None:
         axis = _dim("stack", axis, dim)
-    if axis is None or (axis == 0 and type(axis) is int):
-        return bind(P.stack_p, *xs)
-    return bind(P.stack_p, *xs, axis=axis)
+    attrs = {} if axis is None or (axis == 0 and type(axis) is int) else {"axis": axis}
+    try:
+        return bind(P.stack_p, *xs, **attrs)
+    except P.PromotionNeeded:
+        return promoted(P.stack_p, *xs, **attrs)
 
 
-def split(x, sections, axis=None, *, dim=None):
-    """Split into ``sections`` equal parts (an int) or at the given sizes (a list),
-    as ``torch.split``'s list form, along ``axis`` (``dim``; default 0);
-    returns a list of tensors."""
-    axis = _dim("split", axis, dim)
-    if axis is None:
-        axis = 0
-    n = x.shape[axis]
-    if isinstance(sections, int):
-        if n % sections:
-            raise P.ShapeError(f"split: axis {axis} of size {n} cannot be split into {sections} equal parts")
-        sizes = [n // sections] * sections
+def _split_axis(op, x, axis, dim):
+    axis = _dim(op, axis, dim)
+    axis = 0 if axis is None else axis
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an integer, got {axis!r}")
+    return _axis_of(op, int(axis), builtins.max(len(x.shape), 1))
+
+
+def _split_sizes(x, sizes, axis):
+    """``bind`` of the split primitive: one node whose results are the parts."""
+    if not sizes:
+        return []
+    return list(bind(P.split_p, x, sizes=tuple(int(s) for s in sizes), axis=axis))
+
+
+def split(x, split_size_or_sections, dim=None, *, axis=None):
+    """Parts of ``x`` along ``dim`` (``axis``; default 0), as ``torch.split``:
+    an int is the size of each part (the last may be smaller), a list the
+    size of each; one node (the ``split`` primitive), returned as a list.
+
+    This is PyTorch's meaning; numpy's (an int is the number of parts) is
+    :func:`array_split`, and the static facade's ``dynnets.static.split``
+    keeps TF1's ``split(value, num_or_size_splits, axis)`` (an int is the
+    number of equal parts). Sizes in a list need not know the dimension when
+    a static graph is built (they are checked at run time); an int needs it.
+    """
+    if not len(x.shape):
+        raise P.ShapeError("split: x must have at least one dimension, got a 0-d input")
+    ax = _split_axis("split", x, axis, dim)
+    n = x.shape[ax]
+    if isinstance(split_size_or_sections, (int, np.integer)) and not isinstance(split_size_or_sections, bool):
+        size = int(split_size_or_sections)
+        if size <= 0 and not (size == 0 and n == 0):
+            raise P.ShapeError(f"split: split_size must be a positive integer, got {size}")
+        if n is None:
+            raise P.ShapeError(f"split: dimension {ax} of x.shape={tuple(x.shape)} is unknown, so the number of "
+                               f"parts of size {size} is too; pass a list of sizes")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if n else [0]
+        return _split_sizes(x, sizes, ax)
+    if not isinstance(split_size_or_sections, (list, tuple)):
+        raise TypeError(f"split: split_size_or_sections must be an int or a list of ints, got "
+                        f"{split_size_or_sections!r}")
+    sizes = [int(s) for s in split_size_or_sections]
+    if n is not None and builtins.sum(sizes) != n:
+        raise P.ShapeError(f"split: sizes {sizes} do not add up to x.shape[{ax}]={n}")
+    return _split_sizes(x, sizes, ax)
+
+
+def array_split(x, indices_or_sections, axis=0):
+    """numpy's ``array_split``: an int is the number of parts (sizes differ by
+    at most one, the larger first), a list the indices to split at."""
+    ax = _split_axis("array_split", x, axis, None)
+    n = x.shape[ax]
+    if n is None:
+        raise P.ShapeError(f"array_split: dimension {ax} of x.shape={tuple(x.shape)} must be known")
+    if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(indices_or_sections, bool):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise P.ShapeError(f"array_split: the number of sections must be larger than 0, got {k}")
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
     else:
-        sizes = list(sections)
-        if builtins.sum(sizes) != n:
-            raise P.ShapeError(f"split: sizes {sizes} do not add up to x.shape[{axis}]={n}")
-    out = []
-    start = 0
-    nd = len(x.shape)
-    ax = axis % nd
-    for s in sizes:
-        idx = (slice(None),) * ax + (slice(start, start + s),)
-        out.append(getitem(x, idx))
-        start += s
-    return out
+        bounds = [builtins.min(builtins.max(int(i) if i >= 0 else n + int(i), 0), n) for i in indices_or_sections]
+        edges = [0] + bounds + [n]
+        sizes = [builtins.max(b - a, 0) for a, b in zip(edges[:-1], edges[1:])]
+        starts = edges[:-1]
+        # numpy's parts for decreasing indices are empty: slice as numpy does
+        return [getitem(x, (slice(None),) * ax + (slice(a, a + sz),)) for a, sz in zip(starts, sizes)]
+    return _split_sizes(x, sizes, ax)
+
+
+def chunk(input, chunks, dim=0):
+    """``chunks`` parts along ``dim``, as ``torch.chunk``: each of size
+    ``ceil(n / chunks)`` but the last, so there may be fewer parts."""
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+        raise P.ShapeError(f"chunk: chunks must be a positive integer, got {chunks!r}")
+    if not len(input.shape):
+        raise P.ShapeError("chunk: input must have at least one dimension, got a 0-d input")
+    ax = _split_axis("chunk", input, dim, None)
+    n = input.shape[ax]
+    if n is None:
+        raise P.ShapeError(f"chunk: dimension {ax} of input.shape={tuple(input.shape)} is unknown, so the parts "
+                           f"are too")
+    if n == 0:
+        return _split_sizes(input, [0] * int(chunks), ax)
+    size = -(-n // int(chunks))
+    return split(input, size, dim=ax)
 
 
 # --- linear algebra --------------------------------------------------------------
@@ -722,3 +922,334 @@ def tree_lstm_node(s_l, s_r, w, b):
 def tree_lstm_leaf_node(x, w, b):
     """Tree-LSTM leaf from input rows ``x`` (n, E) -> packed states (n, 2H)."""
     return bind_first(P.tree_lstm_leaf_node_p, x, w, b)
+
+
+# --- PyTorch's names: activations, gather, masked_fill, clamp, norm, einsum, bmm, pad ----
+
+def gelu(input, approximate="none"):
+    """GELU, ``input * Phi(input)`` (``approximate='tanh'``: torch's tanh
+    approximation), as ``torch.nn.functional.gelu``."""
+    if approximate == "none":
+        return bind1(P.gelu_p, input)
+    return bind(P.gelu_p, input, approximate=approximate)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``input`` where positive, else ``negative_slope * input``, as
+    ``torch.nn.functional.leaky_relu`` (whose default slope is 0.01; TF1's
+    ``tf.nn.leaky_relu`` defaults to 0.2). ``inplace=True`` (torch's memory
+    saving) is accepted; the result is a new tensor either way."""
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
+        raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
+    return bind(P.leaky_relu_p, input, negative_slope=float(negative_slope))
+
+
+def gather(input, dim, index):
+    """``out[i][j] = input[index[i][j]][j]`` (``dim`` 0; and so on), as
+    ``torch.gather(input, dim, index)``; the gradient is scattered back
+    (repeated indices add up). ``index`` has the input's number of
+    dimensions and is no larger than it outside ``dim``.
+    (``dynnets.static.gather`` is TF1's: rows at indices, :func:`take`.)"""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"gather: dim must be an integer, got {dim!r} (torch's order is gather(input, dim, index))")
+    index = _array_of(index)
+    if not getattr(index, "_is_symbolic", False):
+        index = np.asarray(index)
+    return bind(P.gather_p, input, index, dim=int(dim))
+
+
+def masked_fill(input, mask, value):
+    """``input`` with ``value`` where the boolean ``mask`` is true (the two
+    broadcast together), as ``torch.masked_fill``; the value takes the
+    input's dtype (an integer tensor filled with 1.5 holds 1, as torch's). A
+    0-d tensor ``value`` gets the gradient of the filled positions."""
+    m = _array_of(mask)
+    if not getattr(m, "_is_symbolic", False):
+        m = np.asarray(m)
+    if np.dtype(m.dtype) != np.bool_:
+        raise P.DTypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype} (as torch: compare first, "
+                           f"mask != 0)")
+    dt = np.dtype(input.dtype)
+    if hasattr(value, "shape") and not isinstance(value, (np.ndarray, np.generic)):
+        if len(tuple(value.shape)):
+            raise P.ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
+                               f"{tuple(value.shape)}")
+        v = value if np.dtype(value.dtype) == dt else astype(value, dt)
+    else:
+        v = np.asarray(value)
+        if v.ndim:
+            raise P.ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got shape {v.shape}")
+        v = v.astype(dt)
+    return where(m, v, input)
+
+
+def _bound(op, name, v):
+    if v is None:
+        return None
+    if hasattr(v, "shape"):
+        raise TypeError(f"{op}: {name} must be a number or None, got a tensor (elementwise bounds: "
+                        f"dynnets.maximum / dynnets.minimum)")
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: {name} must be a number or None, got {v!r}")
+    return _number(v)
+
+
+def clamp(input, min=None, max=None):
+    """``input`` limited to ``[min, max]``, as ``torch.clamp`` (at least one
+    bound; numbers, in PyTorch's result dtype). ``min > max`` is an error
+    here, where torch sets every element to ``max``."""
+    lo, hi = _bound("clamp", "min", min), _bound("clamp", "max", max)
+    if lo is None and hi is None:
+        raise TypeError("clamp: at least one of 'min' or 'max' must not be None")
+    if lo is not None and hi is not None and lo > hi:
+        raise P.ShapeError(f"clamp: min={lo} is greater than max={hi} (torch would set every element to max)")
+    return clip(input, lo, hi)
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+_NORM_ALIASES = {"fro": 2.0, "euclidean": 2.0}
+
+
+def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
+    """The vector ``p``-norm over ``dim`` (all dimensions by default), as
+    ``torch.norm``: ``'fro'`` (the default) is the 2-norm of the elements
+    (also over a pair of dimensions: the Frobenius norm); a number ``p`` is
+    ``(sum |x|^p)^(1/p)`` over ``dim`` (one or several dimensions, as
+    torch's), ``inf``/``-inf`` the largest/smallest ``|x|``, 0 the count of
+    non-zeros. The nuclear norm ``'nuc'`` is not computed (an error). The
+    gradient is 0 where the norm is 0, as torch's. ``axis=``/``keepdims=``
+    are numpy's spellings."""
+    if axis is not None:
+        dim = _dim("norm", axis, dim)
+    if keepdims is not None:
+        keepdim = _keep("norm", keepdims, None if keepdim is False else keepdim)
+    if isinstance(p, str):
+        if p not in _NORM_ALIASES:
+            raise ValueError(f"norm: p={p!r} is not supported (vector norms: 'fro', or a number; the nuclear norm "
+                             f"'nuc' needs an SVD, which dynnets does not compute)")
+        if dim is not None and not isinstance(dim, (int, np.integer)) and len(dim) > 2:
+            raise P.ShapeError(f"norm: p='fro' takes at most 2 dimensions, got dim={dim!r}")
+        p = _NORM_ALIASES[p]
+    elif p is None:
+        p = 2.0
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise TypeError(f"norm: p must be 'fro' or a number, got {p!r}")
+    if isinstance(dim, list):
+        dim = tuple(dim)
+    if dim == ():
+        dim = None          # torch reduces every dimension for an empty tuple
+    attrs = {"ord": float(p)}
+    if dim is not None:
+        attrs["axis"] = dim
+    if keepdim:
+        attrs["keepdims"] = True
+    return bind(P.norm_p, input, **attrs)
+
+
+def einsum(equation, *operands):
+    """Einstein summation, as ``torch.einsum`` / ``numpy.einsum``
+    (``einsum('ij,jk->ik', a, b)``; ``...`` for leading dimensions; without
+    ``->`` the output is the letters used once, in alphabetical order); the
+    operands may also come as one list. One primitive: its gradient
+    contracts the output gradient with the other operands."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    ins, out = P.parse_einsum(equation, [len(o.shape) if hasattr(o, "shape") else np.ndim(o) for o in operands])
+    return bind(P.einsum_p, *operands, equation=",".join(ins) + "->" + out)
+
+
+def bmm(input, mat2):
+    """Batched matrix product of (b, n, m) and (b, m, p), as ``torch.bmm``
+    (no broadcasting: both must be 3-D with the same batch size)."""
+    xs, ys = tuple(input.shape), tuple(mat2.shape)
+    if len(xs) != 3 or len(ys) != 3:
+        raise P.ShapeError(f"bmm: expected 3-D tensors, got input.shape={xs} and mat2.shape={ys}")
+    if xs[0] is not None and ys[0] is not None and xs[0] != ys[0]:
+        raise P.ShapeError(f"bmm: batch sizes differ: input.shape[0]={xs[0]}, mat2.shape[0]={ys[0]}")
+    return matmul(input, mat2)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """``input`` padded as ``torch.nn.functional.pad``: ``pad`` is a flat
+    sequence of (before, after) counts, the last dimension first
+    (``(left, right, top, bottom)``); negative counts remove elements. Modes
+    ``'constant'`` (``value``, default 0, in the input's dtype),
+    ``'reflect'``, ``'replicate'``, ``'circular'`` (these take no value)."""
+    if not isinstance(pad, (list, tuple)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                      for v in pad):
+        raise TypeError(f"pad: pad must be a flat sequence of integers, (before, after) per dimension from the last "
+                        f"(torch's order), got {pad!r}")
+    nd = len(input.shape)
+    if len(pad) % 2:
+        raise P.ShapeError(f"pad: the padding length must be even, got {len(pad)} ({tuple(pad)})")
+    if len(pad) // 2 > nd:
+        raise P.ShapeError(f"pad: {len(pad)} padding values pad {len(pad) // 2} dimensions, the input has {nd} "
+                           f"(input.shape={tuple(input.shape)})")
+    if mode != "constant" and value is not None and value != 0:
+        raise ValueError(f"pad: mode={mode!r} takes no value argument, got value={value!r}")
+    pairs = [(0, 0)] * nd
+    for k in range(len(pad) // 2):
+        pairs[nd - 1 - k] = (int(pad[2 * k]), int(pad[2 * k + 1]))
+    v = 0 if value is None else _number(value)
+    return bind(P.pad_p, input, pads=tuple(pairs), mode=mode, value=v)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """``input / max(norm(input, p, dim, keepdim=True), eps)``, as
+    ``torch.nn.functional.normalize``."""
+    return input / clamp(norm(input, p, dim, keepdim=True), min=eps)
+
+
+# --- Tensor methods with PyTorch's names (declared in TensorOps) ---------------------
+
+def type_as(x, other):
+    """``x`` in ``other``'s dtype (``x`` itself when it already is)."""
+    dt = np.dtype(other.dtype)
+    return x if np.dtype(x.dtype) == dt else astype(x, dt)
+
+
+def _sizes(op, sizes):
+    sizes = shape_tuple(sizes)
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
+        raise TypeError(f"{op}: sizes must be integers, got {sizes!r}")
+    return tuple(int(s) for s in sizes)
+
+
+def expand(x, *sizes):
+    """``x`` broadcast to ``sizes`` (-1 keeps a dimension; new dimensions go
+    in front), as ``torch.Tensor.expand``; a view, no copy."""
+    sizes = _sizes("expand", sizes)
+    shp = tuple(x.shape)
+    lead = len(sizes) - len(shp)
+    if lead < 0:
+        raise P.ShapeError(f"expand: the number of sizes ({len(sizes)}) must be at least x's dimensions "
+                           f"({len(shp)}), x.shape={shp}")
+    target = []
+    for k, s in enumerate(sizes):
+        if s == -1:
+            if k < lead:
+                raise P.ShapeError(f"expand: -1 is not allowed for a new leading dimension ({k}), sizes={sizes}")
+            target.append(shp[k - lead])
+        elif s < 0:
+            raise P.ShapeError(f"expand: invalid size {s} in sizes={sizes}")
+        else:
+            d = shp[k - lead] if k >= lead else 1
+            if d is not None and d != 1 and d != s:
+                raise P.ShapeError(f"expand: the size of dimension {k - lead} ({d}) must match sizes[{k}]={s} "
+                                   f"unless it is 1 (x.shape={shp}, sizes={sizes})")
+            target.append(s)
+    if None in target:
+        # an unknown dimension kept as it is (a static value): broadcast by a product with ones
+        ones = np.ones(tuple(1 if t is None else t for t in target), dtype=np.dtype(x.dtype))
+        return x * ones if np.dtype(x.dtype) != np.bool_ else where(ones, x, x)
+    target = tuple(target)
+    return x if target == shp else broadcast_to(x, target)
+
+
+def expand_as(x, other):
+    """:func:`expand` to ``other``'s shape. An unknown dimension of ``other``
+    (a static value) keeps ``x``'s, which must then not be 1 (it could not be
+    known whether it broadcasts)."""
+    oshp, shp = tuple(other.shape), tuple(x.shape)
+    lead = len(oshp) - len(shp)
+    sizes = []
+    for k, o in enumerate(oshp):
+        if o is None:
+            if k < lead or shp[k - lead] == 1:
+                raise P.ShapeError(f"expand_as: dimension {k} of other.shape={oshp} is unknown, so whether x.shape="
+                                   f"{shp} broadcasts to it cannot be decided when the graph is built")
+            o = -1
+        sizes.append(o)
+    return expand(x, *sizes)
+
+
+def repeat(x, *sizes):
+    """``x`` tiled ``sizes[k]`` times along each dimension (new dimensions in
+    front), as ``torch.Tensor.repeat`` (numpy's ``tile``)."""
+    sizes = _sizes("repeat", sizes)
+    shp = tuple(x.shape)
+    if len(sizes) < len(shp):
+        raise P.ShapeError(f"repeat: the number of repeats ({len(sizes)}) can not be smaller than x's dimensions "
+                           f"({len(shp)}), x.shape={shp}")
+    if any(s < 0 for s in sizes):
+        raise P.ShapeError(f"repeat: repeats must be non-negative, got {sizes}")
+    new = len(sizes) - len(shp)
+    shp = (1,) * new + shp
+    if None in shp:
+        # unknown dimensions (a static value): copies joined along each repeated dimension
+        y = x
+        for _ in range(new):
+            y = unsqueeze(y, 0)
+        for k, r in enumerate(sizes):
+            if r != 1:
+                y = concat([y] * r, axis=k) if r else getitem(y, (slice(None),) * k + (slice(0, 0),))
+        return y
+    # (1, d0, 1, d1...) broadcast to (r0, d0, r1, d1...) and merged: one copy
+    inter = []
+    for r, d in zip(sizes, shp):
+        inter += [1, d]
+    full = []
+    for r, d in zip(sizes, shp):
+        full += [r, d]
+    y = broadcast_to(reshape(x, *inter), tuple(full))
+    return reshape(y, *[r * d for r, d in zip(sizes, shp)])
+
+
+def _device_name(op, device):
+    """'cpu' for the CPU (a string, or a device object with ``type='cpu'``,
+    as torch's); any other device is an error."""
+    if device is None:
+        return None
+    name = device if isinstance(device, str) else getattr(device, "type", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{op}: expected a device ('cpu') or a dtype, got {device!r}")
+    if name.split(":")[0] == "cpu":
+        return "cpu"
+    raise RuntimeError(f"{op}: dynnets runs on the CPU only, got device {device!r}")
+
+
+def _is_dtype(v):
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+        return True
+    if v is None or isinstance(v, str) or hasattr(v, "shape"):
+        return False
+    try:
+        np.dtype(v)
+        return True
+    except TypeError:
+        return False
+
+
+def to(x, *args, dtype=None, device=None, non_blocking=False, copy=False):
+    """``x`` in another dtype, as ``torch.Tensor.to``: ``to(dtype)``,
+    ``to('cpu')``, ``to('cpu', dtype)``, ``to(other)`` (its dtype),
+    ``to(device=, dtype=)``. ``x`` itself when nothing changes (a copy with
+    ``copy=True``); a device other than the CPU is an error."""
+    if len(args) > 2:
+        raise TypeError(f"to: expected at most a device and a dtype, got {len(args)} arguments")
+    for a in args:
+        if _is_dtype(a):
+            if dtype is not None:
+                raise TypeError(f"to: got the dtype twice ({dtype!r} and {a!r})")
+            dtype = a
+        elif hasattr(a, "shape") and hasattr(a, "dtype"):
+            dtype = a.dtype
+        else:
+            if device is not None:
+                raise TypeError(f"to: got the device twice ({device!r} and {a!r})")
+            device = a
+    _device_name("to", device)
+    out = x if dtype is None or np.dtype(dtype) == np.dtype(x.dtype) else astype(x, np.dtype(dtype))
+    return clone(out) if copy and out is x else out
+
+
+def cpu(x):
+    """``x`` itself (dynnets runs on the CPU), as ``torch.Tensor.cpu``."""
+    return x

@@ -6,9 +6,13 @@ every kernel and compare the two; see the kernel docstrings for shapes. The
 twins are also a fallback any caller can switch to when debugging a kernel.
 """
 
+import math
+
 import numpy as np
 
 __all__ = [
+    "gelu_fwd",
+    "gelu_bwd",
     "embedding_bwd",
     "softmax_cross_entropy_fwd",
     "softmax_cross_entropy_bwd",
@@ -60,3 +64,18 @@ def log_softmax_fwd(x):
 def outer_sum_fwd(a, b):
     """``a.T @ b`` for a (K, M) and b (K, N) -> (M, N)."""
     return a.T @ b
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_fwd(x):
+    """Exact GELU: x (N,) -> 0.5 x (1 + erf(x / sqrt 2)) (N,)."""
+    return (0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))).astype(x.dtype)
+
+
+def gelu_bwd(x, dy):
+    """Its derivative times dy: x, dy (N,) -> dy (Phi(x) + x phi(x)) (N,)."""
+    cdf = 0.5 * (1.0 + _erf(x / np.sqrt(2.0)))
+    pdf = np.exp(-0.5 * x.astype(np.float64) ** 2) / np.sqrt(2.0 * np.pi)
+    return (dy * (cdf + x * pdf)).astype(x.dtype)

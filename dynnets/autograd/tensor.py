@@ -23,10 +23,10 @@ from . import primitives as P
 from .engine import backward as _backward
 from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
 from .gradtypes import densify
-from .primitives.core import ShapeError
+from .primitives.core import PromotionNeeded, ShapeError
 
-__all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "zeros", "ones", "full", "zeros_like",
-           "ones_like", "randn", "uniform", "arange"]
+__all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
+           "zeros_like", "ones_like", "randn", "uniform", "arange"]
 
 
 # the operand types of an elementwise comparison, tested by type first (one set
@@ -57,36 +57,67 @@ class TensorOps:
 
     __slots__ = ()
 
-    # arithmetic operators (binding the primitive directly: one call per operator)
+    # arithmetic operators (binding the primitive directly: one call per operator; mixed
+    # dtypes that PyTorch promotes otherwise than numpy are cast, see ops.promoted)
     def __add__(self, o):
-        return bind2(P.add_p, self, o)
+        try:
+            return bind2(P.add_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.add_p, self, o)
 
     def __radd__(self, o):
-        return bind2(P.add_p, o, self)
+        try:
+            return bind2(P.add_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.add_p, o, self)
 
     def __sub__(self, o):
-        return bind2(P.sub_p, self, o)
+        try:
+            return bind2(P.sub_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.sub_p, self, o)
 
     def __rsub__(self, o):
-        return bind2(P.sub_p, o, self)
+        try:
+            return bind2(P.sub_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.sub_p, o, self)
 
     def __mul__(self, o):
-        return bind2(P.mul_p, self, o)
+        try:
+            return bind2(P.mul_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.mul_p, self, o)
 
     def __rmul__(self, o):
-        return bind2(P.mul_p, o, self)
+        try:
+            return bind2(P.mul_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.mul_p, o, self)
 
     def __truediv__(self, o):
-        return bind2(P.div_p, self, o)
+        try:
+            return bind2(P.div_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.div_p, self, o)
 
     def __rtruediv__(self, o):
-        return bind2(P.div_p, o, self)
+        try:
+            return bind2(P.div_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.div_p, o, self)
 
     def __pow__(self, o):
-        return bind2(P.pow_p, self, o)
+        try:
+            return bind2(P.pow_p, self, o)
+        except PromotionNeeded:
+            return ops.promoted(P.pow_p, self, o)
 
     def __rpow__(self, o):
-        return bind2(P.pow_p, o, self)
+        try:
+            return bind2(P.pow_p, o, self)
+        except PromotionNeeded:
+            return ops.promoted(P.pow_p, o, self)
 
     def __matmul__(self, o):
         return bind2(P.matmul_p, self, o)
@@ -187,6 +218,79 @@ class TensorOps:
     size = ops.size
     numel = ops.numel
 
+    # PyTorch's names (each a dynnets op, so eager, static and autobatch alike)
+    split = ops.split
+    chunk = ops.chunk
+    gather = ops.gather
+    masked_fill = ops.masked_fill
+    clamp = ops.clamp
+    clamp_min = ops.clamp_min
+    clamp_max = ops.clamp_max
+    norm = ops.norm
+    bmm = ops.bmm
+    expand = ops.expand
+    expand_as = ops.expand_as
+    repeat = ops.repeat
+    type_as = ops.type_as
+    to = ops.to
+    cpu = ops.cpu
+
+    def contiguous(self):
+        """``self``: a static or lazy value has no memory layout to change
+        (:class:`Tensor` copies a non-contiguous array, as torch)."""
+        return self
+
+    def is_contiguous(self):
+        return True
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        """Zeros of ``size`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_zeros``."""
+        return zeros(*_known_size("new_zeros", size), dtype=self.dtype if dtype is None else dtype,
+                     requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        return ones(*_known_size("new_ones", size), dtype=self.dtype if dtype is None else dtype,
+                    requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        return full(_known_size("new_full", (size,)), fill_value, dtype=self.dtype if dtype is None else dtype,
+                    requires_grad=requires_grad)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False):
+        """A new tensor of ``data`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_tensor``."""
+        return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+    # dtype conversions, last in the class body: their names are builtins' (self when the dtype is already it)
+    def float(self):
+        return ops.to(self, _F32)
+
+    def double(self):
+        return ops.to(self, _F64)
+
+    def half(self):
+        return ops.to(self, _F16)
+
+    def long(self):
+        return ops.to(self, _I64)
+
+    def int(self):
+        return ops.to(self, _I32)
+
+    def bool(self):
+        return ops.to(self, _B)
+
+
+_F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
+_I64, _I32, _B = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)
+
+
+def _known_size(op, size):
+    size = shape_tuple(size)
+    if any(d is None for d in size):
+        raise ShapeError(f"{op}: size {size} has an unknown dimension (a static value's shape); a constant needs "
+                         f"every size")
+    return size
+
 
 class Tensor(TensorOps):
     """A numpy array with an optional place in the autograd graph.
@@ -262,6 +366,19 @@ class Tensor(TensorOps):
 
     def numpy(self):
         return self.data
+
+    def contiguous(self):
+        """``self`` when its array is C-contiguous, else a contiguous copy
+        (differentiable), as ``torch.Tensor.contiguous``. A lazy tensor
+        (autobatch) is returned as it is: its layout is decided when it runs."""
+        if type(self) is not Tensor and type(self) is not Parameter:
+            return self
+        d = self.data
+        return self if type(d) is not np.ndarray or d.flags.c_contiguous else ops.clone(self)
+
+    def is_contiguous(self):
+        d = self.data
+        return type(d) is not np.ndarray or bool(d.flags.c_contiguous)
 
     def __array__(self, dtype=None, copy=None):
         if dtype is None:
@@ -492,28 +609,77 @@ def _same_region(a, dst, index):
 _f32 = np.float32
 
 
-def tensor(data, requires_grad=False, dtype=None, name=None):
-    """A new leaf tensor (copies ``data``).
+def _has_float64(data):
+    """Whether a nested list holds a float64 array, tensor or numpy scalar,
+    which keeps float64 in PyTorch's inference (Python floats alone give the
+    default float32)."""
+    for v in data:
+        tp = type(v)
+        if tp is float or tp is int or tp is bool:
+            continue
+        if tp is list or tp is tuple:
+            if _has_float64(v):
+                return True
+        elif getattr(v, "dtype", None) == np.float64:
+            return True
+    return False
 
-    ``dtype`` defaults to float32, except that integer and boolean numpy
-    arrays keep their dtype (so index arrays stay integers).
-    """
+
+def _inferred(data):
+    """``data`` as a new array of the dtype ``torch.tensor`` infers: a
+    tensor's or array's (or numpy scalar's) own dtype; for Python data bool,
+    int64, the default float32 (a Python float anywhere) or complex64, where a
+    float64 array or numpy scalar in a list keeps float64."""
     if isinstance(data, Tensor):
-        data = data.data
-    if dtype is None:
-        arr = np.array(data)
-        if arr.dtype.kind not in "biu" or not isinstance(data, np.ndarray):
+        return np.array(data.data)
+    if isinstance(data, (np.ndarray, np.generic)):
+        return np.array(data)
+    arr = np.array(data)
+    if arr.dtype == np.float64:
+        if not ((type(data) is list or type(data) is tuple) and _has_float64(data)):
             arr = arr.astype(_f32)
-    else:
-        arr = np.array(data, dtype=dtype)
+    elif arr.dtype == np.complex128:
+        arr = arr.astype(np.complex64)
+    elif arr.dtype.kind == "O":
+        raise TypeError(f"tensor: could not infer a dtype for data of type {type(data).__name__} (ragged nested "
+                        f"lists, or objects that are not numbers)")
+    return arr
+
+
+def tensor(data, requires_grad=False, dtype=None, name=None):
+    """A new leaf tensor holding a copy of ``data``, as ``torch.tensor``.
+
+    Without ``dtype`` the dtype is inferred as PyTorch's: Python ints give
+    int64, bools bool, Python floats the default float32; a numpy array or
+    numpy scalar keeps its dtype (float64 stays float64), and so does a
+    tensor. Class labels ``tensor([1, 0])`` are therefore integers.
+    """
+    arr = _inferred(data) if dtype is None else np.array(data.data if isinstance(data, Tensor) else data,
+                                                              dtype=dtype)
     return Tensor(arr, requires_grad=requires_grad, name=name)
 
 
 def as_tensor(x, dtype=None):
-    """``x`` if it is already a Tensor, else a constant tensor without copying when possible."""
+    """``x`` as a tensor without copying where possible, as ``torch.as_tensor``:
+    a tensor of the requested dtype (or with ``dtype=None``) is ``x`` itself, a
+    numpy array of that dtype is shared, not copied; other data is converted
+    with :func:`tensor`'s dtype inference."""
     if isinstance(x, Tensor):
-        return x
-    return Tensor(np.asarray(x, dtype=dtype))
+        return x if dtype is None or x.dtype == np.dtype(dtype) else ops.astype(x, dtype)
+    if isinstance(x, np.ndarray):
+        return Tensor(x if dtype is None else np.asarray(x, dtype=dtype))
+    return Tensor(_inferred(x) if dtype is None else np.asarray(x, dtype=dtype))
+
+
+def from_numpy(a):
+    """A tensor sharing ``a``'s memory (writes to either show in both), as
+    ``torch.from_numpy``: ``a`` must be a numpy array of numbers."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray (got {type(a).__name__})")
+    if a.dtype.kind not in "biufc":
+        raise TypeError(f"from_numpy: can't convert an array of dtype {a.dtype}; it takes bool, integer, float "
+                        f"and complex arrays")
+    return Tensor(a)
 
 
 def zeros(*shape, dtype=_f32, requires_grad=False):
@@ -524,19 +690,27 @@ def ones(*shape, dtype=_f32, requires_grad=False):
     return Tensor(np.ones(shape_tuple(shape), dtype=dtype), requires_grad=requires_grad)
 
 
-def full(shape, value, dtype=_f32, requires_grad=False):
+def full(shape, value, dtype=None, requires_grad=False):
+    """``shape`` filled with ``value``; the dtype, unless given, inferred from
+    the value as ``torch.full``: bool, int64 or the default float32."""
+    if dtype is None:
+        dtype = _inferred(value).dtype
     return Tensor(np.full(shape, value, dtype=dtype), requires_grad=requires_grad)
 
 
-def zeros_like(x, requires_grad=False):
-    return Tensor(np.zeros_like(np.asarray(x)), requires_grad=requires_grad)
+def zeros_like(x, requires_grad=False, dtype=None):
+    return Tensor(np.zeros_like(np.asarray(x), dtype=dtype), requires_grad=requires_grad)
 
 
-def ones_like(x, requires_grad=False):
-    return Tensor(np.ones_like(np.asarray(x)), requires_grad=requires_grad)
+def ones_like(x, requires_grad=False, dtype=None):
+    return Tensor(np.ones_like(np.asarray(x), dtype=dtype), requires_grad=requires_grad)
 
 
 def arange(*args, dtype=None):
+    """``[start, end)`` by ``step``, as ``torch.arange``: int64 for integer
+    arguments, the default float32 when any is a float (numpy: float64)."""
+    if dtype is None and any(isinstance(a, (float, np.floating)) for a in args):
+        dtype = _f32
     return Tensor(np.arange(*args, dtype=dtype))
 
 

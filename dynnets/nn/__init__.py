@@ -16,13 +16,15 @@ importable as :mod:`dynnets.nn.optim`).
 from . import functional, utils
 from .cells import GRUCell, LSTMCell, RNNCell
 from .layers import Dropout, Embedding, Identity, Linear, ModuleList, ReLU, Sequential, Sigmoid, Tanh
+from .layers import GELU, LeakyReLU
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
 from .module import Module, Parameter
 from .rnn import GRU, LSTM, RNN, RNNBase
 
 __all__ = ["Module", "Parameter", "Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity",
            "Tanh", "ReLU", "Sigmoid", "RNNCell", "GRUCell", "LSTMCell", "RNNBase", "RNN", "GRU", "LSTM",
-           "CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "functional", "utils"]
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "functional", "utils", "GELU",
+           "LeakyReLU"]
 from . import init  # noqa: E402  torch's initialisers (issue 22)
 
 __all__ += ["init"]

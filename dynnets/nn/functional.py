@@ -21,6 +21,7 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree_lstm_cell, tree_lstm_leaf
+from ..autograd.ops import gelu, leaky_relu, normalize, pad
 from ..autograd.tensor import Tensor
 from ..random import generator as _generator
 from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss
@@ -28,7 +29,8 @@ from .module import check_float_input
 
 __all__ = ["linear", "embedding", "dropout", "relu", "tanh", "sigmoid", "softmax", "log_softmax",
            "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-           "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq"]
+           "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq",
+           "gelu", "leaky_relu", "pad", "normalize"]
 
 
 def _no_inplace(who, inplace):

@@ -23,7 +23,7 @@ from . import functional as F
 from .module import Module, Parameter, check_device, check_float_input
 
 __all__ = ["Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity", "Tanh", "ReLU", "Sigmoid",
-           "as_generator"]
+           "as_generator", "GELU", "LeakyReLU"]
 
 
 def as_generator(rng):
@@ -422,3 +422,36 @@ class ModuleList(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward(): iterate over it and call the modules")
+
+
+class GELU(Module):
+    """GELU ``x * Phi(x)`` (``approximate='tanh'``: its tanh approximation), as ``torch.nn.GELU``."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return ops.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class LeakyReLU(Module):
+    """``x`` where positive, else ``negative_slope * x``, as ``torch.nn.LeakyReLU``.
+    ``inplace=True`` (torch's memory saving) is accepted; the result is a new
+    tensor either way."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+        self.inplace = bool(inplace)
+
+    def forward(self, x):
+        return ops.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"

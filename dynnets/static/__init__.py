@@ -203,9 +203,12 @@ def reduce_mean(input_tensor, axis=None, keepdims=False, name=None, reduction_in
     TF1 computes it (cast to float first for the fraction)."""
     keepdims = keep_dims if keep_dims is not None else keepdims
     _not_bool("reduce_mean", input_tensor)
-    out = _ops.mean(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims)
-    if _dt(input_tensor).kind in "iu":
-        out = _ops.astype(out, _dt(input_tensor))
+    x = input_tensor
+    if _dt(x).kind in "iu":
+        # in float64, then cast back: the cast truncates toward zero, as TF1's integer mean
+        out = _ops.mean(_ops.astype(x, np.float64), axis=_axis(axis, reduction_indices), keepdims=keepdims)
+        return _named(_ops.astype(out, _dt(x)), name)
+    out = _ops.mean(x, axis=_axis(axis, reduction_indices), keepdims=keepdims)
     return _named(out, name)
 
 
@@ -492,3 +495,23 @@ from .config import ConfigProto, GPUOptions, device  # noqa: E402
 from .summary import Summary  # noqa: E402
 
 __all__ += ["ConfigProto", "GPUOptions", "device", "flags", "app", "logging", "summary", "Summary"]
+
+
+# TF1's meaning where dynnets' own op of the same name (PyTorch's) differs (tf.split: .array_ops)
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+    """The norm of ``tensor``, as TF1's ``tf.norm``: a vector norm over all
+    elements (``axis=None``) or along an int ``axis`` (``'euclidean'``,
+    ``'fro'``, a number, ``np.inf``); over a pair of axes, the Frobenius norm
+    (``'euclidean'``/``'fro'``; the other matrix norms are not computed: an
+    error). (Eager ``dynnets.norm`` is PyTorch's ``torch.norm``.)"""
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    if isinstance(axis, tuple) and len(axis) == 2 and ord not in ("euclidean", "fro"):
+        raise ValueError(f"norm: the matrix norm ord={ord!r} over axis={axis} is not computed by dynnets (only "
+                         f"'euclidean'/'fro' over two axes)")
+    if isinstance(axis, tuple) and len(axis) > 2:
+        raise ValueError(f"norm: axis must be None, an int or a pair of ints, got {axis!r}")
+    if ord == "fro" and not (axis is None or isinstance(axis, tuple)):
+        raise ValueError("norm: ord='fro' is a matrix norm: give axis=None or a pair of axes")
+    p = 2.0 if ord in ("euclidean", "fro") else ord
+    return _named(_ops.norm(tensor, p, dim=axis, keepdim=bool(keepdims)), name)

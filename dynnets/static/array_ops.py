@@ -304,9 +304,14 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0):
         raise ValueError(f"pad: paddings must be a list of [before, after] pairs, got {paddings!r}")
     if not isinstance(mode, str):
         raise TypeError(f"pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r}")
-    attrs = {"paddings": tuple((int(a), int(b)) for a, b in p), "mode": mode.lower()}
-    if constant_values != 0:
-        attrs["constant_values"] = constant_values
+    m = mode.lower()
+    if m not in ("constant", "reflect", "symmetric"):
+        raise ValueError(f"pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r}")
+    if np.any(p < 0):
+        raise ValueError(f"pad: paddings must be non-negative, got {p.tolist()}")
+    attrs = {"pads": tuple((int(a), int(b)) for a, b in p), "mode": m}
+    if m == "constant" and constant_values != 0:
+        attrs["value"] = constant_values
     return _named(bind(pad_p, tensor, **attrs), name)
 
 

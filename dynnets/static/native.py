@@ -736,9 +736,10 @@ def _relu_vjp(g, x0, out, **c):
 
 _vjp(P.relu_p, 0)(_elementwise_vjp(_relu_vjp))
 _vjp(P.sqrt_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} / ({c['two']} * {out}))"))
+# sgn: 0 at 0 and at NaN, as abs_p's VJP (PyTorch's)
 _vjp(P.abs_p, 0)(_elementwise_vjp(
     lambda g, x0, out, **c: f"({g} * ({c['one']} if {x0} > {c['zero']} else (-{c['one']} if {x0} < {c['zero']} "
-                            f"else {x0} * {c['zero']})))"))
+                            f"else {c['zero']})))"))
 _vjp(P.copy_p, 0)(_g_only)
 
 

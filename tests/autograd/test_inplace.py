@@ -21,7 +21,7 @@ def test_sgd_by_hand_updates_the_parameter_in_place():
     (it rebound p); now the parameter's own array changes, so the module and
     an optimizer holding p see it."""
     layer = nn.Linear(3, 1, rng=np.random.default_rng(0))
-    x = dn.tensor(np.random.default_rng(1).standard_normal((8, 3)))
+    x = dn.tensor(np.random.default_rng(1).standard_normal((8, 3)), dtype=dn.float32)
     y = x @ dn.tensor([[1.0], [-2.0], [0.5]])
     arrays = [p.data for p in layer.parameters()]
     losses = []

@@ -182,19 +182,19 @@ def test_cells_reject_batch_mismatch(cell, bx, bh):
     """x of batch 1 with h of batch 2 gave a garbage row; batch 2 with 1 dropped one."""
     rng = np.random.default_rng(0)
     m = (nn.GRUCell if cell == "gru" else nn.LSTMCell)(3, 4, rng=rng)
-    x, h = dn.tensor(rng.standard_normal((bx, 3))), dn.tensor(rng.standard_normal((bh, 4)))
+    x, h = dn.tensor(rng.standard_normal((bx, 3)), dtype=np.float32), dn.tensor(rng.standard_normal((bh, 4)), dtype=np.float32)
     with pytest.raises(ShapeError, match=rf"{cell}_cell: h.shape=\({bh}, 4\) should be \({bx}, 4\)"):
-        m(x, h) if cell == "gru" else m(x, (h, dn.tensor(rng.standard_normal((bh, 4)))))
+        m(x, h) if cell == "gru" else m(x, (h, dn.tensor(rng.standard_normal((bh, 4)), dtype=np.float32)))
 
 
 def test_lstm_and_tree_cell_state_mismatch():
     rng = np.random.default_rng(0)
     m = nn.LSTMCell(3, 4, rng=rng)
-    x, h = dn.tensor(rng.standard_normal((2, 3))), dn.tensor(rng.standard_normal((2, 4)))
+    x, h = dn.tensor(rng.standard_normal((2, 3)), dtype=np.float32), dn.tensor(rng.standard_normal((2, 4)), dtype=np.float32)
     with pytest.raises(ShapeError, match=r"lstm_cell: c.shape=\(1, 4\) should be \(2, 4\)"):
-        m(x, (h, dn.tensor(rng.standard_normal((1, 4)))))
-    s = [dn.tensor(rng.standard_normal((2, 2))) for _ in range(4)]
-    s[2] = dn.tensor(rng.standard_normal((1, 2)))
+        m(x, (h, dn.tensor(rng.standard_normal((1, 4)), dtype=np.float32)))
+    s = [dn.tensor(rng.standard_normal((2, 2)), dtype=np.float32) for _ in range(4)]
+    s[2] = dn.tensor(rng.standard_normal((1, 2)), dtype=np.float32)
     with pytest.raises(ShapeError, match=r"tree_lstm_cell: c_l.shape=\(1, 2\) does not match h_l.shape=\(2, 2\)"):
         dn.tree_lstm_cell(*s, dn.randn(4, 10), dn.randn(10))
 

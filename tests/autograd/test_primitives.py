@@ -420,7 +420,61 @@ def _dropout_mask(rng):
     return [Case("rate0.3", r(4, 3), rate=0.3, seed=(1, 2)), Case("rate0", r(5), rate=0.0, seed=(0, 0))]
 
 
+def _gelu(rng):
+    r = _r(rng)
+    return [Case("exact", r(3, 4)), Case("tanh", r(2, 3), approximate="tanh"), Case("0d", r()),
+            Case("wide", 4 * r(7))]
+
+
+def _leaky_relu(rng):
+    a = _away(rng)
+    return [Case("default", a(3, 4)), Case("slope", a(5), negative_slope=0.2), Case("0d", a(), negative_slope=-0.5)]
+
+
+def _gather(rng):
+    r = _r(rng)
+    return [Case("dim1", r(3, 4), np.array([[0, 3, 3], [2, 2, 1], [1, 0, 0]]), dim=1),
+            Case("dim0-smaller", r(3, 4), np.array([[2, 0], [2, 2]]), dim=0),
+            Case("neg-dim-3d", r(2, 3, 2), np.array([[[1], [0], [1]]]), dim=-1)]
+
+
+def _split(rng):
+    r = _r(rng)
+    return [Case("axis0", r(5, 2), sizes=(2, 3), axis=0), Case("axis1-empty-part", r(2, 4), sizes=(1, 0, 3), axis=1),
+            Case("one", r(3), sizes=(3,), axis=-1)]
+
+
+def _pad(rng):
+    r = _r(rng)
+    return [Case("constant", r(2, 3), pads=((1, 0), (2, 1)), mode="constant", value=0.5),
+            Case("crop", r(3, 4), pads=((-1, 1), (0, -2)), mode="constant", value=0.0),
+            Case("reflect", r(2, 4), pads=((0, 0), (2, 3)), mode="reflect", value=0.0),
+            Case("replicate", r(3, 2), pads=((2, 1), (1, 1)), mode="replicate", value=0.0),
+            Case("circular", r(2, 3), pads=((0, 0), (-1, 2)), mode="circular", value=0.0),
+            Case("symmetric", r(3, 3), pads=((3, 1), (0, 2)), mode="symmetric", value=0.0)]
+
+
+def _norm(rng):
+    r = _away(rng)
+    return [Case("2-all", r(3, 4)), Case("2-axis", r(3, 4), ord=2.0, axis=(1,)),
+            Case("1-keep", r(3, 4), ord=1.0, axis=(0,), keepdims=True), Case("3", r(2, 3), ord=3.0, axis=(0, 1)),
+            Case("half", r(4), ord=0.5), Case("1.5", r(2, 2), ord=1.5, axis=(1,)),
+            Case("inf", r(3, 4), ord=np.inf, axis=(1,)), Case("-inf", r(5), ord=-np.inf),
+            Case("0", r(3, 2), ord=0.0, axis=(0,))]
+
+
+def _einsum(rng):
+    r = _r(rng)
+    return [Case("matmul", r(3, 4), r(4, 2), equation="ij,jk->ik"),
+            Case("batch", r(2, 3, 4), r(2, 4, 2), equation="bij,bjk->bik"),
+            Case("trace", r(3, 3), equation="ii->"), Case("diag-times", r(3, 3), r(3), equation="ii,i->i"),
+            Case("own-sum", r(3, 4), r(2), equation="ij,k->ik"), Case("outer-three", r(2), r(3), r(2),
+                                                                     equation="i,j,k->ijk")]
+
+
 SAMPLES = {
+    "gelu": _gelu, "leaky_relu": _leaky_relu, "gather": _gather, "split": _split, "pad": _pad, "norm": _norm,
+    "einsum": _einsum,
     "segment_sum": _segment_sum, "gather_rows": _gather_rows,
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div", pos_y=True),
     "pow": _pow, "maximum": _maxmin, "minimum": _maxmin,
@@ -477,16 +531,8 @@ def _tile(rng):
             Case("0d", r(), multiples=())]
 
 
-def _pad(rng):
-    r = _r(rng)
-    p = ((1, 2), (0, 1))
-    return [Case("constant", r(3, 2), paddings=p), Case("constant-value", r(3, 2), paddings=p, constant_values=1.5),
-            Case("reflect", r(4, 3), paddings=((2, 1), (1, 2)), mode="reflect"),
-            Case("symmetric", r(3, 3), paddings=((3, 1), (0, 2)), mode="symmetric")]
-
-
 SAMPLES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
-                "tile": _tile, "pad": _pad, "stop_gradient": _unary("normal")})
+                "tile": _tile, "stop_gradient": _unary("normal")})
 
 
 def _cases():
@@ -676,13 +722,14 @@ BAD = {
     "log": [((_I,), {}, "log: expected a floating-point input")],
     "tanh": [((_I,), {}, "tanh: expected a floating-point input")],
     "sigmoid": [((_I,), {}, "sigmoid: expected a floating-point input")],
-    "relu": [((_I,), {}, "relu: expected a floating-point input")],
+    "relu": [((_I > 0,), {}, "relu: expected a real numeric input, got dtype bool")],
     "sqrt": [((_I,), {}, "sqrt: expected a floating-point input")],
     "clip": [((_z(3),), {"lo": 1.0, "hi": 0.0}, "clip: lo=1.0 is greater than hi=0.0")],
     "where": [((_z(3), _z(3), _z(3)), {}, "where: condition must be boolean"),
               ((np.ones(2, bool), _z(3), _z(3)), {}, "where: shapes cannot be broadcast")],
     "sum": [((_z(2, 3),), {"axis": 2}, "sum: axis 2 is out of range for an input with 2 dimensions")],
-    "mean": [((_z(2, 3),), {"axis": -3}, "mean: axis -3 is out of range")],
+    "mean": [((_z(2, 3),), {"axis": -3}, "mean: axis -3 is out of range"),
+             ((_I,), {}, "mean: expected a floating-point input, got dtype int64")],
     "max": [((_z(2, 0),), {"axis": 1}, "max: cannot reduce over axis 1 of size 0"),
             ((_z(2),), {"axis": 1}, "max: axis 1 is out of range")],
     "reshape": [((_z(2, 3),), {"shape": (4, 2)}, "reshape: cannot reshape x.shape=(2, 3) (6 elements) into shape=(4, 2)"),
@@ -756,6 +803,36 @@ BAD = {
                        ((_z(1, 3), _z(1, 3), _z(2, 5), _z(5)), {}, "tree_lstm_node: s_l must be 2-D (nodes, 2*hidden)")],
     "tree_lstm_leaf_node": [((_z(1, 3), _z(4, 6), _z(6)), {}, "tree_lstm_leaf_node: w.shape=(4, 6) should be (3, 3*hidden)")],
     "astype": [],
+    "gelu": [((_I,), {}, "gelu: expected a floating-point input, got dtype int64"),
+             ((_z(2),), {"approximate": "erf"}, "gelu: approximate must be 'none' or 'tanh'")],
+    "leaky_relu": [((_I,), {}, "leaky_relu: expected a floating-point input"),
+                   ((_z(2),), {"negative_slope": "0.1"}, "leaky_relu: negative_slope must be a number")],
+    "gather": [((_z(3, 4), _z(3, 4)), {"dim": 1}, "gather: index must be an integer tensor, got dtype float64"),
+               ((_z(3, 4), _I), {"dim": 1}, "gather: index must have as many dimensions as x"),
+               ((_z(3, 4), np.zeros((4, 1), np.int64)), {"dim": 1}, "gather: index.shape[0]=4 is larger than "
+                                                                    "x.shape[0]=3"),
+               ((_z(3, 4), np.zeros((1, 1), np.int64)), {"dim": 2}, "gather: axis 2 is out of range")],
+    "split": [((_z(5, 2),), {"sizes": (2, 2), "axis": 0}, "split: sizes [2, 2] do not add up to x.shape[0]=5"),
+              ((_z(5, 2),), {"sizes": (2, -3), "axis": 0}, "split: sizes must be a tuple of non-negative integers"),
+              ((_z(),), {"sizes": (1,), "axis": 0}, "split: x must have at least one dimension")],
+    "pad": [((_z(2, 3),), {"pads": ((1, 1),), "mode": "constant", "value": 0.0},
+             "pad: pads must be one (before, after) pair of integers per dimension"),
+            ((_z(2, 3),), {"pads": ((0, 0), (3, 0)), "mode": "reflect", "value": 0.0},
+             "pad: reflect padding must be less than the dimension padded"),
+            ((_z(2, 3),), {"pads": ((0, 0), (0, -4)), "mode": "constant", "value": 0.0}, "pad: pads (0, -4) leave -1"),
+            ((_z(2, 3),), {"pads": ((0, 0), (4, 0)), "mode": "circular", "value": 0.0},
+             "pad: circular padding (4, 0) would wrap around"),
+            ((_z(2, 3),), {"pads": ((0, 0), (4, 0)), "mode": "symmetric", "value": 0.0},
+             "pad: symmetric padding must be at most the dimension padded"),
+            ((_z(2,),), {"pads": ((1, 0),), "mode": "edge", "value": 0.0}, "pad: mode must be one of"),
+            ((_z(2, 3),), {"pads": ((0, 0), (1, 0)), "mode": "edge", "value": 0.0}, "pad: mode must be one of")],
+    "norm": [((_I,), {}, "norm: expected a floating-point input, got dtype int64"),
+             ((_z(2, 0),), {"ord": np.inf, "axis": (1,)}, "norm: the inf norm of an empty dimension"),
+             ((_z(2, 3),), {"ord": "nuc"}, "norm: ord must be a number")],
+    "einsum": [((_z(2, 3), _z(4, 5)), {"equation": "ij,jk->ik"}, "einsum: subscript 'j' has size 4 in operand 1"),
+               ((_z(2, 3),), {"equation": "ijk->i"}, "einsum: operand 0 has shape (2, 3) but its subscripts 'ijk'"),
+               ((_z(2, 3), _I), {"equation": "ij,j->i"}, "einsum: expected operands of one kind"),
+               ((_z(2, 3),), {"equation": "ij"}, "einsum: equation must be explicit")],
 }
 # Primitives that accept every input their numpy implementation accepts.
 NO_BAD_INPUT = {"neg": "any numeric dtype", "abs": "any numeric dtype",
@@ -775,10 +852,6 @@ BAD.update({
               ((_z(3),), {"k": -1}, "top_k: k must be a non-negative integer, got -1")],
     "tile": [((_z(2, 3),), {"multiples": (2,)}, "tile: multiples has 1 entries, the input 2 dimensions"),
              ((_z(2),), {"multiples": (-1,)}, "tile: multiples must be a tuple of non-negative integers")],
-    "pad": [((_z(2, 3),), {"paddings": ((1, 1),)}, "pad: paddings must be 2 pairs"),
-            ((_z(2, 3),), {"paddings": ((0, 0), (3, 0)), "mode": "reflect"},
-             "pad: REFLECT paddings must be at most the dimension - 1, got paddings[1]=(3, 0)"),
-            ((_z(2),), {"paddings": ((1, 0),), "mode": "edge"}, "pad: mode must be one of")],
 })
 NO_BAD_INPUT["stop_gradient"] = "any array passes through"
 
@@ -1042,8 +1115,10 @@ def test_split_concat_roundtrip_gradients():
     assert [p.shape for p in parts] == [(2, 4), (3, 4)]
     with pytest.raises(ShapeError, match="split: sizes"):
         ops.split(dn.tensor(x), [2, 2])
-    with pytest.raises(ShapeError, match="split: axis 0 of size 5 cannot be split into 2 equal parts"):
-        ops.split(dn.tensor(x), 2)
+    # an int is the size of each part, as torch.split (the last part smaller); array_split is numpy's
+    assert [p.shape for p in ops.split(dn.tensor(x), 2)] == [(2, 4), (2, 4), (1, 4)]
+    assert [p.shape for p in ops.array_split(dn.tensor(x), 2)] == [(3, 4), (2, 4)]
+    assert [p.shape for p in ops.chunk(dn.tensor(x), 2)] == [(3, 4), (2, 4)]
 
 
 def test_composite_ops_gradcheck():

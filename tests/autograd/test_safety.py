@@ -528,7 +528,76 @@ def _dropout_mask(g):
     return [x], {"rate": rate, "seed": seed}
 
 
+def _gelu(g):
+    (x,), _ = _unary(g)
+    return [x], ({} if g.flag(0.4) else {"approximate": g.draw(st.sampled_from(["none", "tanh", "erf", None]))})
+
+
+def _leaky_relu(g):
+    (x,), _ = _unary(g)
+    return [x], {"negative_slope": g.draw(st.sampled_from([0.01, 0.2, -1.0, 0, "a", True, None]))}
+
+
+def _gather(g):
+    nd = g.dim(0, 3)
+    xs = tuple(g.dim(0, 3) for _ in range(nd))
+    dim = g.draw(st.integers(-nd - 1, nd)) if nd else 0
+    ks = tuple(g.dim(0, 3) if k == dim % max(nd, 1) else (d if g.flag(0.7) else g.dim(0, 3))
+               for k, d in enumerate(xs))
+    n = xs[dim % nd] if nd and -nd <= dim < nd else 1
+    idx = g.index(ks, -1 if g.flag(0.2) else 0, n + (1 if g.flag(0.2) else 0))
+    return g.spoil([g.arr(xs, g.fdt()), idx], p=0.3, index_args=(1,)), {"dim": g.draw(
+        st.sampled_from([dim, dim, 1.0, None])) if g.flag(0.2) else dim}
+
+
+def _split(g):
+    (x,), _ = _unary(g)
+    nd = np.ndim(x)
+    ax = g.draw(st.integers(-nd - 1, nd)) if nd else 0
+    n = np.shape(x)[ax] if nd and -nd <= ax < nd else 2
+    cut = sorted(g.draw(st.lists(st.integers(0, max(n, 0)), max_size=3)))
+    sizes = tuple(b - a for a, b in zip([0] + cut, cut + [n]))
+    if g.flag(0.2):
+        sizes = g.draw(st.sampled_from([sizes + (1,), (n + 1,), (-1, n + 1), [n], (1.0,)]))
+    return [x], {"sizes": sizes, "axis": ax}
+
+
+def _pad(g):
+    (x,), _ = _unary(g)
+    nd = np.ndim(x)
+    pads = tuple((g.draw(st.integers(-2, 3)), g.draw(st.integers(-2, 3))) for _ in range(nd))
+    if g.flag(0.15):
+        pads = g.draw(st.sampled_from([pads[:-1], pads + ((0, 0),), ((1, 1.5),) * nd, [(1, 1)] * nd]))
+    mode = g.draw(st.sampled_from(["constant", "reflect", "replicate", "circular", "symmetric", "edge"]))
+    return [x], {"pads": pads, "mode": mode, "value": g.draw(st.sampled_from([0.0, 1.5, -2, "a"]))}
+
+
+def _norm(g):
+    (x,), _ = _unary(g)
+    attrs = {"ord": g.draw(st.sampled_from([2.0, 1.0, 0.0, 3.0, 0.5, 1.5, np.inf, -np.inf, "fro", True]))}
+    if g.flag(0.6):
+        attrs["axis"] = _axis(g, np.ndim(x))
+    if g.flag(0.3):
+        attrs["keepdims"] = True
+    return [x], attrs
+
+
+_EQUATIONS = [("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 1)]), ("ii->i", [(3, 3)]),
+              ("ii->", [(2, 2)]), ("ij->", [(2, 3)]), ("i,j->ij", [(2,), (3,)]), ("ij,k->ik", [(2, 3), (4,)]),
+              ("ij,ij->", [(3, 2), (3, 2)]), ("ij,jk,kl->il", [(1, 2), (2, 3), (3, 2)]), ("i->ii", [(2,)]),
+              ("ij", [(2, 3)]), ("ij,jk->iz", [(2, 3), (3, 4)])]
+
+
+def _einsum(g):
+    eq, shapes = g.draw(st.sampled_from(_EQUATIONS))
+    dt = g.fdt()
+    return g.spoil([g.arr(tuple(d if g.flag(0.9) else g.dim(0, 3) for d in shp), dt) for shp in shapes],
+                   p=0.3), {"equation": eq}
+
+
 STRATEGIES = {
+    "gelu": _gelu, "leaky_relu": _leaky_relu, "gather": _gather, "split": _split, "pad": _pad, "norm": _norm,
+    "einsum": _einsum,
     "segment_sum": _segment_sum, "gather_rows": _gather_rows,
     "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "pow": _binary, "maximum": _binary,
     "minimum": _binary, "neg": _unary, "exp": _unary, "log": _unary, "tanh": _unary, "sigmoid": _unary,
@@ -588,20 +657,8 @@ def _tile(g):
     return [x], {"multiples": mult}
 
 
-def _pad(g):
-    (x,), _ = _unary(g)
-    pads = tuple((g.draw(st.integers(0, 3)), g.draw(st.integers(0, 3))) for _ in range(np.ndim(x)))
-    if g.flag(0.15):
-        pads = g.draw(st.sampled_from([pads + ((1, 1),), tuple((-1, 0) for _ in pads), [[1, 1]] * np.ndim(x)]))
-    mode = g.draw(st.sampled_from(["constant", "constant", "reflect", "symmetric", "edge"]))
-    attrs = {"paddings": pads, "mode": mode}
-    if mode == "constant" and g.flag(0.5):
-        attrs["constant_values"] = g.draw(st.sampled_from([0.5, -2, "a"]))
-    return [x], attrs
-
-
 STRATEGIES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
-                   "tile": _tile, "pad": _pad, "stop_gradient": _unary})
+                   "tile": _tile, "stop_gradient": _unary})
 
 
 # --------------------------------------------------------------------------

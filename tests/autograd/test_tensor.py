@@ -6,22 +6,26 @@ import numpy as np
 import dynnets as dn
 import pytest
 
+from dynnets.autograd.primitives import DTypeError
+
 import dynnets
 from dynnets.autograd import ops
 from dynnets.autograd.primitives import ShapeError
 from dynnets.autograd.tensor import Parameter, Tensor
 
 
-def test_tensor_defaults_to_float32_and_copies():
+def test_tensor_infers_dtype_as_torch_and_copies():
     src = np.array([1.0, 2.0])
     t = dn.tensor(src)
-    assert t.dtype == np.float32 and t.shape == (2,) and not t.requires_grad
+    assert t.dtype == np.float64 and t.shape == (2,) and not t.requires_grad, "an array keeps its dtype"
     src[0] = 99.0
     assert t.data[0] == 1.0
-    assert dn.tensor([1, 2]).dtype == np.float32, "Python ints become float32, as torch.tensor([1., 2.])"
-    assert dn.tensor(3.5).shape == ()
+    assert dn.tensor([1.0, 2.0]).dtype == np.float32, "Python floats give the default float32"
+    assert dn.tensor([1, 2]).dtype == np.int64, "Python ints give int64 (class labels), as torch.tensor([1, 2])"
+    assert dn.tensor(np.int64(5)).dtype == np.int64
+    assert dn.tensor(3.5).shape == () and dn.tensor(3.5).dtype == np.float32
     assert dn.tensor(np.array([1, 2])).dtype == np.int64, "integer arrays stay integers (indices)"
-    assert dn.tensor(np.array([True])).dtype == bool
+    assert dn.tensor(np.array([True])).dtype == bool and dn.tensor([True]).dtype == bool
 
 
 def test_tensor_dtype_and_requires_grad():
@@ -161,6 +165,10 @@ def test_numpy_reductions_of_a_tensor():
     ``dtype=`` and ``out=`` keywords."""
     t = dn.tensor(np.array([True, False, True, True]))
     assert float(np.mean(t)) == 0.75 and int(np.sum(t)) == 3
+    assert np.mean(t).dtype == np.float64                  # numpy's mean of booleans
+    with pytest.raises(DTypeError, match=r"mean: expected a floating-point input, got dtype bool"):
+        t.mean()                                           # torch's: cast first, t.float().mean()
+    assert float(t.float().mean()) == 0.75
     assert dn.tensor([1.0, 2.0]).sum(dtype=np.float64).dtype == np.float64
     with pytest.raises(TypeError, match="mean: out= is not supported"):
         np.mean(t, out=np.zeros(()))

@@ -34,6 +34,7 @@ _POS = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWO
 #: builtin) or only ``(*args, **kwargs)``: from torch's documentation (2.x).
 DOCUMENTED = {
     "F.linear": "input, weight, bias=None",
+    "F.gelu": "input, approximate='none'",
     "nn.RNN": "input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=False, "
               "dropout=0.0, bidirectional=False, device=None, dtype=None",
     "nn.GRU": "input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0, "

@@ -160,7 +160,8 @@ def test_one_graph_fed_several_batch_sizes(dtype, fused):
                     # the mean over no rows is nan in both (0/0), the gradients 0
                     assert np.isnan(tl.item()) and np.isnan(got[0])
                 tl.backward()
-                C.assert_close(got[0], tl.detach().numpy(), dtype, f"loss, batch {n}")
+                if n:
+                    C.assert_close(got[0], tl.detach().numpy(), dtype, f"loss, batch {n}")
                 for gv, t in zip(got[1:], tx):
                     C.assert_close(gv, t.grad.numpy(), dtype, f"gradient, batch {n}")
 

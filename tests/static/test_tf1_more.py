@@ -140,8 +140,8 @@ def test_pad_reflect_limit_is_checked_when_fed():
         x = tf.placeholder((None, 3))
         y = tf.pad(x, [[2, 0], [0, 0]], mode="REFLECT")      # needs at least 3 rows: known only when fed
     assert _run(g, y, {x: np.ones((3, 3), np.float32)}).shape == (5, 3)
-    with pytest.raises(tf.ShapeError, match=r"pad: REFLECT paddings must be at most the dimension - 1, got "
-                                            r"paddings\[0\]=\(2, 0\) for dimension 0 of size 2"):
+    with pytest.raises(tf.ShapeError, match=r"pad: reflect padding must be less than the dimension padded, got "
+                                            r"\(2, 0\) for dimension 0 of size 2"):
         _run(g, y, {x: np.ones((2, 3), np.float32)})
 
 

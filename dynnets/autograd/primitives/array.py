@@ -1,5 +1,6 @@
 """Reductions, shapes and indexing: sum, mean, max, reshape, transpose,
-broadcast_to, getitem, take, concat, stack, split_rows."""
+broadcast_to, getitem, take, concat, stack, split_rows; and PyTorch's
+gather, split (by sizes), pad and vector norm."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,12 @@ import numpy as np
 
 from .. import kernels as K
 from ..gradtypes import RowSparse, join_rows
-from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape,
-                   is_int, is_kernel_float, norm_axis, shape_of, unbroadcast)
+from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, IndexRangeError, PromotionNeeded,
+                   ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape, is_int, is_kernel_float, norm_axis,
+                   shape_of, torch_promote, unbroadcast)
 
-__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "setitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p"]
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "setitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p",
+           "gather_p", "split_p", "pad_p", "norm_p"]
 
 # --------------------------------------------------------------------------
 # reductions
@@ -29,7 +32,10 @@ def _reduce_shape(name):
             shp = tuple(d for i, d in enumerate(x.shape) if i not in ax)
         dt = dtype_of(x)
         if name == "mean" and dt.kind not in "fc":
-            dt = np.dtype(np.float64)
+            # as torch.mean: the mean of integers has no dtype to be computed in (numpy's float64
+            # would be a silent difference)
+            raise DTypeError(f"mean: expected a floating-point input, got dtype {dt} (as torch.mean: cast "
+                             f"first, x.float().mean())")
         elif name == "sum" and dt.kind in "biu":
             dt = _sum_dtype(dt)
         return Aval(shp, dt)
@@ -476,12 +482,26 @@ def _concat(*xs, axis=0):
     return np.concatenate(xs, axis=axis)
 
 
-def _many_dtype(xs):
+def _many_dtype(xs, op="concat"):
     """The result dtype of concatenating or stacking ``xs``: numpy makes Python
     scalars arrays there (no weak promotion). One result_type over the distinct
-    dtypes: a recursive model concatenates thousands of node states."""
+    dtypes: a recursive model concatenates thousands of node states. Where
+    PyTorch's promotion differs (int64 with float32: torch.cat gives float32,
+    numpy float64), ``PromotionNeeded``: the public ops cast the inputs."""
     dts = {x.dtype for x in xs}
-    return np.result_type(*[d if isinstance(d, np.dtype) else dtype_of(Aval((), d)) for d in dts])
+    if len(dts) == 1:
+        d = next(iter(dts))
+        return d if isinstance(d, np.dtype) else dtype_of(Aval((), d))
+    dts = [d if isinstance(d, np.dtype) else dtype_of(Aval((), d)) for d in dts]
+    dt = np.result_type(*dts)
+    want = dts[0]
+    for d in dts[1:]:
+        want = torch_promote(want, d)
+    if want != dt:
+        raise PromotionNeeded(f"{op}: PyTorch joins inputs of dtypes {sorted(map(str, dts))} as {want}, numpy as "
+                              f"{dt}; the dynnets ops cast them to {want} first (bound directly: cast them with "
+                              f"astype)")
+    return dt
 
 
 def _concat_shape(*xs, axis=0):
@@ -514,7 +534,7 @@ def _concat_shape(*xs, axis=0):
     for d in range(nd):
         if d != ax and shp[d] is None:
             shp[d] = next((s[d] for s in shapes if s[d] is not None), None)
-    return Aval(tuple(shp), _many_dtype(xs))
+    return Aval(tuple(shp), _many_dtype(xs, "concat"))
 
 
 def _concat_vjp(g, ins, out, axis=0):
@@ -552,7 +572,7 @@ def _stack_shape(*xs, axis=0):
     ax = norm_axis("stack", axis, nd)[0]
     shp = [next((x.shape[d] for x in xs if x.shape[d] is not None), None) for d in range(len(s0))]
     shp.insert(ax, len(xs))
-    return Aval(tuple(shp), _many_dtype(xs))
+    return Aval(tuple(shp), _many_dtype(xs, "stack"))
 
 
 def _stack_vjp(g, ins, out, axis=0):
@@ -693,7 +713,7 @@ def _gather_rows_shape(which, rows, *srcs):
         if len(s.shape) < 1 or not fits(tuple(s.shape[1:]), t0):
             raise ShapeError(f"gather_rows: source {i}.shape={fmt_shape(s.shape)} does not have the trailing "
                              f"shape {fmt_shape(t0)} of source 0")
-    return Aval((rows.shape[0],) + t0, _many_dtype(srcs))
+    return Aval((rows.shape[0],) + t0, _many_dtype(srcs, "gather_rows"))
 
 
 def _gather_rows_vjp(g, ins, out):
@@ -732,3 +752,315 @@ def _argmax_rows(x, axis=None):
 
 
 argmax_p = defprim("argmax", _argmax, _argmax_shape, differentiable=False, batch=batch_rows(0, when=_argmax_rows))
+
+
+# --------------------------------------------------------------------------
+# PyTorch's gather, split, pad and vector norms
+# --------------------------------------------------------------------------
+
+
+def _gather_index(x, index, dim):
+    """The index tuple that reads ``x[..., index[...], ...]`` at every position
+    of ``index`` (``index`` along ``dim``, the position itself elsewhere)."""
+    nd = index.ndim
+    return tuple(index if d == dim else np.arange(s).reshape((1,) * d + (s,) + (1,) * (nd - d - 1))
+                 for d, s in enumerate(index.shape))
+
+
+def _check_gather_values(x, index, dim):
+    n = np.shape(x)[dim] if np.ndim(x) else 1
+    if index.size:
+        lo, hi = index.min(), index.max()
+        if lo < 0 or hi >= n:
+            raise IndexRangeError(f"gather: index {lo if lo < 0 else hi} is out of bounds for dimension {dim} with "
+                                  f"size {n}")
+
+
+def _gather(x, index, dim):
+    """``out[i][j][k] = x[index[i][j][k]][j][k]`` for ``dim`` 0 (and so on),
+    as ``torch.gather``: ``index`` has ``x``'s number of dimensions and is no
+    larger than ``x`` outside ``dim``; negative indices are out of range."""
+    index = np.asarray(index)
+    _check_gather_values(x, index, dim)
+    if index.ndim == 0:
+        return np.array(x, copy=True)
+    return np.asarray(x)[_gather_index(x, index, dim % index.ndim)]
+
+
+def _gather_shape(x, index, dim):
+    if not is_int(dim):
+        raise DTypeError(f"gather: dim must be an integer, got {dim!r}")
+    if dtype_of(index).kind not in "iu":
+        raise DTypeError(f"gather: index must be an integer tensor, got dtype {dtype_of(index)}")
+    xs, ks = tuple(x.shape), tuple(index.shape)
+    if len(ks) != len(xs):
+        raise ShapeError(f"gather: index must have as many dimensions as x, got index.shape={fmt_shape(ks)} and "
+                         f"x.shape={fmt_shape(xs)}")
+    d = norm_axis("gather", dim, max(len(xs), 1))[0]
+    for k, (a, b) in enumerate(zip(ks, xs)):
+        if k != d and a is not None and b is not None and a > b:
+            raise ShapeError(f"gather: index.shape[{k}]={a} is larger than x.shape[{k}]={b} (index.shape="
+                             f"{fmt_shape(ks)}, x.shape={fmt_shape(xs)}; only dimension {d} may differ)")
+    return Aval(ks, dtype_of(x))
+
+
+def _gather_vjp(g, ins, out, dim):
+    # scatter-add: an index repeated along dim collects every gradient it gave
+    x, index = ins
+    index = np.asarray(index)
+    gx = np.zeros(np.shape(x), dtype=g.dtype)
+    if index.ndim == 0:
+        gx[()] = g
+        return gx
+    np.add.at(gx, _gather_index(x, index, dim % index.ndim), g)
+    return gx
+
+
+def _gather_rows_wise(x, index, dim):
+    """A gather along another dimension than 0, whose index has x's rows, is
+    row-wise (batches by rows)."""
+    nd = len(x.shape)
+    return nd >= 2 and is_int(dim) and dim % nd != 0 and x.shape[0] == index.shape[0]
+
+
+gather_p = defprim("gather", _gather, _gather_shape, vjp=(_gather_vjp, None), nondiff_args=(1,),
+                   batch=batch_rows(0, 1, when=_gather_rows_wise))
+
+
+def _split(x, sizes, axis):
+    """Consecutive parts of ``sizes[k]`` elements along ``axis`` (views); the
+    sizes must add up to ``x.shape[axis]``, checked here as well (a static
+    graph may not know that dimension when it is built)."""
+    n = x.shape[axis]
+    if sum(sizes) != n:
+        raise ShapeError(f"split: sizes {list(sizes)} do not add up to x.shape[{axis}]={n}")
+    out = []
+    start = 0
+    lead = (slice(None),) * (axis % x.ndim)
+    for s in sizes:
+        out.append(x[lead + (slice(start, start + s),)])
+        start += s
+    return tuple(out)
+
+
+def _split_shape(x, sizes, axis):
+    if not isinstance(sizes, tuple) or not all(is_int(s) and s >= 0 for s in sizes):
+        raise DTypeError(f"split: sizes must be a tuple of non-negative integers, got {sizes!r}")
+    xs = tuple(x.shape)
+    if not is_int(axis):
+        raise DTypeError(f"split: axis must be an integer, got {axis!r}")
+    if not xs:
+        raise ShapeError("split: x must have at least one dimension, got a 0-d input")
+    ax = norm_axis("split", axis, len(xs))[0]
+    if xs[ax] is not None and sum(sizes) != xs[ax]:
+        raise ShapeError(f"split: sizes {list(sizes)} do not add up to x.shape[{axis}]={xs[ax]}")
+    return tuple(Aval(xs[:ax] + (int(s),) + xs[ax + 1:], dtype_of(x)) for s in sizes)
+
+
+def _split_vjp(g, ins, out, sizes, axis):
+    x = ins[0]
+    parts = [np.zeros(np.shape(o), dtype=np.asarray(x).dtype) if gi is None else gi for gi, o in zip(g, out)]
+    return (np.concatenate(parts, axis=axis) if parts else np.zeros(np.shape(x), np.asarray(x).dtype),)
+
+
+split_p = defprim("split", _split, _split_shape, joint_vjp=_split_vjp, multiple_results=True,
+                  batch=batch_rows(0, when=lambda x, sizes, axis: len(x.shape) >= 2 and is_int(axis)
+                                   and axis % len(x.shape) != 0))
+
+
+# torch's modes, and TF1's SYMMETRIC (tf.pad; numpy's 'symmetric'); one primitive serves
+# torch.nn.functional.pad and tf.pad
+_PAD_MODES = ("constant", "reflect", "replicate", "circular", "symmetric")
+
+
+def _pad_source(mode, n, lo, hi):
+    """For a dimension of size ``n`` padded by ``lo``/``hi`` (>= 0), the
+    source position of each output position (reflect: mirrored without the
+    edge; symmetric: mirrored with it; replicate: the edge repeated; circular:
+    wraps)."""
+    p = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(p, 0, n - 1)
+    if mode == "circular":
+        return p % n
+    if mode == "symmetric":
+        m = p % (2 * n)
+        return np.where(m < n, m, 2 * n - 1 - m)
+    period = 2 * (n - 1)
+    m = p % period if period else p * 0
+    return np.where(m < n, m, period - m)
+
+
+def _crop(pads, shape):
+    """Slices keeping what negative pads remove (torch crops first, then pads)."""
+    return tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(pads, shape))
+
+
+def _pad(x, pads, mode="constant", value=0.0):
+    """``x`` padded by ``pads`` ((before, after) per dimension) as
+    ``torch.nn.functional.pad``: constant ``value``, or the edge values
+    (reflect, replicate, circular); a negative pad removes elements."""
+    x = np.asarray(x)
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        x = x[_crop(pads, x.shape)]
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    if mode == "constant":
+        out = np.full(tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pos)), value, dtype=x.dtype)
+        out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape, pos))] = x
+        return out
+    for k, (lo, hi) in enumerate(pos):
+        if lo or hi:
+            x = np.take(x, _pad_source(mode, x.shape[k], lo, hi), axis=k)
+    return x
+
+
+def _pad_shape(x, pads, mode="constant", value=0.0):
+    xs = tuple(x.shape)
+    if mode not in _PAD_MODES:
+        raise ShapeError(f"pad: mode must be one of {list(_PAD_MODES)}, got {mode!r}")
+    if (not isinstance(pads, tuple) or len(pads) != len(xs)
+            or not all(isinstance(p, tuple) and len(p) == 2 and all(is_int(v) for v in p) for p in pads)):
+        raise DTypeError(f"pad: pads must be one (before, after) pair of integers per dimension of x "
+                         f"(x.shape={fmt_shape(xs)}), got {pads!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise DTypeError(f"pad: value must be a number, got {value!r}")
+    out = []
+    for k, ((lo, hi), n) in enumerate(zip(pads, xs)):
+        if n is None:
+            out.append(None)
+            continue
+        kept = n - max(-lo, 0) - max(-hi, 0)
+        if kept < 0 or (kept == 0 and (lo > 0 or hi > 0) and mode != "constant"):
+            raise ShapeError(f"pad: pads ({lo}, {hi}) leave {kept} elements of dimension {k} (x.shape="
+                             f"{fmt_shape(xs)}) to pad")
+        if mode == "reflect" and (lo >= kept or hi >= kept) and (lo > 0 or hi > 0):
+            raise ShapeError(f"pad: reflect padding must be less than the dimension padded, got ({lo}, {hi}) for "
+                             f"dimension {k} of size {kept}")
+        if mode == "symmetric" and (lo > kept or hi > kept):
+            raise ShapeError(f"pad: symmetric padding must be at most the dimension padded, got ({lo}, {hi}) for "
+                             f"dimension {k} of size {kept}")
+        if mode == "circular" and (lo > kept or hi > kept):
+            raise ShapeError(f"pad: circular padding ({lo}, {hi}) would wrap around dimension {k} of size {kept} "
+                             f"more than once")
+        out.append(kept + max(lo, 0) + max(hi, 0))
+    return Aval(tuple(out), dtype_of(x))
+
+
+def _pad_vjp(g, ins, out, pads, mode="constant", value=0.0):
+    x = ins[0]
+    shape = np.shape(x)
+    crop = _crop(pads, shape)
+    pos = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    if mode == "constant":
+        inner = g[tuple(slice(lo, g.shape[k] - hi) for k, (lo, hi) in enumerate(pos))]
+    else:
+        inner = g
+        for k in reversed(range(len(pos))):
+            lo, hi = pos[k]
+            if lo or hi:
+                n = inner.shape[k] - lo - hi
+                acc = np.zeros(inner.shape[:k] + (n,) + inner.shape[k + 1:], dtype=g.dtype)
+                np.add.at(acc, (slice(None),) * k + (_pad_source(mode, n, lo, hi),), inner)
+                inner = acc
+    if all(lo >= 0 and hi >= 0 for lo, hi in pads):
+        return np.array(inner)          # (ascontiguousarray would make a 0-d gradient 1-d)
+    gx = np.zeros(shape, dtype=g.dtype)
+    gx[crop] = inner
+    return gx
+
+
+def _pad_rows(x, pads, mode="constant", value=0.0):
+    """A pad that leaves dimension 0 alone is row-wise."""
+    return len(x.shape) >= 1 and isinstance(pads, tuple) and len(pads) >= 1 and tuple(pads[0]) == (0, 0)
+
+
+pad_p = defprim("pad", _pad, _pad_shape, vjp=(_pad_vjp,), batch=batch_rows(0, when=_pad_rows))
+
+
+def _vector_norm(x, ord=2.0, axis=None, keepdims=False):
+    """The ``ord``-norm over ``axis`` (all by default), as
+    ``torch.linalg.vector_norm``: ``(sum |x|^ord)^(1/ord)``, inf/-inf the
+    max/min of ``|x|``, 0 the number of non-zeros."""
+    x = np.asarray(x)
+    if ord == 2.0:
+        r = np.sqrt(np.add.reduce(x * x, axis=axis, keepdims=keepdims))
+    elif ord == 1.0:
+        r = np.add.reduce(np.abs(x), axis=axis, keepdims=keepdims)
+    elif ord == np.inf:
+        r = np.max(np.abs(x), axis=axis, keepdims=keepdims)
+    elif ord == -np.inf:
+        r = np.min(np.abs(x), axis=axis, keepdims=keepdims)
+    elif ord == 0.0:
+        r = np.add.reduce((x != 0).astype(x.dtype), axis=axis, keepdims=keepdims)
+    else:
+        r = np.add.reduce(np.abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return np.asarray(r, dtype=x.dtype)
+
+
+def _norm_shape(x, ord=2.0, axis=None, keepdims=False):
+    if isinstance(ord, bool) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise DTypeError(f"norm: ord must be a number (or inf), got {ord!r}")
+    if dtype_of(x).kind != "f":
+        raise DTypeError(f"norm: expected a floating-point input, got dtype {dtype_of(x)} (as torch: cast first, "
+                         f"x.float())")
+    nd = len(x.shape)
+    ax = norm_axis("norm", axis, nd)
+    if abs(ord) == np.inf:
+        for a in (range(nd) if ax is None else ax):
+            if x.shape[a] == 0:
+                raise ShapeError(f"norm: the {ord} norm of an empty dimension has no value (x.shape="
+                                 f"{fmt_shape(x.shape)}, dimension {a})")
+    if ax is None:
+        shp = (1,) * nd if keepdims else ()
+    elif keepdims:
+        shp = tuple(1 if i in ax else d for i, d in enumerate(x.shape))
+    else:
+        shp = tuple(d for i, d in enumerate(x.shape) if i not in ax)
+    return Aval(shp, dtype_of(x))
+
+
+def _sgn(x):
+    """sign(x), 0 at NaN (as torch's sgn; np.sign gives NaN)."""
+    return np.greater(x, 0).astype(x.dtype) - np.less(x, 0)
+
+
+def _norm_vjp(g, ins, out, ord=2.0, axis=None, keepdims=False):
+    """PyTorch's norm_backward: 0 where the norm is 0 (for ord >= 1), the
+    gradient shared among the maxima for inf."""
+    x = np.asarray(ins[0])
+    nd = x.ndim
+    if not keepdims and nd:
+        ax = tuple(range(nd)) if axis is None else axis
+        g = np.expand_dims(g, ax)
+        out = np.expand_dims(out, ax)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if ord == 0.0:
+            r = np.zeros_like(x)
+        elif ord == 1.0:
+            r = _sgn(x) * g
+        elif ord == 2.0:
+            r = g * np.where(out == 0, 0, x / out)
+        elif abs(ord) == np.inf:
+            a = np.abs(x)
+            mask = (a == out) | np.isnan(a)
+            r = _sgn(x) * (g / mask.sum(axis=axis, keepdims=True)) * mask
+        elif ord < 1.0:
+            scaled = _sgn(x) * np.where(x == 0, 0, np.abs(x) ** (ord - 1))
+            r = scaled * g * out ** (1 - ord)
+        elif ord < 2.0:
+            r = _sgn(x) * np.abs(x) ** (ord - 1) * np.where(out == 0, 0, g / out ** (ord - 1))
+        else:
+            r = x * np.abs(x) ** (ord - 2) * np.where(out == 0, 0, g / out ** (ord - 1))
+    return np.broadcast_to(r, x.shape).astype(x.dtype)
+
+
+def _norm_rows(x, ord=2.0, axis=None, keepdims=False):
+    """A norm over axes other than 0 is row-wise."""
+    nd = len(x.shape)
+    if axis is None or nd < 2:
+        return False
+    axes = (axis,) if is_int(axis) else tuple(axis)
+    return all(is_int(a) and a % nd != 0 for a in axes)
+
+
+norm_p = defprim("norm", _vector_norm, _norm_shape, vjp=(_norm_vjp,), batch=batch_rows(0, when=_norm_rows))

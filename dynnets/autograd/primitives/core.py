@@ -34,7 +34,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..dtypes import F32, F64, is_kernel_float, same_float
-__all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float"]
+__all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
+           "DEFAULT_FLOAT", "torch_promote", "torch_result_type", "check_promotion"]
 
 class ShapeError(ValueError):
     """Bad input to an op: names the op, the argument, expected and received."""
@@ -43,6 +44,13 @@ class ShapeError(ValueError):
 class DTypeError(ShapeError, TypeError):
     """An input of a dtype the op does not take (integer logits, a float index...).
     A TypeError, as PyTorch's, and a ShapeError, as every bad input to an op."""
+
+
+class PromotionNeeded(DTypeError):
+    """Operands whose result dtype under PyTorch's type promotion differs
+    from numpy's (int64 * 1.5: torch float32, numpy float64). A shape rule
+    raises it; the public ops catch it and bind again on operands cast to
+    PyTorch's dtype (:func:`dynnets.autograd.ops.promoted`)."""
 
 
 class IndexRangeError(ShapeError, IndexError):
@@ -470,3 +478,102 @@ def grad_buffer(g, like):
     if np.shape(g) != like.shape:
         raise ShapeError(f"gradient of shape {fmt_shape(np.shape(g))} for an output of shape {fmt_shape(like.shape)}")
     return np.array(g, dtype=like.dtype, copy=True, order="C")
+
+
+# --------------------------------------------------------------------------
+# PyTorch's type promotion (c10 result_type), which the elementwise, where,
+# clip and concat primitives follow: an integer op with a float gives the
+# float's type (int64 + float32 is float32; numpy says float64), a Python
+# number or a 0-d array changes the result only when it is of a higher
+# category (bool < integer < float < complex), and then a Python float gives
+# the default float32 (numpy: float64)
+# --------------------------------------------------------------------------
+
+DEFAULT_FLOAT = F32
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+_PROMOTED = {}
+
+
+def torch_promote(a, b):
+    """``torch.promote_types`` on numpy dtypes: numpy's, except that an
+    integer (or bool) with a float is the float (numpy widens int64 + float32
+    to float64)."""
+    key = (a, b)
+    r = _PROMOTED.get(key)
+    if r is None:
+        ca, cb = _CATEGORY.get(a.kind, 4), _CATEGORY.get(b.kind, 4)
+        if ca in (0, 1) and cb == 2:
+            r = b
+        elif cb in (0, 1) and ca == 2:
+            r = a
+        elif ca in (0, 1) and cb == 3 or cb in (0, 1) and ca == 3:
+            r = np.promote_types(b if cb == 3 else a, np.complex64)
+        else:
+            r = np.promote_types(a, b)
+        _PROMOTED[key] = r
+    return r
+
+
+_PY_NUMBERS = frozenset({bool, int, float, complex})
+
+
+def _wrapped_dtype(v):
+    """The dtype PyTorch gives a Python number operand: bool, int64, the
+    default float32, complex64."""
+    if isinstance(v, bool):
+        return np.dtype(bool)
+    if isinstance(v, int):
+        return np.dtype(np.int64)
+    if isinstance(v, complex):
+        return np.dtype(np.complex64)
+    return DEFAULT_FLOAT
+
+
+def _combine(higher, lower):
+    """c10's combine_categories: ``lower`` (a 0-d or Python-number result)
+    changes ``higher`` only when its category is higher."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    hc, lc = _CATEGORY.get(higher.kind, 4), _CATEGORY.get(lower.kind, 4)
+    if hc >= 2 and hc >= lc:
+        return higher
+    if hc == 0 or lc > hc:
+        return torch_promote(higher, lower)
+    return higher
+
+
+def torch_result_type(*avals):
+    """The result dtype of an elementwise op on ``avals`` under PyTorch's
+    rules: dimensioned inputs first, then 0-d arrays, then Python numbers
+    (an aval whose ``dtype`` is the number itself, as :func:`aval_of` gives
+    them)."""
+    dim = zero = wrapped = None
+    for a in avals:
+        d = a.dtype
+        if not isinstance(d, np.dtype):
+            if type(d) in _PY_NUMBERS:
+                w = _wrapped_dtype(d)
+                wrapped = w if wrapped is None else torch_promote(wrapped, w)
+                continue
+            # a numpy scalar is a 0-d array here (a 0-d tensor's data may be one)
+            d = np.dtype(d) if isinstance(d, type) else np.asarray(d).dtype
+        if len(a.shape) == 0:
+            zero = d if zero is None else torch_promote(zero, d)
+        else:
+            dim = d if dim is None else torch_promote(dim, d)
+    return _combine(dim, _combine(zero, wrapped))
+
+
+def check_promotion(op, np_dt, *avals, int_to_float=False, names=("x", "y")):
+    """Raise :class:`PromotionNeeded` when numpy's result dtype ``np_dt`` for
+    ``avals`` is not PyTorch's (see :func:`torch_result_type`; ``int_to_float``:
+    an integer result is the default float32, as torch's true division)."""
+    want = torch_result_type(*avals)
+    if int_to_float and want.kind in "biu":
+        want = DEFAULT_FLOAT
+    if want != np_dt:
+        desc = ", ".join(f"{n}.dtype={dtype_of(a)}" for n, a in zip(names, avals))
+        raise PromotionNeeded(f"{op}: PyTorch computes ({desc}) in {want}, numpy in {np_dt}; the dynnets ops "
+                              f"cast the operands to {want} first (bound directly: cast them with astype)")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dtype_of, result_type, shape_of,
-                   ufunc_dtype, unbroadcast)
+from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, PromotionNeeded, ShapeError, broadcast_shapes, check_promotion,
+                   defprim, dtype_of, result_type, shape_of, ufunc_dtype, unbroadcast)
 
 __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
            "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
@@ -13,15 +13,29 @@ __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p"
 def _unary_shape(name, ufunc=None, float_only=True):
     def rule(x):
         if float_only and dtype_of(x).kind != "f":
+            if dtype_of(x).kind in "biu":
+                # torch computes an integer input in float32 (numpy: float64); the ops cast it
+                raise PromotionNeeded(f"{name}: expected a floating-point input, got dtype {dtype_of(x)}; PyTorch "
+                                      f"computes it in float32 (the dynnets ops cast it; bound directly: cast "
+                                      f"it first, x.float())")
             raise DTypeError(f"{name}: expected a floating-point input, got dtype {dtype_of(x)}")
         return Aval(tuple(x.shape), dtype_of(x) if ufunc is None else ufunc_dtype(name, ufunc, x))
     rule.__name__ = f"{name}_shape"
     return rule
 
 
-def _binary_shape(name, ufunc):
+def _binary_shape(name, ufunc, int_to_float=False):
+    """numpy's broadcasting and result dtype, where that is PyTorch's: mixed
+    dtypes that the two promote differently (int64 * 1.5, int64 + float32,
+    int / int, float32 + a 0-d float64) raise ``PromotionNeeded``, which the
+    public ops answer by casting the operands (the implementation stays the
+    bare ufunc: no cost for operands of one dtype)."""
     def rule(x, y):
-        return Aval(broadcast_shapes(name, x.shape, y.shape, names=["x", "y"]), ufunc_dtype(name, ufunc, x, y))
+        shape = broadcast_shapes(name, x.shape, y.shape, names=["x", "y"])
+        dt = ufunc_dtype(name, ufunc, x, y)
+        if dtype_of(x) is not dtype_of(y) or int_to_float:
+            check_promotion(name, dt, x, y, int_to_float=int_to_float)
+        return Aval(shape, dt)
     rule.__name__ = f"{name}_shape"
     return rule
 
@@ -79,7 +93,7 @@ mul_p = defprim(
     batch=BATCH_ELEMENTWISE)
 
 div_p = defprim(
-    "div", np.true_divide, _binary_shape("div", np.true_divide),
+    "div", np.true_divide, _binary_shape("div", np.true_divide, int_to_float=True),
     vjp=(lambda g, ins, out: unbroadcast(g / ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(-g * out / ins[1], shape_of(ins[1]))),
     scalar="({0} / {1})", vjp_reads=((1,), (1, "out")),
@@ -178,7 +192,14 @@ def _relu(x):
 
 
 # ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward
-relu_p = defprim("relu", _relu, _unary_shape("relu"),
+def _relu_shape(x):
+    # integers too, as torch.relu (which keeps their dtype); not bool, which torch refuses
+    if dtype_of(x).kind not in "fiu":
+        raise DTypeError(f"relu: expected a real numeric input, got dtype {dtype_of(x)}")
+    return Aval(tuple(x.shape), dtype_of(x))
+
+
+relu_p = defprim("relu", _relu, _relu_shape,
                  vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)", vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
@@ -186,8 +207,15 @@ sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
                  vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})", vjp_reads=(("out",),),
     batch=BATCH_ELEMENTWISE)
 
+def _abs_vjp(g, ins, out):
+    # sgn(x): 0 at NaN, as PyTorch's abs backward (np.sign gives NaN there, and g * NaN
+    # spread it); two comparisons instead of np.sign cost ~1.3x on (512, 300) float64
+    x = ins[0]
+    return g * (np.greater(x, 0).astype(g.dtype) - np.less(x, 0))
+
+
 abs_p = defprim("abs", np.abs, _unary_shape("abs", np.abs, float_only=False),
-                vjp=(lambda g, ins, out: g * np.sign(ins[0]),), scalar="abs({0})", vjp_reads=((0,),),
+                vjp=(_abs_vjp,), scalar="abs({0})", vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -208,6 +236,12 @@ def _clip_shape(x, lo=None, hi=None):
         dt = ufunc_dtype("clip", np.maximum, Aval((), dt), Aval((), lo))
     if hi is not None:
         dt = ufunc_dtype("clip", np.minimum, Aval((), dt), Aval((), hi))
+    bounds = [Aval((), v) for v in (lo, hi) if v is not None]
+    # torch.clamp(int64, -0.5, 2.5) is float32 (numpy: float64); a numpy
+    # scalar bound counts as a number there (numpy: a float64 array)
+    check_promotion("clip", dt, x,
+                    *[Aval((), b.dtype.item()) if isinstance(b.dtype, np.generic) else b for b in bounds],
+                    names=("x", "lo", "hi") if lo is not None else ("x", "hi"))
     return Aval(tuple(x.shape), dt)
 
 
@@ -228,8 +262,10 @@ clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,), vjp_reads=((0,),)
 def _where_shape(c, x, y):
     if dtype_of(c).kind != "b":
         raise ShapeError(f"where: condition must be boolean, got dtype {dtype_of(c)}")
-    return Aval(broadcast_shapes("where", c.shape, x.shape, y.shape, names=["condition", "x", "y"]),
-                result_type(x.dtype, y.dtype))
+    dt = result_type(x.dtype, y.dtype)
+    if dtype_of(x) is not dtype_of(y):
+        check_promotion("where", dt, x, y)
+    return Aval(broadcast_shapes("where", c.shape, x.shape, y.shape, names=["condition", "x", "y"]), dt)
 
 
 where_p = defprim(
@@ -251,8 +287,9 @@ astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.d
 
 
 def _copy(x):
-    """A copy of ``x`` that shares no memory with it (``Tensor.clone``)."""
-    return np.array(x, copy=True)
+    """A C-contiguous copy of ``x`` that shares no memory with it
+    (``Tensor.clone``, and ``Tensor.contiguous`` of a strided tensor)."""
+    return np.array(x, copy=True, order="C")
 
 
 copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,),

@@ -1,4 +1,4 @@
-"""Linear algebra: matmul and linear (``x @ w.T + b``). Weight gradients of
+"""Linear algebra: matmul, linear (``x @ w.T + b``) and einsum. Weight gradients of
 products over a few rows stay factored (:class:`..gradtypes.OuterSum`)."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import numpy as np
 
 from ..gradtypes import factored_wgrad, tdot
-from .core import (batch_rows, Aval, ShapeError, broadcast_shapes, defprim, dims_match, fmt_shape, result_type, ufunc_dtype,
-                   unbroadcast)
+from .core import (batch_rows, Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dims_match, dtype_of, fmt_shape,
+                   result_type, ufunc_dtype, unbroadcast)
 
-__all__ = ["matmul_p", "linear_p"]
+__all__ = ["matmul_p", "linear_p", "einsum_p", "parse_einsum"]
 
 # --------------------------------------------------------------------------
 # linear algebra
@@ -24,7 +24,20 @@ def _matmul(x, w):
     return np.matmul(x, w)
 
 
+def _same_kind(op, **avals):
+    """PyTorch's products refuse integer and floating-point operands together
+    (numpy would compute them in float64): a DTypeError naming both dtypes."""
+    kinds = {n: dtype_of(a) for n, a in avals.items() if len(tuple(a.shape)) or not isinstance(a.dtype, (int, float))}
+    floats = [n for n, d in kinds.items() if d.kind in "fc"]
+    ints = [n for n, d in kinds.items() if d.kind in "biu"]
+    if floats and ints:
+        desc = ", ".join(f"{n}.dtype={d}" for n, d in kinds.items())
+        raise DTypeError(f"{op}: expected operands of one kind, got {desc} (as torch, which refuses this: cast "
+                         f"the integer operand first, e.g. {ints[0]}.float())")
+
+
 def _matmul_shape(x, w):
+    _same_kind("matmul", x=x, w=w)
     xs, ws = tuple(x.shape), tuple(w.shape)
     if len(xs) == 0 or len(ws) == 0:
         raise ShapeError(f"matmul: inputs must have at least one dimension, got x.shape={fmt_shape(xs)}, w.shape={fmt_shape(ws)}")
@@ -87,6 +100,7 @@ def _linear(x, w, b):
 
 
 def _linear_shape(x, w, b):
+    _same_kind("linear", x=x, weight=w, bias=b)
     if len(w.shape) != 2:
         raise ShapeError(f"linear: weight must be 2-D (out_features, in_features), got w.shape={fmt_shape(w.shape)}")
     if len(x.shape) == 0:
@@ -124,3 +138,136 @@ linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp, dens
                    vjp_reads=(0, 1),
     batch=batch_rows(0, when=lambda x, w, b: len(x.shape) >= 2))
 
+
+
+# --------------------------------------------------------------------------
+# einsum (torch.einsum / numpy.einsum notation)
+# --------------------------------------------------------------------------
+
+def parse_einsum(equation, ndims):
+    """``equation`` for operands of ``ndims`` dimensions as
+    ``(input subscripts, output subscripts)``, explicit: '...' expanded into
+    letters the equation does not use (the same trailing letters for every
+    operand, as its dimensions broadcast from the right), and an implicit
+    output (no '->') made as numpy and torch make it: the '...' dimensions,
+    then the letters used once, in alphabetical order. Raises ShapeError
+    naming einsum."""
+    if not isinstance(equation, str):
+        raise ShapeError(f"einsum: the equation must be a string, got {equation!r}")
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(ndims):
+        raise ShapeError(f"einsum: the equation {equation!r} names {len(ins)} operands, got {len(ndims)}")
+    used = set(c for c in eq if c.isalpha())
+    spare = [c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba" if c not in used]
+    n_ell = 0
+    for sub, nd in zip(ins, ndims):
+        if "..." in sub:
+            n_ell = max(n_ell, nd - (len(sub) - 3))
+    if n_ell > len(spare):
+        raise ShapeError(f"einsum: too many dimensions under '...' in {equation!r}")
+    ell = "".join(sorted(spare[:n_ell]))
+    out_ins = []
+    for k, (sub, nd) in enumerate(zip(ins, ndims)):
+        if sub.count("...") > 1 or any(not (c.isalpha() or c == ".") for c in sub):
+            raise ShapeError(f"einsum: operand {k}'s subscripts {sub!r} in {equation!r} are not letters with at "
+                             f"most one '...'")
+        if "..." in sub:
+            k_ell = nd - (len(sub) - 3)
+            if k_ell < 0:
+                raise ShapeError(f"einsum: operand {k} has {nd} dimensions, fewer than its subscripts {sub!r}")
+            sub = sub.replace("...", ell[len(ell) - k_ell:] if k_ell else "")
+        if "." in sub or len(sub) != nd:
+            raise ShapeError(f"einsum: operand {k} has {nd} dimensions but its subscripts {ins[k]!r} in "
+                             f"{equation!r} name {len(sub)}")
+        out_ins.append(sub)
+    if arrow:
+        if rhs.count("...") > 1 or any(not (c.isalpha() or c == ".") for c in rhs):
+            raise ShapeError(f"einsum: output subscripts {rhs!r} in {equation!r} are not letters with at most one "
+                             f"'...'")
+        out = rhs.replace("...", ell)
+        if "." in out:
+            raise ShapeError(f"einsum: invalid output subscripts {rhs!r} in {equation!r}")
+    else:
+        counts = {}
+        for sub in out_ins:
+            for c in sub:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    if len(set(out)) != len(out):
+        raise ShapeError(f"einsum: output subscripts of {equation!r} repeat a letter")
+    missing = [c for c in out if not any(c in s for s in out_ins)]
+    if missing:
+        raise ShapeError(f"einsum: output letter {missing[0]!r} of {equation!r} names no operand dimension")
+    return tuple(out_ins), out
+
+
+def _einsum_sizes(ins, avals):
+    """Each letter's size (None unknown), checking operands agree."""
+    sizes = {}
+    for k, (sub, a) in enumerate(zip(ins, avals)):
+        for c, d in zip(sub, tuple(a.shape)):
+            old = sizes.get(c)
+            if old is None:
+                sizes[c] = d
+            elif d is not None and d != old:
+                raise ShapeError(f"einsum: subscript {c!r} has size {d} in operand {k} (shape {fmt_shape(a.shape)}) "
+                                 f"and {old} elsewhere")
+    return sizes
+
+
+def _einsum(*ops, equation):
+    # optimize: a contraction of two or more operands goes through tensordot (BLAS) in a good order
+    return np.asarray(np.einsum(equation, *ops, optimize=len(ops) > 1))
+
+
+def _einsum_shape(*ops, equation):
+    if not isinstance(equation, str) or "->" not in equation or "." in equation:
+        raise ShapeError(f"einsum: equation must be explicit ('ij,jk->ik', as dynnets.einsum makes it), got "
+                         f"{equation!r}")
+    if not ops:
+        raise ShapeError("einsum: expected at least one operand")
+    lhs, out = equation.split("->")
+    ins = lhs.split(",")
+    if len(ins) != len(ops):
+        raise ShapeError(f"einsum: the equation {equation!r} names {len(ins)} operands, got {len(ops)}")
+    for k, (sub, a) in enumerate(zip(ins, ops)):
+        if len(sub) != len(tuple(a.shape)):
+            raise ShapeError(f"einsum: operand {k} has shape {fmt_shape(a.shape)} but its subscripts {sub!r} name "
+                             f"{len(sub)} dimensions")
+    _same_kind("einsum", **{f"operand{k}": a for k, a in enumerate(ops)})
+    sizes = _einsum_sizes(ins, ops)
+    if len(set(out)) != len(out) or any(c not in sizes for c in out):
+        raise ShapeError(f"einsum: invalid output subscripts in {equation!r}")
+    return Aval(tuple(sizes[c] for c in out), result_type(*[a.dtype for a in ops]))
+
+
+def _einsum_vjp(g, ins, out, equation):
+    """Operand k's gradient: the output gradient contracted with the other
+    operands onto k's letters; a letter summed within operand k alone is
+    broadcast back (the sum's derivative is 1 everywhere); a repeated letter
+    (a diagonal) is written on its diagonal, zeros elsewhere."""
+    lhs, osub = equation.split("->")
+    subs = lhs.split(",")
+    arrays = [np.asarray(a) for a in ins]
+    grads = []
+    for k, (sub, x) in enumerate(zip(subs, arrays)):
+        uniq = "".join(dict.fromkeys(sub))
+        others = [s for j, s in enumerate(subs) if j != k]
+        keep = "".join(c for c in uniq if c in osub or any(c in s for s in others))
+        gk = np.einsum(",".join([osub] + others) + "->" + keep, g, *[a for j, a in enumerate(arrays) if j != k],
+                       optimize=len(arrays) > 1)
+        size = dict(zip(sub, x.shape))
+        if keep != uniq:
+            gk = np.broadcast_to(np.reshape(gk, [size[c] if c in keep else 1 for c in uniq]),
+                                 tuple(size[c] for c in uniq))
+        if uniq != sub:
+            full = np.zeros(x.shape, dtype=g.dtype)
+            np.einsum(sub + "->" + uniq, full)[...] = gk       # a writeable view of the diagonal
+            gk = full
+        grads.append(np.ascontiguousarray(gk, dtype=x.dtype))
+    return tuple(grads)
+
+
+einsum_p = defprim("einsum", _einsum, _einsum_shape, joint_vjp=_einsum_vjp)

@@ -1,4 +1,5 @@
-"""Softmax, log-softmax, softmax and sigmoid cross-entropy, and embedding."""
+"""Softmax, log-softmax, softmax and sigmoid cross-entropy, embedding, and the
+activations GELU and leaky ReLU."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from .core import (BATCH_ELEMENTWISE, BatchRule, batch_rows, Aval, DTypeError, I
                    unbroadcast)
 
 __all__ = ["softmax_p", "log_softmax_p", "softmax_cross_entropy_p", "sigmoid_cross_entropy_p",
-           "binary_cross_entropy_p", "embedding_p"]
+           "binary_cross_entropy_p", "embedding_p", "gelu_p", "leaky_relu_p"]
 
 # --------------------------------------------------------------------------
 # softmax family, losses, embedding
@@ -78,7 +79,8 @@ def _class_indices(op, name, t, n_classes):
 
 def _xent(logits, targets, weights=None, reduction="mean"):
     """Softmax cross-entropy over rows; returns (loss, probs). ``weights`` (N,)
-    masks rows (0 drops a row); 'mean' divides by the total weight."""
+    masks rows (0 drops a row); 'mean' divides by the total weight (0 when
+    every row is masked out; NaN for no rows at all, as torch's mean)."""
     n, c = logits.shape
     t = _class_indices("cross_entropy", "target", targets, c)
     dt = logits.dtype
@@ -89,7 +91,7 @@ def _xent(logits, targets, weights=None, reduction="mean"):
     elif reduction == "sum":
         loss = np.asarray(losses.sum(), dtype=dt)
     else:
-        # the mean over no rows (every one masked) is nan, 0/0, as PyTorch's; its gradient is 0 (see the VJP)
+        # the mean over no rows (an empty batch, or every row masked) is nan, 0/0, as PyTorch's; its gradient is 0 (see the VJP)
         total = w.sum()
         loss = np.asarray(losses.sum() / total if total > 0 else np.nan, dtype=dt)
     return loss, probs
@@ -301,3 +303,82 @@ embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding
                       nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,),
     batch=batch_rows(1, when=lambda w, ids: len(ids.shape) >= 1))
 
+
+
+# --------------------------------------------------------------------------
+# activations with PyTorch's formulas (torch.nn.functional.gelu, leaky_relu)
+# --------------------------------------------------------------------------
+
+_GELU_MODES = ("none", "tanh")
+_SQRT_2_OVER_PI = 0.7978845608028654
+_KAPPA = 0.044715
+
+
+def _float_input(op, x):
+    dt = dtype_of(x)
+    if dt.kind != "f":
+        raise DTypeError(f"{op}: expected a floating-point input, got dtype {dt} (as torch: cast first, x.float())")
+    return dt
+
+
+def _gelu_shape(x, approximate="none"):
+    if approximate not in _GELU_MODES:
+        raise ShapeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return Aval(tuple(x.shape), _float_input("gelu", x))
+
+
+def _flat_kernel_arrays(*arrays):
+    """The arrays as C-contiguous 1-D float32/float64 (float16 computes in
+    float32, as the kernels are compiled for those two)."""
+    dt = arrays[0].dtype
+    kd = dt if is_kernel_float(dt) else np.dtype(np.float32)
+    return [np.ascontiguousarray(a, dtype=kd).reshape(-1) for a in arrays]
+
+
+def _gelu(x, approximate="none"):
+    """GELU (Hendrycks and Gimpel 2016): ``x * Phi(x)`` exactly (erf, in the
+    Numba kernel: numpy has none), or torch's tanh approximation
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    x = np.asarray(x)
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + _KAPPA * (x * x * x))
+        return 0.5 * x * (1 + np.tanh(inner))
+    (xf,) = _flat_kernel_arrays(x)
+    return K.gelu_fwd(xf).reshape(x.shape).astype(x.dtype, copy=False)
+
+
+def _gelu_vjp(g, ins, out, approximate="none"):
+    x = np.asarray(ins[0])
+    if approximate == "tanh":
+        # PyTorch's GeluBackward formula for the tanh approximation
+        x2 = x * x
+        t = np.tanh(_SQRT_2_OVER_PI * (x + _KAPPA * x2 * x))
+        left = 0.5 * x
+        right = 1 + t
+        d = 0.5 * right + left * (1 - t * t) * (_SQRT_2_OVER_PI * (1 + 3 * _KAPPA * x2))
+        return (g * d).astype(x.dtype, copy=False)
+    xf, gf = _flat_kernel_arrays(x, np.broadcast_to(g, x.shape))
+    return K.gelu_bwd(xf, gf).reshape(x.shape).astype(x.dtype, copy=False)
+
+
+gelu_p = defprim("gelu", _gelu, _gelu_shape, vjp=(_gelu_vjp,), batch=BATCH_ELEMENTWISE)
+
+
+def _leaky_relu_shape(x, negative_slope=0.01):
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
+        raise DTypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
+    return Aval(tuple(x.shape), _float_input("leaky_relu", x))
+
+
+def _leaky_relu(x, negative_slope=0.01):
+    # x > 0 keeps x, else x * slope: NaN stays NaN (x * slope), as torch's
+    return np.where(x > 0, x, x * float(negative_slope))
+
+
+def _leaky_relu_vjp(g, ins, out, negative_slope=0.01):
+    # slope at 0, as torch's leaky_relu_backward (x > 0 ? g : g * slope)
+    return np.where(ins[0] > 0, g, g * float(negative_slope))
+
+
+leaky_relu_p = defprim("leaky_relu", _leaky_relu, _leaky_relu_shape, vjp=(_leaky_relu_vjp,),
+                       batch=BATCH_ELEMENTWISE)

@@ -18,7 +18,7 @@ import numpy as np
 from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, IndexRangeError, ShapeError, batch_rows, defprim, dtype_of,
                    fits, fmt_shape, is_int)
 
-__all__ = ["gather_nd_p", "boolean_mask_p", "argwhere_p", "top_k_p", "tile_p", "pad_p", "stop_gradient_p"]
+__all__ = ["gather_nd_p", "boolean_mask_p", "argwhere_p", "top_k_p", "tile_p", "stop_gradient_p"]
 
 
 # --------------------------------------------------------------------------
@@ -188,7 +188,7 @@ top_k_p = defprim("top_k", _top_k, _top_k_shape, joint_vjp=_top_k_vjp, multiple_
 
 
 # --------------------------------------------------------------------------
-# tile, pad
+# tile (pad: primitives.array's pad_p serves tf.pad too)
 # --------------------------------------------------------------------------
 
 def _tile(x, multiples):
@@ -214,69 +214,13 @@ def _tile_vjp(g, ins, out, multiples):
     return g.reshape(split).sum(axis=tuple(range(0, 2 * len(shape), 2))).astype(g.dtype, copy=False)
 
 
-def _keeps_first_axis(x, multiples=None, paddings=None, **_):
+def _keeps_first_axis(x, multiples=None, **_):
     if len(x.shape) < 1:
         return False
-    return multiples[0] == 1 if multiples is not None else tuple(paddings[0]) == (0, 0)
+    return multiples[0] == 1
 
 
 tile_p = defprim("tile", _tile, _tile_shape, vjp=(_tile_vjp,), batch=batch_rows(0, when=_keeps_first_axis))
-
-_PAD_MODES = ("constant", "reflect", "symmetric")
-
-
-def _pad(x, paddings, mode="constant", constant_values=0):
-    if mode != "constant":         # dimensions a static graph knew only when it ran
-        _pad_limits(mode, paddings, np.shape(x))
-    if mode == "constant":
-        return np.pad(x, paddings, mode="constant", constant_values=constant_values)
-    return np.pad(x, paddings, mode=mode)
-
-
-def _pad_limits(mode, paddings, shape):
-    """TF1's limits: REFLECT pads less than the dimension, SYMMETRIC at most the dimension."""
-    for k, ((a, b), d) in enumerate(zip(paddings, shape)):
-        lim = None if d is None else d - 1 if mode == "reflect" else d
-        if lim is not None and max(a, b) > lim:
-            raise ShapeError(f"pad: {mode.upper()} paddings must be at most "
-                             f"{'the dimension - 1' if mode == 'reflect' else 'the dimension'}, got paddings[{k}]="
-                             f"({a}, {b}) for dimension {k} of size {d}")
-
-
-def _pad_shape(x, paddings, mode="constant", constant_values=0):
-    nd = len(x.shape)
-    if (not isinstance(paddings, tuple) or len(paddings) != nd
-            or not all(isinstance(p, tuple) and len(p) == 2 and all(is_int(a) and a >= 0 for a in p)
-                       for p in paddings)):
-        raise ShapeError(f"pad: paddings must be {nd} pairs (before, after) of non-negative integers for an input "
-                         f"of shape {fmt_shape(x.shape)}, got {paddings!r}")
-    if mode not in _PAD_MODES:
-        raise ShapeError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
-    if mode != "constant":
-        _pad_limits(mode, paddings, x.shape)
-    elif not isinstance(constant_values, (int, float, np.integer, np.floating)) or isinstance(constant_values, bool):
-        raise ShapeError(f"pad: constant_values must be a real number, got {constant_values!r}")
-    return Aval(tuple(None if d is None else d + a + b for d, (a, b) in zip(x.shape, paddings)), dtype_of(x))
-
-
-def _pad_vjp(g, ins, out, paddings, mode="constant", constant_values=0):
-    shape = np.shape(ins[0])
-    inner = tuple(slice(a, a + d) for (a, _), d in zip(paddings, shape))
-    if mode == "constant":
-        return np.ascontiguousarray(g[inner])
-    # each output entry copies the input entry np.pad's index map names: pad the
-    # positions themselves, axis by axis, and add the gradient back along each map
-    gx = g
-    for ax, ((a, b), d) in enumerate(zip(paddings, shape)):
-        src = np.pad(np.arange(d), (a, b), mode=mode)
-        acc = np.zeros(gx.shape[:ax] + (d,) + gx.shape[ax + 1:], dtype=g.dtype)
-        np.add.at(acc, (slice(None),) * ax + (src,), gx)
-        gx = acc
-    return gx
-
-
-pad_p = defprim("pad", _pad, _pad_shape, vjp=(_pad_vjp,), batch=batch_rows(0, when=_keeps_first_axis))
-
 
 # --------------------------------------------------------------------------
 # stop_gradient
