@@ -26,3 +26,9 @@ def __getattr__(name):
     if name in ("nn", "optim", "static", "models", "data", "train", "plots"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'dynnets' has no attribute {name!r}")
+
+
+# torch's other grad-mode names (per thread, as no_grad)
+from .autograd import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
+
+__all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]

@@ -9,3 +9,8 @@ from .tensor import Parameter, Tensor
 __all__ = ["ops", "Tensor", "Parameter", "bind", "backward", "no_grad", "enable_grad", "is_grad_enabled",
            "detect_anomaly", "AnomalyError", "gradcheck", "GradcheckError", "PRIMITIVES", "Primitive",
            "RowSparse", "ShapeError", "defprim", "autobatch", "LazyTensor"]
+
+# torch's other grad-mode names (per thread, as no_grad)
+from .engine import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
+
+__all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]
