@@ -32,7 +32,8 @@ pieces and never run.
 
 Schedulers (``strategy=``): ``"agenda"`` (DyNet's default): among the ready
 signatures run the one whose nodes have the lowest average depth, products
-deferred on ties; ``"depth"``: by depth, then signature.
+deferred on ties, once one of its (depth, signature) levels is complete (see
+``_run_agenda``); ``"depth"``: by depth, then signature.
 """
 from __future__ import annotations
 
@@ -66,6 +67,9 @@ _WEAK = (float, int, bool)
 _KEYED_ARGS = 16
 _VIEW = -1               # signature id of view nodes (no computation)
 _SINGLE = -2             # of nodes that run one at a time (no rule applies)
+# a (depth, signature) level of the agenda as one int: depth * _LEVEL_KEY + signature
+# (a tuple key would cost an allocation per node; signature ids stay far below it)
+_LEVEL_KEY = 1 << 32
 
 
 class ScheduledNode(NamedTuple):
@@ -687,27 +691,61 @@ class AutoBatch:
                 self._run_view(pn)
 
     def _run_agenda(self, nodes):
+        """DyNet's agenda (``exec.cc``): among the signatures with nodes
+        ready to run, the one whose pending nodes have the lowest average
+        depth runs next (all of its ready nodes, in one call), products
+        deferred on ties; with one condition, in the spirit of DyNet's
+        strategy 3: a signature runs only once some (depth, signature) level
+        of it is complete, every pending node of that signature at that
+        depth ready.
+
+        Without the condition a signature whose average depth is low ran
+        whenever a few of its nodes were ready, while the rest of the same
+        level still waited behind a signature of higher average depth (in
+        deep parts of the graph every signature's average is below the
+        current depth): it ran again and again in small groups. A child-sum
+        Tree-LSTM written from plain ops, where a per-node constant operand
+        makes one op a signature of its own per node, ran its 20 sample trees
+        in 2,927 calls against 746 for ``strategy="depth"``; with it, 746.
+        Ready nodes of incomplete levels still join the call (the agenda's
+        merging across depths, which the depth schedule cannot do).
+
+        It never stalls: the pending computing nodes of the lowest depth have
+        all their inputs computed (views and single nodes run as soon as they
+        are ready), so their levels are complete."""
         self._t_gather = 0.0
         self._t_compute = 0.0
-        # average depth per signature over all pending nodes (DyNet's heuristic)
+        K = _LEVEL_KEY
+        # average depth per signature over all pending nodes (DyNet's heuristic),
+        # and per level (depth * K + signature) the count of nodes not ready yet
         tot = {}
         cnt = {}
+        wait = {}
         ready = {}
         now = []                    # views and single nodes: run as soon as ready
+        first = []
         for pn in nodes:
             s = pn.sid
             if s >= 0:
                 tot[s] = tot.get(s, 0) + pn.depth
                 cnt[s] = cnt.get(s, 0) + 1
-            if pn.left == 0:
-                if s >= 0:
-                    r = ready.get(s)
-                    if r is None:
-                        ready[s] = [pn]
-                    else:
-                        r.append(pn)
+                if pn.left:
+                    k = pn.depth * K + s
+                    wait[k] = wait.get(k, 0) + 1
                 else:
-                    now.append(pn)
+                    first.append(pn)
+            elif pn.left == 0:
+                now.append(pn)
+        full = set()                # signatures with a complete level among their ready nodes
+        for pn in first:
+            s = pn.sid
+            r = ready.get(s)
+            if r is None:
+                ready[s] = [pn]
+            else:
+                r.append(pn)
+            if pn.depth * K + s not in wait:
+                full.add(s)
         prio = {}
         while True:
             while now:
@@ -718,18 +756,21 @@ class AutoBatch:
                         self._run_view(pn)
                     else:
                         self._run_group([pn])
-                    self._release(pn, ready, now)
-            if not ready:
+                    self._release(pn, ready, wait, full, now)
+            if not full:
+                if ready:
+                    raise AssertionError(f"autobatch: the agenda stalled with {len(ready)} signature(s) ready")
                 break
             best = None
             bkey = None
-            for s, g in ready.items():
+            for s in full:
                 p = prio.get(s)
                 if p is None:
-                    pr = g[0].plan.prim.batch
+                    pr = ready[s][0].plan.prim.batch
                     p = prio[s] = (tot[s] / cnt[s], pr is not None and pr.kind == "rows")
                 if bkey is None or p < bkey:
                     best, bkey = s, p
+            full.discard(best)
             group = ready.pop(best)
             self._run_group(group)
             for pn in group:
@@ -748,11 +789,18 @@ class AutoBatch:
                                 ready[s] = [q]
                             else:
                                 r.append(q)
+                            k = q.depth * K + s
+                            w = wait[k] - 1
+                            if w:
+                                wait[k] = w
+                            else:
+                                del wait[k]
+                                full.add(s)
                         else:
                             now.append(q)
 
     @staticmethod
-    def _release(pn, ready, now):
+    def _release(pn, ready, wait, full, now):
         succ = pn.succ
         if succ is None:
             return
@@ -767,6 +815,13 @@ class AutoBatch:
                         ready[s] = [q]
                     else:
                         r.append(q)
+                    k = q.depth * _LEVEL_KEY + s
+                    w = wait[k] - 1
+                    if w:
+                        wait[k] = w
+                    else:
+                        del wait[k]
+                        full.add(s)
                 else:
                     now.append(q)
 

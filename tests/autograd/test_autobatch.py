@@ -442,3 +442,69 @@ def test_value_error_in_a_batched_call_names_the_node(debug):
 def test_bad_strategy():
     with pytest.raises(ValueError, match="strategy must be"):
         dn.autobatch("greedy")
+
+
+# --- the agenda's batching quality -----------------------------------------------------
+
+def _childsum_plain(rng, dtype, vocab):
+    """Tai et al.'s child-sum Tree-LSTM as a user writes it from plain ops:
+    internal nodes read a constant zero input (a per-node operand of its own:
+    the add of the forget gates is a signature of its own per node, which the
+    rest of each node's ops wait behind), the forget gates over the stacked
+    children, a loss at every node."""
+    E, H = 3, 4
+    emb = nn.Embedding(len(vocab), E, rng=rng, dtype=dtype)
+    P = [dn.Parameter(rng.uniform(-0.5, 0.5, s).astype(dtype)) for s in [(E, H)] * 4 + [(H, H)] * 4 + [(H,)] * 4]
+    Wi, Wo, Wu, Wf, Ui, Uo, Uu, Uf, bi, bo, bu, bf = P
+    out = nn.Linear(H, 5, rng=rng, dtype=dtype)
+    zero = dn.tensor(np.zeros((1, E), dtype))
+
+    def node(t, losses):
+        kids = [node(k, losses) for k in t.children]
+        x = emb(np.array([vocab[t.word]])) if t.is_leaf else zero
+        if kids:
+            hs = kids[0][0]
+            for h, _ in kids[1:]:
+                hs = hs + h
+            i = dn.sigmoid(x @ Wi + hs @ Ui + bi)
+            o = dn.sigmoid(x @ Wo + hs @ Uo + bo)
+            u = dn.tanh(x @ Wu + hs @ Uu + bu)
+            hk = dn.concat([h for h, _ in kids], axis=0)
+            ck = dn.concat([c for _, c in kids], axis=0)
+            f = dn.sigmoid(x @ Wf + hk @ Uf + bf)
+            c = i * u + dn.sum(f * ck, axis=0, keepdims=True)
+        else:
+            i, o, u = dn.sigmoid(x @ Wi + bi), dn.sigmoid(x @ Wo + bo), dn.tanh(x @ Wu + bu)
+            c = i * u
+        h = o * dn.tanh(c)
+        losses.append(dn.cross_entropy(out(h), np.array([t.label])))
+        return h, c
+
+    def loss(trees):
+        losses = []
+        for t in trees:
+            node(t, losses)
+        return dn.stack(losses).mean()
+
+    return loss, [emb.weight, *P, *out.parameters()]
+
+
+def test_agenda_runs_each_level_of_a_plain_op_childsum_in_one_call():
+    """The agenda waits until a level of a signature (its nodes at one depth)
+    is complete before running it: it makes no more calls than the depth
+    schedule, per op, on the model where the average-depth rule alone split
+    the groups (20 sample trees: 2,927 calls against 746), with the same loss
+    and gradients as eager."""
+    data = load_samples()
+    vocab = Vocabulary.from_trees(data["train"])
+    trees = data["train"][:8]
+    loss, params = _childsum_plain(np.random.default_rng(7), np.float64, vocab)
+    calls = {}
+    for strategy in ("agenda", "depth"):
+        ab = _same(lambda: loss(trees), params, np.float64, strategy)
+        assert ab.stats["fallbacks"] == {}
+        calls[strategy] = [c.op for c in ab.calls]
+    agenda, depth = calls["agenda"], calls["depth"]
+    assert len(agenda) <= len(depth)
+    for op in set(depth):
+        assert agenda.count(op) <= depth.count(op), op
