@@ -339,6 +339,10 @@ class AutoBatch:
     def __exit__(self, tp, exc, tb):
         _Mode.batch = self._prev
         self._active = False
+        # numpy's bare "... is read-only" from a write into an array that
+        # pending nodes made read-only: raised again below naming autobatch
+        # (numpy's message cannot name it; nothing costs on the hot path)
+        pending = len(self._nodes) if self._readonly else 0
         try:
             if tp is None:
                 self.force()
@@ -347,6 +351,14 @@ class AutoBatch:
         finally:
             if self._gc:
                 gc.enable()
+        if pending and tp is not None and issubclass(tp, ValueError) and str(exc).endswith("is read-only") \
+                and not str(exc).startswith("autobatch:"):
+            raise ValueError(
+                f"autobatch: numpy refused an in-place write into a read-only array ({exc}). Inside "
+                f"dn.autobatch(), the arrays that pending ops read (here {pending} op(s) had not run) are "
+                f"read-only until those ops run, so that they compute with the values they were recorded "
+                f"with. Run them before writing (read a result: loss.item(), or call ab.force()), write after "
+                f"the with block, or replace the array instead (p.data = new_array)") from exc
         return False
 
     # --- recording (the hot path) ---------------------------------------------------
@@ -378,11 +390,17 @@ class AutoBatch:
                     if pn.depth > dmax:
                         dmax = pn.depth
             elif tp is Parameter or tp is Tensor:
-                d = a.data
-                dk = prot.get(id(d))
-                if dk is None:
-                    dk = self._protect(d, tp)
-                kpush(dk)
+                # a tensor by identity, with the array it held when first read
+                # here: a pending op computes with that array (see _rebound)
+                e = prot.get(id(a))
+                if e is None or e[0] is not a.data:
+                    if e is not None:
+                        # a.data was replaced while pending ops read the old
+                        # array: they run now, with it; this op reads the new one
+                        self.force()
+                        return self.record(prim, args, attrs, first)
+                    e = self._protect_tensor(a, tp)
+                kpush(e[1])
                 if a.requires_grad:
                     rg = True
             elif tp is _NDARRAY:
@@ -558,6 +576,42 @@ class AutoBatch:
             self._keep.append(arr)      # its id stays valid while the context lives
         return dk
 
+    def _protect_tensor(self, t, tp):
+        """Register tensor ``t`` (read by a pending node) with the array it
+        holds now, made read-only until the pending nodes ran; returns the
+        entry ``(array, desc id, tensor)`` (the tensor kept: its id stays
+        valid while the entry lives)."""
+        d = t.data
+        if d.flags.writeable:
+            d.flags.writeable = False
+            self._readonly.append(d)
+        e = self._protected[id(t)] = (d, _desc_id(d.shape, d.dtype, tp), t)
+        return e
+
+    def _rebound(self, nodes):
+        """Pending nodes compute with the values they were recorded with, as
+        eager ops would have: where a tensor's ``.data`` was replaced after
+        it was recorded (``W.data = W.data * 10``; an in-place write is
+        refused, its array being read-only), every pending node reading it
+        gets a stand-in holding the recorded array, whose gradient flows into
+        the tensor (an identity node on the tape). Costs a look at each
+        distinct tensor per force; the stand-ins only when something was
+        replaced."""
+        sub = None
+        for e in self._protected.values():
+            if type(e) is tuple and e[2].data is not e[0]:
+                if sub is None:
+                    sub = {}
+                sub[id(e[2])] = _engine.alias(e[2], e[0])
+        if sub is None:
+            return
+        for pn in nodes:
+            args = pn.args
+            for a in args:
+                if id(a) in sub:
+                    pn.args = tuple(sub.get(id(b), b) for b in args)
+                    break
+
     def _foreign(self, a):
         """A lazy tensor of another context: its value if that context ran it."""
         other = a._pn.ab
@@ -624,6 +678,7 @@ class AutoBatch:
         prev = _Mode.batch
         _Mode.batch = None
         prev_gm = _Mode.grad_enabled
+        self._rebound(nodes)
         self._unprotect()
         st = self._st
         t0 = time.perf_counter()

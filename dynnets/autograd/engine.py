@@ -30,7 +30,7 @@ from .primitives.core import DTypeError, IndexRangeError, ShapeError, check_shap
 __all__ = [
     "Node", "bind", "bind1", "bind2", "bind_first", "backward", "no_grad", "enable_grad",
     "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
-    "accumulate_grad", "set_grad_enabled", "inference_mode", "is_inference_mode_enabled",
+    "accumulate_grad", "set_grad_enabled", "inference_mode", "is_inference_mode_enabled", "alias",
 ]
 
 
@@ -881,6 +881,18 @@ _form = _gt.form
 _OUTER = _gt.OuterSum
 # the gradient types that are not arrays yet: a set lookup inline, not a call
 _LAZY_T = _gt.LAZY_TYPES
+
+
+def alias(t, value):
+    """A tensor holding array ``value`` whose gradient flows unchanged into
+    tensor ``t``, whatever ``t.data`` holds now (an identity node on the tape
+    when ``t`` requires grad, in any grad mode). How autobatch runs a pending
+    op with the array a tensor held when the op was recorded, after the
+    tensor's ``.data`` was replaced: as in eager mode, the op's value and the
+    gradients it passes back use the recorded array, and ``t`` receives its
+    gradient."""
+    from .primitives.elementwise import copy_p
+    return _finish(copy_p, (value,), (t,) if t.requires_grad else None, _NO_ATTRS, value)
 
 
 def accumulate_grad(t, g):

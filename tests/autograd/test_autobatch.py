@@ -420,6 +420,53 @@ def test_in_place_change_of_a_pending_input_is_an_error():
         opt.step()
 
 
+def _replace_after_record(batched):
+    """``y1 = x @ W; W.data = W.data * 10; y2 = x @ W`` and a replacement
+    after the last record: values and gradients, eagerly or under autobatch."""
+    x = dn.tensor([[1.0, 2.0]], dtype=np.float64, requires_grad=True)
+    w = dn.Parameter(np.ones((2, 2)))
+    b = dn.Parameter(np.array([0.5, -0.5]))
+    with (dn.autobatch() if batched else dn.enable_grad()):
+        y1 = x @ w + b
+        w.data = w.data * 10
+        y2 = dn.tanh(x @ w * 0.01)
+        b.data = b.data + 1                  # after the last op that reads b
+        loss = (y1 * y2).sum()
+    loss.backward()
+    return [y1.data.copy(), y2.data.copy(), loss.item(), x.grad.data.copy(), w.grad.data.copy(),
+            b.grad.data.copy(), w.data.copy(), b.data.copy()]
+
+
+def test_pending_ops_compute_with_the_values_they_were_recorded_with():
+    """Replacing a tensor's ``.data`` while ops that read it are pending
+    changes nothing they compute (values and gradients as in eager mode)."""
+    x = dn.ones(1, 2)
+    w = dn.Parameter(np.ones((2, 2)))
+    with dn.autobatch():
+        y = x @ w
+        w.data = w.data * 10
+    np.testing.assert_array_equal(y.data, [[2.0, 2.0]])
+    np.testing.assert_array_equal(w.data, [[10.0, 10.0], [10.0, 10.0]])
+    eager, batched = _replace_after_record(False), _replace_after_record(True)
+    np.testing.assert_array_equal(batched[0], [[3.5, 2.5]])
+    for a, e in zip(batched, eager):
+        np.testing.assert_allclose(a, e, rtol=1e-12)
+
+
+@pytest.mark.parametrize("write", ["w.data[0, 0] = 5.0", "w.data *= 2", "np.copyto(w.data, 0.0)"])
+def test_in_place_write_into_a_pending_input_names_autobatch(write):
+    w = dn.Parameter(np.ones((2, 2)))
+    x = dn.tensor(np.ones((1, 2)), dtype=np.float64)
+    with pytest.raises(ValueError, match=r"autobatch: numpy refused an in-place write .*read-only.*"
+                                         r"1 op\(s\) had not run.*ab\.force\(\)") as info:
+        with dn.autobatch():
+            x @ w
+            exec(write)
+    assert "read-only" in str(info.value.__cause__)
+    assert w.data.flags.writeable            # the context let go of its arrays
+    exec(write)
+
+
 @pytest.mark.parametrize("debug", [False, True])
 def test_value_error_in_a_batched_call_names_the_node(debug):
     w = dn.Parameter(np.ones((3, 2)))
