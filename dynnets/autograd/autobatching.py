@@ -41,6 +41,7 @@ import gc
 import itertools
 import os
 import sys
+import threading
 import time
 from typing import NamedTuple
 
@@ -122,13 +123,56 @@ _BKEY_IDS = {}
 _SERIALS = itertools.count()
 
 
+# the interning tables are shared by the contexts of all threads: a new entry
+# is made under a lock (two threads interning at once would give two
+# descriptions one id); a lookup needs none
+_INTERN = threading.Lock()
+
+
 def _desc_id(shape, dtype, tp):
     d = (shape, dtype, tp)
     i = _DESC_IDS.get(d)
     if i is None:
-        i = _DESC_IDS[d] = len(_DESCS)
-        _DESCS.append(d)
+        with _INTERN:
+            i = _DESC_IDS.get(d)
+            if i is None:
+                i = len(_DESCS)
+                _DESCS.append(d)
+                _DESC_IDS[d] = i
     return i
+
+
+def _bkey_id(bk):
+    i = _BKEY_IDS.get(bk)
+    if i is None:
+        with _INTERN:
+            i = _BKEY_IDS.get(bk)
+            if i is None:
+                i = _BKEY_IDS[bk] = len(_BKEY_IDS)
+    return i
+
+
+# The cyclic collector is paused while any thread's context records and
+# runs (see AutoBatch.__enter__); it is one switch per process, so the
+# contexts of all threads count: the last one out turns it back on, if it
+# was on when the first came in.
+_GC = {"paused": 0, "was_enabled": False}
+_GC_LOCK = threading.Lock()
+
+
+def _gc_pause():
+    with _GC_LOCK:
+        if _GC["paused"] == 0:
+            _GC["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _GC["paused"] += 1
+
+
+def _gc_resume():
+    with _GC_LOCK:
+        _GC["paused"] -= 1
+        if _GC["paused"] == 0 and _GC["was_enabled"]:
+            gc.enable()
 
 
 class _Call:
@@ -332,8 +376,7 @@ class AutoBatch:
         # Tree-LSTM training step (measured, SST minibatches of 25). Nothing
         # leaks: forcing breaks the node <-> tensor references, so the graph
         # is freed by reference counting; the collector resumes on exit.
-        self._gc = gc.isenabled()
-        gc.disable()
+        _gc_pause()
         return self
 
     def __exit__(self, tp, exc, tb):
@@ -349,8 +392,7 @@ class AutoBatch:
             else:
                 self._abandon("the autobatch context was left by an exception before they ran")
         finally:
-            if self._gc:
-                gc.enable()
+            _gc_resume()
         if pending and tp is not None and issubclass(tp, ValueError) and str(exc).endswith("is read-only") \
                 and not str(exc).startswith("autobatch:"):
             raise ValueError(
@@ -1445,10 +1487,7 @@ def _make_plan(prim, args, attrs, gm, key):
                 ak = prim.attr_key
                 parts.append(ak(**attrs) if ak is not None else tuple(attrs.items()))
                 parts.append(tuple(map(type, attrs.values())))
-            bk = tuple(parts)
-            plan.bkey = _BKEY_IDS.get(bk)
-            if plan.bkey is None:
-                plan.bkey = _BKEY_IDS[bk] = len(_BKEY_IDS)
+            plan.bkey = _bkey_id(tuple(parts))
             plan.sid = 0
         except TypeError:
             plan.sid = _SINGLE

@@ -286,3 +286,50 @@ def test_direct_writes_to_the_state_keep_the_fast_path_flag_right():
     finally:
         engine.STATE.grad_enabled = True
     assert engine.STATE.path == 0 and (x * 2).requires_grad
+
+
+def test_two_threads_each_in_their_own_autobatch_context():
+    """Both threads record at once (a barrier between their ops), then run:
+    each context batches its own thread's ops only, with eager values and
+    gradients; the collector, paused by both, is on again after both."""
+    import gc
+
+    rng = np.random.default_rng(1)
+    ws = [dn.Parameter(rng.standard_normal((3, 3))) for _ in range(2)]
+    xs = [rng.standard_normal((1, 3)) for _ in range(4)]
+    barrier = threading.Barrier(2, timeout=TIMEOUT)
+    out = [None, None]
+    errs = []
+
+    def run(k):
+        try:
+            w = ws[k]
+            with dn.autobatch() as ab:
+                hs = []
+                for x in xs:
+                    hs.append(ops.tanh(dn.tensor(x, dtype=np.float64) @ w))
+                    barrier.wait()            # the other thread records between two of these
+                loss = dn.stack(hs).sum()
+                barrier.wait()
+            loss.backward()
+            out[k] = (loss.item(), w.grad.data.copy(), ab.stats["nodes"], ab.stats["batched_calls"])
+        except BaseException as exc:
+            errs.append(exc)
+            barrier.abort()
+
+    assert gc.isenabled()
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(TIMEOUT)
+    if errs:
+        raise errs[0]
+    assert gc.isenabled()
+    X = np.concatenate(xs)
+    for k in range(2):
+        loss, grad, nodes, calls = out[k]
+        h = np.tanh(X @ ws[k].data)
+        assert loss == pytest.approx(h.sum(), rel=1e-12)
+        np.testing.assert_allclose(grad, X.T @ (1 - h ** 2), rtol=1e-12)
+        assert nodes == 2 * len(xs) + 2 and calls == 3        # its own ops only: matmul, tanh, sum (stack: a view)
