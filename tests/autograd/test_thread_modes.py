@@ -333,3 +333,27 @@ def test_two_threads_each_in_their_own_autobatch_context():
         assert loss == pytest.approx(h.sum(), rel=1e-12)
         np.testing.assert_allclose(grad, X.T @ (1 - h ** 2), rtol=1e-12)
         assert nodes == 2 * len(xs) + 2 and calls == 3        # its own ops only: matmul, tanh, sum (stack: a view)
+
+
+def test_modes_are_counted_per_thread_and_a_finished_thread_is_uncounted():
+    """bind reads a thread's mode only while some thread is in one
+    (``engine._MODES``); a thread that ends inside a mode stops counting."""
+    base = engine._MODES
+    inside = []
+
+    def leave_it_off():
+        dn.set_grad_enabled(False)            # never set back: the thread just ends
+        inside.append(engine._MODES)
+
+    t = threading.Thread(target=leave_it_off)
+    t.start()
+    t.join(TIMEOUT)
+    del t
+    assert inside == [base + 1]
+    assert engine._MODES == base
+    with dn.no_grad():
+        assert engine._MODES == base + 1
+        with dn.detect_anomaly():              # still one thread
+            assert engine._MODES == base + 1 and engine.STATE.path == 2
+        assert engine.STATE.path == 1
+    assert engine._MODES == base and engine.STATE.path == 0
