@@ -1646,6 +1646,10 @@ _RUN = {"rows": _run_rows, "elementwise": _run_rows, "reduce": _run_reduce, "xen
 def autobatch(strategy="agenda", profile=False, debug=False):
     """Context in which ops record lazily and run batched (see the module docstring).
 
+    The context is the calling thread's: other threads' ops run eagerly
+    meanwhile (each thread may have a context of its own); one context is
+    used by one thread at a time.
+
     ``with dn.autobatch() as ab:`` -- ``ab.stats`` (node and call counts,
     fallbacks per primitive, bytes gathered, times), ``ab.schedule`` (for
     every node the batched call that ran it) and ``ab.calls``. ``profile``

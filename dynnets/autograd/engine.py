@@ -11,6 +11,10 @@ each primitive's VJP from the table in :mod:`dynnets.autograd.primitives`.
 Per-op overhead is the enemy of dynamic networks (DESIGN.md rule 10), so the hot
 path here avoids isinstance chains, keyword plumbing and copies: a node stores
 the input arrays it already had, and tensors are created without ``__init__``.
+
+The modes (grad mode, anomaly detection, the autobatch context, a trace's
+captured Parameters) are per thread, as torch's grad mode: see
+:class:`_ModeState` (``STATE``).
 """
 from __future__ import annotations
 
@@ -124,13 +128,13 @@ class _GradContext:
     in the mode on every call; a decorated generator function runs in it
     each time it resumes (the caller's mode in between), as in torch."""
 
+    _bare = True             # whether ``@name`` without parentheses decorates
+
     def __new__(cls, *args, **kwargs):
         # ``@no_grad`` without parentheses: the function in place of the arguments
         if cls._bare and len(args) == 1 and not kwargs and callable(args[0]):
             return cls()(args[0])
         return super().__new__(cls)
-
-    _bare = True
 
     def _clone(self):
         return type(self)()
@@ -169,10 +173,8 @@ class _GradContext:
                 return fn(*args, **kwargs)
         return wrapper
 
-    def _set(self):
-        raise NotImplementedError
-
     def __enter__(self):
+        # _set: each subclass's mode
         self._prev = (_Mode.grad_enabled, _Mode.inference)
         self._set()
 
