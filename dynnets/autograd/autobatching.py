@@ -439,7 +439,10 @@ class AutoBatch:
                     if e is not None:
                         # a.data was replaced while pending ops read the old
                         # array: they run now, with it; this op reads the new one
-                        self.force()
+                        if self._nodes:
+                            self.force()
+                        else:
+                            self._unprotect()   # protected by a record that raised: nothing pending
                         return self.record(prim, args, attrs, first)
                     e = self._protect_tensor(a, tp)
                 kpush(e[1])
@@ -720,11 +723,11 @@ class AutoBatch:
         prev = _Mode.batch
         _Mode.batch = None
         prev_gm = _Mode.grad_enabled
-        self._rebound(nodes)
-        self._unprotect()
         st = self._st
         t0 = time.perf_counter()
         try:
+            self._rebound(nodes)
+            self._unprotect()
             if self.strategy == "depth":
                 self._run_depth(nodes)
             else:

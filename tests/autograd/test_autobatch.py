@@ -453,6 +453,19 @@ def test_pending_ops_compute_with_the_values_they_were_recorded_with():
         np.testing.assert_allclose(a, e, rtol=1e-12)
 
 
+def test_replacing_data_after_a_record_that_raised():
+    """A record that raised (a shape error) after it read a tensor leaves no
+    pending op: replacing the tensor's array then is no rebinding to run for."""
+    w = dn.Parameter(np.ones((2, 2)))
+    with dn.autobatch() as ab:
+        with pytest.raises(dn.ShapeError):
+            dn.tensor(np.ones((1, 3)), dtype=np.float64) @ w
+        w.data = w.data * 3
+        y = dn.tensor(np.ones((1, 2)), dtype=np.float64) @ w
+    np.testing.assert_array_equal(y.data, [[6.0, 6.0]])
+    assert ab.stats["forces"] == 1
+
+
 @pytest.mark.parametrize("write", ["w.data[0, 0] = 5.0", "w.data *= 2", "np.copyto(w.data, 0.0)"])
 def test_in_place_write_into_a_pending_input_names_autobatch(write):
     w = dn.Parameter(np.ones((2, 2)))
