@@ -50,13 +50,13 @@ class _ModeState(threading.local):
     grad off (no_grad) and nothing else, 2 a mode bind handles on its general
     path (autobatch, a trace's captured Parameters, anomaly detection). Every
     assignment to a flag it depends on recomputes it (``__setattr__``), so
-    code that writes ``STATE.grad_enabled`` directly keeps it right; and
-    counts the threads whose ``path`` is not 0 in the module global
-    ``_MODES``. bind reads ``_MODES`` first and this thread's ``path`` only
-    when some thread is in a mode: a thread-local attribute read costs about
-    as much as the three class-attribute reads of the process-wide state it
-    replaced (30-70 ns against 12-25 ns each on the shared machine), a module
-    global a few ns.
+    code that writes ``STATE.grad_enabled`` directly keeps it right; and the
+    module global ``_MODES`` holds one entry per thread whose ``path`` is not
+    0. bind reads ``_MODES`` first and this thread's ``path`` only when some
+    thread is in a mode: a thread-local attribute read costs about as much as
+    the three class-attribute reads of the process-wide state it replaced
+    (30-70 ns against 12-25 ns each on the shared machine), a module global a
+    few ns.
     """
 
     grad_enabled = True
@@ -66,49 +66,77 @@ class _ModeState(threading.local):
     batch = None             # this thread's active dynnets.autobatch context: bind records lazily
     captured = frozenset()   # ids of the Parameters this thread's trace reads live (capture_parameters)
     path = 0
-    _count = None            # this thread's _InMode, made when its path first leaves 0
+    _token = None            # this thread's _InMode, made when its path first leaves 0
 
     def __setattr__(self, name, value):
         _local_setattr(self, name, value)
-        if name in _PATH_FLAGS:
+        if name == "grad_enabled":
+            path = self.path
+            if path != 2:       # at 2 another mode holds the path, and its flags did not change
+                new = 0 if value else 1
+                if new != path:
+                    _set_path(self, new)
+        elif name in _SPECIAL:
             path = 2 if (self.batch is not None or self.captured or self.anomaly) else 0 if self.grad_enabled else 1
             if path != self.path:
-                _local_setattr(self, "path", path)
-                c = self._count
-                if c is None:
-                    c = _InMode()
-                    _local_setattr(self, "_count", c)
-                c.set(path != 0)
+                _set_path(self, path)
+
+
+def _set_path(m, path):
+    """Set thread state ``m``'s path, entering or leaving ``_MODES``."""
+    _local_setattr(m, "path", path)
+    t = m._token
+    if t is None:
+        t = _InMode()
+        _local_setattr(m, "_token", t)
+    # a set's add and discard are atomic: no lock
+    if path:
+        _MODES.add(id(t))
+    else:
+        _MODES.discard(id(t))
+
+
+def _grad_to(on):
+    """Set this thread's grad mode and return the previous one: what the
+    grad contexts do on entry and exit, without ``__setattr__``'s dispatch
+    (``with no_grad():`` costs what it did with the process-wide state)."""
+    m = _Mode
+    prev = m.grad_enabled
+    _local_setattr(m, "grad_enabled", on)
+    path = m.path
+    if path != 2:
+        new = 0 if on else 1
+        if new != path:
+            t = m._token
+            if t is None:
+                _set_path(m, new)
+            else:
+                # _set_path inline: once per no_grad() entry and exit
+                _local_setattr(m, "path", new)
+                if new:
+                    _MODES.add(id(t))
+                else:
+                    _MODES.discard(id(t))
+    return prev
 
 
 class _InMode:
-    """Whether one thread is counted in ``_MODES``; a thread that ends inside
-    a mode (``set_grad_enabled(False)`` never undone) is uncounted when its
-    thread-local state is freed."""
+    """One thread's entry in ``_MODES`` (its id); a thread that ends inside a
+    mode (``set_grad_enabled(False)`` never undone) leaves ``_MODES`` when
+    its thread-local state, which holds this object, is freed."""
 
-    __slots__ = ("on",)
-
-    def __init__(self):
-        self.on = False
-
-    def set(self, on):
-        global _MODES
-        if on != self.on:
-            with _MODES_LOCK:
-                _MODES += 1 if on else -1
-            self.on = on
+    __slots__ = ()
 
     def __del__(self):
         try:
-            self.set(False)
-        except Exception:       # at interpreter shutdown the lock may already be gone: nothing left to count
+            _MODES.discard(id(self))
+        except Exception:       # at interpreter shutdown the set may already be gone: nothing left to count
             pass
 
 
 _local_setattr = threading.local.__setattr__
-_PATH_FLAGS = frozenset({"grad_enabled", "anomaly", "batch", "captured"})
-_MODES = 0                   # threads whose path is not 0 (see _ModeState)
-_MODES_LOCK = threading.Lock()
+_SPECIAL = frozenset({"anomaly", "batch", "captured"})
+_MODES = set()               # one entry per thread whose path is not 0 (see _ModeState)
 _Mode = _ModeState()
 
 
@@ -122,27 +150,30 @@ def is_inference_mode_enabled() -> bool:
     return _Mode.inference
 
 
-class _GradContext:
-    """A grad-mode context that is also a decorator, as torch's: ``with
-    no_grad():``, ``@no_grad()`` and ``@no_grad``. A decorated function runs
-    in the mode on every call; a decorated generator function runs in it
-    each time it resumes (the caller's mode in between), as in torch."""
+class _GradSwitch:
+    """A grad-mode context that is also a decorator, as torch's: entering
+    sets this thread's grad mode to ``_on``, leaving restores it. A
+    decorated function runs in the mode on every call; a decorated generator
+    function runs in it each time it resumes (the caller's mode in between),
+    as in torch."""
 
-    _bare = True             # whether ``@name`` without parentheses decorates
-
-    def __new__(cls, *args, **kwargs):
-        # ``@no_grad`` without parentheses: the function in place of the arguments
-        if cls._bare and len(args) == 1 and not kwargs and callable(args[0]):
-            return cls()(args[0])
-        return super().__new__(cls)
+    __slots__ = ("_on", "_prev")
 
     def _clone(self):
-        return type(self)()
+        c = object.__new__(type(self))
+        c._on = self._on
+        return c
+
+    def __enter__(self):
+        self._prev = _grad_to(self._on)
+
+    def __exit__(self, tp, exc, tb):
+        _grad_to(self._prev)
+        return False
 
     def __call__(self, fn):
         if not callable(fn):
-            raise TypeError(f"{type(self).__name__}: used as a decorator, expected a function, got "
-                            f"{type(fn).__name__}")
+            raise TypeError(f"{self._name()}: used as a decorator, expected a function, got {type(fn).__name__}")
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def gen(*args, **kwargs):
@@ -173,33 +204,45 @@ class _GradContext:
                 return fn(*args, **kwargs)
         return wrapper
 
-    def __enter__(self):
-        # _set: each subclass's mode
-        self._prev = (_Mode.grad_enabled, _Mode.inference)
-        self._set()
+    def _name(self):
+        return type(self).__name__
 
-    def __exit__(self, tp, exc, tb):
-        _Mode.grad_enabled, _Mode.inference = self._prev
-        return False
+    def __repr__(self):
+        return f"{self._name()}()"
 
 
-class no_grad(_GradContext):
+class _NoGrad(_GradSwitch):
+    __slots__ = ()
+
+    def _name(self):
+        return "no_grad"
+
+
+class _EnableGrad(_GradSwitch):
+    __slots__ = ()
+
+    def _name(self):
+        return "enable_grad"
+
+
+def no_grad(func=None):
     """Context (and decorator) in which this thread's ops record nothing, as
-    ``torch.no_grad``; other threads keep their own mode."""
+    ``torch.no_grad``: ``with dn.no_grad():``, ``@dn.no_grad()`` or
+    ``@dn.no_grad``; other threads keep their own mode."""
+    c = object.__new__(_NoGrad)       # without __init__: entered once per eval step
+    c._on = False
+    return c if func is None else c(func)
 
-    def _set(self):
-        _Mode.grad_enabled = False
 
-
-class enable_grad(_GradContext):
+def enable_grad(func=None):
     """Context (and decorator) in which this thread's ops record again, as
     ``torch.enable_grad`` (inside ``no_grad()``)."""
+    c = object.__new__(_EnableGrad)
+    c._on = True
+    return c if func is None else c(func)
 
-    def _set(self):
-        _Mode.grad_enabled = True
 
-
-class set_grad_enabled(_GradContext):
+class set_grad_enabled(_GradSwitch):
     """Turn recording on or off in this thread, as ``torch.set_grad_enabled``:
     called, it sets the mode at once (``dn.set_grad_enabled(False)``); as a
     context (``with dn.set_grad_enabled(is_train):``) or a decorator it
@@ -210,61 +253,75 @@ class set_grad_enabled(_GradContext):
     mode : bool
     """
 
-    _bare = False
+    __slots__ = ()
 
     def __init__(self, mode):
         if not isinstance(mode, (bool, np.bool_)):
             raise TypeError(f"set_grad_enabled: mode must be a bool, got {type(mode).__name__} {mode!r}")
-        self.mode = bool(mode)
-        self._prev = (_Mode.grad_enabled, _Mode.inference)
-        _Mode.grad_enabled = self.mode
+        self._on = bool(mode)
+        self._prev = _grad_to(self._on)
 
     def _clone(self):
-        # a decorated function's calls: built without setting the mode at decoration time
-        c = object.__new__(type(self))
-        c.mode = self.mode
+        # a decorated function's calls: made without setting the mode at decoration time
+        c = super()._clone()
         c._prev = None
         return c
 
     def __call__(self, fn):
         # as torch: decorating undoes the immediate effect of the constructor
-        _Mode.grad_enabled, _Mode.inference = self._prev
+        _grad_to(self._prev)
         return super().__call__(fn)
 
     def __enter__(self):
         # the mode before the constructor set it is the one restored on exit
+        prev = _grad_to(self._on)
         if self._prev is None:
-            self._prev = (_Mode.grad_enabled, _Mode.inference)
-        _Mode.grad_enabled = self.mode
+            self._prev = prev
 
     def __repr__(self):
-        return f"set_grad_enabled(mode={self.mode})"
+        return f"set_grad_enabled(mode={self._on})"
 
 
-class inference_mode(_GradContext):
+class inference_mode(_GradSwitch):
     """Context (and decorator) for code that computes without gradients, as
     ``torch.inference_mode``: here the same as ``no_grad()`` (dynnets has no
     inference-only tensors: a result made inside can later be used in code
     that records, as a constant), and ``is_inference_mode_enabled()`` is True
     inside. ``inference_mode(False)`` turns inference mode off and grad mode
-    on, as in torch.
+    on, as in torch. ``@inference_mode`` and ``@inference_mode()`` decorate.
 
     Parameters
     ----------
     mode : bool, default True
     """
 
+    __slots__ = ()
+
+    def __new__(cls, mode=True):
+        if callable(mode):              # @inference_mode without parentheses
+            return cls()(mode)
+        return super().__new__(cls)
+
     def __init__(self, mode=True):
         if not isinstance(mode, (bool, np.bool_)):
             raise TypeError(f"inference_mode: mode must be a bool, got {type(mode).__name__} {mode!r}")
-        self.mode = bool(mode)
+        self._on = bool(mode)       # here: whether inference mode is on
 
     def _clone(self):
-        return type(self)(self.mode)
+        return type(self)(self._on)
 
-    def _set(self):
-        _Mode.grad_enabled = not self.mode
-        _Mode.inference = self.mode
+    def __enter__(self):
+        m = _Mode
+        self._prev = (_grad_to(not self._on), m.inference)
+        m.inference = self._on
+
+    def __exit__(self, tp, exc, tb):
+        _grad_to(self._prev[0])
+        _Mode.inference = self._prev[1]
+        return False
+
+    def __repr__(self):
+        return f"inference_mode(mode={self._on})"
 
 
 class AnomalyError(FloatingPointError):

@@ -337,23 +337,23 @@ def test_two_threads_each_in_their_own_autobatch_context():
 
 def test_modes_are_counted_per_thread_and_a_finished_thread_is_uncounted():
     """bind reads a thread's mode only while some thread is in one
-    (``engine._MODES``); a thread that ends inside a mode stops counting."""
-    base = engine._MODES
+    (``len(engine._MODES)``); a thread that ends inside a mode stops counting."""
+    base = len(engine._MODES)
     inside = []
 
     def leave_it_off():
         dn.set_grad_enabled(False)            # never set back: the thread just ends
-        inside.append(engine._MODES)
+        inside.append(len(engine._MODES))
 
     t = threading.Thread(target=leave_it_off)
     t.start()
     t.join(TIMEOUT)
     del t
     assert inside == [base + 1]
-    assert engine._MODES == base
+    assert len(engine._MODES) == base
     with dn.no_grad():
-        assert engine._MODES == base + 1
+        assert len(engine._MODES) == base + 1
         with dn.detect_anomaly():              # still one thread
-            assert engine._MODES == base + 1 and engine.STATE.path == 2
+            assert len(engine._MODES) == base + 1 and engine.STATE.path == 2
         assert engine.STATE.path == 1
-    assert engine._MODES == base and engine.STATE.path == 0
+    assert len(engine._MODES) == base and engine.STATE.path == 0
