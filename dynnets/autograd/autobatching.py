@@ -99,7 +99,7 @@ class _Node:
     run (``left``), consumers (``succ``); ``call`` is None until it ran."""
 
     __slots__ = ("ab", "plan", "args", "attrs", "sid", "depth", "left", "succ", "tag", "call", "pos", "index",
-                 "locs", "concs", "where")
+                 "locs", "concs", "where", "wait")
 
 
 class _Plan:
@@ -350,7 +350,8 @@ class AutoBatch:
         self._sources = []          # tensors that pieces index
         self._src_of = {}           # id(concrete tensor) -> source index
         self._keep = []
-        self._protected = {}        # id(array) -> its desc id, for arrays pending nodes read
+        self._protected = {}        # id(array) -> its desc id, id(tensor) -> (array, desc id, tensor): read by pending nodes
+        self._tensors = []          # the (array, desc id, tensor) entries of _protected
         self._readonly = []         # the arrays made read-only until the pending nodes ran
         self._active = False
         self._forcing = False
@@ -631,6 +632,7 @@ class AutoBatch:
             d.flags.writeable = False
             self._readonly.append(d)
         e = self._protected[id(t)] = (d, _desc_id(d.shape, d.dtype, tp), t)
+        self._tensors.append(e)
         return e
 
     def _rebound(self, nodes):
@@ -643,8 +645,8 @@ class AutoBatch:
         distinct tensor per force; the stand-ins only when something was
         replaced."""
         sub = None
-        for e in self._protected.values():
-            if type(e) is tuple and e[2].data is not e[0]:
+        for e in self._tensors:
+            if e[2].data is not e[0]:
                 if sub is None:
                     sub = {}
                 sub[id(e[2])] = _engine.alias(e[2], e[0])
@@ -762,6 +764,7 @@ class AutoBatch:
             a.flags.writeable = True
         self._readonly = []
         self._protected = {}
+        self._tensors = []
 
     # --- schedulers -------------------------------------------------------------------
     def _run_depth(self, nodes):
@@ -823,29 +826,33 @@ class AutoBatch:
         wait = {}
         ready = {}
         now = []                    # views and single nodes: run as soon as ready
-        first = []
         for pn in nodes:
             s = pn.sid
             if s >= 0:
-                tot[s] = tot.get(s, 0) + pn.depth
+                d = pn.depth
+                tot[s] = tot.get(s, 0) + d
                 cnt[s] = cnt.get(s, 0) + 1
                 if pn.left:
-                    k = pn.depth * K + s
-                    wait[k] = wait.get(k, 0) + 1
+                    # the count of its level's nodes not ready yet, shared by them
+                    k = d * K + s
+                    c = wait.get(k)
+                    if c is None:
+                        c = wait[k] = [1]
+                    else:
+                        c[0] += 1
+                    pn.wait = c
                 else:
-                    first.append(pn)
+                    r = ready.get(s)
+                    if r is None:
+                        ready[s] = [pn]
+                    else:
+                        r.append(pn)
             elif pn.left == 0:
                 now.append(pn)
-        full = set()                # signatures with a complete level among their ready nodes
-        for pn in first:
-            s = pn.sid
-            r = ready.get(s)
-            if r is None:
-                ready[s] = [pn]
-            else:
-                r.append(pn)
-            if pn.depth * K + s not in wait:
-                full.add(s)
+        # signatures with a complete level among their ready nodes: at first
+        # every ready one (a node without pending inputs has depth 0, and a
+        # waiting node has depth >= 1)
+        full = set(ready)
         prio = {}
         while True:
             while now:
@@ -856,7 +863,7 @@ class AutoBatch:
                         self._run_view(pn)
                     else:
                         self._run_group([pn])
-                    self._release(pn, ready, wait, full, now)
+                    self._release(pn, ready, full, now)
             if not full:
                 if ready:
                     raise AssertionError(f"autobatch: the agenda stalled with {len(ready)} signature(s) ready")
@@ -889,18 +896,15 @@ class AutoBatch:
                                 ready[s] = [q]
                             else:
                                 r.append(q)
-                            k = q.depth * K + s
-                            w = wait[k] - 1
-                            if w:
-                                wait[k] = w
-                            else:
-                                del wait[k]
+                            c = q.wait
+                            c[0] -= 1
+                            if not c[0]:
                                 full.add(s)
                         else:
                             now.append(q)
 
     @staticmethod
-    def _release(pn, ready, wait, full, now):
+    def _release(pn, ready, full, now):
         succ = pn.succ
         if succ is None:
             return
@@ -915,12 +919,9 @@ class AutoBatch:
                         ready[s] = [q]
                     else:
                         r.append(q)
-                    k = q.depth * _LEVEL_KEY + s
-                    w = wait[k] - 1
-                    if w:
-                        wait[k] = w
-                    else:
-                        del wait[k]
+                    c = q.wait
+                    c[0] -= 1
+                    if not c[0]:
                         full.add(s)
                 else:
                     now.append(q)
