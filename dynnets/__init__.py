@@ -51,3 +51,8 @@ from .devices import device  # noqa: E402
 from .generator import Generator  # noqa: E402
 
 __all__ += ["device", "Generator", "cuda", "backends", "utils"]
+
+# torch's other grad-mode names (per thread, as no_grad)
+from .autograd import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
+
+__all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]

@@ -12,3 +12,8 @@ __all__ = ["ops", "Tensor", "Parameter", "bind", "backward", "no_grad", "enable_
 from .variable import Variable  # noqa: E402  torch's pre-0.4 name (issue 22)
 
 __all__ += ["Variable"]
+
+# torch's other grad-mode names (per thread, as no_grad)
+from .engine import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
+
+__all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]

@@ -25,6 +25,7 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -291,7 +292,43 @@ def is_symbolic(x):
     return getattr(x, "_is_symbolic", False) and isinstance(x, Value)
 
 
-default_sessions: list = []    # default sessions (innermost last): with Session(), as_default(), InteractiveSession
+class _ThreadStack(threading.local):
+    """A stack with one list per thread, as TF1's default-graph and
+    default-session stacks: ``graph.as_default()``, ``with Session()`` and a
+    trace in one thread leave every other thread's defaults as they were
+    (the global default graph is shared, as in TF1). A list's operations on
+    the calling thread's list."""
+
+    def __init__(self):
+        self.items = []
+
+    def append(self, x):
+        self.items.append(x)
+
+    def pop(self):
+        return self.items.pop()
+
+    def remove(self, x):
+        self.items.remove(x)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __contains__(self, x):
+        return x in self.items
+
+    def __repr__(self):
+        return repr(self.items)
+
+
+# default sessions of the calling thread (innermost last): with Session(), as_default(), InteractiveSession
+default_sessions = _ThreadStack()
 
 
 def get_default_session():
@@ -907,7 +944,7 @@ def _empty_meta():
     return {"buffers": {}, "copy_outputs": set()}
 
 
-_DEFAULT: list = []
+_DEFAULT = _ThreadStack()     # graph.as_default() blocks of the calling thread (innermost last)
 _GLOBAL = [Graph()]
 
 
@@ -928,7 +965,7 @@ def reset_default_graph():
 # binding primitives to symbolic values
 # --------------------------------------------------------------------------
 
-_TRACE: list = []     # graphs of the active traces (innermost last)
+_TRACE = _ThreadStack()     # graphs of the calling thread's active traces (innermost last)
 
 
 @contextlib.contextmanager
