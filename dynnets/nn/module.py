@@ -58,8 +58,9 @@ def check_float_input(owner, x, like, what="input", like_what="the layer's param
     if dt != want:
         dt, want = np.dtype(dt), np.dtype(want)
         layer = "the layer" if like_what.startswith("the layer") else "the weight"
-        fix = (f"cast the {what} (x.astype(np.{want.name}) or x.to(np.{want.name})) or {layer} "
-               f"(.to(np.{dt.name}))" if dt.kind == "f" else f"cast the {what} (x.astype(np.{want.name}))")
+        fix = (f"cast the {what} (x.to(dn.{want.name}); a numpy array: x.astype(np.{want.name})) or {layer} "
+               f"(.to(dn.{dt.name}))" if dt.kind == "f" else
+               f"cast the {what} (x.to(dn.{want.name}); a numpy array: x.astype(np.{want.name}))")
         raise DTypeError(f"{owner}: {what} has dtype {dt}, but {like_what} dtype {want}; they must be the same, as "
                          f"in torch (no silent promotion): {fix}")
     return x
