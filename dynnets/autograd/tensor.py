@@ -217,6 +217,13 @@ class TensorOps:
     clone = ops.clone
     size = ops.size
     numel = ops.numel
+    nelement = ops.numel
+
+    def dim(self):
+        """The number of dimensions, as ``torch.Tensor.dim`` (``ndim``)."""
+        return len(self.shape)
+
+    ndimension = dim
 
     # PyTorch's names (each a dynnets op, so eager, static and autobatch alike)
     split = ops.split
