@@ -937,8 +937,12 @@ def gelu(input, approximate="none"):
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``input`` where positive, else ``negative_slope * input``, as
     ``torch.nn.functional.leaky_relu`` (whose default slope is 0.01; TF1's
-    ``tf.nn.leaky_relu`` defaults to 0.2). ``inplace=True`` (torch's memory
-    saving) is accepted; the result is a new tensor either way."""
+    ``tf.nn.leaky_relu`` defaults to 0.2). The result is a new tensor: for
+    torch's ``inplace=True`` use :func:`dynnets.nn.functional.leaky_relu`
+    (here it raises, rather than leave the input silently unchanged)."""
+    if inplace:
+        raise ValueError("leaky_relu: inplace=True writes into the input, which dynnets.leaky_relu never does; use "
+                         "dynnets.nn.functional.leaky_relu(input, negative_slope, inplace=True), as torch's F")
     if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
     return bind(P.leaky_relu_p, input, negative_slope=float(negative_slope))

@@ -503,6 +503,11 @@ class Tensor(TensorOps):
 
     clip_ = clamp_
 
+    def relu_(self):
+        """``max(self, 0)`` in place (``torch.Tensor.relu_``, what
+        ``nn.ReLU(inplace=True)`` calls); NaN stays NaN, as torch's."""
+        return write_inplace("relu_", self, P.relu_p, (), _NO_ATTRS, _write_relu)
+
     def fill_(self, value):
         """Every element set to ``value`` (a number or a 0-d tensor), cast to this tensor's dtype."""
         if isinstance(value, Tensor) and value.data.ndim != 0:
@@ -586,6 +591,10 @@ def _write_div(dst, o):
 
 def _write_pow(dst, o):
     np.power(dst, o, out=dst, casting="unsafe")
+
+
+def _write_relu(dst):
+    np.maximum(dst, 0, out=dst, casting="unsafe")
 
 
 def _write_clip(dst, lo=None, hi=None):

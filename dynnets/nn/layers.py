@@ -246,7 +246,8 @@ class Dropout(Module):
     ----------
     p : float in [0, 1]
     inplace : bool
-        Not supported (True raises): the result is a new tensor.
+        As torch: in training mode the mask is applied to the input itself,
+        which is returned (see :func:`dynnets.nn.functional.dropout`).
     rng : int, Generator or None (keyword-only)
         Draws the masks. A Generator is used as is (shared with the caller), a
         seed makes a private one, so a run with the same seed repeats. None
@@ -260,19 +261,16 @@ class Dropout(Module):
         if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.floating)) \
                 or not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
-        if inplace:
-            raise ValueError("Dropout: inplace=True is not supported (the result is a new tensor); drop the "
-                             "argument")
         self.p = float(p)
-        self.inplace = False
+        self.inplace = bool(inplace)
         self.rng = None if rng is None else as_generator(rng)
 
     def forward(self, x):
         """x (any shape) -> same shape."""
-        return F.dropout(x, self.p, self.training, generator=self.rng)
+        return F.dropout(x, self.p, self.training, self.inplace, generator=self.rng)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Identity(Module):
@@ -290,17 +288,19 @@ class Tanh(Module):
 
 
 class ReLU(Module):
-    """Elementwise max(x, 0) (as ``torch.nn.ReLU``; ``inplace=True`` raises:
-    the result is a new tensor)."""
+    """Elementwise max(x, 0) (as ``torch.nn.ReLU``). ``inplace=True`` writes
+    the result into the input and returns it, as torch (see
+    :func:`dynnets.nn.functional.relu`)."""
 
     def __init__(self, inplace=False):
         super().__init__()
-        if inplace:
-            raise ValueError("ReLU: inplace=True is not supported (the result is a new tensor); drop the argument")
-        self.inplace = False
+        self.inplace = bool(inplace)
 
     def forward(self, x):
-        return ops.relu(x)
+        return F.relu(x, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):
@@ -442,8 +442,7 @@ class GELU(Module):
 
 class LeakyReLU(Module):
     """``x`` where positive, else ``negative_slope * x``, as ``torch.nn.LeakyReLU``.
-    ``inplace=True`` (torch's memory saving) is accepted; the result is a new
-    tensor either way."""
+    ``inplace=True`` writes the result into the input and returns it, as torch."""
 
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
@@ -451,7 +450,7 @@ class LeakyReLU(Module):
         self.inplace = bool(inplace)
 
     def forward(self, x):
-        return ops.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
