@@ -127,6 +127,7 @@ def check_device(dev, where):
     Parameters
     ----------
     dev : None, str, int or device
+        (or another library's device object: its ``type`` and ``index``)
     where : str
         The function asking, for the message (``"zeros"``, ``"Tensor.to"``).
 
@@ -137,6 +138,8 @@ def check_device(dev, where):
     """
     if dev is None:
         return CPU
+    if not isinstance(dev, (device, str, int)) and isinstance(getattr(dev, "type", None), str):
+        dev = device(dev.type, getattr(dev, "index", None))      # another library's device object (torch's)
     d = dev if isinstance(dev, device) else device(dev)
     if d.type != "cpu" or d.index not in (None, 0):
         raise DeviceUnavailableError(f"{where}: device {str(d)!r} is not available: dynnets computes on the CPU "

@@ -18,6 +18,7 @@ import builtins
 import numpy as np
 
 from . import primitives as P
+from ..devices import check_device
 from .engine import bind, bind1, bind2, bind_first
 
 __all__ = [
@@ -1206,19 +1207,6 @@ def repeat(x, *sizes):
     return reshape(y, *[r * d for r, d in zip(sizes, shp)])
 
 
-def _device_name(op, device):
-    """'cpu' for the CPU (a string, or a device object with ``type='cpu'``,
-    as torch's); any other device is an error."""
-    if device is None:
-        return None
-    name = device if isinstance(device, str) else getattr(device, "type", None)
-    if not isinstance(name, str):
-        raise TypeError(f"{op}: expected a device ('cpu') or a dtype, got {device!r}")
-    if name.split(":")[0] == "cpu":
-        return "cpu"
-    raise RuntimeError(f"{op}: dynnets runs on the CPU only, got device {device!r}")
-
-
 def _is_dtype(v):
     if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
         return True
@@ -1233,9 +1221,10 @@ def _is_dtype(v):
 
 def to(x, *args, dtype=None, device=None, non_blocking=False, copy=False):
     """``x`` in another dtype, as ``torch.Tensor.to``: ``to(dtype)``,
-    ``to('cpu')``, ``to('cpu', dtype)``, ``to(other)`` (its dtype),
-    ``to(device=, dtype=)``. ``x`` itself when nothing changes (a copy with
-    ``copy=True``); a device other than the CPU is an error."""
+    ``to('cpu')``, ``to('cpu', dtype)``, ``to(other)`` (its dtype; its device
+    is the CPU), ``to(device=, dtype=)``. ``x`` itself when nothing changes
+    (a copy with ``copy=True``); a device other than the CPU raises
+    :class:`~dynnets.devices.DeviceUnavailableError`."""
     if len(args) > 2:
         raise TypeError(f"to: expected at most a device and a dtype, got {len(args)} arguments")
     for a in args:
@@ -1249,7 +1238,8 @@ def to(x, *args, dtype=None, device=None, non_blocking=False, copy=False):
             if device is not None:
                 raise TypeError(f"to: got the device twice ({device!r} and {a!r})")
             device = a
-    _device_name("to", device)
+    if device is not None:
+        check_device(device, "Tensor.to")
     out = x if dtype is None or np.dtype(dtype) == np.dtype(x.dtype) else astype(x, np.dtype(dtype))
     return clone(out) if copy and out is x else out
 
