@@ -243,6 +243,18 @@ class TensorOps:
     type_as = ops.type_as
     to = ops.to
     cpu = ops.cpu
+    add = ops.add
+    sub = ops.sub
+    mul = ops.mul
+    div = ops.div
+    neg = ops.neg
+    sin = ops.sin
+    cos = ops.cos
+    std = ops.std
+    var = ops.var
+    mm = ops.mm
+    dot = ops.dot
+    broadcast_to = ops.broadcast_to
 
     def contiguous(self):
         """``self``: a static or lazy value has no memory layout to change
@@ -517,9 +529,12 @@ class Tensor(TensorOps):
         return type(d) is not np.ndarray or bool(d.flags.c_contiguous)
 
     def __array__(self, dtype=None, copy=None):
+        d = self.data
+        if type(d) is not np.ndarray:
+            d = np.asarray(d)            # a whole-tensor reduction's result is a numpy scalar: numpy wants an array
         if dtype is None:
-            return self.data
-        return self.data.astype(dtype)
+            return d
+        return d.astype(dtype)
 
     def item(self):
         if self.data.size != 1:

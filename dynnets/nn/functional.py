@@ -26,13 +26,13 @@ from ..autograd import primitives as P
 from ..autograd.engine import write_inplace
 from ..autograd.tensor import Tensor
 from ..random import generator as _generator
-from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss
+from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, kl_div, mse_loss, nll_loss
 from .module import check_float_input
 
 __all__ = ["linear", "embedding", "dropout", "relu", "tanh", "sigmoid", "softmax", "log_softmax",
            "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq",
-           "gelu", "leaky_relu", "pad", "normalize", "relu_", "leaky_relu_"]
+           "gelu", "leaky_relu", "pad", "normalize", "relu_", "leaky_relu_", "kl_div"]
 
 
 def _inplace_target(who, input):
@@ -270,7 +270,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     torch's deprecated implicit choice and warning (dim 0 for a 3-d input:
     :func:`dynnets.softmax` takes the last axis instead)."""
     dim, axis = _softmax_dim("softmax", input, dim, axis)
-    return ops.softmax(_cast("softmax", input, dtype), axis, dim=dim)
+    return ops.softmax(_cast("softmax", input, dtype), dim, axis=axis)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
@@ -278,4 +278,4 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     ``axis=`` is the numpy spelling). ``dtype`` casts the input first; no
     ``dim`` as :func:`softmax`."""
     dim, axis = _softmax_dim("log_softmax", input, dim, axis)
-    return ops.log_softmax(_cast("log_softmax", input, dtype), axis, dim=dim)
+    return ops.log_softmax(_cast("log_softmax", input, dtype), dim, axis=axis)
