@@ -373,22 +373,22 @@ def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None
 
 
 def _correction(op, unbiased, correction):
-    """torch's ``correction`` (default 1, Bessel's) or legacy ``unbiased`` (a bool)."""
-    if unbiased is not None:
-        if correction is not None:
-            raise TypeError(f"{op}: got both unbiased={unbiased!r} and correction={correction!r}; pass one "
-                            f"(unbiased=False is correction=0)")
-        if not isinstance(unbiased, (bool, np.bool_)):
-            raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r}")
-        return 1 if unbiased else 0
+    """torch's ``correction`` (default 1, Bessel's) or its legacy ``unbiased``
+    (a bool, default True: the same 1); ``unbiased=False`` with a
+    ``correction`` is a contradiction torch refuses too."""
+    if not isinstance(unbiased, (bool, np.bool_)):
+        raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r}")
     if correction is None:
-        return 1
+        return 1 if unbiased else 0
+    if not unbiased:
+        raise TypeError(f"{op}: got both unbiased=False and correction={correction!r}; pass one (unbiased=False "
+                        f"is correction=0)")
     if isinstance(correction, bool) or not isinstance(correction, (int, float, np.integer, np.floating)):
         raise TypeError(f"{op}: correction must be a number, got {correction!r}")
     return _number(correction)
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """The variance over ``dim`` (all dimensions by default), as ``torch.var``:
     ``sum((x - mean)^2) / (N - correction)`` with ``correction=1`` (Bessel's)
     by default; the legacy ``unbiased`` (``var(x, False)``, ``var(x, dim,
@@ -397,8 +397,6 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=
     mean, sub, mul, sum and div: gradients come from their VJPs."""
     x = input
     if isinstance(dim, (bool, np.bool_)):          # torch.var(x, unbiased)
-        if unbiased is not None:
-            raise TypeError(f"var: got unbiased twice ({dim!r} and {unbiased!r})")
         dim, unbiased = None, dim
     dim = _dim("var", axis, dim)
     keep = _keep("var", keepdims, keepdim)
@@ -432,7 +430,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=
     return div(s, float(dof))
 
 
-def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None, axis=None, keepdims=None):
     """The standard deviation, ``sqrt(var(...))``, as ``torch.std`` (see
     :func:`var`); its gradient is 0 where it is 0 (torch's std_backward),
     where sqrt's alone would give 0 * inf = nan."""
@@ -566,9 +564,10 @@ def size(x, dim=None):
     return shp[dim] if nd else 1
 
 
-def numel(x):
+def numel(input):
     """The number of elements (as ``torch.numel``)."""
-    return int(np.prod(x.shape, dtype=np.int64)) if None not in tuple(x.shape) else None
+    shp = tuple(input.shape)
+    return int(np.prod(shp, dtype=np.int64)) if None not in shp else None
 
 
 # --- comparisons (boolean results, no gradient) -------------------------------------

@@ -264,22 +264,23 @@ class TensorOps:
     def is_contiguous(self):
         return True
 
-    def new_zeros(self, *size, dtype=None, requires_grad=False):
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
         """Zeros of ``size`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_zeros``."""
-        return zeros(*_known_size("new_zeros", size), dtype=self.dtype if dtype is None else dtype,
+        return zeros(*_known_size("new_zeros", size), dtype=self.dtype if dtype is None else dtype, device=device,
                      requires_grad=requires_grad)
 
-    def new_ones(self, *size, dtype=None, requires_grad=False):
-        return ones(*_known_size("new_ones", size), dtype=self.dtype if dtype is None else dtype,
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return ones(*_known_size("new_ones", size), dtype=self.dtype if dtype is None else dtype, device=device,
                     requires_grad=requires_grad)
 
-    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         return full(_known_size("new_full", (size,)), fill_value, dtype=self.dtype if dtype is None else dtype,
-                    requires_grad=requires_grad)
+                    device=device, requires_grad=requires_grad)
 
-    def new_tensor(self, data, dtype=None, requires_grad=False):
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
         """A new tensor of ``data`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_tensor``."""
-        return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+        return tensor(data, dtype=self.dtype if dtype is None else dtype, device=device,
+                      requires_grad=requires_grad)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         """A tensor of ``size`` in this tensor's dtype (or ``dtype``), as
@@ -555,12 +556,12 @@ class Tensor(TensorOps):
         t.name = None
         return t
 
-    def requires_grad_(self, flag=True):
+    def requires_grad_(self, requires_grad=True):
         if not self.is_leaf:
             raise RuntimeError("requires_grad_: can only change requires_grad of a leaf tensor")
-        if flag and self.data.dtype.kind != "f":
+        if requires_grad and self.data.dtype.kind != "f":
             raise TypeError(f"requires_grad_: only floating-point tensors can require grad, got dtype {self.data.dtype}")
-        self.requires_grad = bool(flag)
+        self.requires_grad = bool(requires_grad)
         return self
 
     def backward(self, gradient=None, retain_graph=False):
@@ -663,9 +664,10 @@ class Tensor(TensorOps):
         """Every element set to 0."""
         return self.fill_(0)
 
-    def copy_(self, src):
-        """The values of ``src`` (broadcast to this tensor's shape, cast to its dtype)."""
-        return write_inplace("copy_", self, P.setitem_p, (src,), _ALL, _write_set, casting="unsafe")
+    def copy_(self, other):
+        """The values of ``other`` (broadcast to this tensor's shape, cast to its
+        dtype); torch's binding names the argument ``other`` (its documentation ``src``)."""
+        return write_inplace("copy_", self, P.setitem_p, (other,), _ALL, _write_set, casting="unsafe")
 
     def __setitem__(self, index, value):
         """``self[index] = value``: any index ``x[index]`` takes; ``value``
