@@ -19,12 +19,14 @@ DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "idee
                 "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
 
 
-class DeviceUnavailableError(RuntimeError, AssertionError):
+class DeviceUnavailableError(RuntimeError, AssertionError, ValueError):
     """A device other than the CPU was asked to hold or compute something.
 
     Both a ``RuntimeError`` and an ``AssertionError``: torch built without
     CUDA raises ``AssertionError("Torch not compiled with CUDA enabled")``
-    for the same request, so an ``except`` written for torch still catches it."""
+    for the same request, so an ``except`` written for torch still catches it.
+    A ``ValueError`` too: the ``nn`` modules' ``device=`` refusals were
+    ValueErrors before every device refusal became this one error."""
 
 
 def _parse(s):

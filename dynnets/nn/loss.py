@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from ..autograd import ops
+from ..autograd.primitives import DTypeError
 from ..autograd.tensor import Tensor
 from .module import Module
 
@@ -401,6 +402,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def _bce(who, input, target, weight, reduction):
     x = _float_input(who, input)
     t = _float_input(who, _same_shape_target(who, x, target), "target")
+    if np.dtype(t.dtype) != np.dtype(x.dtype):
+        # torch refuses ("Found dtype Double but expected Float") where numpy would promote
+        raise DTypeError(f"{who}: target has dtype {np.dtype(t.dtype)}, but input has dtype {np.dtype(x.dtype)}; "
+                         f"they must be the same, as in torch: cast the target (target.to(input.dtype))")
     w = _elementwise_weight(who, weight, x)
     if not _symbolic(x):
         a = x.data if isinstance(x, Tensor) else np.asarray(x)

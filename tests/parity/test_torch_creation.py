@@ -237,3 +237,52 @@ def test_a_torch_device_script_runs_on_the_cpu():
     loss = torch_.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
     loss.backward()
     assert model.weight.grad.device == device and loss.item() > 0
+
+
+def test_every_device_refusal_is_caught_as_torchs_is():
+    # torch built without CUDA raises AssertionError (RuntimeError for some calls): an `except` written for
+    # torch catches dynnets' refusal of tensors and modules alike
+    calls = [lambda lib: lib.zeros(2, device="cuda"), lambda lib: lib.ones(2).cuda(),
+             lambda lib: lib.ones(2).to("cuda"), lambda lib: lib.nn.Linear(2, 2).cuda(),
+             lambda lib: lib.nn.Linear(2, 2).to("cuda"), lambda lib: lib.nn.Linear(2, 2, device="cuda")]
+    for call in calls:
+        with pytest.raises(AssertionError):
+            call(torch)
+        with pytest.raises(AssertionError):
+            call(dn)
+        with pytest.raises(RuntimeError):
+            call(dn)
+
+
+#: (name, call(lib, a32, b64)) where torch refuses operands of two float dtypes; its elementwise ops promote
+MIXED_REFUSED = [
+    ("matmul", lambda lib, a, b: lib.matmul(a, b)), ("@", lambda lib, a, b: a @ b),
+    ("mm", lambda lib, a, b: lib.mm(a, b)), ("bmm", lambda lib, a, b: lib.bmm(a[None], b[None])),
+    ("dot", lambda lib, a, b: lib.dot(a[0], b[:, 0])), ("einsum", lambda lib, a, b: lib.einsum("ij,jk->ik", a, b)),
+    ("F.linear weight", lambda lib, a, b: lib.nn.functional.linear(a, b.T)),
+    ("F.linear bias", lambda lib, a, b: lib.nn.functional.linear(a, a.T[:3], b[:3, 0])),
+    ("F.binary_cross_entropy", lambda lib, a, b: lib.nn.functional.binary_cross_entropy(
+        lib.sigmoid(a), lib.sigmoid(b.T))),
+    ("int32 @ int64", lambda lib, a, b: lib.ones(2, 2, dtype=lib.int32) @ lib.ones(2, 2, dtype=lib.int64)),
+]
+MIXED_PROMOTED = [
+    ("add", lambda lib, a, b: a + b.T), ("mul", lambda lib, a, b: a * b.T), ("maximum", lambda lib, a, b: lib.maximum(a, b.T)),
+    ("where", lambda lib, a, b: lib.where(a > 0, a, b.T)), ("cat", lambda lib, a, b: lib.cat([a, b.T])),
+    ("mse_loss", lambda lib, a, b: lib.nn.functional.mse_loss(a, b.T)),
+]
+
+
+@pytest.mark.parametrize("name,call", MIXED_REFUSED + MIXED_PROMOTED, ids=[n for n, _ in MIXED_REFUSED + MIXED_PROMOTED])
+def test_mixed_float_dtypes_refused_or_promoted_as_torch(name, call):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 3))
+    ta, tb, da, db = torch.tensor(a), torch.tensor(b), dn.tensor(a), dn.tensor(b)
+    if (name, call) in MIXED_REFUSED:
+        with pytest.raises(RuntimeError):
+            call(torch, ta, tb)
+        with pytest.raises(TypeError, match="dtype"):
+            call(dn, da, db)
+    else:
+        want, got = call(torch, ta, tb), call(dn, da, db)
+        assert got.dtype == numpy_dtype(want.dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
