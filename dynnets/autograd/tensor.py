@@ -361,7 +361,7 @@ def legacy_type_name(dt):
 
 def legacy_dtype(where, t):
     """The dtype that ``t`` names: a dtype, a legacy type class
-    (``dynnets.LongTensor``: its ``dtype`` attribute) or a type string
+    (``dynnets.LongTensor``: its ``legacy_dtype``) or a type string
     (``'torch.LongTensor'``); a CUDA type string raises
     :class:`~dynnets.devices.DeviceUnavailableError`."""
     if isinstance(t, str):
