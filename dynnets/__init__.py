@@ -56,3 +56,9 @@ __all__ += ["device", "Generator", "cuda", "backends", "utils"]
 from .autograd import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
 
 __all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]
+
+# torch's other creation functions, the default dtype and the legacy tensor types (issue 22)
+from .autograd.creation import *  # noqa: E402,F401,F403
+from .autograd.creation import __all__ as _creation_all  # noqa: E402
+
+__all__ += _creation_all

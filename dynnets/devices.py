@@ -19,12 +19,14 @@ DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "idee
                 "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
 
 
-class DeviceUnavailableError(RuntimeError, AssertionError):
+class DeviceUnavailableError(RuntimeError, AssertionError, ValueError):
     """A device other than the CPU was asked to hold or compute something.
 
     Both a ``RuntimeError`` and an ``AssertionError``: torch built without
     CUDA raises ``AssertionError("Torch not compiled with CUDA enabled")``
-    for the same request, so an ``except`` written for torch still catches it."""
+    for the same request, so an ``except`` written for torch still catches it.
+    A ``ValueError`` too: the ``nn`` modules' ``device=`` refusals were
+    ValueErrors before every device refusal became this one error."""
 
 
 def _parse(s):
@@ -127,6 +129,7 @@ def check_device(dev, where):
     Parameters
     ----------
     dev : None, str, int or device
+        (or another library's device object: its ``type`` and ``index``)
     where : str
         The function asking, for the message (``"zeros"``, ``"Tensor.to"``).
 
@@ -137,6 +140,8 @@ def check_device(dev, where):
     """
     if dev is None:
         return CPU
+    if not isinstance(dev, (device, str, int)) and isinstance(getattr(dev, "type", None), str):
+        dev = device(dev.type, getattr(dev, "index", None))      # another library's device object (torch's)
     d = dev if isinstance(dev, device) else device(dev)
     if d.type != "cpu" or d.index not in (None, 0):
         raise DeviceUnavailableError(f"{where}: device {str(d)!r} is not available: dynnets computes on the CPU "

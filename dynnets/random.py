@@ -8,7 +8,10 @@ or run *without* one draws from :data:`default_generator`, one
   ``GRUCell`` / ``LSTMCell`` and ``nn.RNN`` / ``GRU`` / ``LSTM``, drawn when the
   module is constructed, in the order of its parameters (``named_parameters()``);
 * the masks of ``nn.Dropout`` and of the dropout between the layers of
-  ``nn.RNN`` / ``GRU`` / ``LSTM``, drawn at each training-mode call.
+  ``nn.RNN`` / ``GRU`` / ``LSTM``, drawn at each training-mode call;
+* the random creation functions ``randn``, ``rand``, ``randint``,
+  ``randperm``, ``rand_like``, ``randn_like`` and ``uniform`` called without
+  ``generator=`` (or ``rng=``), as torch's.
 
 So ``manual_seed(s)`` followed by the same constructions and calls repeats
 the same numbers, and the stream is that of ``numpy.random.default_rng(s)``:
@@ -20,9 +23,8 @@ At import the generator is seeded from fresh OS entropy (``initial_seed()``
 tells the seed drawn), so a program that never calls ``manual_seed`` and
 passes no ``rng=`` differs from run to run. The models of
 :mod:`dynnets.models`, the training loop and the static graphs take their own
-``seed=`` and never read this generator; nor do the eager ops that take
-``rng=`` (``dynnets.randn``, ``uniform``, ``dropout``), which use fresh
-entropy when it is None.
+``seed=`` and never read this generator; nor does ``dynnets.dropout`` (whose
+``rng`` argument is required).
 """
 from __future__ import annotations
 

@@ -236,10 +236,6 @@ class LazyTensor(Tensor):
     def ndim(self):
         return len(_DESCS[self._desc][0])
 
-    @property
-    def size(self):
-        return int(np.prod(_DESCS[self._desc][0], dtype=np.int64))
-
     def __len__(self):
         shape = _DESCS[self._desc][0]
         if not shape:

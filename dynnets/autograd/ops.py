@@ -14,10 +14,12 @@ class in :mod:`~dynnets.autograd.tensor`.
 from __future__ import annotations
 
 import builtins
+import warnings
 
 import numpy as np
 
 from . import primitives as P
+from ..devices import check_device
 from .engine import bind, bind1, bind2, bind_first
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "permute", "clone", "argmin", "MaxMin",
     "gelu", "leaky_relu", "gather", "masked_fill", "clamp", "clamp_min", "clamp_max", "chunk", "array_split", "norm",
     "einsum", "bmm",
+    # torch's names (issue 22)
+    "sin", "cos", "dot", "mm", "std", "var", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "numel", "t",
 ]
 
 
@@ -59,7 +63,7 @@ def _array_of(x):
 # graph gets explicit casts.
 
 _PY_NUMBERS = (bool, int, float, complex)
-_TO_FLOAT = frozenset({"div", "exp", "log", "tanh", "sigmoid", "sqrt"})
+_TO_FLOAT = frozenset({"div", "exp", "log", "tanh", "sigmoid", "sqrt", "sin", "cos"})
 
 
 def _dtype(a):
@@ -111,126 +115,162 @@ def _number(v):
 
 # --- elementwise ---------------------------------------------------------------
 
-def add(x, y):
+def _scaled(op, other, alpha):
+    """``alpha * other`` for torch's ``add(input, other, alpha=)``."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: alpha must be a number, got {alpha!r}")
+    return other if alpha == 1 else mul(other, _number(alpha))
+
+
+def add(input, other, *, alpha=1):
+    """``input + alpha * other``, as ``torch.add``."""
+    if alpha != 1:
+        other = _scaled("add", other, alpha)
     try:
-        return bind2(P.add_p, x, y)
+        return bind2(P.add_p, input, other)
     except P.PromotionNeeded:
-        return promoted(P.add_p, x, y)
+        return promoted(P.add_p, input, other)
 
 
-def sub(x, y):
+def sub(input, other, *, alpha=1):
+    """``input - alpha * other``, as ``torch.sub``."""
+    if alpha != 1:
+        other = _scaled("sub", other, alpha)
     try:
-        return bind2(P.sub_p, x, y)
+        return bind2(P.sub_p, input, other)
     except P.PromotionNeeded:
-        return promoted(P.sub_p, x, y)
+        return promoted(P.sub_p, input, other)
 
 
-def mul(x, y):
+def mul(input, other):
     try:
-        return bind2(P.mul_p, x, y)
+        return bind2(P.mul_p, input, other)
     except P.PromotionNeeded:
-        return promoted(P.mul_p, x, y)
+        return promoted(P.mul_p, input, other)
 
 
-def div(x, y):
-    """``x / y`` (true division; integers divide in float32, as torch's)."""
+def div(input, other, *, rounding_mode=None):
+    """``input / other`` (true division; integers divide in float32, as
+    torch's). torch's ``rounding_mode='trunc'`` / ``'floor'`` (integer-valued
+    quotients without a gradient) is not computed here: an error."""
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode={rounding_mode!r} is not supported (true division only); for "
+                         f"integers use (a // b) on the arrays")
     try:
-        return bind2(P.div_p, x, y)
+        return bind2(P.div_p, input, other)
     except P.PromotionNeeded:
-        return promoted(P.div_p, x, y)
+        return promoted(P.div_p, input, other)
 
 
-def pow(x, y):
+def pow(input, exponent):
     try:
-        return bind2(P.pow_p, x, y)
+        return bind2(P.pow_p, input, exponent)
     except P.PromotionNeeded:
-        return promoted(P.pow_p, x, y)
+        return promoted(P.pow_p, input, exponent)
 
 
-def neg(x):
-    return bind1(P.neg_p, x)
+def neg(input):
+    return bind1(P.neg_p, input)
 
 
-def exp(x):
-    """``e ** x`` (an integer input in float32, as torch's)."""
+def exp(input):
+    """``e ** input`` (an integer input in float32, as torch's)."""
     try:
-        return bind1(P.exp_p, x)
+        return bind1(P.exp_p, input)
     except P.PromotionNeeded:
-        return promoted(P.exp_p, x)
+        return promoted(P.exp_p, input)
 
 
-def log(x):
+def log(input):
     try:
-        return bind1(P.log_p, x)
+        return bind1(P.log_p, input)
     except P.PromotionNeeded:
-        return promoted(P.log_p, x)
+        return promoted(P.log_p, input)
 
 
-def tanh(x):
+def tanh(input):
     try:
-        return bind1(P.tanh_p, x)
+        return bind1(P.tanh_p, input)
     except P.PromotionNeeded:
-        return promoted(P.tanh_p, x)
+        return promoted(P.tanh_p, input)
 
 
-def sigmoid(x):
+def sigmoid(input):
     try:
-        return bind1(P.sigmoid_p, x)
+        return bind1(P.sigmoid_p, input)
     except P.PromotionNeeded:
-        return promoted(P.sigmoid_p, x)
+        return promoted(P.sigmoid_p, input)
 
 
-def relu(x):
-    return bind1(P.relu_p, x)
+def relu(input):
+    return bind1(P.relu_p, input)
 
 
-def sqrt(x):
+def sqrt(input):
     try:
-        return bind1(P.sqrt_p, x)
+        return bind1(P.sqrt_p, input)
     except P.PromotionNeeded:
-        return promoted(P.sqrt_p, x)
+        return promoted(P.sqrt_p, input)
 
 
-def abs(x):
-    return bind1(P.abs_p, x)
-
-
-def clip(x, lo=None, hi=None):
-    """``x`` limited to ``[lo, hi]`` (either may be None); numbers as bounds,
-    in PyTorch's result dtype (``clip(int64, -0.5, 2.5)`` is float32)."""
-    lo, hi = _number(lo), _number(hi)
+def sin(input):
+    """``sin(input)`` elementwise (an integer input in float32, as torch's)."""
     try:
-        return bind(P.clip_p, x, lo=lo, hi=hi)
+        return bind1(P.sin_p, input)
     except P.PromotionNeeded:
-        return promoted(P.clip_p, x, lo=lo, hi=hi)
+        return promoted(P.sin_p, input)
 
 
-def maximum(x, y):
+def cos(input):
+    """``cos(input)`` elementwise (an integer input in float32, as torch's)."""
     try:
-        return bind2(P.maximum_p, x, y)
+        return bind1(P.cos_p, input)
     except P.PromotionNeeded:
-        return promoted(P.maximum_p, x, y)
+        return promoted(P.cos_p, input)
 
 
-def minimum(x, y):
+def abs(input):
+    return bind1(P.abs_p, input)
+
+
+def clip(input, min=None, max=None):
+    """``input`` limited to ``[min, max]`` (either may be None); numbers as
+    bounds, in PyTorch's result dtype (``clip(int64, -0.5, 2.5)`` is
+    float32), as ``torch.clip`` (:func:`clamp` checks ``min <= max``)."""
+    lo, hi = _number(min), _number(max)
     try:
-        return bind2(P.minimum_p, x, y)
+        return bind(P.clip_p, input, lo=lo, hi=hi)
     except P.PromotionNeeded:
-        return promoted(P.minimum_p, x, y)
+        return promoted(P.clip_p, input, lo=lo, hi=hi)
 
 
-def where(condition, x, y):
-    """``x`` where ``condition`` else ``y``; gradients flow to ``x`` and ``y`` only."""
+def maximum(input, other):
+    try:
+        return bind2(P.maximum_p, input, other)
+    except P.PromotionNeeded:
+        return promoted(P.maximum_p, input, other)
+
+
+def minimum(input, other):
+    try:
+        return bind2(P.minimum_p, input, other)
+    except P.PromotionNeeded:
+        return promoted(P.minimum_p, input, other)
+
+
+def where(condition, input, other):
+    """``input`` where ``condition`` else ``other``, as ``torch.where``;
+    gradients flow to ``input`` and ``other`` only."""
     condition = _array_of(condition)
     c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
     try:
-        return bind(P.where_p, c, x, y)
+        return bind(P.where_p, c, input, other)
     except P.PromotionNeeded:
-        return promoted(P.where_p, c, x, y)
+        return promoted(P.where_p, c, input, other)
 
 
-def square(x):
-    return bind2(P.mul_p, x, x)
+def square(input):
+    return bind2(P.mul_p, input, input)
 
 
 def astype(x, dtype):
@@ -243,9 +283,9 @@ def astype(x, dtype):
     return bind(P.astype_p, x, dtype=dt)
 
 
-def clone(x):
-    """A copy of ``x`` (a new array) through which gradients flow, as ``torch.clone``."""
-    return bind1(P.copy_p, x)
+def clone(input):
+    """A copy of ``input`` (a new array) through which gradients flow, as ``torch.clone``."""
+    return bind1(P.copy_p, input)
 
 
 # --- reductions ------------------------------------------------------------------
@@ -271,13 +311,14 @@ def _dim(op, axis, dim):
 
 
 def _keep(op, keepdims, keepdim):
-    """PyTorch's ``keepdim=`` beside numpy's ``keepdims=`` (one of them)."""
-    if keepdim is None:
-        return bool(keepdims)
-    if keepdims is not None:
+    """PyTorch's ``keepdim=`` (default False) beside numpy's ``keepdims=``
+    (default None: not given); one of them."""
+    if keepdims is None:
+        return bool(keepdim)
+    if keepdim:
         raise TypeError(f"{op}: got both keepdims={keepdims!r} and keepdim={keepdim!r}; they name the same "
                         f"argument, pass one")
-    return bool(keepdim)
+    return bool(keepdims)
 
 
 # The defaults are not passed: an application without attributes is checked
@@ -291,13 +332,16 @@ def _numpy_call(op, x, dtype, out):
     return x if dtype is None else astype(x, dtype)
 
 
-def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=None):
-    """Sum over ``axis`` (all axes by default); ``dim=``/``keepdim=`` as PyTorch,
-    ``dtype=`` casts the input first (so ``np.sum(t)`` works too)."""
+def sum(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None, out=None):
+    """Sum over ``dim`` (an int or a tuple; all dimensions by default), as
+    ``torch.sum``; ``dtype=`` casts the input first; numpy's ``axis=`` /
+    ``keepdims=`` are accepted too (so ``np.sum(t, axis=0)`` works)."""
+    x = input
     if dtype is not None or out is not None:
         x = _numpy_call("sum", x, dtype, out)
-    if dim is not None or keepdim is not None:
-        axis, keepdims = _dim("sum", axis, dim), _keep("sum", keepdims, keepdim)
+    if dim is not None or axis is not None:
+        axis = _dim("sum", axis, dim)
+    keepdims = _keep("sum", keepdims, keepdim) if keepdim or keepdims is not None else False
     if axis is None and not keepdims:
         return bind1(P.sum_p, x)
     return bind(P.sum_p, x, axis=_axis(axis, "sum"), keepdims=True if keepdims else False)
@@ -308,22 +352,92 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=
 _NO_OUT = object()
 
 
-def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None, out=_NO_OUT):
-    """Mean over ``axis`` (all axes by default), as :func:`sum`. The mean of
+def mean(input, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None, out=_NO_OUT):
+    """Mean over ``dim`` (all dimensions by default), as :func:`sum`. The mean of
     integers or booleans raises, as ``torch.mean`` (cast first:
     ``(pred == labels).float().mean()``), except when numpy asks:
     ``np.mean(pred == labels)`` is numpy's float64 mean, the accuracy."""
+    x = input
     if out is not _NO_OUT:
         if dtype is None and out is None and _dtype(x).kind in "biu":
             dtype = np.float64          # numpy's meaning of np.mean over integers and booleans
         x = _numpy_call("mean", x, dtype, out)
     elif dtype is not None:
         x = _numpy_call("mean", x, dtype, None)
-    if dim is not None or keepdim is not None:
-        axis, keepdims = _dim("mean", axis, dim), _keep("mean", keepdims, keepdim)
+    if dim is not None or axis is not None:
+        axis = _dim("mean", axis, dim)
+    keepdims = _keep("mean", keepdims, keepdim) if keepdim or keepdims is not None else False
     if axis is None and not keepdims:
         return bind1(P.mean_p, x)
     return bind(P.mean_p, x, axis=_axis(axis, "mean"), keepdims=True if keepdims else False)
+
+
+def _correction(op, unbiased, correction):
+    """torch's ``correction`` (default 1, Bessel's) or its legacy ``unbiased``
+    (a bool, default True: the same 1); ``unbiased=False`` with a
+    ``correction`` is a contradiction torch refuses too."""
+    if not isinstance(unbiased, (bool, np.bool_)):
+        raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r}")
+    if correction is None:
+        return 1 if unbiased else 0
+    if not unbiased:
+        raise TypeError(f"{op}: got both unbiased=False and correction={correction!r}; pass one (unbiased=False "
+                        f"is correction=0)")
+    if isinstance(correction, bool) or not isinstance(correction, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: correction must be a number, got {correction!r}")
+    return _number(correction)
+
+
+def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """The variance over ``dim`` (all dimensions by default), as ``torch.var``:
+    ``sum((x - mean)^2) / (N - correction)`` with ``correction=1`` (Bessel's)
+    by default; the legacy ``unbiased`` (``var(x, False)``, ``var(x, dim,
+    False)``) is ``correction=1`` or ``0``. Where ``N - correction <= 0``
+    the result is inf (nan for a zero sum), as torch's. A composite of
+    mean, sub, mul, sum and div: gradients come from their VJPs."""
+    x = input
+    if isinstance(dim, (bool, np.bool_)):          # torch.var(x, unbiased)
+        dim, unbiased = None, dim
+    dim = _dim("var", axis, dim)
+    keep = _keep("var", keepdims, keepdim)
+    corr = _correction("var", unbiased, correction)
+    if _dtype(x).kind not in "fc":
+        raise P.DTypeError(f"var: std and var only support floating point and complex dtypes, got {_dtype(x)} "
+                           f"(as torch: cast first, x.float())")
+    shp = tuple(x.shape)
+    if isinstance(dim, list):
+        dim = tuple(dim)
+    if dim == ():
+        dim = None
+    axes = P.norm_axis("var", dim, len(shp))
+    axes = tuple(range(len(shp))) if axes is None else axes
+    d = sub(x, mean(x, dim, keepdim=True))
+    s = sum(mul(d, d), dim, keepdim=keep)
+    sizes = [shp[a] for a in axes]
+    if None in sizes:
+        # an unknown dimension of a static value: N counted in the graph
+        n = sum(add(mul(x, 0), 1), dim, keepdim=keep)
+        return div(s, sub(n, corr))
+    n = 1
+    for k in sizes:
+        n *= k
+    dof = n - corr
+    if dof <= 0:
+        warnings.warn("var(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=2)
+        with np.errstate(invalid="ignore"):          # 0 * inf: torch's nan, warned about above
+            return mul(s, float("inf"))
+    return div(s, float(dof))
+
+
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """The standard deviation, ``sqrt(var(...))``, as ``torch.std`` (see
+    :func:`var`); its gradient is 0 where it is 0 (torch's std_backward),
+    where sqrt's alone would give 0 * inf = nan."""
+    v = var(input, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims)
+    zero = eq(v, 0)
+    # sqrt of 1 where v is 0 keeps its gradient finite; the outer where sends none there
+    return where(zero, 0.0, sqrt(where(zero, 1.0, v)))
 
 
 class MaxMin(tuple):
@@ -379,26 +493,36 @@ def _is_array_like(y):
     return isinstance(y, (float, np.ndarray)) or hasattr(y, "shape")
 
 
-def max(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
-    """The maximum: over ``axis`` (all axes by default), as numpy; with
-    ``dim`` (PyTorch's ``x.max(dim)``) a :class:`MaxMin` ``(values, indices)``;
-    with a tensor as the second argument the elementwise :func:`maximum`
-    (``torch.max(x, y)``)."""
+def max(input, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
+    """The maximum, as ``torch.max``: of all elements by default; with ``dim``
+    (``x.max(dim)``) a :class:`MaxMin` ``(values, indices)``; with a tensor
+    as the second argument (or ``other=``) the elementwise :func:`maximum`
+    (``torch.max(x, y)``). numpy's ``axis=`` (an int or a tuple) gives the
+    values only."""
+    x = input
+    if other is not None:
+        if dim is not None:
+            raise TypeError("max: got both dim and other; max(input, other) is the elementwise maximum")
+        return maximum(x, other)
     if dim is not None:
         if not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
             return maximum(x, dim)
         if axis is not None:
             raise TypeError(f"max: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
         return _max_along("max", x, dim, _keep("max", keepdims, keepdim), True)
-    if keepdim is not None:
-        keepdims = _keep("max", keepdims, keepdim)
+    keepdims = _keep("max", keepdims, keepdim)
     if axis is None and not keepdims:
         return bind1(P.max_p, x)
     return bind(P.max_p, x, axis=_axis(axis, "max"), keepdims=True if keepdims else False)
 
 
-def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
+def min(input, dim=None, keepdim=False, *, other=None, axis=None, keepdims=None):
     """As :func:`max`, for the minimum."""
+    x = input
+    if other is not None:
+        if dim is not None:
+            raise TypeError("min: got both dim and other; min(input, other) is the elementwise minimum")
+        return minimum(x, other)
     if dim is not None:
         if not isinstance(dim, (int, np.integer)) and _is_array_like(dim):
             return minimum(x, dim)
@@ -410,9 +534,10 @@ def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     return neg(max(neg(x), axis=axis, keepdims=_keep("min", keepdims, keepdim)))
 
 
-def argmax(x, axis=None, keepdim=False, *, dim=None):
-    """Indices (int64) of the maxima along ``axis``/``dim`` (of the flattened
-    input by default), as ``torch.argmax``; no gradient."""
+def argmax(input, dim=None, keepdim=False, *, axis=None):
+    """Indices (int64) of the maxima along ``dim`` (numpy's ``axis=``; of the
+    flattened input by default), as ``torch.argmax``; no gradient."""
+    x = input
     axis = _dim("argmax", axis, dim)
     out = bind(P.argmax_p, x) if axis is None else bind(P.argmax_p, x, axis=axis)
     if keepdim:
@@ -420,9 +545,9 @@ def argmax(x, axis=None, keepdim=False, *, dim=None):
     return out
 
 
-def argmin(x, axis=None, keepdim=False, *, dim=None):
+def argmin(input, dim=None, keepdim=False, *, axis=None):
     """Indices (int64) of the minima, as :func:`argmax`."""
-    return argmax(neg(x), _dim("argmin", axis, dim), keepdim)
+    return argmax(neg(input), _dim("argmin", axis, dim), keepdim)
 
 
 def size(x, dim=None):
@@ -439,44 +564,88 @@ def size(x, dim=None):
     return shp[dim] if nd else 1
 
 
-def numel(x):
+def numel(input):
     """The number of elements (as ``torch.numel``)."""
-    return int(np.prod(x.shape, dtype=np.int64)) if None not in tuple(x.shape) else None
+    shp = tuple(input.shape)
+    return int(np.prod(shp, dtype=np.int64)) if None not in shp else None
 
 
 # --- comparisons (boolean results, no gradient) -------------------------------------
 
-def less(x, y):
-    return bind2(P.less_p, x, y)
+def less(input, other):
+    return bind2(P.less_p, input, other)
 
 
-def less_equal(x, y):
-    return bind2(P.less_equal_p, x, y)
+def less_equal(input, other):
+    return bind2(P.less_equal_p, input, other)
 
 
-def greater(x, y):
-    return bind2(P.greater_p, x, y)
+def greater(input, other):
+    return bind2(P.greater_p, input, other)
 
 
-def greater_equal(x, y):
-    return bind2(P.greater_equal_p, x, y)
+def greater_equal(input, other):
+    return bind2(P.greater_equal_p, input, other)
 
 
-def equal(x, y):
-    return bind2(P.equal_p, x, y)
+def eq(input, other):
+    """``input == other`` elementwise, as ``torch.eq`` (boolean, no gradient)."""
+    return bind2(P.equal_p, input, other)
 
 
-def not_equal(x, y):
-    return bind2(P.not_equal_p, x, y)
+def not_equal(input, other):
+    return bind2(P.not_equal_p, input, other)
+
+
+# torch's short names of the comparisons (torch.not_equal, torch.greater... are its aliases too)
+ne = not_equal
+lt = less
+le = less_equal
+gt = greater
+ge = greater_equal
+
+
+def equal(input, other):
+    """True when ``input`` and ``other`` have the same shape and elements, as
+    ``torch.equal`` (a Python bool; NaN equals nothing). The elementwise
+    comparison is :func:`eq` (``==``). Eager values only: a static-graph
+    value has no elements yet (``dynnets.static.equal`` is TF1's elementwise
+    one)."""
+    for v in (input, other):
+        if getattr(v, "_is_symbolic", False):
+            raise TypeError("equal: torch.equal gives a Python bool, which a static-graph value cannot; compare "
+                            "elementwise with eq (==) and reduce")
+    a, b = np.asarray(input), np.asarray(other)
+    return a.shape == b.shape and bool(np.all(a == b))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``|input - other| <= atol + rtol * |other|`` everywhere (the two
+    broadcast), as ``torch.allclose`` (a Python bool); tensors of different
+    dtypes raise, as torch's."""
+    for v in (input, other):
+        if getattr(v, "_is_symbolic", False):
+            raise TypeError("allclose: gives a Python bool, which a static-graph value cannot")
+    a, b = np.asarray(input), np.asarray(other)
+    if a.dtype != b.dtype:
+        raise P.DTypeError(f"allclose: input.dtype={a.dtype} does not match other.dtype={b.dtype} (as torch; "
+                           f"convert one with .to())")
+    return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 # --- shapes and indexing --------------------------------------------------------
 
-def reshape(x, *shape):
-    """``x`` with the given shape; one dimension may be -1 (inferred), and an
-    unknown dimension of a static value (``None``, as in ``x.shape``) is
-    inferred the same way."""
-    shape = shape_tuple(shape)
+def reshape(input, *sizes, shape=None):
+    """``input`` with the given shape (``reshape(x, 2, 3)``, ``reshape(x, (2,
+    3))`` or torch's keyword ``reshape(x, shape=(2, 3))``); one dimension
+    may be -1 (inferred), and an unknown dimension of a static value
+    (``None``, as in ``x.shape``) is inferred the same way."""
+    x = input
+    if shape is not None:
+        if sizes:
+            raise TypeError(f"reshape: got the shape twice ({sizes!r} and shape={shape!r})")
+        sizes = (shape,)
+    shape = shape_tuple(sizes)
     if None in shape:
         if shape.count(None) + shape.count(-1) > 1:
             raise P.ShapeError(f"reshape: at most one dimension of shape={shape} can be inferred (None or -1); "
@@ -485,9 +654,10 @@ def reshape(x, *shape):
     return bind(P.reshape_p, x, shape=shape)
 
 
-def flatten(x, start_dim=0, end_dim=-1):
-    """``x`` with dimensions ``start_dim..end_dim`` merged into one (all of
+def flatten(input, start_dim=0, end_dim=-1):
+    """``input`` with dimensions ``start_dim..end_dim`` merged into one (all of
     them by default), as ``torch.flatten``."""
+    x = input
     shp = list(x.shape)
     if not shp:
         return reshape(x, 1)
@@ -505,10 +675,17 @@ def _axis_of(op, axis, ndim):
     return axis % ndim
 
 
-def squeeze(x, axis=None, *, dim=None):
-    """``x`` without dimension ``axis`` (``dim``) if it has size 1, else ``x``
-    unchanged; without one, without every dimension of size 1 (as ``torch.squeeze``)."""
+def squeeze(input, dim=None, *, axis=None):
+    """``input`` without dimension ``dim`` (numpy's ``axis=``) if it has size
+    1, else unchanged; a tuple of dimensions removes each of them that has
+    size 1; without one, every dimension of size 1 goes (as ``torch.squeeze``)."""
+    x = input
     axis = _dim("squeeze", axis, dim)
+    if isinstance(axis, (tuple, list)):
+        nd = len(x.shape)
+        for ax in sorted({_axis_of("squeeze", int(a), builtins.max(nd, 1)) for a in axis}, reverse=True):
+            x = squeeze(x, ax)
+        return x
     shp = list(x.shape)
     if axis is None:
         if None in shp:
@@ -525,8 +702,9 @@ def squeeze(x, axis=None, *, dim=None):
     return getitem(x, (slice(None),) * ax + (0,))
 
 
-def unsqueeze(x, axis=None, *, dim=None):
-    """``x`` with a new dimension of size 1 at ``axis`` (``dim``)."""
+def unsqueeze(input, dim=None, *, axis=None):
+    """``input`` with a new dimension of size 1 at ``dim`` (numpy's ``axis=``), as ``torch.unsqueeze``."""
+    x = input
     axis = _dim("unsqueeze", axis, dim)
     if axis is None:
         raise TypeError("unsqueeze: missing the dimension (axis= or dim=)")
@@ -538,11 +716,21 @@ def unsqueeze(x, axis=None, *, dim=None):
     return getitem(x, (slice(None),) * ax + (None,))
 
 
-def transpose(x, *axes):
+def transpose(input, *axes, dim0=None, dim1=None):
     """``transpose(x, dim0, dim1)`` swaps two dimensions (PyTorch's meaning,
-    so ``x.transpose(0, 1)`` of a matrix is its transpose); ``transpose(x)``
-    reverses the dimensions and a whole permutation, ``transpose(x, (2, 0, 1))``
-    or ``transpose(x, 2, 0, 1)``, reorders them (numpy's meaning)."""
+    so ``x.transpose(0, 1)`` of a matrix is its transpose; also by keyword,
+    ``transpose(x, dim0=0, dim1=1)``); ``transpose(x)`` reverses the
+    dimensions and a whole permutation, ``transpose(x, (2, 0, 1))`` or
+    ``transpose(x, 2, 0, 1)``, reorders them (numpy's meaning)."""
+    x = input
+    if dim0 is not None or dim1 is not None:
+        if axes or dim0 is None or dim1 is None:
+            raise TypeError(f"transpose: expected transpose(input, dim0, dim1), got {axes!r}, dim0={dim0!r}, "
+                            f"dim1={dim1!r}")
+        axes = (dim0, dim1)
+    if len(axes) == 2 and (type(axes[0]) is not int or type(axes[1]) is not int) \
+            and isinstance(axes[0], np.integer) and isinstance(axes[1], np.integer):
+        axes = (int(axes[0]), int(axes[1]))                     # x.transpose(*np.array([0, 1]))
     if len(axes) == 2 and type(axes[0]) is int and type(axes[1]) is int:
         nd = len(x.shape)
         d0, d1 = (_axis_of("transpose", a, nd) for a in axes)
@@ -553,17 +741,23 @@ def transpose(x, *axes):
     return bind(P.transpose_p, x, axes=axes)
 
 
-def permute(x, *dims):
-    """The dimensions of ``x`` in the order ``dims`` (as ``torch.permute``;
-    ``x.permute(1, 0, 2)`` or ``x.permute((1, 0, 2))``)."""
-    dims = shape_tuple(dims)
+def permute(input, *args, dims=None):
+    """The dimensions of ``input`` in the order ``dims`` (as ``torch.permute``;
+    ``x.permute(1, 0, 2)``, ``x.permute((1, 0, 2))`` or ``permute(x, dims=(1, 0, 2))``)."""
+    x = input
+    if dims is not None:
+        if args:
+            raise TypeError(f"permute: got the dims twice ({args!r} and dims={dims!r})")
+        args = (dims,)
+    dims = shape_tuple(args)
     if len(dims) != len(x.shape):
         raise P.ShapeError(f"permute: {len(dims)} dims {dims} for an input with {len(x.shape)} dimensions")
     return bind(P.transpose_p, x, axes=dims)
 
 
-def t(x):
-    """``x.T`` of a tensor with at most 2 dimensions (as ``torch.Tensor.t``)."""
+def t(input):
+    """``input.T`` of a tensor with at most 2 dimensions (as ``torch.t``)."""
+    x = input
     nd = len(x.shape)
     if nd > 2:
         raise P.ShapeError(f"t: expects a tensor with <= 2 dimensions, but x has {nd} (x.shape={tuple(x.shape)}); "
@@ -571,8 +765,9 @@ def t(x):
     return transpose(x) if nd == 2 else x
 
 
-def broadcast_to(x, shape):
-    return bind(P.broadcast_to_p, x, shape=tuple(shape))
+def broadcast_to(input, size):
+    """``input`` broadcast to ``size`` (a view), as ``torch.broadcast_to``."""
+    return bind(P.broadcast_to_p, input, shape=tuple(size))
 
 
 def _index_arg(index):
@@ -604,10 +799,30 @@ def take(x, indices):
     return bind(P.take_p, x, np.asarray(indices) if not getattr(indices, "_is_symbolic", False) else indices)
 
 
-def concat(xs, axis=None, *, dim=None):
-    """``xs`` joined along ``axis`` (``dim``; default 0)."""
-    if dim is not None:
-        axis = _dim("concat", axis, dim)
+def _no_out(op, out):
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (dynnets ops return new tensors: use the result), got "
+                        f"{type(out).__name__}")
+
+
+def _dim0(op, dim, axis):
+    """``dim`` (default 0) or numpy's ``axis=``."""
+    if axis is None:
+        return dim
+    if dim != 0:
+        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; they name the same argument, pass one")
+    return axis
+
+
+def concat(tensors, dim=0, *, axis=None, out=None):
+    """``tensors`` joined along ``dim`` (numpy's ``axis=``; default 0), as ``torch.cat``."""
+    xs = tensors
+    if out is not None:
+        _no_out("cat", out)
+    if axis is not None:
+        axis = _dim0("cat", dim, axis)
+    else:
+        axis = dim
     attrs = {} if axis is None or (axis == 0 and type(axis) is int) else {"axis": axis}   # see sum
     try:
         return bind(P.concat_p, *xs, **attrs)
@@ -618,10 +833,15 @@ def concat(xs, axis=None, *, dim=None):
 cat = concat
 
 
-def stack(xs, axis=None, *, dim=None):
-    """``xs`` stacked along a new ``axis`` (``dim``; default 0)."""
-    if dim is not None:
-        axis = _dim("stack", axis, dim)
+def stack(tensors, dim=0, *, axis=None, out=None):
+    """``tensors`` stacked along a new dimension ``dim`` (numpy's ``axis=``; default 0), as ``torch.stack``."""
+    xs = tensors
+    if out is not None:
+        _no_out("stack", out)
+    if axis is not None:
+        axis = _dim0("stack", dim, axis)
+    else:
+        axis = dim
     attrs = {} if axis is None or (axis == 0 and type(axis) is int) else {"axis": axis}
     try:
         return bind(P.stack_p, *xs, **attrs)
@@ -644,8 +864,8 @@ def _split_sizes(x, sizes, axis):
     return list(bind(P.split_p, x, sizes=tuple(int(s) for s in sizes), axis=axis))
 
 
-def split(x, split_size_or_sections, dim=None, *, axis=None):
-    """Parts of ``x`` along ``dim`` (``axis``; default 0), as ``torch.split``:
+def split(tensor, split_size_or_sections, dim=0, *, axis=None):
+    """Parts of ``tensor`` along ``dim`` (numpy's ``axis=``; default 0), as ``torch.split``:
     an int is the size of each part (the last may be smaller), a list the
     size of each; one node (the ``split`` primitive), returned as a list.
 
@@ -655,9 +875,10 @@ def split(x, split_size_or_sections, dim=None, *, axis=None):
     number of equal parts). Sizes in a list need not know the dimension when
     a static graph is built (they are checked at run time); an int needs it.
     """
+    x = tensor
     if not len(x.shape):
         raise P.ShapeError("split: x must have at least one dimension, got a 0-d input")
-    ax = _split_axis("split", x, axis, dim)
+    ax = _split_axis("split", x, _dim0("split", dim, axis), None)
     n = x.shape[ax]
     if isinstance(split_size_or_sections, (int, np.integer)) and not isinstance(split_size_or_sections, bool):
         size = int(split_size_or_sections)
@@ -720,8 +941,28 @@ def chunk(input, chunks, dim=0):
 
 # --- linear algebra --------------------------------------------------------------
 
-def matmul(x, w):
-    return bind2(P.matmul_p, x, w)
+def matmul(input, other):
+    """The matrix product, as ``torch.matmul`` (1-D operands are vectors, more
+    dimensions are batches that broadcast); both operands of one dtype."""
+    return bind2(P.matmul_p, input, other)
+
+
+def mm(input, mat2):
+    """The product of two matrices (both 2-D, no broadcasting), as ``torch.mm``."""
+    xs, ys = tuple(input.shape), tuple(mat2.shape)
+    if len(xs) != 2 or len(ys) != 2:
+        raise P.ShapeError(f"mm: expected 2-D matrices, got input.shape={xs} and mat2.shape={ys}")
+    return bind2(P.matmul_p, input, mat2)
+
+
+def dot(input, tensor):
+    """The inner product of two 1-D tensors of one size and dtype, as
+    ``torch.dot`` (a 0-d result)."""
+    xs, ys = tuple(input.shape), tuple(tensor.shape)
+    if len(xs) != 1 or len(ys) != 1:
+        raise P.ShapeError(f"dot: expected 1-D tensors, got input.shape={xs} and tensor.shape={ys} (for matrices: "
+                           f"mm or matmul)")
+    return bind2(P.matmul_p, input, tensor)
 
 
 def linear(x, weight, bias=None):
@@ -733,8 +974,19 @@ def linear(x, weight, bias=None):
 
 # --- softmax, losses, embedding, dropout ----------------------------------------
 
-def softmax(x, axis=None, *, dim=None):
-    """Softmax along ``axis`` (``dim``; default the last)."""
+def _softmax_cast(op, x, dtype):
+    if dtype is None:
+        return x
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        raise P.DTypeError(f"{op}: dtype must be a floating-point type, got {dt}")
+    return x if _dtype(x) == dt else astype(x, dt)
+
+
+def softmax(input, dim=None, dtype=None, *, axis=None):
+    """Softmax along ``dim`` (numpy's ``axis=``; default the last), as
+    ``torch.softmax``; ``dtype`` casts the input first."""
+    x = input if dtype is None else _softmax_cast("softmax", input, dtype)
     if dim is not None:
         axis = _dim("softmax", axis, dim)
     if axis is None or (axis == -1 and type(axis) is int):
@@ -742,8 +994,10 @@ def softmax(x, axis=None, *, dim=None):
     return bind(P.softmax_p, x, axis=axis)
 
 
-def log_softmax(x, axis=None, *, dim=None):
-    """Log-softmax along ``axis`` (``dim``; default the last)."""
+def log_softmax(input, dim=None, dtype=None, *, axis=None):
+    """Log-softmax along ``dim`` (numpy's ``axis=``; default the last), as
+    ``torch.log_softmax``; ``dtype`` casts the input first."""
+    x = input if dtype is None else _softmax_cast("log_softmax", input, dtype)
     if dim is not None:
         axis = _dim("log_softmax", axis, dim)
     if axis is None or (axis == -1 and type(axis) is int):
@@ -937,8 +1191,12 @@ def gelu(input, approximate="none"):
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``input`` where positive, else ``negative_slope * input``, as
     ``torch.nn.functional.leaky_relu`` (whose default slope is 0.01; TF1's
-    ``tf.nn.leaky_relu`` defaults to 0.2). ``inplace=True`` (torch's memory
-    saving) is accepted; the result is a new tensor either way."""
+    ``tf.nn.leaky_relu`` defaults to 0.2). The result is a new tensor: for
+    torch's ``inplace=True`` use :func:`dynnets.nn.functional.leaky_relu`
+    (here it raises, rather than leave the input silently unchanged)."""
+    if inplace:
+        raise ValueError("leaky_relu: inplace=True writes into the input, which dynnets.leaky_relu never does; use "
+                         "dynnets.nn.functional.leaky_relu(input, negative_slope, inplace=True), as torch's F")
     if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
     return bind(P.leaky_relu_p, input, negative_slope=float(negative_slope))
@@ -1029,7 +1287,7 @@ def norm(input, p="fro", dim=None, keepdim=False, *, axis=None, keepdims=None):
     if axis is not None:
         dim = _dim("norm", axis, dim)
     if keepdims is not None:
-        keepdim = _keep("norm", keepdims, None if keepdim is False else keepdim)
+        keepdim = _keep("norm", keepdims, keepdim)
     if isinstance(p, str):
         if p not in _NORM_ALIASES:
             raise ValueError(f"norm: p={p!r} is not supported (vector norms: 'fro', or a number; the nuclear norm "
@@ -1202,19 +1460,6 @@ def repeat(x, *sizes):
     return reshape(y, *[r * d for r, d in zip(sizes, shp)])
 
 
-def _device_name(op, device):
-    """'cpu' for the CPU (a string, or a device object with ``type='cpu'``,
-    as torch's); any other device is an error."""
-    if device is None:
-        return None
-    name = device if isinstance(device, str) else getattr(device, "type", None)
-    if not isinstance(name, str):
-        raise TypeError(f"{op}: expected a device ('cpu') or a dtype, got {device!r}")
-    if name.split(":")[0] == "cpu":
-        return "cpu"
-    raise RuntimeError(f"{op}: dynnets runs on the CPU only, got device {device!r}")
-
-
 def _is_dtype(v):
     if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
         return True
@@ -1229,9 +1474,10 @@ def _is_dtype(v):
 
 def to(x, *args, dtype=None, device=None, non_blocking=False, copy=False):
     """``x`` in another dtype, as ``torch.Tensor.to``: ``to(dtype)``,
-    ``to('cpu')``, ``to('cpu', dtype)``, ``to(other)`` (its dtype),
-    ``to(device=, dtype=)``. ``x`` itself when nothing changes (a copy with
-    ``copy=True``); a device other than the CPU is an error."""
+    ``to('cpu')``, ``to('cpu', dtype)``, ``to(other)`` (its dtype; its device
+    is the CPU), ``to(device=, dtype=)``. ``x`` itself when nothing changes
+    (a copy with ``copy=True``); a device other than the CPU raises
+    :class:`~dynnets.devices.DeviceUnavailableError`."""
     if len(args) > 2:
         raise TypeError(f"to: expected at most a device and a dtype, got {len(args)} arguments")
     for a in args:
@@ -1245,7 +1491,8 @@ def to(x, *args, dtype=None, device=None, non_blocking=False, copy=False):
             if device is not None:
                 raise TypeError(f"to: got the device twice ({device!r} and {a!r})")
             device = a
-    _device_name("to", device)
+    if device is not None:
+        check_device(device, "Tensor.to")
     out = x if dtype is None or np.dtype(dtype) == np.dtype(x.dtype) else astype(x, np.dtype(dtype))
     return clone(out) if copy and out is x else out
 

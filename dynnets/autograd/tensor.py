@@ -24,6 +24,8 @@ from .engine import backward as _backward
 from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
 from .gradtypes import densify
 from .primitives.core import PromotionNeeded, ShapeError
+from ..devices import CPU, DeviceUnavailableError, check_device
+from ..random import generator as default_generator_for
 
 __all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
            "zeros_like", "ones_like", "randn", "uniform", "arange"]
@@ -217,6 +219,13 @@ class TensorOps:
     clone = ops.clone
     size = ops.size
     numel = ops.numel
+    nelement = ops.numel
+
+    def dim(self):
+        """The number of dimensions, as ``torch.Tensor.dim`` (``ndim``)."""
+        return len(self.shape)
+
+    ndimension = dim
 
     # PyTorch's names (each a dynnets op, so eager, static and autobatch alike)
     split = ops.split
@@ -234,6 +243,18 @@ class TensorOps:
     type_as = ops.type_as
     to = ops.to
     cpu = ops.cpu
+    add = ops.add
+    sub = ops.sub
+    mul = ops.mul
+    div = ops.div
+    neg = ops.neg
+    sin = ops.sin
+    cos = ops.cos
+    std = ops.std
+    var = ops.var
+    mm = ops.mm
+    dot = ops.dot
+    broadcast_to = ops.broadcast_to
 
     def contiguous(self):
         """``self``: a static or lazy value has no memory layout to change
@@ -243,22 +264,59 @@ class TensorOps:
     def is_contiguous(self):
         return True
 
-    def new_zeros(self, *size, dtype=None, requires_grad=False):
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
         """Zeros of ``size`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_zeros``."""
-        return zeros(*_known_size("new_zeros", size), dtype=self.dtype if dtype is None else dtype,
+        return zeros(*_known_size("new_zeros", size), dtype=self.dtype if dtype is None else dtype, device=device,
                      requires_grad=requires_grad)
 
-    def new_ones(self, *size, dtype=None, requires_grad=False):
-        return ones(*_known_size("new_ones", size), dtype=self.dtype if dtype is None else dtype,
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return ones(*_known_size("new_ones", size), dtype=self.dtype if dtype is None else dtype, device=device,
                     requires_grad=requires_grad)
 
-    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
         return full(_known_size("new_full", (size,)), fill_value, dtype=self.dtype if dtype is None else dtype,
-                    requires_grad=requires_grad)
+                    device=device, requires_grad=requires_grad)
 
-    def new_tensor(self, data, dtype=None, requires_grad=False):
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
         """A new tensor of ``data`` in this tensor's dtype (or ``dtype``), as ``torch.Tensor.new_tensor``."""
-        return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+        return tensor(data, dtype=self.dtype if dtype is None else dtype, device=device,
+                      requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        """A tensor of ``size`` in this tensor's dtype (or ``dtype``), as
+        ``torch.Tensor.new_empty``; its values are zeros (torch leaves them
+        unset: any value is right)."""
+        if device is not None:
+            check_device(device, "new_empty")
+        return self.new_zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+    def new(self, *args, device=None):
+        """torch's legacy constructor in this tensor's dtype:
+        ``x.new(2, 3)`` (a tensor of that size, here zeros), ``x.new([1, 2])``
+        (data, cast), ``x.new()`` (empty); prefer ``new_zeros`` /
+        ``new_tensor``."""
+        return legacy_new("Tensor.new", np.dtype(self.dtype), args, device)
+
+    def is_floating_point(self):
+        """Whether the dtype is a floating-point one (``torch.is_floating_point``)."""
+        return np.dtype(self.dtype).kind == "f"
+
+    def type(self, dtype=None, non_blocking=False):
+        """torch's type string (``'torch.FloatTensor'``) without an argument;
+        with a dtype, a legacy type (``dynnets.LongTensor``) or a type string,
+        this tensor in that dtype (itself when it already is), as
+        ``torch.Tensor.type``."""
+        if dtype is None:
+            return legacy_type_name(np.dtype(self.dtype))
+        return ops.to(self, legacy_dtype("Tensor.type", dtype))
+
+    def view_as(self, other):
+        """This tensor with ``other``'s shape, as ``torch.Tensor.view_as``."""
+        return ops.reshape(self, *tuple(other.shape))
+
+    def reshape_as(self, other):
+        """This tensor with ``other``'s shape, as ``torch.Tensor.reshape_as``."""
+        return ops.reshape(self, *tuple(other.shape))
 
     # dtype conversions, last in the class body: their names are builtins' (self when the dtype is already it)
     def float(self):
@@ -282,6 +340,78 @@ class TensorOps:
 
 _F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 _I64, _I32, _B = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)
+
+
+#: torch's legacy tensor type names, by dtype (``x.type()``, ``dynnets.FloatTensor``)
+LEGACY_TYPES = {np.dtype(np.float32): "FloatTensor", np.dtype(np.float64): "DoubleTensor",
+                np.dtype(np.float16): "HalfTensor", np.dtype(np.int64): "LongTensor", np.dtype(np.int32): "IntTensor",
+                np.dtype(np.int16): "ShortTensor", np.dtype(np.int8): "CharTensor", np.dtype(np.uint8): "ByteTensor",
+                np.dtype(np.bool_): "BoolTensor"}
+_LEGACY_DTYPES = {name: dt for dt, name in LEGACY_TYPES.items()}
+
+
+def legacy_type_name(dt):
+    """torch's type string of dtype ``dt`` (``'torch.FloatTensor'``): the
+    string torch code compares ``x.type()`` with."""
+    name = LEGACY_TYPES.get(dt)
+    if name is None:
+        raise TypeError(f"type: dtype {dt} has no legacy tensor type name")
+    return f"torch.{name}"
+
+
+def legacy_dtype(where, t):
+    """The dtype that ``t`` names: a dtype, a legacy type class
+    (``dynnets.LongTensor``: its ``legacy_dtype``) or a type string
+    (``'torch.LongTensor'``); a CUDA type string raises
+    :class:`~dynnets.devices.DeviceUnavailableError`."""
+    if isinstance(t, str):
+        mod, _, name = t.rpartition(".")
+        if mod.endswith("cuda"):
+            raise DeviceUnavailableError(f"{where}: {t!r} is a CUDA type: dynnets computes on the CPU only")
+        if name not in _LEGACY_DTYPES or mod not in ("torch", "dynnets", ""):
+            raise ValueError(f"{where}: invalid type {t!r} (expected one of "
+                             f"{', '.join('torch.' + n for n in _LEGACY_DTYPES)})")
+        return _LEGACY_DTYPES[name]
+    legacy = getattr(t, "legacy_dtype", None)
+    if legacy is not None:
+        return legacy
+    try:
+        return np.dtype(t)
+    except TypeError:
+        raise TypeError(f"{where}: expected a dtype, a legacy tensor type or a type string, got {t!r}") from None
+
+
+def legacy_new(where, dt, args, device=None):
+    """torch's legacy constructors (``torch.FloatTensor(...)``,
+    ``x.new(...)``) in dtype ``dt``: integers are a size (the tensor holds
+    zeros, where torch leaves memory unset), one sequence or array is data
+    (cast as numpy casts: ``LongTensor([1.5])`` holds 1, as torch), no
+    argument an empty tensor, a tensor of dtype ``dt`` is shared; a tensor
+    of another dtype or a lone number is a TypeError, as torch's."""
+    if device is not None:
+        check_device(device, where)
+    if not args:
+        return Tensor(np.zeros((0,), dtype=dt))
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args):
+        if any(a < 0 for a in args):
+            raise ShapeError(f"{where}: trying to create a tensor with a negative dimension: {list(args)}")
+        return Tensor(np.zeros(tuple(int(a) for a in args), dtype=dt))
+    if len(args) > 1:
+        raise TypeError(f"{where}: expected sizes (integers) or one sequence of data, got {args!r}")
+    data = args[0]
+    if isinstance(data, Tensor):
+        if np.dtype(data.dtype) != dt:
+            raise TypeError(f"{where}: expected a tensor of dtype {dt}, got one of dtype {data.dtype} (convert it "
+                            f"with .to() or .type())")
+        return data.detach()
+    if isinstance(data, (numbers.Number, np.generic)) or getattr(data, "_is_symbolic", False):
+        raise TypeError(f"{where}: data must be a sequence (got {type(data).__name__}); for a 0-d tensor use "
+                        f"tensor(value, dtype=...)")
+    arr = np.array(data)
+    if arr.dtype.kind == "O":
+        raise TypeError(f"{where}: could not convert {type(data).__name__} to a tensor (ragged nested lists, or "
+                        f"objects that are not numbers)")
+    return Tensor(arr.astype(dt, copy=False))
 
 
 def _known_size(op, size):
@@ -327,6 +457,25 @@ class Tensor(TensorOps):
     @property
     def ndim(self):
         return self.data.ndim
+
+    @property
+    def device(self):
+        """``device(type='cpu')``: every tensor lives on the CPU."""
+        return CPU
+
+    is_cuda = False
+
+    def cuda(self, device=None, non_blocking=False):
+        """Raises :class:`~dynnets.devices.DeviceUnavailableError` (an
+        AssertionError too, as torch built without CUDA raises): there is no
+        GPU, and a silent CPU copy would hide that."""
+        raise DeviceUnavailableError("Tensor.cuda: no CUDA device: dynnets computes on the CPU only "
+                                     "(dynnets.cuda.is_available() is False); guard the call with "
+                                     "`if dynnets.cuda.is_available():` or use .to(device) with device='cpu'")
+
+    def get_device(self):
+        """-1, torch's answer for a CPU tensor."""
+        return -1
 
     def __len__(self):
         return len(self.data)
@@ -381,9 +530,12 @@ class Tensor(TensorOps):
         return type(d) is not np.ndarray or bool(d.flags.c_contiguous)
 
     def __array__(self, dtype=None, copy=None):
+        d = self.data
+        if type(d) is not np.ndarray:
+            d = np.asarray(d)            # a whole-tensor reduction's result is a numpy scalar: numpy wants an array
         if dtype is None:
-            return self.data
-        return self.data.astype(dtype)
+            return d
+        return d.astype(dtype)
 
     def item(self):
         if self.data.size != 1:
@@ -404,12 +556,12 @@ class Tensor(TensorOps):
         t.name = None
         return t
 
-    def requires_grad_(self, flag=True):
+    def requires_grad_(self, requires_grad=True):
         if not self.is_leaf:
             raise RuntimeError("requires_grad_: can only change requires_grad of a leaf tensor")
-        if flag and self.data.dtype.kind != "f":
+        if requires_grad and self.data.dtype.kind != "f":
             raise TypeError(f"requires_grad_: only floating-point tensors can require grad, got dtype {self.data.dtype}")
-        self.requires_grad = bool(flag)
+        self.requires_grad = bool(requires_grad)
         return self
 
     def backward(self, gradient=None, retain_graph=False):
@@ -496,6 +648,11 @@ class Tensor(TensorOps):
 
     clip_ = clamp_
 
+    def relu_(self):
+        """``max(self, 0)`` in place (``torch.Tensor.relu_``, what
+        ``nn.ReLU(inplace=True)`` calls); NaN stays NaN, as torch's."""
+        return write_inplace("relu_", self, P.relu_p, (), _NO_ATTRS, _write_relu)
+
     def fill_(self, value):
         """Every element set to ``value`` (a number or a 0-d tensor), cast to this tensor's dtype."""
         if isinstance(value, Tensor) and value.data.ndim != 0:
@@ -507,9 +664,10 @@ class Tensor(TensorOps):
         """Every element set to 0."""
         return self.fill_(0)
 
-    def copy_(self, src):
-        """The values of ``src`` (broadcast to this tensor's shape, cast to its dtype)."""
-        return write_inplace("copy_", self, P.setitem_p, (src,), _ALL, _write_set, casting="unsafe")
+    def copy_(self, other):
+        """The values of ``other`` (broadcast to this tensor's shape, cast to its
+        dtype); torch's binding names the argument ``other`` (its documentation ``src``)."""
+        return write_inplace("copy_", self, P.setitem_p, (other,), _ALL, _write_set, casting="unsafe")
 
     def __setitem__(self, index, value):
         """``self[index] = value``: any index ``x[index]`` takes; ``value``
@@ -581,6 +739,10 @@ def _write_pow(dst, o):
     np.power(dst, o, out=dst, casting="unsafe")
 
 
+def _write_relu(dst):
+    np.maximum(dst, 0, out=dst, casting="unsafe")
+
+
 def _write_clip(dst, lo=None, hi=None):
     np.clip(dst, lo, hi, out=dst, casting="unsafe")
 
@@ -646,24 +808,32 @@ def _inferred(data):
     return arr
 
 
-def tensor(data, requires_grad=False, dtype=None, name=None):
+def tensor(data, *, dtype=None, device=None, requires_grad=False, name=None):
     """A new leaf tensor holding a copy of ``data``, as ``torch.tensor``.
 
     Without ``dtype`` the dtype is inferred as PyTorch's: Python ints give
     int64, bools bool, Python floats the default float32; a numpy array or
     numpy scalar keeps its dtype (float64 stays float64), and so does a
     tensor. Class labels ``tensor([1, 0])`` are therefore integers.
+    ``device``: the CPU (None, ``'cpu'``, ``device('cpu')``); any other
+    raises :class:`~dynnets.devices.DeviceUnavailableError`, as every
+    creation function's.
     """
+    if device is not None:
+        check_device(device, "tensor")
     arr = _inferred(data) if dtype is None else np.array(data.data if isinstance(data, Tensor) else data,
                                                               dtype=dtype)
     return Tensor(arr, requires_grad=requires_grad, name=name)
 
 
-def as_tensor(x, dtype=None):
-    """``x`` as a tensor without copying where possible, as ``torch.as_tensor``:
-    a tensor of the requested dtype (or with ``dtype=None``) is ``x`` itself, a
+def as_tensor(data, dtype=None, device=None):
+    """``data`` as a tensor without copying where possible, as ``torch.as_tensor``:
+    a tensor of the requested dtype (or with ``dtype=None``) is ``data`` itself, a
     numpy array of that dtype is shared, not copied; other data is converted
     with :func:`tensor`'s dtype inference."""
+    if device is not None:
+        check_device(device, "as_tensor")
+    x = data
     if isinstance(x, Tensor):
         return x if dtype is None or x.dtype == np.dtype(dtype) else ops.astype(x, dtype)
     if isinstance(x, np.ndarray):
@@ -682,45 +852,99 @@ def from_numpy(a):
     return Tensor(a)
 
 
-def zeros(*shape, dtype=_f32, requires_grad=False):
-    return Tensor(np.zeros(shape_tuple(shape), dtype=dtype), requires_grad=requires_grad)
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    """Zeros of ``size`` (``zeros(2, 3)`` or ``zeros((2, 3))``), float32 by
+    default, as ``torch.zeros``."""
+    if device is not None:
+        check_device(device, "zeros")
+    return Tensor(np.zeros(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
 
 
-def ones(*shape, dtype=_f32, requires_grad=False):
-    return Tensor(np.ones(shape_tuple(shape), dtype=dtype), requires_grad=requires_grad)
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    """Ones of ``size``, float32 by default, as ``torch.ones``."""
+    if device is not None:
+        check_device(device, "ones")
+    return Tensor(np.ones(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
 
 
-def full(shape, value, dtype=None, requires_grad=False):
-    """``shape`` filled with ``value``; the dtype, unless given, inferred from
-    the value as ``torch.full``: bool, int64 or the default float32."""
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """``size`` filled with ``fill_value``; the dtype, unless given, inferred
+    from the value as ``torch.full``: bool, int64 or the default float32."""
+    if device is not None:
+        check_device(device, "full")
     if dtype is None:
-        dtype = _inferred(value).dtype
-    return Tensor(np.full(shape, value, dtype=dtype), requires_grad=requires_grad)
+        dtype = _inferred(fill_value).dtype
+    return Tensor(np.full(size, fill_value, dtype=dtype), requires_grad=requires_grad)
 
 
-def zeros_like(x, requires_grad=False, dtype=None):
-    return Tensor(np.zeros_like(np.asarray(x), dtype=dtype), requires_grad=requires_grad)
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Zeros of ``input``'s shape and (unless ``dtype``) dtype, as ``torch.zeros_like``."""
+    if device is not None:
+        check_device(device, "zeros_like")
+    return Tensor(np.zeros_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
 
 
-def ones_like(x, requires_grad=False, dtype=None):
-    return Tensor(np.ones_like(np.asarray(x), dtype=dtype), requires_grad=requires_grad)
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Ones of ``input``'s shape and (unless ``dtype``) dtype, as ``torch.ones_like``."""
+    if device is not None:
+        check_device(device, "ones_like")
+    return Tensor(np.ones_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
 
 
-def arange(*args, dtype=None):
-    """``[start, end)`` by ``step``, as ``torch.arange``: int64 for integer
-    arguments, the default float32 when any is a float (numpy: float64)."""
-    if dtype is None and any(isinstance(a, (float, np.floating)) for a in args):
-        dtype = _f32
-    return Tensor(np.arange(*args, dtype=dtype))
+def _scalar(v):
+    """A 0-d tensor or numpy scalar bound (``arange(x.size(0))``, ``arange(t)``) as its Python number."""
+    if isinstance(v, (Tensor, np.ndarray, np.generic)):
+        return np.asarray(v).item()
+    return v
 
 
-def randn(*shape, rng=None, dtype=_f32, requires_grad=False):
-    """Standard normal samples; ``rng`` is a seed or a ``numpy.random.Generator``."""
-    arr = np.random.default_rng(rng).standard_normal(shape_tuple(shape)).astype(dtype)
+def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """``[start, end)`` by ``step`` (``arange(end)`` and ``arange(end=n)`` from
+    0), as ``torch.arange``: int64 for integer arguments, the default float32
+    when any is a float (numpy: float64)."""
+    if device is not None:
+        check_device(device, "arange")
+    start, end, step = _scalar(start), _scalar(end), _scalar(step)
+    if end is None:
+        if start is None:
+            raise TypeError("arange: missing the end (arange(end), arange(start, end[, step]))")
+        start, end = 0, start
+    elif start is None:
+        start = 0
+    if dtype is None:
+        floats = any(isinstance(a, (float, np.floating)) for a in (start, end, step))
+        dtype = _f32 if floats else np.int64
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, "
+                         f"end={end}, step={step})")
+    return Tensor(np.arange(start, end, step, dtype=dtype), requires_grad=requires_grad)
+
+
+def randn(*size, generator=None, rng=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples of ``size`` (float32 by default), as
+    ``torch.randn``: drawn from ``generator=`` (torch's name) or ``rng=`` (a
+    seed or a ``numpy.random.Generator``), by default from the default
+    generator that :func:`dynnets.manual_seed` seeds (numpy's stream, not
+    torch's numbers)."""
+    if device is not None:
+        check_device(device, "randn")
+    gen = _random_source("randn", generator, rng)
+    arr = gen.standard_normal(shape_tuple(size)).astype(_f32 if dtype is None else dtype)
     return Tensor(arr, requires_grad=requires_grad)
 
 
 def uniform(*shape, low=0.0, high=1.0, rng=None, dtype=_f32, requires_grad=False):
-    """Uniform samples on [low, high); ``rng`` is a seed or a ``numpy.random.Generator``."""
-    arr = np.random.default_rng(rng).uniform(low, high, shape_tuple(shape)).astype(dtype)
+    """Uniform samples on [low, high); ``rng`` is a seed or a
+    ``numpy.random.Generator`` (None: the default generator, as :func:`randn`)."""
+    arr = _random_source("uniform", None, rng).uniform(low, high, shape_tuple(shape)).astype(dtype)
     return Tensor(arr, requires_grad=requires_grad)
+
+
+def _random_source(op, generator, rng):
+    """The generator a random creation function draws from: ``generator=``
+    or ``rng=`` (one of them), else the default generator."""
+    if generator is not None and rng is not None:
+        raise TypeError(f"{op}: got both generator= and rng=; they name the same thing, pass one")
+    return default_generator_for(rng if generator is None else generator)

@@ -28,3 +28,9 @@ __all__ = ["Module", "Parameter", "Linear", "Embedding", "Dropout", "Sequential"
 from . import init  # noqa: E402  torch's initialisers (issue 22)
 
 __all__ += ["init"]
+
+# torch's other modules real scripts use (issue 22)
+from .layers import Flatten, LogSoftmax, Softmax, Unflatten  # noqa: E402
+from .loss import KLDivLoss  # noqa: E402
+
+__all__ += ["Flatten", "Unflatten", "Softmax", "LogSoftmax", "KLDivLoss"]

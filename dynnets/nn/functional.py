@@ -21,22 +21,41 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree_lstm_cell, tree_lstm_leaf
-from ..autograd.ops import gelu, leaky_relu, normalize, pad
+from ..autograd.ops import gelu, normalize, pad
+from ..autograd import primitives as P
+from ..autograd.engine import write_inplace
 from ..autograd.tensor import Tensor
 from ..random import generator as _generator
-from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss
+from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, kl_div, mse_loss, nll_loss
 from .module import check_float_input
 
 __all__ = ["linear", "embedding", "dropout", "relu", "tanh", "sigmoid", "softmax", "log_softmax",
            "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "lstm_cell", "gru_cell", "tree_lstm_cell", "tree_lstm_leaf", "lstm_seq", "gru_seq", "rnn_seq",
-           "gelu", "leaky_relu", "pad", "normalize"]
+           "gelu", "leaky_relu", "pad", "normalize", "relu_", "leaky_relu_", "kl_div"]
 
 
-def _no_inplace(who, inplace):
-    if inplace:
-        raise ValueError(f"{who}: inplace=True is not supported (dynnets ops return a new tensor and leave their "
-                         f"input unchanged); drop the argument and use the result")
+def _inplace_target(who, input):
+    """``input`` when an in-place op can write into it (an eager Tensor, as
+    torch's ``inplace=True``), else a TypeError: a static-graph value is
+    immutable, and returning a new value would leave the input unchanged,
+    which torch code that reads it afterwards would not expect. (A tensor
+    recorded under ``dynnets.autobatch()`` raises in the write itself.)"""
+    if isinstance(input, Tensor):
+        return input
+    if getattr(input, "_is_symbolic", False):
+        raise TypeError(f"{who}: inplace=True on a static-graph value, which is immutable (TF1's tensors are): pass "
+                        f"inplace=False (nn modules: inplace=False) and use the result")
+    raise TypeError(f"{who}: inplace=True writes into the input, which must be a dynnets Tensor, got "
+                    f"{type(input).__name__}")
+
+
+def _write_mul(dst, o):
+    np.multiply(dst, o, out=dst, casting="unsafe")
+
+
+def _write_leaky(dst, negative_slope=0.01):
+    np.copyto(dst, np.where(dst > 0, dst, dst * negative_slope), casting="unsafe")
 
 
 def linear(input, weight, bias=None):
@@ -150,7 +169,8 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
     training : bool, default True
         Pass the module's ``self.training`` (as in torch; a non-bool raises).
     inplace : bool
-        Not supported (True raises): the result is a new tensor.
+        As torch: the mask is applied to ``input`` itself, which is returned
+        (an eager Tensor; a leaf that requires grad raises outside ``no_grad``).
     generator : numpy Generator, seed or None (keyword-only)
         Draws the mask; None: the default generator (:func:`dynnets.manual_seed`),
         so every call draws a new mask.
@@ -163,9 +183,15 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
         raise TypeError(f"{who}: training must be a bool (torch's order is dropout(input, p, training, "
                         f"inplace)), got {type(training).__name__} {training!r}; pass a generator or seed as "
                         f"generator=")
-    _no_inplace(who, inplace)
+    if inplace:
+        _inplace_target(who, input)
     if not training or p == 0:
         return input
+    if inplace:
+        dt = np.dtype(input.dtype)
+        mask = np.zeros((), dtype=dt) if p == 1 else \
+            P.draw_dropout_mask(_generator(generator), tuple(input.shape), dt, float(p))
+        return write_inplace("dropout_", input, P.mul_p, (mask,), {}, _write_mul)
     if p == 1:
         dt = input.dtype
         return ops.mul(input, np.zeros((), dtype=dt))
@@ -173,9 +199,37 @@ def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
 
 
 def relu(input, inplace=False):
-    """max(input, 0) elementwise (as ``torch.nn.functional.relu``; ``inplace=True`` raises)."""
-    _no_inplace("relu", inplace)
+    """max(input, 0) elementwise (as ``torch.nn.functional.relu``). With
+    ``inplace=True`` the result is written into ``input``, which is returned
+    (:meth:`Tensor.relu_ <dynnets.Tensor.relu_>`): as torch, a leaf that
+    requires grad raises outside ``no_grad``, and a value that a recorded op
+    still needs for its gradient raises at ``backward()``."""
+    if inplace:
+        return _inplace_target("relu", input).relu_()
     return ops.relu(input)
+
+
+def relu_(input):
+    """``relu(input, inplace=True)``, as ``torch.nn.functional.relu_``."""
+    return _inplace_target("relu_", input).relu_()
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``input`` where positive, else ``negative_slope * input``, as
+    ``torch.nn.functional.leaky_relu`` (default slope 0.01); ``inplace=True``
+    writes into ``input`` and returns it, as :func:`relu`."""
+    if inplace:
+        return leaky_relu_(input, negative_slope)
+    return ops.leaky_relu(input, negative_slope)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """:func:`leaky_relu` in place, as ``torch.nn.functional.leaky_relu_``."""
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
+        raise TypeError(f"leaky_relu_: negative_slope must be a number, got {negative_slope!r}")
+    attrs = {"negative_slope": float(negative_slope)}
+    return write_inplace("leaky_relu_", _inplace_target("leaky_relu_", input), P.leaky_relu_p, (), attrs,
+                         _write_leaky)
 
 
 def tanh(input):
@@ -216,7 +270,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     torch's deprecated implicit choice and warning (dim 0 for a 3-d input:
     :func:`dynnets.softmax` takes the last axis instead)."""
     dim, axis = _softmax_dim("softmax", input, dim, axis)
-    return ops.softmax(_cast("softmax", input, dtype), axis, dim=dim)
+    return ops.softmax(_cast("softmax", input, dtype), dim, axis=axis)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
@@ -224,4 +278,4 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     ``axis=`` is the numpy spelling). ``dtype`` casts the input first; no
     ``dim`` as :func:`softmax`."""
     dim, axis = _softmax_dim("log_softmax", input, dim, axis)
-    return ops.log_softmax(_cast("log_softmax", input, dtype), axis, dim=dim)
+    return ops.log_softmax(_cast("log_softmax", input, dtype), dim, axis=axis)

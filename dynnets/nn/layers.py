@@ -23,7 +23,7 @@ from . import functional as F
 from .module import Module, Parameter, check_device, check_float_input
 
 __all__ = ["Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity", "Tanh", "ReLU", "Sigmoid",
-           "as_generator", "GELU", "LeakyReLU"]
+           "as_generator", "GELU", "LeakyReLU", "Flatten", "Unflatten", "Softmax", "LogSoftmax"]
 
 
 def as_generator(rng):
@@ -246,7 +246,8 @@ class Dropout(Module):
     ----------
     p : float in [0, 1]
     inplace : bool
-        Not supported (True raises): the result is a new tensor.
+        As torch: in training mode the mask is applied to the input itself,
+        which is returned (see :func:`dynnets.nn.functional.dropout`).
     rng : int, Generator or None (keyword-only)
         Draws the masks. A Generator is used as is (shared with the caller), a
         seed makes a private one, so a run with the same seed repeats. None
@@ -260,19 +261,16 @@ class Dropout(Module):
         if isinstance(p, (bool, np.bool_)) or not isinstance(p, (int, float, np.floating)) \
                 or not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
-        if inplace:
-            raise ValueError("Dropout: inplace=True is not supported (the result is a new tensor); drop the "
-                             "argument")
         self.p = float(p)
-        self.inplace = False
+        self.inplace = bool(inplace)
         self.rng = None if rng is None else as_generator(rng)
 
     def forward(self, x):
         """x (any shape) -> same shape."""
-        return F.dropout(x, self.p, self.training, generator=self.rng)
+        return F.dropout(x, self.p, self.training, self.inplace, generator=self.rng)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Identity(Module):
@@ -290,17 +288,19 @@ class Tanh(Module):
 
 
 class ReLU(Module):
-    """Elementwise max(x, 0) (as ``torch.nn.ReLU``; ``inplace=True`` raises:
-    the result is a new tensor)."""
+    """Elementwise max(x, 0) (as ``torch.nn.ReLU``). ``inplace=True`` writes
+    the result into the input and returns it, as torch (see
+    :func:`dynnets.nn.functional.relu`)."""
 
     def __init__(self, inplace=False):
         super().__init__()
-        if inplace:
-            raise ValueError("ReLU: inplace=True is not supported (the result is a new tensor); drop the argument")
-        self.inplace = False
+        self.inplace = bool(inplace)
 
     def forward(self, x):
-        return ops.relu(x)
+        return F.relu(x, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):
@@ -442,8 +442,7 @@ class GELU(Module):
 
 class LeakyReLU(Module):
     """``x`` where positive, else ``negative_slope * x``, as ``torch.nn.LeakyReLU``.
-    ``inplace=True`` (torch's memory saving) is accepted; the result is a new
-    tensor either way."""
+    ``inplace=True`` writes the result into the input and returns it, as torch."""
 
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
@@ -451,7 +450,84 @@ class LeakyReLU(Module):
         self.inplace = bool(inplace)
 
     def forward(self, x):
-        return ops.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class Flatten(Module):
+    """Dimensions ``start_dim..end_dim`` merged into one (as ``torch.nn.Flatten``;
+    by default every dimension but the batch's first)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        for name, v in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"Flatten: {name} must be an integer, got {v!r}")
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+
+    def forward(self, input):
+        return ops.flatten(input, self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Dimension ``dim`` split into ``unflattened_size`` (as ``torch.nn.Unflatten``;
+    one size may be -1)."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"Unflatten: dim must be an integer (named dimensions are not supported), got {dim!r}")
+        if not isinstance(unflattened_size, (tuple, list)) or not unflattened_size or not all(
+                isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in unflattened_size):
+            raise TypeError(f"Unflatten: unflattened_size must be a non-empty tuple of integers, got "
+                            f"{unflattened_size!r}")
+        self.dim, self.unflattened_size = int(dim), tuple(int(s) for s in unflattened_size)
+
+    def forward(self, input):
+        shp = tuple(input.shape)
+        nd = len(shp)
+        if not -nd <= self.dim < nd:
+            raise ValueError(f"Unflatten: dim={self.dim} is out of range for an input with {nd} dimensions")
+        d = self.dim % nd
+        sizes = self.unflattened_size
+        if -1 not in sizes and shp[d] is not None and int(np.prod(sizes)) != shp[d]:
+            raise ValueError(f"Unflatten: unflattened_size {sizes} does not multiply to input.shape[{d}]={shp[d]} "
+                             f"(input.shape={shp})")
+        return ops.reshape(input, *shp[:d], *sizes, *shp[d + 1:])
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class Softmax(Module):
+    """Softmax along ``dim`` (as ``torch.nn.Softmax``; without ``dim``,
+    torch's deprecated implicit choice, with its warning)."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """Log-softmax along ``dim`` (as ``torch.nn.LogSoftmax``)."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.log_softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"

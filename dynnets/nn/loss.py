@@ -23,11 +23,12 @@ import warnings
 import numpy as np
 
 from ..autograd import ops
+from ..autograd.primitives import DTypeError
 from ..autograd.tensor import Tensor
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "cross_entropy", "nll_loss",
-           "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
+           "mse_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "KLDivLoss", "kl_div"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -289,7 +290,7 @@ def _nll(who, input, target, weight, ignore_index, reduction):
     t0, w, _ = _kept(who, t, C, weight, ignore_index, x.dtype)
     if _symbolic(t0):
         # a one-hot product picks x2[i, t0[i]] without knowing the targets
-        onehot = ops.astype(ops.equal(ops.reshape(t0, -1, 1), np.arange(C, dtype=np.int64)), x.dtype)
+        onehot = ops.astype(ops.eq(ops.reshape(t0, -1, 1), np.arange(C, dtype=np.int64)), x.dtype)
         picked = ops.sum(x2 * onehot, axis=1)
     else:
         picked = ops.getitem(x2, (np.arange(len(t0)), t0))
@@ -401,6 +402,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def _bce(who, input, target, weight, reduction):
     x = _float_input(who, input)
     t = _float_input(who, _same_shape_target(who, x, target), "target")
+    if np.dtype(t.dtype) != np.dtype(x.dtype):
+        # torch refuses ("Found dtype Double but expected Float") where numpy would promote
+        raise DTypeError(f"{who}: target has dtype {np.dtype(t.dtype)}, but input has dtype {np.dtype(x.dtype)}; "
+                         f"they must be the same, as in torch: cast the target (target.to(input.dtype))")
     w = _elementwise_weight(who, weight, x)
     if not _symbolic(x):
         a = x.data if isinstance(x, Tensor) else np.asarray(x)
@@ -412,6 +417,52 @@ def _bce(who, input, target, weight, reduction):
     if w is not None:
         losses = losses * w
     return _reduce_all(losses, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """The Kullback-Leibler divergence ``target * (log(target) - input)`` of
+    log-probabilities ``input`` from ``target`` (probabilities, or
+    log-probabilities with ``log_target=True``: ``exp(target) * (target -
+    input)``), as ``torch.nn.functional.kl_div``; 0 where ``target`` is 0.
+
+    ``reduction``: ``'batchmean'`` (the sum over the batch size
+    ``input.shape[0]``: the KL divergence's definition), ``'sum'``,
+    ``'none'``, or ``'mean'`` (over every element, with torch's warning
+    that this is not the divergence). Gradients flow to both arguments;
+    where ``target`` is 0 its own gradient is 0 (torch's is nan: the
+    derivative of ``t log t`` is unbounded there).
+    """
+    who = "kl_div"
+    if reduction != "batchmean":
+        reduction = _reduction(who, size_average, reduce, reduction)
+    elif size_average is not None or reduce is not None:
+        reduction = _reduction(who, size_average, reduce, "mean")
+    if not isinstance(log_target, (bool, np.bool_)):
+        raise TypeError(f"{who}: log_target must be a bool, got {log_target!r}")
+    x = _float_input(who, input)
+    t = _float_input(who, target, "target")
+    if log_target:
+        losses = ops.exp(t) * (t - x)
+    else:
+        # torch's xlogy: 0 where target is 0 (nan for a negative one). The log of 1 there keeps
+        # the forward free of log(0) (a static plan would warn on every run); so the gradient
+        # of a zero target is 0 here, where torch's is nan
+        nz = t != 0
+        losses = ops.where(nz, t * (ops.log(ops.where(nz, t, 1.0)) - x), 0.0)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
+    if reduction != "batchmean":
+        return _reduce_all(losses, reduction)
+    nd = len(tuple(losses.shape))
+    if nd == 0:
+        return losses
+    if nd == 1:
+        return ops.mean(losses)
+    # sum / batch size: the mean over axis 0 of the per-row sums (also when the batch size is unknown)
+    return ops.mean(ops.sum(losses, tuple(range(1, nd))))
 
 
 class _Loss(Module):
@@ -545,6 +596,33 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, input, target):
         return _bce_logits("BCEWithLogitsLoss", input, target, self.weight, self.reduction, self.pos_weight)
+
+
+class KLDivLoss(_Loss):
+    """The Kullback-Leibler divergence (as ``torch.nn.KLDivLoss``); see
+    :func:`kl_div`. ``forward(input, target)``: log-probabilities and
+    probabilities (log-probabilities with ``log_target=True``).
+
+    Parameters
+    ----------
+    size_average, reduce : bool or None
+        PyTorch's deprecated flags.
+    reduction : {'mean', 'batchmean', 'sum', 'none'}
+        ``'batchmean'`` is the divergence's definition; ``'mean'`` (torch's
+        default) averages over every element, with torch's warning.
+    log_target : bool
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        if reduction == "batchmean" and size_average is None and reduce is None:
+            Module.__init__(self)
+            self.reduction = "batchmean"
+        else:
+            super().__init__(size_average, reduce, reduction)
+        self.log_target = bool(log_target)
+
+    def forward(self, input, target):
+        return kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
 class BCELoss(_Loss):

@@ -17,6 +17,7 @@ import numpy as np
 from ..autograd.gradtypes import RowSparse
 from ..autograd.primitives import DTypeError
 from ..autograd.tensor import Parameter, Tensor
+from ..devices import DeviceUnavailableError
 
 __all__ = ["Module", "Parameter", "check_device", "check_float_input"]
 
@@ -41,8 +42,8 @@ def check_device(owner, device):
         return
     name = _device_string(device)
     if name is None or name.split(":")[0] != "cpu":
-        raise ValueError(f"{owner}: device={device!r} is not available: dynnets computes on the CPU only "
-                         f"(device=None or 'cpu')")
+        raise DeviceUnavailableError(f"{owner}: device={device!r} is not available: dynnets computes on the CPU "
+                                     f"only (device=None or 'cpu')")
 
 
 def check_float_input(owner, x, like, what="input", like_what="the layer's parameters have"):
@@ -302,7 +303,8 @@ class Module:
 
     def cuda(self, device=None):
         """Raises: dynnets computes on the CPU only."""
-        raise ValueError(f"{type(self).__name__}.cuda: CUDA is not available: dynnets computes on the CPU only")
+        raise DeviceUnavailableError(f"{type(self).__name__}.cuda: CUDA is not available: dynnets computes on the "
+                                     f"CPU only")
 
     # --- state ----------------------------------------------------------------------
     def state_dict(self):

@@ -141,7 +141,7 @@ def argmin(input, axis=None, name=None, dimension=None, output_type=np.int64):
 
 def equal(x, y, name=None):
     """Elementwise ``x == y`` (a boolean Value), as the ``==`` operator."""
-    return _named(_ops.equal(x, y), name)
+    return _named(_ops.eq(x, y), name)
 
 
 def not_equal(x, y, name=None):
@@ -361,7 +361,7 @@ def broadcast_to(input, shape, name=None):
 def logical_not(x, name=None):
     """Elementwise not of a boolean value (``tf.logical_not``)."""
     _is_bool("logical_not", x)
-    return _named(_ops.equal(x, False), name)
+    return _named(_ops.eq(x, False), name)
 
 
 def logical_and(x, y, name=None):
@@ -403,8 +403,8 @@ def _bool_reduce(op, x, axis, keepdims, reduction_indices, keep_dims, want):
         raise DTypeError(f"{op}: input_tensor must be boolean, got dtype {_dt(x)}")
     keepdims = keep_dims if keep_dims is not None else bool(keepdims)
     # counts rather than max/min: an empty reduction is then False (any) / True (all), as in TF1
-    n = _ops.sum(_ops.astype(_ops.equal(x, want), np.int64), axis=_axis(axis, reduction_indices), keepdims=keepdims)
-    return _ops.greater(n, 0) if want else _ops.equal(n, 0)
+    n = _ops.sum(_ops.astype(_ops.eq(x, want), np.int64), axis=_axis(axis, reduction_indices), keepdims=keepdims)
+    return _ops.greater(n, 0) if want else _ops.eq(n, 0)
 
 
 def reduce_any(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None, keep_dims=None):

@@ -285,7 +285,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     on = np.asarray(1 if on_value is None else on_value, dtype=dt)
     off = np.asarray(0 if off_value is None else off_value, dtype=dt)
     nd = len(idx.shape)
-    hit = ops.equal(ops.unsqueeze(idx, nd), np.arange(depth, dtype=np.int64))
+    hit = ops.eq(ops.unsqueeze(idx, nd), np.arange(depth, dtype=np.int64))
     out = ops.where(hit, on, off)
     if axis is not None and axis != -1:
         ax = _axis_in("one_hot", axis, nd + 1)

@@ -175,7 +175,7 @@ def _all_finite(x):
     # x - x is 0 for finite x and NaN for inf or NaN; NaN != NaN
     d = _ops.sub(x, x)
     bad = _ops.sum(_ops.astype(_ops.not_equal(d, d), np.int64), axis=1)
-    return _ops.equal(bad, 0)
+    return _ops.eq(bad, 0)
 
 
 def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):

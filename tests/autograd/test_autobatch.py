@@ -440,7 +440,7 @@ def _replace_after_record(batched):
 def test_pending_ops_compute_with_the_values_they_were_recorded_with():
     """Replacing a tensor's ``.data`` while ops that read it are pending
     changes nothing they compute (values and gradients as in eager mode)."""
-    x = dn.ones(1, 2)
+    x = dn.ones(1, 2, dtype=np.float64)
     w = dn.Parameter(np.ones((2, 2)))
     with dn.autobatch():
         y = x @ w
@@ -568,3 +568,21 @@ def test_agenda_runs_each_level_of_a_plain_op_childsum_in_one_call():
     assert len(agenda) <= len(depth)
     for op in set(depth):
         assert agenda.count(op) <= depth.count(op), op
+
+
+def test_lazy_tensors_answer_torchs_metadata_methods_as_eager_ones_without_forcing():
+    """``x.size()`` is torch's method on a lazy tensor too (it was numpy's
+    element count, a property, so ``x.size(1)`` failed under autobatch), and
+    no metadata query computes the pending ops."""
+    eager = dn.ones(2, 3) * 2
+    with dn.autobatch() as ab:
+        lazy = dn.ones(2, 3) * 2
+        assert isinstance(lazy, dn.LazyTensor)
+        for t in (eager, lazy):
+            assert t.size() == (2, 3) and t.size(0) == 2 and t.size(-1) == 3 and t.shape == (2, 3)
+            assert t.dim() == t.ndimension() == t.ndim == 2 and t.numel() == t.nelement() == 6
+            assert t.dtype == np.float32 and len(t) == 2
+            with pytest.raises(IndexError, match="size: dimension out of range"):
+                t.size(2)
+        assert ab.stats["forces"] == 0
+    np.testing.assert_array_equal(lazy.data, eager.data)

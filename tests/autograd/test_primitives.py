@@ -496,6 +496,7 @@ SAMPLES = {
     "random": _random, "dropout_mask": _dropout_mask, "copy": _unary("normal"),
     "less": _comparison, "less_equal": _comparison, "greater": _comparison, "greater_equal": _comparison,
     "equal": _comparison, "not_equal": _comparison, "argmax": _argmax,
+    "sin": _unary("normal"), "cos": _unary("normal"),
 }
 
 
@@ -721,6 +722,9 @@ BAD = {
     "exp": [((_I,), {}, "exp: expected a floating-point input, got dtype int64")],
     "log": [((_I,), {}, "log: expected a floating-point input")],
     "tanh": [((_I,), {}, "tanh: expected a floating-point input")],
+    "sin": [((_I,), {}, "sin: expected a floating-point input, got dtype int64"),
+            ((_z(2) > 0,), {}, "sin: expected a floating-point input, got dtype bool")],
+    "cos": [((_I,), {}, "cos: expected a floating-point input, got dtype int64")],
     "sigmoid": [((_I,), {}, "sigmoid: expected a floating-point input")],
     "relu": [((_I > 0,), {}, "relu: expected a real numeric input, got dtype bool")],
     "sqrt": [((_I,), {}, "sqrt: expected a floating-point input")],

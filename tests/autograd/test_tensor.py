@@ -196,3 +196,13 @@ def test_linear_regression_worked_example():
     loss.backward()
     assert w.grad.item() == pytest.approx(-27.0, rel=1e-6)
     assert b.grad.item() == pytest.approx(-8.9, rel=1e-6)
+
+
+def test_np_asarray_of_a_reduction_result():
+    # a whole-tensor reduction holds a numpy scalar: np.asarray(loss) raised
+    # "object __array__ method not producing an array"
+    loss = dn.tensor([1.0, 2.0]).sum()
+    a = np.asarray(loss)
+    assert type(a) is np.ndarray and a.shape == () and a.dtype == np.float32 and a == 3.0
+    assert np.asarray(dn.dot(dn.ones(3), dn.ones(3)), dtype=np.float64).dtype == np.float64
+    assert float(np.mean([loss, loss])) == 3.0

@@ -41,6 +41,10 @@ class Lib:
     def no_grad(self):
         return torch.no_grad() if self.is_torch else dn.no_grad()
 
+    @property
+    def nn(self):
+        return torch.nn if self.is_torch else dn.nn
+
     def np(self, t):
         if t is None:
             return None
@@ -71,6 +75,14 @@ def _ops(m):
         ("setitem_slice", lambda p, g: p.__setitem__((slice(None), slice(0, 2)), 0.25)),
         ("setitem_array", lambda p, g: p.__setitem__(m.t(np.array([1, 0])), g * 2)),
         ("setitem_mask", lambda p, g: p.__setitem__(m.t(np.array([[True, False, True], [False, True, False]])), -1.0)),
+        # the in-place activations torch code asks for (nn.ReLU(inplace=True) above all)
+        ("relu_", lambda p, g: p.relu_()),
+        ("F.relu_inplace", lambda p, g: m.nn.functional.relu(p, inplace=True)),
+        ("F.relu_", lambda p, g: m.nn.functional.relu_(p)),
+        ("ReLU_inplace", lambda p, g: m.nn.ReLU(inplace=True)(p)),
+        ("F.leaky_relu_inplace", lambda p, g: m.nn.functional.leaky_relu(p, 0.2, True)),
+        ("LeakyReLU_inplace", lambda p, g: m.nn.LeakyReLU(0.1, inplace=True)(p)),
+        ("dropout_p1_inplace", lambda p, g: m.nn.functional.dropout(p, 1.0, True, True)),
     ]
 
 
@@ -447,8 +459,23 @@ def _index_changed(m):
     y.sum().backward()
 
 
+def _sigmoid_relu_inplace(m):
+    x = m.t([1.0, -2.0, 3.0], requires_grad=True)
+    y = x.sigmoid()
+    m.nn.ReLU(inplace=True)(y)          # sigmoid's gradient reads its output
+    y.sum().backward()
+
+
+def _tanh_leaky_relu_inplace(m):
+    x = m.t([1.0, -2.0, 3.0], requires_grad=True)
+    y = x.tanh()
+    m.nn.functional.leaky_relu(y, 0.1, inplace=True)
+    y.sum().backward()
+
+
 VERSION_ERRORS = [_exp_then_iadd, _mul_reads_then_iadd, _param_update_before_backward, _self_mul,
-                  _sigmoid_clamp, _constant_operand_changed, _loop_reads_its_own_rows, _index_changed]
+                  _sigmoid_clamp, _constant_operand_changed, _loop_reads_its_own_rows, _index_changed,
+                  _sigmoid_relu_inplace, _tanh_leaky_relu_inplace]
 
 
 @pytest.mark.parametrize("fn", VERSION_ERRORS, ids=[f.__name__.strip("_") for f in VERSION_ERRORS])
@@ -525,6 +552,85 @@ def test_dtype_and_shape_rules(name):
 
 
 # --------------------------------------------------------------------------
+# inplace=True in modules and functions (issue 21's loose end)
+# --------------------------------------------------------------------------
+
+def _mlp_with_inplace_activations(m):
+    """The common torch pattern: ``Sequential(Linear, ReLU(inplace=True),
+    Dropout(inplace=True) in eval mode, Linear, LeakyReLU(inplace=True))``:
+    values and gradients as without ``inplace``."""
+    nn = m.nn
+    w1 = m.t([[0.5, -1.0], [1.5, 0.25], [-0.3, 0.8]])
+    w2 = m.t([[1.0, -2.0, 0.5]])
+    net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(inplace=True), nn.Dropout(0.5, inplace=True), nn.Linear(3, 1),
+                        nn.LeakyReLU(0.2, inplace=True))
+    net.eval()
+    net.double()
+    with m.no_grad():
+        net[0].weight.copy_(w1)
+        net[0].bias.fill_(0.1)
+        net[3].weight.copy_(w2)
+        net[3].bias.fill_(-0.2)
+    x = m.t([[1.0, 2.0], [-1.0, 0.5], [0.3, -0.7]], requires_grad=True)
+    out = net(x)
+    out.sum().backward()
+    return out, x.grad, net[0].weight.grad, net[3].weight.grad
+
+
+def test_inplace_activations_in_a_model_give_torchs_values_and_gradients():
+    _agree(_mlp_with_inplace_activations)
+
+
+@pytest.mark.parametrize("lib", ["torch", "dynnets"])
+def test_inplace_returns_the_input_itself(lib):
+    m = Lib(lib)
+    F = m.nn.functional
+    for call in (lambda y: F.relu(y, inplace=True), lambda y: m.nn.ReLU(True)(y), lambda y: y.relu_(),
+                 lambda y: F.leaky_relu(y, 0.1, True), lambda y: F.dropout(y, 0.5, True, True),
+                 lambda y: m.nn.Dropout(0.5, True)(y)):
+        x = m.t([1.0, -2.0, 3.0, -4.0], requires_grad=True)
+        y = x * 2
+        assert call(y) is y
+    assert m.nn.Dropout(0.5, True).inplace is True and m.nn.ReLU(True).inplace is True
+    assert repr(m.nn.ReLU(True)) == "ReLU(inplace=True)" and repr(m.nn.Dropout(0.5, True)) == \
+        "Dropout(p=0.5, inplace=True)"
+    assert repr(m.nn.LeakyReLU(0.1, True)) == "LeakyReLU(negative_slope=0.1, inplace=True)"
+
+
+def test_inplace_dropout_applies_its_mask_to_the_input_and_the_gradient():
+    x = dn.tensor(np.linspace(1.0, 2.0, 400), requires_grad=True)
+    y = x * 1.0
+    before = y.data.copy()
+    out = dn.nn.functional.dropout(y, 0.5, True, True, generator=np.random.default_rng(0))
+    assert out is y
+    kept = y.data != 0
+    assert 0.4 < kept.mean() < 0.6
+    np.testing.assert_allclose(y.data[kept], 2 * before[kept], rtol=1e-15)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.data, 2.0 * kept)
+
+
+def test_inplace_on_a_static_value_or_an_array_is_a_clear_error():
+    import dynnets.static as ds
+    g = ds.Graph()
+    with g.as_default():
+        v = ds.placeholder((2,), np.float64)
+        for call in (lambda: dn.nn.functional.relu(v, inplace=True), lambda: dn.nn.ReLU(True)(v),
+                     lambda: dn.nn.functional.dropout(v, 0.5, True, True)):
+            with pytest.raises(TypeError, match="inplace=True on a static-graph value"):
+                call()
+        dn.nn.ReLU(True).eval()
+        assert dn.nn.functional.relu(v) is not v
+    with pytest.raises(TypeError, match="must be a dynnets Tensor"):
+        dn.nn.functional.relu(np.ones(2), inplace=True)
+    with pytest.raises(ValueError, match="use dynnets.nn.functional.leaky_relu"):
+        dn.leaky_relu(dn.ones(2), 0.1, True)
+    with dn.autobatch():
+        with pytest.raises(RuntimeError, match="relu_: in-place operations are not supported inside dn.autobatch"):
+            dn.nn.ReLU(True)(dn.ones(2) * 2)
+
+
+# --------------------------------------------------------------------------
 # documented differences
 # --------------------------------------------------------------------------
 
@@ -580,3 +686,4 @@ def test_views_torch_tracks_raise_instead_of_a_wrong_gradient(fn):
     assert tk == "ok"
     assert dk == "raise" and isinstance(dv, RuntimeError), dv
     assert "backward:" in str(dv) and ("view" in str(dv) or "sharing its memory" in str(dv))
+

@@ -35,6 +35,8 @@ _POS = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWO
 DOCUMENTED = {
     "F.linear": "input, weight, bias=None",
     "F.gelu": "input, approximate='none'",
+    "F.relu_": "input",
+    "F.leaky_relu_": "input, negative_slope=0.01",
     "nn.RNN": "input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=False, "
               "dropout=0.0, bidirectional=False, device=None, dtype=None",
     "nn.GRU": "input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0, "
@@ -228,8 +230,7 @@ def test_torch_positional_calls_mean_the_same_here():
     assert emb.padding_idx == 0 and not emb.weight.data[0].any()
     drop = dnn.Dropout(0.3)
     assert drop.p == 0.3
-    with pytest.raises(ValueError, match="Dropout: inplace=True is not supported"):
-        dnn.Dropout(0.3, True)
+    assert dnn.Dropout(0.3, True).inplace is True           # inplace=True, as torch
     with pytest.raises(TypeError, match="MSELoss: size_average is PyTorch's deprecated flag"):
         dnn.MSELoss("sum")
     with pytest.warns(UserWarning, match="use reduction='sum' instead"):

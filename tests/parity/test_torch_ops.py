@@ -86,8 +86,8 @@ OPS = [
     Op("neg", dn.neg, torch.neg, [(3, 4)]),
     Op("square", dn.square, torch.square, [(3, 4)]),
     Op("clip", lambda x: dn.clip(x, -0.5, 0.7), lambda x: torch.clamp(x, -0.5, 0.7), [(3, 4)]),
-    Op("clip-lo", lambda x: dn.clip(x, lo=-0.3), lambda x: torch.clamp(x, min=-0.3), [(3, 4)]),
-    Op("clip-hi", lambda x: dn.clip(x, hi=0.2), lambda x: torch.clamp(x, max=0.2), [(3, 4)]),
+    Op("clip-lo", lambda x: dn.clip(x, min=-0.3), lambda x: torch.clamp(x, min=-0.3), [(3, 4)]),
+    Op("clip-hi", lambda x: dn.clip(x, max=0.2), lambda x: torch.clamp(x, max=0.2), [(3, 4)]),
     Op("astype-f64", lambda x: dn.astype(x, np.float64), lambda x: x.to(torch.float64), [(3, 4)]),
     Op("astype-f32", lambda x: dn.astype(x, np.float32), lambda x: x.to(torch.float32), [(3, 4)]),
     # elementwise, binary (same shapes and broadcasting)
@@ -287,6 +287,39 @@ OPS = [
     Op("einsum-three", lambda a, b, c: dn.einsum("ij,jk,kl->il", a, b, c),
        lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c), [(2, 3), (3, 4), (4, 2)]),
     Op("bmm", dn.bmm, torch.bmm, [(2, 3, 4), (2, 4, 5)]),
+    # issue 22's names: sin, cos, dot, mm, std, var, the torch spellings of the elementwise ops
+    Op("sin", dn.sin, torch.sin, [(3, 4)]),
+    Op("cos", dn.cos, torch.cos, [(3, 4)]),
+    Op("sin-0d", dn.sin, torch.sin, [()]),
+    Op("method-sin", lambda x: x.sin(), lambda x: x.sin(), [(2, 3)]),
+    Op("method-cos", lambda x: x.cos(), lambda x: x.cos(), [(2, 3)]),
+    Op("dot", dn.dot, torch.dot, [(5,), (5,)]),
+    Op("method-dot", lambda a, b: a.dot(b), lambda a, b: a.dot(b), [(4,), (4,)]),
+    Op("mm", dn.mm, torch.mm, [(3, 4), (4, 2)]),
+    Op("method-mm", lambda a, b: a.mm(b), lambda a, b: a.mm(b), [(3, 4), (4, 2)]),
+    Op("var", dn.var, torch.var, [(3, 4)]),
+    Op("var-dim", lambda x: dn.var(x, 1), lambda x: torch.var(x, 1), [(3, 4)]),
+    Op("var-dims-keepdim", lambda x: dn.var(x, (0, 2), keepdim=True), lambda x: torch.var(x, (0, 2), keepdim=True),
+       [(2, 3, 4)]),
+    Op("var-correction0", lambda x: dn.var(x, dim=0, correction=0), lambda x: torch.var(x, dim=0, correction=0),
+       [(3, 4)]),
+    Op("var-correction2", lambda x: dn.var(x, dim=-1, correction=2), lambda x: torch.var(x, dim=-1, correction=2),
+       [(3, 5)]),
+    Op("var-unbiased-false", lambda x: dn.var(x, False), lambda x: torch.var(x, False), [(3, 4)]),
+    Op("var-dim-unbiased", lambda x: dn.var(x, 1, False, True), lambda x: torch.var(x, 1, False, True), [(3, 4)]),
+    Op("std", dn.std, torch.std, [(3, 4)]),
+    Op("std-dim", lambda x: dn.std(x, dim=0), lambda x: torch.std(x, dim=0), [(4, 3)]),
+    Op("std-unbiased-false", lambda x: dn.std(x, 1, unbiased=False), lambda x: torch.std(x, 1, unbiased=False),
+       [(3, 4)]),
+    Op("method-std", lambda x: x.std(1, keepdim=True), lambda x: x.std(1, keepdim=True), [(3, 4)]),
+    Op("method-var", lambda x: x.var(correction=0), lambda x: x.var(correction=0), [(3, 4)]),
+    Op("method-add-alpha", lambda a, b: a.add(b, alpha=2.5), lambda a, b: a.add(b, alpha=2.5), [(3, 4), (4,)]),
+    Op("method-sub-alpha", lambda a, b: a.sub(b, alpha=-0.5), lambda a, b: a.sub(b, alpha=-0.5), [(3, 4), (3, 4)]),
+    Op("method-mul", lambda a, b: a.mul(b), lambda a, b: a.mul(b), [(3, 4), (3, 1)]),
+    Op("method-div", lambda a, b: a.div(b), lambda a, b: a.div(b), [(3, 4), (4,)], ["real", "pos"]),
+    Op("method-neg", lambda x: x.neg(), lambda x: x.neg(), [(3, 4)]),
+    Op("t", dn.t, torch.t, [(3, 4)]),
+    Op("t-1d", dn.t, torch.t, [(3,)]),
     Op("method-bmm", lambda a, b: a.bmm(b), lambda a, b: a.bmm(b), [(2, 3, 4), (2, 4, 1)]),
     Op("pad", lambda x: dn.nn.functional.pad(x, (1, 2)), lambda x: F.pad(x, (1, 2)), [(3, 4)]),
     Op("pad-value-2d", lambda x: dn.nn.functional.pad(x, (1, 0, 2, 1), value=0.5),
@@ -344,6 +377,9 @@ COVERED_ELSEWHERE = {
     "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_lstm_levels_packed", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "split_rows",
     "clone", "permute", "argmin", "MaxMin",
+    # torch's spellings of the comparisons (test_comparison_primitives); equal and allclose give Python bools
+    # (test_equal_and_allclose); numel (test_torch_api_names.py)
+    "eq", "ne", "lt", "le", "gt", "ge", "allclose", "numel",
 }
 
 
@@ -521,7 +557,7 @@ TIES = [
     ("abs-at-0", dn.abs, torch.abs, [[0.0, -0.0, 1.0, -1.0]]),
     ("clip-at-bounds", lambda x: dn.clip(x, -1.0, 1.0), lambda x: torch.clamp(x, -1.0, 1.0),
      [[-1.0, 1.0, 0.0, 2.0, -2.0]]),
-    ("clip-lo-at-bound", lambda x: dn.clip(x, lo=0.0), lambda x: torch.clamp(x, min=0.0), [[0.0, 1.0, -1.0]]),
+    ("clip-lo-at-bound", lambda x: dn.clip(x, min=0.0), lambda x: torch.clamp(x, min=0.0), [[0.0, 1.0, -1.0]]),
     ("clip-degenerate", lambda x: dn.clip(x, 0.5, 0.5), lambda x: torch.clamp(x, 0.5, 0.5), [[0.5, 1.0, 0.0]]),
     ("maximum-tie", dn.maximum, torch.maximum, [[1.0, 2.0, 3.0, 0.0], [1.0, 0.0, 3.0, 0.0]]),
     ("minimum-tie", dn.minimum, torch.minimum, [[1.0, 2.0, 3.0, 0.0], [1.0, 0.0, 3.0, 0.0]]),
@@ -1263,8 +1299,24 @@ def test_comparisons_and_argmax(op):
     _same(dn.Tensor(x).argmax(), torch.tensor(x).argmax())
 
 
-_COMPARISONS = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
-                "greater": "gt", "greater_equal": "ge"}
+_COMPARISONS = {"eq": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
+                "greater": "gt", "greater_equal": "ge", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+@pytest.mark.parametrize("a,b", [([1.0, 2.0], [1.0, 2.0]), ([1, 2], [1.0, 2.0]), ([1.0, np.nan], [1.0, np.nan]),
+                                 ([1.0, 2.0], [[1.0, 2.0]]), ([1.0, 2.0], [1.0, 2.5]), ([], [])])
+def test_equal_and_allclose(a, b):
+    # torch.equal and torch.allclose answer a Python bool (the elementwise comparison is eq / ==)
+    ta, tb, da, db = torch.tensor(a), torch.tensor(b), dn.tensor(a), dn.tensor(b)
+    assert dn.equal(da, db) is torch.equal(ta, tb)
+    if ta.dtype == tb.dtype:
+        for kw in ({}, {"equal_nan": True}, {"rtol": 0.3}, {"atol": 1.0}):
+            assert dn.allclose(da, db, **kw) is torch.allclose(ta, tb, **kw)
+    else:
+        with pytest.raises(RuntimeError):
+            torch.allclose(ta, tb)
+        with pytest.raises(TypeError, match="allclose: input.dtype=int64 does not match other.dtype=float32"):
+            dn.allclose(da, db)
 
 
 @pytest.mark.parametrize("mode", ["eager", "static", "static-unknown"])

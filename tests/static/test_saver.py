@@ -16,7 +16,7 @@ def _model(shape_w=(3, 2), name_b="b", dtype=np.float32, seed=0):
     g = tf.Graph()
     rng = np.random.default_rng(seed)
     with g.as_default():
-        x = tf.placeholder((None, 3), name="x")
+        x = tf.placeholder((None, 3), dtype, name="x")
         w = tf.Variable(rng.standard_normal(shape_w).astype(dtype), name="w")
         b = tf.Variable(np.zeros(shape_w[1], dtype), name=name_b)
         y = tf.identity(tf.matmul(x, w) + b, name="y")

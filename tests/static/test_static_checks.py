@@ -34,8 +34,7 @@ def test_gradient_of_python_base_power_is_float32():
     np.testing.assert_allclose(r, np.log(2) * 2 ** np.arange(3.0), rtol=1e-6)
 
 
-@pytest.mark.parametrize("op", ["add", "mul", "matmul", "linear", "concat", "where", "pow", "lstm_cell",
-                                "tree_lstm_cell"])
+@pytest.mark.parametrize("op", ["add", "mul", "concat", "where", "pow"])
 def test_mixed_float32_float64_gradients_have_declared_dtypes(op):
     rng = np.random.default_rng(0)
     f32 = lambda *s: rng.standard_normal(s).astype(np.float32)     # noqa: E731
@@ -76,6 +75,30 @@ def test_mixed_float32_float64_gradients_have_declared_dtypes(op):
     dn.sum(ey * 1.5).backward()
     for t, r in zip(ts, res):
         np.testing.assert_allclose(r, t.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["matmul", "linear", "einsum", "lstm_cell", "tree_lstm_cell"])
+def test_products_refuse_mixed_float_dtypes_as_eager_mode(op):
+    # torch's (and TF1's tf.matmul) products take operands of one dtype: numpy's
+    # promotion to float64 would silently change a float32 model's precision
+    rng = np.random.default_rng(0)
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)     # noqa: E731
+    f64 = lambda *s: rng.standard_normal(s)                          # noqa: E731
+    vals = {
+        "matmul": [f32(2, 3), f64(3, 4)], "linear": [f32(2, 3), f64(4, 3), f32(4)], "einsum": [f32(2, 3), f64(3, 4)],
+        "lstm_cell": [f32(2, 3), f64(2, 2), f32(2, 2), f64(8, 3), f32(8, 2), f64(8), f32(8)],
+        "tree_lstm_cell": [f32(2, 2), f64(2, 2), f64(2, 2), f32(2, 2), f64(4, 10), f32(10)],
+    }[op]
+    call = (lambda *a: dn.einsum("ij,jk->ik", *a)) if op == "einsum" else getattr(dn, op)
+    g = ds.Graph()
+    with g.as_default():
+        phs = [ds.placeholder(v.shape, v.dtype, name=f"x{k}") for k, v in enumerate(vals)]
+        with pytest.raises(dn.autograd.primitives.DTypeError, match=f"{op}: expected (operands|inputs) of one dtype"):
+            call(*phs)
+    with pytest.raises(dn.autograd.primitives.DTypeError, match=f"{op}: expected (operands|inputs) of one dtype"):
+        call(*[dn.tensor(v) for v in vals])
+    same = [v.astype(np.float32) for v in vals]
+    call(*[dn.tensor(v) for v in same])
 
 
 # --------------------------------------------------------------------------

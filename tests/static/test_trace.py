@@ -32,7 +32,7 @@ def test_trace_matches_eager_and_counts_retraces():
     tf(dn.tensor(x), y, 2.0)                   # a Tensor has the array's signature
     assert len(calls) == n and tf.traces == 1 and tf.retraces == 0
     tf(x[:2], y, 2.0)                          # new shape
-    tf(x.astype(np.float64), y, 2.0)           # new dtype
+    tf(x.astype(np.float64), y.astype(np.float64), 2.0)           # new dtypes
     tf(x, y, 3.0)                              # new static argument
     assert tf.traces == 4 and tf.retraces == 3
     np.testing.assert_allclose(tf(x, y, 3.0)[0].data, np.tanh(x @ y) * 3.0, rtol=1e-6)

@@ -418,12 +418,22 @@ def mul_dim(k, d):
 
 
 def kernel_floats(op, **avals):
-    """The common dtype of a kernel primitive's float inputs, each of which
-    must be float32 or float64 (the dtypes the Numba kernels are compiled for)."""
+    """The one dtype of a kernel primitive's float inputs, which must be
+    float32 or float64 (the dtypes the Numba kernels are compiled for) and
+    all the same: PyTorch's cells refuse float32 with float64 ("expected m1
+    and m2 to have the same dtype") where numpy would promote silently."""
+    first = None
     for name, a in avals.items():
-        if not is_kernel_float(dtype_of(a)):
-            raise DTypeError(f"{op}: {name} must be float32 or float64, got dtype {dtype_of(a)}")
-    return np.result_type(*[dtype_of(a) for a in avals.values()])
+        dt = dtype_of(a)
+        if not is_kernel_float(dt):
+            raise DTypeError(f"{op}: {name} must be float32 or float64, got dtype {dt}")
+        if first is None:
+            first = dt
+        elif dt != first:
+            desc = ", ".join(f"{n}.dtype={dtype_of(b)}" for n, b in avals.items())
+            raise DTypeError(f"{op}: expected inputs of one dtype, got {desc} (as torch, which refuses mixed "
+                             f"float dtypes here): cast {name} with .to(dynnets.{first.name})")
+    return first
 
 
 def kernel_args(*arrays):

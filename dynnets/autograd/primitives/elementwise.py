@@ -8,6 +8,7 @@ from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, PromotionNeeded, ShapeEr
                    defprim, dtype_of, result_type, shape_of, ufunc_dtype, unbroadcast)
 
 __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
+           "sin_p", "cos_p",
            "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
 
 def _unary_shape(name, ufunc=None, float_only=True):
@@ -173,6 +174,17 @@ log_p = defprim("log", np.log, _unary_shape("log", np.log),
 tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
                  vjp=(lambda g, ins, out: g * _one_minus(out * out),), vjp_reads=(("out",),),
     batch=BATCH_ELEMENTWISE)
+
+
+# sin and cos, like exp and tanh, have no scalar= template: numpy's ufuncs are
+# SIMD-vectorised where a fused Numba kernel would call scalar libm
+sin_p = defprim("sin", np.sin, _unary_shape("sin", np.sin),
+                vjp=(lambda g, ins, out: g * np.cos(ins[0]),), vjp_reads=((0,),),
+                batch=BATCH_ELEMENTWISE)
+
+cos_p = defprim("cos", np.cos, _unary_shape("cos", np.cos),
+                vjp=(lambda g, ins, out: -g * np.sin(ins[0]),), vjp_reads=((0,),),
+                batch=BATCH_ELEMENTWISE)
 
 
 def _sigmoid(x):

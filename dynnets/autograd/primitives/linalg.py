@@ -25,15 +25,26 @@ def _matmul(x, w):
 
 
 def _same_kind(op, **avals):
-    """PyTorch's products refuse integer and floating-point operands together
-    (numpy would compute them in float64): a DTypeError naming both dtypes."""
-    kinds = {n: dtype_of(a) for n, a in avals.items() if len(tuple(a.shape)) or not isinstance(a.dtype, (int, float))}
-    floats = [n for n, d in kinds.items() if d.kind in "fc"]
-    ints = [n for n, d in kinds.items() if d.kind in "biu"]
+    """PyTorch's products take operands of one dtype: integer with floating
+    point, float32 with float64 and int32 with int64 all raise there ("expected
+    m1 and m2 to have the same dtype"), where numpy would promote (a float32
+    model fed one float64 array would silently compute in float64). A
+    DTypeError naming the op and every operand's dtype; a Python number (the
+    absent bias of ``linear``) takes part in no promotion and is skipped."""
+    dts = {n: dtype_of(a) for n, a in avals.items() if len(tuple(a.shape)) or not isinstance(a.dtype, (int, float))}
+    if len(set(dts.values())) <= 1:
+        return
+    desc = ", ".join(f"{n}.dtype={d}" for n, d in dts.items())
+    floats = [n for n, d in dts.items() if d.kind in "fc"]
+    ints = [n for n, d in dts.items() if d.kind in "biu"]
     if floats and ints:
-        desc = ", ".join(f"{n}.dtype={d}" for n, d in kinds.items())
         raise DTypeError(f"{op}: expected operands of one kind, got {desc} (as torch, which refuses this: cast "
                          f"the integer operand first, e.g. {ints[0]}.float())")
+    first = next(iter(dts.values()))
+    other = next(n for n, d in dts.items() if d != first)
+    raise DTypeError(f"{op}: expected operands of one dtype, got {desc} (as torch, which raises \"expected m1 and "
+                     f"m2 to have the same dtype\"; numpy would promote silently): cast one, e.g. "
+                     f"{other}.to(dynnets.{first.name})")
 
 
 def _matmul_shape(x, w):
