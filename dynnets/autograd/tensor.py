@@ -381,9 +381,14 @@ class Tensor(TensorOps):
         return type(d) is not np.ndarray or bool(d.flags.c_contiguous)
 
     def __array__(self, dtype=None, copy=None):
+        # a 0-d result holds a numpy scalar (np.float32), which numpy refuses
+        # as __array__'s answer: np.asarray(loss) and save({'loss': loss}) need the 0-d array
+        d = self.data
+        if type(d) is not np.ndarray:
+            d = np.asarray(d)
         if dtype is None:
-            return self.data
-        return self.data.astype(dtype)
+            return d
+        return d.astype(dtype)
 
     def item(self):
         if self.data.size != 1:
@@ -452,6 +457,13 @@ class Tensor(TensorOps):
 
     def __int__(self):
         return int(self.item())
+
+    def __index__(self):
+        # torch: a one-element integer tensor indexes a Python list (items[perm[i]])
+        d = self.data
+        if d.size != 1 or d.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(d.item() if type(d) is np.ndarray else d)
 
     def __iter__(self):
         for i in range(len(self.data)):
