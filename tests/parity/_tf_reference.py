@@ -15,8 +15,10 @@ is the loss before that step's update.
 The initial variables come from the script's ``--dump_init`` (TF1's names and
 layouts, or dynnets' ``weight_ih`` / ``weight_hh`` / ``bias_ih`` / ``bias_hh``
 cells, converted: TF1's kernel is ``concat([weight_ih, weight_hh], 1).T``
-with the LSTM gates reordered i, g, f, o -> i, j, f, o, and one bias, the
-sum of the two).
+with the LSTM gates reordered i, g, f, o -> i, j, f, o). A cell holding two
+bias variables is trained as two (``split_bias``): the sum is TF1's bias,
+but each variable takes its own optimizer step, which is what the script's
+graph does; ``split_bias=False`` merges them into TF1's one bias variable.
 """
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ def _find(init, *suffixes):
     return None
 
 
-def tf1_variables(init, cell_type, hidden):
-    """TF1-layout float64 tensors from the dumped initial variables."""
+def tf1_variables(init, cell_type, hidden, split_bias=True):
+    """TF1-layout float64 tensors from the dumped initial variables; with
+    dynnets' two biases and ``split_bias``, the second of each is ``<name>_2``."""
     H = hidden
     v = {"W_text": _find(init, "W_text"), "W": _find(init, "/W", "W"), "b": _find(init, "output/b", "/b")}
     if cell_type == "gru":
@@ -42,9 +45,12 @@ def tf1_variables(init, cell_type, hidden):
             w_ih, w_hh = _find(init, "weight_ih"), _find(init, "weight_hh")
             b_ih, b_hh = _find(init, "bias_ih"), _find(init, "bias_hh")
             gk = np.concatenate([w_ih[:2 * H], w_hh[:2 * H]], 1).T
-            gb = b_ih[:2 * H] + b_hh[:2 * H]
             ck = np.concatenate([w_ih[2 * H:], w_hh[2 * H:]], 1).T
-            cb = b_ih[2 * H:] + b_hh[2 * H:]
+            if split_bias:
+                gb, cb = b_ih[:2 * H], b_ih[2 * H:]
+                v.update(gates_bias_2=b_hh[:2 * H], candidate_bias_2=b_hh[2 * H:])
+            else:
+                gb, cb = b_ih[:2 * H] + b_hh[:2 * H], b_ih[2 * H:] + b_hh[2 * H:]
         else:
             ck, cb = _find(init, "candidate/kernel"), _find(init, "candidate/bias")
         v.update(gates_kernel=gk, gates_bias=gb, candidate_kernel=ck, candidate_bias=cb)
@@ -54,11 +60,16 @@ def tf1_variables(init, cell_type, hidden):
             w_ih, w_hh = _find(init, "weight_ih"), _find(init, "weight_hh")
             b_ih, b_hh = _find(init, "bias_ih"), _find(init, "bias_hh")
             k = np.concatenate([w_ih, w_hh], 1).T
-            b = b_ih + b_hh
+            perm = np.arange(k.shape[1])
             if cell_type == "lstm":       # PyTorch's gate order i, f, g, o -> TF1's i, j (= g), f, o
                 perm = np.concatenate([np.arange(0, H), np.arange(2 * H, 3 * H), np.arange(H, 2 * H),
                                        np.arange(3 * H, 4 * H)])
-                k, b = k[:, perm], b[perm]
+            k = k[:, perm]
+            if split_bias:
+                b = b_ih[perm]
+                v["bias_2"] = b_hh[perm]
+            else:
+                b = (b_ih + b_hh)[perm]
         v.update(kernel=k, bias=b)
     missing = [n for n, a in v.items() if a is None]
     if missing:
@@ -66,23 +77,27 @@ def tf1_variables(init, cell_type, hidden):
     return {n: torch.tensor(a, dtype=torch.float64, requires_grad=True) for n, a in v.items()}
 
 
+def _bias(v, name):
+    return v[name] + v[name + "_2"] if name + "_2" in v else v[name]
+
+
 def _step(cell_type, v, x, state, forget_bias=1.0):
     if cell_type == "lstm":
         c, h = state
-        z = torch.cat([x, h], 1) @ v["kernel"] + v["bias"]
+        z = torch.cat([x, h], 1) @ v["kernel"] + _bias(v, "bias")
         i, j, f, o = torch.chunk(z, 4, dim=1)
         c2 = c * torch.sigmoid(f + forget_bias) + torch.sigmoid(i) * torch.tanh(j)
         h2 = torch.tanh(c2) * torch.sigmoid(o)
         return h2, (c2, h2)
     if cell_type == "gru":
         h = state
-        value = torch.sigmoid(torch.cat([x, h], 1) @ v["gates_kernel"] + v["gates_bias"])
+        value = torch.sigmoid(torch.cat([x, h], 1) @ v["gates_kernel"] + _bias(v, "gates_bias"))
         r, u = torch.chunk(value, 2, dim=1)
-        c = torch.tanh(torch.cat([x, r * h], 1) @ v["candidate_kernel"] + v["candidate_bias"])
+        c = torch.tanh(torch.cat([x, r * h], 1) @ v["candidate_kernel"] + _bias(v, "candidate_bias"))
         h2 = u * h + (1 - u) * c
         return h2, h2
     h = state
-    h2 = torch.tanh(torch.cat([x, h], 1) @ v["kernel"] + v["bias"])
+    h2 = torch.tanh(torch.cat([x, h], 1) @ v["kernel"] + _bias(v, "bias"))
     return h2, h2
 
 
@@ -113,9 +128,10 @@ def loss_fn(v, x_batch, y_batch, cell_type, hidden, l2_reg_lambda):
     return loss, acc
 
 
-def train(init, batches, cell_type, hidden, l2_reg_lambda, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-    """The per-step (loss, accuracy) of the TF1 script's training loop."""
-    v = tf1_variables(init, cell_type, hidden)
+def train(init, batches, cell_type, hidden, l2_reg_lambda, lr, beta1=0.9, beta2=0.999, eps=1e-8, split_bias=True):
+    """The per-step (loss, accuracy) of the TF1 script's training loop, and
+    the final variables."""
+    v = tf1_variables(init, cell_type, hidden, split_bias)
     m = {n: torch.zeros_like(p) for n, p in v.items()}
     s = {n: torch.zeros_like(p) for n, p in v.items()}
     out = []

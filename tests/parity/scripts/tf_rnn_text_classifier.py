@@ -321,10 +321,10 @@ def train():
                 if step % FLAGS.checkpoint_every == 0:
                     path = saver.save(sess, checkpoint_prefix, global_step=step)
                     print("Saved model checkpoint to {}\n".format(path))
+                    history["saved_predictions"] = sess.run(
+                        rnn.predictions, {rnn.input_text: x_dev, rnn.dropout_keep_prob: 1.0}).tolist()
             train_summary_writer.close()
             dev_summary_writer.close()
-            history["dev_predictions"] = sess.run(
-                rnn.predictions, {rnn.input_text: x_dev, rnn.dropout_keep_prob: 1.0}).tolist()
     history["checkpoint_dir"] = checkpoint_dir
     history["summary_dir"] = train_summary_dir
     history["eval_predictions"] = evaluate(checkpoint_dir, x_dev)
