@@ -77,8 +77,6 @@ EDITS = {
         ("x = torch.linspace(-math.pi, math.pi, 2000, dtype=dtype)",
          "x = torch.tensor(np.linspace(-math.pi, math.pi, 2000), dtype=dtype)", "torch.linspace"),
         ("y = torch.sin(x)", "y = torch.tensor(np.sin(x.numpy()))", "torch.sin"),
-        ("torch.randn((), device=device, dtype=dtype, requires_grad=True)",
-         "torch.tensor(np.random.randn(), dtype=dtype, requires_grad=True)", DEVICE_KW),
         ("device=device, dtype=dtype, requires_grad=True)", "dtype=dtype, requires_grad=True)", DEVICE_KW),
         ("        torch.nn.Flatten(0, 1)\n", "        torch.nn.Identity()\n", "nn.Flatten"),
         ("        y_pred = model(xx)\n", "        y_pred = model(xx).reshape(-1)\n", "nn.Flatten"),
@@ -110,8 +108,6 @@ EDITS = {
          "torch.randperm"),
         ("return torch.LongTensor(indices)", "return torch.tensor(indices, dtype=torch.long)", "torch.LongTensor"),
         ("target = torch.LongTensor(1)", "target = torch.zeros(1, dtype=torch.long)", "torch.LongTensor(size)"),
-        ("self.labels = torch.Tensor(self.labels)", "self.labels = torch.tensor(self.labels, dtype=torch.float)",
-         "torch.Tensor(list of ints) is int64 (torch: float32)"),
         ("emb[vocab.getIndex(word)] = torch.Tensor(emb[vocab.getIndex(word)].size()).normal_(-0.05, 0.05)",
          "emb[vocab.getIndex(word)] = torch.tensor(np.random.normal(-0.05, 0.05, tuple(emb[vocab.getIndex(word)]"
          ".size())), dtype=torch.float)",
@@ -134,9 +130,6 @@ EDITS = {
          "save() of a whole Module is refused (torch pickles it)"),
         ("torch.save(embedding_model, args.saved", "torch.save(embedding_model.state_dict(), args.saved",
          "save() of a whole Module is refused (torch pickles it)"),
-        ("model = torch.load(args.saved + str(args.epochs - 1) + '_model_' + filename, weights_only=False)",
-         "model.load_state_dict(torch.load(args.saved + str(args.epochs - 1) + '_model_' + filename))",
-         "load() of a whole Module"),
     ],
     "bilstm_sentiment.py": [
         ("pretrained_embedding = torch.zeros(vocab_size, args.embedding_dim).normal_(0, 1)",
@@ -629,9 +622,11 @@ def test_gap_longtensor_size():
     assert tuple(t.shape) == (1,) and t.dtype == dn.int64 and t.tolist() == [2]
 
 
-@gap("torch.Tensor(list of ints) is int64 (torch: float32)")
+@pytest.mark.xfail(strict=True, reason="torch.Tensor(list of ints) is int64 (torch: float32)")
 def test_gap_tensor_constructor_dtype():
-    """Silent: torch.Tensor(...) is the float32 constructor whatever the data."""
+    """Silent: torch.Tensor(...) is the float32 constructor whatever the data
+    (ttpro1995's ``self.labels = torch.Tensor(self.labels)``: harmless there,
+    so no edit; the labels are int64 here)."""
     assert torch.Tensor([0, 2, 2]).dtype == torch.float32
     assert dn.Tensor([0, 2, 2]).dtype == dn.float32
 
@@ -697,7 +692,8 @@ def test_gap_save_module(tmp_path):
     dn.save(dnn.Linear(2, 2), tmp_path / "m.pt")
 
 
-@gap("load() of a whole Module")
+@pytest.mark.xfail(strict=True, reason="load() of a whole Module (no edit: once the save is edited to a "
+                                       "state_dict, ttpro1995's `model = torch.load(...)` silently binds a dict)")
 def test_gap_load_module(tmp_path):
     m = dnn.Linear(2, 2)
     dn.save(m, tmp_path / "m.pt")
@@ -791,8 +787,8 @@ def test_gap_tf_sign():
 @gap("rnn_cell.DropoutWrapper (and nn.dropout refuses a fed keep_prob, so dropout is gone)")
 def test_gap_tf_dropout_wrapper_fed_keep_prob():
     with tf.Graph().as_default():
-        x = tf.placeholder(tf.float32, [None, 4, 3])
-        keep = tf.placeholder(tf.float32)
+        x = tf.placeholder(dtype=tf.float32, shape=[None, 4, 3])
+        keep = tf.placeholder(dtype=tf.float32, shape=())
         cell = tf.nn.rnn_cell.DropoutWrapper(tf.nn.rnn_cell.BasicLSTMCell(5), output_keep_prob=keep)
         out, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
         dropped = tf.nn.dropout(out, keep_prob=keep)
@@ -805,7 +801,7 @@ def test_gap_tf_dropout_wrapper_fed_keep_prob():
 @gap("dynamic_rnn's outputs lose the static time dimension")
 def test_gap_tf_dynamic_rnn_static_time():
     with tf.Graph().as_default():
-        x = tf.placeholder(tf.float32, [None, 7, 3])
+        x = tf.placeholder(dtype=tf.float32, shape=[None, 7, 3])
         out, _ = tf.nn.dynamic_rnn(tf.nn.rnn_cell.BasicLSTMCell(4), x, dtype=tf.float32)
     assert int(out.get_shape()[1]) == 7 and int(out.get_shape()[2]) == 4
 
@@ -825,7 +821,7 @@ def test_gap_tf_names_in_name_scope():
     xw_plus_b drop the name."""
     g = tf.Graph()
     with g.as_default():
-        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        x = tf.placeholder(dtype=tf.float32, shape=[None, 3], name="x")
         with tf.name_scope("output"):
             w = tf.Variable(np.ones((3, 2), np.float32), name="W")
             b = tf.Variable(np.zeros(2, np.float32), name="b")
