@@ -140,6 +140,37 @@ def _shared_shuffles(lib, seed):
                 setattr(obj, name, old)
 
 
+@contextlib.contextmanager
+def _global_state_kept():
+    """The process-wide state a script may change (as real scripts do:
+    ``torch.manual_seed``, ``np.random.seed``, ``random.seed``,
+    ``torch.backends.cudnn.deterministic = True``) is put back afterwards,
+    so that later tests see the defaults."""
+    import random
+
+    import torch
+
+    import dynnets as dn
+    import dynnets.random as dnr
+
+    cudnn = [(m, {k: getattr(m, k) for k in ("enabled", "deterministic", "benchmark") if hasattr(m, k)})
+             for m in (torch.backends.cudnn, dn.backends.cudnn)]
+    states = (torch.get_rng_state(), dnr.default_generator.bit_generator.state, np.random.get_state(),
+              random.getstate(), torch.get_default_dtype(), torch.get_num_threads())
+    try:
+        yield
+    finally:
+        for m, flags in cudnn:
+            for k, v in flags.items():
+                setattr(m, k, v)
+        torch.set_rng_state(states[0])
+        dnr.default_generator.bit_generator.state = states[1]
+        np.random.set_state(states[2])
+        random.setstate(states[3])
+        torch.set_default_dtype(states[4])
+        torch.set_num_threads(states[5])
+
+
 def run(name: str, lib: str, argv, edits=(), quiet: bool = True, shuffle_seed: int = 0, call=None):
     """Execute ``scripts/<name>`` (aliased when ``lib == 'dynnets'``, then
     changed by ``edits``) as a fresh module and return ``main(argv)`` (or
@@ -154,7 +185,7 @@ def run(name: str, lib: str, argv, edits=(), quiet: bool = True, shuffle_seed: i
     sys.path.insert(0, str(SCRIPTS))
     sys.modules[mod.__name__] = mod          # so that pickle finds the script's classes
     try:
-        with contextlib.redirect_stdout(sink), _shared_shuffles(lib, shuffle_seed) as stream:
+        with contextlib.redirect_stdout(sink), _global_state_kept(), _shared_shuffles(lib, shuffle_seed) as stream:
             mod.__dict__["__parity_perm__"] = stream.permutation
             exec(code, mod.__dict__)
             if call is not None:
