@@ -605,6 +605,13 @@ class Tensor(TensorOps):
     def __int__(self):
         return int(self.item())
 
+    def __index__(self):
+        # torch: a one-element integer tensor indexes a Python list (items[perm[i]])
+        d = self.data
+        if d.size != 1 or d.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(d.item() if type(d) is np.ndarray else d)
+
     def __iter__(self):
         for i in range(len(self.data)):
             yield self[i]
