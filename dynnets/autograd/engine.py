@@ -1044,7 +1044,8 @@ def backward(root, gradient=None, retain_graph=False):
         else:
             g = np.ones(data.shape, data.dtype)
     else:
-        g = np.asarray(gradient._data if isinstance(gradient, Tensor) else gradient, dtype=data.dtype)
+        # a copy: the caller's array must not become (or be viewed by) a leaf's .grad
+        g = np.array(gradient._data if isinstance(gradient, Tensor) else gradient, dtype=data.dtype)
         if g.shape != data.shape:
             raise ShapeError(f"backward: gradient shape {g.shape} does not match tensor shape {data.shape}")
     node = root._node
@@ -1165,12 +1166,24 @@ def backward(root, gradient=None, retain_graph=False):
         for _, n in heap:
             n.g = None
         raise
+    given = None
     for p, gi in leaves:
         if p._grad is None and type(gi) is _NDARRAY:
             # a fresh array of the leaf's dtype and shape becomes its .grad as
-            # it is (accumulate_grad's general case, inline)
+            # it is (accumulate_grad's general case, inline); but one array can
+            # reach several leaves (add's VJP passes its g to both operands, a
+            # reshape's a view of it), and each .grad gets memory of its own, so
+            # that changing one in place (p.grad.data.mul_(s), clamp_) leaves
+            # the others as they are, as in torch
             d = p._data
             if gi.dtype == d.dtype and gi.shape == d.shape and gi.flags.writeable:
+                key = id(gi) if gi.base is None else id(memory_base(gi))
+                if given is None:
+                    given = {key}
+                elif key in given:
+                    gi = gi.copy()
+                else:
+                    given.add(key)
                 p._grad = gi
                 continue
         accumulate_grad(p, gi)
@@ -1471,7 +1484,8 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
             origin = _view_origin(op, target, dst)
     if not dst.flags.writeable:
         raise RuntimeError(f"{op}: the tensor's array is read-only (an expanded or broadcast view, whose "
-                           f"elements share memory, or an array made read-only): change a clone() instead")
+                           f"elements share memory, the dense copy p.grad gives of a row-sparse gradient, or an "
+                           f"array made read-only): change a clone() instead")
     saved = arrays
     if record:
         # what the VJPs will read of the inputs must survive the write: a

@@ -23,7 +23,7 @@ from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
 from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
-from .gradtypes import densify
+from .gradtypes import LAZY_TYPES, densify
 from .primitives.core import DTypeError, PromotionNeeded, ShapeError
 from ..random import generator as _generator
 
@@ -358,15 +358,29 @@ class Tensor(TensorOps):
 
     @property
     def grad(self):
-        """The accumulated gradient as a Tensor (``None`` before backward).
+        """The accumulated gradient as a Tensor (``None`` before backward),
+        on the gradient's memory: ``p.grad.data.mul_(s)`` or
+        ``p.grad.clamp_(-c, c)`` change the gradient the optimizer reads, as
+        torch's.
 
-        Row-sparse gradients (from :func:`embedding`) are densified here; the
-        optimizers read the sparse form directly.
+        A row-sparse gradient (from :func:`embedding`) is given as a dense
+        copy, read-only: the optimizers read the sparse form, so a change of
+        the copy would be lost; an in-place op on it raises instead (assign
+        ``p.grad = new`` to replace the gradient).
         """
         g = self._grad
         if g is None:
             return None
-        return Tensor(densify(g))
+        tg = type(g)
+        if tg is not _NDARRAY:
+            if tg in LAZY_TYPES:
+                g = densify(g)
+                g.flags.writeable = False
+            else:
+                # a numpy scalar (a 0-d leaf's gradient) is immutable: an array
+                # in its place, so that writes through p.grad stay
+                g = self._grad = np.array(g)
+        return Tensor(g)
 
     @grad.setter
     def grad(self, value):
@@ -444,13 +458,13 @@ class Tensor(TensorOps):
         elif isinstance(value, np.ndarray):
             arr = value
         else:
-            raise TypeError(f"data: a tensor's data must be set to a Tensor (or a numpy array), got "
+            raise TypeError(f"Tensor.data: a tensor's data must be set to a Tensor (or a numpy array), got "
                             f"{type(value).__name__}")
         if arr.dtype.kind not in "biufc":
-            raise TypeError(f"data: a tensor holds numbers, got an array of dtype {arr.dtype}")
+            raise TypeError(f"Tensor.data: a tensor holds numbers, got an array of dtype {arr.dtype}")
         if self.requires_grad and arr.dtype.kind != "f":
-            raise RuntimeError(f"data: data set to a tensor that requires gradients must be floating point, got "
-                               f"dtype {arr.dtype}")
+            raise RuntimeError(f"Tensor.data: data set to a tensor that requires gradients must be floating point, "
+                               f"got dtype {arr.dtype}")
         self._data = arr
 
     def contiguous(self):

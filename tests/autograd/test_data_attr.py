@@ -184,3 +184,18 @@ def test_parameter_of_an_array_is_a_copy():
     assert p.numpy()[0] == 1.0
     q = nn.Parameter(dn.tensor([1, 2]))                 # integers: a float32 copy
     assert q.dtype == np.float32
+
+
+def test_the_dense_copy_of_a_row_sparse_gradient_is_read_only():
+    """The optimizers read an embedding's row-sparse gradient, not the dense
+    copy ``p.grad`` gives: changing the copy in place would be lost, so it raises."""
+    emb = nn.Embedding(5, 2)
+    emb(np.array([1, 2, 1])).sum().backward()
+    g = emb.weight.grad
+    np.testing.assert_array_equal(g.numpy()[1], [2.0, 2.0])
+    with pytest.raises(RuntimeError, match="read-only.*row-sparse gradient"):
+        g.data.clamp_(-1.0, 1.0)
+    with pytest.raises(ValueError, match="read-only"):
+        g.numpy()[0] = 1.0
+    emb.weight.grad = np.clip(g.numpy(), -1.0, 1.0)       # replacing it works
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[1], [1.0, 1.0])

@@ -252,6 +252,60 @@ def test_grad_data_shares_the_gradient():
     _agree(f)
 
 
+def test_grad_data_of_a_0d_leaf_shares_the_gradient():
+    def f(m):
+        x = m.t(2.0, requires_grad=True)
+        (x * x * 3.0).backward()
+        x.grad.data.mul_(2.0)
+        x.grad[()] = x.grad + 1.0
+        return x.grad
+    _agree(f)
+
+
+@pytest.mark.parametrize("second", ["vector", "reshaped", "twice"])
+def test_an_in_place_change_of_one_grad_leaves_the_others(second):
+    """add's gradient passes one array to both operands (a reshape a view
+    of it): each leaf's .grad is its own memory, as torch's."""
+    def f(m):
+        a = m.t([1.0, 2.0], requires_grad=True)
+        b = m.t([[3.0, 4.0]] if second == "reshaped" else [3.0, 4.0], requires_grad=True)
+        y = a + b.reshape(2)
+        if second == "twice":
+            y = y + a
+        y.sum().backward()
+        a.grad.data.mul_(3.0)
+        b.grad.clamp_(max=0.5)
+        return a.grad, b.grad
+    _agree(f)
+
+
+def test_backward_with_a_gradient_does_not_give_it_to_a_leaf():
+    def f(m):
+        v = m.t([1.0, 2.0])
+        z = m.t([5.0, 6.0], requires_grad=True)
+        z.backward(v)
+        z.grad.data.zero_()
+        return v, z.grad
+    _agree(f)
+
+
+def test_backward_with_a_gradient_through_a_view_does_not_give_it_to_a_leaf():
+    """torch hands the leaf a view of the caller's gradient here (so
+    ``w.grad.data.mul_(2)`` changes ``v``: an artefact of its gradient
+    stealing); dynnets copies it, as torch does without the reshape."""
+    tv = torch.tensor([1.0, 2.0])
+    tw = torch.tensor([5.0, 6.0], requires_grad=True)
+    tw.reshape(2, 1).backward(tv.reshape(2, 1))
+    tw.grad.data.mul_(2.0)
+    np.testing.assert_array_equal(tv.numpy(), [2.0, 4.0])
+    v = dn.tensor([1.0, 2.0], dtype=np.float64)
+    w = dn.tensor([5.0, 6.0], requires_grad=True, dtype=np.float64)
+    w.reshape(2, 1).backward(v.reshape(2, 1))
+    w.grad.data.mul_(2.0)
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 4.0])
+
+
 def test_parameter_of_a_tensor_shares_its_memory():
     def f(m):
         t = m.t(_X0)
