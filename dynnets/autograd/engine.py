@@ -1167,6 +1167,7 @@ def backward(root, gradient=None, retain_graph=False):
             n.g = None
         raise
     given = None
+    many = len(leaves) > 1
     for p, gi in leaves:
         if p._grad is None and type(gi) is _NDARRAY:
             # a fresh array of the leaf's dtype and shape becomes its .grad as
@@ -1177,13 +1178,14 @@ def backward(root, gradient=None, retain_graph=False):
             # the others as they are, as in torch
             d = p._data
             if gi.dtype == d.dtype and gi.shape == d.shape and gi.flags.writeable:
-                key = id(gi) if gi.base is None else id(memory_base(gi))
-                if given is None:
-                    given = {key}
-                elif key in given:
-                    gi = gi.copy()
-                else:
-                    given.add(key)
+                if many:
+                    key = id(gi) if gi.base is None else id(memory_base(gi))
+                    if given is None:
+                        given = {key}
+                    elif key in given:
+                        gi = gi.copy()
+                    else:
+                        given.add(key)
                 p._grad = gi
                 continue
         accumulate_grad(p, gi)

@@ -419,7 +419,8 @@ class PaddedLSTMClassifier(StaticWeights):
                           self.hidden_size, self.masked)
         loss.backward()
         return float(loss.numpy()), OrderedDict(
-            (k, (p.grad.numpy() if p.grad is not None else np.zeros_like(p.numpy()))) for k, p in zip(self.variables, params))
+            (k, (p.grad.numpy() if p.grad is not None else np.zeros_like(p.numpy())))
+            for k, p in zip(self.variables, params))
 
     def __repr__(self):
         c = self.config
@@ -574,7 +575,8 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
         loss, _ = forward(params, ids, mask, labels, np.ones(len(labels), np.float32), self.hidden_size, True)
         loss.backward()
         return float(loss.numpy()), OrderedDict(
-            (k, (p.grad.numpy() if p.grad is not None else np.zeros_like(p.numpy()))) for k, p in zip(self.variables, params))
+            (k, (p.grad.numpy() if p.grad is not None else np.zeros_like(p.numpy())))
+            for k, p in zip(self.variables, params))
 
     def __repr__(self):
         c = self.config

@@ -7,9 +7,9 @@ so every holder of the array (a tied weight, a static graph's feed,
 
 State is kept per parameter object, as torch's: after ``p.data = new`` of
 another shape, the next step raises naming the state that no longer fits
-(torch raises too), and a gradient of the old shape raises likewise (torch
-broadcasts it where it can). A new dtype keeps working: the state keeps its
-own.
+(torch raises too, at the same parameter: those before it are updated), and
+a gradient of the old shape raises likewise (torch broadcasts it where it
+can). A new dtype keeps working: the state keeps its own.
 
 Row-sparse gradients
 --------------------
@@ -171,7 +171,6 @@ class Optimizer:
             from ..autograd.engine import enable_grad
             with enable_grad():
                 loss = closure()
-        state = self.state
         for group in self.param_groups:
             for p in group["params"]:
                 d = p.numpy()
@@ -180,25 +179,28 @@ class Optimizer:
                         f"{type(self).__name__}.step: a parameter of shape {d.shape} is read-only: a pending "
                         f"autobatch op reads it (the update would change its input); run the pending ops first "
                         f"(backward(), .numpy(), or leave the dn.autobatch context)")
-                # before any update, so that a step that raises changes nothing
-                g = p._grad
-                if g is not None and g.shape != d.shape:
-                    raise RuntimeError(
-                        f"{type(self).__name__}.step: the gradient of a parameter has shape {tuple(g.shape)}, the "
-                        f"parameter has shape {d.shape} (its data was replaced after backward, p.data = ...): "
-                        f"compute the gradient again (zero_grad(), then backward())")
-                st = state.get(p)
-                if st:
-                    for k, v in st.items():
-                        if type(v) is np.ndarray and v.shape != d.shape:
-                            raise RuntimeError(
-                                f"{type(self).__name__}.step: the state {k!r} of a parameter has shape {v.shape}, "
-                                f"the parameter now has shape {d.shape} (its data was replaced, p.data = ...); "
-                                f"as torch's, the state does not follow: make a new optimizer, or load a "
-                                f"state_dict that fits")
         for group in self.param_groups:
             self._step_group(group)
         return loss
+
+    def _misfit(self, p, d, g, st):
+        """Raise if gradient ``g`` or an array of ``p``'s state ``st`` (None:
+        none yet) does not have the shape of ``p``'s array ``d``: ``p.data``
+        was replaced by one of another shape. Called by the steps, with a
+        shape comparison in front (the parameters before ``p`` are updated
+        already, as in torch's step, which raises at the same point)."""
+        name = type(self).__name__
+        if g.shape != d.shape:
+            raise RuntimeError(
+                f"{name}.step: the gradient of a parameter has shape {tuple(g.shape)}, the parameter has shape "
+                f"{d.shape} (its data was replaced after backward, p.data = ...): compute the gradient again "
+                f"(zero_grad(), then backward())")
+        for k, v in (st or {}).items():
+            if type(v) is np.ndarray and v.shape != d.shape:
+                raise RuntimeError(
+                    f"{name}.step: the state {k!r} of a parameter has shape {v.shape}, the parameter now has shape "
+                    f"{d.shape} (its data was replaced, p.data = ...); as torch's, the state does not follow: make "
+                    f"a new optimizer, or load a state_dict that fits")
 
     def _step_group(self, group):
         raise NotImplementedError
@@ -579,6 +581,8 @@ class SGD(Optimizer):
             if g is None:
                 continue
             d = p.numpy()
+            if g.shape != d.shape:
+                self._misfit(p, d, g, None)
             if not mom:
                 sgd_update(d, g, lr, wd)
                 continue
@@ -590,6 +594,8 @@ class SGD(Optimizer):
             if st is None:
                 st = state[p] = {}
             buf = st.get("momentum_buffer")
+            if buf is not None and buf.shape != d.shape:
+                self._misfit(p, d, g, st)
             if buf is None:
                 buf = st["momentum_buffer"] = np.array(g, dtype=d.dtype, copy=True)
             else:
@@ -644,6 +650,8 @@ class Adagrad(Optimizer):
             data = p.numpy()
             if st is None:
                 st = state[p] = {"step": 0, "sum": np.full(data.shape, init, dtype=data.dtype)}
+            if st["sum"].shape != data.shape or g.shape != data.shape:
+                self._misfit(p, data, g, st)
             step = st["step"] = st["step"] + 1
             clr = lr / (1.0 + (step - 1) * decay) if decay else lr
             acc = st["sum"]
@@ -725,6 +733,8 @@ class Adam(Optimizer):
             st = state.get(p)
             if st is None:
                 st = state[p] = {"step": 0, "exp_avg": np.zeros_like(d), "exp_avg_sq": np.zeros_like(d)}
+            if st["exp_avg"].shape != d.shape or g.shape != d.shape:
+                self._misfit(p, d, g, st)
             if amsgrad and "max_exp_avg_sq" not in st:
                 st["max_exp_avg_sq"] = np.zeros_like(d)
             t = st["step"] = st["step"] + 1
@@ -810,6 +820,8 @@ class RMSprop(Optimizer):
             st = state.get(p)
             if st is None:
                 st = state[p] = {"step": 0, "square_avg": np.zeros_like(d)}
+            if st["square_avg"].shape != d.shape or g.shape != d.shape:
+                self._misfit(p, d, g, st)
             if mom > 0 and "momentum_buffer" not in st:
                 st["momentum_buffer"] = np.zeros_like(d)
             if centered and "grad_avg" not in st:

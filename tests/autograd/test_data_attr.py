@@ -131,18 +131,26 @@ def test_a_gradient_of_an_old_shape_raises_at_the_step():
         opt.step()
 
 
-def test_a_step_that_raises_changes_no_parameter():
-    a, b = nn.Parameter(np.ones(2)), nn.Parameter(np.ones(3))
-    opt = dn.optim.Adam([a, b], lr=0.1)
-    ((a * a).sum() + (b * b).sum()).backward()
+@pytest.mark.parametrize("make", [lambda ps: dn.optim.Adam(ps, lr=0.1), lambda ps: dn.optim.Adagrad(ps, lr=0.1),
+                                  lambda ps: dn.optim.RMSprop(ps, lr=0.1), lambda ps: dn.optim.AdamW(ps, lr=0.1),
+                                  lambda ps: dn.optim.SGD(ps, lr=0.1, momentum=0.5)])
+def test_a_step_raises_at_the_parameter_whose_state_no_longer_fits(make):
+    """As torch's step: the parameters before it are updated, it and those
+    after it are not (a kernel never runs on arrays of different sizes)."""
+    a, b, c = nn.Parameter(np.ones(2)), nn.Parameter(np.ones(3)), nn.Parameter(np.ones(2))
+    opt = make([a, b, c])
+    ((a * a).sum() + (b * b).sum() + (c * c).sum()).backward()
     opt.step()
     opt.zero_grad()
     b.data = dn.ones(4, dtype=np.float64)
-    ((a * a).sum() + (b * b).sum()).backward()
-    before = a.numpy().copy()
-    with pytest.raises(RuntimeError, match="state 'exp_avg'.*shape \\(3,\\).*now has shape \\(4,\\)"):
+    ((a * a).sum() + (b * b).sum() + (c * c).sum()).backward()
+    before = [p.numpy().copy() for p in (a, b, c)]
+    with pytest.raises(RuntimeError, match="the state '\\w+' of a parameter has shape \\(3,\\), the parameter now has "
+                                           "shape \\(4,\\)"):
         opt.step()
-    np.testing.assert_array_equal(a.numpy(), before)
+    assert not np.array_equal(a.numpy(), before[0])
+    np.testing.assert_array_equal(b.numpy(), before[1])
+    np.testing.assert_array_equal(c.numpy(), before[2])
 
 
 def test_state_dict_and_checkpoints_after_assigning_data():
