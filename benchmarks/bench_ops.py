@@ -335,7 +335,7 @@ def loop_contenders(seed, torch, steps=20, I=300, H=150):
         tcell = torch.nn.LSTMCell(I, H)
         with torch.no_grad():
             for n, p in cell.named_parameters():
-                getattr(tcell, n).copy_(torch.from_numpy(p.data))
+                getattr(tcell, n).copy_(torch.from_numpy(p.numpy()))
         txs = [torch.from_numpy(x) for x in xs]
         tparams = list(tcell.parameters())
 

@@ -128,7 +128,7 @@ def many_case(args, torch):
     contenders = {"dynnets Adam": ours}
     if torch is not None:
         for label, foreach in (("torch Adam foreach", True), ("torch Adam single-tensor", False)):
-            tps = [torch.nn.Parameter(torch.from_numpy(p.data.copy())) for p in params]
+            tps = [torch.nn.Parameter(torch.from_numpy(p.numpy().copy())) for p in params]
             tgs = [torch.from_numpy(g) for g in grads]
             topt = torch.optim.Adam(tps, lr=1e-3, foreach=foreach)
 
@@ -183,7 +183,7 @@ def agree_case(args, torch):
             pd._grad, pt.grad = (g, gt) if sparse else (g.to_dense(), gt.to_dense())
             od.step()
             ot.step()
-        rows_out.append([name, f"{np.abs(pd.data - pt.detach().numpy()).max():.1e}"])
+        rows_out.append([name, f"{np.abs(pd.numpy() - pt.detach().numpy()).max():.1e}"])
     x, h, c = (rng.standard_normal((3, n)) for n in (5, 4, 4))
     for tcls, dcls, kw in ((torch.nn.LSTMCell, nn.LSTMCell, {}), (torch.nn.GRUCell, nn.GRUCell, {}),
                            (torch.nn.RNNCell, nn.RNNCell, {"nonlinearity": "relu"})):
@@ -198,7 +198,7 @@ def agree_case(args, torch):
             lt, ld = (tc(xt, ht) ** 2).sum(), (dc(x, h) ** 2).sum()
         lt.backward()
         ld.backward()
-        err = max([abs(lt.item() - ld.item())] + [float(np.abs(tp.grad.numpy() - dp.grad.data).max())
+        err = max([abs(lt.item() - ld.item())] + [float(np.abs(tp.grad.numpy() - dp.grad.numpy()).max())
                                                   for tp, dp in zip(tc.parameters(), dc.parameters())])
         rows_out.append([f"{dcls.__name__}{'(relu)' if kw else ''}: loss and parameter gradients", f"{err:.1e}"])
     print("\n## agreement with PyTorch, float64: max |dynnets - torch| (parameters after 4 steps; cells)\n")

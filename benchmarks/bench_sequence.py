@@ -327,7 +327,7 @@ def cell_loop_contender(V, E, H, C, weights, examples, batches, cfg, strategy):
     for ours, theirs in (("embedding.weight", "embedding.weight"), ("cell.weight_ih", "weight_ih_l0"),
                          ("cell.weight_hh", "weight_hh_l0"), ("cell.bias_ih", "bias_ih_l0"),
                          ("cell.bias_hh", "bias_hh_l0"), ("out.weight", "out.weight"), ("out.bias", "out.bias")):
-        dict(m.named_parameters())[ours].data[...] = weights[theirs]
+        dict(m.named_parameters())[ours].numpy()[...] = weights[theirs]
     data = [([np.asarray(examples[i].ids) for i in b], np.array([examples[i].label for i in b])) for b in batches]
     opt = make_optimizer(m, cfg)
     with dn.autobatch(strategy=strategy) as ab:

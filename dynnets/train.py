@@ -439,7 +439,7 @@ class _Average:
     """Exponential moving average of parameters (see ``TrainConfig.ema``)."""
 
     def __init__(self, params, decay, every):
-        self.pairs = [(p, p.data.copy()) for p in params]
+        self.pairs = [(p, p.numpy().copy()) for p in params]
         self.decay, self.every, self.steps = decay, every, 0
 
     def update(self):
@@ -449,12 +449,14 @@ class _Average:
         d = min(self.decay, (1.0 + self.steps) / (10.0 + self.steps)) ** self.every
         for p, avg in self.pairs:
             avg *= d
-            avg += (1.0 - d) * p.data
+            avg += (1.0 - d) * p.numpy()
 
     def swap(self):
         """Exchange the live and the averaged weights (call twice to undo)."""
         for k, (p, avg) in enumerate(self.pairs):
-            p.data, self.pairs[k] = avg, (p, p.data)
+            live = p.numpy()
+            p.data = avg
+            self.pairs[k] = (p, live)
 
 
 class _Divergence:
@@ -477,7 +479,7 @@ class _Divergence:
         self.config = config
         self.static = static
         self.named = [] if static else [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        self.scale0 = [_max_abs(p.data) for _, p in self.named]
+        self.scale0 = [_max_abs(p.numpy()) for _, p in self.named]
         emb = model.embedding_parameters() if hasattr(model, "embedding_parameters") and not static else []
         self.embedding_ids = {id(p) for p in emb}
         self.updates = 0
@@ -510,7 +512,7 @@ class _Divergence:
                     f"model ({batch}; e.g. NaN or inf in pretrained word vectors, or a forward pass that overflows)")
         grown = None
         for (name, p), s0 in zip(self.named, self.scale0):
-            s = _max_abs(p.data)
+            s = _max_abs(p.numpy())
             ratio = s / (s0 if s0 > 0 else 1.0)
             if not math.isfinite(s) or ratio >= self.GROWTH:
                 if grown is None or not math.isfinite(s) or ratio > grown[3]:

@@ -285,7 +285,7 @@ def test_nan_gradient_names_the_parameter_before_it_reaches_the_weights(data):
     real = m.loss
     # sqrt at 0: a finite loss (the term is 0) whose gradient is 0 * inf = NaN
     m.loss = lambda batch: real(batch) + 0.0 * dn.sqrt(dn.sum(m.out.weight * 0.0))
-    before = m.out.weight.data.copy()
+    before = m.out.weight.numpy().copy()
     with np.errstate(all="ignore"), pytest.raises(FloatingPointError) as e:
         train(m, train_trees, dev_trees, vocab, _cfg())
     msg = str(e.value)

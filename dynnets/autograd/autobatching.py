@@ -55,7 +55,7 @@ from .tensor import Parameter, Tensor
 
 __all__ = ["autobatch", "AutoBatch", "LazyTensor", "ScheduledNode", "BatchedCall"]
 
-_DATA = Tensor.__dict__["data"]           # the slot behind LazyTensor.data
+_DATA = Tensor.__dict__["_data"]          # the array slot behind LazyTensor._data
 _get_data = _DATA.__get__
 _set_data = _DATA.__set__
 _get_grad = Tensor.__dict__["_grad"].__get__
@@ -213,15 +213,16 @@ class LazyTensor(Tensor):
     def name(self, value):
         _set_name(self, value)
 
+    # the array slot, computed on first read (Tensor.data, numpy(), item()... read it)
     @property
-    def data(self):
+    def _data(self):
         try:
             return _get_data(self)
         except AttributeError:
             return self._value()
 
-    @data.setter
-    def data(self, value):
+    @_data.setter
+    def _data(self, value):
         _set_data(self, value)
 
     @property
@@ -313,7 +314,7 @@ def _aval(a):
         d = _DESCS[a._desc]
         return Aval(d[0], d[1])
     if isinstance(a, Tensor):
-        return a.data
+        return a._data
     if tp is _NDARRAY:
         return a
     if tp in _WEAK:
@@ -432,9 +433,9 @@ class AutoBatch:
                 # a tensor by identity, with the array it held when first read
                 # here: a pending op computes with that array (see _rebound)
                 e = prot.get(id(a))
-                if e is None or e[0] is not a.data:
+                if e is None or e[0] is not a._data:
                     if e is not None:
-                        # a.data was replaced while pending ops read the old
+                        # a's array was replaced while pending ops read the old
                         # array: they run now, with it; this op reads the new one
                         if self._nodes:
                             self.force()
@@ -560,7 +561,7 @@ class AutoBatch:
                 out = _Mode.symbolic(prim, args, attrs)
                 return out[0] if first and prim.multiple_results else out
             elif tp is not LazyTensor and isinstance(a, Tensor) and tp is not Tensor and tp is not Parameter:
-                a = Tensor(a.data, requires_grad=False) if not a.requires_grad else a
+                a = Tensor(a._data, requires_grad=False) if not a.requires_grad else a
                 plain = plain and type(a) in (Tensor, Parameter)
             elif not (tp is LazyTensor or tp in (Tensor, Parameter, _NDARRAY) or tp in _WEAK):
                 plain = False
@@ -623,7 +624,7 @@ class AutoBatch:
         holds now, made read-only until the pending nodes ran; returns the
         entry ``(array, desc id, tensor)`` (the tensor kept: its id stays
         valid while the entry lives)."""
-        d = t.data
+        d = t._data
         if d.flags.writeable:
             d.flags.writeable = False
             self._readonly.append(d)
@@ -642,7 +643,7 @@ class AutoBatch:
         replaced."""
         sub = None
         for e in self._tensors:
-            if e[2].data is not e[0]:
+            if e[2]._data is not e[0]:
                 if sub is None:
                     sub = {}
                 sub[id(e[2])] = _engine.alias(e[2], e[0])
@@ -983,7 +984,7 @@ class AutoBatch:
         """The source index of a concrete tensor used as per-instance rows."""
         i = self._src_of.get(id(t))
         if i is None:
-            src = t if t.data.ndim else _engine.bind(P.reshape_p, t, shape=(1,))
+            src = t if t._data.ndim else _engine.bind(P.reshape_p, t, shape=(1,))
             i = self._src_of[id(t)] = self._source(src)
             self._src_of[id(src)] = i
             self._keep.append(t)        # ids stay valid while the context lives
@@ -1009,9 +1010,9 @@ class AutoBatch:
         srcs = self._sources
         if len(ps) == 1:
             s, a, b = ps[0]
-            d = srcs[s].data[a:b]
+            d = srcs[s]._data[a:b]
         else:
-            d = np.concatenate([srcs[s].data[a:b].reshape(-1) for s, a, b in ps])
+            d = np.concatenate([srcs[s]._data[a:b].reshape(-1) for s, a, b in ps])
         shape = _DESCS[t._desc][0]
         if d.shape != shape:
             d = d.reshape(shape)
@@ -1085,7 +1086,7 @@ class AutoBatch:
         x = _engine.bind(P.gather_rows_p, w, rows, *[srcs[s] for s in uniq])
         st = self._st
         st["gathers"] += 1
-        st["bytes_gathered"] += x.data.nbytes
+        st["bytes_gathered"] += x._data.nbytes
         return x
 
     def _gather(self, items, trail):
@@ -1193,7 +1194,7 @@ class AutoBatch:
                          *[srcs[s] for s in uniq])
         st = self._st
         st["gathers"] += 1
-        st["bytes_gathered"] += x.data.nbytes
+        st["bytes_gathered"] += x._data.nbytes
         return x
 
     def _bind(self, pn0, prim, args, attrs):
@@ -1227,7 +1228,7 @@ class AutoBatch:
         outs = outs if prim.multiple_results else (outs,)
         locs = []
         for o in outs:
-            src = o if o.data.ndim else _engine.bind(P.reshape_p, o, shape=(1,))
+            src = o if o._data.ndim else _engine.bind(P.reshape_p, o, shape=(1,))
             locs.append([(self._source(src), 0, src.shape[0])])
         pn.locs = locs
         pn.concs = outs
@@ -1531,7 +1532,7 @@ def _run_rows(ab, group):
 def _shape_of(a):
     if type(a) is LazyTensor:
         return _DESCS[a._desc][0]
-    return np.shape(a.data if isinstance(a, Tensor) else a)
+    return np.shape(a._data if isinstance(a, Tensor) else a)
 
 
 def _rows_per_node(group, k, o, same):
@@ -1600,7 +1601,7 @@ def _run_xent(ab, group):
     n = len(pn0.args)
     logits = ab._gather([pn.args[0] for pn in group], _trail(tuple(_shape_of(pn0.args[0]))))
     rest = [ab._gather([pn.args[i] for pn in group], ()) for i in range(1, n)]
-    rest = [r.data if isinstance(r, Tensor) else r for r in rest]
+    rest = [r._data if isinstance(r, Tensor) else r for r in rest]
     losses, probs = ab._bind(pn0, pn0.plan.prim, (logits, *rest), dict(reduction="none"))
     lens = [_shape_of(pn.args[0])[0] for pn in group]
     rows_p = None if max(lens) == 1 else _ranges(lens)

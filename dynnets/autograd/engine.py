@@ -562,7 +562,7 @@ def bind(prim, *args, **attrs):
         x, y = args
         tp = type(x)
         if tp is _TENSOR or tp is _PARAM:
-            xd = x.data
+            xd = x._data
             xs = xd.shape
             xt = xd.dtype
             if not x.requires_grad:
@@ -581,7 +581,7 @@ def bind(prim, *args, **attrs):
             return _bind_general(prim, args, attrs, not path)
         tp = type(y)
         if tp is _TENSOR or tp is _PARAM:
-            yd = y.data
+            yd = y._data
             ys = yd.shape
             yt = yd.dtype
             if not y.requires_grad:
@@ -608,7 +608,7 @@ def bind(prim, *args, **attrs):
         x = args[0]
         tp = type(x)
         if tp is _TENSOR or tp is _PARAM:
-            xd = x.data
+            xd = x._data
             if not attrs:
                 return bind1(prim, x)
             # one tensor with attributes (x[i], x.sum(axis), reshape): _check and
@@ -638,7 +638,7 @@ def bind(prim, *args, **attrs):
             node.g = None
             node.seq = _next_seq()
             t = _object_new(_TENSOR)
-            t.data = out
+            t._data = out
             t._grad = None
             t.requires_grad = True
             t._node = node
@@ -651,7 +651,7 @@ def bind(prim, *args, **attrs):
         x, y, z = args[0], args[1], args[2]
         tp = _TP
         if type(x) in tp and type(y) in tp and type(z) in tp:
-            xd, yd, zd = x.data, y.data, z.data
+            xd, yd, zd = x._data, y._data, z._data
             if n == 3:
                 key = (xd.shape, xd.dtype, yd.shape, yd.dtype, zd.shape, zd.dtype)
                 arrays = (xd, yd, zd)
@@ -662,7 +662,7 @@ def bind(prim, *args, **attrs):
                 w = args[3]
                 if type(w) not in tp:
                     return _bind_general(prim, args, attrs, not path)
-                wd = w.data
+                wd = w._data
                 key = (xd.shape, xd.dtype, yd.shape, yd.dtype, zd.shape, zd.dtype, wd.shape, wd.dtype)
                 arrays = (xd, yd, zd, wd)
                 rg = x.requires_grad or y.requires_grad or z.requires_grad or w.requires_grad
@@ -692,7 +692,7 @@ def _bind_general(prim, args, attrs, rec, anomaly=False):
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM:
-            d = a.data
+            d = a._data
             push(d)
             kpush(d.shape)
             kpush(d.dtype)
@@ -721,7 +721,7 @@ def _bind_general(prim, args, attrs, rec, anomaly=False):
         elif isinstance(a, Tensor):        # other Tensor subclasses
             if tp is _LAZY[0]:
                 a = a._eager()             # a forced lazy tensor, on the tape
-            d = a.data
+            d = a._data
             push(d)
             kpush(d.shape)
             kpush(d.dtype)
@@ -759,7 +759,7 @@ def _bind_many(prim, args, attrs, rec, anomaly):
                                              and not getattr(a, "_is_symbolic", False)):
             if tp is _LAZY[0]:
                 a = a._eager()
-            push(a.data)
+            push(a._data)
             if a.requires_grad:
                 rg = True
                 ppush(a)
@@ -794,7 +794,7 @@ def bind1(prim, x):
     tp = type(x)
     if tp is not _TENSOR and tp is not _PARAM:
         return bind(prim, x)
-    xd = x.data
+    xd = x._data
     key = (xd.shape, xd.dtype)
     if key not in prim.checked:
         _check_miss(prim, key, (xd,), _NO_ATTRS)
@@ -813,7 +813,7 @@ def bind1(prim, x):
     node.g = None
     node.seq = _next_seq()
     t = _object_new(_TENSOR)
-    t.data = out
+    t._data = out
     t._grad = None
     t.requires_grad = True
     t._node = node
@@ -832,7 +832,7 @@ def bind2(prim, x, y):
     a = x
     tp = type(x)
     if tp is _TENSOR or tp is _PARAM:
-        xd = x.data
+        xd = x._data
         xs = xd.shape
         xt = xd.dtype
         if not x.requires_grad:
@@ -851,7 +851,7 @@ def bind2(prim, x, y):
         return bind(prim, a, y)
     tp = type(y)
     if tp is _TENSOR or tp is _PARAM:
-        yd = y.data
+        yd = y._data
         ys = yd.shape
         yt = yd.dtype
         if not y.requires_grad:
@@ -886,7 +886,7 @@ def bind2(prim, x, y):
     node.g = None
     node.seq = _next_seq()
     t = _object_new(_TENSOR)
-    t.data = out
+    t._data = out
     t._grad = None
     t.requires_grad = True
     t._node = node
@@ -920,7 +920,7 @@ def _finish(prim, arrays, parents, attrs, out):
             i = 0
             for o in out:
                 t = _object_new(_TENSOR)
-                t.data = o
+                t._data = o
                 t._grad = None
                 t.requires_grad = False
                 t._node = None
@@ -930,7 +930,7 @@ def _finish(prim, arrays, parents, attrs, out):
                 i += 1
             return tuple(res)
         t = _object_new(_TENSOR)
-        t.data = out
+        t._data = out
         t._grad = None
         t.requires_grad = False
         t._node = None
@@ -951,7 +951,7 @@ def _finish(prim, arrays, parents, attrs, out):
         i = 0
         for o in out:
             t = _object_new(_TENSOR)
-            t.data = o
+            t._data = o
             t._grad = None
             t.requires_grad = True
             t._node = node
@@ -961,7 +961,7 @@ def _finish(prim, arrays, parents, attrs, out):
             i += 1
         return tuple(res)
     t = _object_new(_TENSOR)
-    t.data = out
+    t._data = out
     t._grad = None
     t.requires_grad = True
     t._node = node
@@ -993,10 +993,10 @@ _LAZY_T = _gt.LAZY_TYPES
 
 def alias(t, value):
     """A tensor holding array ``value`` whose gradient flows unchanged into
-    tensor ``t``, whatever ``t.data`` holds now (an identity node on the tape
+    tensor ``t``, whatever array ``t`` holds now (an identity node on the tape
     when ``t`` requires grad, in any grad mode). How autobatch runs a pending
     op with the array a tensor held when the op was recorded, after the
-    tensor's ``.data`` was replaced: as in eager mode, the op's value and the
+    tensor's array was replaced (``t.data = new``): as in eager mode, the op's value and the
     gradients it passes back use the recorded array, and ``t`` receives its
     gradient."""
     from .primitives.elementwise import copy_p
@@ -1005,7 +1005,7 @@ def alias(t, value):
 
 def accumulate_grad(t, g):
     """Add gradient ``g`` into leaf ``t``'s ``.grad`` (as backward does)."""
-    t._grad = _add(t._grad, _gt.leaf_grad(g, t.data))
+    t._grad = _add(t._grad, _gt.leaf_grad(g, t._data))
 
 
 _SEEDS = {}
@@ -1028,7 +1028,7 @@ def backward(root, gradient=None, retain_graph=False):
         _check_orphans()
     if not root.requires_grad:
         raise RuntimeError("backward: tensor does not require grad and has no grad_fn")
-    data = root.data
+    data = root._data
     if gradient is None:
         if data.size != 1:
             raise RuntimeError(
@@ -1044,7 +1044,8 @@ def backward(root, gradient=None, retain_graph=False):
         else:
             g = np.ones(data.shape, data.dtype)
     else:
-        g = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient, dtype=data.dtype)
+        # a copy: the caller's array must not become (or be viewed by) a leaf's .grad
+        g = np.array(gradient._data if isinstance(gradient, Tensor) else gradient, dtype=data.dtype)
         if g.shape != data.shape:
             raise ShapeError(f"backward: gradient shape {g.shape} does not match tensor shape {data.shape}")
     node = root._node
@@ -1142,7 +1143,7 @@ def backward(root, gradient=None, retain_graph=False):
                     # a gradient takes its input's dtype on every edge, as in
                     # PyTorch (a VJP of a mixed float32/float64 op computes in
                     # float64) and as static gradients are declared
-                    dt = p.data.dtype
+                    dt = p._data.dtype
                     if gi.dtype is not dt and gi.dtype != dt:
                         gi = gi.astype(dt)
                 # _seed inline (an edge into every tree node in recursive models)
@@ -1165,22 +1166,36 @@ def backward(root, gradient=None, retain_graph=False):
         for _, n in heap:
             n.g = None
         raise
+    given = None
+    many = len(leaves) > 1
     for p, gi in leaves:
         if p._grad is None and type(gi) is _NDARRAY:
             # a fresh array of the leaf's dtype and shape becomes its .grad as
-            # it is (accumulate_grad's general case, inline)
-            d = p.data
+            # it is (accumulate_grad's general case, inline); but one array can
+            # reach several leaves (add's VJP passes its g to both operands, a
+            # reshape's a view of it), and each .grad gets memory of its own, so
+            # that changing one in place (p.grad.data.mul_(s), clamp_) leaves
+            # the others as they are, as in torch
+            d = p._data
             if gi.dtype == d.dtype and gi.shape == d.shape and gi.flags.writeable:
+                if many:
+                    key = id(gi) if gi.base is None else id(memory_base(gi))
+                    if given is None:
+                        given = {key}
+                    elif key in given:
+                        gi = gi.copy()
+                    else:
+                        given.add(key)
                 p._grad = gi
                 continue
         accumulate_grad(p, gi)
     for p, gi in factored.values():
         if p._grad is None:
             # all factors of this parameter in one matrix product
-            p._grad = _form(gi, p.data.dtype)
+            p._grad = _form(gi, p._data.dtype)
             continue
         accumulate_grad(p, gi)
-        p._grad = _form(p._grad, p.data.dtype)
+        p._grad = _form(p._grad, p._data.dtype)
 
 
 
@@ -1296,7 +1311,7 @@ def _log_write(dst, seq, op, swap):
 def _ghost(t):
     """A stand-in holding ``t``'s current history, before ``t`` gets a new one."""
     g = _object_new(_TENSOR)
-    g.data = t.data
+    g._data = t._data
     g._grad = None
     g.requires_grad = t.requires_grad
     g._node = t._node
@@ -1345,7 +1360,7 @@ def _view_origin(op, t, dst):
     if p._node is None:
         raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used in an in-place "
                            f"operation (as torch: wrap it in dn.no_grad(), or change a clone())")
-    if n.prim.name == "getitem" and memory_base(p.data) is memory_base(dst) and _is_basic_index(n.attrs["index"]):
+    if n.prim.name == "getitem" and memory_base(p._data) is memory_base(dst) and _is_basic_index(n.attrs["index"]):
         return p, n.attrs["index"]
     return None
 
@@ -1355,14 +1370,14 @@ def _rebase(op, origin, value, seq):
     the history ``p[index] = value`` after ``value`` was changed in place by
     write ``seq`` (torch's CopySlices), and so on up a chain of views."""
     p, index = origin
-    up = _view_origin(op, p, p.data)
+    up = _view_origin(op, p, p._data)
     ghost = _ghost(p)
     node = _object_new(_NODE)
     node.prim = PRIMITIVES["setitem"]
-    node.args = (p.data, value.data)
+    node.args = (p._data, value._data)
     node.parents = (ghost, value)
     node.attrs = {"index": index}
-    node.out = p.data
+    node.out = p._data
     node.g = None
     node.seq = _next_seq()
     node.inplace = (ghost, frozenset((seq,)))
@@ -1405,8 +1420,9 @@ def _raise_orphan():
 def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", absorb=None):
     """Apply in-place op ``op`` (``"add_"``, ``"setitem"``...) to eager tensor
     ``target``: ``target`` takes the value of ``prim(target, *others,
-    **attrs)``, which ``write(dst, *arrays, **attrs)`` writes into ``target.data``
-    (the same array object, so whoever holds it sees the change).
+    **attrs)``, which ``write(dst, *arrays, **attrs)`` writes into ``target``'s
+    array (the same array object, so whoever holds it, ``target.data`` or
+    ``target.numpy()``, sees the change).
 
     As torch: the result must keep ``target``'s shape and, with ``casting=
     "same_kind"``, its dtype must cast to ``target``'s (an int tensor cannot
@@ -1430,11 +1446,11 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
             f"{op}: this tensor was computed by dn.autobatch() (its array is a view of a batch's results); "
             f"in-place operations on it are not supported: write it out of place (y = y + x) or change "
             f"y.clone()")
-    dst = target.data
+    dst = target._data
     if type(dst) is not np.ndarray:
         # a numpy scalar (a whole-tensor reduction's result): immutable and
         # shared with no other tensor, so it becomes an array of its own
-        dst = target.data = np.array(dst)
+        dst = target._data = np.array(dst)
     had = target.requires_grad
     grad = state.grad_enabled
     if grad and had and target._node is None:
@@ -1453,7 +1469,7 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
                 continue
             if lazy is not None and type(a) is lazy:
                 a = a._eager()
-            arrays.append(a.data)
+            arrays.append(a._data)
             parents.append(a if a.requires_grad else None)
             rg = rg or a.requires_grad
         elif getattr(a, "_is_symbolic", False):
@@ -1481,7 +1497,8 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
             origin = _view_origin(op, target, dst)
     if not dst.flags.writeable:
         raise RuntimeError(f"{op}: the tensor's array is read-only (an expanded or broadcast view, whose "
-                           f"elements share memory, or an array made read-only): change a clone() instead")
+                           f"elements share memory, the dense copy p.grad gives of a row-sparse gradient, or an "
+                           f"array made read-only): change a clone() instead")
     saved = arrays
     if record:
         # what the VJPs will read of the inputs must survive the write: a
@@ -1628,7 +1645,7 @@ def _history_at(p, pn, n, k):
         pn = p._node
     if pn is None:
         return p, pn
-    log = _log_of(memory_base(p.data))
+    log = _log_of(memory_base(p._data))
     if log is None or not log.swaps or log.swaps[-1] <= pn.seq:
         return p, pn
     swaps = log.swaps

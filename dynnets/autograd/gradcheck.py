@@ -17,7 +17,7 @@ class GradcheckError(AssertionError):
 
 def _as64(x):
     if isinstance(x, Tensor):
-        arr = x.data
+        arr = x.numpy()
     else:
         arr = np.asarray(x)
     if arr.dtype.kind == "f":
@@ -32,7 +32,7 @@ def _scalarize(out, rng):
     total = None
     weights = []
     for o in outs:
-        if o is None or not isinstance(o, Tensor) or o.data.dtype.kind != "f":
+        if o is None or not isinstance(o, Tensor) or o.dtype.kind != "f":
             weights.append(None)
             continue
         w = rng.standard_normal(o.shape)
@@ -48,12 +48,12 @@ def _value(fn, ts, weights):
     v = 0.0
     for o, w in zip(outs, weights):
         if w is not None:
-            v += float(np.sum(o.data * w))
+            v += float(np.sum(o.numpy() * w))
     return v
 
 
 def numerical_grad(fn, ts, weights, i, eps):
-    x = ts[i].data
+    x = ts[i].numpy()
     g = np.zeros(x.shape, dtype=x.dtype)
     # index in place: x.reshape(-1) would be a copy for a non-contiguous x, and
     # perturbing the copy would leave fn's input untouched
@@ -95,7 +95,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5, seed=0, raise_exceptio
         if not t.requires_grad:
             continue
         g = densify(t._grad)
-        analytic = np.zeros_like(t.data) if g is None else np.asarray(g, dtype=np.float64)
+        analytic = np.zeros_like(t.numpy()) if g is None else np.asarray(g, dtype=np.float64)
         numeric = numerical_grad(fn, ts, weights, i, eps)
         err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
         if err.size:

@@ -46,10 +46,9 @@ def shape_tuple(shape):
 
 
 def _array_of(x):
-    """A tensor's array; anything else (an array, a symbolic value, an int)
-    unchanged. (An ndarray's own ``.data`` is a memoryview, not an array.)"""
-    d = getattr(x, "data", None)
-    return d if type(d) is np.ndarray else x
+    """A tensor's array (its ``numpy()``); anything else (an array, a
+    symbolic value, an int) unchanged."""
+    return x.numpy() if getattr(type(x), "_is_tensor", False) else x
 
 
 # --- PyTorch's type promotion ---------------------------------------------------

@@ -14,6 +14,7 @@ The engine creates and recognises tensors without importing this module:
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -22,9 +23,10 @@ from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
 from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
-from .gradtypes import densify
-from .primitives.core import PromotionNeeded, ShapeError
+from .gradtypes import LAZY_TYPES, densify
+from .primitives.core import DTypeError, PromotionNeeded, ShapeError
 from ..devices import CPU, DeviceUnavailableError, check_device
+from ..random import generator as _generator
 from ..random import generator as default_generator_for
 
 __all__ = ["TensorOps", "Tensor", "Parameter", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
@@ -338,6 +340,8 @@ class TensorOps:
         return ops.to(self, _B)
 
 
+_NDARRAY = np.ndarray
+_object_new = object.__new__
 _F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 _I64, _I32, _B = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)
 
@@ -426,11 +430,21 @@ class Tensor(TensorOps):
     """A numpy array with an optional place in the autograd graph.
 
     Create tensors with :func:`dynnets.tensor`, :func:`dynnets.zeros` and
-    friends. ``.data`` is the numpy array; ``.grad`` is filled by
-    :meth:`backward` for leaves with ``requires_grad=True``.
+    friends. :meth:`numpy` is the numpy array (the same memory); ``.data``
+    is, as torch's, a tensor on that memory cut from the graph; ``.grad`` is
+    filled by :meth:`backward` for leaves with ``requires_grad=True``.
+
+    The array lives in the slot ``_data``, which the modules that create and
+    implement tensors read and write directly: this one, the engine (handed
+    the classes by :func:`~dynnets.autograd.engine.register_tensor_types`:
+    its ops read the slot on every application, where a property call
+    would cost ~25 ns per argument) and autobatching (whose
+    :class:`~dynnets.autograd.autobatching.LazyTensor`, registered with
+    ``register_lazy_type``, computes the slot on first read). Any other code
+    reads the array with :meth:`numpy` and replaces it with ``.data = ...``.
     """
 
-    __slots__ = ("data", "_grad", "requires_grad", "_node", "_idx", "name", "__weakref__")
+    __slots__ = ("_data", "_grad", "requires_grad", "_node", "_idx", "name", "__weakref__")
     __array_priority__ = 1000      # ndarray (op) Tensor defers to Tensor's reflected dunder
     _is_tensor = True
 
@@ -438,7 +452,7 @@ class Tensor(TensorOps):
         arr = np.asarray(data, dtype=dtype)
         if requires_grad and arr.dtype.kind != "f":
             raise TypeError(f"tensor: only floating-point tensors can require grad, got dtype {arr.dtype}")
-        self.data = arr
+        self._data = arr
         self._grad = None
         self.requires_grad = bool(requires_grad)
         self._node = None
@@ -448,15 +462,15 @@ class Tensor(TensorOps):
     # --- basic attributes -------------------------------------------------
     @property
     def shape(self):
-        return self.data.shape
+        return self._data.shape
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._data.dtype
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return self._data.ndim
 
     @property
     def device(self):
@@ -478,7 +492,7 @@ class Tensor(TensorOps):
         return -1
 
     def __len__(self):
-        return len(self.data)
+        return len(self._data)
 
     @property
     def is_leaf(self):
@@ -493,28 +507,114 @@ class Tensor(TensorOps):
 
     @property
     def grad(self):
-        """The accumulated gradient as a Tensor (``None`` before backward).
+        """The accumulated gradient as a Tensor (``None`` before backward),
+        on the gradient's memory: ``p.grad.data.mul_(s)`` or
+        ``p.grad.clamp_(-c, c)`` change the gradient the optimizer reads, as
+        torch's.
 
-        Row-sparse gradients (from :func:`embedding`) are densified here; the
-        optimizers read the sparse form directly.
+        A row-sparse gradient (from :func:`embedding`) is given as a dense
+        copy, read-only: the optimizers read the sparse form, so a change of
+        the copy would be lost; an in-place op on it raises instead (assign
+        ``p.grad = new`` to replace the gradient).
         """
         g = self._grad
         if g is None:
             return None
-        return Tensor(densify(g))
+        tg = type(g)
+        if tg is not _NDARRAY:
+            if tg in LAZY_TYPES:
+                g = densify(g)
+                g.flags.writeable = False
+            else:
+                # a numpy scalar (a 0-d leaf's gradient) is immutable: an array
+                # in its place, so that writes through p.grad stay
+                g = self._grad = np.array(g)
+        return Tensor(g)
 
     @grad.setter
     def grad(self, value):
         if value is None:
             self._grad = None
         else:
-            v = value.data if isinstance(value, Tensor) else np.asarray(value)
-            if v.shape != self.data.shape:
-                raise ShapeError(f"grad: shape {v.shape} does not match tensor shape {self.data.shape}")
+            v = value._data if isinstance(value, Tensor) else np.asarray(value)
+            if v.shape != self._data.shape:
+                raise ShapeError(f"grad: shape {v.shape} does not match tensor shape {self._data.shape}")
             self._grad = v
 
-    def numpy(self):
-        return self.data
+    # --- the array: numpy(), .data, detach() ------------------------------
+    def _own_array(self):
+        """The array, made one first when the slot holds a numpy scalar (a
+        whole-tensor reduction's result, which is immutable): handing out
+        that scalar would give a copy, and torch's ``.data``, ``.numpy()``
+        and ``detach()`` share this tensor's memory."""
+        d = self._data
+        if not isinstance(d, np.ndarray):
+            d = self._data = np.array(d)
+        return d
+
+    def numpy(self, *, force=False):
+        """This tensor's numpy array itself: memory shared, writes to either
+        show in both (as ``torch.Tensor.numpy``).
+
+        Unlike torch, a tensor that requires grad gives its array too (torch
+        raises and asks for ``detach().numpy()``, which works here as well).
+        Changing the array in place is not seen by autograd's version check:
+        write through the tensor (``t.data.add_(...)``, ``t[i] = v``) where a
+        recorded op saved it. ``force`` is accepted for torch's signature (on
+        the CPU the array is always shared).
+        """
+        d = self._data
+        return d if type(d) is _NDARRAY else self._own_array()
+
+    @property
+    def data(self):
+        """A new tensor on this tensor's memory, cut from the graph, as
+        torch's ``.data``: ``requires_grad`` False, no ``grad_fn``, and ops on
+        it are not recorded; changes through it (``p.data.add_(g, alpha=-lr)``,
+        ``w.data.normal_()``, ``x.data[0] = 5``) change this tensor.
+
+        Differences from torch: where torch's ``.data`` writes are invisible
+        to the version counter (so a backward through an op that saved the
+        old values silently uses the new ones, torch's documented danger),
+        here they are in-place writes like any other, logged per block of
+        memory, and that backward raises. Prefer ``with dn.no_grad():`` on the
+        tensor itself, or :meth:`detach`, as torch's documentation does.
+
+        Setting it (``w.data = t``, ``t`` a Tensor, whose memory is then
+        shared, or a numpy array) replaces the array, of any shape and dtype
+        (a tensor that requires grad needs a floating-point one), as torch.
+        An optimizer holding state for this tensor raises at its next step
+        if the state no longer fits, as torch's.
+        """
+        d = self._data
+        if type(d) is not _NDARRAY:
+            d = self._own_array()
+        t = _object_new(Tensor)
+        t._data = d
+        t._grad = None
+        t.requires_grad = False
+        t._node = None
+        t._idx = 0
+        t.name = None
+        return t
+
+    @data.setter
+    def data(self, value):
+        if isinstance(value, Tensor):
+            arr = value._data
+            if type(arr) is not _NDARRAY:
+                arr = value._own_array()
+        elif isinstance(value, np.ndarray):
+            arr = value
+        else:
+            raise TypeError(f"Tensor.data: a tensor's data must be set to a Tensor (or a numpy array), got "
+                            f"{type(value).__name__}")
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"Tensor.data: a tensor holds numbers, got an array of dtype {arr.dtype}")
+        if self.requires_grad and arr.dtype.kind != "f":
+            raise RuntimeError(f"Tensor.data: data set to a tensor that requires gradients must be floating point, "
+                               f"got dtype {arr.dtype}")
+        self._data = arr
 
     def contiguous(self):
         """``self`` when its array is C-contiguous, else a contiguous copy
@@ -522,15 +622,15 @@ class Tensor(TensorOps):
         (autobatch) is returned as it is: its layout is decided when it runs."""
         if type(self) is not Tensor and type(self) is not Parameter:
             return self
-        d = self.data
+        d = self._data
         return self if type(d) is not np.ndarray or d.flags.c_contiguous else ops.clone(self)
 
     def is_contiguous(self):
-        d = self.data
+        d = self._data
         return type(d) is not np.ndarray or bool(d.flags.c_contiguous)
 
     def __array__(self, dtype=None, copy=None):
-        d = self.data
+        d = self._data
         if type(d) is not np.ndarray:
             d = np.asarray(d)            # a whole-tensor reduction's result is a numpy scalar: numpy wants an array
         if dtype is None:
@@ -538,17 +638,22 @@ class Tensor(TensorOps):
         return d.astype(dtype)
 
     def item(self):
-        if self.data.size != 1:
-            raise ValueError(f"item: only a one-element tensor can be converted to a Python scalar, got shape {self.data.shape}")
-        return self.data.item()
+        if self._data.size != 1:
+            raise ValueError(f"item: only a one-element tensor can be converted to a Python scalar, got shape {self._data.shape}")
+        return self._data.item()
 
     def tolist(self):
-        return self.data.tolist()
+        return self._data.tolist()
 
     def detach(self):
-        """A new leaf sharing this tensor's data, cut from the graph."""
-        t = Tensor.__new__(Tensor)
-        t.data = self.data
+        """A new leaf sharing this tensor's memory, cut from the graph (as
+        torch's; unlike ``.data``, torch counts writes through it in the
+        version counter, and here writes through either are checked)."""
+        d = self._data
+        if type(d) is not _NDARRAY:
+            d = self._own_array()
+        t = _object_new(Tensor)
+        t._data = d
         t._grad = None
         t.requires_grad = False
         t._node = None
@@ -559,8 +664,8 @@ class Tensor(TensorOps):
     def requires_grad_(self, requires_grad=True):
         if not self.is_leaf:
             raise RuntimeError("requires_grad_: can only change requires_grad of a leaf tensor")
-        if requires_grad and self.data.dtype.kind != "f":
-            raise TypeError(f"requires_grad_: only floating-point tensors can require grad, got dtype {self.data.dtype}")
+        if requires_grad and self._data.dtype.kind != "f":
+            raise TypeError(f"requires_grad_: only floating-point tensors can require grad, got dtype {self._data.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -574,11 +679,11 @@ class Tensor(TensorOps):
         _backward(self, gradient, retain_graph)
 
     def __repr__(self):
-        body = np.array2string(self.data, precision=4, separator=", ", threshold=20,
+        body = np.array2string(self._data, precision=4, separator=", ", threshold=20,
                                prefix="tensor(")
         extra = ""
-        if self.data.dtype != np.float32:
-            extra += f", dtype={self.data.dtype}"
+        if self._data.dtype != np.float32:
+            extra += f", dtype={self._data.dtype}"
         if self._node is not None:
             extra += f", grad_fn=<{self._node.prim.name}>"
         elif self.requires_grad:
@@ -586,17 +691,17 @@ class Tensor(TensorOps):
         return f"tensor({body}{extra})"
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError("The truth value of a tensor with more than one element is ambiguous")
-        return bool(self.data)
+        return bool(self._data)
 
     def __hash__(self):
         return id(self)
 
     def __format__(self, spec):
         # a 0-d tensor formats as its number (f"{acc:.3f}"), as torch's
-        if self.data.ndim == 0:
-            return self.data.item().__format__(spec)
+        if self._data.ndim == 0:
+            return self._data.item().__format__(spec)
         return object.__format__(self, spec)
 
     def __float__(self):
@@ -607,27 +712,35 @@ class Tensor(TensorOps):
 
     def __index__(self):
         # torch: a one-element integer tensor indexes a Python list (items[perm[i]])
-        d = self.data
+        d = self._data
         if d.size != 1 or d.dtype.kind not in "iub":
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(d.item() if type(d) is np.ndarray else d)
 
     def __iter__(self):
-        for i in range(len(self.data)):
+        for i in range(len(self._data)):
             yield self[i]
 
     # --- in-place ops, as torch's: the same array object changes (whoever
-    # holds the tensor or its .data sees it); see engine.write_inplace for
+    # holds the tensor, its .data or its numpy() sees it); see engine.write_inplace for
     # when they raise and how they are recorded for gradients
 
-    def add_(self, other, *, alpha=1):
-        """``self += alpha * other`` in place (``torch.Tensor.add_``)."""
+    def add_(self, other, *legacy, alpha=1):
+        """``self += alpha * other`` in place (``torch.Tensor.add_``).
+
+        torch's deprecated overload ``add_(alpha, other)`` (a number, then a
+        tensor: the old SGD step ``p.data.add_(-lr, p.grad.data)``) works as
+        torch's, with its warning."""
+        if legacy:
+            other, alpha = _legacy_alpha("add_", other, legacy, alpha)
         if alpha != 1:
             other = other * alpha
         return write_inplace("add_", self, P.add_p, (other,), _NO_ATTRS, _write_add)
 
-    def sub_(self, other, *, alpha=1):
-        """``self -= alpha * other`` in place."""
+    def sub_(self, other, *legacy, alpha=1):
+        """``self -= alpha * other`` in place (also torch's deprecated ``sub_(alpha, other)``)."""
+        if legacy:
+            other, alpha = _legacy_alpha("sub_", other, legacy, alpha)
         if alpha != 1:
             other = other * alpha
         return write_inplace("sub_", self, P.sub_p, (other,), _NO_ATTRS, _write_sub)
@@ -662,9 +775,9 @@ class Tensor(TensorOps):
 
     def fill_(self, value):
         """Every element set to ``value`` (a number or a 0-d tensor), cast to this tensor's dtype."""
-        if isinstance(value, Tensor) and value.data.ndim != 0:
+        if isinstance(value, Tensor) and value._data.ndim != 0:
             raise ShapeError(f"fill_: only supports a 0-dimension value tensor, got one with shape "
-                             f"{value.data.shape}")
+                             f"{value._data.shape}")
         return write_inplace("fill_", self, P.setitem_p, (value,), _ALL, _write_set, casting="unsafe")
 
     def zero_(self):
@@ -676,13 +789,65 @@ class Tensor(TensorOps):
         dtype); torch's binding names the argument ``other`` (its documentation ``src``)."""
         return write_inplace("copy_", self, P.setitem_p, (other,), _ALL, _write_set, casting="unsafe")
 
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        """Fill in place with draws from N(mean, std^2), as ``torch.Tensor.normal_``.
+
+        Parameters
+        ----------
+        mean, std : float
+        generator : numpy.random.Generator, optional
+            A :class:`dynnets.Generator` or any numpy generator; by default
+            :data:`dynnets.default_generator` (seeded by
+            :func:`dynnets.manual_seed`). The numbers are numpy's (drawn in
+            float64, rounded to this tensor's dtype once), the same that
+            ``dynnets.nn.init.normal_`` draws from the same generator state.
+        """
+        if std < 0:
+            raise ValueError(f"normal_: expects std >= 0.0, but found std {std}")
+        shape = self._random_fill_shape("normal_")
+        return write_inplace("normal_", self, P.setitem_p, (_generator(generator).normal(mean, std, shape),),
+                             _ALL, _write_set, casting="unsafe")
+
+    def uniform_(self, *bounds, generator=None, **names):
+        """``uniform_(from=0, to=1, *, generator=None)``: fill in place with
+        draws from U(from, to), as ``torch.Tensor.uniform_`` (``from`` is a
+        Python keyword: pass the bounds by position, ``x.uniform_(-0.1,
+        0.1)``, or as ``**{"from": a, "to": b}``, as in torch). The generator
+        and the numbers are as :meth:`normal_`'s (and ``nn.init.uniform_``'s).
+        """
+        if len(bounds) > 2:
+            raise TypeError(f"uniform_: takes at most 2 positional bounds (from, to), got {len(bounds)}")
+        for k in names:
+            if k not in ("from", "to"):
+                raise TypeError(f"uniform_: got an unexpected keyword argument {k!r} (torch's are 'from' and 'to')")
+        lo, hi = (tuple(bounds) + (0.0, 1.0)[len(bounds):])
+        if "from" in names:
+            if len(bounds) >= 1:
+                raise TypeError("uniform_: got multiple values for argument 'from'")
+            lo = names["from"]
+        if "to" in names:
+            if len(bounds) == 2:
+                raise TypeError("uniform_: got multiple values for argument 'to'")
+            hi = names["to"]
+        if lo > hi:
+            raise ValueError(f"uniform_: expects to return a [from, to) range, but found from={lo} > to={hi}")
+        shape = self._random_fill_shape("uniform_")
+        return write_inplace("uniform_", self, P.setitem_p, (_generator(generator).uniform(lo, hi, shape),),
+                             _ALL, _write_set, casting="unsafe")
+
+    def _random_fill_shape(self, op):
+        d = self._data
+        if d.dtype.kind != "f":
+            raise DTypeError(f"{op}: expects a floating-point tensor, got dtype {d.dtype}")
+        return d.shape
+
     def __setitem__(self, index, value):
         """``self[index] = value``: any index ``x[index]`` takes; ``value``
         broadcast to the indexed region and cast to this tensor's dtype."""
         index = ops.index_arg(index)
         absorb = None
-        if isinstance(value, Tensor) and value._node is not None and type(value.data) is np.ndarray:
-            absorb = _same_region(value.data, self.data, index)
+        if isinstance(value, Tensor) and value._node is not None and type(value._data) is np.ndarray:
+            absorb = _same_region(value._data, self._data, index)
         write_inplace("setitem", self, P.setitem_p, (value,), {"index": index}, _write_set,
                       casting="unsafe", absorb=value if absorb else None)
 
@@ -704,12 +869,18 @@ class Tensor(TensorOps):
 
 class Parameter(Tensor):
     """A leaf tensor that a :class:`dynnets.nn.Module` registers as a parameter.
-    ``requires_grad`` defaults to True (as ``torch.nn.Parameter``)."""
+    ``requires_grad`` defaults to True (as ``torch.nn.Parameter``).
+
+    Made from a floating-point Tensor it shares that tensor's memory, as
+    torch's (``Parameter(t)`` then ``t.fill_(1)`` changes both); from a numpy
+    array or other data it holds a copy. Integer or boolean data becomes
+    float32 (torch raises: only floating-point tensors can require grad).
+    """
 
     __slots__ = ()
 
     def __init__(self, data, requires_grad=True, name=None):
-        arr = np.array(data.data if isinstance(data, Tensor) else data)
+        arr = data._own_array() if isinstance(data, Tensor) else np.array(data)
         if arr.dtype.kind != "f":
             arr = arr.astype(np.float32)
         super().__init__(arr, requires_grad=requires_grad, name=name)
@@ -724,6 +895,16 @@ register_tensor_types(Tensor, Parameter)
 
 _NO_ATTRS = {}
 _ALL = {"index": Ellipsis}
+
+
+def _legacy_alpha(op, first, rest, alpha):
+    """``(other, alpha)`` of torch's deprecated ``op(alpha, other)`` call."""
+    if len(rest) != 1 or alpha != 1 or isinstance(first, bool) or not isinstance(first, numbers.Number):
+        raise TypeError(f"{op}: takes (other, *, alpha=1), or torch's deprecated (alpha, other) with alpha a "
+                        f"number; got {1 + len(rest)} positional arguments starting with {type(first).__name__}")
+    warnings.warn(f"This overload of {op} is deprecated: {op}(Number alpha, Tensor other); use "
+                  f"{op}(Tensor other, *, Number alpha = 1) instead (as torch)", UserWarning, stacklevel=3)
+    return rest[0], first
 
 
 def _write_add(dst, o):
@@ -800,7 +981,7 @@ def _inferred(data):
     int64, the default float32 (a Python float anywhere) or complex64, where a
     float64 array or numpy scalar in a list keeps float64."""
     if isinstance(data, Tensor):
-        return np.array(data.data)
+        return np.array(data._data)
     if isinstance(data, (np.ndarray, np.generic)):
         return np.array(data)
     arr = np.array(data)
@@ -828,7 +1009,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, name=None):
     """
     if device is not None:
         check_device(device, "tensor")
-    arr = _inferred(data) if dtype is None else np.array(data.data if isinstance(data, Tensor) else data,
+    arr = _inferred(data) if dtype is None else np.array(data._data if isinstance(data, Tensor) else data,
                                                               dtype=dtype)
     return Tensor(arr, requires_grad=requires_grad, name=name)
 

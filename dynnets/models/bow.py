@@ -83,7 +83,7 @@ class BagOfWords(ModelBase, nn.Module):
         rng = np.random.default_rng([seed, 0])
         self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
         if embed_init is not None:
-            self.embedding.weight.data[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
+            self.embedding.weight.numpy()[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
         width = int(embed_dim)
         if self.hidden:
             self.proj = nn.Linear(width, self.hidden, rng=rng, dtype=dt)

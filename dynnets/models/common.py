@@ -349,7 +349,7 @@ class ModelBase:
     def predict_proba(self, batch, vocab=None):
         """Class probabilities of each sentence (tree root), (n_sentences, C), in batch order."""
         logits, _ = self._eval(self.logits_and_labels, self.as_batch(batch, vocab), "roots")
-        return self._softmax(logits.data)
+        return self._softmax(logits.numpy())
 
     def embedding_parameters(self):
         """Parameters that get the embedding learning rate (and no L2)."""

@@ -227,7 +227,7 @@ class StaticWeights:
         for k, v in self.variables.items():
             if k not in state:
                 continue
-            arr = np.asarray(state[k].data if hasattr(state[k], "data") and not isinstance(state[k], np.ndarray)
+            arr = np.asarray(state[k].numpy() if hasattr(state[k], "numpy") and not isinstance(state[k], np.ndarray)
                              else state[k])
             if arr.shape != tuple(v.shape):
                 raise ValueError(f"load_state_dict for {name}: size mismatch for {k}: checkpoint has "
@@ -418,8 +418,9 @@ class PaddedLSTMClassifier(StaticWeights):
         loss, _ = forward(params, batch.ids[chunk], mask, batch.labels[chunk], batch.weights[chunk],
                           self.hidden_size, self.masked)
         loss.backward()
-        return float(loss.data), OrderedDict(
-            (k, (p.grad.data if p.grad is not None else np.zeros_like(p.data))) for k, p in zip(self.variables, params))
+        return float(loss.numpy()), OrderedDict(
+            (k, (p.grad.numpy() if p.grad is not None else np.zeros_like(p.numpy())))
+            for k, p in zip(self.variables, params))
 
     def __repr__(self):
         c = self.config
@@ -573,8 +574,9 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
         params = [Parameter(v) for v in self.state_dict().values()]
         loss, _ = forward(params, ids, mask, labels, np.ones(len(labels), np.float32), self.hidden_size, True)
         loss.backward()
-        return float(loss.data), OrderedDict(
-            (k, (p.grad.data if p.grad is not None else np.zeros_like(p.data))) for k, p in zip(self.variables, params))
+        return float(loss.numpy()), OrderedDict(
+            (k, (p.grad.numpy() if p.grad is not None else np.zeros_like(p.numpy())))
+            for k, p in zip(self.variables, params))
 
     def __repr__(self):
         c = self.config

@@ -90,7 +90,7 @@ class SequenceClassifier(ModelBase, nn.Module):
         rng = np.random.default_rng([seed, 0])
         self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
         if embed_init is not None:
-            self.embedding.weight.data[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
+            self.embedding.weight.numpy()[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
         bound = 1.0 / math.sqrt(H)            # torch.nn.LSTM's initialisation
         self._dirs = ["l0"] + (["l0_reverse"] if self.bidirectional else [])
         for d in self._dirs:

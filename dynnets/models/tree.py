@@ -144,7 +144,7 @@ class TreeModel(ModelBase, nn.Module):
         rng = np.random.default_rng([seed, 0])
         self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
         if embed_init is not None:
-            self.embedding.weight.data[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
+            self.embedding.weight.numpy()[...] = rng.uniform(-embed_init, embed_init, (vocab_size, embed_dim))
         self._build(rng, dt, embed_dim, self.hidden)
         self.out = nn.Linear(self.hidden, num_classes, rng=rng, dtype=dt)
         self.embed_drop = nn.Dropout(embed_dropout, rng=np.random.default_rng([seed, 1]))
@@ -231,7 +231,7 @@ class TreeModel(ModelBase, nn.Module):
 
         def run():
             h, labels, roots = self.node_states(batch)
-            return self.out(h).data, labels, roots
+            return self.out(h).numpy(), labels, roots
         logits, labels, roots = self._eval(run)
         p = self._softmax(logits)
         return p[roots], p, labels
@@ -278,7 +278,7 @@ def _logsumexp_cols(z, cols):
     """log Σ_{c in cols} exp(z[:, c]) for (N, C) logits, stable (max subtracted)."""
     cols = list(cols)
     parts = [z[:, c:c + 1] for c in cols]
-    m = z.data[:, cols].max(axis=1, keepdims=True)    # a constant shift: it cancels, no gradient needed
+    m = z.numpy()[:, cols].max(axis=1, keepdims=True)    # a constant shift: it cancels, no gradient needed
     total = ops.exp(parts[0] - m)
     for p in parts[1:]:
         total = total + ops.exp(p - m)

@@ -110,7 +110,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if not isinstance(sparse, (bool, np.bool_)):
         raise TypeError(f"{who}: sparse must be a bool, got {sparse!r} (the arguments are torch's: "
                         f"embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse))")
-    ids = input.data if isinstance(input, Tensor) else input
+    ids = input.numpy() if isinstance(input, Tensor) else input
     symbolic = getattr(ids, "_is_symbolic", False)
     if not symbolic:
         ids = np.asarray(ids)
@@ -133,14 +133,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         return out
     # where() passes the gradient only to non-padding positions; the padding
     # row's value enters as a constant, so forward values are unchanged
-    w = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+    w = weight.numpy() if isinstance(weight, Tensor) else np.asarray(weight)
     return ops.where(is_pad[..., None], w[padding_idx], out)
 
 
 def _renorm(who, weight, ids, symbolic, max_norm, norm_type):
     """torch's ``embedding_renorm_``: rows looked up with a norm above
     ``max_norm`` scaled to ``max_norm / (norm + 1e-7)`` of themselves, in place."""
-    w = weight.data if isinstance(weight, Tensor) else weight
+    w = weight.numpy() if isinstance(weight, Tensor) else weight
     if symbolic or type(w) is not np.ndarray:
         raise ValueError(f"{who}: max_norm rescales the weight's rows in place, which needs eager ids and an eager "
                          f"weight array")

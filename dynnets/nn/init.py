@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 
+from ..autograd import Tensor
 from ..random import generator as _as_generator
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
@@ -79,12 +80,10 @@ def _array(tensor, fn, floating=False):
     """The numpy array the values go into (the tensor's own, written in place)."""
     if isinstance(tensor, np.ndarray):
         arr = tensor
+    elif isinstance(tensor, Tensor):
+        arr = tensor.numpy()
     else:
-        arr = getattr(tensor, "data", None)
-        if arr is None:
-            raise TypeError(f"{fn}: expected a Tensor, got {type(tensor).__name__}")
-        if not isinstance(arr, np.ndarray):
-            arr = np.asarray(arr)
+        raise TypeError(f"{fn}: expected a Tensor, got {type(tensor).__name__}")
     if not arr.flags.writeable:
         raise RuntimeError(f"{fn}: the tensor of shape {arr.shape} is read-only (a view of a broadcast array, or an "
                            f"input a pending autobatch op reads); cannot fill it in place")

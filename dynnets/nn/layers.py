@@ -183,7 +183,7 @@ class Embedding(Module):
             if self.padding_idx is not None:
                 w[self.padding_idx] = 0
         else:
-            w = _weight.data if isinstance(_weight, Tensor) else np.asarray(_weight)
+            w = _weight.numpy() if isinstance(_weight, Tensor) else np.asarray(_weight)
             if w.shape != (num_embeddings, embedding_dim):
                 raise ValueError(f"Embedding: _weight.shape={w.shape} does not match (num_embeddings, "
                                  f"embedding_dim)=({num_embeddings}, {embedding_dim})")
@@ -214,7 +214,7 @@ class Embedding(Module):
         ``embeddings`` (float32 for non-float input). The padding row keeps its
         given values (it is not zeroed) but receives no gradient.
         """
-        arr = embeddings.data if isinstance(embeddings, Tensor) else np.asarray(embeddings)
+        arr = embeddings.numpy() if isinstance(embeddings, Tensor) else np.asarray(embeddings)
         if arr.ndim != 2:
             raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D (num_embeddings, embedding_dim), "
                              f"got shape {arr.shape}")

@@ -75,7 +75,7 @@ def _float_input(who, x, what="input"):
 def _weight(who, weight):
     if weight is None:
         return None
-    w = np.asarray(weight.data if isinstance(weight, Tensor) else weight)
+    w = np.asarray(weight.numpy() if isinstance(weight, Tensor) else weight)
     if w.ndim != 1 or w.dtype.kind not in "fiu":
         raise ValueError(f"{who}: weight must be a 1-D array of per-class weights, got shape {w.shape} and "
                          f"dtype {w.dtype}")
@@ -128,7 +128,7 @@ def _rows(who, x, target, probabilities):
 def _target_array(target):
     """A target's array, or the symbolic value itself."""
     if isinstance(target, Tensor):
-        return target.data
+        return target.numpy()
     return target if _symbolic(target) else np.asarray(target)
 
 
@@ -408,7 +408,7 @@ def _bce(who, input, target, weight, reduction):
                          f"they must be the same, as in torch: cast the target (target.to(input.dtype))")
     w = _elementwise_weight(who, weight, x)
     if not _symbolic(x):
-        a = x.data if isinstance(x, Tensor) else np.asarray(x)
+        a = x.numpy() if isinstance(x, Tensor) else np.asarray(x)
         if a.size and not (np.all(a >= 0) and np.all(a <= 1)):
             bad = a[~((a >= 0) & (a <= 1))].reshape(-1)[0]
             raise ValueError(f"{who}: every element of input must be in [0, 1] (probabilities; for logits use "
@@ -592,7 +592,7 @@ class BCEWithLogitsLoss(_Loss):
             if v is None:
                 object.__setattr__(self, name, None)
             else:
-                self.register_buffer(name, v.data if isinstance(v, Tensor) else v)
+                self.register_buffer(name, v.numpy() if isinstance(v, Tensor) else v)
 
     def forward(self, input, target):
         return _bce_logits("BCEWithLogitsLoss", input, target, self.weight, self.reduction, self.pos_weight)
@@ -643,7 +643,7 @@ class BCELoss(_Loss):
         if weight is None:
             object.__setattr__(self, "weight", None)
         else:
-            self.register_buffer("weight", weight.data if isinstance(weight, Tensor) else weight)
+            self.register_buffer("weight", weight.numpy() if isinstance(weight, Tensor) else weight)
 
     def forward(self, input, target):
         return _bce("BCELoss", input, target, self.weight, self.reduction)

@@ -106,7 +106,7 @@ class Module:
         if not persistent:
             raise ValueError(f"{type(self).__name__}.register_buffer: persistent=False (a buffer left out of the "
                              f"state_dict) is not supported; keep {name!r} as a plain attribute instead")
-        arr = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+        arr = tensor.numpy() if isinstance(tensor, Tensor) else np.asarray(tensor)
         self._buffers[name] = arr
         object.__setattr__(self, name, arr)
 
@@ -192,7 +192,7 @@ class Module:
             if set_to_none or p._grad is None:
                 p._grad = None
             else:
-                p._grad = np.zeros_like(p.data)
+                p._grad = np.zeros_like(p.numpy())
 
     def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
@@ -257,9 +257,12 @@ class Module:
             raise TypeError(f"{who}: only floating-point dtypes are accepted (as torch), got {dt}")
         for m in self.modules():
             for p in m._parameters.values():
-                if p is None or p.data.dtype.kind != "f" or p.data.dtype == dt:
+                if p is None:
                     continue
-                p.data = p.data.astype(dt)
+                d = p.numpy()
+                if d.dtype.kind != "f" or d.dtype == dt:
+                    continue
+                p.data = d.astype(dt)
                 g = p._grad
                 if type(g) is np.ndarray:
                     p._grad = g.astype(dt)
@@ -313,7 +316,7 @@ class Module:
         for mname, m in self.named_modules():
             for pname, p in m._parameters.items():
                 if p is not None:
-                    out[f"{mname}.{pname}" if mname else pname] = p.data.copy()
+                    out[f"{mname}.{pname}" if mname else pname] = p.numpy().copy()
             for bname, b in m._buffers.items():
                 out[f"{mname}.{bname}" if mname else bname] = np.array(b, copy=True)
         return out
@@ -348,8 +351,8 @@ class Module:
             if k not in state:
                 continue
             v = state[k]
-            v = v.data if isinstance(v, Tensor) else np.asarray(v)
-            cur = m._parameters[name].data if is_param else m._buffers[name]
+            v = v.numpy() if isinstance(v, Tensor) else np.asarray(v)
+            cur = m._parameters[name].numpy() if is_param else m._buffers[name]
             if v.shape != cur.shape:
                 raise ValueError(f"load_state_dict for {type(self).__name__}: size mismatch for {k}: "
                                  f"checkpoint has shape {v.shape}, the model has {cur.shape}")
@@ -357,7 +360,7 @@ class Module:
         for m, name, is_param, v, cur in todo:
             if is_param:
                 # in place, so optimizers holding the Parameter keep seeing it
-                m._parameters[name].data[...] = v
+                cur[...] = v
             else:
                 m._buffers[name] = v.astype(cur.dtype, copy=True)
                 object.__setattr__(m, name, m._buffers[name])
@@ -371,7 +374,7 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def num_parameters(self):
-        return int(sum(p.data.size for p in self.parameters()))
+        return int(sum(p.numpy().size for p in self.parameters()))
 
     def extra_repr(self):
         return ""

@@ -1,8 +1,15 @@
 """Optimizers with PyTorch's update rules, param groups and state_dict.
 
-Updates are written into ``p.data`` in place, so every holder of the array
-(a tied weight, a static graph's feed) sees the new values, and gradients are
-only read, never modified (another tensor may hold the same array).
+Updates are written into each parameter's array (``p.numpy()``) in place,
+so every holder of the array (a tied weight, a static graph's feed,
+``p.data``) sees the new values, and gradients are only read, never modified
+(another tensor may hold the same array).
+
+State is kept per parameter object, as torch's: after ``p.data = new`` of
+another shape, the next step raises naming the state that no longer fits
+(torch raises too, at the same parameter: those before it are updated), and
+a gradient of the old shape raises likewise (torch broadcasts it where it
+can). A new dtype keeps working: the state keeps its own.
 
 Row-sparse gradients
 --------------------
@@ -122,9 +129,9 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{name}: parameter {i} of group {len(self.param_groups)} must be a Tensor, "
                                 f"got {type(p).__name__}")
-            if p.data.dtype.kind != "f":
+            if p.dtype.kind != "f":
                 raise TypeError(f"{name}: parameter {i} of group {len(self.param_groups)} has dtype "
-                                f"{p.data.dtype}; only floating-point tensors can be optimized")
+                                f"{p.dtype}; only floating-point tensors can be optimized")
             if id(p) in mine:
                 raise ValueError(f"{name}: parameter {i} appears twice in group {len(self.param_groups)}")
             if id(p) in seen:
@@ -154,7 +161,7 @@ class Optimizer:
                 if set_to_none or p._grad is None:
                     p._grad = None
                 else:
-                    p._grad = np.zeros_like(p.data)
+                    p._grad = np.zeros_like(p.numpy())
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient. ``closure``, if
@@ -166,14 +173,34 @@ class Optimizer:
                 loss = closure()
         for group in self.param_groups:
             for p in group["params"]:
-                if not p.data.flags.writeable:
+                d = p.numpy()
+                if not d.flags.writeable:
                     raise RuntimeError(
-                        f"{type(self).__name__}.step: a parameter of shape {p.data.shape} is read-only: a pending "
+                        f"{type(self).__name__}.step: a parameter of shape {d.shape} is read-only: a pending "
                         f"autobatch op reads it (the update would change its input); run the pending ops first "
-                        f"(backward(), .data, or leave the dn.autobatch context)")
+                        f"(backward(), .numpy(), or leave the dn.autobatch context)")
         for group in self.param_groups:
             self._step_group(group)
         return loss
+
+    def _misfit(self, p, d, g, st):
+        """Raise if gradient ``g`` or an array of ``p``'s state ``st`` (None:
+        none yet) does not have the shape of ``p``'s array ``d``: ``p.data``
+        was replaced by one of another shape. Called by the steps, with a
+        shape comparison in front (the parameters before ``p`` are updated
+        already, as in torch's step, which raises at the same point)."""
+        name = type(self).__name__
+        if g.shape != d.shape:
+            raise RuntimeError(
+                f"{name}.step: the gradient of a parameter has shape {tuple(g.shape)}, the parameter has shape "
+                f"{d.shape} (its data was replaced after backward, p.data = ...): compute the gradient again "
+                f"(zero_grad(), then backward())")
+        for k, v in (st or {}).items():
+            if type(v) is np.ndarray and v.shape != d.shape:
+                raise RuntimeError(
+                    f"{name}.step: the state {k!r} of a parameter has shape {v.shape}, the parameter now has shape "
+                    f"{d.shape} (its data was replaced, p.data = ...); as torch's, the state does not follow: make "
+                    f"a new optimizer, or load a state_dict that fits")
 
     def _step_group(self, group):
         raise NotImplementedError
@@ -230,10 +257,10 @@ class Optimizer:
             entry = {}
             for sk, v in st.items():
                 if isinstance(v, np.ndarray) and v.ndim:
-                    if v.shape != p.data.shape:
+                    if v.shape != p.shape:
                         raise ValueError(f"{name}.load_state_dict: state {sk!r} of parameter {k} has shape "
-                                         f"{v.shape}, the parameter has shape {p.data.shape}")
-                    v = np.array(v, dtype=p.data.dtype, copy=True)
+                                         f"{v.shape}, the parameter has shape {p.shape}")
+                    v = np.array(v, dtype=p.dtype, copy=True)
                 elif isinstance(v, (np.ndarray, np.generic)):
                     v = v.item()
                 entry[sk] = v
@@ -553,23 +580,28 @@ class SGD(Optimizer):
             g = p._grad
             if g is None:
                 continue
+            d = p.numpy()
+            if g.shape != d.shape:
+                self._misfit(p, d, g, None)
             if not mom:
-                sgd_update(p.data, g, lr, wd)
+                sgd_update(d, g, lr, wd)
                 continue
             if type(g) is RowSparse:
                 g = g.to_dense()
             if wd:
-                g = g + wd * p.data
+                g = g + wd * d
             st = state.get(p)
             if st is None:
                 st = state[p] = {}
             buf = st.get("momentum_buffer")
+            if buf is not None and buf.shape != d.shape:
+                self._misfit(p, d, g, st)
             if buf is None:
-                buf = st["momentum_buffer"] = np.array(g, dtype=p.data.dtype, copy=True)
+                buf = st["momentum_buffer"] = np.array(g, dtype=d.dtype, copy=True)
             else:
                 buf *= mom
                 buf += (1.0 - damp) * g if damp else g
-            sgd_update(p.data, g + mom * buf if nesterov else buf, lr)
+            sgd_update(d, g + mom * buf if nesterov else buf, lr)
 
 
 class Adagrad(Optimizer):
@@ -615,9 +647,11 @@ class Adagrad(Optimizer):
             if g is None:
                 continue
             st = state.get(p)
-            data = p.data
+            data = p.numpy()
             if st is None:
                 st = state[p] = {"step": 0, "sum": np.full(data.shape, init, dtype=data.dtype)}
+            if st["sum"].shape != data.shape or g.shape != data.shape:
+                self._misfit(p, data, g, st)
             step = st["step"] = st["step"] + 1
             clr = lr / (1.0 + (step - 1) * decay) if decay else lr
             acc = st["sum"]
@@ -695,15 +729,18 @@ class Adam(Optimizer):
             g = p._grad
             if g is None:
                 continue
+            d = p.numpy()
             st = state.get(p)
             if st is None:
-                st = state[p] = {"step": 0, "exp_avg": np.zeros_like(p.data), "exp_avg_sq": np.zeros_like(p.data)}
+                st = state[p] = {"step": 0, "exp_avg": np.zeros_like(d), "exp_avg_sq": np.zeros_like(d)}
+            if st["exp_avg"].shape != d.shape or g.shape != d.shape:
+                self._misfit(p, d, g, st)
             if amsgrad and "max_exp_avg_sq" not in st:
-                st["max_exp_avg_sq"] = np.zeros_like(p.data)
+                st["max_exp_avg_sq"] = np.zeros_like(d)
             t = st["step"] = st["step"] + 1
             step_size = lr / (1.0 - b1 ** t)
             sqrt_bc2 = math.sqrt(1.0 - b2 ** t)
-            adam_update(p.data, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps, wd, lazy,
+            adam_update(d, st["exp_avg"], st["exp_avg_sq"], g, b1, b2, step_size, sqrt_bc2, eps, wd, lazy,
                         st["max_exp_avg_sq"] if amsgrad else None, decay)
 
 
@@ -779,13 +816,16 @@ class RMSprop(Optimizer):
             g = p._grad
             if g is None:
                 continue
+            d = p.numpy()
             st = state.get(p)
             if st is None:
-                st = state[p] = {"step": 0, "square_avg": np.zeros_like(p.data)}
+                st = state[p] = {"step": 0, "square_avg": np.zeros_like(d)}
+            if st["square_avg"].shape != d.shape or g.shape != d.shape:
+                self._misfit(p, d, g, st)
             if mom > 0 and "momentum_buffer" not in st:
-                st["momentum_buffer"] = np.zeros_like(p.data)
+                st["momentum_buffer"] = np.zeros_like(d)
             if centered and "grad_avg" not in st:
-                st["grad_avg"] = np.zeros_like(p.data)
+                st["grad_avg"] = np.zeros_like(d)
             st["step"] += 1
-            rmsprop_update(p.data, st["square_avg"], g, lr, alpha, eps, wd, mom, st.get("momentum_buffer"),
+            rmsprop_update(d, st["square_avg"], g, lr, alpha, eps, wd, mom, st.get("momentum_buffer"),
                            st["grad_avg"] if centered else None)

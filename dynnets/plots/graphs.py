@@ -313,7 +313,7 @@ def eager_dot(root, names=None, backward=True, title=None):
         leaf_name[i] = n
     fwd = ["  subgraph cluster_forward {", '    label="forward: what bind() recorded"; fontsize=11; color="#999999";']
     for i, p in leaves.items():
-        fwd.append(f"    p{leaf_index[i]} [label={dot_quote(leaf_name[i] + chr(10) + _shape(p.data))}, shape=box, "
+        fwd.append(f"    p{leaf_index[i]} [label={dot_quote(leaf_name[i] + chr(10) + _shape(p.numpy()))}, shape=box, "
                    f'style="rounded,filled", fillcolor="#b7e1a1"];')
     edges = []
     const = 0
@@ -349,7 +349,7 @@ def eager_dot(root, names=None, backward=True, title=None):
                     dst = f"g{leaf_index[id(p)]}"
                 else:
                     dst = f"b{pn.seq}"
-                edges.append(f'  b{n.seq} -> {dst} [color="#cb181d", label={dot_quote(_shape(p.data))}, '
+                edges.append(f'  b{n.seq} -> {dst} [color="#cb181d", label={dot_quote(_shape(p.numpy()))}, '
                              f'fontsize=8, fontcolor="#cb181d"];')
         for i, p in leaves.items():
             k = terms[i]

@@ -39,7 +39,7 @@ def _cp(x):
 
 
 def _bad_param(p, shape, dtype):
-    d = p.data
+    d = p.numpy()
     raise ShapeError(f"Session.run: live parameter '{p.name or 'param'}' has shape {fmt_shape(d.shape)} and dtype "
                      f"{d.dtype}; the graph was traced for shape {fmt_shape(shape)} and dtype {dtype} (trace again "
                      f"after changing a parameter's shape)")
@@ -118,7 +118,7 @@ def _step(ins, S):
         prm, shp, dt = ins.extra
 
         def step(env):
-            d = prm.data
+            d = prm.numpy()
             env[o] = d if d.shape == shp and d.dtype == dt else _bad_param(prm, shp, dt)
     elif kind == "copy":
         src = a[0]
@@ -329,7 +329,7 @@ def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
                             env[x] = r[j]
                 elif kind == "param":
                     prm, shp, dt = ins.extra
-                    d = prm.data
+                    d = prm.numpy()
                     env[ins.outs[0]] = d if d.shape == shp and d.dtype == dt else _bad_param(prm, shp, dt)
                 else:
                     env[ins.outs[0]] = env[a[0]].astype(ins.fn)
@@ -395,7 +395,7 @@ def tier2(plan, storage):
         elif kind == "param":
             prm, shp, dt = ins.extra
             ns[f"P{k}"], ns[f"Q{k}"], ns[f"D{k}"] = prm, shp, dt
-            ln = (f"{outs} = P{k}.data if P{k}.data.shape == Q{k} and P{k}.data.dtype == D{k} "
+            ln = (f"{outs} = _a{k} if (_a{k} := P{k}.numpy()).shape == Q{k} and _a{k}.dtype == D{k} "
                   f"else _bad_param(P{k}, Q{k}, D{k})")
         elif kind == "copy":
             ln = f"{outs} = _cp({a[0]})"

@@ -6,7 +6,7 @@ ids; every value is produced exactly once (SSA) and an equation is never
 changed after it was added, so a compiled plan stays valid however many nodes
 are added later. Sources are equations too: placeholders, Variables,
 constants and *live parameters* (eager Parameters captured by
-:func:`dynnets.static.trace`, read from ``param.data`` at every run).
+:func:`dynnets.static.trace`, read from ``param.numpy()`` at every run).
 
 Ops are the eager ops: every function of :mod:`dynnets.autograd.ops` and every
 operator works on a symbolic :class:`Value`, because ``bind`` hands any call
@@ -415,7 +415,7 @@ class Variable(Value):
         if is_symbolic(initial_value):
             initial_value = _evaluate_initial(initial_value, name)
         if isinstance(initial_value, Tensor):
-            initial_value = initial_value.data
+            initial_value = initial_value.numpy()
         if dtype is not None:
             arr = np.array(initial_value, dtype=dtype)
         else:
@@ -653,7 +653,7 @@ class Graph:
         """The live-parameter source for eager tensor ``p`` (one per tensor)."""
         v = self._params.get(id(p))
         if v is None:
-            aval = Aval(tuple(p.data.shape), p.data.dtype)
+            aval = Aval(tuple(p.shape), p.dtype)
             v = self._append(param_p, (), {"param": p}, aval, name=p.name or "param")
             self._params[id(p)] = v
         return v
@@ -1035,7 +1035,7 @@ def _input_id(g, a, i, prim):
             raise GraphError(
                 f"{prim.name}: input {i} is an eager tensor computed from Parameters that the trace was not "
                 f"told about; pass them to trace(..., params=) or grads_of= so they are traced live")
-        return g._const(a.data).id
+        return g._const(a.numpy()).id
     return g._const(a).id
 
 
@@ -1148,7 +1148,7 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
     its last element (TF1's rule: ``constant(0.0, shape=[2, 3])``);
     ``verify_shape`` requires the value to have that shape already."""
     if isinstance(value, Tensor):
-        value = value.data
+        value = value.numpy()
     if dtype is not None:
         arr = np.array(value, dtype=dtype)
     else:

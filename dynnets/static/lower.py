@@ -5,7 +5,7 @@ executors of :mod:`.execute` run.
 Instruction kinds: ``cast`` (a fed value to its placeholder's dtype),
 ``var`` (a variable's storage, or a snapshot of it when an effect of the same
 run writes it and something reads it after the effect), ``param`` (a live
-parameter's ``.data``, checked against the traced shape and dtype), ``copy``
+parameter's array, ``numpy()``, checked against the traced shape and dtype), ``copy``
 (a fetched value out of shared memory), ``call`` (``prim.impl``, with an
 ``out=`` buffer from the memory plan), ``vjp`` (a table VJP called directly)
 and ``effect`` (``impl(storage, ...)``).

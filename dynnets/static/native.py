@@ -1258,7 +1258,7 @@ def _wrapper_source(t, plan):
         else:
             prm, shp, dt = plan.instrs[ref].extra
             ns[f"P{ref}"], ns[f"Q{ref}"], ns[f"D{ref}"] = prm, shp, dt
-            pre.append(f"p{ref} = P{ref}.data")
+            pre.append(f"p{ref} = P{ref}.numpy()")
             pre.append(f"if p{ref}.shape != Q{ref} or p{ref}.dtype != D{ref}: _bad_param(P{ref}, Q{ref}, D{ref})")
             call.append(f"p{ref}")
     names = {}

@@ -877,7 +877,7 @@ def evaluate(g, feeds=None, storage=None):
         elif p is constant_p:
             r = e.attrs["value"]
         elif p is param_p:
-            r = e.attrs["param"].data
+            r = e.attrs["param"].numpy()
         elif getattr(p, "effect", False):
             r = p.impl(storage, *[env[i] for i in e.ins], **e.attrs)
         else:

@@ -250,7 +250,7 @@ class Session:
     def _load_variable(self, var, value):
         if var.graph is not self.graph:
             raise GraphError(f"load: variable '{var.name}' belongs to another graph than this session's")
-        arr = np.asarray(value.data if hasattr(value, "data") and not isinstance(value, np.ndarray) else value)
+        arr = np.asarray(value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value)
         want = var.initial_value
         if arr.shape != want.shape:
             raise ValueError(f"load: variable '{var.name}' has shape {want.shape}, given {arr.shape}")

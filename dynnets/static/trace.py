@@ -36,7 +36,7 @@ Rules (the same as ``jax.jit``'s):
 * Parameters: the Parameters in ``grads_of`` and ``params`` (a Module gives
   all of its parameters; when ``fn`` is a Module or a bound method of one its
   parameters are used) become graph inputs bound to the *live* arrays: each
-  call reads ``p.data``, so updates by an eager optimizer are seen without
+  call reads ``p.numpy()``, so updates by an eager optimizer are seen without
   retracing. A Parameter that is not declared but meets a traced value in an
   op is captured the same way; an eager computation on undeclared Parameters
   alone raises an error naming the problem instead of being frozen.
@@ -125,8 +125,9 @@ class TracedFunction:
                 arrays.append(a)
                 sig.append((a.shape, a.dtype))
             elif isinstance(a, Tensor):
-                arrays.append(a.data)
-                sig.append((a.data.shape, a.data.dtype))
+                d = a.numpy()
+                arrays.append(d)
+                sig.append((d.shape, d.dtype))
             elif isinstance(a, _STATIC) or (not isinstance(a, (list, np.generic)) and _hashable(a)):
                 sig.append(("static", a))
             else:

@@ -23,7 +23,7 @@ def test_sgd_by_hand_updates_the_parameter_in_place():
     layer = nn.Linear(3, 1, rng=np.random.default_rng(0))
     x = dn.tensor(np.random.default_rng(1).standard_normal((8, 3)), dtype=dn.float32)
     y = x @ dn.tensor([[1.0], [-2.0], [0.5]])
-    arrays = [p.data for p in layer.parameters()]
+    arrays = [p.numpy() for p in layer.parameters()]
     losses = []
     for _ in range(50):
         loss = ((layer(x) - y) ** 2).mean()
@@ -35,13 +35,13 @@ def test_sgd_by_hand_updates_the_parameter_in_place():
             for p in layer.parameters():
                 p -= 0.1 * p.grad
     assert losses[-1] < 0.1 * losses[0]
-    assert all(p.data is a for p, a in zip(layer.parameters(), arrays))
+    assert all(p.numpy() is a for p, a in zip(layer.parameters(), arrays))
     assert all(p.is_leaf and p.requires_grad for p in layer.parameters())
 
 
 def test_each_op_changes_the_same_array_and_returns_the_tensor():
     t = dn.tensor([1.0, -2.0, 3.0])
-    a = t.data
+    a = t.numpy()
     assert t.add_(1.0) is t and t.sub_(dn.tensor([1.0, 1.0, 1.0]), alpha=0.5) is t
     assert t.mul_(2.0) is t and t.div_(4.0) is t and t.pow_(2) is t and t.clamp_(max=1.0) is t
     np.testing.assert_allclose(a, [0.5625, 0.5625, 1.0])
@@ -49,13 +49,13 @@ def test_each_op_changes_the_same_array_and_returns_the_tensor():
     t[1:] = 7.0
     t[t.data < 5] += 1.0
     np.testing.assert_allclose(a, [2.0, 7.0, 7.0])
-    assert t.zero_() is t and t.data is a and not a.any()
+    assert t.zero_() is t and t.numpy() is a and not a.any()
 
 
 def test_an_element_is_a_view_as_in_torch():
     x = dn.zeros(2, 3)
     e = x[1, 2]
-    assert isinstance(e.data, np.ndarray) and e.shape == () and np.shares_memory(e.data, x.data)
+    assert isinstance(e.numpy(), np.ndarray) and e.shape == () and np.shares_memory(e.data, x.data)
     e += 4.0
     x[0, 0] += 1.0
     np.testing.assert_array_equal(x.data, [[1.0, 0.0, 0.0], [0.0, 0.0, 4.0]])
@@ -210,7 +210,7 @@ def test_a_view_given_a_history_without_its_base_is_reported_until_written_back(
 def test_write_logs_are_freed_with_the_memory():
     t = dn.tensor(np.zeros(4))
     t += 1
-    key = id(engine.memory_base(t.data))
+    key = id(engine.memory_base(t.numpy()))
     assert key in engine._WRITES
     del t
     gc.collect()

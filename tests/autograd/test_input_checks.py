@@ -52,7 +52,7 @@ def test_rule_runs_once_per_signature():
             x + y
         assert c.n == 1
         x + t64(np.ones((2, 3)))                 # another shape: checked
-        x + x.data.astype(np.float32)            # another dtype: checked
+        x + x.numpy().astype(np.float32)            # another dtype: checked
         assert c.n == 3
         for v in (1.0, 2.5, -3.0, 7.0):          # Python scalars count by type, not value
             x + v

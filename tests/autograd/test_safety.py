@@ -702,7 +702,7 @@ def _eager(prim, args, attrs, g):
     except Exception as exc:  # noqa: BLE001 - the type is what is checked
         _check_rejection(prim, exc, "eager")
         return exc
-    outs = tuple(o.data for o in out) if prim.multiple_results else (out.data,)
+    outs = tuple(o.numpy() for o in out) if prim.multiple_results else (out.numpy(),)
     rule = check_shapes(prim, args, attrs)
     rule = rule if prim.multiple_results else (rule,)
     assert len(rule) == len(outs), f"{prim.name}: the rule gives {len(rule)} results, the forward {len(outs)}"

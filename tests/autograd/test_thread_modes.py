@@ -120,12 +120,12 @@ def test_autobatch_in_one_thread_leaves_the_other_eager():
             _wait_inside(ready, go)
             z = x @ w
             lazy = (type(y), type(z))
-        return lazy, y.data.copy(), z.data.copy(), ab.stats["nodes"]
+        return lazy, y.numpy().copy(), z.numpy().copy(), ab.stats["nodes"]
 
     def meanwhile():
         y = x @ w
         y.sum().backward()
-        return type(y), y.data.copy()
+        return type(y), y.numpy().copy()
 
     (lazy, ya, za, nodes), (tb, yb) = _interleaved(inside, meanwhile)
     assert lazy == (dn.LazyTensor, dn.LazyTensor) and nodes == 2
@@ -147,7 +147,7 @@ def test_detect_anomaly_in_one_thread_only():
 
     def meanwhile():
         with np.errstate(divide="ignore"):
-            return ops.log(x).data.copy(), engine.STATE.anomaly
+            return ops.log(x).numpy().copy(), engine.STATE.anomaly
 
     a, (yb, anomaly_b) = _interleaved(inside, meanwhile)
     assert a is True and anomaly_b is False
@@ -174,7 +174,7 @@ def test_a_trace_in_one_thread_leaves_eager_ops_on_its_parameters_in_the_other()
     def meanwhile():
         y = ops.tanh(dn.tensor(x, dtype=np.float64) @ w + b)
         y.sum().backward()
-        return type(y), y.data.copy()
+        return type(y), y.numpy().copy()
 
     (loss, grads), (tb, yb) = _interleaved(inside, meanwhile)
     assert tb is dn.Tensor
@@ -312,7 +312,7 @@ def test_two_threads_each_in_their_own_autobatch_context():
                 loss = dn.stack(hs).sum()
                 barrier.wait()
             loss.backward()
-            out[k] = (loss.item(), w.grad.data.copy(), ab.stats["nodes"], ab.stats["batched_calls"])
+            out[k] = (loss.item(), w.grad.numpy().copy(), ab.stats["nodes"], ab.stats["batched_calls"])
         except BaseException as exc:
             errs.append(exc)
             barrier.abort()

@@ -19,8 +19,8 @@ def test_sentence_vector_is_the_mean_of_word_vectors():
     v = _vocab()
     m = BagOfWords(len(v), embed_dim=4, hidden=3, seed=1, dtype="float64")
     b = m.make_batch(TREES, v)
-    got = m.sentence_vectors(b).data
-    W = m.embedding.weight.data
+    got = m.sentence_vectors(b).numpy()
+    W = m.embedding.weight.numpy()
     for r, t in enumerate(TREES):
         np.testing.assert_allclose(got[r], W[v.ids(t.words())].mean(0), rtol=1e-12)
 
@@ -47,13 +47,13 @@ def test_loss_gradients_match_finite_differences(hidden):
         g = p.grad
         g = g.to_dense() if hasattr(g, "to_dense") else np.asarray(g)
         for _ in range(3):
-            idx = tuple(int(rng.integers(s)) for s in p.data.shape)
-            old = p.data[idx]
-            p.data[idx] = old + 1e-6
+            idx = tuple(int(rng.integers(s)) for s in p.numpy().shape)
+            old = p.numpy()[idx]
+            p.numpy()[idx] = old + 1e-6
             lp = float(m.loss(batch).item())
-            p.data[idx] = old - 1e-6
+            p.numpy()[idx] = old - 1e-6
             lm = float(m.loss(batch).item())
-            p.data[idx] = old
+            p.numpy()[idx] = old
             assert np.isclose((lp - lm) / 2e-6, g[idx], rtol=1e-5, atol=1e-9), (name, idx)
 
 

@@ -51,7 +51,7 @@ def test_pytorch_names_shapes_and_init(kind):
     # the keys and shapes of torch.nn.{RNN,GRU,LSTM}Cell(5, 4).state_dict()
     assert shapes == {"weight_ih": (G * 4, 5), "weight_hh": (G * 4, 4), "bias_ih": (G * 4,), "bias_hh": (G * 4,)}
     assert all(p.dtype == np.float32 for p in cell.parameters())
-    allw = np.concatenate([p.data.ravel() for p in cell.parameters()])
+    allw = np.concatenate([p.numpy().ravel() for p in cell.parameters()])
     assert np.all(np.abs(allw) <= 1 / math.sqrt(4))
     np.testing.assert_array_equal(make(rng=0).weight_hh.data, cell.weight_hh.data)
     no_bias = make(bias=False, rng=0)
@@ -60,7 +60,7 @@ def test_pytorch_names_shapes_and_init(kind):
 
 def test_init_statistics_uniform():
     cell = nn.LSTMCell(64, 100, rng=1)
-    w = np.concatenate([p.data.ravel() for p in cell.parameters()])
+    w = np.concatenate([p.numpy().ravel() for p in cell.parameters()])
     b = 1 / math.sqrt(100)
     assert np.abs(w).max() <= b and np.abs(w).max() > 0.99 * b
     assert abs(w.mean()) < 5 * b / math.sqrt(3 * w.size)

@@ -24,17 +24,17 @@ def _w(shape, dtype=np.float32):
 
 def test_values_are_written_in_place_without_recording():
     lin = nn.Linear(30, 20)
-    arr = lin.weight.data
+    arr = lin.weight.numpy()
     opt = dn.optim.SGD(lin.parameters(), lr=0.1)
     out = init.xavier_uniform_(lin.weight)
-    assert out is lin.weight and lin.weight.data is arr and lin.weight.is_leaf and lin.weight.grad_fn is None
-    assert opt.param_groups[0]["params"][0].data is arr
+    assert out is lin.weight and lin.weight.numpy() is arr and lin.weight.is_leaf and lin.weight.grad_fn is None
+    assert opt.param_groups[0]["params"][0].numpy() is arr
     init.zeros_(lin.bias)
     x = dn.tensor(np.ones((2, 30), np.float32))
     np.testing.assert_allclose(lin(x).data, np.ones((2, 30), np.float32) @ arr.T, rtol=1e-6)
     with dn.no_grad():
         init.normal_(lin.weight)
-    assert lin.weight.data is arr
+    assert lin.weight.numpy() is arr
 
 
 def test_default_generator_and_generator_argument():
@@ -66,7 +66,7 @@ def test_xavier_and_kaiming_bounds_and_moments(shape, fan_in, fan_out):
         (lambda w: init.uniform_(w, -0.3, 0.1, generator=g), "u01", None),
     ]
     for fill, kind, scale in cases:
-        a = fill(_w(shape, np.float64)).data
+        a = fill(_w(shape, np.float64)).numpy()
         n = a.size
         if kind == "u":
             # uniform on (-scale, scale): std scale / sqrt(3), the extremes within 1e-3 of the bound
@@ -92,7 +92,7 @@ def _truncated_moments(mean, std, a, b):
 @pytest.mark.parametrize("mean,std,a,b", [(0.0, 1.0, -2.0, 2.0), (0.0, 0.02, -0.04, 0.04), (1.0, 2.0, 0.0, 5.0),
                                           (0.0, 1.0, 1.5, 3.0)])
 def test_trunc_normal_moments(mean, std, a, b):
-    w = init.trunc_normal_(_w((300, 300), np.float64), mean, std, a, b, generator=dn.Generator().manual_seed(1)).data
+    w = init.trunc_normal_(_w((300, 300), np.float64), mean, std, a, b, generator=dn.Generator().manual_seed(1)).numpy()
     assert w.min() >= a and w.max() <= b
     want_mean, want_std = _truncated_moments(mean, std, a, b)
     n = w.size
@@ -104,12 +104,12 @@ def test_trunc_normal_moments(mean, std, a, b):
 
 @pytest.mark.parametrize("shape", [(6, 6), (4, 9), (9, 4), (8, 2, 3, 3), (3, 20)])
 def test_orthogonal(shape):
-    w = init.orthogonal_(_w(shape, np.float64), gain=2.0, generator=dn.Generator().manual_seed(3)).data
+    w = init.orthogonal_(_w(shape, np.float64), gain=2.0, generator=dn.Generator().manual_seed(3)).numpy()
     m = w.reshape(shape[0], -1) / 2.0
     small = min(m.shape)
     gram = m @ m.T if m.shape[0] == small else m.T @ m
     np.testing.assert_allclose(gram, np.eye(small), atol=1e-12)
-    w32 = init.orthogonal_(_w(shape)).data.reshape(shape[0], -1)
+    w32 = init.orthogonal_(_w(shape)).numpy().reshape(shape[0], -1)
     gram32 = w32 @ w32.T if w32.shape[0] == small else w32.T @ w32
     np.testing.assert_allclose(gram32, np.eye(small), atol=1e-5)
 
@@ -173,5 +173,5 @@ def test_initialising_a_model_through_its_modules():
             if name.startswith("weight_hh"):
                 init.orthogonal_(p)
     assert np.all(model[0].bias.data == np.float32(0.1)) and np.all(model[2].bias.data == np.float32(0.1))
-    hh = cell.weight_hh_l0.data                                         # (4 * 6, 6): orthonormal columns
+    hh = cell.weight_hh_l0.numpy()                                         # (4 * 6, 6): orthonormal columns
     np.testing.assert_allclose(hh.T @ hh, np.eye(6), atol=1e-5)

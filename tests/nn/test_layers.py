@@ -26,9 +26,9 @@ def test_linear_init_and_forward():
     lin = nn.Linear(400, 300, rng=0)
     assert lin.weight.shape == (300, 400) and lin.bias.shape == (300,)
     assert lin.weight.dtype == np.float32 and lin.weight.requires_grad
-    _uniform_stats_ok(lin.weight.data, 1 / math.sqrt(400))
-    assert np.all(np.abs(lin.bias.data) <= 1 / math.sqrt(400))
-    big_bias = nn.Linear(16, 20000, rng=0).bias.data
+    _uniform_stats_ok(lin.weight.numpy(), 1 / math.sqrt(400))
+    assert np.all(np.abs(lin.bias.numpy()) <= 1 / math.sqrt(400))
+    big_bias = nn.Linear(16, 20000, rng=0).bias.numpy()
     _uniform_stats_ok(big_bias, 1 / math.sqrt(16))
 
     x = np.random.default_rng(1).standard_normal((5, 400)).astype(np.float32)
@@ -65,7 +65,7 @@ def test_linear_without_bias_and_gradcheck():
 
 def test_embedding_init_lookup_sparse_grad():
     emb = nn.Embedding(20000, 50, rng=0)
-    w = emb.weight.data
+    w = emb.weight.numpy()
     assert w.shape == (20000, 50) and w.dtype == np.float32
     # N(0, 1): mean within 5 standard errors, std within 1%
     assert abs(w.mean()) < 5 / math.sqrt(w.size)
@@ -93,7 +93,7 @@ def test_embedding_padding_idx():
     out = emb(ids)
     np.testing.assert_array_equal(out.data[0], 2.0)
     (out * out).sum().backward()
-    dense = emb.weight.grad.data
+    dense = emb.weight.grad.numpy()
     np.testing.assert_array_equal(dense[5], 0)         # ... but gets no gradient
     np.testing.assert_allclose(dense[1], 2 * emb.weight.data[1])
     with pytest.raises(ValueError, match=r"padding_idx must be an integer in \[-6, 6\)"):
@@ -107,10 +107,10 @@ def test_embedding_from_pretrained():
     np.testing.assert_array_equal(frozen(np.array([2])).data, vecs[[2]])
     assert not frozen(np.array([2])).requires_grad
     vecs[0, 0] = 99                                    # a copy was taken
-    assert frozen.weight.data[0, 0] == 0
+    assert frozen.weight.numpy()[0, 0] == 0
     trainable = nn.Embedding.from_pretrained(vecs, freeze=False, padding_idx=0, dtype=np.float32)
     assert trainable.weight.requires_grad and trainable.weight.dtype == np.float32
-    assert trainable.weight.data[0, 0] == 99           # the padding row keeps its pretrained value
+    assert trainable.weight.numpy()[0, 0] == 99           # the padding row keeps its pretrained value
     with pytest.raises(ValueError, match=r"must be 2-D .* got shape \(3,\)"):
         nn.Embedding.from_pretrained(np.zeros(3))
 
@@ -119,7 +119,7 @@ def test_dropout():
     x = dn.tensor(np.ones((200, 100)), requires_grad=True)
     d = nn.Dropout(0.25, rng=0)
     y = d(x)
-    kept = y.data != 0
+    kept = y.numpy() != 0
     assert abs(kept.mean() - 0.75) < 0.01
     np.testing.assert_allclose(y.data[kept], 1 / 0.75, rtol=1e-6)
     y.sum().backward()
@@ -131,7 +131,7 @@ def test_dropout():
     assert d1.rng is gen and not np.array_equal(d1(x).data, d2(x).data)
     d.eval()
     assert d(x) is x
-    assert np.all(nn.Dropout(1.0, rng=0)(x).data == 0)
+    assert np.all(nn.Dropout(1.0, rng=0)(x).numpy() == 0)
     assert nn.Dropout(0.0)(x) is x
     with pytest.raises(ValueError, match=r"Dropout: p must be a probability in \[0, 1\], got 1.5"):
         nn.Dropout(1.5)
@@ -159,8 +159,8 @@ def test_functional_dropout_and_embedding_take_torchs_order():
     F = nn.functional
     x = np.ones((100, 100), np.float32)
     dn.manual_seed(1)
-    a = F.dropout(x, 0.5, True).data
-    b = F.dropout(x, 0.5, True).data
+    a = F.dropout(x, 0.5, True).numpy()
+    b = F.dropout(x, 0.5, True).numpy()
     assert abs((a == 0).mean() - 0.5) < 0.02 and not np.array_equal(a, b)   # the default generator advances
     dn.manual_seed(1)
     np.testing.assert_array_equal(F.dropout(x, 0.5, True).data, a)

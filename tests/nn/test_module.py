@@ -113,11 +113,11 @@ def test_state_dict_round_trip():
     assert list(sd) == ["block.scale", "block.count", "block.fc.weight", "block.fc.bias", "layers.0.weight",
                         "layers.0.bias", "layers.1.weight", "layers.1.bias"]
     sd["block.count"] = np.array([3, 4])
-    w_before = b.block.fc.weight.data                # the array object optimizers hold
+    w_before = b.block.fc.weight.numpy()                # the array object optimizers hold
     assert b.load_state_dict(sd) == ([], [])
     for k, v in b.state_dict().items():
         np.testing.assert_array_equal(v, sd[k])
-    assert b.block.fc.weight.data is w_before        # loaded in place
+    assert b.block.fc.weight.numpy() is w_before        # loaded in place
     x = np.ones((2, 3), dtype=np.float32)
     a.eval(), b.eval()
     np.testing.assert_array_equal(a(x).data, b(x).data)
@@ -155,8 +155,8 @@ def test_sequential_and_modulelist():
     rng = np.random.default_rng(0)
     seq = nn.Sequential(nn.Linear(3, 5, rng=rng), nn.ReLU(), nn.Linear(5, 2, rng=rng), nn.Sigmoid())
     x = rng.standard_normal((4, 3)).astype(np.float32)
-    w0, b0 = seq[0].weight.data, seq[0].bias.data
-    w2, b2 = seq[2].weight.data, seq[2].bias.data
+    w0, b0 = seq[0].weight.numpy(), seq[0].bias.numpy()
+    w2, b2 = seq[2].weight.numpy(), seq[2].bias.numpy()
     expected = 1 / (1 + np.exp(-(np.maximum(x @ w0.T + b0, 0) @ w2.T + b2)))
     np.testing.assert_allclose(seq(x).data, expected, rtol=1e-5, atol=1e-6)
     assert len(seq) == 4 and isinstance(seq[-1], nn.Sigmoid)

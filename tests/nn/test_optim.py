@@ -22,7 +22,7 @@ def run_scalar(make_opt, grads=GRADS, p0=1.0):
     for g in grads:
         p._grad = np.array([g])
         opt.step()
-        out.append(float(p.data[0]))
+        out.append(float(p.numpy()[0]))
     return out
 
 
@@ -124,8 +124,8 @@ def _eager_0d(kind, dtype, grads):
     for g in grads:
         p._grad = np.array(g, dtype)
         opt.step()
-        assert p.data.shape == () and p.data.dtype == dtype
-        out.append(p.data.copy())
+        assert p.numpy().shape == () and p.numpy().dtype == dtype
+        out.append(p.numpy().copy())
     return out
 
 
@@ -167,15 +167,15 @@ def test_zero_dim_parameter_eager_and_static(kind, dtype, rtol):
                                   lambda ps: optim.Adam(ps, weight_decay=0.1)])
 def test_updates_in_place_and_grads_unchanged(make):
     p = nn.Parameter(np.ones((3, 2), dtype=np.float32))
-    data = p.data
+    data = p.numpy()
     alias = data[1]                            # another holder of the same memory
     g = np.full((3, 2), 0.5, dtype=np.float32)
     p._grad = g
     opt = make([p])
     opt.step()
     opt.step()
-    assert p.data is data and p.data.dtype == np.float32
-    assert np.all(alias == p.data[1]) and np.all(alias != 1)
+    assert p.numpy() is data and p.numpy().dtype == np.float32
+    assert np.all(alias == p.numpy()[1]) and np.all(alias != 1)
     np.testing.assert_array_equal(g, 0.5)      # the gradient array was only read
 
 
@@ -273,7 +273,7 @@ def test_lazy_adam_semantics():
         np.testing.assert_allclose(st["exp_avg"][r], m, rtol=1e-12)
         np.testing.assert_allclose(st["exp_avg_sq"][r], v, rtol=1e-12)
     for r in (0, 2, 4):
-        assert np.all(p.data[r] == 0) and np.all(st["exp_avg"][r] == 0) and np.all(st["exp_avg_sq"][r] == 0)
+        assert np.all(p.numpy()[r] == 0) and np.all(st["exp_avg"][r] == 0) and np.all(st["exp_avg_sq"][r] == 0)
     # the dense (non-lazy) step decays row 1's moments at step 2 and moves it again
     q = nn.Parameter(np.zeros((V, D)))
     dense = optim.Adam([q], lr=0.1, betas=(0.9, 0.99))
@@ -281,7 +281,7 @@ def test_lazy_adam_semantics():
         q._grad = g
         dense.step()
     assert np.allclose(dense.state[q]["exp_avg"][1], 0.9 * m1)
-    assert not np.allclose(q.data[1], x1)
+    assert not np.allclose(q.numpy()[1], x1)
 
 
 @pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1),
@@ -296,7 +296,7 @@ def test_untouched_rows_bit_identical_large_vocabulary(make, monkeypatch):
     opt = make(emb.parameters())
     rng = np.random.default_rng(1)
     touched = np.zeros(V, dtype=bool)
-    before = emb.weight.data.copy()
+    before = emb.weight.numpy().copy()
     for step in range(2):
         ids = rng.choice(V, size=500, replace=False)
         touched[ids] = True
@@ -312,7 +312,7 @@ def test_untouched_rows_bit_identical_large_vocabulary(make, monkeypatch):
         opt.zero_grad()
         if step == 0:
             states = {k: v.copy() for k, v in opt.state.get(emb.weight, {}).items() if isinstance(v, np.ndarray)}
-    w = emb.weight.data
+    w = emb.weight.numpy()
     assert np.array_equal(w[~touched].view(np.uint32), before[~touched].view(np.uint32))
     assert not np.array_equal(w[touched], before[touched])
     for k, v in opt.state.get(emb.weight, {}).items():
@@ -322,7 +322,7 @@ def test_untouched_rows_bit_identical_large_vocabulary(make, monkeypatch):
 
 def test_sgd_sparse_untouched_with_repeats():
     p = nn.Parameter(np.arange(8.0).reshape(4, 2))
-    before = p.data.copy()
+    before = p.numpy().copy()
     p._grad = RowSparse(np.array([2, 0, 2]), np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]), (4, 2))
     optim.SGD([p], lr=0.5).step()
     np.testing.assert_array_equal(p.data, before - 0.5 * np.array([[2, 2], [0, 0], [4, 4], [0, 0]]))
@@ -380,13 +380,13 @@ def test_param_groups_with_separate_lr():
     assert opt.param_groups[1]["eps"] == 1e-10
     for p in list(emb.parameters()) + list(lin.parameters()):
         p._grad = np.ones(p.shape, dtype=np.float32)
-    w_e, w_l = emb.weight.data.copy(), lin.weight.data.copy()
+    w_e, w_l = emb.weight.numpy().copy(), lin.weight.numpy().copy()
     opt.step()
     # first Adagrad step with unit gradient moves each entry by lr
     np.testing.assert_allclose(w_e - emb.weight.data, 0.5, rtol=1e-6)
     np.testing.assert_allclose(w_l - lin.weight.data, 0.01, rtol=1e-5)
     opt.param_groups[0]["lr"] = 0.0             # schedules edit the groups
-    w_e = emb.weight.data.copy()
+    w_e = emb.weight.numpy().copy()
     opt.step()
     np.testing.assert_array_equal(emb.weight.data, w_e)
 
@@ -423,13 +423,13 @@ def test_zero_grad_and_closure():
         return loss
 
     loss = opt.step(closure)
-    assert loss.item() == 4.0 and p.data[0] == 1.0       # grad 2p = 4
+    assert loss.item() == 4.0 and p.numpy()[0] == 1.0       # grad 2p = 4
     opt.zero_grad(set_to_none=False)
     np.testing.assert_array_equal(p._grad, [0.0])
     opt.zero_grad()
     assert p._grad is None
     opt.step()                                           # no gradient: no change
-    assert p.data[0] == 1.0
+    assert p.numpy()[0] == 1.0
 
 
 # --- state_dict ------------------------------------------------------------------------------

@@ -69,6 +69,6 @@ def test_adagrad_optimizer_fused_and_fallback_paths_agree():
             vv = v if contiguous else np.asfortranarray(v)
             e._grad = RowSparse(r, vv, e0.shape)
             opt.step()
-        out.append((w.data.copy(), e.data.copy(), opt.state[w]["sum"].copy(), opt.state[e]["sum"].copy()))
+        out.append((w.numpy().copy(), e.numpy().copy(), opt.state[w]["sum"].copy(), opt.state[e]["sum"].copy()))
     for a, b in zip(*out):
         np.testing.assert_array_max_ulp(a, b, maxulp=1)

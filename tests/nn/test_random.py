@@ -26,7 +26,7 @@ def _modules():
 
 
 def _params(mods):
-    return [p.data.copy() for m in mods for p in m.parameters()]
+    return [p.numpy().copy() for m in mods for p in m.parameters()]
 
 
 def test_same_seed_same_modules_other_seed_other_numbers():
@@ -54,7 +54,7 @@ def test_the_stream_is_numpys_default_rng_in_parameter_order():
 
 def test_rng_argument_wins_and_does_not_consume_the_default_generator():
     dn.manual_seed(0)
-    first = nn.Linear(3, 4).weight.data.copy()
+    first = nn.Linear(3, 4).weight.numpy().copy()
     dn.manual_seed(0)
     private = nn.Linear(3, 4, rng=7)
     again = nn.Linear(3, 4).weight.data

@@ -86,7 +86,7 @@ def _run_forms(layer, seqs, hx):
         if out is None:
             per = [o.data for o in out_l]
         else:
-            arr = out.data if bf else out.data.transpose(1, 0, 2)
+            arr = out.data if bf else out.numpy().transpose(1, 0, 2)
             per = [arr[i, :len(s)] for i, s in enumerate(seqs)]
             assert all(np.all(arr[i, len(s):] == 0) for i, s in enumerate(seqs))     # padding stays zero
         res.append((per, st))
@@ -140,7 +140,7 @@ def test_full_length_unbatched_relu_and_no_bias(kind):
             seqs = list(x) if bf else list(x.transpose(1, 0, 2))
             ref_out, ref_h, _ = reference(kind, seqs, params, 2, True, act=act)
             out, st = layer(x)
-            got = out.data if bf else out.data.transpose(1, 0, 2)
+            got = out.data if bf else out.numpy().transpose(1, 0, 2)
             np.testing.assert_allclose(got, np.stack(ref_out), rtol=1e-12, atol=1e-13)
             np.testing.assert_allclose(_states(kind, st)[0].data, ref_h, rtol=1e-12, atol=1e-13)
             # one sequence, unbatched: (T, E) in, (T, 2H) and (L*D, H) out
@@ -155,7 +155,7 @@ def test_full_length_unbatched_relu_and_no_bias(kind):
             for x_in, hx, want_out, sl in ((x, (h0, c0), np.stack(ref_out), slice(None)),
                                            (seqs[1], (h0[:, 1], c0[:, 1]), ref_out[1], 1)):
                 out, st = layer(x_in, hx if kind == "LSTM" else hx[0])
-                got = out.data if bf or x_in.ndim == 2 else out.data.transpose(1, 0, 2)
+                got = out.data if bf or x_in.ndim == 2 else out.numpy().transpose(1, 0, 2)
                 np.testing.assert_allclose(got, want_out, rtol=1e-12, atol=1e-13)
                 np.testing.assert_allclose(_states(kind, st)[0].data, ref_h[:, sl], rtol=1e-12, atol=1e-13)
                 if kind == "LSTM":
@@ -260,7 +260,7 @@ def test_pytorch_names_shapes_init_and_all_weights():
         want.update({f"weight_ih_l{layer}{sfx}": (4 * H, fan_in), f"weight_hh_l{layer}{sfx}": (4 * H, H),
                      f"bias_ih_l{layer}{sfx}": (4 * H,), f"bias_hh_l{layer}{sfx}": (4 * H,)})
     assert shapes == want and list(shapes) == list(want)
-    allw = np.concatenate([p.data.ravel() for p in lstm.parameters()])
+    allw = np.concatenate([p.numpy().ravel() for p in lstm.parameters()])
     assert allw.dtype == np.float32 and np.abs(allw).max() <= 1 / math.sqrt(H)
     assert [len(w) for w in lstm.all_weights] == [4] * 4 and lstm.all_weights[1][0] is lstm.weight_ih_l0_reverse
     gru = nn.GRU(E, H, bias=False)

@@ -45,7 +45,7 @@ def test_same_distribution_as_torch(case, shape):
     name = case.split("/")[0]
     torch.manual_seed(0)
     want = getattr(tinit, name)(torch.empty(shape, dtype=torch.float64), **kw).numpy()
-    got = getattr(init, name)(dn.nn.Parameter(np.zeros(shape)), generator=dn.Generator().manual_seed(0), **kw).data
+    got = getattr(init, name)(dn.nn.Parameter(np.zeros(shape)), generator=dn.Generator().manual_seed(0), **kw).numpy()
     n = want.size
     assert abs(got.std() / want.std() - 1) < 10 / math.sqrt(n), (got.std(), want.std())
     assert abs(got.mean() - want.mean()) < 10 * want.std() / math.sqrt(n)
@@ -61,7 +61,7 @@ def test_same_distribution_as_torch(case, shape):
 @pytest.mark.parametrize("shape", [(6, 6), (4, 9), (9, 4), (8, 2, 3, 3)])
 def test_orthogonal_like_torch(shape):
     want = tinit.orthogonal_(torch.empty(shape, dtype=torch.float64), gain=3.0).numpy().reshape(shape[0], -1)
-    got = init.orthogonal_(dn.nn.Parameter(np.zeros(shape)), gain=3.0).data.reshape(shape[0], -1)
+    got = init.orthogonal_(dn.nn.Parameter(np.zeros(shape)), gain=3.0).numpy().reshape(shape[0], -1)
     for m in (got, want):
         gram = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
         np.testing.assert_allclose(gram, 9.0 * np.eye(min(m.shape)), atol=1e-10)
@@ -85,5 +85,5 @@ def test_same_errors(call):
 def test_fills_like_torch():
     for name, args in [("constant_", (0.3,)), ("ones_", ()), ("zeros_", ()), ("eye_", ())]:
         want = getattr(tinit, name)(torch.empty(3, 5), *args).numpy()
-        got = getattr(init, name)(dn.nn.Parameter(np.full((3, 5), 7.0, np.float32)), *args).data
+        got = getattr(init, name)(dn.nn.Parameter(np.full((3, 5), 7.0, np.float32)), *args).numpy()
         np.testing.assert_array_equal(got, want)

@@ -453,7 +453,7 @@ def test_module(name, shapes, how, dtype, mode):
     dmod.load_state_dict({k: v.detach().numpy() for k, v in tmod.state_dict().items()})
     names = [n for n, _ in dmod.named_parameters()]
     assert names == [n for n, _ in tmod.named_parameters()]
-    params = [p.data.copy() for p in dmod.parameters()]
+    params = [p.numpy().copy() for p in dmod.parameters()]
     rng = np.random.default_rng(40)
     xs = [C.draw(rng, s, dtype) for s in shapes]
     np_ = len(params)
@@ -532,8 +532,8 @@ def test_initialisation_as_torch(kind):
                          "gru": (nn.GRUCell(50, 400, rng=0), torch.nn.GRUCell(50, 400), 1 / math.sqrt(400)),
                          "lstm": (nn.LSTMCell(50, 400, rng=0), torch.nn.LSTMCell(50, 400), 1 / math.sqrt(400))}[kind]
     for (n, p), (tn, tp) in zip(dmod.named_parameters(), tmod.named_parameters()):
-        for a in (p.data, tp.detach().numpy()):
-            assert n == tn and a.shape == p.data.shape and a.dtype == np.float32
+        for a in (p.numpy(), tp.detach().numpy()):
+            assert n == tn and a.shape == p.numpy().shape and a.dtype == np.float32
             if bound is None:
                 assert abs(a.mean()) < 0.01 and abs(a.std() - 1) < 0.01
             else:
@@ -553,7 +553,7 @@ def test_embedding_module_padding_idx_and_from_pretrained():
         C.assert_close(d(ids).data, t(torch.tensor(ids)).detach().numpy(), np.float64, f"padding_idx={pad}")
         C.assert_close(d.weight.grad.data, t.weight.grad.numpy(), np.float64, f"gradient, padding_idx={pad}")
     # a fresh padded table starts with the padding row zeroed, as torch's
-    assert not nn.Embedding(6, 3, padding_idx=4, rng=0).weight.data[4].any()
+    assert not nn.Embedding(6, 3, padding_idx=4, rng=0).weight.numpy()[4].any()
     assert not torch.nn.Embedding(6, 3, padding_idx=4).weight.detach().numpy()[4].any()
     assert nn.Embedding.from_pretrained(w).weight.requires_grad == \
         torch.nn.Embedding.from_pretrained(torch.tensor(w)).weight.requires_grad
@@ -763,7 +763,7 @@ def test_manual_seed_repeats_initialisation_and_dropout_as_torch():
         drop = mod.Dropout(0.5)
         x = np.ones((4, 6), np.float32)
         masks = [np.asarray(drop(lib.tensor(x) if lib is torch else dn.Tensor(x))) != 0 for _ in range(2)]
-        ws = [np.array(p.detach().numpy() if lib is torch else p.data) for m in layers for p in m.parameters()]
+        ws = [np.array(p.detach().numpy() if lib is torch else p.numpy()) for m in layers for p in m.parameters()]
         return ws, masks
 
     for lib, mod in ((dn, nn), (torch, torch.nn)):

@@ -300,7 +300,7 @@ def _layer_cases():
 def test_rnn_layer(kind, kw, form, state, dtype, lay):
     dl, tl = _layer_pair(kind, kw, dtype)
     names = [n for n, _ in dl.named_parameters()]
-    params = [p.data.copy() for p in dl.parameters()]
+    params = [p.numpy().copy() for p in dl.parameters()]
     xs = _layer_inputs(kind, kw, form, state, dtype, lay)
     n = len(params)
     bf = kw.get("batch_first", False)
@@ -341,7 +341,7 @@ def test_rnn_layer_static_and_traced(kind, mode):
     x = C.draw(np.random.default_rng(74), (_T, _B, _E))
     if mode == "static":
         names = [n for n, _ in dl.named_parameters()]
-        params = [p.data.copy() for p in dl.parameters()]
+        params = [p.numpy().copy() for p in dl.parameters()]
         n = len(params)
         C.check(lambda *a: _flat(kind, *functional_call(dl, dict(zip(names, a[:n])), a[n])),
                 lambda *a: _flat(kind, *torch.func.functional_call(tl, dict(zip(names, a[:n])), (a[n],))),

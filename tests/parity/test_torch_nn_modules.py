@@ -57,13 +57,13 @@ def test_functional_dropout_takes_the_training_flag_third():
         net = _Net.make(lib)
         wrap = torch.tensor if lib is torch else dn.Tensor
         lib.manual_seed(3)
-        a, b = (np.asarray(net(wrap(x))) if lib is torch else net(wrap(x)).data for _ in range(2))
+        a, b = (np.asarray(net(wrap(x))) if lib is torch else net(wrap(x)).numpy() for _ in range(2))
         # training: about half dropped, the rest scaled by 2, and a new mask at every call
         for m in (a, b):
             assert abs((m == 0).mean() - 0.5) < 0.03 and set(np.unique(m)) == {0.0, 2.0}
         assert (a != b).any()
         lib.manual_seed(3)
-        again = np.asarray(net(wrap(x))) if lib is torch else net(wrap(x)).data
+        again = np.asarray(net(wrap(x))) if lib is torch else net(wrap(x)).numpy()
         np.testing.assert_array_equal(again, a)                 # manual_seed repeats the masks
         net.eval()
         out = net(wrap(x))
@@ -73,10 +73,10 @@ def test_functional_dropout_takes_the_training_flag_third():
 def test_functional_dropout_generator_and_p_as_torch():
     x = C.draw(np.random.default_rng(1), (300, 40), np.float64, "nonzero")
     g1, g2 = np.random.default_rng(5), np.random.default_rng(5)
-    a = DF.dropout(dn.Tensor(x), 0.25, generator=g1).data
+    a = DF.dropout(dn.Tensor(x), 0.25, generator=g1).numpy()
     np.testing.assert_array_equal(a, DF.dropout(dn.Tensor(x), 0.25, generator=g2).data)
     np.testing.assert_array_equal(DF.dropout(dn.Tensor(x), p=0.25, generator=7).data,
-                                  DF.dropout(dn.Tensor(x), p=0.25, generator=7).data)
+                                  DF.dropout(dn.Tensor(x), p=0.25, generator=7).numpy())
     for p in (0.0, 1.0):
         np.testing.assert_array_equal(DF.dropout(dn.Tensor(x), p).data, TF.dropout(torch.tensor(x), p).numpy())
     for bad in (-0.1, 1.5):
@@ -92,7 +92,7 @@ def test_functional_dropout_generator_and_p_as_torch():
 def test_rnn_dropout_between_layers_draws_new_masks_in_training():
     lstm = nn.LSTM(4, 5, num_layers=3, dropout=0.5, dtype=np.float64, rng=0)
     x = C.draw(np.random.default_rng(2), (6, 3, 4))
-    a, b = lstm(x)[0].data, lstm(x)[0].data
+    a, b = lstm(x)[0].numpy(), lstm(x)[0].numpy()
     assert not np.allclose(a, b)
     lstm.eval()
     np.testing.assert_array_equal(lstm(x)[0].data, lstm(x)[0].data)
@@ -219,7 +219,7 @@ def test_module_half():
     x = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float16)
     out, tout = lin(x), tlin(torch.tensor(x))
     assert out.dtype == np.float16 and tout.dtype == torch.float16
-    np.testing.assert_allclose(out.data.astype(np.float64), tout.detach().numpy().astype(np.float64), rtol=2e-2,
+    np.testing.assert_allclose(out.numpy().astype(np.float64), tout.detach().numpy().astype(np.float64), rtol=2e-2,
                                atol=2e-3)
     # the fused recurrent kernels take float32/float64: a clear error, before anything is converted
     d, _ = _pair()

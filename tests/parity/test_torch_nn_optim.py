@@ -262,7 +262,7 @@ def test_scheduler_state_dict_and_resume(name, args, kw, tmp_path):
         assert sd["lr_lambdas"] == [{"n": 4}]
     dn.save({"optimizer": opt.state_dict(), "scheduler": sd}, tmp_path / "ckpt.npz")
     ck = dn.load(tmp_path / "ckpt.npz")
-    ws2 = [dn.Parameter(w.data.copy()) for w in ws]
+    ws2 = [dn.Parameter(w.numpy().copy()) for w in ws]
     _, sch2, rest = _train_scheduled(dn, ws2, name, make_args(99), kw, 6, resume_from=(ck["optimizer"],
                                                                                         ck["scheduler"]))
     assert first + rest == d_all and sch2.last_epoch == 10

@@ -220,14 +220,14 @@ def test_torch_positional_calls_mean_the_same_here():
     # the habits themselves, called positionally as torch code does
     x = np.ones((400, 50), np.float32)
     out = DF.dropout(x, 0.5, True)                      # training, not a seed
-    assert 0.4 < (np.asarray(out.data) == 0).mean() < 0.6
+    assert 0.4 < (np.asarray(out.numpy()) == 0).mean() < 0.6
     assert DF.dropout(x, 0.5, False) is x               # eval: the identity
     with pytest.raises(TypeError, match="dropout: training must be a bool"):
         DF.dropout(x, 0.5, 7)
     lin = dnn.Linear(3, 2, False)                       # bias=False
     assert lin.bias is None
     emb = dnn.Embedding(10, 4, 0)                       # padding_idx=0
-    assert emb.padding_idx == 0 and not emb.weight.data[0].any()
+    assert emb.padding_idx == 0 and not emb.weight.numpy()[0].any()
     drop = dnn.Dropout(0.3)
     assert drop.p == 0.3
     assert dnn.Dropout(0.3, True).inplace is True           # inplace=True, as torch

@@ -1059,7 +1059,7 @@ def test_split_sizes_along_unknown_axis():
 # --------------------------------------------------------------------------
 
 def _same(got, want):
-    got = got.data if isinstance(got, dn.Tensor) else np.asarray(got)
+    got = got.numpy() if isinstance(got, dn.Tensor) else np.asarray(got)
     want = want.numpy()
     assert got.dtype == want.dtype, f"dtype {got.dtype}, torch {want.dtype}"
     assert got.shape == want.shape, f"shape {got.shape}, torch {want.shape}"
@@ -1166,8 +1166,8 @@ def test_random_creation_shapes_dtypes_and_moments(dtype):
     b = dn.uniform(200, 50, low=-1.0, high=3.0, rng=1, dtype=dtype)
     assert a.shape == tuple(torch.randn(200, 50).shape) and a.dtype == dtype and b.dtype == dtype
     np.testing.assert_array_equal(a.data, dn.randn(200, 50, rng=1, dtype=dtype).data)
-    assert abs(a.data.mean()) < 0.05 and abs(a.data.std() - 1) < 0.05
-    assert b.data.min() >= -1.0 and b.data.max() < 3.0 and abs(b.data.mean() - 1.0) < 0.05
+    assert abs(a.numpy().mean()) < 0.05 and abs(a.numpy().std() - 1) < 0.05
+    assert b.numpy().min() >= -1.0 and b.numpy().max() < 3.0 and abs(b.numpy().mean() - 1.0) < 0.05
     assert dn.randn(3, requires_grad=True).requires_grad
 
 
@@ -1340,7 +1340,7 @@ def test_comparison_primitives(name, mode):
         fn = getattr(ops, name)
     for args, kw, want in cases:
         if mode == "eager":
-            got = fn(*[dn.Tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kw).data
+            got = fn(*[dn.Tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kw).numpy()
         else:
             g = ds.Graph()
             with g.as_default():

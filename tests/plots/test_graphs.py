@@ -175,7 +175,7 @@ def test_eager_picture_leaves_the_recording_usable_and_refuses_a_freed_one():
     model, loss = _tree_loss()
     eager_dot(loss, names=model)
     loss.backward()
-    g1 = model.U.grad.data.copy()
+    g1 = model.U.grad.numpy().copy()
     with pytest.raises(ValueError, match="freed"):
         eager_dot(loss)
     model2, loss2 = _tree_loss()

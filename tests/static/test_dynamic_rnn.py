@@ -144,8 +144,8 @@ def test_time_major_initial_state_and_no_lengths():
     w["forget"] = np.r_[np.zeros(H), np.ones(H), np.zeros(2 * H)]
     xt, params, init, eo, es = _eager_loop(_lstm_step, x.transpose(1, 0, 2), [T] * B, w, [c0, h0])
     (dynnets.sum(eo * eo) + dynnets.sum(es[1] * 0.5) + dynnets.sum(es[0] * 0.25)).backward()
-    np.testing.assert_allclose(out, eo.data.transpose(1, 0, 2), rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(gs[0], xt.grad.data.transpose(1, 0, 2), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out, eo.numpy().transpose(1, 0, 2), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(gs[0], xt.grad.numpy().transpose(1, 0, 2), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(gs[-2], init[0].grad.data, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(gs[-1], init[1].grad.data, rtol=1e-9, atol=1e-12)
 

@@ -65,7 +65,7 @@ def test_parameters_are_read_live():
     lin = nn.Linear(3, 2, rng=0)
     tf = trace(lambda x: lin(x), params=lin)
     x = np.ones((1, 3), np.float32)
-    before = tf(x).data.copy()
+    before = tf(x).numpy().copy()
     lin.weight.data += 1.0                     # in place, as the eager optimizers do
     np.testing.assert_allclose(tf(x).data, before + 3.0, rtol=1e-6)
     lin.bias.data = lin.bias.data + 10.0       # a new array
@@ -127,7 +127,7 @@ def test_traced_lstm_step_gradients_equal_eager():
 
 def test_traced_training_with_eager_optimizer_equals_eager_training():
     params, loss_fn = _lstm_setup()
-    start = [p.data.copy() for p in params]
+    start = [p.numpy().copy() for p in params]
     rng = np.random.default_rng(1)
     batches = [(rng.integers(0, 10, (4, 3)), rng.integers(0, 3, 3)) for _ in range(4)]
     h0 = np.zeros((3, 4), np.float32)
@@ -147,7 +147,7 @@ def test_traced_training_with_eager_optimizer_equals_eager_training():
                 loss.backward()
                 losses.append(float(loss.data))
             opt.step()
-        return losses, [p.data.copy() for p in params], step
+        return losses, [p.numpy().copy() for p in params], step
 
     le, we, _ = run(False)
     lt, wt, step = run(True)

@@ -97,7 +97,7 @@ def _data(x, who, what="input"):
 def _lengths(lengths, B, T, who):
     """``lengths`` as an int64 array of B values in [1, T], checked."""
     if isinstance(lengths, Tensor):
-        lengths = lengths.data
+        lengths = lengths.numpy()
     if getattr(lengths, "_is_symbolic", False):
         raise TypeError(f"{who}: lengths must be known when the graph is built (they fix the packed layout: the "
                         f"batch size of every step), got the symbolic value {lengths!r}; pass them as an array "
