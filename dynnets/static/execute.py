@@ -360,9 +360,11 @@ def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
                     env[ins.outs[0]] = _cp(env[a[0]])
                 elif kind == "own":
                     n = ins.extra
-                    r = own([env[i] for i in a[:n]], [env[i] for i in a[n:]])
-                    for j, x in enumerate(ins.outs):
-                        env[x] = r[j]
+                    # one fetch that is not an array (a loss: a numpy scalar) is the caller's already
+                    if n > 1 or type(env[a[0]]) is _ndarray:
+                        r = own([env[i] for i in a[:n]], [env[i] for i in a[n:]])
+                        for j, x in enumerate(ins.outs):
+                            env[x] = r[j]
                 elif kind == "effect":
                     kw = ins.kw
                     r = ins.fn(S, *[env[i] for i in a], **kw) if kw else ins.fn(S, *[env[i] for i in a])
@@ -416,7 +418,8 @@ def tier2(plan, storage):
     instruction, functions, constants and buffers bound as globals, a
     ``del`` where slots die."""
     t0 = _perf()
-    ns = {"S": storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp, "_own": own, "_cast": _cast,
+    ns = {"S": storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp, "_own": own, "_nd": _ndarray,
+          "_cast": _cast,
           "_cast_all": _cast_all, "_bad_param": _bad_param}
     consts = plan.consts
     for s, c in consts.items():
@@ -448,6 +451,9 @@ def tier2(plan, storage):
             n = ins.extra
             outs = ", ".join(f"v{o}" for o in ins.outs) + ","
             ln = f"{outs} = _own(({''.join(x + ', ' for x in a[:n])}), ({''.join(x + ', ' for x in a[n:])}))"
+            if n == 1:
+                # one fetch that is not an array (a loss: a numpy scalar) is the caller's already
+                ln = f"if type({a[0]}) is _nd: {ln}"
         else:
             ns[f"F{k}"] = ins.fn
             kw = ""

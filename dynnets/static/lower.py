@@ -106,10 +106,9 @@ class _Checkpoint:
     and the releases of its instructions as if nothing after them read a slot."""
 
     __slots__ = ("eqns", "m", "slot", "consts", "instrs", "counter", "arg_slots", "shared", "variables",
-                 "n_fused", "feed_key", "pre_rel", "rel_at", "new_arrays")
+                 "n_fused", "feed_key", "pre_rel", "rel_at")
 
-    def __init__(self, eqns, slot, consts, instrs, counter, arg_slots, shared, variables, n_fused, feed_key,
-                 new_arrays):
+    def __init__(self, eqns, slot, consts, instrs, counter, arg_slots, shared, variables, n_fused, feed_key):
         self.eqns = eqns
         self.m = len(eqns)
         self.slot = dict(slot)
@@ -121,7 +120,6 @@ class _Checkpoint:
         self.variables = list(variables)
         self.n_fused = n_fused
         self.feed_key = feed_key
-        self.new_arrays = set(new_arrays)
         self.pre_rel = _releases(self.instrs, ("none",), self.consts, self.arg_slots)
         self.rel_at = {a: k for k, r in enumerate(self.pre_rel) for a in r}
 
@@ -235,15 +233,16 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                 read_late.update(e.ins)
     out_set = set(g.outputs)
     copy_outputs = g.meta.get("copy_outputs", set())
-    # slots holding an array this run made and nothing else holds (a ufunc's or a fused kernel's
-    # result without a buffer, a copy): a fetch of one needs no copy
-    new_arrays = set(ck.new_arrays) if ck is not None else set()
+    # fetched slots holding an array this run made and nothing else holds (a ufunc's or a fused
+    # kernel's result without a buffer, a copy): they need no copy (a checkpoint's prefix has no
+    # output, so this starts empty)
+    new_arrays = set()
     root_vals = g.values
     for part in parts:
         if part is not parts[0] and not any(o in slot for o in out_set):
             kept = checkpoints.setdefault("kept", [])
             kept.append(_Checkpoint(eqns[:snap_at], slot, consts, instrs, counter, arg_slots, shared, variables,
-                                    n_fused, feed_key, new_arrays))
+                                    n_fused, feed_key))
             kept.sort(key=lambda c: -c.m)
             del kept[_MAX_CHECKPOINTS:]
         for e in part:
@@ -309,7 +308,7 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                     if p.name == "fused":
                         n_fused += 1
                 instrs.append(Instr(kind, outs, fn, args, kw, e, extra))
-                if fresh and kind == "call" and e.buf is None:
+                if fresh and kind == "call" and e.buf is None and o in out_set:
                     new_arrays.update(outs)
                 if not fresh and kind != "effect" and shared:
                     for i in e.ins:
@@ -365,6 +364,13 @@ def _own_fetches(g, flat, slot, arg_slots, new_arrays, instrs, counter):
     reduction's) that a copy would only slow down. A value fetched twice
     gets a copy for its second place. Returns the new slot count and the
     slots of those second places (fetch index -> slot)."""
+    if len(flat) == 1:
+        # one fetch (a first run after adding an op: every microsecond of compiling counts)
+        if not isinstance(flat[0], Operation):
+            s = slot[g.outputs[0]]
+            if s not in new_arrays:
+                instrs.append(Instr("own", (s,), None, (s, *arg_slots), None, None, 1))
+        return counter, None
     check, fresh, seen, twice = [], [], set(), {}
     copies = []
     for t, v in enumerate(flat):

@@ -423,11 +423,15 @@ def _cse_key(e, ins):
         return (p, ins)
     items = tuple(attrs.items())
     types = tuple([type(v) for _, v in items])
-    if all([_exact_key(t) for t in types]):
-        # equal attrs of different types (1 vs 1.0 vs True) must not merge
-        return (p, ins, items, types)
-    # a float attribute (-0.0 == 0.0), an array, a structure: keyed by what it is
-    return (p, ins, _freeze(attrs))
+    for t in types:
+        r = _EXACT_KEYS.get(t)
+        if r is None:
+            r = _exact_key(t)
+        if not r:
+            # a float attribute (-0.0 == 0.0), an array, a structure: keyed by what it is
+            return (p, ins, _freeze(attrs))
+    # equal attrs of different types (1 vs 1.0 vs True) must not merge
+    return (p, ins, items, types)
 
 
 # attribute types whose == and hash tell every two values apart (not float: -0.0 == 0.0, NaN != NaN)

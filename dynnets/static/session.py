@@ -31,8 +31,10 @@ the plan a compile from scratch would give (``incremental=False``).
 Semantics of a run: effects (variable updates, initialisers) run after every
 pure computation that does not depend on an effect, so everything a run
 computes or fetches sees the variables as they were when the run started;
-fetched arrays are the caller's (never a variable's storage or a reused
-buffer).
+fetched arrays are the caller's: writable, and sharing memory with no
+variable's storage, reused buffer, feed or other fetched array (a fetch that
+is a feed or a view of one, read-only, or fetched twice is copied; an array
+the run made is returned as it is).
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ NATIVE_AFTER = passes.NATIVE_AFTER
 
 _ndarray = np.ndarray
 _asarray = np.asarray
+_OPTION_NAMES = frozenset(passes.CompileOptions._fields)
 _perf = time.perf_counter
 _NEVER = float("inf")
 
@@ -178,8 +181,17 @@ class Session:
     def options(self):
         """The :class:`~dynnets.static.passes.CompileOptions` this session
         compiles its plans and their loop bodies and branches with."""
-        return passes.CompileOptions(bool(self.optimize), self.fuse_min_size, self.memory_min_size, self.jit_after,
-                                     self.native_after)
+        o = self._options
+        if o is None:
+            o = self._options = passes.CompileOptions(bool(self.optimize), self.fuse_min_size, self.memory_min_size,
+                                                      self.jit_after, self.native_after)
+        return o
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name in _OPTION_NAMES:
+            # made once, not per compile (a first run after adding an op is ~60 us)
+            object.__setattr__(self, "_options", None)
 
     def _tier_up(self, plan):
         with gc_paused():
