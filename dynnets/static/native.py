@@ -91,7 +91,7 @@ MAX_SIZE = 2048
 MAX_INSTRS = 120
 
 KERNEL_STATS = {"compiled": 0, "reused": 0}
-_KERNELS: dict = {}            # kernel source -> compiled dispatcher (shared by plans and sessions)
+_KERNELS: dict = {}            # (kernel source, argument types) -> compiled dispatcher (shared by plans and sessions)
 
 _perf = time.perf_counter
 
@@ -1287,8 +1287,12 @@ def _numba_type(dt, ndim, writable):
 
 
 def _kernel(t):
-    """The compiled dispatcher of translation ``t``, for its one signature."""
-    k = _KERNELS.get(t.source)
+    """The compiled dispatcher of translation ``t``, for its one signature.
+    Kept per source *and* argument types: one source can serve plans whose
+    arguments differ (``return (a0,)`` for a float32 and a float64 feed), and
+    a dispatcher compiled for one of them takes no other."""
+    key = (t.source, tuple(a[2] for a in t.args))
+    k = _KERNELS.get(key)
     if k is not None:
         KERNEL_STATS["reused"] += 1
         return k
@@ -1305,7 +1309,7 @@ def _kernel(t):
         # the kernel runs, and the wrapper runs the tier-2 plan instead
         k.disable_compile()
         _check_return(k, t)
-    _KERNELS[t.source] = k
+    _KERNELS[key] = k
     KERNEL_STATS["compiled"] += 1
     return k
 

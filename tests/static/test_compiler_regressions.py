@@ -357,3 +357,24 @@ def test_loop_bodies_and_branches_reach_tier_2_and_the_native_tier():
                         entry.fn.__globals__["FB"] = fallback
     for a, b in zip(nat.run([h, y] + grads, feed), want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_native_kernels_of_one_source_for_other_argument_types():
+    # a reshape of a feed translates to the same source for float32 and float64: the kernel compiled
+    # for one took no other, and the plan fell back to tier 2 at every run (the TypeError swallowed)
+    got = []
+    for dt in (np.float32, np.float64):
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder((2, 2), dt)
+            y = tf.reshape(x, (4,))
+            with tf.Session(jit_after=1, native_after=1) as s:
+                for _ in range(3):
+                    got.append(s.run(y, {x: np.arange(4, dtype=dt).reshape(2, 2)}))
+                assert s.stats[-1]["tier"] == 3
+                plan = s._plan_list[-1]
+                plan.fn.__globals__["FB"] = None         # a fallback would fail: the kernel runs
+                got.append(s.run(y, {x: np.arange(4, dtype=dt).reshape(2, 2)}))
+    for v, dt in zip(got, [np.float32] * 4 + [np.float64] * 4):
+        assert v.dtype == dt
+        np.testing.assert_array_equal(v, np.arange(4))
