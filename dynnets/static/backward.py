@@ -86,9 +86,9 @@ class VjpPrimitive(StaticPrimitive):
     """A primitive whose forward *is* a table primitive's VJP (see
     :func:`vjp_primitive`). ``vjp_call`` is ``(fn, forward has multiple results,
     joint, densify the result)``, so a plan calls the table's function
-    directly."""
+    directly; ``forward`` is that table primitive."""
 
-    __slots__ = ("vjp_call",)
+    __slots__ = ("vjp_call", "forward")
 
 
 _VJP_PRIMS: dict = {}     # (primitive, input index or None, sparse) -> VjpPrimitive
@@ -151,6 +151,7 @@ def vjp_primitive(prim, i=None, sparse=False):
                      options_arg=static and prim.options_arg)
     # a joint VJP may return factored (OuterSum) or row-sparse parts: the plan densifies them
     p.vjp_call = (fn, prim.multiple_results, i is None, i is None)
+    p.forward = prim
     _VJP_PRIMS[key] = p
     return p
 

@@ -655,17 +655,42 @@ def _compile_kernel(src):
     return k
 
 
-def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype):
+def _numpy_layout(arrays, steps, dtype):
+    """An empty array laid out as numpy's ufuncs would lay out the group's
+    result: each ufunc's result follows its inputs' memory order (``order='K'``:
+    a transposed input gives a transposed result), and a reduction over it
+    sums in that order, so a result in another order would round differently.
+    Each step allocates as numpy does (an ``nditer`` over its operands)."""
+    made = []
+    for step in steps:
+        ops = [arrays[k] if kind == "x" else made[k] for kind, k in step]
+        it = np.nditer(ops + [None], flags=["refs_ok", "zerosize_ok"],
+                       op_flags=[["readonly"]] * len(ops) + [["writeonly", "allocate"]],
+                       op_dtypes=[None] * len(ops) + [dtype])
+        made.append(it.operands[-1])
+    return made[-1]
+
+
+def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype, steps):
     shape = tuple(out_aval.shape)
     dtype = np.dtype(out_aval.dtype)
     cast = scalars_dtype.type
     n_arrays = len(in_avals)
     want = [(tuple(a.shape), np.dtype(a.dtype)) for a in in_avals]
     zero_d = not shape
+    multi_d = len(shape) > 1
 
     def impl(*args, out=None):
         if out is None:
-            out = np.empty(shape, dtype)
+            out = None
+            if multi_d:
+                for a in args[:n_arrays]:
+                    if a.ndim > 1 and not a.flags.c_contiguous:
+                        # numpy's ufuncs keep a transposed input's memory order: so does the result
+                        out = _numpy_layout(args[:n_arrays], steps, dtype)
+                        break
+            if out is None:
+                out = np.empty(shape, dtype)
         elif out.shape != shape:
             raise ShapeError(f"fused: out.shape={out.shape} should be {shape}")
         # the kernel indexes its inputs by the shapes it was generated for, unchecked
@@ -775,11 +800,14 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
         dt_name = "np." + np.dtype(avals[e.outs[0]].dtype).name
         arrays, scalars, names = [], [], {}
         body = []
+        steps = []              # per member, its array operands: ("x", k) an input, ("t", j) a member
         for m in order:
             terms = []
+            step = []
             for i in m.ins:
                 if i in member_outs:
                     terms.append(names[i])
+                    step.append(("t", int(names[i][1:])))
                     continue
                 pe = prod.get(i)
                 if pe is not None and pe.prim is constant_p and isinstance(pe.attrs["value"], (float, int)):
@@ -792,6 +820,8 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
                     names[i] = f"x{len(arrays)}"
                     arrays.append(i)
                 terms.append(names[i])
+                step.append(("x", int(names[i][1:])))
+            steps.append(step)
             t = f"t{len(body)}"
             # each operation rounds to the group's dtype, as numpy's float32 ufuncs do (a template's
             # float literal, 0.0 in relu's, would otherwise carry the rest of the chain in float64)
@@ -807,7 +837,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
         kernel = nd_cache.get(src) or _compile_kernel(src)
         nd_cache[src] = kernel
         prim = _fused_primitive(kernel, src, avals[e.outs[0]], reshapes, [avals[i] for i in arrays],
-                                np.dtype(avals[e.outs[0]].dtype))
+                                np.dtype(avals[e.outs[0]].dtype), steps)
         new.append(Eqn(prim, tuple(arrays) + tuple(scalars), e.outs,
                        {}, "fused(" + "+".join(m.prim.name for m in order) + ")", e.site))
     return g.derive(new)
@@ -862,6 +892,38 @@ def _retained(g, cont):
     return {v for v, r in reach.items() if r == 2}
 
 
+# results that may be laid out otherwise than in C order (views); a ufunc's result follows its inputs'
+_VIEWS = frozenset(["transpose", "getitem", "broadcast_to", "split_rows", "tensor_array_read", "tensor_array_gather",
+                    "while", "cond"])
+# results in C order whatever their inputs' order (BLAS products)
+_C_RESULTS = frozenset(["matmul", "linear"])
+
+
+def _not_c_order(g):
+    """The values of ``g`` that may not be in C order at run time: views
+    (a transpose, a column), what a loop or a TensorArray returns, constants
+    stored otherwise, and what an elementwise op or any other computes from
+    them (numpy keeps the inputs' memory order). Fed values, variables and
+    live parameters are taken to be in C order (numpy's default)."""
+    maybe = set()
+    for e in g.eqns:
+        p = e.prim
+        if p is constant_p:
+            v = e.attrs["value"]
+            if isinstance(v, np.ndarray) and v.ndim > 1 and not v.flags.c_contiguous:
+                maybe.add(e.outs[0])
+            continue
+        if p in SOURCES:
+            continue
+        # a VJP of a view is a view (the transpose's is g transposed)
+        name = getattr(p, "forward", p).name
+        if name in _C_RESULTS:
+            continue
+        if name in _VIEWS or (maybe and any(i in maybe for i in e.ins)):
+            maybe.update(e.outs)
+    return maybe
+
+
 def plan_memory(g, min_size=MEMORY_MIN_SIZE):
     """Liveness analysis assigning reusable ``out=`` buffers.
 
@@ -890,6 +952,9 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
         last[o] = inf
     cont = _containers(g)
     kept = _retained(g, cont)
+    # a buffer is in C order, where numpy would give a ufunc of transposed inputs a transposed result:
+    # the values are equal, a reduction over them sums in another order (the last bit differs)
+    not_c = _not_c_order(g)
     alias = {}
     holders = defaultdict(int)
     free = defaultdict(list)
@@ -910,7 +975,8 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
                 and o0 not in outs and o0 not in kept and o0 not in cont and not g.values[o0].sparse):
             a = g.avals[o0]
             if (isinstance(a.dtype, np.dtype) and _concrete(a.shape) and a.dtype.kind in "fiub"
-                    and _size(a.shape) >= min_size):
+                    and _size(a.shape) >= min_size
+                    and not (not_c and len(a.shape) > 1 and any(i in not_c for i in e.ins))):
                 # a ufunc may write over an input that dies here (numpy handles the overlap);
                 # a fused kernel or add_n reads inputs with other index patterns, so it may not
                 inplace = isinstance(e.prim.impl, np.ufunc)

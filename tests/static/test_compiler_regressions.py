@@ -378,3 +378,27 @@ def test_native_kernels_of_one_source_for_other_argument_types():
     for v, dt in zip(got, [np.float32] * 4 + [np.float64] * 4):
         assert v.dtype == dt
         np.testing.assert_array_equal(v, np.arange(4))
+
+
+@pytest.mark.parametrize("passes_on", ["fusion", "buffers"])
+def test_results_of_transposed_inputs_keep_numpys_memory_order(passes_on):
+    # numpy's ufuncs give a transposed input a transposed result, and a sum over it adds in that
+    # order: a fused kernel or an out= buffer in C order made the sum differ in the last bit
+    rng = np.random.default_rng(3)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((64, 64), np.float64)
+        y = tf.transpose(x) * 3.0 + 1.0
+        z = (tf.transpose(x) + 0.5) * y
+        c = (x * 2.0 + 1.0) * x             # in C order: buffered as before
+        fetches = [dn.sum(y), dn.sum(z), dn.sum(y, axis=0), dn.matmul(z, x), dn.sum(c * c)]
+    kw = {"fusion": dict(fuse_min_size=1, memory_min_size=None), "buffers": dict(fuse_min_size=None,
+                                                                                memory_min_size=1)}[passes_on]
+    ref = tf.Session(g, optimize=False, fuse_min_size=None, memory_min_size=None)
+    opt = tf.Session(g, **kw)
+    xv = rng.normal(size=(64, 64))
+    for _ in range(2):
+        got, want = opt.run(fetches, {x: xv}), ref.run(fetches, {x: xv})
+        for a, b in zip(got, want):
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    assert opt.stats[-1]["fused_kernels" if passes_on == "fusion" else "buffers"] >= 1
