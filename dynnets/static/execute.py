@@ -43,9 +43,10 @@ def own(vals, refs):
     ``refs`` (the feeds and the fetched arrays this run made), a view of
     one, shares its memory with an earlier value, or is read-only comes
     back as a copy; any other array (a fresh result, or a view of an
-    intermediate nothing else returns) as it is. Numpy collapses a view's
-    ``base`` to the array that owns the memory, so comparing owners finds
-    every view of a feed or of another result."""
+    intermediate nothing else returns) as it is. Two arrays share memory
+    when they have the same owner: the end of their ``base`` chain (an
+    array that owns its data, or the object that does: the native tier's
+    arrays are views of a Numba MemInfo)."""
     for x in vals:
         if type(x) is _ndarray:
             break
@@ -54,20 +55,25 @@ def own(vals, refs):
     seen = set()
     for r in refs:
         if type(r) is _ndarray:
-            seen.add(id(r))
-            if r.base is not None:
-                seen.add(id(r.base))
+            seen.add(id(_owner(r)))
     out = []
     for x in vals:
         if type(x) is _ndarray:
-            b = x.base
-            owner = id(x if b is None else b)
-            if owner in seen or not x.flags.writeable:
+            o = id(_owner(x))
+            if o in seen or not x.flags.writeable:
                 x = x.copy()
-                owner = id(x)
-            seen.add(owner)
+                o = id(x)
+            seen.add(o)
         out.append(x)
     return out
+
+
+def _owner(x):
+    b = x.base
+    while type(b) is _ndarray:
+        x = b
+        b = x.base
+    return x if b is None else b
 
 
 def _bad_param(p, shape, dtype):

@@ -23,8 +23,8 @@ def _steps_written(n, **session):
     with g.as_default():
         x = tf.placeholder((n, n), np.float64)
         ta = tf.TensorArray(np.float64, size=3)
-        _, _, ta = tf.while_loop(lambda t, h, ta: t < 3, lambda t, h, ta: (t + 1, h + 1.0, ta.write(t, (h + 1.0) * 2.0)),
-                                 [0, x, ta])
+        _, _, ta = tf.while_loop(lambda t, h, ta: t < 3,
+                                 lambda t, h, ta: (t + 1, h + 1.0, ta.write(t, (h + 1.0) * 2.0)), [0, x, ta])
         stacked = ta.stack()
         with tf.Session(**session) as s:
             return [s.run(stacked, {x: np.zeros((n, n))})[:, 0, 0] for _ in range(2)]
@@ -402,3 +402,19 @@ def test_results_of_transposed_inputs_keep_numpys_memory_order(passes_on):
         for a, b in zip(got, want):
             assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
     assert opt.stats[-1]["fused_kernels" if passes_on == "fusion" else "buffers"] >= 1
+
+
+def test_fetches_of_a_native_subprogram_and_a_view_of_it_do_not_share_memory():
+    # the native tier's arrays are views of a Numba MemInfo: a transpose of one is a view of the
+    # array, not of the MemInfo, and comparing bases alone missed that they share memory
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 3), np.float64)
+        y = tf.cond(dn.sum(x) > 0.0, lambda: x + x, lambda: x * 3.0)
+        fetches = [y, tf.transpose(y)]
+        with tf.Session(jit_after=1, native_after=1) as s:
+            for _ in range(4):
+                a, b = s.run(fetches, {x: np.ones((2, 3))})
+                assert not np.shares_memory(a, b)
+                np.testing.assert_array_equal(b, np.full((3, 2), 2.0))
+            assert {st["role"]: st["tier"] for st in s.stats[-1]["subprograms"]}["true_graph"] == 3

@@ -514,7 +514,10 @@ def _run_differential(data, native_tier, control_flow_weight):
         fetches, ws = b.build(control_flow_weight > 0, train)
         init = ds.global_variables_initializer() if g.variables else None
     note("\n".join(b.log))
-    special = data.draw(st.booleans(), label="special feed values (0, -0, nan, inf)")
+    # a train step on infinities and NaNs drives the weights to overflow, where the native tier's sums
+    # (in another order: compared to 1e-10) may overflow where numpy's do not: no special values there
+    trains = any(isinstance(f, ds.Operation) for f in fetches)
+    special = data.draw(st.booleans(), label="special feed values (0, -0, nan, inf)") and not trains
     rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16), label="seed"))
     feed_sets = []
     for shape in (b.shape1, b.shape1, b.shape2):
@@ -532,7 +535,6 @@ def _run_differential(data, native_tier, control_flow_weight):
     }
     if native_tier:
         configs = {"native tier": configs["default passes"]}
-    trains = any(isinstance(f, ds.Operation) for f in fetches)
     for c, (label, kw) in enumerate(configs.items()):
         ref = ds.Session(g, **REF)
         sess = ds.Session(g, **kw)
