@@ -64,11 +64,17 @@ def _accumulate(acc, x):
 
 
 def _add_n_shape(*xs):
-    s = tuple(xs[0].shape)
+    # the terms of a sum are gradients of one value, so their shapes are equal at run time; one may
+    # know a dimension another does not (a loop body's gradient: from the fed loop state and from a
+    # captured value), and the sum knows every dimension some term knows
+    s = list(xs[0].shape)
     for i, x in enumerate(xs[1:], 1):
-        if tuple(x.shape) != s:
-            raise ShapeError(f"add_n: input {i}.shape={fmt_shape(x.shape)} does not match input 0.shape={fmt_shape(s)}")
-    return Aval(s, result_type(*[x.dtype for x in xs]))
+        shp = tuple(x.shape)
+        if len(shp) != len(s) or any(a is not None and b is not None and a != b for a, b in zip(s, shp)):
+            raise ShapeError(f"add_n: input {i}.shape={fmt_shape(shp)} does not match input 0.shape="
+                             f"{fmt_shape(xs[0].shape)}")
+        s = [a if a is not None else b for a, b in zip(s, shp)]
+    return Aval(tuple(s), result_type(*[x.dtype for x in xs]))
 
 
 add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True)
@@ -80,9 +86,9 @@ class VjpPrimitive(StaticPrimitive):
     """A primitive whose forward *is* a table primitive's VJP (see
     :func:`vjp_primitive`). ``vjp_call`` is ``(fn, forward has multiple results,
     joint, densify the result)``, so a plan calls the table's function
-    directly."""
+    directly; ``forward`` is that table primitive."""
 
-    __slots__ = ("vjp_call",)
+    __slots__ = ("vjp_call", "forward")
 
 
 _VJP_PRIMS: dict = {}     # (primitive, input index or None, sparse) -> VjpPrimitive
@@ -137,9 +143,15 @@ def vjp_primitive(prim, i=None, sparse=False):
         return Aval(tuple(ins[i].shape), dtype_of(ins[i]))
 
     name = ("sparse_vjp_" if sparse else "vjp_") + prim.name + ("" if i is None else f"_{i}")
-    p = VjpPrimitive(name, impl, shape, multiple_results=(i is None))
+    # a static primitive's gradient (control flow, TensorArrays) is a TensorArray or a loop's
+    # gradient holding the output gradients it was given, and a loop's or cond's gradient
+    # compiles the body's gradient with the session's options, as the forward did
+    static = isinstance(prim, StaticPrimitive)
+    p = VjpPrimitive(name, impl, shape, multiple_results=(i is None), retains_inputs=static,
+                     options_arg=static and prim.options_arg)
     # a joint VJP may return factored (OuterSum) or row-sparse parts: the plan densifies them
     p.vjp_call = (fn, prim.multiple_results, i is None, i is None)
+    p.forward = prim
     _VJP_PRIMS[key] = p
     return p
 

@@ -13,14 +13,23 @@ serialiser can write the subgraphs as nested graphs.
 
 Running a loop: each subgraph is optimised by the same pipeline
 (:func:`~.passes.optimize`) and lowered to a plan of its own, cached per
-input signature as the session caches its plans; the first execution runs
-the first-tier executor, later ones generated code.
+input signature and per the compile options of the session that runs it
+(:class:`~.passes.CompileOptions`: the plan's instruction passes them to the
+loop), and tiered as the session's plans are, counting iterations as runs:
+the first-tier executor, generated code from ``jit_after`` iterations on, the
+native tier from ``native_after`` on where the body qualifies
+(:mod:`.native`). A body's buffers are written again by the next iteration,
+so the memory plan gives none to a value a TensorArray or the loop state
+keeps (:func:`~.passes.plan_memory`).
 
 Shapes: a loop variable keeps the shape it enters with, except the
 dimensions that ``shape_invariants`` leave unknown (``None``); a body whose
 result has another shape is an error naming the variable, when the graph is
 built and again with the fed shapes (an unknown entry dimension is fixed for
-one run unless ``shape_invariants`` frees it).
+one run unless ``shape_invariants`` frees it). Where the shape rules cannot
+follow a dimension with the fed shapes (through a TensorArray element, whose
+shape is not part of a body's input signature), the loop checks the result
+after each iteration instead.
 
 Gradients (``gradients``, ``minimize``) flow through loops, conds and
 TensorArrays. Strategy: a loop keeps the values of its loop variables at the
@@ -52,11 +61,14 @@ import numpy as np
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
 from . import execute, passes
 from .backward import gradients
-from .graph import (GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p,
+from .graph import (Graph, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p,
                     site_str)
 from .lower import lower
 
-__all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p"]
+__all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats"]
+
+# the options of a loop or cond run outside a session (passes.evaluate, a constant folded): a default session's
+_DEFAULT_OPTIONS = passes.CompileOptions()
 
 
 # --------------------------------------------------------------------------
@@ -141,23 +153,37 @@ def _signature(a, free):
 
 
 class _Entry:
-    """One compiled plan of a subprogram; ``fn(*args)`` returns a tuple."""
+    """One compiled plan of a subprogram; ``fn(*args)`` returns a tuple.
+    ``verify`` lists the results (index, shape) whose shape the compiler
+    could not prove (a loop variable computed from a TensorArray element of
+    unknown shape): the loop checks them after each iteration."""
 
-    __slots__ = ("plan", "fn", "runs")
+    __slots__ = ("plan", "fn", "runs", "options", "verify")
 
     def ran(self, n):
-        """Count ``n`` calls; the plan becomes generated code after two."""
+        """Count ``n`` calls (iterations, branch runs); the plan moves to
+        tier 2 after ``options.jit_after`` of them and to the native tier
+        after ``options.native_after``, as a session's plans do."""
         self.runs += n
-        if self.plan.tier == 1 and self.runs >= 2:
-            execute.tier2(self.plan, {})
-            self.fn = self.plan.fn
+        plan = self.plan
+        plan.runs = self.runs
+        if plan.tier == 1 and self.runs >= self.options.jit_after:
+            execute.tier2(plan, {})
+            self.fn = plan.fn
+        na = self.options.native_after
+        if plan.tier == 2 and na is not None and self.runs >= na and plan.native is None:
+            if execute.tier3(plan, {}):
+                self.fn = plan.fn
 
 
 class _Program:
     """A subgraph as a function of its input placeholders ``inputs`` (ids),
     returning ``outputs`` (ids): optimised and lowered once per input
-    signature. ``free[k]`` are the dimensions of input ``k`` left unknown in
-    the signature; ``check(opt, key)`` validates a compiled program."""
+    signature and compile options (a session's: each session's loops run
+    with its passes and tiers). ``free[k]`` are the dimensions of input
+    ``k`` left unknown in the signature; ``check(opt, key)`` validates a
+    compiled program and returns the results whose shape it must verify at
+    run time."""
 
     def __init__(self, graph, inputs, outputs, free, check=None):
         self.graph = graph
@@ -167,31 +193,69 @@ class _Program:
         self.check = check
         self.plans = {}
 
-    def entry(self, args):
-        key = tuple(_signature(a, f) for a, f in zip(args, self.free))
+    def entry(self, args, options):
+        key = (options,) + tuple([_signature(a, f) for a, f in zip(args, self.free)])
         e = self.plans.get(key)
         if e is None:
             e = self.plans[key] = self._compile(key)
         return e
 
     def _compile(self, key):
+        options, sig = key[0], key[1:]
         g = self.graph
         prog = g.with_outputs(self.outputs)
-        input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, key)}
-        opt = passes.optimize(prog, input_avals)
-        if self.check is not None:
-            self.check(opt, key)
+        input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, sig)}
+        opt = passes.optimize(prog, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
+                              memory_min_size=options.memory_min_size)
+        verify = self.check(opt, sig) if self.check is not None else None
         flat = [g.values[o] for o in self.outputs]
-        plan = lower(opt, flat, (tuple, list(range(len(flat)))), list(self.inputs), {}, False)
+        # a body's results need no copies for the caller: its inputs are the loop's own values,
+        # which nothing writes
+        plan = lower(opt, flat, (tuple, list(range(len(flat)))), list(self.inputs), {}, False, options=options,
+                     own_fetches=False)
+        # the key a session gives its plans (fetches, then id, shape, dtype per input): the native tier
+        # reads the fed shapes and dtypes from it
+        plan.key = (self.outputs,) + tuple(x for i, (shape, dt) in zip(self.inputs, sig) for x in (i, shape, dt))
         execute.tier1(plan, {})
         plan.nodes_graph = len(g.eqns)
         plan.nodes_pruned = len(prog.eqns)
         plan.nodes_after = len(opt.eqns)
+        plan.compile_time = plan.codegen_time = 0.0
+        plan.pass_times = {}
+        plan.fetch_names = [v.name for v in flat]
+        plan.feed_names = [g.values[i].name for i in self.inputs]
         e = _Entry()
         e.plan = plan
         e.fn = plan.fn
         e.runs = 0
+        e.options = options
+        e.verify = verify or None
         return e
+
+
+def subprogram_stats(program, options, seen=None):
+    """Statistics (:meth:`~.lower.Plan.stats` with ``role``) of the compiled
+    plans of the loops and conds in ``program`` (a derived graph: a plan's
+    program) for ``options``, nested ones included, each once."""
+    seen = set() if seen is None else seen
+    out = []
+    for e in program.eqns:
+        a = e.attrs if isinstance(e.attrs, dict) else {}
+        for name in ("cond", "body", "true_graph", "false_graph"):
+            sub = a.get(name)
+            if not isinstance(sub, Graph) or id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            for role, prog in sub.programs.items():
+                for key, entry in prog.plans.items():
+                    if key[0] != options:
+                        continue
+                    st = entry.plan.stats()
+                    st["role"] = name if role == "fwd" else f"{name}/{role}"
+                    st["mean_run_us"] = None        # iterations are not timed
+                    out.append(st)
+                    out += subprogram_stats(entry.plan.program, options, seen)
+    return out
 
 
 def _program(graph, role, make):
@@ -336,6 +400,23 @@ def _fits(shape, invariant):
     return len(shape) == len(invariant) and all(b is None or a == b for a, b in zip(shape, invariant))
 
 
+def _compatible(shape, want):
+    """Whether a value of (partly unknown) ``shape`` can have shape ``want``."""
+    return len(shape) == len(want) and all(a is None or b is None or a == b for a, b in zip(shape, want))
+
+
+def _shape_change(name, want, got, when):
+    return ShapeError(f"while_loop: loop variable '{name}' enters the loop with shape {fmt_shape(want)} but has "
+                      f"shape {fmt_shape(got)} after one iteration{' ' + when if when else ''}; to let it change, "
+                      f"give it a shape invariant with None where it changes (shape_invariants=)")
+
+
+def _forward(g):
+    """Subgraph ``g``'s own program (what its outputs need): gradient programs
+    append equations to the subgraph that its shape rule must not run."""
+    return passes.prune(g.with_outputs(g.outputs))
+
+
 # --------------------------------------------------------------------------
 # while_loop
 # --------------------------------------------------------------------------
@@ -358,17 +439,21 @@ def _loop_programs(a):
     names = a["names"]
 
     def check(opt, key):
+        # a result the shape rules cannot pin down (a TensorArray element's shape is not part of the
+        # body's input signature, so read(t) + h with h of shape (1, 5) infers (?, 5)) is checked
+        # after each iteration instead
+        verify = []
         for k, o in enumerate(opt.outputs):
             got = opt.avals[o]
             want_shape, want_dt = key[k]
             if dtype_of(got) != want_dt:
                 raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {want_dt} "
                                 f"but has dtype {dtype_of(got)} after one iteration")
+            if not _compatible(tuple(got.shape), want_shape):
+                raise _shape_change(names[k], want_shape, got.shape, "(with the fed shapes)")
             if not _fits(tuple(got.shape), want_shape):
-                raise ShapeError(f"while_loop: loop variable '{names[k]}' enters the loop with shape "
-                                 f"{fmt_shape(want_shape)} but has shape {fmt_shape(got.shape)} after one iteration "
-                                 f"(with the fed shapes); to let it change, give it a shape invariant with None "
-                                 f"where it changes (shape_invariants=)")
+                verify.append((k, tuple(want_shape)))
+        return verify
 
     n_cc = len(cg.inputs) - n
     n_bc = len(bg.inputs) - n
@@ -383,12 +468,12 @@ def _split(args, a):
     return args[:n], args[n:n + ncc], args[n + ncc:end], (args[end] if a["has_max"] else None)
 
 
-def _while_impl(*args, **a):
+def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
     vars_, ccaps, bcaps, limit = _split(args, a)
     cprog, bprog = _loop_programs(a)
     if limit is not None:
         limit = int(limit)
-    ce = cprog.entry(vars_ + ccaps)
+    ce = cprog.entry(vars_ + ccaps, options)
     be = None
     keep = a["back_prop"]
     states = []
@@ -402,10 +487,14 @@ def _while_impl(*args, **a):
         if not go:
             break
         if be is None:
-            be = bprog.entry(vars_ + bcaps)
+            be = bprog.entry(vars_ + bcaps, options)
         if keep:
             states.append(vars_)
         vars_ = _run(be, vars_ + bcaps)
+        if be.verify:
+            for j, want in be.verify:
+                if not _fits(np.shape(vars_[j]), want):
+                    raise _shape_change(a["names"][j], want, np.shape(vars_[j]), f"(iteration {k + 1})")
         k += 1
     ce.ran(k + 1)
     if be is not None:
@@ -433,7 +522,7 @@ def _while_shape(*avals, **a):
     for role, g, caps in (("cond", a["cond"], ccaps), ("body", a["body"], bcaps)):
         ins = {i: x for i, x in zip(g.inputs, list(specs) + list(caps))}
         try:
-            got = passes.infer_shapes(g.with_outputs(g.outputs), ins)
+            got = passes.infer_shapes(_forward(g), ins)
         except ShapeError as err:
             raise type(err)(f"while_loop {role}: {err}") from None
         outs = [got.avals[o] for o in g.outputs]
@@ -447,17 +536,17 @@ def _while_shape(*avals, **a):
             if dtype_of(o) != dtype_of(s):
                 raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {dtype_of(s)} "
                                 f"but has dtype {dtype_of(o)} after one iteration")
-            if not _fits(tuple(o.shape), tuple(s.shape)):
-                raise ShapeError(f"while_loop: loop variable '{names[k]}' enters the loop with shape "
-                                 f"{fmt_shape(s.shape)} but has shape {fmt_shape(o.shape)} after one iteration; "
-                                 f"to let it change, give it a shape invariant with None where it changes "
-                                 f"(shape_invariants=)")
+            # while_loop itself holds the declared shapes to TF1's rule (the body's result at least as
+            # specific as the loop variable); refined by fed shapes, a dimension the rules cannot follow
+            # (through a TensorArray element) is checked at run time (_loop_programs)
+            if not _compatible(tuple(o.shape), tuple(s.shape)):
+                raise _shape_change(names[k], s.shape, o.shape, "")
     if a["back_prop"]:
         return tuple(specs) + (Aval((), np.dtype(object)),)
     return tuple(specs)
 
 
-def _while_vjp(g, ins, out, **a):
+def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
     n = a["n_vars"]
     fl, fc = a["float_vars"], a["float_caps"]
     vars_, ccaps, bcaps, _ = _split(ins, a)
@@ -467,7 +556,7 @@ def _while_vjp(g, ins, out, **a):
     gc = [None] * len(fc)
     if trace.states and fl:
         prog, slots = _body_vjp(a)
-        e = prog.entry(list(trace.states[-1]) + list(bcaps) + gv)
+        e = prog.entry(list(trace.states[-1]) + list(bcaps) + gv, options)
         nv = len(fl)
         for state in reversed(trace.states):
             r = _run(e, tuple(state) + tuple(bcaps) + tuple(gv))
@@ -546,8 +635,10 @@ def _body_vjp(a):
     return prog, prog.slots
 
 
-while_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, joint_vjp=_while_vjp)
-while_nograd_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True)
+while_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, joint_vjp=_while_vjp,
+                          retains_inputs=True, options_arg=True)
+while_nograd_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, retains_inputs=True,
+                                 options_arg=True)
 
 
 def _var_name(x, k):
@@ -747,10 +838,10 @@ def _cond_split(args, a):
     return args[0], args[1:1 + nt], args[1 + nt:]
 
 
-def _cond_impl(pred, *caps, **a):
+def _cond_impl(pred, *caps, options=_DEFAULT_OPTIONS, **a):
     _, tc, fc = _cond_split((pred,) + caps, a)
     g, c = (a["true_graph"], tc) if pred else (a["false_graph"], fc)
-    e = _branch_program(g, "fwd").entry(c)
+    e = _branch_program(g, "fwd").entry(c, options)
     r = _run(e, c)
     e.ran(1)
     return r
@@ -763,7 +854,7 @@ def _cond_shape(pred, *caps, **a):
     _, tc, fc = _cond_split((pred,) + caps, a)
     outs = []
     for g, c in ((a["true_graph"], tc), (a["false_graph"], fc)):
-        got = passes.infer_shapes(g.with_outputs(g.outputs), dict(zip(g.inputs, c)))
+        got = passes.infer_shapes(_forward(g), dict(zip(g.inputs, c)))
         outs.append([got.avals[o] for o in g.outputs])
     return tuple(_merge(x, y, k) for k, (x, y) in enumerate(zip(*outs)))
 
@@ -777,7 +868,7 @@ def _merge(x, y, k):
     return Aval(tuple(a if a == b else None for a, b in zip(x.shape, y.shape)), dtype_of(x))
 
 
-def _cond_vjp(g, ins, out, **a):
+def _cond_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
     pred, tc, fc = _cond_split(ins, a)
     # every float input gets a gradient (zeros from the branch not taken): the sums it joins expect arrays
     result = [None] + [_zeros_like(x) if _is_float(x) else None for x in ins[1:]]
@@ -810,7 +901,7 @@ def _cond_vjp(g, ins, out, **a):
     prog = _program(graph, "vjp", make)
     gs = tuple(g[k] if g[k] is not None else _zeros_like(out[k]) for k in fo)
     args = tuple(caps) + gs
-    e = prog.entry(args)
+    e = prog.entry(args, options)
     r = _run(e, args)
     e.ran(1)
     for j, k in enumerate(fi):
@@ -819,7 +910,8 @@ def _cond_vjp(g, ins, out, **a):
     return tuple(result)
 
 
-cond_p = StaticPrimitive("cond", _cond_impl, _cond_shape, multiple_results=True, joint_vjp=_cond_vjp)
+cond_p = StaticPrimitive("cond", _cond_impl, _cond_shape, multiple_results=True, joint_vjp=_cond_vjp,
+                         retains_inputs=True, options_arg=True)
 
 
 def _trace_branch(fn, outer, what):
@@ -1159,12 +1251,16 @@ def _ta_size(ta, **a):
     return np.asarray(len(ta.items), dtype=np.int32)
 
 
-ta_new_p = StaticPrimitive("tensor_array", _ta_new, _ta_new_shape)
-ta_write_p = StaticPrimitive("tensor_array_write", _ta_write, _ta_write_shape, joint_vjp=_ta_write_vjp)
+# a TensorArray holds the arrays written to it (retains_inputs): the memory plan gives them no buffer
+ta_new_p = StaticPrimitive("tensor_array", _ta_new, _ta_new_shape, retains_inputs=True)
+ta_write_p = StaticPrimitive("tensor_array_write", _ta_write, _ta_write_shape, joint_vjp=_ta_write_vjp,
+                             retains_inputs=True)
 ta_read_p = StaticPrimitive("tensor_array_read", _ta_read, _ta_read_shape, joint_vjp=_ta_read_vjp)
 ta_stack_p = StaticPrimitive("tensor_array_stack", _ta_stack, _ta_stack_shape, joint_vjp=_ta_stack_vjp)
-ta_unstack_p = StaticPrimitive("tensor_array_unstack", _ta_unstack, _ta_unstack_shape, joint_vjp=_ta_unstack_vjp)
-ta_scatter_p = StaticPrimitive("tensor_array_scatter", _ta_scatter, _ta_scatter_shape, joint_vjp=_ta_scatter_vjp)
+ta_unstack_p = StaticPrimitive("tensor_array_unstack", _ta_unstack, _ta_unstack_shape, joint_vjp=_ta_unstack_vjp,
+                               retains_inputs=True)
+ta_scatter_p = StaticPrimitive("tensor_array_scatter", _ta_scatter, _ta_scatter_shape, joint_vjp=_ta_scatter_vjp,
+                               retains_inputs=True)
 ta_gather_p = StaticPrimitive("tensor_array_gather", _ta_gather, _ta_gather_shape, joint_vjp=_ta_gather_vjp)
 ta_size_p = StaticPrimitive("tensor_array_size", _ta_size, lambda flow, **a: Aval((), np.dtype(np.int32)))
 

@@ -23,7 +23,7 @@ from ..autograd import gradtypes
 from ..autograd.primitives import ShapeError, fmt_shape
 from .graph import UninitializedVariableError, op_error, site_str
 
-__all__ = ["interpret", "tier1", "tier2", "tier3", "explain"]
+__all__ = ["interpret", "tier1", "tier2", "tier3", "explain", "own"]
 
 _ndarray = np.ndarray
 _perf = time.perf_counter
@@ -36,6 +36,44 @@ _dense_all = gradtypes.densify_all
 
 def _cp(x):
     return x.copy() if type(x) is _ndarray else x
+
+
+def own(vals, refs):
+    """``vals`` (fetched values) made the caller's: an array that is one of
+    ``refs`` (the feeds and the fetched arrays this run made), a view of
+    one, shares its memory with an earlier value, or is read-only comes
+    back as a copy; any other array (a fresh result, or a view of an
+    intermediate nothing else returns) as it is. Two arrays share memory
+    when they have the same owner: the end of their ``base`` chain (an
+    array that owns its data, or the object that does: the native tier's
+    arrays are views of a Numba MemInfo)."""
+    for x in vals:
+        if type(x) is _ndarray:
+            break
+    else:
+        return vals
+    seen = set()
+    for r in refs:
+        if type(r) is _ndarray:
+            seen.add(id(_owner(r)))
+    out = []
+    for x in vals:
+        if type(x) is _ndarray:
+            o = id(_owner(x))
+            if o in seen or not x.flags.writeable:
+                x = x.copy()
+                o = id(x)
+            seen.add(o)
+        out.append(x)
+    return out
+
+
+def _owner(x):
+    b = x.base
+    while type(b) is _ndarray:
+        x = b
+        b = x.base
+    return x if b is None else b
 
 
 def _bad_param(p, shape, dtype):
@@ -125,6 +163,14 @@ def _step(ins, S):
 
         def step(env):
             env[o] = _cp(env[src])
+    elif kind == "own":
+        n = ins.extra
+        checked, refs = a[:n], a[n:]
+
+        def step(env):
+            r = own([env[i] for i in checked], [env[i] for i in refs])
+            for j, x in enumerate(outs):
+                env[x] = r[j]
     else:
         kw = dict(kw) if kw else {}
         if kind == "call" and ins.extra is not None:
@@ -318,6 +364,13 @@ def _interpreter(instrs, releases, consts, arg_slots, n_slots, ret, S):
                             env[x] = r[j]
                 elif kind == "copy":
                     env[ins.outs[0]] = _cp(env[a[0]])
+                elif kind == "own":
+                    n = ins.extra
+                    # one fetch that is not an array (a loss: a numpy scalar) is the caller's already
+                    if n > 1 or type(env[a[0]]) is _ndarray:
+                        r = own([env[i] for i in a[:n]], [env[i] for i in a[n:]])
+                        for j, x in enumerate(ins.outs):
+                            env[x] = r[j]
                 elif kind == "effect":
                     kw = ins.kw
                     r = ins.fn(S, *[env[i] for i in a], **kw) if kw else ins.fn(S, *[env[i] for i in a])
@@ -371,7 +424,8 @@ def tier2(plan, storage):
     instruction, functions, constants and buffers bound as globals, a
     ``del`` where slots die."""
     t0 = _perf()
-    ns = {"S": storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp, "_cast": _cast,
+    ns = {"S": storage, "_dense": _dense, "_dense_all": _dense_all, "_cp": _cp, "_own": own, "_nd": _ndarray,
+          "_cast": _cast,
           "_cast_all": _cast_all, "_bad_param": _bad_param}
     consts = plan.consts
     for s, c in consts.items():
@@ -399,6 +453,13 @@ def tier2(plan, storage):
                   f"else _bad_param(P{k}, Q{k}, D{k})")
         elif kind == "copy":
             ln = f"{outs} = _cp({a[0]})"
+        elif kind == "own":
+            n = ins.extra
+            outs = ", ".join(f"v{o}" for o in ins.outs) + ","
+            ln = f"{outs} = _own(({''.join(x + ', ' for x in a[:n])}), ({''.join(x + ', ' for x in a[n:])}))"
+            if n == 1:
+                # one fetch that is not an array (a loss: a numpy scalar) is the caller's already
+                ln = f"if type({a[0]}) is _nd: {ln}"
         else:
             ns[f"F{k}"] = ins.fn
             kw = ""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import sys
 import threading
@@ -87,12 +88,17 @@ class StaticPrimitive(Primitive):
     sources, effects (``effect=True``: ``impl(storage, *args, **attrs)``) and
     compiler helpers. None is differentiable. ``out_arg``: the implementation
     takes ``out=`` (a caller's array, for the memory plan) and returns a
-    fresh array otherwise."""
+    fresh array otherwise. ``retains_inputs``: the result is a container
+    that holds its input arrays (a TensorArray write, a loop and its trace),
+    so the memory plan never gives them a buffer a later run overwrites.
+    ``options_arg``: the implementation compiles programs of its own (loop
+    bodies, branches) and takes the session's
+    :class:`~dynnets.static.passes.CompileOptions` as ``options=``."""
 
-    __slots__ = ("effect", "source", "out_arg", "kernel_source")
+    __slots__ = ("effect", "source", "out_arg", "kernel_source", "retains_inputs", "options_arg")
 
     def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False,
-                 joint_vjp=None):
+                 joint_vjp=None, retains_inputs=False, options_arg=False):
         # control flow is the one kind of static primitive with a gradient (its ``joint_vjp``)
         super().__init__(name, impl, shape, multiple_results=multiple_results, joint_vjp=joint_vjp,
                          differentiable=joint_vjp is not None)
@@ -100,6 +106,8 @@ class StaticPrimitive(Primitive):
         self.source = source
         self.out_arg = out_arg
         self.kernel_source = None     # a fused kernel's generated source
+        self.retains_inputs = retains_inputs
+        self.options_arg = options_arg
 
 
 def _no_impl(*a, **k):
@@ -626,10 +634,12 @@ class Graph:
 
     def _const(self, value):
         """A constant node; Python scalars are kept weak (as numpy does), and
-        each distinct scalar is one node per graph."""
+        each distinct scalar is one node per graph (a float by its sign as
+        well: -0.0 == 0.0, yet ``1 / (x * -0.0)`` is ``-inf``; a NaN equals
+        no other, so each is its own node)."""
         tp = type(value)
         if tp is float or tp is int or tp is bool or value is None:
-            key = (tp, value)
+            key = (tp, value, math.copysign(1.0, value)) if tp is float else (tp, value)
             v = self._scalar_consts.get(key)
             if v is None:
                 aval = Aval((), value) if value is not None else Aval((), np.dtype(object))

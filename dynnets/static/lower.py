@@ -7,8 +7,10 @@ Instruction kinds: ``cast`` (a fed value to its placeholder's dtype),
 run writes it and something reads it after the effect), ``param`` (a live
 parameter's array, ``numpy()``, checked against the traced shape and dtype), ``copy``
 (a fetched value out of shared memory), ``call`` (``prim.impl``, with an
-``out=`` buffer from the memory plan), ``vjp`` (a table VJP called directly)
-and ``effect`` (``impl(storage, ...)``).
+``out=`` buffer from the memory plan), ``vjp`` (a table VJP called directly),
+``effect`` (``impl(storage, ...)``) and ``own`` (the last one: fetched
+values that may be a feed, a view of one, a read-only view or another fetch
+become copies; see :func:`~.execute.own`).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from ..autograd.primitives import make_rng
 from .graph import Operation, constant_p, effect_variables, param_p, placeholder_p, variable_p
+from .passes import CompileOptions
 
 __all__ = ["Plan", "Instr", "lower"]
 
@@ -65,11 +68,12 @@ class Instr:
 
 
 
-def _instr_of(g, e, rng_of):
+def _instr_of(g, e, rng_of, options):
     """What lowering makes of a computing equation ``e``, apart from slots:
     (kind, fn, kw, extra, fresh), ``fresh`` when its result never shares
-    memory with an input. It depends on ``e``, the avals (``_grad_casts``)
-    and ``rng_of`` only, so a compile context can keep it."""
+    memory with an input. It depends on ``e``, the avals (``_grad_casts``),
+    ``rng_of`` and ``options`` (given to control flow, which compiles
+    programs of its own) only, so a compile context can keep it."""
     p = e.prim
     info = getattr(p, "vjp_call", None)
     if getattr(p, "effect", False):
@@ -78,12 +82,16 @@ def _instr_of(g, e, rng_of):
         fn, fwd_multi, joint, densify = info
         n_in = e.attrs["_n_in"]
         rest = {a: b for a, b in e.attrs.items() if a != "_n_in"}
+        if p.options_arg:
+            rest["options"] = options
         n_args = len(e.ins)
         n_out = (n_args - n_in) // 2 if fwd_multi else 1
         return ("vjp", fn, rest or None, (fwd_multi, n_out, n_in, densify, _grad_casts(g, e)), _fresh(p))
     kw = e.attrs or None
     if p.random:
         kw = {**e.attrs, "rng": rng_of(e) if rng_of is not None else make_rng(e.attrs["seed"])}
+    elif getattr(p, "options_arg", False):
+        kw = {**e.attrs, "options": options}
     return ("call", p.impl, kw, None, _fresh(p))
 
 
@@ -135,7 +143,8 @@ def _common_prefix(a, b):
     return k
 
 
-def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, memo=None, checkpoints=None):
+def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, memo=None, checkpoints=None,
+          options=None, own_fetches=True):
     """Lower the optimised program ``g`` to a :class:`Plan`: instructions
     over slots, the slots dead after each instruction, the constants, the
     argument slots (one per fed placeholder, in ``feed_ids`` order; ``casts``
@@ -150,7 +159,13 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
     after a prefix that two successive programs shared, so a later program
     that starts with it lowers only the equations after it (the plan is the
     same: equations never change, and lowering an equation depends on what
-    comes before it only)."""
+    comes before it only). ``options`` (the session's
+    :class:`~.passes.CompileOptions`) go to the equations that compile
+    programs of their own (loops, ``cond``). ``own_fetches``: make every
+    fetched value the caller's (:func:`_own_fetches`; a loop body's results
+    go back into the loop and need not be)."""
+    if options is None:
+        options = CompileOptions()
     eqns = g.eqns
     buffers = {}
     written = set()
@@ -218,6 +233,10 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                 read_late.update(e.ins)
     out_set = set(g.outputs)
     copy_outputs = g.meta.get("copy_outputs", set())
+    # fetched slots holding an array this run made and nothing else holds (a ufunc's or a fused
+    # kernel's result without a buffer, a copy): they need no copy (a checkpoint's prefix has no
+    # output, so this starts empty)
+    new_arrays = set()
     root_vals = g.values
     for part in parts:
         if part is not parts[0] and not any(o in slot for o in out_set):
@@ -240,6 +259,7 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                 if o in out_set:
                     slot[o] = counter
                     instrs.append(Instr("copy", (counter,), None, (cs,), None, e, None))
+                    new_arrays.add(counter)
                     counter += 1
                 continue
             elif p is variable_p:
@@ -270,11 +290,11 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                         slot[x] = sl
                     counter += len(e.outs)
                 if memo is None or e.buf is not None or (p.random and rng_of is None):
-                    kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of)
+                    kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of, options)
                 else:
                     r = memo.get(o)
                     if r is None or r[0] is not e:
-                        r = memo[o] = (e, _instr_of(g, e, rng_of))
+                        r = memo[o] = (e, _instr_of(g, e, rng_of, options))
                     kind, fn, kw, extra, fresh = r[1]
                 if kind == "effect":
                     variables.extend(effect_variables(e))
@@ -288,6 +308,8 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                     if p.name == "fused":
                         n_fused += 1
                 instrs.append(Instr(kind, outs, fn, args, kw, e, extra))
+                if fresh and kind == "call" and e.buf is None and o in out_set:
+                    new_arrays.update(outs)
                 if not fresh and kind != "effect" and shared:
                     for i in e.ins:
                         if i in shared:
@@ -299,7 +321,11 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                 for x in e.outs:
                     if x in out_set and (x in shared or x in copy_outputs) and not isinstance(root_vals[x], Operation):
                         instrs.append(Instr("copy", (slot[x],), None, (slot[x],), None, e, None))
-    ret = _ret_template(template, g, slot, flat, keep_sparse)
+                        new_arrays.add(slot[x])
+    twice = None
+    if own_fetches:
+        counter, twice = _own_fetches(g, flat, slot, arg_slots, new_arrays, instrs, counter)
+    ret = _ret_template(template, g, slot, flat, keep_sparse, twice)
     releases = _releases(instrs, ret, consts, arg_slots, ck)
     plan = Plan()
     plan.instrs = instrs
@@ -327,6 +353,44 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
     return plan
 
 
+def _own_fetches(g, flat, slot, arg_slots, new_arrays, instrs, counter):
+    """Make the fetched values the caller's. One last ``own`` instruction
+    checks, at run time, every fetched value that is not an array this run
+    made: one that is a feed, a view of a feed, of a constant or of another
+    fetch, or read-only (``broadcast_to``), becomes a copy
+    (:func:`~.execute.own`), so a result never changes when the caller
+    changes a feed or another result, and can be written. A check, not a
+    copy, because most such values are fresh arrays (a ``matmul``'s, a
+    reduction's) that a copy would only slow down. A value fetched twice
+    gets a copy for its second place. Returns the new slot count and the
+    slots of those second places (fetch index -> slot)."""
+    if len(flat) == 1:
+        # one fetch (a first run after adding an op: every microsecond of compiling counts)
+        if not isinstance(flat[0], Operation):
+            s = slot[g.outputs[0]]
+            if s not in new_arrays:
+                instrs.append(Instr("own", (s,), None, (s, *arg_slots), None, None, 1))
+        return counter, None
+    check, fresh, seen, twice = [], [], set(), {}
+    copies = []
+    for t, v in enumerate(flat):
+        if isinstance(v, Operation):
+            continue
+        s = slot[g.outputs[t]]
+        if s in seen:
+            copies.append(Instr("copy", (counter,), None, (s,), None, None, None))
+            twice[t] = counter
+            counter += 1
+            continue
+        seen.add(s)
+        (fresh if s in new_arrays else check).append(s)
+    if check:
+        instrs.append(Instr("own", tuple(check), None, tuple(check) + tuple(arg_slots) + tuple(fresh), None, None,
+                            len(check)))
+    instrs.extend(copies)
+    return counter, twice
+
+
 def _grad_casts(g, e):
     """Declared dtypes to cast a VJP equation's results to, or None where its
     float inputs and results all have one dtype and no Python scalar takes
@@ -342,19 +406,21 @@ def _grad_casts(g, e):
 
 
 
-def _ret_template(t, g, slot, flat, raw_sparse):
+def _ret_template(t, g, slot, flat, raw_sparse, twice=None):
     """The fetch structure over slots: ('v', slot, densify), ('none',),
-    (list|tuple|dict, items)."""
+    (list|tuple|dict, items); ``twice`` maps the second place of a value
+    fetched twice to its copy's slot."""
     if isinstance(t, int):
         o = g.outputs[t]
         v = flat[t]
         if isinstance(v, Operation):
             return ("none",)
-        return ("v", slot[o], (v.sparse or g.values[o].sparse) and not raw_sparse)
+        s = twice.get(t, slot[o]) if twice else slot[o]
+        return ("v", s, (v.sparse or g.values[o].sparse) and not raw_sparse)
     tp, items = t
     if tp is dict:
-        return (dict, [(k, _ret_template(s, g, slot, flat, raw_sparse)) for k, s in items])
-    return (tp, [_ret_template(s, g, slot, flat, raw_sparse) for s in items])
+        return (dict, [(k, _ret_template(s, g, slot, flat, raw_sparse, twice)) for k, s in items])
+    return (tp, [_ret_template(s, g, slot, flat, raw_sparse, twice) for s in items])
 
 
 

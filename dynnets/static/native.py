@@ -22,17 +22,23 @@ expressions took 0.9 s to compile against 0.35 s (0.27 s with the chains
 fused), a 213-instruction plan 55 s against 11 s (4.9 s fused); compile time
 grows with the number of loops, ~20 ms per instruction once fused.
 
-Which plans qualify (:func:`translate` raises :class:`Unsupported` otherwise,
-and the plan stays on tier 2, transparently): every instruction has a
-translation here (elementwise arithmetic and the transcendental functions,
-sum and mean, reshape / transpose / broadcast_to, 2-D matmul and linear,
-astype and copy, each one's VJP, the gradient sums, ``assign*``, ``group``,
-and the updates of GradientDescentOptimizer, AdagradOptimizer and
-AdamOptimizer on dense gradients); shapes are concrete (they are, after
-``infer_shapes`` with the fed shapes); floating-point values are float32 or
-float64, and an operation's array inputs share its dtype (Python scalars are
-kept weak, as numpy does); no value has more than :data:`MAX_SIZE` elements
-and the plan has at most :data:`MAX_INSTRS` instructions. Large arrays are
+Which plans qualify (:func:`translate` decides it by explicit checks and
+raises :class:`Unsupported` otherwise, and the plan stays on tier 2,
+transparently; any other error is a bug here and propagates): every
+instruction has a translation here (elementwise arithmetic and the
+transcendental functions, sum and mean, reshape / transpose / broadcast_to,
+2-D matmul and linear, astype and copy, each one's VJP, the gradient sums,
+``assign*``, ``group``, and the updates of GradientDescentOptimizer,
+AdagradOptimizer and AdamOptimizer on dense gradients, their learning rate
+constant or fed; integer scalar arithmetic and scalar comparisons, a loop's
+counter and condition); shapes are concrete (they are, after
+``infer_shapes`` with the fed shapes; a loop body whose state may change
+shape does not qualify); floating-point values are float32 or float64, and
+an operation's array inputs share its dtype (Python scalars are kept weak,
+as numpy does); no value has more than :data:`MAX_SIZE` elements and the
+plan has at most :data:`MAX_INSTRS` instructions. A session's plans qualify
+so, and so do the loop bodies, loop conditions and ``cond`` branches they
+run (:mod:`.control_flow` compiles them with the session's options). Large arrays are
 numpy's (its SIMD transcendental functions beat Numba's scalar libm calls
 from ~1000 elements on, see :mod:`.passes`; and its BLAS beats the loops'
 products), and a long plan would take seconds to compile.
@@ -42,14 +48,18 @@ operation (same formulas, same order, constants cast to the dtype numpy
 would use), so results agree with the plan executor to rounding: float64 to
 ~1e-14 relative (numpy sums pairwise and has its own SIMD exp/log/tanh, the
 loops sum in sequence and call libm), float32 to a few ulps. Run as Python
-(``NUMBA_DISABLE_JIT=1``), the same source is the kernel's twin. After compiling, the kernel's inferred return type is
-checked against the declared dtypes of the fetches (a translation that
-promoted somewhere would be caught there and the plan stays on tier 2).
+(``NUMBA_DISABLE_JIT=1``), the same source is the kernel's twin. After
+compiling, the kernel's inferred return type is checked against the declared
+dtypes of the fetches (a translation that promoted somewhere is a bug: an
+AssertionError). Fetched arrays are the caller's: a fetched feed, constant
+or view of one, or an array fetched twice, is copied in the kernel
+(:func:`_own`); an array the kernel allocated is returned as it is.
 
 The kernel is compiled for one signature (C-contiguous, writable arrays of the
 fed dtypes and the variables' dtypes) and its dispatcher may not compile
 others: a run whose feed is, say, a strided view raises Numba's dispatch
-TypeError before any code runs, and the wrapper runs the tier-2 function
+TypeError before any code runs, and the wrapper, having checked that an
+argument's layout is indeed not the signature's, runs the tier-2 function
 instead. The generated code raises nothing itself after dispatch (no checks
 are needed: every shape is static and was checked when the plan was made), so
 an unset variable (a KeyError reading the storage) still reaches
@@ -81,7 +91,7 @@ MAX_SIZE = 2048
 MAX_INSTRS = 120
 
 KERNEL_STATS = {"compiled": 0, "reused": 0}
-_KERNELS: dict = {}            # kernel source -> compiled dispatcher (shared by plans and sessions)
+_KERNELS: dict = {}            # (kernel source, argument types) -> compiled dispatcher (shared by plans and sessions)
 
 _perf = time.perf_counter
 
@@ -172,6 +182,7 @@ class _Gen:
         self.var_args = {}
         self.n = 0
         self.lazy = {}          # slot -> _Lazy: an elementwise result not yet computed
+        self.fresh = set()      # names of arrays the kernel allocates (np.empty, np.zeros, copies)
         # slot -> how often the kernel reads it: counted by a first translation (uses=None),
         # which inlines nothing; an instruction's arguments overcount (a VJP gets the
         # forward inputs whether its formula reads them or not)
@@ -184,8 +195,12 @@ class _Gen:
             for a in fetched:
                 self.uses[a] = self.uses.get(a, 0) + 1
         consts = plan.consts
+        avals = g.avals
         for vid, s in plan.slot_of.items():
-            a = g.avals[vid]
+            if type(avals) is dict and vid not in avals:
+                # a fed input the program does not read (a loop condition's): shaped from the feed below
+                continue
+            a = avals[vid]
             if s in consts:
                 c = consts[s]
                 if type(c) in (int, float):
@@ -340,6 +355,7 @@ class _Gen:
         if acc is None:
             if into is None:
                 self.emit(f"{t} = np.empty({n}, {D})")
+                self.fresh.add(t)
             else:
                 t = into
             self.lines += head
@@ -357,10 +373,12 @@ class _Gen:
                 self.emit(f"{r} = {D}({post(t) if post else t})")
             else:
                 self.emit(f"{r} = np.empty(1, {D})")
+                self.fresh.add(r)
                 self.emit(f"{r}[0] = {post(t) if post else t}")
             return r
         m = math.prod(acc)
         self.emit(f"{t} = np.zeros({m}, {D})")
+        self.fresh.add(t)
         self.lines += head
         self.emit(f"{ind}{t}[{_bidx(acc, loop_shape, ivars)}] += {value}")
         if post:
@@ -412,12 +430,13 @@ def _call(*prims):
 
 
 def _fmax(a, b):
-    # np.maximum: the NaN wins (a != a is a NaN test)
-    return f"({a} if {a} >= {b} or {a} != {a} else {b})"
+    # np.maximum: a NaN in either input wins (a != a is a NaN test), and of two equal values the
+    # second (np.maximum(-0.0, 0.0) is 0.0)
+    return f"({a} if {a} > {b} or {a} != {a} else {b})"
 
 
 def _fmin(a, b):
-    return f"({a} if {a} <= {b} or {a} != {a} else {b})"
+    return f"({a} if {a} < {b} or {a} != {a} else {b})"
 
 
 _BINARY = {P.add_p: lambda a, b: f"({a} + {b})", P.sub_p: lambda a, b: f"({a} - {b})",
@@ -429,11 +448,39 @@ def _operands(gen, slots, dt):
     return [gen.op(s, dt, inline=True) for s in slots]
 
 
+_INTS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 @_call(*_BINARY)
 def _binary(gen, ins, kw):
     o = ins.outs[0]
+    if gen.dtype.get(o) in _INTS and gen.shape.get(o) == ():
+        # integer scalars: a loop's counter (the cast wraps as numpy's int32 does)
+        dt = gen.dtype[o]
+        a, b = [gen.op(x, dt)[0] for x in ins.args]
+        gen.scalar(o, _BINARY[ins.eqn.prim](a, b), dt)
+        return
     dt = gen.out_dtype(o)
     gen.ew(o, gen.shape[o], _operands(gen, ins.args, dt), _BINARY[ins.eqn.prim], dt)
+
+
+_COMPARE = {P.less_p: "<", P.less_equal_p: "<=", P.greater_p: ">", P.greater_equal_p: ">=", P.equal_p: "==",
+            P.not_equal_p: "!="}
+
+
+@_call(*_COMPARE)
+def _compare(gen, ins, kw):
+    """A comparison of two scalars (a loop's condition): a boolean scalar."""
+    o = ins.outs[0]
+    if gen.shape.get(o) != ():
+        raise Unsupported("a comparison of arrays")
+    x, y = ins.args
+    dts = {gen.dtype.get(s) for s in (x, y) if s not in gen.weak}
+    if len(dts) != 1 or not dts <= set(_DT_NAME):
+        raise Unsupported(f"a comparison of {sorted(map(str, dts))}")
+    dt = dts.pop()
+    a, b = gen.op(x, dt)[0], gen.op(y, dt)[0]
+    gen.scalar(o, f"{a} {_COMPARE[ins.eqn.prim]} {b}", np.dtype(bool))
 
 
 def _pow_fmt(y, dt):
@@ -559,6 +606,7 @@ def _transpose_to(gen, o, s, axes, dt):
     t = gen.tmp()
     ivars = [f"i{d}{t}" for d in range(nd)]
     gen.emit(f"{t} = np.empty({math.prod(shp)}, {_DT_NAME[dt]})")
+    gen.fresh.add(t)
     ind = ""
     for d, size in enumerate(out_shape):
         gen.emit(f"{ind}for {ivars[d]} in range({size}):")
@@ -607,6 +655,7 @@ def _dot(gen, m, k, n, a, a_t, b, b_t, dt, bias=None):
     bi = (lambda kk, j: f"{b}[{j} * {k} + {kk}]") if b_t else (lambda kk, j: f"{b}[{kk} * {n} + {j}]")
     i, j, kk, s = f"i{t}", f"j{t}", f"k{t}", f"s{t}"
     gen.emit(f"{t} = np.empty({m * n}, {D})")
+    gen.fresh.add(t)
     gen.emit(f"for {i} in range({m}):")
     gen.emit(f"    for {j} in range({n}):")
     gen.emit(f"        {s} = {_lit(0, dt)}")
@@ -942,6 +991,7 @@ def _apply(gen, ins, kw):
     opt, vars_, n = kw["opt"], kw["vars"], kw["n"]
     args = ins.args
     lr_expr = None                       # a float64 kernel expression, or a Python float
+    lr_val = None
     if len(args) > n:
         s = args[n]
         if s in gen.weak:
@@ -957,8 +1007,9 @@ def _apply(gen, ins, kw):
     if tp not in (GradientDescentOptimizer, AdagradOptimizer, AdamOptimizer):
         raise Unsupported(f"optimizer {tp.__name__}")
 
-    def in_dt(dt, value=None, expr=None):
-        return f"{_DT_NAME[dt]}({expr})" if expr is not None else _lit(value, dt)
+    def lr_in(dt):
+        # the learning rate in the variable's dtype: a fed one cast, a Python float as a literal
+        return f"{_DT_NAME[dt]}({lr_expr})" if lr_expr is not None else _lit(lr_val, dt)
 
     if tp is AdamOptimizer:
         st = opt._step[vars_[0].graph]
@@ -989,7 +1040,7 @@ def _apply(gen, ins, kw):
             if gw in gen.lazy:
                 gen.materialize(gw)
             ge = gen.expr[gw]
-        lr = in_dt(dt, lr_val, lr_expr)
+        lr = lr_in(dt)
         if tp is GradientDescentOptimizer:
             _update(gen, var, [(ge, shape)], lambda p, e: f"({p} - {lr} * {e})")
         elif tp is AdagradOptimizer:
@@ -1011,7 +1062,7 @@ def _apply(gen, ins, kw):
                 raise Unsupported("Adam moments of another dtype than their variable")
             b1, b2, c1, c2 = (_lit(opt.beta1, dt), _lit(opt.beta2, dt), _lit(1.0 - opt.beta1, dt),
                               _lit(1.0 - opt.beta2, dt))
-            ss, sb = in_dt(dt, expr=step_size), in_dt(dt, expr=sqrt_bc2)
+            ss, sb = f"{_DT_NAME[dt]}({step_size})", f"{_DT_NAME[dt]}({sqrt_bc2})"
             eps = _lit(opt.epsilon, dt)
             m_el = (mname, shape) if shape else (f"{mname}[()]", ())
             v_el = (vname, shape) if shape else (f"{vname}[()]", ())
@@ -1061,17 +1112,21 @@ def _translate(plan, uses):
         raise Unsupported("no feed signature in the plan key")
     for i, s in enumerate(plan.arg_slots):
         shp, fdt = tuple(key[2 + 3 * i]), np.dtype(key[3 + 3 * i])
-        if fdt not in _FLOATS:
+        if any(d is None for d in shp):
+            raise Unsupported(f"a feed of unknown shape {shp} (a loop variable whose shape may change)")
+        if fdt not in _FLOATS and not (shp == () and fdt in _DT_NAME):
             raise Unsupported(f"a feed of dtype {fdt}")
         gen._check_size(shp)
         name = f"a{i}"
-        gen.args.append((name, ("feed", i), (fdt, len(shp), True)))
+        # a 0-d feed is passed as a scalar (ndim None): a loop's counter comes back from the last
+        # iteration as a numpy scalar, which a 0-d array argument would not take
+        gen.args.append((name, ("feed", i), (fdt, len(shp) if shp else None, True)))
         dt = np.dtype(casts.get(s, fdt))
-        if dt not in _FLOATS:
+        if dt not in _FLOATS and not (shp == () and dt == fdt):
             raise Unsupported(f"a placeholder of dtype {dt}")
         gen.shape[s] = shp
         if shp == ():
-            gen.scalar(s, f"{name}[()]", dt)
+            gen.scalar(s, name, dt)
         elif s in casts:
             D = _DT_NAME[dt]
             gen.ew(s, shp, [(gen.flat(name, shp), shp)], lambda e: f"{D}({e})", dt)
@@ -1091,6 +1146,7 @@ def _translate(plan, uses):
             elif snap:
                 t = gen.tmp()
                 gen.emit(f"{t} = {name}.copy()")
+                gen.fresh.add(t)
                 gen.bind(o, t)
             else:
                 gen.bind(o, name)
@@ -1119,7 +1175,10 @@ def _translate(plan, uses):
             else:
                 t = gen.tmp()
                 gen.emit(f"{t} = {e}.copy()")
+                gen.fresh.add(t)
                 gen.bind(o, t)
+        elif kind == "own":
+            _own(gen, ins)
         elif kind == "call":
             prim = ins.eqn.prim
             if prim.random:
@@ -1151,7 +1210,8 @@ def _translate(plan, uses):
     for s in fetches:
         if s in gen.lazy:
             gen.materialize(s)
-        if s not in gen.expr or s in gen.weak or gen.dtype.get(s) not in _FLOATS:
+        dt = gen.dtype.get(s)
+        if s not in gen.expr or s in gen.weak or not (dt in _FLOATS or (gen.shape.get(s) == () and dt in _DT_NAME)):
             raise Unsupported(f"fetched slot {s} has no kernel value")
         shp = gen.shape[s]
         rets.append(gen.expr[s] if len(shp) <= 1 else f"{gen.expr[s]}.reshape({shp})")
@@ -1166,6 +1226,36 @@ def _translate(plan, uses):
     t.source = f"def kernel({', '.join(a[0] for a in t.args)}):\n{body}"
     t.uses = gen.uses
     return t
+
+
+def _own(gen, ins):
+    """The ``own`` instruction (:func:`.execute.own`), decided here: a
+    fetched array the kernel allocated is the caller's unless another fetch
+    returns the same array; any other (a feed, a constant, a view of one)
+    is copied."""
+    n = ins.extra
+    claimed = set()
+    fetched = ins.args[n:] + ins.args[:n]
+    n_args = len(ins.args) - n
+    for j, s in enumerate(fetched):
+        if s in gen.lazy:
+            gen.materialize(s)
+        if s not in gen.expr or s in gen.weak or gen.is_scalar(s):
+            continue
+        e = gen.expr[s]
+        if j < n_args:
+            # the feeds and the arrays this run made: they stay as they are
+            if e in gen.fresh:
+                claimed.add(e)
+            continue
+        if e in gen.fresh and e not in claimed:
+            claimed.add(e)
+            continue
+        t = gen.tmp()
+        gen.emit(f"{t} = {e}.copy()")
+        gen.fresh.add(t)
+        claimed.add(t)
+        gen.bind(s, t)
 
 
 def _flat(t, out):
@@ -1192,12 +1282,18 @@ _HEADER = ("import math\nimport numpy as np\nfrom numba import njit\n\n\n"
 def _numba_type(dt, ndim, writable):
     from numba import types
     from numba.np.numpy_support import from_dtype
+    if ndim is None:
+        return from_dtype(dt)
     return types.Array(from_dtype(dt), ndim, "C", readonly=not writable)
 
 
 def _kernel(t):
-    """The compiled dispatcher of translation ``t``, for its one signature."""
-    k = _KERNELS.get(t.source)
+    """The compiled dispatcher of translation ``t``, for its one signature.
+    Kept per source *and* argument types: one source can serve plans whose
+    arguments differ (``return (a0,)`` for a float32 and a float64 feed), and
+    a dispatcher compiled for one of them takes no other."""
+    key = (t.source, tuple(a[2] for a in t.args))
+    k = _KERNELS.get(key)
     if k is not None:
         KERNEL_STATS["reused"] += 1
         return k
@@ -1214,7 +1310,7 @@ def _kernel(t):
         # the kernel runs, and the wrapper runs the tier-2 plan instead
         k.disable_compile()
         _check_return(k, t)
-    _KERNELS[t.source] = k
+    _KERNELS[key] = k
     KERNEL_STATS["compiled"] += 1
     return k
 
@@ -1228,7 +1324,7 @@ def _check_return(k, t):
         return
     items = list(rt.types) if isinstance(rt, types.BaseTuple) else [rt]
     if len(items) != len(t.fetches):
-        raise Unsupported(f"internal: kernel returns {rt}")
+        raise AssertionError(f"native: the kernel returns {rt} for {len(t.fetches)} fetches:\n{t.source}")
     for it, (s, shape, dt) in zip(items, t.fetches):
         want = from_dtype(dt)
         if shape == ():
@@ -1236,7 +1332,8 @@ def _check_return(k, t):
         else:
             ok = isinstance(it, types.Array) and it.dtype == want and it.ndim == len(shape)
         if not ok:
-            raise Unsupported(f"internal: the kernel computes {it} for a fetch declared {dt}{list(shape)}")
+            raise AssertionError(f"native: the kernel computes {it} for a fetch declared {dt}{list(shape)}:\n"
+                                 f"{t.source}")
 
 
 def _wrapper_source(t, plan):
@@ -1247,9 +1344,9 @@ def _wrapper_source(t, plan):
     feeds = [f"v{s}" for s in plan.arg_slots]
     call = []
     pre = []
-    for name, (what, ref), _ in t.args:
+    for name, (what, ref), kind in t.args:
         if what == "feed":
-            call.append(feeds[ref])
+            call.append(feeds[ref] + ("[()]" if kind[1] is None else ""))
         elif what == "var":
             call.append(f"S[{ref}]")
         elif what == "const":
@@ -1297,12 +1394,30 @@ def _wrapper_source(t, plan):
     r = ret(plan.ret)
     lines = [f"def _plan({', '.join(feeds)}):"]
     lines += [f"    {ln}" for ln in pre]
+    ns["KINDS"] = tuple(a[2] for a in t.args)
+    ns["_layout_differs"] = _layout_differs
     lines.append("    try:")
     lines.append(f"        r = K({', '.join(call)})")
     lines.append("    except TypeError:")
+    lines.append(f"        if not _layout_differs(({''.join(c + ', ' for c in call)}), KINDS):")
+    lines.append("            raise")
     lines.append(f"        return FB({', '.join(feeds)})")
     lines.append(f"    return {r}")
     return "\n".join(lines) + "\n", ns
+
+
+def _layout_differs(args, kinds):
+    """Whether an argument differs from the kernel's one signature (dtype,
+    dimensions, C order, writable): the TypeError the kernel's dispatcher
+    raises for it sends the run to the tier-2 function; any other is a bug."""
+    for x, (dt, nd, writable) in zip(args, kinds):
+        if nd is None:
+            if getattr(x, "dtype", None) != dt:
+                return True
+        elif (type(x) is not np.ndarray or x.dtype != dt or x.ndim != nd or not x.flags.c_contiguous
+                or (writable and not x.flags.writeable)):
+            return True
+    return False
 
 
 class Native:
@@ -1319,7 +1434,10 @@ class Native:
 def compile_plan(plan, storage, bad_param):
     """Compile ``plan`` (at tier 2) to tier 3: set ``plan.fn`` to the
     wrapper over the kernel and return True; or record in ``plan.native``
-    why it does not qualify (or failed to compile) and return False."""
+    why it does not qualify (:class:`Unsupported`: the translation's
+    explicit checks) and return False. Any other error (Numba failing to
+    type or compile a translation, a translation that computes another
+    dtype than the plan declares) is a bug of this module and propagates."""
     nat = Native()
     plan.native = nat
     t0 = _perf()
@@ -1329,9 +1447,6 @@ def compile_plan(plan, storage, bad_param):
         k = _kernel(t)
     except Unsupported as e:
         nat.reason = str(e)
-        return False
-    except Exception as e:          # a Numba typing or lowering error: the plan stays on tier 2
-        nat.reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         return False
     finally:
         nat.compile_time = _perf() - t0

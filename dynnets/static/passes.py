@@ -63,8 +63,10 @@ times are whole plan runs, so they include the Python around the kernels):
 from __future__ import annotations
 
 import math
+import struct
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -76,11 +78,29 @@ from .graph import (SOURCES, Eqn, StaticPrimitive, site_str, constant_p, param_p
                     variable_p)
 
 __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",
-           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "PassCache", "FUSE_MIN_SIZE",
-           "MEMORY_MIN_SIZE"]
+           "fuse_elementwise", "plan_memory", "evaluate", "optimize", "PassCache", "CompileOptions", "FUSE_MIN_SIZE",
+           "MEMORY_MIN_SIZE", "NATIVE_AFTER"]
 
 FUSE_MIN_SIZE = 2048
 MEMORY_MIN_SIZE = 4096
+NATIVE_AFTER = 100
+
+
+class CompileOptions(NamedTuple):
+    """How a session compiles and tiers its programs: the passes' switches
+    (``optimize``: folding, CSE and the late passes; the size thresholds of
+    fusion and the memory plan, None for off) and the runs after which a
+    plan moves to tier 2 (``jit_after``) and to the native tier
+    (``native_after``, None for never). A session's plans, and the loop
+    bodies, loop conditions and ``cond`` branches they run, are all compiled
+    with its options (see :class:`~dynnets.static.session.Session`); the
+    defaults are a default session's."""
+
+    optimize: bool = True
+    fuse_min_size: int | None = FUSE_MIN_SIZE
+    memory_min_size: int | None = MEMORY_MIN_SIZE
+    jit_after: int = 2
+    native_after: int | None = NATIVE_AFTER
 
 _perf = time.perf_counter
 
@@ -355,18 +375,28 @@ def fold_constants(g, max_size=1 << 16, memo=None):
 
 
 def _freeze(x):
-    """A hashable key for an attribute value (None if it has none)."""
+    """A hashable key for an attribute value, equal for two values exactly
+    when they are the same value: floats are keyed by their bits, since
+    ``-0.0 == 0.0`` and NaN equals nothing (``1 / (x * -0.0)`` is ``-inf``
+    where ``1 / (x * 0.0)`` is ``inf``), and numbers of different types
+    differ (``1``, ``1.0`` and ``True``)."""
     if isinstance(x, np.ndarray):
         if x.size > 256:
             return ("nd-id", id(x))
         return ("nd", x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, np.generic):
+        return ("np", x.dtype.str, x.tobytes())
+    if type(x) is float:
+        return ("float", struct.pack("<d", x))
+    if type(x) is complex:
+        return ("complex", struct.pack("<dd", x.real, x.imag))
     if isinstance(x, slice):
         return ("slice", _freeze(x.start), _freeze(x.stop), _freeze(x.step))
     if isinstance(x, (tuple, list)):
         return (type(x).__name__,) + tuple(_freeze(i) for i in x)
     if isinstance(x, dict):
         return ("dict",) + tuple((k, _freeze(v)) for k, v in sorted(x.items()))
-    if isinstance(x, (float, int, bool, str, type(None), np.generic, np.dtype, type)) or x is Ellipsis:
+    if isinstance(x, (int, bool, str, type(None), np.dtype, type)) or x is Ellipsis:
         return (type(x).__name__, x)
     try:
         hash(x)
@@ -391,13 +421,28 @@ def _cse_key(e, ins):
     attrs = e.attrs
     if not attrs:
         return (p, ins)
-    try:
-        items = tuple(attrs.items())
-        hash(items)
-        # equal hashable attrs of different types (1 vs 1.0 vs True) must not merge
-        return (p, ins, items, tuple(type(v) for _, v in items))
-    except TypeError:
-        return (p, ins, _freeze(attrs))
+    items = tuple(attrs.items())
+    types = tuple([type(v) for _, v in items])
+    for t in types:
+        r = _EXACT_KEYS.get(t)
+        if r is None:
+            r = _exact_key(t)
+        if not r:
+            # a float attribute (-0.0 == 0.0), an array, a structure: keyed by what it is
+            return (p, ins, _freeze(attrs))
+    # equal attrs of different types (1 vs 1.0 vs True) must not merge
+    return (p, ins, items, types)
+
+
+# attribute types whose == and hash tell every two values apart (not float: -0.0 == 0.0, NaN != NaN)
+_EXACT_KEYS = {int: True, bool: True, str: True, type(None): True, type: True}
+
+
+def _exact_key(t):
+    r = _EXACT_KEYS.get(t)
+    if r is None:
+        r = _EXACT_KEYS[t] = issubclass(t, np.dtype)
+    return r
 
 
 def cse(g, memo=None):
@@ -547,6 +592,9 @@ _KERNELS: dict = {}      # generated source -> compiled kernel (a cache across p
 KERNEL_STATS = {"compiled": 0, "reused": 0}
 
 
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _concrete(shape):
     return all(d is not None for d in shape)
 
@@ -579,11 +627,11 @@ def _kernel_source(nd, patterns, body, n_scalars):
         lines.append(f"{ind}for i{d} in range(out.shape[{d}]):")
         ind += "    "
     for k, pat in enumerate(patterns):
-        sub = ", ".join("0" if b else idx[d] for d, b in enumerate(pat))
+        sub = ", ".join("0" if b else idx[d] for d, b in enumerate(pat)) if nd else "()"
         lines.append(f"{ind}x{k} = a{k}[{sub}]")
     for ln in body:
         lines.append(ind + ln)
-    lines.append(f"{ind}out[{', '.join(idx)}] = t{len(body) - 1}")
+    lines.append(f"{ind}out[{', '.join(idx) if nd else '()'}] = t{len(body) - 1}")
     return "\n".join(lines) + "\n"
 
 
@@ -607,16 +655,42 @@ def _compile_kernel(src):
     return k
 
 
-def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype):
+def _numpy_layout(arrays, steps, dtype):
+    """An empty array laid out as numpy's ufuncs would lay out the group's
+    result: each ufunc's result follows its inputs' memory order (``order='K'``:
+    a transposed input gives a transposed result), and a reduction over it
+    sums in that order, so a result in another order would round differently.
+    Each step allocates as numpy does (an ``nditer`` over its operands)."""
+    made = []
+    for step in steps:
+        ops = [arrays[k] if kind == "x" else made[k] for kind, k in step]
+        it = np.nditer(ops + [None], flags=["refs_ok", "zerosize_ok"],
+                       op_flags=[["readonly"]] * len(ops) + [["writeonly", "allocate"]],
+                       op_dtypes=[None] * len(ops) + [dtype])
+        made.append(it.operands[-1])
+    return made[-1]
+
+
+def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype, steps):
     shape = tuple(out_aval.shape)
     dtype = np.dtype(out_aval.dtype)
     cast = scalars_dtype.type
     n_arrays = len(in_avals)
     want = [(tuple(a.shape), np.dtype(a.dtype)) for a in in_avals]
+    zero_d = not shape
+    multi_d = len(shape) > 1
 
     def impl(*args, out=None):
         if out is None:
-            out = np.empty(shape, dtype)
+            out = None
+            if multi_d:
+                for a in args[:n_arrays]:
+                    if a.ndim > 1 and not a.flags.c_contiguous:
+                        # numpy's ufuncs keep a transposed input's memory order: so does the result
+                        out = _numpy_layout(args[:n_arrays], steps, dtype)
+                        break
+            if out is None:
+                out = np.empty(shape, dtype)
         elif out.shape != shape:
             raise ShapeError(f"fused: out.shape={out.shape} should be {shape}")
         # the kernel indexes its inputs by the shapes it was generated for, unchecked
@@ -624,9 +698,14 @@ def _fused_primitive(kernel, src, out_aval, reshapes, in_avals, scalars_dtype):
             if np.shape(a) != shp or a.dtype != dt:
                 raise ShapeError(f"fused: an input has shape {np.shape(a)} and dtype {a.dtype}, the kernel was "
                                  f"generated for shape {shp} and dtype {dt}")
-        arrs = [a if r is None else np.reshape(a, r) for a, r in zip(args[:n_arrays], reshapes)]
+        if zero_d:
+            # a 0-d kernel indexes its inputs with (): numpy hands 0-d results on as scalars
+            arrs = [np.asarray(a) for a in args[:n_arrays]]
+        else:
+            arrs = [a if r is None else np.reshape(a, r) for a, r in zip(args[:n_arrays], reshapes)]
         kernel(out, *arrs, *[cast(s) for s in args[n_arrays:]])
-        return out
+        # a 0-d result as numpy gives it: a scalar
+        return out if shape else out[()]
 
     def shape_rule(*avals, **attrs):
         return out_aval
@@ -662,7 +741,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
         if e.prim.scalar is None:
             return False
         a = avals[e.outs[0]]
-        return _concrete(a.shape) and isinstance(a.dtype, np.dtype) and a.dtype.kind == "f"
+        return _concrete(a.shape) and isinstance(a.dtype, np.dtype) and a.dtype in _FUSED_DTYPES
 
     absorbed = set()
     groups = {}
@@ -718,13 +797,17 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
         order = [m for m in g.eqns if id(m) in {id(x) for x in members}]
         root_shape = tuple(avals[e.outs[0]].shape)
         nd = len(root_shape)
+        dt_name = "np." + np.dtype(avals[e.outs[0]].dtype).name
         arrays, scalars, names = [], [], {}
         body = []
+        steps = []              # per member, its array operands: ("x", k) an input, ("t", j) a member
         for m in order:
             terms = []
+            step = []
             for i in m.ins:
                 if i in member_outs:
                     terms.append(names[i])
+                    step.append(("t", int(names[i][1:])))
                     continue
                 pe = prod.get(i)
                 if pe is not None and pe.prim is constant_p and isinstance(pe.attrs["value"], (float, int)):
@@ -737,8 +820,12 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
                     names[i] = f"x{len(arrays)}"
                     arrays.append(i)
                 terms.append(names[i])
+                step.append(("x", int(names[i][1:])))
+            steps.append(step)
             t = f"t{len(body)}"
-            body.append(f"{t} = {m.prim.scalar.format(*terms)}")
+            # each operation rounds to the group's dtype, as numpy's float32 ufuncs do (a template's
+            # float literal, 0.0 in relu's, would otherwise carry the rest of the chain in float64)
+            body.append(f"{t} = {dt_name}({m.prim.scalar.format(*terms)})")
             names[m.outs[0]] = t
         patterns, reshapes = [], []
         for i in arrays:
@@ -750,7 +837,7 @@ def fuse_elementwise(g, min_size=FUSE_MIN_SIZE):
         kernel = nd_cache.get(src) or _compile_kernel(src)
         nd_cache[src] = kernel
         prim = _fused_primitive(kernel, src, avals[e.outs[0]], reshapes, [avals[i] for i in arrays],
-                                np.dtype(avals[e.outs[0]].dtype))
+                                np.dtype(avals[e.outs[0]].dtype), steps)
         new.append(Eqn(prim, tuple(arrays) + tuple(scalars), e.outs,
                        {}, "fused(" + "+".join(m.prim.name for m in order) + ")", e.site))
     return g.derive(new)
@@ -766,6 +853,77 @@ def _writes_out(e):
     return (isinstance(p.impl, np.ufunc) and not p.multiple_results) or getattr(p, "out_arg", False)
 
 
+def _containers(g):
+    """The values of ``g`` that are containers holding references to arrays
+    (TensorArrays, a loop's trace, a loop's or a ``cond``'s results, their
+    gradients): what a primitive with ``retains_inputs`` makes, and a sum of
+    such values (``add_n`` adds TensorArrays element by element, keeping the
+    terms' arrays). None of them is an array an ``out=`` buffer could hold."""
+    cont = set()
+    for e in g.eqns:
+        if getattr(e.prim, "retains_inputs", False) or (cont and _writes_out(e) and any(i in cont for i in e.ins)):
+            cont.update(e.outs)
+    return cont
+
+
+def _retained(g, cont):
+    """The values whose memory a result of ``g`` may hold inside a container
+    (a TensorArray written, a loop's state): a buffer reused in the next run
+    would change them under it, and a container cannot be copied out as an
+    array can, so such a value gets no buffer. Walks back from the outputs
+    through every equation whose result may share memory with its inputs."""
+    reach = dict.fromkeys(g.outputs, 1)     # 1: an output may alias it; 2: an output may hold it in a container
+    for e in reversed(g.eqns):
+        m = 0
+        for o in e.outs:
+            r = reach.get(o, 0)
+            if r > m:
+                m = r
+        if not m or e.prim in SOURCES or getattr(e.prim, "effect", False):
+            continue
+        holds = getattr(e.prim, "retains_inputs", False) or (cont and any(o in cont for o in e.outs))
+        if not holds and _writes_out(e):
+            continue                        # a fresh array
+        if holds:
+            m = 2
+        for i in e.ins:
+            if reach.get(i, 0) < m:
+                reach[i] = m
+    return {v for v, r in reach.items() if r == 2}
+
+
+# results that may be laid out otherwise than in C order (views); a ufunc's result follows its inputs'
+_VIEWS = frozenset(["transpose", "getitem", "broadcast_to", "split_rows", "tensor_array_read", "tensor_array_gather",
+                    "while", "cond"])
+# results in C order whatever their inputs' order (BLAS products)
+_C_RESULTS = frozenset(["matmul", "linear"])
+
+
+def _not_c_order(g):
+    """The values of ``g`` that may not be in C order at run time: views
+    (a transpose, a column), what a loop or a TensorArray returns, constants
+    stored otherwise, and what an elementwise op or any other computes from
+    them (numpy keeps the inputs' memory order). Fed values, variables and
+    live parameters are taken to be in C order (numpy's default)."""
+    maybe = set()
+    for e in g.eqns:
+        p = e.prim
+        if p is constant_p:
+            v = e.attrs["value"]
+            if isinstance(v, np.ndarray) and v.ndim > 1 and not v.flags.c_contiguous:
+                maybe.add(e.outs[0])
+            continue
+        if p in SOURCES:
+            continue
+        # a VJP of a view is a view (the transpose's is g transposed)
+        name = getattr(p, "forward", p).name
+        if name in _C_RESULTS:
+            continue
+        if name in _VIEWS or (maybe and any(i in maybe for i in e.ins)):
+            maybe.update(e.outs)
+    return maybe
+
+
 def plan_memory(g, min_size=MEMORY_MIN_SIZE):
     """Liveness analysis assigning reusable ``out=`` buffers.
 
@@ -774,10 +932,14 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
     get a buffer slot (``eqn.buf``); a slot is reused once every value that
     may alias it is dead. Any other op's result is assumed to alias all its
     inputs (views, ``unbroadcast`` returning its argument...), which keeps a
-    buffer alive as long as anything might look at it. Values fetched by the
-    program get no buffer; an output that may alias one is listed in
-    ``meta['copy_outputs']`` so the session copies it out. ``meta['buffers']``
-    maps slots to (shape, dtype).
+    buffer alive as long as anything might look at it. The plan runs again
+    and writes its buffers again, so nothing that outlives the run may hold
+    one: values fetched by the program get no buffer, an output that may
+    alias one is listed in ``meta['copy_outputs']`` so the plan copies it
+    out, and a value an output may hold inside a container (a TensorArray
+    written in a loop body, a loop's state: they cannot be copied out)
+    gets none either (:func:`_retained`). ``meta['buffers']`` maps slots to
+    (shape, dtype).
     """
     eqns = g.eqns
     last = {}
@@ -788,6 +950,11 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
     outs = set(g.outputs)
     for o in outs:
         last[o] = inf
+    cont = _containers(g)
+    kept = _retained(g, cont)
+    # a buffer is in C order, where numpy would give a ufunc of transposed inputs a transposed result:
+    # the values are equal, a reduction over them sums in another order (the last bit differs)
+    not_c = _not_c_order(g)
     alias = {}
     holders = defaultdict(int)
     free = defaultdict(list)
@@ -803,11 +970,13 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
 
     for k, e in enumerate(eqns):
         buf = None
+        o0 = e.outs[0]
         if (e.prim not in SOURCES and not getattr(e.prim, "effect", False) and _writes_out(e)
-                and e.outs[0] not in outs and not g.values[e.outs[0]].sparse):
-            a = g.avals[e.outs[0]]
+                and o0 not in outs and o0 not in kept and o0 not in cont and not g.values[o0].sparse):
+            a = g.avals[o0]
             if (isinstance(a.dtype, np.dtype) and _concrete(a.shape) and a.dtype.kind in "fiub"
-                    and _size(a.shape) >= min_size):
+                    and _size(a.shape) >= min_size
+                    and not (not_c and len(a.shape) > 1 and any(i in not_c for i in e.ins))):
                 # a ufunc may write over an input that dies here (numpy handles the overlap);
                 # a fused kernel or add_n reads inputs with other index patterns, so it may not
                 inplace = isinstance(e.prim.impl, np.ufunc)
@@ -823,12 +992,12 @@ def plan_memory(g, min_size=MEMORY_MIN_SIZE):
                     buf = len(buffers)
                     buffers[buf] = key
         if buf is not None:
-            alias[e.outs[0]] = (buf,)
+            alias[o0] = (buf,)
             holders[buf] += 1
             new.append(e.replace(buf=buf))
             changed = True
         else:
-            if e.prim in SOURCES or _writes_out(e):
+            if e.prim in SOURCES or (_writes_out(e) and o0 not in cont):
                 al = ()
             else:
                 s = set()

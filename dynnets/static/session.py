@@ -31,8 +31,10 @@ the plan a compile from scratch would give (``incremental=False``).
 Semantics of a run: effects (variable updates, initialisers) run after every
 pure computation that does not depend on an effect, so everything a run
 computes or fetches sees the variables as they were when the run started;
-fetched arrays are the caller's (never a variable's storage or a reused
-buffer).
+fetched arrays are the caller's: writable, and sharing memory with no
+variable's storage, reused buffer, feed or other fetched array (a fetch that
+is a feed or a view of one, read-only, or fetched twice is copied; an array
+the run made is returned as it is).
 """
 from __future__ import annotations
 
@@ -43,17 +45,18 @@ import time
 import numpy as np
 
 from ..autograd.primitives import Aval, fmt_shape, make_rng
-from . import execute, passes
+from . import control_flow, execute, passes
 from .graph import (FeedError, GraphError, Value, gc_paused, get_default_graph, placeholder_p, variables_initializer,
                     UninitializedVariableError, default_sessions)
 from .lower import lower
 
 __all__ = ["Session", "InteractiveSession", "NATIVE_AFTER"]
 
-NATIVE_AFTER = 100
+NATIVE_AFTER = passes.NATIVE_AFTER
 
 _ndarray = np.ndarray
 _asarray = np.asarray
+_OPTION_NAMES = frozenset(passes.CompileOptions._fields)
 _perf = time.perf_counter
 _NEVER = float("inf")
 
@@ -106,6 +109,10 @@ class Session:
         set of fed shapes) and reuse it in later plans (see
         :mod:`dynnets.static.passes`); ``False`` compiles every plan from
         scratch, the reference the tests compare incremental plans with.
+
+    The loop bodies, loop conditions and ``cond`` branches a plan runs are
+    compiled with the same options (:attr:`options`) and move through the
+    same tiers, counting their iterations (or branch runs) as runs.
     """
 
     def __init__(self, target=None, graph=None, config=None, *, optimize=True, fuse_min_size=passes.FUSE_MIN_SIZE,
@@ -184,6 +191,22 @@ class Session:
         if plan.runs >= plan.next_tier:
             self._tier_up(plan)
         return out
+
+    @property
+    def options(self):
+        """The :class:`~dynnets.static.passes.CompileOptions` this session
+        compiles its plans and their loop bodies and branches with."""
+        o = self._options
+        if o is None:
+            o = self._options = passes.CompileOptions(bool(self.optimize), self.fuse_min_size, self.memory_min_size,
+                                                      self.jit_after, self.native_after)
+        return o
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name in _OPTION_NAMES:
+            # made once, not per compile (a first run after adding an op is ~60 us)
+            object.__setattr__(self, "_options", None)
 
     def _tier_up(self, plan):
         with gc_paused():
@@ -271,8 +294,17 @@ class Session:
     def stats(self):
         """One dict per compiled plan: fetches, feeds, compile_ms (and per
         pass), nodes in the graph / needed by the fetches (before the passes) /
-        after the passes, fused kernels, buffers, runs, mean_run_us."""
-        return [p.stats() for p in self._plan_list]
+        after the passes, fused kernels, buffers, runs, mean_run_us, and
+        ``subprograms``: the same for the loop bodies, loop conditions and
+        ``cond`` branches it ran with this session's options (with ``role``:
+        "body", "cond", "true_graph"... and "/vjp" for their gradients)."""
+        opts = self.options
+        out = []
+        for p in self._plan_list:
+            st = p.stats()
+            st["subprograms"] = control_flow.subprogram_stats(p.program, opts) if p.program is not None else []
+            out.append(st)
+        return out
 
     # --- compiling ---------------------------------------------------------------
     def _compile(self, key, fetches, feed_dict, vals):
@@ -333,19 +365,20 @@ class Session:
         # what the passes and the lowering found for the equations of earlier plans with these fed
         # shapes is still valid (the graph is append-only), so this plan computes only its new part
         cache = None
+        options = self.options
         if self.incremental:
             # the first plan with these fed shapes has nothing to reuse and compiles without the
             # cache's bookkeeping (which costs a first compile of a 1,600-node program 17%); the
             # later ones fill the cache and reuse it
-            ckey = frozenset(input_avals.items())
+            ckey = (options, frozenset(input_avals.items()))
             cache = self._caches.get(ckey)
             if cache is None:
                 self._caches[ckey] = passes.PassCache(ckey)
-        opt = passes.optimize(pruned, input_avals, fold=self.optimize, fuse_min_size=self.fuse_min_size,
-                              memory_min_size=self.memory_min_size, timings=timings, pruned=True, cache=cache)
+        opt = passes.optimize(pruned, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
+                              memory_min_size=options.memory_min_size, timings=timings, pruned=True, cache=cache)
         plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
                      memo=None if cache is None else cache.memo("lower"),
-                     checkpoints=None if cache is None else cache.memo("lower_checkpoints"))
+                     checkpoints=None if cache is None else cache.memo("lower_checkpoints"), options=options)
         execute.interpret(plan, self._storage)
         plan.next_tier = self.jit_after
         plan.key = key

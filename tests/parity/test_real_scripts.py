@@ -395,11 +395,10 @@ def test_tf_with_edits_lstm(data, tmp_path, monkeypatch):
     assert os.listdir(got["summary_dir"]), "FileWriter wrote no event file"
 
 
-@pytest.mark.xfail(strict=True, reason="static dynamic_rnn(sequence_length=) at batch x units >= 4096 "
-                                       "(MEMORY_MIN_SIZE): every time step of outputs holds the last step's values "
-                                       "(issue 22, part 1)")
 def test_tf_with_edits_lstm_at_4096(data, tmp_path, monkeypatch):
-    """The script's sizes cross the memory planner's threshold: 32 x 128 = 4,096."""
+    """The script's sizes cross the memory planner's threshold: 32 x 128 = 4,096
+    (closed gap, issue 22 part 1: every time step of dynamic_rnn's outputs held
+    the last step's values from MEMORY_MIN_SIZE on)."""
     got, init, batches, _ = _tf_run(data, tmp_path, monkeypatch, "lstm", 128, EDITS["tf_rnn_text_classifier.py"],
                                     epochs=1)
     _tf_check(got, init, batches, "lstm", 128)

@@ -138,19 +138,22 @@ def _select_vjp(g, win, tie, shape):
 
 
 # An input "wins" unless it loses or ties: ~(x <= y), not x > y, so that where
-# either input is NaN both get the whole gradient, as in PyTorch
+# either input is NaN both get the whole gradient, as in PyTorch. The scalar
+# forms are numpy's: a NaN in either input wins ({0} != {0} is a NaN test),
+# and of two equal values the second is returned (maximum(-0.0, 0.0) is 0.0),
+# where Python's and Numba's max and min drop a NaN in the second argument.
 maximum_p = defprim(
     "maximum", np.maximum, _binary_shape("maximum", np.maximum),
     vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] <= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
          lambda g, ins, out: _select_vjp(g, ~(ins[1] <= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
-    scalar="max({0}, {1})", vjp_reads=((0, 1), (0, 1)),
+    scalar="({0} if {0} > {1} or {0} != {0} else {1})", vjp_reads=((0, 1), (0, 1)),
     batch=BATCH_ELEMENTWISE)
 
 minimum_p = defprim(
     "minimum", np.minimum, _binary_shape("minimum", np.minimum),
     vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] >= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
          lambda g, ins, out: _select_vjp(g, ~(ins[1] >= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
-    scalar="min({0}, {1})", vjp_reads=((0, 1), (0, 1)),
+    scalar="({0} if {0} < {1} or {0} != {0} else {1})", vjp_reads=((0, 1), (0, 1)),
     batch=BATCH_ELEMENTWISE)
 
 neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
@@ -203,7 +206,8 @@ def _relu(x):
     return np.maximum(x, 0)
 
 
-# ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward
+# ~(x <= 0), not x > 0: the gradient passes at NaN, as PyTorch's threshold_backward;
+# the scalar form is np.maximum(x, 0)'s (NaN stays NaN, -0.0 becomes 0.0)
 def _relu_shape(x):
     # integers too, as torch.relu (which keeps their dtype); not bool, which torch refuses
     if dtype_of(x).kind not in "fiu":
@@ -212,7 +216,8 @@ def _relu_shape(x):
 
 
 relu_p = defprim("relu", _relu, _relu_shape,
-                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="max({0}, 0.0)", vjp_reads=((0,),),
+                 vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="({0} if {0} > 0.0 or {0} != {0} else 0.0)",
+                 vjp_reads=((0,),),
     batch=BATCH_ELEMENTWISE)
 
 sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
