@@ -107,6 +107,93 @@ def test_new_optimizers_follow_tf1_rules_on_every_tier(kind):
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-14)
 
 
+def _adam_tf1_ref(steps, lr, b1, b2, eps, grads=_grads, params=None):
+    """TF1's Adam (training_ops.cc ApplyAdam): lr_t = lr sqrt(1 - b2^t) / (1 - b1^t),
+    w -= lr_t m / (sqrt(v) + eps): epsilon "hat", before the bias correction."""
+    params = [W0.copy(), B0.copy()] if params is None else [p.copy() for p in params]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
+        lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        for k, gr in enumerate(grads(*params)):
+            m[k] = b1 * m[k] + (1 - b1) * gr
+            v[k] = b2 * v[k] + (1 - b2) * gr * gr
+            params[k] = params[k] - lr_t * m[k] / (np.sqrt(v[k]) + eps)
+    return params
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adam_is_tf1s_epsilon_hat_on_every_tier(dtype):
+    """A large epsilon (against gradients of ~1e-2) makes the two placements
+    of epsilon differ by percents, so PyTorch's rule fails this test."""
+    lr, b1, b2, eps, steps = 0.05, 0.9, 0.999, 0.1, 12
+    want = _adam_tf1_ref(steps, lr, b1, b2, eps)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 3), dtype, name="x")
+        y = tf.placeholder((None, 2), dtype, name="y")
+        w = tf.Variable(W0.astype(dtype), name="w")
+        b = tf.Variable(B0.astype(dtype), name="b")
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        train = tf.train.AdamOptimizer(lr, b1, b2, eps).minimize(loss)
+        init = tf.global_variables_initializer()
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=2e-5, atol=1e-6)
+    fd = {x: X.astype(dtype), y: Y.astype(dtype)}
+    for kw, tier in (({"jit_after": 10 ** 9, "native_after": None}, 1), ({"jit_after": 1, "native_after": None}, 2),
+                     ({"jit_after": 1, "native_after": 1}, 3)):
+        with tf.Session(g, **kw) as s:
+            s.run(init)
+            for _ in range(steps):
+                s.run(train, fd)
+            assert {p["tier"] for p in s.stats if p["runs"] >= steps} == {tier}, s.stats
+            got = s.run([w, b])
+        np.testing.assert_allclose(got[0], want[0], **tol)
+        np.testing.assert_allclose(got[1], want[1], **tol)
+    # PyTorch's placement is measurably different here: the test tells the two apart
+    assert not np.allclose(_adam_torch_ref(steps, lr, b1, b2, eps)[0], want[0], rtol=1e-3)
+
+
+def _adam_torch_ref(steps, lr, b1, b2, eps):
+    params = [W0.copy(), B0.copy()]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
+        for k, gr in enumerate(_grads(*params)):
+            m[k] = b1 * m[k] + (1 - b1) * gr
+            v[k] = b2 * v[k] + (1 - b2) * gr * gr
+            params[k] = params[k] - lr / (1 - b1 ** t) * m[k] / (np.sqrt(v[k]) / np.sqrt(1 - b2 ** t) + eps)
+    return params
+
+
+def test_adam_sparse_gradients_dense_and_lazy_are_tf1s():
+    """An embedding's row-sparse gradient: densified (TF1's AdamOptimizer:
+    every row's moments decay) or, with lazy=True, the looked-up rows only
+    (TF1's LazyAdamOptimizer), both with TF1's epsilon hat."""
+    E0 = RNG.standard_normal((4, 2))
+    batches = [np.array([0, 1, 1]), np.array([1]), np.array([2, 1])]
+    lr, b1, b2, eps = 0.1, 0.9, 0.999, 0.05
+    for lazy in (False, True):
+        g = tf.Graph()
+        with g.as_default():
+            ids = tf.placeholder((None,), np.int64)
+            E = tf.Variable(E0, name="E")
+            loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(E, ids) - 1.0))
+            train = tf.train.AdamOptimizer(lr, b1, b2, eps, lazy=lazy).minimize(loss)
+        e, m, v = E0.copy(), np.zeros_like(E0), np.zeros_like(E0)
+        with tf.Session(g) as s:
+            s.run(tf.global_variables_initializer(g))
+            for t, rows in enumerate(batches, 1):
+                s.run(train, {ids: rows})
+                gr = np.zeros_like(e)
+                np.add.at(gr, rows, 2 * (e[rows] - 1.0))
+                u = np.unique(rows) if lazy else np.arange(len(e))
+                lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                m[u] = b1 * m[u] + (1 - b1) * gr[u]
+                v[u] = b2 * v[u] + (1 - b2) * gr[u] ** 2
+                e[u] -= lr_t * m[u] / (np.sqrt(v[u]) + eps)
+                np.testing.assert_allclose(s.run(E), e, rtol=1e-12)
+
+
 def test_momentum_and_rmsprop_sparse_gradients_update_only_their_rows():
     E0 = RNG.standard_normal((4, 2))
     batches = [np.array([0, 1, 1]), np.array([1]), np.array([2, 1])]
