@@ -54,6 +54,7 @@ from .backward import gradients as _gradients
 from .control_flow import TensorArray, cond, while_loop
 from .functional_ops import map_fn, scan
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
+from .graph import named as _graph_named
 from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, StaticPrimitive,
                     UninitializedVariableError, Value, Variable, constant, get_default_graph, get_default_session,
                     global_variables, global_variables_initializer, group, placeholder, reset_default_graph,
@@ -170,10 +171,7 @@ def _axis(axis, reduction_indices):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _named(v, name):
-    if name is not None and isinstance(v, Value):
-        v.name = v.graph._unique_name(name)
-    return v
+_named = _graph_named
 
 
 def _dt(x):
@@ -388,6 +386,9 @@ def add_n(inputs, name=None):
     for k, x in enumerate(inputs[1:], 1):
         if tuple(x.shape) != tuple(inputs[0].shape):
             raise ValueError(f"add_n: input {k} has shape {x.shape}, input 0 {inputs[0].shape}; all must be equal")
+    if len(inputs) == 1:
+        # one input is handed back as it is, or (named) as an identity of that name, as TF1's add_n
+        return identity(inputs[0], name=name) if name is not None and isinstance(inputs[0], Value) else inputs[0]
     out = inputs[0]
     for x in inputs[1:]:
         out = _ops.add(out, x)

@@ -24,7 +24,7 @@ from ..autograd import ops
 from ..autograd.engine import bind
 from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boolean_mask_p, dtype_of, fmt_shape,
                                    gather_nd_p, pad_p, stop_gradient_p, tile_p)
-from .graph import StaticPrimitive, Value, add_op, constant, constant_p, placeholder_p
+from .graph import StaticPrimitive, Value, add_op, constant, constant_p, named, placeholder_p
 
 __all__ = ["shape", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
            "pad", "slice", "gather", "gather_nd", "boolean_mask", "where", "where_v2", "stop_gradient", "split",
@@ -203,10 +203,7 @@ def ones(shape, dtype=np.float32, name=None):
     return _filled("ones", shape, 1, dtype, name)
 
 
-def _named(v, name):
-    if name is not None and isinstance(v, Value):
-        v.name = v.graph._unique_name(name)
-    return v
+_named = named
 
 
 def _axis_in(op, axis, nd, arg="axis"):

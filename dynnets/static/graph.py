@@ -40,7 +40,7 @@ __all__ = [
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
-    "user_site", "default_sessions", "OpInfo", "get_default_session",
+    "user_site", "default_sessions", "OpInfo", "get_default_session", "named",
 ]
 
 
@@ -624,6 +624,23 @@ class Graph:
         self.eqns.append(eqn)
         return outs if prim.multiple_results else outs[0]
 
+    def rename(self, v, name):
+        """Name value ``v`` (and the op that makes it) ``name`` inside the
+        open name scope, made unique (``"output/predictions"``,
+        ``"output/predictions_1"``...): what TF1 calls an op made with
+        ``name=``, so ``get_tensor_by_name`` / ``get_operation_by_name`` find
+        it, also after ``import_meta_graph``. Returns ``v``."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string, got {name!r}")
+        full = self._prefix + name
+        if v.name != full:          # (the op's generated name may already be this one: reduce_mean's "mean")
+            full = self._unique_name(full)
+        v.name = full
+        e = self.producer[v.id] if self.producer is not None else None
+        if e is not None and len(e.outs) == 1:
+            e.name = full
+        return v
+
     def _const(self, value):
         """A constant node; Python scalars are kept weak (as numpy does), and
         each distinct scalar is one node per graph."""
@@ -1065,6 +1082,20 @@ def _symbolic_bind(prim, args, attrs):
 
 
 _engine.set_symbolic_handler(_symbolic_bind)
+
+
+def named(v, name):
+    """``v`` with TF1's name for an op made with ``name=`` (see
+    :meth:`Graph.rename`); ``name=None`` keeps the generated name. A source
+    (a placeholder, variable or constant an op handed back unchanged) keeps
+    its own name: the name goes to an identity of it, as TF1's new op would
+    have it."""
+    if name is None or not isinstance(v, Value):
+        return v
+    g = v.graph
+    if g.producer[v.id].prim in SOURCES:
+        v = g._append(after_p, (v.id,), {}, g.avals[v.id])
+    return g.rename(v, name)
 
 
 def add_op(prim, *args, name=None, **attrs):

@@ -24,6 +24,7 @@ from .array_ops import shape as _shape
 from .array_ops import stop_gradient as _stop_gradient
 from .graph import Value as _Value
 from .graph import is_symbolic as _is_symbolic
+from .graph import named as _named
 from .random import get_seed as _get_seed
 from .rnn import bidirectional_dynamic_rnn, dynamic_rnn
 from .variable_scope import name_scope as _name_scope
@@ -44,11 +45,11 @@ def _named_only(op, sentinel):
 
 
 def softmax(logits, axis=-1, name=None):
-    return _ops.softmax(logits, axis=axis)
+    return _named(_ops.softmax(logits, axis=axis), name)
 
 
 def log_softmax(logits, axis=-1, name=None):
-    return _ops.log_softmax(logits, axis=axis)
+    return _named(_ops.log_softmax(logits, axis=axis), name)
 
 
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
@@ -64,10 +65,11 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
                          f"logits minus 1), got labels shape {tuple(labels.shape)} and logits shape "
                          f"{tuple(logits.shape)}")
     if nd == 2:
-        return _ops.cross_entropy(logits, labels, reduction="none")
+        return _named(_ops.cross_entropy(logits, labels, reduction="none"), name)
     c = logits.shape[-1]
     flat = _ops.cross_entropy(_ops.reshape(logits, -1, c), _ops.reshape(labels, -1), reduction="none")
-    return _reshape(flat, _shape(labels)) if isinstance(labels, _Value) else _ops.reshape(flat, *labels.shape)
+    return _named(_reshape(flat, _shape(labels)) if isinstance(labels, _Value) else _ops.reshape(flat, *labels.shape),
+                  name)
 
 
 def _dense_xent(labels, logits, axis):
@@ -82,7 +84,7 @@ def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
     _named_only("softmax_cross_entropy_with_logits", _sentinel)
     if labels is None or logits is None:
         raise ValueError("softmax_cross_entropy_with_logits: pass labels= and logits=")
-    return _dense_xent(_stop_gradient(labels), logits, dim if axis is None else axis)
+    return _named(_dense_xent(_stop_gradient(labels), logits, dim if axis is None else axis), name)
 
 
 def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, dim=None):
@@ -92,7 +94,7 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, d
     if axis is not None and dim is not None:
         raise ValueError("softmax_cross_entropy_with_logits_v2: cannot specify both 'axis' and 'dim'")
     ax = axis if axis is not None else dim if dim is not None else -1
-    return _dense_xent(labels, logits, ax)
+    return _named(_dense_xent(labels, logits, ax), name)
 
 
 def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
@@ -108,8 +110,8 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
         raise ValueError(f"sigmoid_cross_entropy_with_logits: logits and labels must have the same shape "
                          f"({tuple(logits.shape)} vs {ls})")
     x = logits
-    return _ops.add(_ops.sub(_ops.relu(x), _ops.mul(x, labels)), _ops.log(_ops.add(_ops.exp(_ops.neg(_ops.abs(x))),
-                                                                                   1.0)))
+    return _named(_ops.add(_ops.sub(_ops.relu(x), _ops.mul(x, labels)),
+                           _ops.log(_ops.add(_ops.exp(_ops.neg(_ops.abs(x))), 1.0))), name)
 
 
 def _float_features(op, x):
@@ -124,7 +126,7 @@ def leaky_relu(features, alpha=0.2, name=None):
     """``features`` where positive, ``alpha * features`` elsewhere
     (``tf.nn.leaky_relu``; the gradient at 0 is ``alpha``, as TF1's)."""
     x = _float_features("leaky_relu", features)
-    return _ops.where(_ops.greater(x, 0), x, _ops.mul(x, float(alpha)))
+    return _named(_ops.where(_ops.greater(x, 0), x, _ops.mul(x, float(alpha))), name)
 
 
 def elu(features, name=None):
@@ -134,7 +136,7 @@ def elu(features, name=None):
     # exp of the non-positive part only: exp(large x) would overflow and its
     # zero-weighted gradient would still be inf * 0 = NaN
     neg = _ops.sub(_ops.exp(_ops.where(pos, 0.0, x)), 1.0)
-    return _ops.where(pos, x, neg)
+    return _named(_ops.where(pos, x, neg), name)
 
 
 def top_k(input, k=1, sorted=True, name=None):
@@ -168,7 +170,7 @@ def in_top_k(predictions, targets, k, name=None):
     above = _ops.sum(_ops.astype(_ops.greater(predictions, target), np.int64), axis=1)
     valid = _ops.greater(_ops.sum(_ops.astype(hot, np.int64), axis=1), 0)
     # numpy's product of booleans is their conjunction
-    return _ops.mul(_ops.mul(_ops.less(above, int(k)), valid), _all_finite(predictions))
+    return _named(_ops.mul(_ops.mul(_ops.less(above, int(k)), valid), _all_finite(predictions)), name)
 
 
 def _all_finite(x):
@@ -196,15 +198,15 @@ def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
 
 
 def tanh(x, name=None):
-    return _ops.tanh(x)
+    return _named(_ops.tanh(x), name)
 
 
 def sigmoid(x, name=None):
-    return _ops.sigmoid(x)
+    return _named(_ops.sigmoid(x), name)
 
 
 def relu(x, name=None):
-    return _ops.relu(x)
+    return _named(_ops.relu(x), name)
 
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
@@ -217,12 +219,12 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         params = params[0]
     if max_norm is not None:
         raise ValueError("embedding_lookup: max_norm is not supported")
-    return _ops.embedding(params, ids)
+    return _named(_ops.embedding(params, ids), name)
 
 
 def l2_loss(t, name=None):
     """``sum(t**2) / 2``."""
-    return _ops.mul(_ops.sum(_ops.mul(t, t)), 0.5)
+    return _named(_ops.mul(_ops.sum(_ops.mul(t, t)), 0.5), name)
 
 
 def bias_add(value, bias, data_format=None, name=None):
@@ -244,12 +246,12 @@ def bias_add(value, bias, data_format=None, name=None):
     if c is not None and b is not None and c != b:
         raise ValueError(f"bias_add: bias has {b} entries, value's dimension {axis} has {c} "
                          f"(value shape {tuple(value.shape)})")
-    return _ops.add(value, bias)
+    return _named(_ops.add(value, bias), name)
 
 
 def xw_plus_b(x, weights, biases, name=None):
     """``x @ weights + biases`` (TF's layout: weights is (in, out))."""
-    return _ops.add(_ops.matmul(x, weights), biases)
+    return _named(_ops.add(_ops.matmul(x, weights), biases), name)
 
 
 lstm_cell = _ops.lstm_cell

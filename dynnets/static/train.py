@@ -61,7 +61,7 @@ from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import sparse_gradients
 from .export import export_meta_graph, register_optimizer, write_graph
-from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group,
+from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group, named,
                     trainable_variables)
 from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
 
@@ -494,8 +494,7 @@ def piecewise_constant(x, boundaries, values, name=None):
 
 
 def _renamed(v, name):
-    v.name = v.graph._unique_name(name)
-    return v
+    return named(v, name)
 
 
 # what a graph file stores of each optimizer: its constructor's arguments
