@@ -188,8 +188,9 @@ def train_ops(optimizer, lr, wd, loss, variables, embedding="embedding.weight"):
                                            name="Adagrad")
         o_emb = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10, name="Adagrad_emb")
     elif optimizer == "adam":
-        o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam")
-        o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb")
+        # PyTorch's epsilon, as the dynamic models' optim.Adam (TF1's AdamOptimizer adds it elsewhere)
+        o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam", torch_epsilon=True)
+        o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb", torch_epsilon=True)
     else:
         o_rest = ds.train.GradientDescentOptimizer(lr, weight_decay=wd, name="SGD")
         o_emb = ds.train.GradientDescentOptimizer(lr, name="SGD_emb")

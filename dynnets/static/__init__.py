@@ -3,8 +3,8 @@ same primitive table, kernels and VJPs as eager dynnets.
 
     import dynnets.static as tf
 
-    x = tf.placeholder((None,), name="x")
-    y_target = tf.placeholder((None,), name="y")
+    x = tf.placeholder(tf.float32, [None], name="x")
+    y_target = tf.placeholder(tf.float32, [None], name="y")
     w = tf.Variable(0.1); b = tf.Variable(0.3)
     loss = tf.reduce_mean(tf.square(w * x + b - y_target))
     train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
@@ -23,9 +23,7 @@ a graph), :mod:`.saver` (``train.Saver``: checkpoints), :mod:`.export`
 (graphs as files without the code that built them) and :mod:`.graph_util`
 (freezing).
 
-Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
-marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
-accepted); a run reads every variable as it was when the run started and
+Differences from TF1 worth knowing: a run reads every variable as it was when the run started and
 applies updates last (TF1 leaves that order undefined), except that ops made
 inside ``control_dependencies`` run after their controls and read the
 variables those write after the write, as in TF1; only placeholders
@@ -274,8 +272,12 @@ def identity(x, name=None):
     for the controls)."""
     if name is None and not (isinstance(x, Value) and x.graph.in_control_block):
         return x
-    # a reshape to the same shape infers at most one unknown dimension; x[...] any number
-    same = _ops.reshape(x, *x.shape) if list(x.shape).count(None) <= 1 else _ops.getitem(x, Ellipsis)
+    # a reshape to the same shape infers at most one unknown dimension; x[...] any number; a cast to its
+    # own dtype any rank, an unknown one too
+    if x.ndim is None:
+        same = _ops.astype(x, x.dtype)
+    else:
+        same = _ops.reshape(x, *x.shape) if list(x.shape).count(None) <= 1 else _ops.getitem(x, Ellipsis)
     return _named(same, name)
 
 

@@ -181,6 +181,55 @@ class OpInfo:
 # --------------------------------------------------------------------------
 
 
+class UnknownShape:
+    """The shape of a value of unknown rank (a placeholder made without a
+    shape, and the elementwise ops on it), as TF1's ``TensorShape(None)``:
+    ``ndims`` is None, an index gives an unknown dimension (None), and
+    ``len``, iteration and ``as_list`` raise, naming the value."""
+
+    __slots__ = ("name",)
+    ndims = None
+    rank = None
+    dims = None
+
+    def __init__(self, name):
+        self.name = name
+
+    def _unknown(self, what):
+        return ValueError(f"Value '{self.name}' has an unknown rank (it comes from a placeholder made without a "
+                          f"shape): cannot {what}; give the placeholder a shape (tf.placeholder(dtype, shape=[...]), "
+                          f"shape=[] for a scalar)")
+
+    def __len__(self):
+        raise self._unknown("take the length of its shape")
+
+    def __iter__(self):
+        raise self._unknown("iterate over its shape")
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return self
+        return None
+
+    def __bool__(self):
+        return True
+
+    def as_list(self):
+        raise self._unknown("list its shape (as_list() is not defined on an unknown TensorShape)")
+
+    def is_fully_defined(self):
+        return False
+
+    def __eq__(self, other):
+        return isinstance(other, UnknownShape)
+
+    def __hash__(self):
+        return hash(UnknownShape)
+
+    def __repr__(self):
+        return "<unknown>"
+
+
 class Value(TensorOps):
     """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
     shape (dimensions may be ``None``) and a dtype, and supports every dynnets
@@ -201,7 +250,8 @@ class Value(TensorOps):
 
     @property
     def shape(self):
-        return self.graph.avals[self.id].shape
+        s = self.graph.avals[self.id].shape
+        return s if s is not None else UnknownShape(self.name)
 
     @property
     def dtype(self):
@@ -209,7 +259,8 @@ class Value(TensorOps):
 
     @property
     def ndim(self):
-        return len(self.graph.avals[self.id].shape)
+        s = self.graph.avals[self.id].shape
+        return None if s is None else len(s)
 
     @property
     def op(self):
@@ -226,7 +277,7 @@ class Value(TensorOps):
             f"(x.shape), not on values")
 
     def __len__(self):
-        d = self.shape[0] if self.shape else None
+        d = self.shape[0] if self.ndim else None
         if d is None:
             raise TypeError(f"len() of Value '{self.name}' with shape {fmt_shape(self.shape)}: first dimension unknown")
         return d
@@ -803,6 +854,10 @@ class Graph:
             v = self.parent.capture(v)
         ph = self._captured.get(v.id)
         if ph is None:
+            if v.graph.avals[v.id].shape is None:
+                raise ShapeError(f"'{v.name}' has an unknown rank{_unknown_origin(v)}: a while_loop body or cond "
+                                 f"branch cannot use it; give the placeholder a shape (tf.placeholder(dtype, "
+                                 f"shape=[...]), shape=[] for a scalar)")
             if v.sparse:
                 v = densified(v)
             ph = self._append(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
@@ -1077,8 +1132,35 @@ def _symbolic_bind(prim, args, attrs):
     try:
         out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+        raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, site=user_site())
+
+
+def _unknown_origin(v):
+    """`` (from placeholder 'p', made without a shape)`` for a value of
+    unknown rank: the placeholder it comes from."""
+    g, stack, seen = v.graph, [v.id], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        e = g.producer[i]
+        if e.prim is placeholder_p and g.avals[i].shape is None:
+            return "" if i == v.id else f" (from placeholder '{g.values[i].name}', made without a shape)"
+        stack.extend(j for j in e.ins if g.avals[j].shape is None)
+    return ""
+
+
+def _unknown_hint(g, ins):
+    """What a shape error of an op with an input of unknown rank adds: which
+    input, where it comes from, and what to do."""
+    for k, i in enumerate(ins):
+        if g.avals[i].shape is None:
+            v = g.values[i]
+            return (f" ['{v.name}' has an unknown rank{_unknown_origin(v)}: give the placeholder a shape, "
+                    f"tf.placeholder(dtype, shape=[...]) (shape=[] for a scalar)]")
+    return ""
 
 
 _engine.set_symbolic_handler(_symbolic_bind)
@@ -1107,7 +1189,7 @@ def add_op(prim, *args, name=None, **attrs):
     try:
         out = run_rule(prim, [g.avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+        raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, name=name, site=user_site())
 
 
@@ -1141,30 +1223,34 @@ def _is_dtype_like(x):
         return False
 
 
-def placeholder(shape, dtype=np.float32, name=None):
-    """A value fed at :meth:`Session.run` time.
+def placeholder(dtype=None, shape=None, name=None):
+    """A value fed at :meth:`Session.run` time (``tf.placeholder``, in TF1's
+    argument order).
 
     Parameters
     ----------
-    shape : tuple
-        Dimensions; ``None`` marks one unknown until fed (e.g. ``(None, 3)``).
-        TF1's argument order ``placeholder(dtype, shape)`` is accepted too.
     dtype : numpy dtype, default float32
+    shape : list or tuple, optional
+        Dimensions; ``None`` marks one unknown until fed (``[None, 3]``).
+        Without a shape the placeholder takes a value of any rank (TF1's
+        unknown rank): elementwise ops on it have an unknown rank too, and
+        every other op raises an error naming the placeholder and asking for
+        a shape (``shape=[]`` for a scalar). dynnets' older order
+        ``placeholder(shape, dtype)`` is still accepted.
     name : str, optional
     """
-    if _is_dtype_like(shape) and not _is_dtype_like(dtype):
-        shape, dtype = dtype, shape
-    elif _is_dtype_like(shape) and dtype is np.float32:
-        raise ValueError(f"placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3]); "
-                         f"got only a dtype {shape!r}")
-    if shape is None:
-        raise ValueError("placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3])")
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    shape = tuple(None if d is None else int(d) for d in shape)
-    if any(d is not None and d < 0 for d in shape):
-        raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
-    dt = np.dtype(dtype)
+    if not _is_dtype_like(dtype) and dtype is not None and (shape is None or _is_dtype_like(shape)):
+        # dynnets' own order, placeholder((None, 3), np.int64): the first argument is a shape
+        dtype, shape = shape, dtype
+    dt = np.dtype(np.float32 if dtype is None else dtype)
+    if shape is not None:
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        if hasattr(shape, "as_list"):
+            shape = shape.as_list()
+        shape = tuple(None if d is None else int(d) for d in shape)
+        if any(d is not None and d < 0 for d in shape):
+            raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
     g = get_default_graph()
     v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=user_site())
     g.placeholders.append(v)

@@ -967,10 +967,16 @@ def _apply(gen, ins, kw):
         t = gen.tmp()
         gen.emit(f"{t} = float({sname}[()])")
         lr_e = lr_expr if lr_expr is not None else repr(lr_val)
-        lr_t = gen.tmp()
-        # TF1's lr * sqrt(1 - b2 ** t) / (1 - b1 ** t) in float64, as the Python float of AdamOptimizer._apply
-        gen.emit(f"{lr_t} = {lr_e} * math.sqrt(1.0 - math.pow({opt.beta2!r}, {t})) "
-                 f"/ (1.0 - math.pow({opt.beta1!r}, {t}))")
+        step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
+        # AdamOptimizer._apply's step_size and sqrt_bc2 in float64, as its Python floats: TF1's
+        # lr * sqrt(1 - b2 ** t) / (1 - b1 ** t) and 1, or torch_epsilon's lr / (1 - b1 ** t) and sqrt(1 - b2 ** t)
+        if opt.torch_epsilon:
+            gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
+        else:
+            gen.emit(f"{step_size} = {lr_e} * math.sqrt(1.0 - math.pow({opt.beta2!r}, {t})) "
+                     f"/ (1.0 - math.pow({opt.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = 1.0")
     for k, var in enumerate(vars_):
         gs = args[k]
         if gs in gen.weak:
@@ -1011,12 +1017,12 @@ def _apply(gen, ins, kw):
                 raise Unsupported("Adam moments of another dtype than their variable")
             b1, b2, c1, c2 = (_lit(opt.beta1, dt), _lit(opt.beta2, dt), _lit(1.0 - opt.beta1, dt),
                               _lit(1.0 - opt.beta2, dt))
-            ss, sb = in_dt(dt, expr=lr_t), _lit(1.0, dt)
+            ss, sb = in_dt(dt, expr=step_size), in_dt(dt, expr=sqrt_bc2)
             eps = _lit(opt.epsilon, dt)
             m_el = (mname, shape) if shape else (f"{mname}[()]", ())
             v_el = (vname, shape) if shape else (f"{vname}[()]", ())
-            # _adam_block as AdamOptimizer._apply calls it (step_size = lr_t, sqrt_bc2 = 1: TF1's rule):
-            # m = m*b1 + (1-b1)*g; v = v*b2 + (g*g)*(1-b2); p -= (m / (sqrt(v) / 1 + eps)) * lr_t
+            # _adam_block: m = m*b1 + (1-b1)*g; v = v*b2 + (g*g)*(1-b2);
+            # p -= (m / (sqrt(v) / sqrt_bc2 + eps)) * step_size
             _update(gen, sl["m"], [(ge, shape)], lambda mm, e: f"({mm} * {b1} + {c1} * {e})")
             _update(gen, sl["v"], [(ge, shape)], lambda vv, e: f"({vv} * {b2} + ({e} * {e}) * {c2})")
             _update(gen, var, [m_el, v_el],

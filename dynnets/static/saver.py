@@ -310,9 +310,11 @@ def import_meta_graph(meta_graph_or_file, import_scope=None, graph=None):
     """Rebuild a meta graph's nodes in ``graph`` (default: the default graph),
     its names under ``import_scope + "/"`` when given, and return a
     :class:`Saver` over its variables (as ``tf.train.import_meta_graph``):
-    ``saver.restore(sess, path)`` next."""
+    ``saver.restore(sess, path)`` next; None when the graph has no
+    variables, as TF1."""
     gd = to_graph_def(meta_graph_or_file, "import_meta_graph")
     g = graph if graph is not None else get_default_graph()
     new = build_graph_def(gd, g, f"{import_scope}/" if import_scope else "")
     # keyed by the names in the file, which the checkpoints saved with it use
-    return Saver({gd.doc["values"][i]["name"]: v for i, v in enumerate(new) if isinstance(v, Variable)})
+    found = {gd.doc["values"][i]["name"]: v for i, v in enumerate(new) if isinstance(v, Variable)}
+    return Saver(found) if found else None

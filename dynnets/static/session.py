@@ -378,8 +378,10 @@ class Session:
             raise GraphError(f"Session.run: cannot feed '{k.name}': it is a {e.prim.name} op, not a "
                              f"placeholder (only placeholders can be fed)")
         decl = g.avals[k.id]
-        shp = tuple(decl.shape)
-        if len(v.shape) != len(shp) or any(d is not None and d != s for d, s in zip(shp, v.shape)):
+        shp = decl.shape
+        # a placeholder made without a shape (unknown rank) takes any shape
+        if shp is not None and (len(v.shape) != len(shp) or any(d is not None and d != s
+                                                                  for d, s in zip(shp, v.shape))):
             raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {fmt_shape(shp)}, given a "
                             f"value of shape {fmt_shape(v.shape)}")
         dt = decl.dtype

@@ -236,12 +236,18 @@ class AdamOptimizer(Optimizer):
     other rows are not decayed), with the same rule (TF1's
     ``tf.contrib.opt.LazyAdamOptimizer``); otherwise they are densified, which
     is what TF1's AdamOptimizer computes.
+
+    ``torch_epsilon=True`` (keyword-only, dynnets' own) adds epsilon after
+    the bias correction instead, ``w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t)
+    + epsilon)``, as ``torch.optim.Adam`` and eager ``dynnets.optim.Adam`` (whose
+    ``lazy=True`` rows keep SparseAdam's epsilon hat): the static models of
+    :mod:`dynnets.models` use it to take the eager models' steps.
     """
 
     _slot_names = ("m", "v")
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False, name="Adam", *,
-                 weight_decay=0.0, lazy=False):
+                 weight_decay=0.0, lazy=False, torch_epsilon=False):
         super().__init__(learning_rate, weight_decay, name)
         if not (0 <= beta1 < 1 and 0 <= beta2 < 1) or not epsilon >= 0:
             raise ValueError(f"{name}: need 0 <= beta1, beta2 < 1 and epsilon >= 0")
@@ -249,6 +255,7 @@ class AdamOptimizer(Optimizer):
         self.beta2 = float(beta2)
         self.epsilon = float(epsilon)
         self.lazy = bool(lazy)
+        self.torch_epsilon = bool(torch_epsilon)
         self._step = {}
 
     def _extra_slots(self, graph):
@@ -267,10 +274,14 @@ class AdamOptimizer(Optimizer):
         # ``w -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)`` with sqrt_bc2 = 1 is then TF1's
         # ``w -= lr_t * m / (sqrt(v) + eps)`` exactly (a division by 1.0 is exact); its lazy rows
         # take eps / sqrt_bc2 = eps, the same rule
-        lr_t = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t)
+        if self.torch_epsilon:
+            step_size, sqrt_bc2 = lr / (1.0 - b1 ** t), math.sqrt(1.0 - b2 ** t)
+        else:
+            step_size, sqrt_bc2 = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t), 1.0
         for v, g in zip(vars, grads):
             sl = self._slots[v]
-            adam_update(S[v.index], S[sl["m"].index], S[sl["v"].index], g, b1, b2, lr_t, 1.0, eps, wd, self.lazy)
+            adam_update(S[v.index], S[sl["m"].index], S[sl["v"].index], g, b1, b2, step_size, sqrt_bc2, eps, wd,
+                        self.lazy)
 
 
 
@@ -500,6 +511,7 @@ def _renamed(v, name):
 # what a graph file stores of each optimizer: its constructor's arguments
 register_optimizer(GradientDescentOptimizer, ("learning_rate", "weight_decay", "name"))
 register_optimizer(AdagradOptimizer, ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", "name"))
-register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "name"))
+register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "torch_epsilon",
+                                   "name"))
 register_optimizer(MomentumOptimizer, ("learning_rate", "momentum", "use_nesterov", "name"))
 register_optimizer(RMSPropOptimizer, ("learning_rate", "decay", "momentum", "epsilon", "centered", "name"))

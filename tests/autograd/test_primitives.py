@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from dynnets.autograd import ops
 from dynnets.autograd.engine import bind
 from dynnets.autograd.gradcheck import gradcheck
-from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes
+from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes, run_rule
 from dynnets.autograd.tensor import Tensor
 
 
@@ -682,6 +682,41 @@ def test_shape_rule_with_unknown_batch(name, case):
         assert len(a.shape) == o.ndim, f"{name}-{case.id}: rule rank {a.shape} vs forward {o.shape}"
         for d, od in zip(a.shape, o.shape):
             assert d is None or d == od, f"{name}-{case.id}: rule {a.shape} vs forward {o.shape}"
+
+
+def _unknown_rank_cases():
+    out = []
+    for p in CASES:
+        name, case = p.values
+        for k, a in enumerate(case.args):
+            if isinstance(a, np.ndarray) and k not in WEIGHT_ARGS.get(name, ()):
+                out.append(pytest.param(name, case, k, id=f"{p.id}-input{k}"))
+    return out
+
+
+@pytest.mark.parametrize("name,case,k", _unknown_rank_cases())
+def test_shape_rule_with_unknown_rank(name, case, k):
+    """A static placeholder made without a shape has an unknown rank (an
+    aval of shape None): every rule either copes (its result, where known,
+    is the forward's) or raises a ShapeError that names the op and says the
+    input's rank is unknown, never an unrelated exception."""
+    prim = PRIMITIVES[name]
+    avals = [Aval(a.shape, a.dtype) if isinstance(a, np.ndarray) else Aval((), a) for a in case.args]
+    avals[k] = Aval(None, case.args[k].dtype)
+    try:
+        res = run_rule(prim, avals, case.attrs)
+    except ShapeError as e:
+        assert str(e).startswith(f"{name}: ") and ("unknown rank" in str(e) or "<unknown>" in str(e)), str(e)
+        return
+    out = prim.impl(*case.args, **case.attrs)
+    res = res if isinstance(res, tuple) and not isinstance(res, Aval) else (res,)
+    outs = out if isinstance(out, tuple) else (out,)
+    for a, o in zip(res, outs):
+        o = np.asarray(o)
+        if a.shape is not None:
+            assert len(a.shape) == o.ndim and all(d is None or d == od for d, od in zip(a.shape, o.shape)), \
+                f"{name}-{case.id}: with input {k} of unknown rank the rule says {a.shape}, the forward gives {o.shape}"
+        assert np.dtype(a.dtype) == o.dtype or isinstance(o.dtype, type(a.dtype)), (a.dtype, o.dtype)
 
 
 # --------------------------------------------------------------------------

@@ -140,7 +140,8 @@ def _static_0d(kind, dtype, grads):
         c = ds.placeholder((), dtype, name="c")
         opt = {"sgd": lambda: ds.train.GradientDescentOptimizer(0.1),
                "adagrad": lambda: ds.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0, epsilon=1e-10),
-               "adam": lambda: ds.train.AdamOptimizer(0.1)}[kind]()
+               "adam": lambda: ds.train.AdamOptimizer(0.1),
+               "adam-torch": lambda: ds.train.AdamOptimizer(0.1, torch_epsilon=True)}[kind]()
         step = opt.minimize(w * c)            # d/dw (w * c) = c: the gradient is fed
         init = ds.global_variables_initializer()
     out = []
@@ -163,6 +164,7 @@ def test_zero_dim_parameter_eager_and_static(kind, dtype, rtol):
     if kind == "adam":
         # static Adam is TF1's (epsilon hat): the same function, other constants
         np.testing.assert_allclose(np.array(static, np.float64), _expected_0d("adam-tf1", GRADS), rtol=rtol)
+        np.testing.assert_array_equal(eager, _static_0d("adam-torch", dtype, GRADS))   # PyTorch's epsilon: eager's bits
     else:
         np.testing.assert_array_equal(eager, static)       # the same function: the same bits
 

@@ -1046,7 +1046,7 @@ def test_split_sizes_along_unknown_axis():
     import dynnets.static as ds
     g = ds.Graph()
     with g.as_default():
-        p = ds.placeholder((3, None), dtype=np.float64)
+        p = ds.placeholder(np.float64, (3, None))
         parts = dn.split(p, [1, 3], dim=1)
         assert [tuple(q.shape) for q in parts] == [(3, 1), (3, 3)]
     with ds.Session(g) as sess, pytest.raises(dn.ShapeError, match=r"split: sizes \[1, 3\] do not add up to "

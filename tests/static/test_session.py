@@ -159,7 +159,7 @@ def test_optimizers_match_eager(kind):
             return ds.train.GradientDescentOptimizer(0.1, weight_decay=wd)
         if kind.startswith("adagrad"):
             return ds.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0, epsilon=1e-10, weight_decay=wd)
-        return ds.train.AdamOptimizer(0.05, lazy=(kind == "adam-lazy"))
+        return ds.train.AdamOptimizer(0.05, lazy=(kind == "adam-lazy"), torch_epsilon=True)   # eager Adam's rule
 
     def eager_opt(ps):
         if kind.startswith("sgd"):

@@ -44,3 +44,90 @@ def test_name_inside_name_scope_survives_a_meta_graph(tmp_path):
         got = s.run(g2.get_operation_by_name("output/predictions").outputs[0], {"x:0": feed})
     np.testing.assert_array_equal(got, want)
     assert want.tolist() == [1, 1]
+
+
+# --------------------------------------------------------------------------
+# placeholders: TF1's argument order, and no shape (an unknown rank)
+# --------------------------------------------------------------------------
+
+def test_placeholder_in_tf1s_order_and_dynnets_older_one():
+    with tf.Graph().as_default():
+        a = tf.placeholder(tf.int32, shape=[None, 5], name="a")
+        b = tf.placeholder(tf.float64, [None, 2])
+        c = tf.placeholder(dtype=tf.int64, shape=(3,))
+        d = tf.placeholder(shape=[2])                       # dtype defaults to float32
+        e = tf.placeholder((None, 4), np.int64, name="e")   # dynnets' older order still works
+        f = tf.placeholder(tf.float32, shape=[])
+    assert (a.dtype, tuple(a.shape), a.name) == (np.int32, (None, 5), "a")
+    assert (b.dtype, tuple(b.shape)) == (np.float64, (None, 2))
+    assert (c.dtype, tuple(c.shape)) == (np.int64, (3,))
+    assert (d.dtype, tuple(d.shape)) == (np.float32, (2,))
+    assert (e.dtype, tuple(e.shape)) == (np.int64, (None, 4))
+    assert tuple(f.shape) == () and f.ndim == 0
+
+
+def test_placeholder_without_a_shape_takes_any_rank():
+    g = tf.Graph()
+    with g.as_default():
+        keep = tf.placeholder(tf.float32, name="keep")
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        y = keep * x + 1.0
+        total = tf.reduce_sum(y)
+        gx, gk = tf.gradients(total, [x, keep])
+    assert keep.shape.ndims is None and y.shape.ndims is None and y.ndim is None
+    assert repr(y.get_shape()) == "<unknown>" and y.shape[0] is None and tuple(total.shape) == ()
+    assert "shape=<unknown>" in repr(keep)
+    with pytest.raises(ValueError, match="'keep' has an unknown rank.*as_list"):
+        keep.shape.as_list()
+    with pytest.raises(ValueError, match="'add' has an unknown rank.*length"):
+        len(y.shape)
+    xs = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for session_kw in ({}, {"optimize": False}):
+        with tf.Session(g, **session_kw) as s:
+            for k in (0.5, [1.0, 2.0, 3.0], np.ones((2, 3), np.float32) * 2):
+                got, tot, dx, dk = s.run([y, total, gx, gk], {keep: k, x: xs})
+                kk = np.asarray(k, np.float32)
+                np.testing.assert_allclose(got, kk * xs + 1)
+                assert tot == pytest.approx(float(np.sum(kk * xs + 1)))
+                np.testing.assert_allclose(dx, np.broadcast_to(kk, xs.shape))
+                # d total / d keep: x summed down to keep's own shape
+                want = xs.sum() if kk.ndim == 0 else xs.sum(0) if kk.ndim == 1 else xs
+                assert np.shape(dk) == kk.shape
+                np.testing.assert_allclose(dk, want)
+            with pytest.raises(tf.ShapeError, match="mul: shapes cannot be broadcast together"):
+                s.run(y, {keep: np.ones((2, 2), np.float32), x: xs})
+
+
+@pytest.mark.parametrize("make", [lambda k, x: tf.matmul(k, x), lambda k, x: tf.reshape(k, [-1]),
+                                  lambda k, x: tf.concat([k, x], 0), lambda k, x: k[0],
+                                  lambda k, x: tf.reduce_sum(k * 2.0, axis=0), lambda k, x: tf.nn.softmax(k)],
+                         ids=["matmul", "reshape", "concat", "getitem", "reduce-axis", "softmax"])
+def test_an_op_that_needs_the_rank_names_the_placeholder(make):
+    with tf.Graph().as_default():
+        keep = tf.placeholder(tf.float32, name="dropout_keep_prob")
+        x = tf.placeholder(tf.float32, [2, 2], name="x")
+        with pytest.raises(tf.ShapeError, match=r"unknown rank.*placeholder 'dropout_keep_prob'|"
+                                                r"'dropout_keep_prob' has an unknown rank") as ei:
+            make(keep, x)
+    assert "shape=[]" in str(ei.value)
+
+
+def test_an_unknown_rank_cannot_enter_a_loop_body():
+    with tf.Graph().as_default():
+        keep = tf.placeholder(tf.float32, name="keep")
+        with pytest.raises(tf.ShapeError, match="'keep' has an unknown rank: a while_loop body or cond branch"):
+            tf.while_loop(lambda i: i < 3.0, lambda i: i + keep, [tf.constant(0.0)])
+
+
+def test_placeholder_without_a_shape_survives_a_meta_graph():
+    g = tf.Graph()
+    with g.as_default():
+        keep = tf.placeholder(tf.float32, name="keep")
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        tf.identity(keep * x, name="y")
+        meta = tf.train.export_meta_graph(graph=g)
+    g2 = tf.Graph()
+    assert tf.train.import_meta_graph(meta, graph=g2) is None          # no variables: TF1 returns None
+    assert g2.get_tensor_by_name("keep:0").shape.ndims is None
+    with tf.Session(g2) as s:
+        np.testing.assert_array_equal(s.run("y:0", {"keep:0": 2.0, "x:0": np.ones((1, 3))}), [[2.0, 2.0, 2.0]])

@@ -122,12 +122,14 @@ def _adam_tf1_ref(steps, lr, b1, b2, eps, grads=_grads, params=None):
     return params
 
 
+@pytest.mark.parametrize("torch_epsilon", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_adam_is_tf1s_epsilon_hat_on_every_tier(dtype):
+def test_adam_is_tf1s_epsilon_hat_on_every_tier(dtype, torch_epsilon):
     """A large epsilon (against gradients of ~1e-2) makes the two placements
-    of epsilon differ by percents, so PyTorch's rule fails this test."""
+    of epsilon differ by percents, so PyTorch's rule fails this test (and
+    ``torch_epsilon=True``, dynnets' own, is PyTorch's rule on every tier)."""
     lr, b1, b2, eps, steps = 0.05, 0.9, 0.999, 0.1, 12
-    want = _adam_tf1_ref(steps, lr, b1, b2, eps)
+    want = (_adam_torch_ref if torch_epsilon else _adam_tf1_ref)(steps, lr, b1, b2, eps)
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder((None, 3), dtype, name="x")
@@ -135,7 +137,7 @@ def test_adam_is_tf1s_epsilon_hat_on_every_tier(dtype):
         w = tf.Variable(W0.astype(dtype), name="w")
         b = tf.Variable(B0.astype(dtype), name="b")
         loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
-        train = tf.train.AdamOptimizer(lr, b1, b2, eps).minimize(loss)
+        train = tf.train.AdamOptimizer(lr, b1, b2, eps, torch_epsilon=torch_epsilon).minimize(loss)
         init = tf.global_variables_initializer()
     tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=2e-5, atol=1e-6)
     fd = {x: X.astype(dtype), y: Y.astype(dtype)}
@@ -150,7 +152,8 @@ def test_adam_is_tf1s_epsilon_hat_on_every_tier(dtype):
         np.testing.assert_allclose(got[0], want[0], **tol)
         np.testing.assert_allclose(got[1], want[1], **tol)
     # PyTorch's placement is measurably different here: the test tells the two apart
-    assert not np.allclose(_adam_torch_ref(steps, lr, b1, b2, eps)[0], want[0], rtol=1e-3)
+    assert not np.allclose(_adam_torch_ref(steps, lr, b1, b2, eps)[0], _adam_tf1_ref(steps, lr, b1, b2, eps)[0],
+                           rtol=1e-3)
 
 
 def _adam_torch_ref(steps, lr, b1, b2, eps):
