@@ -26,7 +26,7 @@ from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boo
                                    gather_nd_p, pad_p, stop_gradient_p, tile_p)
 from .graph import StaticPrimitive, Value, add_op, constant, constant_p, named, placeholder_p
 
-__all__ = ["shape", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
+__all__ = ["shape", "size", "rank", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
            "pad", "slice", "gather", "gather_nd", "boolean_mask", "where", "where_v2", "stop_gradient", "split",
            "squeeze", "reshape", "reverse_sequence", "check_same_size"]
 
@@ -47,44 +47,138 @@ def _check_int(op, arg, a):
     return np.asarray(a, dtype=np.int64)
 
 
-def _shape(x):
-    return np.asarray(np.shape(x), dtype=np.int64)
+_I32 = np.dtype(np.int32)
 
 
-shape_p = StaticPrimitive("shape", _shape, lambda x: Aval((len(x.shape),), _I64))
+def _out_type(op, out_type):
+    dt = np.dtype(out_type)
+    if dt not in (_I32, _I64):
+        raise TypeError(f"{op}: out_type must be int32 or int64, got {dt}")
+    return dt
 
 
-def shape(input, name=None, out_type=np.int64):
-    """The run-time shape of ``input`` as an int64 vector (``tf.shape``);
-    ``shape(x)[0]`` is the fed batch size."""
-    out = add_op(shape_p, input, name=name)
-    return out if np.dtype(out_type) == _I64 else ops.astype(out, out_type)
+def _shape(x, dtype=_I64):
+    return np.asarray(np.shape(x), dtype=dtype)
 
 
-def _range(start, limit, delta):
+def _shape_rule(x, dtype=_I64):
+    # the length is the rank, unknown for an input of unknown rank
+    return Aval((None if x.shape is None else len(x.shape),), dtype)
+
+
+shape_p = StaticPrimitive("shape", _shape, _shape_rule)
+
+
+def shape(input, name=None, out_type=np.int32):
+    """The run-time shape of ``input`` as an ``out_type`` vector (int32 by
+    default, as TF1's ``tf.shape``); ``shape(x)[0]`` is the fed batch size."""
+    return add_op(shape_p, input, name=name, dtype=_out_type("shape", out_type))
+
+
+def _size(x, dtype):
+    return np.asarray(np.size(x), dtype=dtype)
+
+
+size_p = StaticPrimitive("size", _size, lambda x, dtype: Aval((), dtype))
+
+
+def size(input, name=None, out_type=np.int32):
+    """The number of elements of ``input`` as an ``out_type`` scalar (int32
+    by default, as TF1's ``tf.size``), read when the graph runs; a constant
+    when the shape is fully known."""
+    dt = _out_type("size", out_type)
+    if isinstance(input, Value) and input.ndim is not None and None not in input.shape:
+        # a fully known shape: a constant, as TF1 folds it
+        return constant(np.asarray(int(np.prod(input.shape, dtype=np.int64)), dtype=dt), name=name or "Size")
+    if not isinstance(input, Value):
+        return constant(np.asarray(np.size(input.data if hasattr(input, "data") else input), dtype=dt),
+                        name=name or "Size")
+    return add_op(size_p, input, name=name, dtype=dt)
+
+
+def rank(input, name=None):
+    """The number of dimensions of ``input`` as an int32 scalar (``tf.rank``):
+    a constant when the rank is known, else read when the graph runs (a
+    placeholder made without a shape)."""
+    if isinstance(input, Value) and input.ndim is None:
+        return named(ops.getitem(add_op(shape_p, add_op(shape_p, input, dtype=_I32), dtype=_I32), 0), name)
+    nd = input.ndim if isinstance(input, Value) else np.ndim(input.data if hasattr(input, "data") else input)
+    return constant(np.asarray(nd, dtype=_I32), name=name or "Rank")
+
+
+# TF1's tf.range dtypes, from the narrowest: the widest of its arguments' (Python ints are int32, floats float32)
+_RANGE_DTYPES = (_I32, _I64, np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _range(start, limit, delta, dtype=_I64):
+    dt = np.dtype(dtype)
+    start, limit, delta = dt.type(start), dt.type(limit), dt.type(delta)
     if delta == 0:
         raise ValueError("range: delta must not be 0")
-    return np.arange(int(start), int(limit), int(delta), dtype=np.int64)
+    if delta > 0 and start > limit or delta < 0 and start < limit:
+        raise ValueError(f"range: requires start <= limit when delta > 0 (start >= limit when delta < 0), got "
+                         f"start={start}, limit={limit}, delta={delta}")
+    if dt.kind in "iu":
+        return np.arange(start, limit, delta, dtype=dt)
+    # TF1's RangeOp for floats: ceil(|(limit - start) / delta|) values, accumulated (val += delta) in the
+    # dtype, so a float32 range has TF1's roundings
+    n = int(np.ceil(np.abs((limit - start) / delta)))
+    if n == 0:
+        return np.zeros(0, dt)
+    steps = np.full(n, delta, dtype=dt)
+    steps[0] = start
+    return np.cumsum(steps, dtype=dt)
 
 
-def _range_shape(start, limit, delta):
+def _range_shape(start, limit, delta, dtype=_I64):
     for arg, a in (("start", start), ("limit", limit), ("delta", delta)):
-        _int_scalar("range", arg, a)
-    return Aval((None,), _I64)
+        if tuple(a.shape) != () or dtype_of(a).kind not in "iuf":
+            raise ShapeError(f"range: {arg} must be a real scalar, got shape {fmt_shape(a.shape)} and dtype "
+                             f"{dtype_of(a)}")
+    return Aval((None,), np.dtype(dtype))
 
 
 range_p = StaticPrimitive("range", _range, _range_shape)
 
 
-def range(start, limit=None, delta=1, dtype=None, name=None):
-    """``[start, start + delta, ...)`` up to ``limit`` (``tf.range``), int64
-    (or ``dtype``); ``range(n)`` is ``0..n-1``. The bounds may be integer
-    scalar Values."""
+def _range_dtype(a):
+    if isinstance(a, Value) or isinstance(a, (np.ndarray, np.generic)):
+        return np.dtype(a.dtype)
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float)):
+        raise TypeError(f"range: the bounds must be numbers or scalar Values, got {type(a).__name__} {a!r}")
+    return _I32 if isinstance(a, int) else np.dtype(np.float32)
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range"):
+    """``[start, start + delta, ...)`` up to ``limit`` (``tf.range``);
+    ``range(n)`` is ``0..n-1``. The bounds may be scalar Values. The dtype
+    is TF1's: ``dtype`` if given, else the widest of the arguments' (int32 <
+    int64 < float32 < float64; a Python int counts as int32, a float as
+    float32), so ``range(5)`` and ``range(tf.shape(x)[0])`` are int32."""
     if limit is None:
         start, limit = 0, start
-    args = [_check_int("range", n, a) for a, n in ((start, "start"), (limit, "limit"), (delta, "delta"))]
-    out = add_op(range_p, *args, name=name)
-    return out if dtype is None or np.dtype(dtype) == _I64 else ops.astype(out, dtype)
+    bounds = ((start, "start"), (limit, "limit"), (delta, "delta"))
+    if dtype is None:
+        dts = [_range_dtype(a) for a, _ in bounds]
+        bad = [d for d in dts if d not in _RANGE_DTYPES]
+        if bad:
+            raise TypeError(f"range: the bounds must be int32, int64, float32 or float64, got {bad[0]}")
+        dt = builtins.max(dts, key=_RANGE_DTYPES.index)
+    else:
+        dt = np.dtype(dtype)
+        if dt not in _RANGE_DTYPES:
+            raise TypeError(f"range: dtype must be int32, int64, float32 or float64, got {dt}")
+    args = []
+    for a, n in bounds:
+        if isinstance(a, Value):
+            if tuple(a.shape) != () or a.dtype.kind not in "iuf":
+                raise ShapeError(f"range: {n} must be a real scalar, got '{a.name}' with shape {fmt_shape(a.shape)} "
+                                 f"and dtype {a.dtype}")
+            args.append(a if a.dtype == dt else ops.astype(a, dt))
+        else:
+            _range_dtype(a)
+            args.append(np.asarray(a, dtype=dt))
+    return add_op(range_p, *args, name=name, dtype=dt)
 
 
 def _fill(*dims, template, value, dtype):

@@ -496,7 +496,7 @@ SAMPLES = {
     "random": _random, "dropout_mask": _dropout_mask, "copy": _unary("normal"),
     "less": _comparison, "less_equal": _comparison, "greater": _comparison, "greater_equal": _comparison,
     "equal": _comparison, "not_equal": _comparison, "argmax": _argmax,
-    "sin": _unary("normal"), "cos": _unary("normal"),
+    "sin": _unary("normal"), "cos": _unary("normal"), "sign": _unary("normal"),
 }
 
 
@@ -760,6 +760,7 @@ BAD = {
     "sin": [((_I,), {}, "sin: expected a floating-point input, got dtype int64"),
             ((_z(2) > 0,), {}, "sin: expected a floating-point input, got dtype bool")],
     "cos": [((_I,), {}, "cos: expected a floating-point input, got dtype int64")],
+    "sign": [((_z(2) > 0,), {}, "sign: unsupported dtypes")],
     "sigmoid": [((_I,), {}, "sigmoid: expected a floating-point input")],
     "relu": [((_I > 0,), {}, "relu: expected a real numeric input, got dtype bool")],
     "sqrt": [((_I,), {}, "sqrt: expected a floating-point input")],

@@ -615,7 +615,7 @@ STRATEGIES = {
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
     "split_rows": _split_rows, "argmax": _argmax, "less": _binary, "less_equal": _binary, "greater": _binary,
     "greater_equal": _binary, "equal": _binary, "not_equal": _binary, "random": _random,
-    "dropout_mask": _dropout_mask, "copy": _unary, "sin": _unary, "cos": _unary,
+    "dropout_mask": _dropout_mask, "copy": _unary, "sin": _unary, "cos": _unary, "sign": _unary,
 }
 
 

@@ -293,6 +293,8 @@ OPS = [
     Op("sin-0d", dn.sin, torch.sin, [()]),
     Op("method-sin", lambda x: x.sin(), lambda x: x.sin(), [(2, 3)]),
     Op("method-cos", lambda x: x.cos(), lambda x: x.cos(), [(2, 3)]),
+    Op("sign", dn.sign, torch.sign, [(3, 4)]),
+    Op("method-sign", lambda x: x.sign(), lambda x: x.sign(), [(2, 3)]),
     Op("dot", dn.dot, torch.dot, [(5,), (5,)]),
     Op("method-dot", lambda a, b: a.dot(b), lambda a, b: a.dot(b), [(4,), (4,)]),
     Op("mm", dn.mm, torch.mm, [(3, 4), (4, 2)]),

@@ -131,3 +131,75 @@ def test_placeholder_without_a_shape_survives_a_meta_graph():
     assert g2.get_tensor_by_name("keep:0").shape.ndims is None
     with tf.Session(g2) as s:
         np.testing.assert_array_equal(s.run("y:0", {"keep:0": 2.0, "x:0": np.ones((1, 3))}), [[2.0, 2.0, 2.0]])
+
+
+# --------------------------------------------------------------------------
+# sign, size, rank, shape and range with TF1's dtypes
+# --------------------------------------------------------------------------
+
+def test_sign_values_dtypes_and_zero_gradient():
+    g = tf.Graph()
+    with g.as_default():
+        i = tf.constant(np.array([[-3, 0, 2]], np.int32))
+        x = tf.placeholder(tf.float64, [4], name="x")
+        s = tf.sign(x, name="s")
+        loss = tf.reduce_sum(s * x)                 # d/dx sign(x) x = sign(x) (sign's own gradient is 0)
+        gx, = tf.gradients(loss, [x])
+        gs, = tf.gradients(tf.reduce_sum(tf.sign(x)), [x])
+    assert s.name == "s" and tf.sign(i).dtype == np.int32
+    xv = np.array([-2.0, 0.0, 3.5, np.nan])
+    with tf.Session(g) as sess:
+        ri, rs, rg, rgs = sess.run([tf.sign(tf.abs(i)), s, gx, gs], {x: xv})
+    assert ri.tolist() == [[1, 0, 1]] and ri.dtype == np.int32
+    np.testing.assert_array_equal(rs, [-1.0, 0.0, 1.0, np.nan])
+    np.testing.assert_array_equal(rg, [-1.0, 0.0, 1.0, np.nan])
+    np.testing.assert_array_equal(rgs, np.zeros(4))
+
+
+def test_shape_size_rank_are_int32_as_tf1():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        u = tf.placeholder(tf.float32, name="u")                 # unknown rank
+        outs = [tf.shape(x), tf.shape(x, out_type=tf.int64), tf.size(x), tf.size(x, out_type=tf.int64), tf.rank(x),
+                tf.shape(u), tf.size(u), tf.rank(u), tf.size(tf.zeros([2, 5])), tf.rank(tf.zeros([2, 5]))]
+        with pytest.raises(TypeError, match="shape: out_type must be int32 or int64, got float32"):
+            tf.shape(x, out_type=tf.float32)
+    assert [o.dtype for o in outs] == [np.int32, np.int64, np.int32, np.int64, np.int32, np.int32, np.int32,
+                                       np.int32, np.int32, np.int32]
+    assert tuple(outs[0].shape) == (2,) and tuple(outs[5].shape) == (None,)
+    with tf.Session(g) as s:
+        got = s.run(outs, {x: np.zeros((4, 3), np.float32), u: np.zeros((2, 3, 5), np.float32)})
+    assert [np.asarray(v).tolist() for v in got] == [[4, 3], [4, 3], 12, 12, 2, [2, 3, 5], 30, 3, 10, 2]
+
+
+def test_range_dtypes_follow_tf1():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        n = tf.shape(x)[0]
+        cases = {"int": tf.range(5), "shape": tf.range(0, n), "int64": tf.range(tf.constant(np.int64(4))),
+                 "float": tf.range(0.0, 1.0, 0.25), "mixed": tf.range(1, 2.5), "dtype": tf.range(3, dtype=tf.float64),
+                 "neg": tf.range(5, 1, -2), "f32-accumulated": tf.range(0.0, 1.0, 0.1)}
+    want_dt = {"int": np.int32, "shape": np.int32, "int64": np.int64, "float": np.float32, "mixed": np.float32,
+               "dtype": np.float64, "neg": np.int32, "f32-accumulated": np.float32}
+    assert {k: v.dtype for k, v in cases.items()} == {k: np.dtype(v) for k, v in want_dt.items()}
+    # the script's idiom: tf.range(0, batch_size) * max_length + (length - 1) stays int32
+    with g.as_default():
+        idx = tf.range(0, n) * 16 + (tf.cast(tf.reduce_sum(tf.ones_like(x), 1), tf.int32) - 1)
+    assert idx.dtype == np.int32
+    with tf.Session(g) as s:
+        got = s.run({**cases, "idx": idx}, {x: np.zeros((3, 3), np.float32)})
+    assert got["int"].tolist() == [0, 1, 2, 3, 4] and got["shape"].tolist() == [0, 1, 2]
+    assert got["float"].tolist() == [0.0, 0.25, 0.5, 0.75] and got["mixed"].tolist() == [1.0, 2.0]
+    assert got["neg"].tolist() == [5, 3] and got["idx"].tolist() == [2, 18, 34]
+    # TF1's float range accumulates in the dtype: val += delta, ten values up to 0.90000004
+    acc = np.float32(0.0)
+    want = []
+    for _ in range(10):
+        want.append(acc)
+        acc = np.float32(acc + np.float32(0.1))
+    np.testing.assert_array_equal(got["f32-accumulated"], np.array(want, np.float32))
+    with tf.Graph().as_default(), tf.Session() as s:
+        with pytest.raises(ValueError, match="range: requires start <= limit when delta > 0"):
+            s.run(tf.range(3, 1))

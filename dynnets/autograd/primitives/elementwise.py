@@ -8,7 +8,7 @@ from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, PromotionNeeded, ShapeEr
                    defprim, dtype_of, result_type, same_shape, shape_of, ufunc_dtype, unbroadcast)
 
 __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
-           "sin_p", "cos_p",
+           "sin_p", "cos_p", "sign_p",
            "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
 
 def _unary_shape(name, ufunc=None, float_only=True):
@@ -185,6 +185,12 @@ sin_p = defprim("sin", np.sin, _unary_shape("sin", np.sin),
 cos_p = defprim("cos", np.cos, _unary_shape("cos", np.cos),
                 vjp=(lambda g, ins, out: -g * np.sin(ins[0]),), vjp_reads=((0,),),
                 batch=BATCH_ELEMENTWISE)
+
+
+# sign's derivative is 0 where it exists (torch's and TF1's gradient: zeros); numpy's sign keeps NaN, as torch
+sign_p = defprim("sign", np.sign, _unary_shape("sign", np.sign, float_only=False),
+                 vjp=(lambda g, ins, out: np.zeros_like(g),), vjp_reads=((),),
+                 batch=BATCH_ELEMENTWISE)
 
 
 def _sigmoid(x):
