@@ -491,7 +491,7 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
     --bucket-batches``; the padded-vs-dynamic comparison sets it), little
     padding at all.
 
-    Graph: ids (time, batch) -> embedding -> ``dynamic_rnn(LSTMCell(hidden_size,
+    Graph: ids (time, batch) -> embedding -> ``dynamic_rnn(TorchLSTMCell(hidden_size,
     forget_bias=0), sequence_length=lengths, time_major=True)`` -> final
     ``h`` -> linear -> softmax cross-entropy (mean over the batch). Weights,
     names and optimizer are :class:`PaddedLSTMClassifier`'s (those of the
@@ -522,7 +522,7 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
             self._lengths = ds.placeholder((None,), np.int64, name="lengths")
             self._labels = ds.placeholder((None,), np.int64, name="labels")
             emb = ds.Variable(self._initial["embedding.weight"], name="embedding.weight")
-            cell = rnn_cell.LSTMCell(self.hidden_size, forget_bias=0.0, name="rnn/lstm_cell")
+            cell = rnn_cell.TorchLSTMCell(self.hidden_size, forget_bias=0.0, name="rnn/lstm_cell")
             x = ops.embedding(emb, self._ids)                                  # (T, B, E)
             cell.build(x.shape, g)
             out_w = ds.Variable(self._initial["out.weight"], name="out.weight")

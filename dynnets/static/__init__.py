@@ -45,7 +45,7 @@ from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on s
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, DTypeError, ShapeError, dtype_of
 from . import graph_util, layers, nn, passes, train
-from .array_ops import (boolean_mask, expand_dims, fill, gather, gather_nd, one_hot, ones, pad, range, rank, reshape,
+from .array_ops import (boolean_mask, ensure_shape, expand_dims, fill, gather, gather_nd, one_hot, ones, pad, range, rank, reshape,
                         reverse_sequence, sequence_mask, shape, size, slice, split, squeeze, stop_gradient, tile,
                         unstack, where, where_v2, zeros)
 from .backward import gradients as _gradients
@@ -88,7 +88,7 @@ __all__ = [
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
     "clip_by_value", "float32", "float64", "int32", "int64", "identity", "argmax", "equal", "not_equal", "less",
-    "less_equal", "greater", "greater_equal", "shape", "size", "rank", "range", "fill", "sequence_mask", *_ops_all,
+    "less_equal", "greater", "greater_equal", "shape", "size", "rank", "range", "fill", "ensure_shape", "sequence_mask", *_ops_all,
     "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot", "pad", "slice", "gather_nd", "boolean_mask",
     "reduce_any", "reduce_all", "stop_gradient", "clip_by_global_norm", "global_norm", "assign", "assign_add",
     "assign_sub", "control_dependencies", "no_op", "map_fn", "scan", "where", "where_v2", "split", "squeeze",

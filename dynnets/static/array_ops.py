@@ -22,13 +22,14 @@ import builtins
 
 from ..autograd import ops
 from ..autograd.engine import bind
-from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boolean_mask_p, dtype_of, fmt_shape,
-                                   gather_nd_p, pad_p, stop_gradient_p, tile_p)
+from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boolean_mask_p, dtype_of, ensure_shape_p,
+                                   fmt_shape, gather_nd_p, pad_p, stop_gradient_p, tile_p)
 from .graph import StaticPrimitive, Value, add_op, constant, constant_p, named, placeholder_p
 
 __all__ = ["shape", "size", "rank", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
            "pad", "slice", "gather", "gather_nd", "boolean_mask", "where", "where_v2", "stop_gradient", "split",
-           "squeeze", "reshape", "reverse_sequence", "check_same_size"]
+           "squeeze", "reshape", "reverse_sequence", "check_same_size", "ensure_shape",
+           "scalar_probability"]
 
 _I64 = np.dtype(np.int64)
 
@@ -205,7 +206,7 @@ def fill(dims, value, name=None, *, dtype=None):
     float32 for a Python float, int64 for an int (``dtype=``, keyword-only,
     overrides it; TF1's third argument is ``name``).
     """
-    dims = _dims_list("fill", dims)
+    dims = dims_list("fill", dims)
     if dtype is None:
         dtype = (np.float32 if isinstance(value, float) else np.int64 if isinstance(value, int)
                  else np.result_type(value))
@@ -252,7 +253,7 @@ def sequence_mask(lengths, maxlen=None, dtype=np.bool_, name=None):
 # TF1's array names
 # --------------------------------------------------------------------------
 
-def _dims_list(op, dims):
+def dims_list(op, dims):
     """A shape argument as a list of ints and integer scalar Values: TF1
     takes a list (of ints and scalar tensors), a 1-D integer tensor
     (``tf.shape(x)``) or one int."""
@@ -260,7 +261,11 @@ def _dims_list(op, dims):
         if len(dims.shape) != 1 or dims.shape[0] is None or dims.dtype.kind not in "iu":
             raise TypeError(f"{op}: a shape Value must be a 1-D integer vector of known length, got '{dims.name}' "
                             f"with shape {fmt_shape(dims.shape)} and dtype {dims.dtype}")
-        return [dims[i] for i in builtins.range(dims.shape[0])]
+        # the dimensions of tf.shape(x) that x's static shape knows are ints (TF1's constant_value_as_shape)
+        e = dims.op
+        known = dims.graph.avals[e.ins[0]].shape if e.prim is shape_p else None
+        return [known[i] if known is not None and known[i] is not None else dims[i]
+                for i in builtins.range(dims.shape[0])]
     if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         return [int(dims)]
     if isinstance(dims, np.ndarray) and dims.ndim == 1 and dims.dtype.kind in "iu":
@@ -276,7 +281,7 @@ def _known(dims):
 
 
 def _filled(op, shape, value, dtype, name):
-    dims = _dims_list(op, shape)
+    dims = dims_list(op, shape)
     dt = np.dtype(dtype)
     if _known(dims):
         if any(d < 0 for d in dims):
@@ -504,6 +509,32 @@ def where_v2(condition, x=None, y=None, name=None):
     return _named(ops.where(condition, x, y), name)
 
 
+def ensure_shape(x, shape, message=None, name=None):
+    """``x`` with the static shape ``shape`` (None entries: any size), checked
+    when the graph runs (``tf.ensure_shape``): how a value of unknown rank (a
+    placeholder made without a shape) gets one; a shape that does not fit is
+    a ShapeError."""
+    if hasattr(shape, "as_list"):
+        shape = shape.as_list()
+    if isinstance(shape, (int, np.integer)):
+        shape = [shape]
+    out = bind(ensure_shape_p, x, shape=tuple(None if d is None else int(d) for d in shape))
+    return named(out, name)
+
+
+def scalar_probability(op, arg, p, dtype):
+    """``p`` (a Value) as a scalar of ``dtype``: a value of unknown rank (a
+    placeholder made without a shape) is given rank 0, checked when the
+    graph runs (``ensure_shape``)."""
+    if p.ndim is None:
+        p = ensure_shape(p, [])
+    elif tuple(p.shape) != ():
+        raise ValueError(f"{op}: {arg} must be a scalar, got '{p.name}' with shape {tuple(p.shape)}")
+    if p.dtype.kind != "f":
+        raise TypeError(f"{op}: {arg} must be a floating-point scalar, got '{p.name}' of dtype {p.dtype}")
+    return p if p.dtype == np.dtype(dtype) else ops.astype(p, dtype)
+
+
 def stop_gradient(input, name=None):
     """``input`` itself, through which no gradient flows (``tf.stop_gradient``)."""
     return _named(bind(stop_gradient_p, input), name)
@@ -606,7 +637,7 @@ def reshape(tensor, shape, name=None):
     """``tensor`` with shape ``shape`` (``tf.reshape``): ints (one may be -1)
     and integer scalar Values read when the graph runs
     (``reshape(x, [tf.shape(x)[0], -1, 4])``), or a 1-D integer Value."""
-    dims = _dims_list("reshape", shape)
+    dims = dims_list("reshape", shape)
     if _known(dims):
         return _named(ops.reshape(tensor, *[int(d) for d in dims]), name)
     template, ins = [], []

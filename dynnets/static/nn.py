@@ -18,6 +18,7 @@ from ..autograd.primitives import dropout_mask_p as _dropout_mask_p
 from ..autograd.primitives import make_rng as _make_rng
 from ..autograd.primitives import top_k_p as _top_k_p
 from . import rnn_cell
+from .array_ops import scalar_probability as _scalar_probability
 from .array_ops import one_hot as _one_hot
 from .array_ops import reshape as _reshape
 from .array_ops import shape as _shape
@@ -26,6 +27,7 @@ from .graph import Value as _Value
 from .graph import is_symbolic as _is_symbolic
 from .graph import named as _named
 from .random import get_seed as _get_seed
+from .random import random_uniform as _random_uniform
 from .rnn import bidirectional_dynamic_rnn, dynamic_rnn
 from .variable_scope import name_scope as _name_scope
 
@@ -261,13 +263,22 @@ gru_cell = _ops.gru_cell
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
     """Inverted dropout (as ``tf.nn.dropout``): each element is zeroed with
     probability ``rate = 1 - keep_prob`` and the others scaled by
-    ``1 / keep_prob``, with **a new mask at every** ``Session.run`` (drawn by
-    a ``dropout_mask`` node; gradients use that run's mask). ``seed`` as
-    :func:`dynnets.static.random_normal`'s."""
+    ``1 / keep_prob``, with **a new mask at every** ``Session.run``
+    (gradients use that run's mask). ``seed`` as
+    :func:`dynnets.static.random_normal`'s.
+
+    ``keep_prob`` (or ``rate``) may be a scalar Value, usually a placeholder
+    fed 0.5 while training and 1.0 to evaluate (TF1's idiom; a placeholder
+    made without a shape is checked to be fed a scalar): the mask is then
+    TF1's ``random_uniform(shape(x)) >= rate`` and the result
+    ``x * (1 / (1 - rate)) * mask``, so a fed 1.0 gives ``x`` exactly. A fed
+    value outside (0, 1] is not checked (as TF1)."""
     if (keep_prob is None) == (rate is None):
         raise ValueError("dropout: pass exactly one of keep_prob= and rate=")
     if noise_shape is not None:
         raise ValueError("dropout: noise_shape is not supported (the mask has the shape of x)")
+    if isinstance(keep_prob, _Value) or isinstance(rate, _Value):
+        return _fed_dropout(x, keep_prob, rate, seed, name)
     if rate is None:
         if isinstance(keep_prob, bool) or not isinstance(keep_prob, (int, float, np.floating)) \
                 or not 0 < keep_prob <= 1:
@@ -276,9 +287,27 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     elif isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating)) or not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must be a scalar in [0, 1), got {rate!r}")
     if rate == 0:
-        return x
+        return x if name is None else _named(_ops.mul(x, 1.0), name)
     if not _is_symbolic(x):
         return _ops.dropout(x, float(rate), _make_rng(_get_seed(seed)))
     with x.graph.as_default(), _name_scope(name or "dropout"):
         mask = _bind(_dropout_mask_p, x, rate=float(rate), seed=_get_seed(seed, x.graph))
         return _ops.mul(x, mask)
+
+
+def _fed_dropout(x, keep_prob, rate, seed, name):
+    if not _is_symbolic(x):
+        raise TypeError(f"dropout: a {'keep_prob' if rate is None else 'rate'} Value needs x of a static graph, got "
+                        f"{type(x).__name__}")
+    dt = x.dtype
+    with x.graph.as_default(), _name_scope(name or "dropout"):
+        if rate is None:
+            rate = _ops.sub(1.0, _scalar_probability("dropout", "keep_prob", keep_prob, dt))
+        elif isinstance(rate, _Value):
+            rate = _scalar_probability("dropout", "rate", rate, dt)
+        else:
+            rate = np.asarray(rate, dt)
+        # TF1's dropout_v2: keep where a uniform draw >= rate, scale by 1 / (1 - rate)
+        u = _random_uniform(_shape(x), dtype=dt, seed=seed)
+        keep = _ops.astype(_ops.greater_equal(u, rate), dt)
+        return _ops.mul(_ops.mul(x, _ops.div(1.0, _ops.sub(1.0, rate))), keep)

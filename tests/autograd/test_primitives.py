@@ -532,8 +532,13 @@ def _tile(rng):
             Case("0d", r(), multiples=())]
 
 
+def _ensure_shape(rng):
+    r = _r(rng)
+    return [Case("2d-partial", r(2, 3), shape=(None, 3)), Case("0d", r(), shape=()), Case("exact", r(4,), shape=(4,))]
+
+
 SAMPLES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
-                "tile": _tile, "stop_gradient": _unary("normal")})
+                "tile": _tile, "stop_gradient": _unary("normal"), "ensure_shape": _ensure_shape})
 
 
 def _cases():
@@ -761,6 +766,10 @@ BAD = {
             ((_z(2) > 0,), {}, "sin: expected a floating-point input, got dtype bool")],
     "cos": [((_I,), {}, "cos: expected a floating-point input, got dtype int64")],
     "sign": [((_z(2) > 0,), {}, "sign: unsupported dtypes")],
+    "ensure_shape": [((_z(2),), dict(shape=(3,)), "ensure_shape: shape of tensor (2,) is not compatible with expected "
+                                                  "shape (3,)"),
+                     ((_z(2),), dict(shape=()), "ensure_shape: shape of tensor"),
+                     ((_z(2),), dict(shape=(-1,)), "ensure_shape: shape must be a tuple of non-negative ints")],
     "sigmoid": [((_I,), {}, "sigmoid: expected a floating-point input")],
     "relu": [((_I > 0,), {}, "relu: expected a real numeric input, got dtype bool")],
     "sqrt": [((_I,), {}, "sqrt: expected a floating-point input")],

@@ -424,7 +424,7 @@ PRIMITIVES_ELSEWHERE = {
 # the selection and layout primitives of primitives/select.py, through dynnets.static's TF1 names
 PRIMITIVES_ELSEWHERE.update({name: ("test_torch_select.py", f"test_{name}")
                              for name in ("gather_nd", "boolean_mask", "argwhere", "top_k", "tile", "pad",
-                                          "stop_gradient")})
+                                          "stop_gradient", "ensure_shape")})
 
 
 def test_every_primitive_has_a_parity_test():

@@ -520,21 +520,20 @@ def test_dynamic_rnn_names_a_sequence_length_of_the_wrong_size():
             with pytest.raises(tf.ShapeError, match=r"dynamic_rnn: sequence_length \(placeholder 'lengths'\) has 3 "
                                                     r"entries along axis 0 but inputs \(placeholder 'x'\) has 4 along "
                                                     r"axis 0 \(its batch size\) in op "
-                                                    r"'dynamic_rnn/check_sequence_length'"):
+                                                    r"'rnn/dynamic_rnn/check_sequence_length'"):
                 s.run(out, {x: np.ones((4, 5, 3), np.float32), lengths: [5, 1, 2]})
 
 
 def _lstm_ref(cell, s, x_seq):
-    """Eager dynnets: the cell's fused step over one sequence (its variables' values)."""
-    w_ih, w_hh, b_ih, b_hh = (s.run(v) for v in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh))
-    H = w_hh.shape[1]
-    b_hh = b_hh + np.repeat([0.0, 1.0, 0.0, 0.0], H)        # TF1's forget_bias=1.0 on the forget gate
+    """TF1's LSTM (one kernel over [x, h], gates i, j, f, o, forget_bias 1.0) in numpy, over one sequence."""
+    k, b = s.run(cell.kernel), s.run(cell.bias)
+    H = b.shape[0] // 4
     h, c = np.zeros((1, H)), np.zeros((1, H))
     hs = []
-    T = dn.Tensor
     for t in range(len(x_seq)):
-        h, c = dn.lstm_cell(T(x_seq[t:t + 1]), T(h), T(c), T(w_ih), T(w_hh), T(b_ih), T(b_hh))
-        h, c = h.data, c.data
+        i, j, f, o = np.split(np.concatenate([x_seq[t:t + 1], h], 1) @ k + b, 4, axis=1)
+        c = c / (1 + np.exp(-(f + 1.0))) + np.tanh(j) / (1 + np.exp(-i))
+        h = np.tanh(c) / (1 + np.exp(-o))
         hs.append(h[0])
     return np.array(hs), h[0], c[0]
 
@@ -554,7 +553,8 @@ def test_bidirectional_dynamic_rnn_reverses_each_sequence(time_major):
                                                              time_major=time_major)
         gx, = tf.gradients(tf.reduce_sum(ob * ob) + tf.reduce_sum(sf.h), [x])
     names = [v.name for v in tf.global_variables(g)]
-    assert "bidirectional_rnn/fw/lstm_cell/weight_ih" in names and "bidirectional_rnn/bw/lstm_cell/weight_ih" in names
+    assert names == ["bidirectional_rnn/fw/lstm_cell/kernel", "bidirectional_rnn/fw/lstm_cell/bias",
+                     "bidirectional_rnn/bw/lstm_cell/kernel", "bidirectional_rnn/bw/lstm_cell/bias"]
     feed_x = xv.transpose(1, 0, 2) if time_major else xv
     with tf.Session(g) as s:
         s.run(tf.global_variables_initializer(g))
