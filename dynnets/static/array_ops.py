@@ -688,6 +688,8 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
     out = bind(gather_nd_p, x, ops.stack([rows, src], axis=-1))
     if (ba, sa) != (0, 1):
         out = ops.transpose(out, tuple(int(i) for i in np.argsort((ba, sa) + rest)))
+    if tuple(out.shape) != tuple(input.shape):
+        out = ensure_shape(out, input.shape)          # input's static shape, as TF1's (the gather lost the sizes)
     return _named(out, name)
 
 

@@ -63,12 +63,14 @@ from .backward import sparse_gradients
 from .export import export_meta_graph, register_optimizer, write_graph
 from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group, named,
                     trainable_variables)
-from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
+from .saver import (Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint, list_variables,
+                    load_variable)
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "MomentumOptimizer",
            "RMSPropOptimizer", "exponential_decay", "piecewise_constant", "get_or_create_global_step",
            "get_global_step", "create_global_step", "global_step", "Saver", "latest_checkpoint",
-           "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph"]
+           "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph",
+           "list_variables", "load_variable"]
 
 
 def _apply_impl(S, *args, opt, vars, slots, n):
