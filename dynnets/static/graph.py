@@ -780,6 +780,11 @@ class Graph:
                 written |= frame[1]
         return tuple(ids), written
 
+    def writes(self, v):
+        """The ids of the variables that running ``v`` (an op or a value)
+        writes: those the effects among its ancestors write."""
+        return self._written_by(v.id)
+
     def _written_by(self, vid):
         """Ids of the variables the effects among ``vid``'s ancestors write."""
         out, seen, stack = set(), set(), [vid]

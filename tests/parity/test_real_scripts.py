@@ -349,10 +349,12 @@ def test_polynomial_custom_function_as_written():
 # ==========================================================================
 
 def _tf_argv(data, out, cell, hidden, batch, epochs):
+    # 87 training sentences in batches of 32: 3 steps an epoch, so every run (a fetched global_step counts from 1,
+    # as TF1's) saves a checkpoint for the eval.py half
     return ["--pos_dir", str(data / "rt" / "rt-polarity.pos"), "--neg_dir", str(data / "rt" / "rt-polarity.neg"),
             "--max_sentence_length", "16", "--cell_type", cell, "--embedding_dim", "16",
             "--hidden_size", str(hidden), "--dropout_keep_prob", "1.0", "--batch_size", str(batch),
-            "--num_epochs", str(epochs), "--evaluate_every", "5", "--checkpoint_every", "6",
+            "--num_epochs", str(epochs), "--evaluate_every", "5", "--checkpoint_every", "3",
             "--out_dir", str(out), "--dump_init", str(out / "init.npz")]
 
 

@@ -203,3 +203,56 @@ def test_range_dtypes_follow_tf1():
     with tf.Graph().as_default(), tf.Session() as s:
         with pytest.raises(ValueError, match="range: requires start <= limit when delta > 0"):
             s.run(tf.range(3, 1))
+
+
+# --------------------------------------------------------------------------
+# a Variable fetched in the run that writes it: its value when the run ends
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("session_kw", [{"jit_after": 10 ** 9, "native_after": None}, {},
+                                        {"jit_after": 1, "native_after": 2}, {"optimize": False}],
+                         ids=["interpreter", "default", "native", "unoptimised"])
+def test_fetched_global_step_is_the_step_after_the_update(session_kw):
+    """TF1's ``_, step = sess.run([train_op, global_step])`` gives 1 after the
+    first step (its ref variables are read when the run ends;
+    tensorflow/tensorflow#26085: "tf1 prefers to give you the value after");
+    a value computed from a variable in that run still sees the value the
+    step started from."""
+    xs = np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 2], name="x")
+        w = tf.Variable(np.array([0.5, -0.25], np.float32), name="w")
+        loss = tf.reduce_sum(tf.square(tf.reduce_sum(x * w, 1)))
+        global_step = tf.Variable(0, name="global_step", trainable=False)
+        train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
+        w_times_one = w * 1.0
+        bump = w.assign_add(np.ones(2, np.float32))
+    with tf.Session(g, **session_kw) as sess:
+        sess.run(tf.global_variables_initializer(g))
+        assert sess.run(global_step) == 0
+        steps, ws = [], []
+        for k in range(4):
+            w_before = sess.run(w)
+            grad = 2 * (xs @ w_before) @ xs
+            if k % 2:
+                step, _, w_seen, w_fetched, lv = sess.run([global_step, train_op, w_times_one, w, loss], {x: xs})
+            else:
+                _, step, w_seen, w_fetched, lv = sess.run([train_op, global_step, w_times_one, w, loss], {x: xs})
+            steps.append(int(step))
+            np.testing.assert_array_equal(w_seen, w_before)                     # computed: before the step
+            np.testing.assert_allclose(w_fetched, w_before - 0.01 * grad, rtol=1e-6)   # the Variable: after
+            np.testing.assert_array_equal(w_fetched, sess.run(w))
+            assert lv == pytest.approx(float(((xs @ w_before) ** 2).sum()), rel=1e-6)
+            ws.append(w_fetched)
+        assert steps == [1, 2, 3, 4] and sess.run(global_step) == 4
+        ws[-1][...] = 100.0                                                  # the caller's copy
+        assert sess.run(w)[0] != 100.0
+        # an assign fetched with the variable; a fetch without a writer reads the variable as it is
+        before = sess.run(w)
+        got_bump, got_w = sess.run([bump, w])
+        np.testing.assert_array_equal(got_bump, before + 1.0)
+        np.testing.assert_array_equal(got_w, before + 1.0)
+        got_w, got_step = sess.run([w, global_step])
+        np.testing.assert_array_equal(got_w, before + 1.0)
+        assert got_step == 4
