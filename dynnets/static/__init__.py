@@ -53,7 +53,7 @@ from .control_flow import TensorArray, cond, while_loop
 from .functional_ops import map_fn, scan
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
 from .graph import named as _graph_named
-from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, StaticPrimitive,
+from .graph import (FeedError, Graph, GraphError, GraphKeys, OpInfo, Operation, OpError, StaticPrimitive,
                     UninitializedVariableError, Value, Variable, constant, get_default_graph, get_default_session,
                     global_variables, global_variables_initializer, group, placeholder, reset_default_graph,
                     trainable_variables, variables_initializer)
@@ -490,14 +490,36 @@ def no_op(name=None):
     return group(*get_default_graph().control_inputs(), name=name or "NoOp")
 
 
+# --------------------------------------------------------------------------
+# collections
+# --------------------------------------------------------------------------
+
+def get_collection(key, scope=None):
+    """The default graph's collection ``key`` (``tf.get_collection``; see
+    :class:`GraphKeys` and :meth:`Graph.get_collection`)."""
+    return get_default_graph().get_collection(key, scope)
+
+
+def add_to_collection(name, value):
+    """Add ``value`` to the default graph's collection ``name`` (``tf.add_to_collection``)."""
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    """Add ``value`` to each of the default graph's collections ``names``."""
+    for n in ([names] if isinstance(names, str) else names):
+        add_to_collection(n, value)
+
+
 # TF1's program and session scaffolding (issue 22): ConfigProto and tf.device (accepted, no effect: see
 # .config), tf.flags / tf.app.run (over argparse), tf.logging (over logging), tf.summary (TensorBoard files)
-from . import app, flags, summary  # noqa: E402
+from . import app, contrib, flags, summary  # noqa: E402
 from . import tf_logging as logging  # noqa: E402
 from .config import ConfigProto, GPUOptions, device  # noqa: E402
 from .summary import Summary  # noqa: E402
 
-__all__ += ["ConfigProto", "GPUOptions", "device", "flags", "app", "logging", "summary", "Summary"]
+__all__ += ["ConfigProto", "GPUOptions", "device", "flags", "app", "logging", "summary", "Summary", "contrib",
+            "GraphKeys", "get_collection", "add_to_collection", "add_to_collections"]
 
 
 # TF1's meaning where dynnets' own op of the same name (PyTorch's) differs (tf.split: .array_ops)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import sys
 import threading
 
@@ -40,7 +41,7 @@ __all__ = [
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
-    "user_site", "default_sessions", "OpInfo", "get_default_session", "named",
+    "user_site", "default_sessions", "OpInfo", "get_default_session", "named", "GraphKeys", "UnknownShape",
 ]
 
 
@@ -958,8 +959,21 @@ class Graph:
     def add_to_collection(self, name, value):
         self._collections.setdefault(name, []).append(value)
 
-    def get_collection(self, name):
-        return list(self._collections.get(name, ()))
+    def get_collection(self, name, scope=None):
+        """The values in collection ``name`` (TF1's ``Graph.get_collection``):
+        ``GraphKeys.GLOBAL_VARIABLES`` and ``TRAINABLE_VARIABLES`` list the
+        graph's (trainable) variables, as TF1 fills them; ``scope`` keeps the
+        items whose name starts with that regular expression (``re.match``)."""
+        extra = self._collections.get(name, ())
+        if name in (GraphKeys.GLOBAL_VARIABLES, GraphKeys.TRAINABLE_VARIABLES):
+            vs = [v for v in self.variables if v.trainable or name == GraphKeys.GLOBAL_VARIABLES]
+            seen = {id(v) for v in vs}
+            items = vs + [x for x in extra if id(x) not in seen]
+        else:
+            items = list(extra)
+        if scope is None:
+            return items
+        return [x for x in items if isinstance(getattr(x, "name", None), str) and re.match(scope, x.name)]
 
     def get_all_collection_keys(self):
         return list(self._collections)
@@ -1015,6 +1029,39 @@ class Graph:
         if len(self.eqns) > 200:
             lines.append(f"  ... {len(self.eqns) - 200} more")
         return "\n".join(lines)
+
+
+class GraphKeys:
+    """TF1's standard collection names (``tf.GraphKeys``). Every Variable is
+    in ``GLOBAL_VARIABLES`` and, if trainable, ``TRAINABLE_VARIABLES``; the
+    summaries add themselves to ``SUMMARIES``, the global step to
+    ``GLOBAL_STEP``, a ``get_variable`` regularizer's loss to
+    ``REGULARIZATION_LOSSES``; the others hold what code adds (no dynnets
+    layer adds ``UPDATE_OPS``: it is empty unless you add to it)."""
+
+    GLOBAL_VARIABLES = "variables"
+    VARIABLES = "variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    LOCAL_VARIABLES = "local_variables"
+    MODEL_VARIABLES = "model_variables"
+    METRIC_VARIABLES = "metric_variables"
+    SUMMARIES = "summaries"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    GLOBAL_STEP = "global_step"
+    TRAIN_OP = "train_op"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    SAVERS = "savers"
+    QUEUE_RUNNERS = "queue_runners"
+    ACTIVATIONS = "activations"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    EVAL_STEP = "eval_step"
 
 
 def _empty_meta():

@@ -30,7 +30,7 @@ from .graph import Value, add_op, get_default_graph, user_site
 __all__ = ["set_random_seed", "get_seed", "random_normal", "truncated_normal", "random_uniform",
            "DEFAULT_GRAPH_SEED", "zeros_initializer", "ones_initializer", "constant_initializer",
            "random_normal_initializer", "truncated_normal_initializer", "random_uniform_initializer",
-           "glorot_uniform_initializer", "glorot_normal_initializer"]
+           "glorot_uniform_initializer", "glorot_normal_initializer", "xavier_initializer"]
 
 DEFAULT_GRAPH_SEED = 87654321
 _MAXINT32 = 2 ** 31 - 1
@@ -242,3 +242,25 @@ class glorot_normal_initializer(_Seeded):
         s = math.sqrt(2.0 / max(1.0, fan_in + fan_out)) / .87962566103423978
         return _sample(dist="truncated_normal", shape=shape, dtype=dt, a=0.0, b=s, seed=None, rng=self._rng())
 
+
+class xavier_initializer(_Seeded):
+    """``tf.contrib.layers.xavier_initializer``: TF1's
+    ``variance_scaling_initializer(factor=1.0, mode='FAN_AVG')`` (Glorot and
+    Bengio 2010): U[-sqrt(6 / (fan_in + fan_out)), +...] when ``uniform``,
+    else a normal truncated at two standard deviations with standard
+    deviation ``sqrt(1.3 * 2 / (fan_in + fan_out))`` (contrib's correction
+    for the truncation)."""
+
+    def __init__(self, uniform=True, seed=None, dtype=np.float32):
+        if np.dtype(dtype).kind != "f":
+            raise TypeError(f"xavier_initializer: dtype must be a floating-point type, got {np.dtype(dtype)}")
+        self.uniform, self.seed, self.dtype = bool(uniform), seed, dtype
+
+    def _draw(self, shape, dt):
+        fan_in, fan_out = _fans(shape)
+        n = max(1.0, (fan_in + fan_out) / 2.0)
+        if self.uniform:
+            limit = math.sqrt(3.0 / n)
+            return _sample(dist="uniform", shape=shape, dtype=dt, a=-limit, b=limit, seed=None, rng=self._rng())
+        return _sample(dist="truncated_normal", shape=shape, dtype=dt, a=0.0, b=math.sqrt(1.3 / n), seed=None,
+                       rng=self._rng())

@@ -206,6 +206,100 @@ def test_range_dtypes_follow_tf1():
 
 
 # --------------------------------------------------------------------------
+# tf.contrib: xavier_initializer, l1/l2 regularizers, rnn cells
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(300, 100), (3, 3, 40, 80)], ids=["matrix", "conv"])
+def test_contrib_xavier_initializer_is_tf1s_variance_scaling_fan_avg(shape):
+    fan_in, fan_out = int(np.prod(shape[:-1])), int(np.prod(shape[:-2])) * shape[-1]
+    n = (fan_in + fan_out) / 2.0
+    with tf.Graph().as_default():
+        tf.set_random_seed(3)
+        u = tf.get_variable("u", shape, initializer=tf.contrib.layers.xavier_initializer())
+        nrm = tf.get_variable("n", shape, initializer=tf.contrib.layers.xavier_initializer(uniform=False, seed=1))
+        again = tf.contrib.layers.xavier_initializer(uniform=False, seed=1)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            uv, nv = s.run([u, nrm])
+    assert uv.dtype == np.float32 and uv.shape == shape
+    # uniform: U[-sqrt(3 / n), sqrt(3 / n)], n = (fan_in + fan_out) / 2 (variance 1 / n)
+    limit = np.sqrt(3.0 / n)
+    assert np.abs(uv).max() <= limit and np.abs(uv).max() > 0.98 * limit
+    assert uv.var() == pytest.approx(1.0 / n, rel=0.03)
+    # normal: truncated at two standard deviations of sqrt(1.3 / n) (contrib's 1.3 undoes most of the truncation)
+    sd = np.sqrt(1.3 / n)
+    assert np.abs(nv).max() <= 2 * sd and np.abs(nv).max() > 1.9 * sd
+    assert nv.std() == pytest.approx(sd * 0.87962566, rel=0.03)
+    with tf.Graph().as_default():
+        tf.set_random_seed(5)
+        np.testing.assert_array_equal(again(shape), tf.contrib.layers.xavier_initializer(False, 1)(shape))
+    with pytest.raises(TypeError, match="xavier_initializer: dtype must be a floating-point type, got int32"):
+        tf.contrib.layers.xavier_initializer(dtype=tf.int32)
+
+
+def test_contrib_regularizers_values_and_unknown_names():
+    w0 = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        with tf.variable_scope("layer", regularizer=tf.contrib.layers.l2_regularizer(0.1)):
+            w = tf.get_variable("w", initializer=w0)
+            b = tf.get_variable("b", [2], regularizer=tf.contrib.layers.l1_regularizer(0.5),
+                                initializer=tf.constant_initializer([1.0, -4.0]))
+        assert tf.contrib.layers.l2_regularizer(0.0)(w) is None
+        reg = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+        total = tf.add_n(reg)
+    assert [r.name for r in reg] == ["layer/w/Regularizer/l2_regularizer", "layer/b/Regularizer/l1_regularizer"]
+    with tf.Session(g) as s:
+        s.run(tf.global_variables_initializer(g))
+        l2, l1, t = s.run(reg + [total])
+    assert l2 == pytest.approx(0.1 * float((w0 ** 2).sum()) / 2, rel=1e-6)
+    assert l1 == pytest.approx(0.5 * 5.0, rel=1e-6) and t == pytest.approx(l2 + l1, rel=1e-6)
+    with pytest.raises(ValueError, match="l2_regularizer: setting a scale less than 0 on a regularizer: -1"):
+        tf.contrib.layers.l2_regularizer(-1.0)
+    with pytest.raises(TypeError, match="l1_regularizer: scale must be a float, got '0.1'"):
+        tf.contrib.layers.l1_regularizer("0.1")
+    assert tf.contrib.rnn.BasicLSTMCell is tf.nn.rnn_cell.BasicLSTMCell
+    assert tf.contrib.rnn.DropoutWrapper is tf.nn.rnn_cell.DropoutWrapper
+    with pytest.raises(AttributeError, match="tf.contrib.layers.batch_norm is not provided by dynnets.static"):
+        tf.contrib.layers.batch_norm
+    with pytest.raises(AttributeError, match="tf.contrib.learn is not provided by dynnets.static"):
+        tf.contrib.learn
+
+
+# --------------------------------------------------------------------------
+# collections
+# --------------------------------------------------------------------------
+
+def test_collections_hold_what_tf1_puts_there():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 2], name="x")
+        with tf.variable_scope("enc"):
+            w = tf.get_variable("w", [2, 2])
+        with tf.variable_scope("dec"):
+            v = tf.get_variable("v", [2], trainable=False)
+        loss = tf.reduce_sum(tf.matmul(x, w))
+        step = tf.train.get_or_create_global_step()
+        summ = tf.summary.scalar("loss", loss)
+        tf.add_to_collection("outputs", loss)
+        tf.add_to_collections(["a", "b"], w)
+        tf.add_to_collection(tf.GraphKeys.TRAINABLE_VARIABLES, w)       # already there: listed once
+    with g.as_default():
+        assert tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) == [w, v, step] == tf.global_variables()
+        assert tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES) == [w] == tf.trainable_variables()
+        assert tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES, scope="dec") == [v]
+        assert tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="dec") == []
+        assert tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES, scope="e.c/") == [w]    # a regular expression
+        assert tf.get_collection(tf.GraphKeys.SUMMARIES) == [summ]
+        assert tf.get_collection(tf.GraphKeys.GLOBAL_STEP) == [step]
+        assert tf.get_collection("outputs") == [loss] and tf.get_collection("a") == tf.get_collection("b") == [w]
+        assert tf.get_collection(tf.GraphKeys.UPDATE_OPS) == [] and tf.get_collection("nothing") == []
+        tf.get_collection("outputs").append(w)                            # a copy, as TF1's
+        assert tf.get_collection("outputs") == [loss]
+    assert tf.GraphKeys.VARIABLES == tf.GraphKeys.GLOBAL_VARIABLES == "variables"
+
+
+# --------------------------------------------------------------------------
 # a Variable fetched in the run that writes it: its value when the run ends
 # --------------------------------------------------------------------------
 

@@ -617,13 +617,19 @@ def test_variable_scope_name_scope_get_variable_and_session_take_tf1_arguments()
         with tf.name_scope(None, "block", [x]) as ns:
             y = x * 2.0
         assert ns == "block" and y.name.startswith("block/")
-        with pytest.raises(ValueError, match="get_variable: regularizer= is not supported"):
-            tf.get_variable("r", [2], np.float32, None, lambda w: w)   # TF1's fifth positional is regularizer
-        with pytest.raises(ValueError, match="dense: kernel_regularizer= is not supported"):
-            tf.layers.dense(tf.placeholder((None, 2)), 3, None, True, None, None, lambda w: w)
+        with tf.name_scope("outer"):                                         # (TF1's scope is absolute)
+            r = tf.get_variable("r", [2], np.float32, None, lambda w: w * 2.0)   # TF1's fifth positional
+        tf.layers.dense(tf.placeholder((None, 2)), 3, None, True, None, None, lambda w: tf.reduce_sum(w))
+        reg = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+        assert [v.name for v in reg] == ["r/Regularizer/mul", "dense/kernel/Regularizer/sum"]
+        with pytest.raises(ValueError, match="dense: activity_regularizer= is not supported"):
+            tf.layers.dense(tf.placeholder((None, 2)), 3, activity_regularizer=lambda w: w)
     with tf.Session("", graph=g) as s:                              # TF1's (target, graph)
         s.run(tf.global_variables_initializer(g))
         assert s.run(a).shape == (2,)
+        rv, kv, (lr, lk) = s.run([r, g.get_tensor_by_name("dense/kernel:0"), reg])
+        np.testing.assert_allclose(lr, rv * 2.0)
+        assert lk == pytest.approx(float(kv.sum()), rel=1e-6)
     with pytest.raises(ValueError, match="Session: target='grpc://host:2222': only the in-process target"):
         tf.Session("grpc://host:2222")
 
