@@ -2,8 +2,8 @@
 inside ``name_scope``, placeholders in TF1's argument order and without a
 shape, ``sign`` / ``size`` / ``rank`` / ``shape`` with TF1's dtypes,
 ``nn.dropout`` with a fed keep probability, random ops of a run-time shape,
-``tf.contrib``, graph collections, and a fetched Variable read as TF1's ref
-variables are. Values are checked against numpy, gradients through
+``tf.contrib``, graph collections, a fetched Variable read as TF1's ref
+variables are, and ``TensorArray`` in TF1's argument order. Values are checked against numpy, gradients through
 ``tf.gradients`` against finite differences or their closed form."""
 import numpy as np
 import pytest
@@ -350,3 +350,41 @@ def test_fetched_global_step_is_the_step_after_the_update(session_kw):
         got_w, got_step = sess.run([w, global_step])
         np.testing.assert_array_equal(got_w, before + 1.0)
         assert got_step == 4
+
+
+# --------------------------------------------------------------------------
+# TensorArray in TF1's argument order
+# --------------------------------------------------------------------------
+
+def test_tensor_array_takes_tf1s_positional_arguments():
+    xs = np.arange(6, dtype=np.float32).reshape(3, 2)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3, 2], name="x")
+        # (dtype, size, dynamic_size, clear_after_read, tensor_array_name, handle, flow, infer_shape, element_shape)
+        ta = tf.TensorArray(tf.float32, 3, False, True, "squares", None, None, True, [None])
+        assert ta.element_shape == (None,) and ta.name == "squares"
+
+        def body(i, acc):
+            row = tf.gather(x, i)
+            return i + 1, acc.write(i, row * row + ta_in.read(i))      # reads ta_in twice: no clearing here
+
+        ta_in = tf.TensorArray(tf.float32, size=3, clear_after_read=True).unstack(x)
+        _, out = tf.while_loop(lambda i, acc: i < 3, body, [tf.constant(0), ta])
+        twice = ta_in.read(1) + ta_in.read(1)
+        rebuilt = tf.TensorArray(tf.float32, flow=out.flow, element_shape=[2])     # an array from its flow
+        grown = tf.TensorArray(tf.float32, 0, True, None, None, None, None, True, (2,)).write(4, x[0])
+        stacked, again, tw, gs = out.stack(), rebuilt.stack(), twice, grown.size()
+        with pytest.raises(TypeError, match=r"TensorArray: clear_after_read \(TF1's argument 4\) must be a bool or "
+                                            r"None, got \(2,\) \(element_shape is TF1's ninth"):
+            tf.TensorArray(tf.float32, 3, False, (2,))                      # dynnets' older (..., element_shape, ...)
+        with pytest.raises(TypeError, match="tensor_array_name .* must be a string, got 3"):
+            tf.TensorArray(tf.float32, 3, False, None, 3)
+        with pytest.raises(ValueError, match="TensorArray: handle= is not supported"):
+            tf.TensorArray(tf.float32, None, None, None, None, x)
+    with tf.Session(g) as s:
+        got, got_again, got_twice, n = s.run([stacked, again, tw, gs], {x: xs})
+    np.testing.assert_array_equal(got, xs * xs + xs)
+    np.testing.assert_array_equal(got_again, got)
+    np.testing.assert_array_equal(got_twice, 2 * xs[1])
+    assert n == 5
