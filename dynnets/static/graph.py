@@ -468,12 +468,7 @@ class Variable(Value):
             initial_value = _evaluate_initial(initial_value, name)
         if isinstance(initial_value, Tensor):
             initial_value = initial_value.data
-        if dtype is not None:
-            arr = np.array(initial_value, dtype=dtype)
-        else:
-            arr = np.array(initial_value)
-            if not isinstance(initial_value, np.ndarray) and arr.dtype == np.float64:
-                arr = arr.astype(np.float32)
+        arr = _tf1_array(initial_value, dtype)
         arr.setflags(write=False)    # the session copies it at initialisation
         if shape is not None and tuple(shape) != arr.shape:
             raise ValueError(f"Variable {name or ''}: shape={tuple(shape)} does not match the initial value's shape "
@@ -1309,21 +1304,36 @@ def placeholder(dtype=None, shape=None, name=None):
     return v
 
 
+def _tf1_array(value, dtype):
+    """``value`` as the array TF1 makes of it (``make_tensor_proto``): with
+    ``dtype``, converted; else a numpy array or scalar keeps its dtype, and
+    Python numbers and lists become float32 (floats) or int32 (integers that
+    fit in 32 bits, else int64)."""
+    if dtype is not None:
+        return np.array(value, dtype=dtype)
+    arr = np.array(value)
+    if not isinstance(value, (np.ndarray, np.generic)):
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        elif arr.dtype == np.int64:
+            small = arr.astype(np.int32)
+            if np.array_equal(small, arr):
+                arr = small
+    return arr
+
+
 def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
-    """A constant node (``tf.constant``, in TF1's argument order). Python
-    numbers and lists become float32 when they are floats (as
-    :func:`dynnets.tensor`), integer arrays keep their dtype. With ``shape``,
-    a value of as many elements is reshaped and a shorter one filled up with
-    its last element (TF1's rule: ``constant(0.0, shape=[2, 3])``);
-    ``verify_shape`` requires the value to have that shape already."""
+    """A constant node (``tf.constant``, in TF1's argument order). Without
+    ``dtype``, Python numbers and lists take TF1's dtypes (float32 for
+    floats, int32 for integers that fit, else int64); numpy arrays and scalars
+    keep theirs. With ``shape``, a value of as many elements is reshaped and
+    a shorter one filled up with its last element (TF1's rule:
+    ``constant(0.0, shape=[2, 3])``; an empty value gives zeros), a longer
+    one is an error; ``verify_shape`` requires the value to have that shape
+    already."""
     if isinstance(value, Tensor):
         value = value.data
-    if dtype is not None:
-        arr = np.array(value, dtype=dtype)
-    else:
-        arr = np.array(value)
-        if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
-            arr = arr.astype(np.float32)
+    arr = _tf1_array(value, dtype)
     if shape is not None:
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
         n = int(np.prod(shape, dtype=np.int64))
@@ -1331,9 +1341,13 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
             raise TypeError(f"constant: expected shape {shape}, the value has shape {arr.shape}")
         if arr.size == n:
             arr = arr.reshape(shape)
-        elif 0 < arr.size < n:
+        elif n == 0:
+            arr = np.empty(shape, arr.dtype)         # TF1 ignores the value for an empty shape
+        elif arr.size < n:
+            # TF1 repeats the last value given (none given: zeros)
             flat = arr.reshape(-1)
-            arr = np.concatenate([flat, np.full(n - flat.size, flat[-1], dtype=arr.dtype)]).reshape(shape)
+            fill = flat[-1] if flat.size else np.zeros((), arr.dtype)
+            arr = np.concatenate([flat, np.full(n - flat.size, fill, dtype=arr.dtype)]).reshape(shape)
         else:
             raise ValueError(f"constant: a value of {arr.size} elements cannot make a constant of shape {shape} "
                              f"({n} elements)")

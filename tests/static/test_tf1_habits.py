@@ -388,3 +388,37 @@ def test_tensor_array_takes_tf1s_positional_arguments():
     np.testing.assert_array_equal(got_again, got)
     np.testing.assert_array_equal(got_twice, 2 * xs[1])
     assert n == 5
+
+
+# --------------------------------------------------------------------------
+# constant(value, dtype, shape) and Variable(value): TF1's dtypes and fills
+# --------------------------------------------------------------------------
+
+def test_constant_dtypes_and_shapes_follow_tf1():
+    g = tf.Graph()
+    with g.as_default():
+        c = {"int": tf.constant(5), "ints": tf.constant([[1, 2], [3, 4]]), "big": tf.constant([1, 2 ** 40]),
+             "float": tf.constant(0.1), "bool": tf.constant(True), "np_int64": tf.constant(np.int64(5)),
+             "np_f64": tf.constant(np.float64(0.1)), "arr_i64": tf.constant(np.arange(3)),
+             "dtype": tf.constant(5, tf.float64), "fill": tf.constant(7, shape=[2, 3]),
+             "last": tf.constant([1.0, 2.0], tf.float32, [2, 2]), "reshape": tf.constant([1, 2, 3, 4], shape=[2, 2]),
+             "empty_value": tf.constant([], tf.float32, [3]), "empty_shape": tf.constant(5, shape=[0, 2])}
+        step = tf.Variable(0, name="global_step", trainable=False)     # the TF1 script's: int32 as in TF1
+        w = tf.Variable([1.5, 2.0])
+        with pytest.raises(ValueError, match=r"constant: a value of 4 elements cannot make a constant of shape "
+                                             r"\(3,\) \(3 elements\)"):
+            tf.constant([1, 2, 3, 4], shape=[3])
+    want = {"int": np.int32, "ints": np.int32, "big": np.int64, "float": np.float32, "bool": np.bool_,
+            "np_int64": np.int64, "np_f64": np.float64, "arr_i64": np.int64, "dtype": np.float64, "fill": np.int32,
+            "last": np.float32, "reshape": np.int32, "empty_value": np.float32, "empty_shape": np.int32}
+    assert {k: v.dtype for k, v in c.items()} == {k: np.dtype(v) for k, v in want.items()}
+    assert step.dtype == np.int32 and w.dtype == np.float32
+    with tf.Session(g) as s:
+        s.run(tf.global_variables_initializer(g))
+        got = s.run(c)
+        assert s.run(step + 1) == 1 and s.run(step + 1).dtype == np.int32
+    assert got["fill"].tolist() == [[7, 7, 7], [7, 7, 7]]
+    assert got["last"].tolist() == [[1.0, 2.0], [2.0, 2.0]]                  # TF1 repeats the last value
+    assert got["reshape"].tolist() == [[1, 2], [3, 4]] and got["big"].tolist() == [1, 2 ** 40]
+    assert got["empty_value"].tolist() == [0.0, 0.0, 0.0] and got["empty_shape"].shape == (0, 2)
+    assert got["np_f64"] == 0.1                                              # a numpy float64 keeps its precision
