@@ -34,7 +34,7 @@ __all__ = [
     "gelu", "leaky_relu", "gather", "masked_fill", "clamp", "clamp_min", "clamp_max", "chunk", "array_split", "norm",
     "einsum", "bmm",
     # torch's names (issue 22)
-    "sin", "cos", "dot", "mm", "std", "var", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "numel", "t",
+    "sin", "cos", "sign", "dot", "mm", "std", "var", "eq", "ne", "lt", "le", "gt", "ge", "allclose", "numel", "t",
 ]
 
 
@@ -226,6 +226,12 @@ def cos(input):
         return bind1(P.cos_p, input)
     except P.PromotionNeeded:
         return promoted(P.cos_p, input)
+
+
+def sign(input):
+    """-1, 0 or 1 by the sign of each element, in ``input``'s dtype (NaN stays
+    NaN), as ``torch.sign`` and TF1's ``tf.sign``; its gradient is zero."""
+    return bind1(P.sign_p, input)
 
 
 def abs(input):

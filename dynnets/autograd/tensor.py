@@ -251,6 +251,7 @@ class TensorOps:
     div = ops.div
     neg = ops.neg
     sin = ops.sin
+    sign = ops.sign
     cos = ops.cos
     std = ops.std
     var = ops.var

@@ -188,8 +188,9 @@ def train_ops(optimizer, lr, wd, loss, variables, embedding="embedding.weight"):
                                            name="Adagrad")
         o_emb = ds.train.AdagradOptimizer(lr, initial_accumulator_value=0.0, epsilon=1e-10, name="Adagrad_emb")
     elif optimizer == "adam":
-        o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam")
-        o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb")
+        # PyTorch's epsilon, as the dynamic models' optim.Adam (TF1's AdamOptimizer adds it elsewhere)
+        o_rest = ds.train.AdamOptimizer(lr, weight_decay=wd, name="Adam", torch_epsilon=True)
+        o_emb = ds.train.AdamOptimizer(lr, lazy=True, name="Adam_emb", torch_epsilon=True)
     else:
         o_rest = ds.train.GradientDescentOptimizer(lr, weight_decay=wd, name="SGD")
         o_emb = ds.train.GradientDescentOptimizer(lr, name="SGD_emb")
@@ -491,7 +492,7 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
     --bucket-batches``; the padded-vs-dynamic comparison sets it), little
     padding at all.
 
-    Graph: ids (time, batch) -> embedding -> ``dynamic_rnn(LSTMCell(hidden_size,
+    Graph: ids (time, batch) -> embedding -> ``dynamic_rnn(TorchLSTMCell(hidden_size,
     forget_bias=0), sequence_length=lengths, time_major=True)`` -> final
     ``h`` -> linear -> softmax cross-entropy (mean over the batch). Weights,
     names and optimizer are :class:`PaddedLSTMClassifier`'s (those of the
@@ -522,7 +523,7 @@ class DynamicRNNClassifier(PaddedLSTMClassifier):
             self._lengths = ds.placeholder((None,), np.int64, name="lengths")
             self._labels = ds.placeholder((None,), np.int64, name="labels")
             emb = ds.Variable(self._initial["embedding.weight"], name="embedding.weight")
-            cell = rnn_cell.LSTMCell(self.hidden_size, forget_bias=0.0, name="rnn/lstm_cell")
+            cell = rnn_cell.TorchLSTMCell(self.hidden_size, forget_bias=0.0, name="rnn/lstm_cell")
             x = ops.embedding(emb, self._ids)                                  # (T, B, E)
             cell.build(x.shape, g)
             out_w = ds.Variable(self._initial["out.weight"], name="out.weight")

@@ -3,8 +3,8 @@ same primitive table, kernels and VJPs as eager dynnets.
 
     import dynnets.static as tf
 
-    x = tf.placeholder((None,), name="x")
-    y_target = tf.placeholder((None,), name="y")
+    x = tf.placeholder(tf.float32, [None], name="x")
+    y_target = tf.placeholder(tf.float32, [None], name="y")
     w = tf.Variable(0.1); b = tf.Variable(0.3)
     loss = tf.reduce_mean(tf.square(w * x + b - y_target))
     train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
@@ -23,9 +23,7 @@ a graph), :mod:`.saver` (``train.Saver``: checkpoints), :mod:`.export`
 (graphs as files without the code that built them) and :mod:`.graph_util`
 (freezing).
 
-Differences from TF1 worth knowing: ``placeholder`` needs a shape (``None``
-marks an unknown dimension; TF1's ``placeholder(dtype, shape)`` order is
-accepted); a run reads every variable as it was when the run started and
+Differences from TF1 worth knowing: a run reads every variable as it was when the run started and
 applies updates last (TF1 leaves that order undefined), except that ops made
 inside ``control_dependencies`` run after their controls and read the
 variables those write after the write, as in TF1; only placeholders
@@ -47,14 +45,15 @@ from ..autograd.ops import *  # noqa: F401,F403  dynnets' own op names work on s
 from ..autograd.ops import __all__ as _ops_all
 from ..autograd.primitives import Aval, DTypeError, ShapeError, dtype_of
 from . import graph_util, layers, nn, passes, train
-from .array_ops import (boolean_mask, expand_dims, fill, gather, gather_nd, one_hot, ones, pad, range, reshape,
-                        reverse_sequence, sequence_mask, shape, slice, split, squeeze, stop_gradient, tile, unstack,
-                        where, where_v2, zeros)
+from .array_ops import (boolean_mask, ensure_shape, expand_dims, fill, gather, gather_nd, one_hot, ones, pad, range, rank, reshape,
+                        reverse_sequence, sequence_mask, shape, size, slice, split, squeeze, stop_gradient, tile,
+                        unstack, where, where_v2, zeros)
 from .backward import gradients as _gradients
 from .control_flow import TensorArray, cond, while_loop
 from .functional_ops import map_fn, scan
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
-from .graph import (FeedError, Graph, GraphError, OpInfo, Operation, OpError, StaticPrimitive,
+from .graph import named as _graph_named
+from .graph import (FeedError, Graph, GraphError, GraphKeys, OpInfo, Operation, OpError, StaticPrimitive,
                     UninitializedVariableError, Value, Variable, constant, get_default_graph, get_default_session,
                     global_variables, global_variables_initializer, group, placeholder, reset_default_graph,
                     trainable_variables, variables_initializer)
@@ -89,7 +88,7 @@ __all__ = [
     "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
     "clip_by_value", "float32", "float64", "int32", "int64", "identity", "argmax", "equal", "not_equal", "less",
-    "less_equal", "greater", "greater_equal", "shape", "range", "fill", "sequence_mask", *_ops_all,
+    "less_equal", "greater", "greater_equal", "shape", "size", "rank", "range", "fill", "ensure_shape", "sequence_mask", *_ops_all,
     "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot", "pad", "slice", "gather_nd", "boolean_mask",
     "reduce_any", "reduce_all", "stop_gradient", "clip_by_global_norm", "global_norm", "assign", "assign_add",
     "assign_sub", "control_dependencies", "no_op", "map_fn", "scan", "where", "where_v2", "split", "squeeze",
@@ -170,10 +169,7 @@ def _axis(axis, reduction_indices):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _named(v, name):
-    if name is not None and isinstance(v, Value):
-        v.name = v.graph._unique_name(name)
-    return v
+_named = _graph_named
 
 
 def _dt(x):
@@ -276,8 +272,12 @@ def identity(x, name=None):
     for the controls)."""
     if name is None and not (isinstance(x, Value) and x.graph.in_control_block):
         return x
-    # a reshape to the same shape infers at most one unknown dimension; x[...] any number
-    same = _ops.reshape(x, *x.shape) if list(x.shape).count(None) <= 1 else _ops.getitem(x, Ellipsis)
+    # a reshape to the same shape infers at most one unknown dimension; x[...] any number; a cast to its
+    # own dtype any rank, an unknown one too
+    if x.ndim is None:
+        same = _ops.astype(x, x.dtype)
+    else:
+        same = _ops.reshape(x, *x.shape) if list(x.shape).count(None) <= 1 else _ops.getitem(x, Ellipsis)
     return _named(same, name)
 
 
@@ -349,8 +349,8 @@ def _binary(op):
     return f
 
 
-exp, log, sqrt, abs, tanh, sigmoid = (_unary(f) for f in (_ops.exp, _ops.log, _ops.sqrt, _ops.abs, _ops.tanh,
-                                                         _ops.sigmoid))
+exp, log, sqrt, abs, tanh, sigmoid, sign = (_unary(f) for f in (_ops.exp, _ops.log, _ops.sqrt, _ops.abs, _ops.tanh,
+                                                               _ops.sigmoid, _ops.sign))
 pow, maximum, minimum = (_binary(f) for f in (_ops.pow, _ops.maximum, _ops.minimum))
 
 
@@ -388,6 +388,9 @@ def add_n(inputs, name=None):
     for k, x in enumerate(inputs[1:], 1):
         if tuple(x.shape) != tuple(inputs[0].shape):
             raise ValueError(f"add_n: input {k} has shape {x.shape}, input 0 {inputs[0].shape}; all must be equal")
+    if len(inputs) == 1:
+        # one input is handed back as it is, or (named) as an identity of that name, as TF1's add_n
+        return identity(inputs[0], name=name) if name is not None and isinstance(inputs[0], Value) else inputs[0]
     out = inputs[0]
     for x in inputs[1:]:
         out = _ops.add(out, x)
@@ -487,14 +490,36 @@ def no_op(name=None):
     return group(*get_default_graph().control_inputs(), name=name or "NoOp")
 
 
+# --------------------------------------------------------------------------
+# collections
+# --------------------------------------------------------------------------
+
+def get_collection(key, scope=None):
+    """The default graph's collection ``key`` (``tf.get_collection``; see
+    :class:`GraphKeys` and :meth:`Graph.get_collection`)."""
+    return get_default_graph().get_collection(key, scope)
+
+
+def add_to_collection(name, value):
+    """Add ``value`` to the default graph's collection ``name`` (``tf.add_to_collection``)."""
+    get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    """Add ``value`` to each of the default graph's collections ``names``."""
+    for n in ([names] if isinstance(names, str) else names):
+        add_to_collection(n, value)
+
+
 # TF1's program and session scaffolding (issue 22): ConfigProto and tf.device (accepted, no effect: see
 # .config), tf.flags / tf.app.run (over argparse), tf.logging (over logging), tf.summary (TensorBoard files)
-from . import app, flags, summary  # noqa: E402
+from . import app, contrib, flags, summary  # noqa: E402
 from . import tf_logging as logging  # noqa: E402
 from .config import ConfigProto, GPUOptions, device  # noqa: E402
 from .summary import Summary  # noqa: E402
 
-__all__ += ["ConfigProto", "GPUOptions", "device", "flags", "app", "logging", "summary", "Summary"]
+__all__ += ["ConfigProto", "GPUOptions", "device", "flags", "app", "logging", "summary", "Summary", "contrib",
+            "GraphKeys", "get_collection", "add_to_collection", "add_to_collections"]
 
 
 # TF1's meaning where dynnets' own op of the same name (PyTorch's) differs (tf.split: .array_ops)

@@ -22,13 +22,15 @@ import builtins
 
 from ..autograd import ops
 from ..autograd.engine import bind
-from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boolean_mask_p, dtype_of, fmt_shape,
-                                   gather_nd_p, pad_p, stop_gradient_p, tile_p)
-from .graph import StaticPrimitive, Value, add_op, constant, constant_p, placeholder_p
+from ..autograd.tensor import Tensor
+from ..autograd.primitives import (Aval, DTypeError, ShapeError, argwhere_p, boolean_mask_p, dtype_of, ensure_shape_p,
+                                   fmt_shape, gather_nd_p, pad_p, stop_gradient_p, tile_p)
+from .graph import StaticPrimitive, Value, add_op, constant, constant_p, named, placeholder_p
 
-__all__ = ["shape", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
+__all__ = ["shape", "size", "rank", "range", "fill", "sequence_mask", "zeros", "ones", "unstack", "expand_dims", "tile", "one_hot",
            "pad", "slice", "gather", "gather_nd", "boolean_mask", "where", "where_v2", "stop_gradient", "split",
-           "squeeze", "reshape", "reverse_sequence", "check_same_size"]
+           "squeeze", "reshape", "reverse_sequence", "check_same_size", "ensure_shape",
+           "scalar_probability"]
 
 _I64 = np.dtype(np.int64)
 
@@ -47,44 +49,138 @@ def _check_int(op, arg, a):
     return np.asarray(a, dtype=np.int64)
 
 
-def _shape(x):
-    return np.asarray(np.shape(x), dtype=np.int64)
+_I32 = np.dtype(np.int32)
 
 
-shape_p = StaticPrimitive("shape", _shape, lambda x: Aval((len(x.shape),), _I64))
+def _out_type(op, out_type):
+    dt = np.dtype(out_type)
+    if dt not in (_I32, _I64):
+        raise TypeError(f"{op}: out_type must be int32 or int64, got {dt}")
+    return dt
 
 
-def shape(input, name=None, out_type=np.int64):
-    """The run-time shape of ``input`` as an int64 vector (``tf.shape``);
-    ``shape(x)[0]`` is the fed batch size."""
-    out = add_op(shape_p, input, name=name)
-    return out if np.dtype(out_type) == _I64 else ops.astype(out, out_type)
+def _shape(x, dtype=_I64):
+    return np.asarray(np.shape(x), dtype=dtype)
 
 
-def _range(start, limit, delta):
+def _shape_rule(x, dtype=_I64):
+    # the length is the rank, unknown for an input of unknown rank
+    return Aval((None if x.shape is None else len(x.shape),), dtype)
+
+
+shape_p = StaticPrimitive("shape", _shape, _shape_rule)
+
+
+def shape(input, name=None, out_type=np.int32):
+    """The run-time shape of ``input`` as an ``out_type`` vector (int32 by
+    default, as TF1's ``tf.shape``); ``shape(x)[0]`` is the fed batch size."""
+    return add_op(shape_p, input, name=name, dtype=_out_type("shape", out_type))
+
+
+def _size(x, dtype):
+    return np.asarray(np.size(x), dtype=dtype)
+
+
+size_p = StaticPrimitive("size", _size, lambda x, dtype: Aval((), dtype))
+
+
+def size(input, name=None, out_type=np.int32):
+    """The number of elements of ``input`` as an ``out_type`` scalar (int32
+    by default, as TF1's ``tf.size``), read when the graph runs; a constant
+    when the shape is fully known."""
+    dt = _out_type("size", out_type)
+    if isinstance(input, Value) and input.ndim is not None and None not in input.shape:
+        # a fully known shape: a constant, as TF1 folds it
+        return constant(np.asarray(int(np.prod(input.shape, dtype=np.int64)), dtype=dt), name=name or "Size")
+    if not isinstance(input, Value):
+        return constant(np.asarray(np.size(input.numpy() if isinstance(input, Tensor) else input), dtype=dt),
+                        name=name or "Size")
+    return add_op(size_p, input, name=name, dtype=dt)
+
+
+def rank(input, name=None):
+    """The number of dimensions of ``input`` as an int32 scalar (``tf.rank``):
+    a constant when the rank is known, else read when the graph runs (a
+    placeholder made without a shape)."""
+    if isinstance(input, Value) and input.ndim is None:
+        return named(ops.getitem(add_op(shape_p, add_op(shape_p, input, dtype=_I32), dtype=_I32), 0), name)
+    nd = input.ndim if isinstance(input, Value) else np.ndim(input.numpy() if isinstance(input, Tensor) else input)
+    return constant(np.asarray(nd, dtype=_I32), name=name or "Rank")
+
+
+# TF1's tf.range dtypes, from the narrowest: the widest of its arguments' (Python ints are int32, floats float32)
+_RANGE_DTYPES = (_I32, _I64, np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _range(start, limit, delta, dtype=_I64):
+    dt = np.dtype(dtype)
+    start, limit, delta = dt.type(start), dt.type(limit), dt.type(delta)
     if delta == 0:
         raise ValueError("range: delta must not be 0")
-    return np.arange(int(start), int(limit), int(delta), dtype=np.int64)
+    if delta > 0 and start > limit or delta < 0 and start < limit:
+        raise ValueError(f"range: requires start <= limit when delta > 0 (start >= limit when delta < 0), got "
+                         f"start={start}, limit={limit}, delta={delta}")
+    if dt.kind in "iu":
+        return np.arange(start, limit, delta, dtype=dt)
+    # TF1's RangeOp for floats: ceil(|(limit - start) / delta|) values, accumulated (val += delta) in the
+    # dtype, so a float32 range has TF1's roundings
+    n = int(np.ceil(np.abs((limit - start) / delta)))
+    if n == 0:
+        return np.zeros(0, dt)
+    steps = np.full(n, delta, dtype=dt)
+    steps[0] = start
+    return np.cumsum(steps, dtype=dt)
 
 
-def _range_shape(start, limit, delta):
+def _range_shape(start, limit, delta, dtype=_I64):
     for arg, a in (("start", start), ("limit", limit), ("delta", delta)):
-        _int_scalar("range", arg, a)
-    return Aval((None,), _I64)
+        if tuple(a.shape) != () or dtype_of(a).kind not in "iuf":
+            raise ShapeError(f"range: {arg} must be a real scalar, got shape {fmt_shape(a.shape)} and dtype "
+                             f"{dtype_of(a)}")
+    return Aval((None,), np.dtype(dtype))
 
 
 range_p = StaticPrimitive("range", _range, _range_shape)
 
 
-def range(start, limit=None, delta=1, dtype=None, name=None):
-    """``[start, start + delta, ...)`` up to ``limit`` (``tf.range``), int64
-    (or ``dtype``); ``range(n)`` is ``0..n-1``. The bounds may be integer
-    scalar Values."""
+def _range_dtype(a):
+    if isinstance(a, Value) or isinstance(a, (np.ndarray, np.generic)):
+        return np.dtype(a.dtype)
+    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float)):
+        raise TypeError(f"range: the bounds must be numbers or scalar Values, got {type(a).__name__} {a!r}")
+    return _I32 if isinstance(a, int) else np.dtype(np.float32)
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range"):
+    """``[start, start + delta, ...)`` up to ``limit`` (``tf.range``);
+    ``range(n)`` is ``0..n-1``. The bounds may be scalar Values. The dtype
+    is TF1's: ``dtype`` if given, else the widest of the arguments' (int32 <
+    int64 < float32 < float64; a Python int counts as int32, a float as
+    float32), so ``range(5)`` and ``range(tf.shape(x)[0])`` are int32."""
     if limit is None:
         start, limit = 0, start
-    args = [_check_int("range", n, a) for a, n in ((start, "start"), (limit, "limit"), (delta, "delta"))]
-    out = add_op(range_p, *args, name=name)
-    return out if dtype is None or np.dtype(dtype) == _I64 else ops.astype(out, dtype)
+    bounds = ((start, "start"), (limit, "limit"), (delta, "delta"))
+    if dtype is None:
+        dts = [_range_dtype(a) for a, _ in bounds]
+        bad = [d for d in dts if d not in _RANGE_DTYPES]
+        if bad:
+            raise TypeError(f"range: the bounds must be int32, int64, float32 or float64, got {bad[0]}")
+        dt = builtins.max(dts, key=_RANGE_DTYPES.index)
+    else:
+        dt = np.dtype(dtype)
+        if dt not in _RANGE_DTYPES:
+            raise TypeError(f"range: dtype must be int32, int64, float32 or float64, got {dt}")
+    args = []
+    for a, n in bounds:
+        if isinstance(a, Value):
+            if tuple(a.shape) != () or a.dtype.kind not in "iuf":
+                raise ShapeError(f"range: {n} must be a real scalar, got '{a.name}' with shape {fmt_shape(a.shape)} "
+                                 f"and dtype {a.dtype}")
+            args.append(a if a.dtype == dt else ops.astype(a, dt))
+        else:
+            _range_dtype(a)
+            args.append(np.asarray(a, dtype=dt))
+    return add_op(range_p, *args, name=name, dtype=dt)
 
 
 def _fill(*dims, template, value, dtype):
@@ -111,7 +207,7 @@ def fill(dims, value, name=None, *, dtype=None):
     float32 for a Python float, int64 for an int (``dtype=``, keyword-only,
     overrides it; TF1's third argument is ``name``).
     """
-    dims = _dims_list("fill", dims)
+    dims = dims_list("fill", dims)
     if dtype is None:
         dtype = (np.float32 if isinstance(value, float) else np.int64 if isinstance(value, int)
                  else np.result_type(value))
@@ -158,7 +254,7 @@ def sequence_mask(lengths, maxlen=None, dtype=np.bool_, name=None):
 # TF1's array names
 # --------------------------------------------------------------------------
 
-def _dims_list(op, dims):
+def dims_list(op, dims):
     """A shape argument as a list of ints and integer scalar Values: TF1
     takes a list (of ints and scalar tensors), a 1-D integer tensor
     (``tf.shape(x)``) or one int."""
@@ -166,7 +262,11 @@ def _dims_list(op, dims):
         if len(dims.shape) != 1 or dims.shape[0] is None or dims.dtype.kind not in "iu":
             raise TypeError(f"{op}: a shape Value must be a 1-D integer vector of known length, got '{dims.name}' "
                             f"with shape {fmt_shape(dims.shape)} and dtype {dims.dtype}")
-        return [dims[i] for i in builtins.range(dims.shape[0])]
+        # the dimensions of tf.shape(x) that x's static shape knows are ints (TF1's constant_value_as_shape)
+        e = dims.op
+        known = dims.graph.avals[e.ins[0]].shape if e.prim is shape_p else None
+        return [known[i] if known is not None and known[i] is not None else dims[i]
+                for i in builtins.range(dims.shape[0])]
     if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         return [int(dims)]
     if isinstance(dims, np.ndarray) and dims.ndim == 1 and dims.dtype.kind in "iu":
@@ -182,7 +282,7 @@ def _known(dims):
 
 
 def _filled(op, shape, value, dtype, name):
-    dims = _dims_list(op, shape)
+    dims = dims_list(op, shape)
     dt = np.dtype(dtype)
     if _known(dims):
         if any(d < 0 for d in dims):
@@ -203,10 +303,7 @@ def ones(shape, dtype=np.float32, name=None):
     return _filled("ones", shape, 1, dtype, name)
 
 
-def _named(v, name):
-    if name is not None and isinstance(v, Value):
-        v.name = v.graph._unique_name(name)
-    return v
+_named = named
 
 
 def _axis_in(op, axis, nd, arg="axis"):
@@ -413,6 +510,32 @@ def where_v2(condition, x=None, y=None, name=None):
     return _named(ops.where(condition, x, y), name)
 
 
+def ensure_shape(x, shape, message=None, name=None):
+    """``x`` with the static shape ``shape`` (None entries: any size), checked
+    when the graph runs (``tf.ensure_shape``): how a value of unknown rank (a
+    placeholder made without a shape) gets one; a shape that does not fit is
+    a ShapeError."""
+    if hasattr(shape, "as_list"):
+        shape = shape.as_list()
+    if isinstance(shape, (int, np.integer)):
+        shape = [shape]
+    out = bind(ensure_shape_p, x, shape=tuple(None if d is None else int(d) for d in shape))
+    return named(out, name)
+
+
+def scalar_probability(op, arg, p, dtype):
+    """``p`` (a Value) as a scalar of ``dtype``: a value of unknown rank (a
+    placeholder made without a shape) is given rank 0, checked when the
+    graph runs (``ensure_shape``)."""
+    if p.ndim is None:
+        p = ensure_shape(p, [])
+    elif tuple(p.shape) != ():
+        raise ValueError(f"{op}: {arg} must be a scalar, got '{p.name}' with shape {tuple(p.shape)}")
+    if p.dtype.kind != "f":
+        raise TypeError(f"{op}: {arg} must be a floating-point scalar, got '{p.name}' of dtype {p.dtype}")
+    return p if p.dtype == np.dtype(dtype) else ops.astype(p, dtype)
+
+
 def stop_gradient(input, name=None):
     """``input`` itself, through which no gradient flows (``tf.stop_gradient``)."""
     return _named(bind(stop_gradient_p, input), name)
@@ -515,7 +638,7 @@ def reshape(tensor, shape, name=None):
     """``tensor`` with shape ``shape`` (``tf.reshape``): ints (one may be -1)
     and integer scalar Values read when the graph runs
     (``reshape(x, [tf.shape(x)[0], -1, 4])``), or a 1-D integer Value."""
-    dims = _dims_list("reshape", shape)
+    dims = dims_list("reshape", shape)
     if _known(dims):
         return _named(ops.reshape(tensor, *[int(d) for d in dims]), name)
     template, ins = [], []
@@ -566,6 +689,8 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
     out = bind(gather_nd_p, x, ops.stack([rows, src], axis=-1))
     if (ba, sa) != (0, 1):
         out = ops.transpose(out, tuple(int(i) for i in np.argsort((ba, sa) + rest)))
+    if tuple(out.shape) != tuple(input.shape):
+        out = ensure_shape(out, input.shape)          # input's static shape, as TF1's (the gather lost the sizes)
     return _named(out, name)
 
 

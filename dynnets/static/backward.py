@@ -23,7 +23,7 @@ import numpy as np
 
 from ..autograd import gradtypes
 from ..autograd.engine import bind
-from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type
+from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, result_type, same_shape
 from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified, gc_paused
 
 __all__ = ["gradients", "sparse_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p",
@@ -135,12 +135,14 @@ def vjp_primitive(prim, i=None, sparse=False):
         # each output gradient (a None constant where an output has none) must
         # have its output's shape: the VJPs' kernels index them unchecked
         for k, (ga, oa) in enumerate(zip(gs, outs)):
+            if ga.shape is None or oa.shape is None:        # an unknown rank (a placeholder without a shape)
+                continue
             if not (ga.shape == () and dtype_of(ga) == object) and not fits(tuple(ga.shape), tuple(oa.shape)):
                 raise ShapeError(f"{name}: gradient of output {k} has shape {fmt_shape(ga.shape)}, the output "
                                  f"{fmt_shape(oa.shape)}")
         if i is None:
-            return tuple(Aval(tuple(a.shape), dtype_of(a)) for a in ins)
-        return Aval(tuple(ins[i].shape), dtype_of(ins[i]))
+            return tuple(Aval(same_shape(a.shape), dtype_of(a)) for a in ins)
+        return Aval(same_shape(ins[i].shape), dtype_of(ins[i]))
 
     name = ("sparse_vjp_" if sparse else "vjp_") + prim.name + ("" if i is None else f"_{i}")
     # a static primitive's gradient (control flow, TensorArrays) is a TensorArray or a loop's

@@ -1279,6 +1279,10 @@ class TensorArray:
     Writes are functional: ``ta.write(i, v)`` returns a new TensorArray (use
     it, as in TF1: ``ta = ta.write(i, v)``); each index may be written once.
 
+    The arguments are TF1's, in TF1's order: ``TensorArray(dtype, size,
+    dynamic_size, clear_after_read, tensor_array_name, handle, flow,
+    infer_shape, element_shape, colocate_with_first_write_call, name)``.
+
     Parameters
     ----------
     dtype : numpy dtype
@@ -1286,19 +1290,52 @@ class TensorArray:
         The number of elements (0 when omitted).
     dynamic_size : bool
         Writes past the end grow the array.
+    clear_after_read : bool, optional
+        Accepted; elements are never cleared here, so reading an index twice
+        works (TF1's default, True, makes a second read an error).
+    tensor_array_name : str, optional
+        The array's name (``name`` when omitted).
+    handle
+        Not supported (an error unless None): ``flow`` alone rebuilds an array.
+    flow : Value, optional
+        The ``flow`` of another TensorArray: this array then holds its elements.
+    infer_shape : bool
+        Accepted; the element shape is always taken from ``element_shape`` or
+        the first write or unstack, and a write of another shape is an error
+        (TF1 with ``infer_shape=False`` accepts elements of different shapes).
     element_shape : tuple, optional
         The shape of every element (``None`` dimensions allowed); otherwise
         taken from the first write or unstack.
+    colocate_with_first_write_call : bool
+        Accepted; no effect on the CPU.
     name : str, optional
     """
 
-    def __init__(self, dtype, size=None, dynamic_size=None, element_shape=None, name=None, flow=None):
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
+                 handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
+                 name=None):
+        # dynnets' own order had element_shape, name, flow in 4th-6th place: a call in that order lands in
+        # clear_after_read / tensor_array_name / handle, so those are checked (never silently taken)
+        for arg, pos, v in (("dynamic_size", 3, dynamic_size), ("clear_after_read", 4, clear_after_read),
+                            ("infer_shape", 8, infer_shape),
+                            ("colocate_with_first_write_call", 10, colocate_with_first_write_call)):
+            if v is not None and not isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"TensorArray: {arg} (TF1's argument {pos}) must be a bool or None, got {v!r} "
+                                f"(element_shape is TF1's ninth argument: pass it by keyword)")
+        if tensor_array_name is not None and not isinstance(tensor_array_name, str):
+            raise TypeError(f"TensorArray: tensor_array_name (TF1's argument 5) must be a string, got "
+                            f"{tensor_array_name!r}")
+        if handle is not None:
+            raise ValueError(f"TensorArray: handle= is not supported, got {handle!r} (pass the other array's "
+                             f"flow= to rebuild it)")
         self.dtype = np.dtype(dtype)
         self.dynamic_size = bool(dynamic_size)
         self.element_shape = None if element_shape is None else tuple(
             element_shape.as_list() if hasattr(element_shape, "as_list") else element_shape)
-        self.name = name or "TensorArray"
+        self.name = tensor_array_name or name or "TensorArray"
         if flow is not None:
+            if not isinstance(flow, Value):
+                raise TypeError(f"TensorArray: flow must be the flow of another TensorArray, got {flow!r}")
             self.flow = flow
             return
         attrs = {"dtype": self.dtype, "n": 0, "dynamic_size": self.dynamic_size, "ta_name": self.name}

@@ -22,6 +22,7 @@ the members
         {"format": "dynnets.graph", "version": 1, "kind": "graph_def" | "meta_graph",
          "producer": "dynnets 0.1.0",
          "values": [{"name": "x", "shape": [null, 3], "dtype": "float32", "sparse": false}, ...],
+                   (a shape of null: an unknown rank)
          "nodes":  [{"op": "matmul", "name": "matmul", "inputs": [0, 1], "outputs": [2],
                      "attrs": {}}, ...],
          "placeholders": [0],
@@ -218,7 +219,9 @@ def _dtype_json(d):
 
 
 def _aval_json(a):
-    return [None if d is None else int(d) for d in a.shape], _dtype_json(a.dtype)
+    # an unknown rank (a placeholder made without a shape) is a null shape, as TF's unknown_rank
+    shape = None if a.shape is None else [None if d is None else int(d) for d in a.shape]
+    return shape, _dtype_json(a.dtype)
 
 
 class GraphDef:
@@ -596,10 +599,11 @@ def _check_graph(d, src, at):
         bad("'values' and 'nodes' must be lists")
     n = len(values)
     for i, v in enumerate(values):
-        if not (isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("shape"), list)
-                and all(x is None or (type(x) is int and x >= 0) for x in v["shape"])
+        if not (isinstance(v, dict) and isinstance(v.get("name"), str)
+                and (v.get("shape") is None or isinstance(v.get("shape"), list)
+                     and all(x is None or (type(x) is int and x >= 0) for x in v["shape"]))
                 and (v.get("dtype") is None or isinstance(v.get("dtype"), str)) and type(v.get("sparse")) is bool):
-            bad(f"values[{i}] must be {{'name': str, 'shape': [int >= 0 or null], 'dtype': str or null, "
+            bad(f"values[{i}] must be {{'name': str, 'shape': [int >= 0 or null] or null, 'dtype': str or null, "
                 f"'sparse': bool}}, got {v!r:.100}")
     nxt = 0
     for k, nd in enumerate(nodes):
@@ -877,8 +881,10 @@ class _Builder:
             got = _aval_json(a)
             want = (vals[o]["shape"], vals[o]["dtype"])
             if list(got) != list(want):
-                self.fail(f"value {o} '{vals[o]['name']}' is declared {tuple(want[0])} {want[1]} but its op gives "
-                          f"{tuple(got[0])} {got[1]}")
+                def show(shape):
+                    return "<unknown>" if shape is None else tuple(shape)
+                self.fail(f"value {o} '{vals[o]['name']}' is declared {show(want[0])} {want[1]} but its op gives "
+                          f"{show(got[0])} {got[1]}")
 
     def build(self):
         try:
@@ -902,7 +908,8 @@ class _Builder:
                 rec = vals[outs[0]]
                 if attrs or rec["sparse"]:
                     self.fail("a placeholder has no attributes and is not sparse")
-                res = g._append(placeholder_p, (), {}, Aval(tuple(rec["shape"]), self.dtype(rec["dtype"])), name=name)
+                shape = None if rec["shape"] is None else tuple(rec["shape"])
+                res = g._append(placeholder_p, (), {}, Aval(shape, self.dtype(rec["dtype"])), name=name)
             elif p is variable_p:
                 if set(attrs) != {"initial_value", "trainable"} or type(attrs["trainable"]) is not bool:
                     self.fail("a variable has the attributes 'initial_value' (an array) and 'trainable' (a bool)")

@@ -25,6 +25,7 @@ import contextlib
 import gc
 import math
 import os
+import re
 import sys
 import threading
 
@@ -41,7 +42,7 @@ __all__ = [
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
     "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
-    "user_site", "default_sessions", "OpInfo", "get_default_session",
+    "user_site", "default_sessions", "OpInfo", "get_default_session", "named", "GraphKeys", "UnknownShape",
 ]
 
 
@@ -189,6 +190,55 @@ class OpInfo:
 # --------------------------------------------------------------------------
 
 
+class UnknownShape:
+    """The shape of a value of unknown rank (a placeholder made without a
+    shape, and the elementwise ops on it), as TF1's ``TensorShape(None)``:
+    ``ndims`` is None, an index gives an unknown dimension (None), and
+    ``len``, iteration and ``as_list`` raise, naming the value."""
+
+    __slots__ = ("name",)
+    ndims = None
+    rank = None
+    dims = None
+
+    def __init__(self, name):
+        self.name = name
+
+    def _unknown(self, what):
+        return ValueError(f"Value '{self.name}' has an unknown rank (it comes from a placeholder made without a "
+                          f"shape): cannot {what}; give the placeholder a shape (tf.placeholder(dtype, shape=[...]), "
+                          f"shape=[] for a scalar)")
+
+    def __len__(self):
+        raise self._unknown("take the length of its shape")
+
+    def __iter__(self):
+        raise self._unknown("iterate over its shape")
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return self
+        return None
+
+    def __bool__(self):
+        return True
+
+    def as_list(self):
+        raise self._unknown("list its shape (as_list() is not defined on an unknown TensorShape)")
+
+    def is_fully_defined(self):
+        return False
+
+    def __eq__(self, other):
+        return isinstance(other, UnknownShape)
+
+    def __hash__(self):
+        return hash(UnknownShape)
+
+    def __repr__(self):
+        return "<unknown>"
+
+
 class Value(TensorOps):
     """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
     shape (dimensions may be ``None``) and a dtype, and supports every dynnets
@@ -209,7 +259,8 @@ class Value(TensorOps):
 
     @property
     def shape(self):
-        return self.graph.avals[self.id].shape
+        s = self.graph.avals[self.id].shape
+        return s if s is not None else UnknownShape(self.name)
 
     @property
     def dtype(self):
@@ -217,7 +268,8 @@ class Value(TensorOps):
 
     @property
     def ndim(self):
-        return len(self.graph.avals[self.id].shape)
+        s = self.graph.avals[self.id].shape
+        return None if s is None else len(s)
 
     @property
     def op(self):
@@ -234,7 +286,7 @@ class Value(TensorOps):
             f"(x.shape), not on values")
 
     def __len__(self):
-        d = self.shape[0] if self.shape else None
+        d = self.shape[0] if self.ndim else None
         if d is None:
             raise TypeError(f"len() of Value '{self.name}' with shape {fmt_shape(self.shape)}: first dimension unknown")
         return d
@@ -424,12 +476,7 @@ class Variable(Value):
             initial_value = _evaluate_initial(initial_value, name)
         if isinstance(initial_value, Tensor):
             initial_value = initial_value.numpy()
-        if dtype is not None:
-            arr = np.array(initial_value, dtype=dtype)
-        else:
-            arr = np.array(initial_value)
-            if not isinstance(initial_value, np.ndarray) and arr.dtype == np.float64:
-                arr = arr.astype(np.float32)
+        arr = _tf1_array(initial_value, dtype)
         arr.setflags(write=False)    # the session copies it at initialisation
         if shape is not None and tuple(shape) != arr.shape:
             raise ValueError(f"Variable {name or ''}: shape={tuple(shape)} does not match the initial value's shape "
@@ -632,6 +679,23 @@ class Graph:
         self.eqns.append(eqn)
         return outs if prim.multiple_results else outs[0]
 
+    def rename(self, v, name):
+        """Name value ``v`` (and the op that makes it) ``name`` inside the
+        open name scope, made unique (``"output/predictions"``,
+        ``"output/predictions_1"``...): what TF1 calls an op made with
+        ``name=``, so ``get_tensor_by_name`` / ``get_operation_by_name`` find
+        it, also after ``import_meta_graph``. Returns ``v``."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string, got {name!r}")
+        full = self._prefix + name
+        if v.name != full:          # (the op's generated name may already be this one: reduce_mean's "mean")
+            full = self._unique_name(full)
+        v.name = full
+        e = self.producer[v.id] if self.producer is not None else None
+        if e is not None and len(e.outs) == 1:
+            e.name = full
+        return v
+
     def _const(self, value):
         """A constant node; Python scalars are kept weak (as numpy does), and
         each distinct scalar is one node per graph (a float by its sign as
@@ -722,6 +786,11 @@ class Graph:
                 written |= frame[1]
         return tuple(ids), written
 
+    def writes(self, v):
+        """The ids of the variables that running ``v`` (an op or a value)
+        writes: those the effects among its ancestors write."""
+        return self._written_by(v.id)
+
     def _written_by(self, vid):
         """Ids of the variables the effects among ``vid``'s ancestors write."""
         out, seen, stack = set(), set(), [vid]
@@ -796,6 +865,10 @@ class Graph:
             v = self.parent.capture(v)
         ph = self._captured.get(v.id)
         if ph is None:
+            if v.graph.avals[v.id].shape is None:
+                raise ShapeError(f"'{v.name}' has an unknown rank{_unknown_origin(v)}: a while_loop body or cond "
+                                 f"branch cannot use it; give the placeholder a shape (tf.placeholder(dtype, "
+                                 f"shape=[...]), shape=[] for a scalar)")
             if v.sparse:
                 v = densified(v)
             ph = self._append(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
@@ -891,8 +964,21 @@ class Graph:
     def add_to_collection(self, name, value):
         self._collections.setdefault(name, []).append(value)
 
-    def get_collection(self, name):
-        return list(self._collections.get(name, ()))
+    def get_collection(self, name, scope=None):
+        """The values in collection ``name`` (TF1's ``Graph.get_collection``):
+        ``GraphKeys.GLOBAL_VARIABLES`` and ``TRAINABLE_VARIABLES`` list the
+        graph's (trainable) variables, as TF1 fills them; ``scope`` keeps the
+        items whose name starts with that regular expression (``re.match``)."""
+        extra = self._collections.get(name, ())
+        if name in (GraphKeys.GLOBAL_VARIABLES, GraphKeys.TRAINABLE_VARIABLES):
+            vs = [v for v in self.variables if v.trainable or name == GraphKeys.GLOBAL_VARIABLES]
+            seen = {id(v) for v in vs}
+            items = vs + [x for x in extra if id(x) not in seen]
+        else:
+            items = list(extra)
+        if scope is None:
+            return items
+        return [x for x in items if isinstance(getattr(x, "name", None), str) and re.match(scope, x.name)]
 
     def get_all_collection_keys(self):
         return list(self._collections)
@@ -948,6 +1034,39 @@ class Graph:
         if len(self.eqns) > 200:
             lines.append(f"  ... {len(self.eqns) - 200} more")
         return "\n".join(lines)
+
+
+class GraphKeys:
+    """TF1's standard collection names (``tf.GraphKeys``). Every Variable is
+    in ``GLOBAL_VARIABLES`` and, if trainable, ``TRAINABLE_VARIABLES``; the
+    summaries add themselves to ``SUMMARIES``, the global step to
+    ``GLOBAL_STEP``, a ``get_variable`` regularizer's loss to
+    ``REGULARIZATION_LOSSES``; the others hold what code adds (no dynnets
+    layer adds ``UPDATE_OPS``: it is empty unless you add to it)."""
+
+    GLOBAL_VARIABLES = "variables"
+    VARIABLES = "variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    LOCAL_VARIABLES = "local_variables"
+    MODEL_VARIABLES = "model_variables"
+    METRIC_VARIABLES = "metric_variables"
+    SUMMARIES = "summaries"
+    UPDATE_OPS = "update_ops"
+    LOSSES = "losses"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    GLOBAL_STEP = "global_step"
+    TRAIN_OP = "train_op"
+    INIT_OP = "init_op"
+    LOCAL_INIT_OP = "local_init_op"
+    READY_OP = "ready_op"
+    SAVERS = "savers"
+    QUEUE_RUNNERS = "queue_runners"
+    ACTIVATIONS = "activations"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    TABLE_INITIALIZERS = "table_initializer"
+    ASSET_FILEPATHS = "asset_filepaths"
+    EVAL_STEP = "eval_step"
 
 
 def _empty_meta():
@@ -1070,11 +1189,52 @@ def _symbolic_bind(prim, args, attrs):
     try:
         out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+        raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, site=user_site())
 
 
+def _unknown_origin(v):
+    """`` (from placeholder 'p', made without a shape)`` for a value of
+    unknown rank: the placeholder it comes from."""
+    g, stack, seen = v.graph, [v.id], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        e = g.producer[i]
+        if e.prim is placeholder_p and g.avals[i].shape is None:
+            return "" if i == v.id else f" (from placeholder '{g.values[i].name}', made without a shape)"
+        stack.extend(j for j in e.ins if g.avals[j].shape is None)
+    return ""
+
+
+def _unknown_hint(g, ins):
+    """What a shape error of an op with an input of unknown rank adds: which
+    input, where it comes from, and what to do."""
+    for k, i in enumerate(ins):
+        if g.avals[i].shape is None:
+            v = g.values[i]
+            return (f" ['{v.name}' has an unknown rank{_unknown_origin(v)}: give the placeholder a shape, "
+                    f"tf.placeholder(dtype, shape=[...]) (shape=[] for a scalar)]")
+    return ""
+
+
 _engine.set_symbolic_handler(_symbolic_bind)
+
+
+def named(v, name):
+    """``v`` with TF1's name for an op made with ``name=`` (see
+    :meth:`Graph.rename`); ``name=None`` keeps the generated name. A source
+    (a placeholder, variable or constant an op handed back unchanged) keeps
+    its own name: the name goes to an identity of it, as TF1's new op would
+    have it."""
+    if name is None or not isinstance(v, Value):
+        return v
+    g = v.graph
+    if g.producer[v.id].prim in SOURCES:
+        v = g._append(after_p, (v.id,), {}, g.avals[v.id])
+    return g.rename(v, name)
 
 
 def add_op(prim, *args, name=None, **attrs):
@@ -1086,7 +1246,7 @@ def add_op(prim, *args, name=None, **attrs):
     try:
         out = run_rule(prim, [g.avals[i] for i in ins], attrs)
     except ShapeError as e:
-        raise type(e)(f"{e}{site_str(user_site())}").with_traceback(None) from None
+        raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
     return g._append(prim, ins, attrs, out, name=name, site=user_site())
 
 
@@ -1120,51 +1280,70 @@ def _is_dtype_like(x):
         return False
 
 
-def placeholder(shape, dtype=np.float32, name=None):
-    """A value fed at :meth:`Session.run` time.
+def placeholder(dtype=None, shape=None, name=None):
+    """A value fed at :meth:`Session.run` time (``tf.placeholder``, in TF1's
+    argument order).
 
     Parameters
     ----------
-    shape : tuple
-        Dimensions; ``None`` marks one unknown until fed (e.g. ``(None, 3)``).
-        TF1's argument order ``placeholder(dtype, shape)`` is accepted too.
     dtype : numpy dtype, default float32
+    shape : list or tuple, optional
+        Dimensions; ``None`` marks one unknown until fed (``[None, 3]``).
+        Without a shape the placeholder takes a value of any rank (TF1's
+        unknown rank): elementwise ops on it have an unknown rank too, and
+        every other op raises an error naming the placeholder and asking for
+        a shape (``shape=[]`` for a scalar). dynnets' older order
+        ``placeholder(shape, dtype)`` is still accepted.
     name : str, optional
     """
-    if _is_dtype_like(shape) and not _is_dtype_like(dtype):
-        shape, dtype = dtype, shape
-    elif _is_dtype_like(shape) and dtype is np.float32:
-        raise ValueError(f"placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3]); "
-                         f"got only a dtype {shape!r}")
-    if shape is None:
-        raise ValueError("placeholder: shape is required (use None for unknown dimensions, e.g. [None, 3])")
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    shape = tuple(None if d is None else int(d) for d in shape)
-    if any(d is not None and d < 0 for d in shape):
-        raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
-    dt = np.dtype(dtype)
+    if not _is_dtype_like(dtype) and dtype is not None and (shape is None or _is_dtype_like(shape)):
+        # dynnets' own order, placeholder((None, 3), np.int64): the first argument is a shape
+        dtype, shape = shape, dtype
+    dt = np.dtype(np.float32 if dtype is None else dtype)
+    if shape is not None:
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        if hasattr(shape, "as_list"):
+            shape = shape.as_list()
+        shape = tuple(None if d is None else int(d) for d in shape)
+        if any(d is not None and d < 0 for d in shape):
+            raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
     g = get_default_graph()
     v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=user_site())
     g.placeholders.append(v)
     return v
 
 
+def _tf1_array(value, dtype):
+    """``value`` as the array TF1 makes of it (``make_tensor_proto``): with
+    ``dtype``, converted; else a numpy array or scalar keeps its dtype, and
+    Python numbers and lists become float32 (floats) or int32 (integers that
+    fit in 32 bits, else int64)."""
+    if dtype is not None:
+        return np.array(value, dtype=dtype)
+    arr = np.array(value)
+    if not isinstance(value, (np.ndarray, np.generic)):
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        elif arr.dtype == np.int64:
+            small = arr.astype(np.int32)
+            if np.array_equal(small, arr):
+                arr = small
+    return arr
+
+
 def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
-    """A constant node (``tf.constant``, in TF1's argument order). Python
-    numbers and lists become float32 when they are floats (as
-    :func:`dynnets.tensor`), integer arrays keep their dtype. With ``shape``,
-    a value of as many elements is reshaped and a shorter one filled up with
-    its last element (TF1's rule: ``constant(0.0, shape=[2, 3])``);
-    ``verify_shape`` requires the value to have that shape already."""
+    """A constant node (``tf.constant``, in TF1's argument order). Without
+    ``dtype``, Python numbers and lists take TF1's dtypes (float32 for
+    floats, int32 for integers that fit, else int64); numpy arrays and scalars
+    keep theirs. With ``shape``, a value of as many elements is reshaped and
+    a shorter one filled up with its last element (TF1's rule:
+    ``constant(0.0, shape=[2, 3])``; an empty value gives zeros), a longer
+    one is an error; ``verify_shape`` requires the value to have that shape
+    already."""
     if isinstance(value, Tensor):
         value = value.numpy()
-    if dtype is not None:
-        arr = np.array(value, dtype=dtype)
-    else:
-        arr = np.array(value)
-        if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
-            arr = arr.astype(np.float32)
+    arr = _tf1_array(value, dtype)
     if shape is not None:
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
         n = int(np.prod(shape, dtype=np.int64))
@@ -1172,9 +1351,13 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
             raise TypeError(f"constant: expected shape {shape}, the value has shape {arr.shape}")
         if arr.size == n:
             arr = arr.reshape(shape)
-        elif 0 < arr.size < n:
+        elif n == 0:
+            arr = np.empty(shape, arr.dtype)         # TF1 ignores the value for an empty shape
+        elif arr.size < n:
+            # TF1 repeats the last value given (none given: zeros)
             flat = arr.reshape(-1)
-            arr = np.concatenate([flat, np.full(n - flat.size, flat[-1], dtype=arr.dtype)]).reshape(shape)
+            fill = flat[-1] if flat.size else np.zeros((), arr.dtype)
+            arr = np.concatenate([flat, np.full(n - flat.size, fill, dtype=arr.dtype)]).reshape(shape)
         else:
             raise ValueError(f"constant: a value of {arr.size} elements cannot make a constant of shape {shape} "
                              f"({n} elements)")

@@ -19,11 +19,12 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
     reusing scope) shares them. The kernel defaults to Glorot-uniform (the
     variable scope's initializer if it has one), the bias to zeros.
     ``inputs`` of rank above 2 are multiplied on their last axis. The
-    arguments are in TF1's order; regularizers and constraints are not
-    supported (an error unless None).
+    arguments are in TF1's order; the kernel and bias regularizers add their
+    losses to ``GraphKeys.REGULARIZATION_LOSSES`` (as ``get_variable``'s);
+    ``activity_regularizer`` and constraints are not supported (an error
+    unless None).
     """
-    for arg, v in (("kernel_regularizer", kernel_regularizer), ("bias_regularizer", bias_regularizer),
-                   ("activity_regularizer", activity_regularizer), ("kernel_constraint", kernel_constraint),
+    for arg, v in (("activity_regularizer", activity_regularizer), ("kernel_constraint", kernel_constraint),
                    ("bias_constraint", bias_constraint)):
         if v is not None:
             raise ValueError(f"dense: {arg}= is not supported, got {v!r}")
@@ -34,7 +35,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
         raise ValueError(f"dense: the last dimension of the inputs should be defined, got shape {shape}")
     with variable_scope(name, default_name="dense", reuse=reuse):
         kernel = get_variable("kernel", (shape[-1], units), dtype=inputs.dtype, initializer=kernel_initializer,
-                              trainable=trainable)
+                              regularizer=kernel_regularizer, trainable=trainable)
         if len(shape) == 2:
             out = _ops.matmul(inputs, kernel)
         else:
@@ -43,7 +44,7 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
         if use_bias:
             bias = get_variable("bias", (units,), dtype=inputs.dtype,
                                 initializer=bias_initializer if bias_initializer is not None else zeros_initializer(),
-                                trainable=trainable)
+                                regularizer=bias_regularizer, trainable=trainable)
             out = _ops.add(out, bias)
         if activation is not None:
             out = activation(out)

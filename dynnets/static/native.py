@@ -1019,9 +1019,15 @@ def _apply(gen, ins, kw):
         gen.emit(f"{t} = float({sname}[()])")
         lr_e = lr_expr if lr_expr is not None else repr(lr_val)
         step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
-        # lr / (1 - b1 ** t) and sqrt(1 - b2 ** t) in float64, as the Python floats of AdamOptimizer._apply
-        gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
-        gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
+        # AdamOptimizer._apply's step_size and sqrt_bc2 in float64, as its Python floats: TF1's
+        # lr * sqrt(1 - b2 ** t) / (1 - b1 ** t) and 1, or torch_epsilon's lr / (1 - b1 ** t) and sqrt(1 - b2 ** t)
+        if opt.torch_epsilon:
+            gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
+        else:
+            gen.emit(f"{step_size} = {lr_e} * math.sqrt(1.0 - math.pow({opt.beta2!r}, {t})) "
+                     f"/ (1.0 - math.pow({opt.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = 1.0")
     for k, var in enumerate(vars_):
         gs = args[k]
         if gs in gen.weak:

@@ -18,13 +18,16 @@ from ..autograd.primitives import dropout_mask_p as _dropout_mask_p
 from ..autograd.primitives import make_rng as _make_rng
 from ..autograd.primitives import top_k_p as _top_k_p
 from . import rnn_cell
+from .array_ops import scalar_probability as _scalar_probability
 from .array_ops import one_hot as _one_hot
 from .array_ops import reshape as _reshape
 from .array_ops import shape as _shape
 from .array_ops import stop_gradient as _stop_gradient
 from .graph import Value as _Value
 from .graph import is_symbolic as _is_symbolic
+from .graph import named as _named
 from .random import get_seed as _get_seed
+from .random import random_uniform as _random_uniform
 from .rnn import bidirectional_dynamic_rnn, dynamic_rnn
 from .variable_scope import name_scope as _name_scope
 
@@ -44,11 +47,11 @@ def _named_only(op, sentinel):
 
 
 def softmax(logits, axis=-1, name=None):
-    return _ops.softmax(logits, axis=axis)
+    return _named(_ops.softmax(logits, axis=axis), name)
 
 
 def log_softmax(logits, axis=-1, name=None):
-    return _ops.log_softmax(logits, axis=axis)
+    return _named(_ops.log_softmax(logits, axis=axis), name)
 
 
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
@@ -64,10 +67,11 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
                          f"logits minus 1), got labels shape {tuple(labels.shape)} and logits shape "
                          f"{tuple(logits.shape)}")
     if nd == 2:
-        return _ops.cross_entropy(logits, labels, reduction="none")
+        return _named(_ops.cross_entropy(logits, labels, reduction="none"), name)
     c = logits.shape[-1]
     flat = _ops.cross_entropy(_ops.reshape(logits, -1, c), _ops.reshape(labels, -1), reduction="none")
-    return _reshape(flat, _shape(labels)) if isinstance(labels, _Value) else _ops.reshape(flat, *labels.shape)
+    return _named(_reshape(flat, _shape(labels)) if isinstance(labels, _Value) else _ops.reshape(flat, *labels.shape),
+                  name)
 
 
 def _dense_xent(labels, logits, axis):
@@ -82,7 +86,7 @@ def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
     _named_only("softmax_cross_entropy_with_logits", _sentinel)
     if labels is None or logits is None:
         raise ValueError("softmax_cross_entropy_with_logits: pass labels= and logits=")
-    return _dense_xent(_stop_gradient(labels), logits, dim if axis is None else axis)
+    return _named(_dense_xent(_stop_gradient(labels), logits, dim if axis is None else axis), name)
 
 
 def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, dim=None):
@@ -92,7 +96,7 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, d
     if axis is not None and dim is not None:
         raise ValueError("softmax_cross_entropy_with_logits_v2: cannot specify both 'axis' and 'dim'")
     ax = axis if axis is not None else dim if dim is not None else -1
-    return _dense_xent(labels, logits, ax)
+    return _named(_dense_xent(labels, logits, ax), name)
 
 
 def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
@@ -108,8 +112,8 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
         raise ValueError(f"sigmoid_cross_entropy_with_logits: logits and labels must have the same shape "
                          f"({tuple(logits.shape)} vs {ls})")
     x = logits
-    return _ops.add(_ops.sub(_ops.relu(x), _ops.mul(x, labels)), _ops.log(_ops.add(_ops.exp(_ops.neg(_ops.abs(x))),
-                                                                                   1.0)))
+    return _named(_ops.add(_ops.sub(_ops.relu(x), _ops.mul(x, labels)),
+                           _ops.log(_ops.add(_ops.exp(_ops.neg(_ops.abs(x))), 1.0))), name)
 
 
 def _float_features(op, x):
@@ -124,7 +128,7 @@ def leaky_relu(features, alpha=0.2, name=None):
     """``features`` where positive, ``alpha * features`` elsewhere
     (``tf.nn.leaky_relu``; the gradient at 0 is ``alpha``, as TF1's)."""
     x = _float_features("leaky_relu", features)
-    return _ops.where(_ops.greater(x, 0), x, _ops.mul(x, float(alpha)))
+    return _named(_ops.where(_ops.greater(x, 0), x, _ops.mul(x, float(alpha))), name)
 
 
 def elu(features, name=None):
@@ -134,7 +138,7 @@ def elu(features, name=None):
     # exp of the non-positive part only: exp(large x) would overflow and its
     # zero-weighted gradient would still be inf * 0 = NaN
     neg = _ops.sub(_ops.exp(_ops.where(pos, 0.0, x)), 1.0)
-    return _ops.where(pos, x, neg)
+    return _named(_ops.where(pos, x, neg), name)
 
 
 def top_k(input, k=1, sorted=True, name=None):
@@ -168,7 +172,7 @@ def in_top_k(predictions, targets, k, name=None):
     above = _ops.sum(_ops.astype(_ops.greater(predictions, target), np.int64), axis=1)
     valid = _ops.greater(_ops.sum(_ops.astype(hot, np.int64), axis=1), 0)
     # numpy's product of booleans is their conjunction
-    return _ops.mul(_ops.mul(_ops.less(above, int(k)), valid), _all_finite(predictions))
+    return _named(_ops.mul(_ops.mul(_ops.less(above, int(k)), valid), _all_finite(predictions)), name)
 
 
 def _all_finite(x):
@@ -196,15 +200,15 @@ def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None):
 
 
 def tanh(x, name=None):
-    return _ops.tanh(x)
+    return _named(_ops.tanh(x), name)
 
 
 def sigmoid(x, name=None):
-    return _ops.sigmoid(x)
+    return _named(_ops.sigmoid(x), name)
 
 
 def relu(x, name=None):
-    return _ops.relu(x)
+    return _named(_ops.relu(x), name)
 
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
@@ -217,12 +221,12 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
         params = params[0]
     if max_norm is not None:
         raise ValueError("embedding_lookup: max_norm is not supported")
-    return _ops.embedding(params, ids)
+    return _named(_ops.embedding(params, ids), name)
 
 
 def l2_loss(t, name=None):
     """``sum(t**2) / 2``."""
-    return _ops.mul(_ops.sum(_ops.mul(t, t)), 0.5)
+    return _named(_ops.mul(_ops.sum(_ops.mul(t, t)), 0.5), name)
 
 
 def bias_add(value, bias, data_format=None, name=None):
@@ -244,12 +248,12 @@ def bias_add(value, bias, data_format=None, name=None):
     if c is not None and b is not None and c != b:
         raise ValueError(f"bias_add: bias has {b} entries, value's dimension {axis} has {c} "
                          f"(value shape {tuple(value.shape)})")
-    return _ops.add(value, bias)
+    return _named(_ops.add(value, bias), name)
 
 
 def xw_plus_b(x, weights, biases, name=None):
     """``x @ weights + biases`` (TF's layout: weights is (in, out))."""
-    return _ops.add(_ops.matmul(x, weights), biases)
+    return _named(_ops.add(_ops.matmul(x, weights), biases), name)
 
 
 lstm_cell = _ops.lstm_cell
@@ -259,13 +263,22 @@ gru_cell = _ops.gru_cell
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
     """Inverted dropout (as ``tf.nn.dropout``): each element is zeroed with
     probability ``rate = 1 - keep_prob`` and the others scaled by
-    ``1 / keep_prob``, with **a new mask at every** ``Session.run`` (drawn by
-    a ``dropout_mask`` node; gradients use that run's mask). ``seed`` as
-    :func:`dynnets.static.random_normal`'s."""
+    ``1 / keep_prob``, with **a new mask at every** ``Session.run``
+    (gradients use that run's mask). ``seed`` as
+    :func:`dynnets.static.random_normal`'s.
+
+    ``keep_prob`` (or ``rate``) may be a scalar Value, usually a placeholder
+    fed 0.5 while training and 1.0 to evaluate (TF1's idiom; a placeholder
+    made without a shape is checked to be fed a scalar): the mask is then
+    TF1's ``random_uniform(shape(x)) >= rate`` and the result
+    ``x * (1 / (1 - rate)) * mask``, so a fed 1.0 gives ``x`` exactly. A fed
+    value outside (0, 1] is not checked (as TF1)."""
     if (keep_prob is None) == (rate is None):
         raise ValueError("dropout: pass exactly one of keep_prob= and rate=")
     if noise_shape is not None:
         raise ValueError("dropout: noise_shape is not supported (the mask has the shape of x)")
+    if isinstance(keep_prob, _Value) or isinstance(rate, _Value):
+        return _fed_dropout(x, keep_prob, rate, seed, name)
     if rate is None:
         if isinstance(keep_prob, bool) or not isinstance(keep_prob, (int, float, np.floating)) \
                 or not 0 < keep_prob <= 1:
@@ -274,9 +287,27 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
     elif isinstance(rate, bool) or not isinstance(rate, (int, float, np.floating)) or not 0 <= rate < 1:
         raise ValueError(f"dropout: rate must be a scalar in [0, 1), got {rate!r}")
     if rate == 0:
-        return x
+        return x if name is None else _named(_ops.mul(x, 1.0), name)
     if not _is_symbolic(x):
         return _ops.dropout(x, float(rate), _make_rng(_get_seed(seed)))
     with x.graph.as_default(), _name_scope(name or "dropout"):
         mask = _bind(_dropout_mask_p, x, rate=float(rate), seed=_get_seed(seed, x.graph))
         return _ops.mul(x, mask)
+
+
+def _fed_dropout(x, keep_prob, rate, seed, name):
+    if not _is_symbolic(x):
+        raise TypeError(f"dropout: a {'keep_prob' if rate is None else 'rate'} Value needs x of a static graph, got "
+                        f"{type(x).__name__}")
+    dt = x.dtype
+    with x.graph.as_default(), _name_scope(name or "dropout"):
+        if rate is None:
+            rate = _ops.sub(1.0, _scalar_probability("dropout", "keep_prob", keep_prob, dt))
+        elif isinstance(rate, _Value):
+            rate = _scalar_probability("dropout", "rate", rate, dt)
+        else:
+            rate = np.asarray(rate, dt)
+        # TF1's dropout_v2: keep where a uniform draw >= rate, scale by 1 / (1 - rate)
+        u = _random_uniform(_shape(x), dtype=dt, seed=seed)
+        keep = _ops.astype(_ops.greater_equal(u, rate), dt)
+        return _ops.mul(_ops.mul(x, _ops.div(1.0, _ops.sub(1.0, rate))), keep)

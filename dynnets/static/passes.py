@@ -204,7 +204,8 @@ def infer_shapes(g, input_avals=None, memo=None):
     if input_avals:
         for pid, a in input_avals.items():
             old = g.avals[pid]
-            if tuple(old.shape) != tuple(a.shape) or dtype_of(old) != dtype_of(a):
+            # (a placeholder of unknown rank has shape None)
+            if old.shape is None or tuple(old.shape) != tuple(a.shape) or dtype_of(old) != dtype_of(a):
                 changed[pid] = a
     if not changed:
         return g
@@ -262,7 +263,8 @@ def infer_shapes(g, input_avals=None, memo=None):
                     rules[rk] = out
             outs = out if e.prim.multiple_results else (out,)
             for o, a in zip(e.outs, outs):
-                if tuple(avals[o].shape) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
+                was = avals[o].shape
+                if was is None or tuple(was) != tuple(a.shape) or dtype_of(avals[o]) != dtype_of(a):
                     avals[o] = a
                     dirty.add(o)
         if done is not None:

@@ -24,12 +24,13 @@ import math
 import numpy as np
 
 from ..autograd.primitives import fmt_shape, make_rng, random_p
-from .graph import user_site, get_default_graph
+from .array_ops import dims_list
+from .graph import Value, add_op, get_default_graph, user_site
 
 __all__ = ["set_random_seed", "get_seed", "random_normal", "truncated_normal", "random_uniform",
            "DEFAULT_GRAPH_SEED", "zeros_initializer", "ones_initializer", "constant_initializer",
            "random_normal_initializer", "truncated_normal_initializer", "random_uniform_initializer",
-           "glorot_uniform_initializer", "glorot_normal_initializer"]
+           "glorot_uniform_initializer", "glorot_normal_initializer", "xavier_initializer"]
 
 DEFAULT_GRAPH_SEED = 87654321
 _MAXINT32 = 2 ** 31 - 1
@@ -64,15 +65,38 @@ def _shape(op, shape):
     except TypeError:
         raise TypeError(f"{op}: shape must be a list or tuple of integers, got {shape!r}") from None
     if any(d is None for d in dims):
-        raise ValueError(f"{op}: shape must be fully known, got {fmt_shape(dims)} (for a mask of a fed value's "
-                         f"shape use nn.dropout)")
+        raise ValueError(f"{op}: shape must be fully known, got {fmt_shape(dims)} (a size known only when the graph "
+                         f"runs is given as a Value: tf.shape(x), or [tf.shape(x)[0], 3])")
     if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
         raise TypeError(f"{op}: shape must be a list or tuple of non-negative integers, got {shape!r}")
     return tuple(int(d) for d in dims)
 
 
+def _run_time_shape(op, shape):
+    """(template, dims) for a shape with sizes known only when the graph runs
+    (``tf.shape(x)``, ``[tf.shape(x)[0], 3]``): None in the template for each
+    Value of ``dims``; None when ``shape`` holds no Value."""
+    if not (isinstance(shape, Value) or isinstance(shape, (list, tuple)) and any(isinstance(d, Value) for d in shape)):
+        return None
+    template, dims = [], []
+    for k, d in enumerate(dims_list(op, shape)):
+        if isinstance(d, Value):
+            template.append(None)
+            dims.append(d)
+        elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+            template.append(int(d))
+        else:
+            raise TypeError(f"{op}: shape[{k}] must be a non-negative int or an integer scalar Value, got {d!r}")
+    return tuple(template), dims
+
+
 def _random_op(op, dist, shape, a, b, dtype, seed, name):
     g = get_default_graph()
+    run_time = _run_time_shape(op, shape)
+    if run_time is not None:
+        template, dims = run_time
+        return add_op(random_p, *dims, name=name or op, dist=dist, shape=template, dtype=np.dtype(dtype), a=a, b=b,
+                      seed=get_seed(seed, g))
     attrs = {"dist": dist, "shape": _shape(op, shape), "dtype": np.dtype(dtype), "a": a, "b": b,
              "seed": get_seed(seed, g)}
     out = random_p.shape(**attrs)
@@ -218,3 +242,25 @@ class glorot_normal_initializer(_Seeded):
         s = math.sqrt(2.0 / max(1.0, fan_in + fan_out)) / .87962566103423978
         return _sample(dist="truncated_normal", shape=shape, dtype=dt, a=0.0, b=s, seed=None, rng=self._rng())
 
+
+class xavier_initializer(_Seeded):
+    """``tf.contrib.layers.xavier_initializer``: TF1's
+    ``variance_scaling_initializer(factor=1.0, mode='FAN_AVG')`` (Glorot and
+    Bengio 2010): U[-sqrt(6 / (fan_in + fan_out)), +...] when ``uniform``,
+    else a normal truncated at two standard deviations with standard
+    deviation ``sqrt(1.3 * 2 / (fan_in + fan_out))`` (contrib's correction
+    for the truncation)."""
+
+    def __init__(self, uniform=True, seed=None, dtype=np.float32):
+        if np.dtype(dtype).kind != "f":
+            raise TypeError(f"xavier_initializer: dtype must be a floating-point type, got {np.dtype(dtype)}")
+        self.uniform, self.seed, self.dtype = bool(uniform), seed, dtype
+
+    def _draw(self, shape, dt):
+        fan_in, fan_out = _fans(shape)
+        n = max(1.0, (fan_in + fan_out) / 2.0)
+        if self.uniform:
+            limit = math.sqrt(3.0 / n)
+            return _sample(dist="uniform", shape=shape, dtype=dt, a=-limit, b=limit, seed=None, rng=self._rng())
+        return _sample(dist="truncated_normal", shape=shape, dtype=dt, a=0.0, b=math.sqrt(1.3 / n), seed=None,
+                       rng=self._rng())

@@ -7,25 +7,53 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import ops
-from .array_ops import check_same_size, reverse_sequence, shape
+from .array_ops import check_same_size, ensure_shape, reverse_sequence, shape
 from .control_flow import TensorArray, while_loop
 from .graph import Value, constant
-from .rnn_cell import LSTMStateTuple
-from .variable_scope import name_scope
+from .random import random_uniform
+from .rnn_cell import DropoutWrapper, LSTMStateTuple, MultiRNNCell
+from .variable_scope import VariableScope, variable_scope
 
 __all__ = ["dynamic_rnn", "bidirectional_dynamic_rnn"]
 
 
 def _flatten(state):
+    """(the arrays of a state structure in order, its structure): one array,
+    an LSTMStateTuple, or a tuple of those (MultiRNNCell's)."""
     if isinstance(state, LSTMStateTuple):
         return [state.c, state.h], LSTMStateTuple
-    if isinstance(state, (tuple, list)):
-        raise TypeError(f"dynamic_rnn: a state must be one array or an LSTMStateTuple, got {type(state).__name__}")
+    if isinstance(state, tuple):
+        flat, kinds = [], []
+        for s in state:
+            f, k = _flatten(s)
+            flat.extend(f)
+            kinds.append((k, len(f)))
+        return flat, tuple(kinds)
+    if isinstance(state, list):
+        raise TypeError(f"dynamic_rnn: a state must be an array, an LSTMStateTuple or a tuple of them, got a list")
     return [state], None
 
 
 def _pack(flat, kind):
-    return LSTMStateTuple(*flat) if kind is LSTMStateTuple else flat[0]
+    if kind is LSTMStateTuple:
+        return LSTMStateTuple(*flat)
+    if isinstance(kind, tuple):
+        out, k = [], 0
+        for sub, n in kind:
+            out.append(_pack(flat[k:k + n], sub))
+            k += n
+        return tuple(out)
+    return flat[0]
+
+
+def _dropout_sites(cell):
+    """(wrapper, site, width) of every per-step dropout of ``cell`` (its
+    DropoutWrappers, inside MultiRNNCells too)."""
+    if isinstance(cell, DropoutWrapper):
+        return [(cell, site, w) for site, w in cell.dropout_sites()] + _dropout_sites(cell.wrapped_cell)
+    if isinstance(cell, MultiRNNCell):
+        return [s for c in cell.cells for s in _dropout_sites(c)]
+    return []
 
 
 def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=None, parallel_iterations=None,
@@ -70,6 +98,17 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     if initial_state is None and dtype is None:
         raise ValueError("dynamic_rnn: if there is no initial_state, you must give a dtype")
     g = inputs.graph
+    with g.as_default(), _scope(scope, "rnn"):
+        return _dynamic_rnn(cell, inputs, sequence_length, initial_state, dtype, time_major, g)
+
+
+def _scope(scope, default):
+    """TF1's ``variable_scope(scope or default)``: a VariableScope object is
+    re-entered as it is (bidirectional_dynamic_rnn passes its fw/bw scopes)."""
+    return variable_scope(scope if isinstance(scope, (str, VariableScope)) and scope else default)
+
+
+def _dynamic_rnn(cell, inputs, sequence_length, initial_state, dtype, time_major, g):
     x = inputs if time_major else ops.transpose(inputs, 1, 0, 2)          # (T, B, D)
     cell.build(x.shape, g)
     dt = np.dtype(dtype) if dtype is not None else _flatten(initial_state)[0][0].dtype
@@ -79,28 +118,39 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
     flat, kind = _flatten(state)
     if sequence_length is not None:
         if not isinstance(sequence_length, Value):
-            with g.as_default():
-                sequence_length = constant(np.asarray(sequence_length, dtype=np.int64))
+            sequence_length = constant(np.asarray(sequence_length, dtype=np.int64))
         if len(sequence_length.shape) != 1:
             raise ValueError(f"dynamic_rnn: sequence_length must be 1-D (batch,), got shape {sequence_length.shape}")
         if sequence_length.dtype.kind not in "iu":
             raise TypeError(f"dynamic_rnn: sequence_length must hold integers, got dtype {sequence_length.dtype}")
         # one length per sequence: checked now when both sizes are known, else when the graph runs (inside
         # the loop a mismatch would only surface as a broadcasting error of some op of the cell)
-        with g.as_default():
-            sequence_length = check_same_size(sequence_length, 0, inputs, 1 if time_major else 0, "dynamic_rnn",
-                                              "sequence_length", "inputs", "its batch size")
-    with g.as_default():
-        input_ta = TensorArray(x.dtype, size=steps, element_shape=x.shape[1:]).unstack(x)
-        output_ta = TensorArray(dt, size=steps, element_shape=(x.shape[1], cell.output_size))
+        sequence_length = check_same_size(sequence_length, 0, inputs, 1 if time_major else 0, "dynamic_rnn",
+                                          "sequence_length", "inputs", "its batch size")
+    input_ta = TensorArray(x.dtype, size=steps, element_shape=x.shape[1:]).unstack(x)
+    output_ta = TensorArray(dt, size=steps, element_shape=(x.shape[1], cell.output_size))
     n_state = len(flat)
+    # the uniform draws of every step's dropout, made here, outside the loop: the loop's gradient
+    # recomputes the body, which must then draw nothing
+    sites = _dropout_sites(cell)
+    noise = []
+    for k, (w, site, width) in enumerate(sites):
+        seed = None if w.seed is None else w.seed + 3 * k
+        u = random_uniform([steps, batch, width], dtype=dt, seed=seed)
+        noise.append(TensorArray(dt, size=steps, element_shape=(x.shape[1], width)).unstack(u))
 
     def cond(time, out_ta, *state_flat):
         return ops.less(time, steps)
 
     def body(time, out_ta, *state_flat):
         old = _pack(list(state_flat), kind)
-        out, new = cell(input_ta.read(time), old)
+        for (w, site, _), ta in zip(sites, noise):
+            w.step_noise[site] = ta.read(time)
+        try:
+            out, new = cell(input_ta.read(time), old)
+        finally:
+            for w, _, _ in sites:
+                w.step_noise.clear()
         new_flat, _ = _flatten(new)
         if sequence_length is not None:
             m = ops.astype(ops.less(time, sequence_length), dt)[:, None]      # (B, 1): 1 while running
@@ -109,11 +159,12 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
             new_flat = [m * n + keep * o for n, o in zip(new_flat, state_flat)]
         return [time + 1, out_ta.write(time, out), *new_flat]
 
-    with g.as_default():
-        time0 = constant(np.asarray(0, dtype=np.int64))
-        res = while_loop(cond, body, [time0, output_ta, *flat], maximum_iterations=steps)
+    time0 = constant(np.asarray(0, dtype=np.int32))
+    res = while_loop(cond, body, [time0, output_ta, *flat], maximum_iterations=steps)
     outputs = res[1].stack()
     final = _pack(list(res[2:2 + n_state]), kind)
+    # the sizes the input's static shape knows (the time steps above all) are the outputs' too, as TF1's
+    outputs = ensure_shape(outputs, [x.shape[0], x.shape[1], cell.output_size])
     if not time_major:
         outputs = ops.transpose(outputs, 1, 0, 2)
     return outputs, final
@@ -139,7 +190,8 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, in
     first ``sequence_length[b]`` steps of sequence ``b``; the padding stays in
     place) and its outputs reversed back the same way, so ``output_bw[:, t]``
     is aligned with ``inputs[:, t]``. Variables are made under
-    ``<scope>/fw`` and ``<scope>/bw`` (scope default ``bidirectional_rnn``).
+    ``<scope>/fw`` and ``<scope>/bw`` (scope default ``bidirectional_rnn``),
+    as TF1's: ``bidirectional_rnn/fw/basic_lstm_cell/kernel``.
 
     Returns
     -------
@@ -156,13 +208,13 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, in
     if sequence_length is not None and not isinstance(sequence_length, Value):
         with g.as_default():
             sequence_length = constant(np.asarray(sequence_length, dtype=np.int64))
-    with g.as_default(), name_scope(scope or "bidirectional_rnn"):
-        with name_scope("fw"):
+    with g.as_default(), _scope(scope, "bidirectional_rnn"):
+        with variable_scope("fw") as fw_scope:
             out_fw, state_fw = dynamic_rnn(cell_fw, inputs, sequence_length, initial_state_fw, dtype,
-                                           time_major=time_major)
-        with name_scope("bw"):
+                                           time_major=time_major, scope=fw_scope)
+        with variable_scope("bw") as bw_scope:
             rev = _reverse_time(inputs, sequence_length, time_major)
             out_rev, state_bw = dynamic_rnn(cell_bw, rev, sequence_length, initial_state_bw, dtype,
-                                            time_major=time_major)
+                                            time_major=time_major, scope=bw_scope)
             out_bw = _reverse_time(out_rev, sequence_length, time_major)
     return (out_fw, out_bw), (state_fw, state_bw)

@@ -46,7 +46,7 @@ from .export import build_graph_def, export_meta_graph, to_graph_def
 from .graph import GraphError, Value, Variable, get_default_graph
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "CheckpointState", "CheckpointMismatchError",
-           "checkpoint_exists", "import_meta_graph"]
+           "checkpoint_exists", "import_meta_graph", "list_variables", "load_variable"]
 
 CKPT_FORMAT = "dynnets.checkpoint"
 INDEX_FORMAT = "dynnets.checkpoint_index"
@@ -263,21 +263,7 @@ class Saver:
         also refuses checkpoint names the graph lacks."""
         if save_path is None:
             raise ValueError("Saver.restore: save_path is None (latest_checkpoint found no checkpoint?)")
-        p = os.fspath(save_path)
-        path = p if p.endswith(".npz") and os.path.isfile(p) else _data_file(p)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"Saver.restore: no checkpoint {p!r} (no file {path})")
-        state = _load_state(path)
-        if not isinstance(state, dict) or state.get("format") != CKPT_FORMAT:
-            raise NotACheckpointError(f"Saver.restore: {path} is a dynnets file but not a Saver checkpoint "
-                                      f"(dynnets.io.load reads it)")
-        v = state.get("version")
-        if type(v) is not int or not 1 <= v <= VERSION:
-            raise NotACheckpointError(f"Saver.restore: {path} has checkpoint version {v!r}; this dynnets reads "
-                                      f"versions 1 to {VERSION}")
-        stored = state.get("variables")
-        if not isinstance(stored, dict) or not all(isinstance(a, np.ndarray) for a in stored.values()):
-            raise NotACheckpointError(f"Saver.restore: {path} has no variables table of arrays")
+        path, stored = _read_checkpoint(save_path, "Saver.restore")
         vars = self._variables(sess, "restore")
         missing = [k for k in vars if k not in stored]
         unexpected = [k for k in stored if k not in vars]
@@ -306,13 +292,59 @@ class Saver:
                                  as_text)
 
 
+def _read_checkpoint(save_path, who):
+    """(file, {name: array}) of checkpoint ``save_path`` (a prefix or its ``.npz`` file), checked."""
+    p = os.fspath(save_path)
+    path = p if p.endswith(".npz") and os.path.isfile(p) else _data_file(p)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{who}: no checkpoint {p!r} (no file {path})")
+    state = _load_state(path)
+    if not isinstance(state, dict) or state.get("format") != CKPT_FORMAT:
+        raise NotACheckpointError(f"{who}: {path} is a dynnets file but not a Saver checkpoint "
+                                  f"(dynnets.io.load reads it)")
+    v = state.get("version")
+    if type(v) is not int or not 1 <= v <= VERSION:
+        raise NotACheckpointError(f"{who}: {path} has checkpoint version {v!r}; this dynnets reads "
+                                  f"versions 1 to {VERSION}")
+    stored = state.get("variables")
+    if not isinstance(stored, dict) or not all(isinstance(a, np.ndarray) for a in stored.values()):
+        raise NotACheckpointError(f"{who}: {path} has no variables table of arrays")
+    return path, stored
+
+
+def _checkpoint_of(ckpt_dir_or_file, who):
+    if os.path.isdir(ckpt_dir_or_file):
+        found = latest_checkpoint(ckpt_dir_or_file)
+        if found is None:
+            raise FileNotFoundError(f"{who}: no checkpoint in the folder {ckpt_dir_or_file!r}")
+        return found
+    return ckpt_dir_or_file
+
+
+def list_variables(ckpt_dir_or_file):
+    """``[(name, shape)]`` of a checkpoint's variables, sorted by name (as
+    ``tf.train.list_variables``; a folder means its latest checkpoint)."""
+    _, stored = _read_checkpoint(_checkpoint_of(ckpt_dir_or_file, "list_variables"), "list_variables")
+    return [(k, list(stored[k].shape)) for k in sorted(stored)]
+
+
+def load_variable(ckpt_dir_or_file, name):
+    """The value of variable ``name`` in a checkpoint (``tf.train.load_variable``)."""
+    _, stored = _read_checkpoint(_checkpoint_of(ckpt_dir_or_file, "load_variable"), "load_variable")
+    if name not in stored:
+        raise KeyError(f"load_variable: the checkpoint has no variable {name!r} (it has {sorted(stored)})")
+    return stored[name].copy()
+
+
 def import_meta_graph(meta_graph_or_file, import_scope=None, graph=None):
     """Rebuild a meta graph's nodes in ``graph`` (default: the default graph),
     its names under ``import_scope + "/"`` when given, and return a
     :class:`Saver` over its variables (as ``tf.train.import_meta_graph``):
-    ``saver.restore(sess, path)`` next."""
+    ``saver.restore(sess, path)`` next; None when the graph has no
+    variables, as TF1."""
     gd = to_graph_def(meta_graph_or_file, "import_meta_graph")
     g = graph if graph is not None else get_default_graph()
     new = build_graph_def(gd, g, f"{import_scope}/" if import_scope else "")
     # keyed by the names in the file, which the checkpoints saved with it use
-    return Saver({gd.doc["values"][i]["name"]: v for i, v in enumerate(new) if isinstance(v, Variable)})
+    found = {gd.doc["values"][i]["name"]: v for i, v in enumerate(new) if isinstance(v, Variable)}
+    return Saver(found) if found else None

@@ -30,11 +30,15 @@ the plan a compile from scratch would give (``incremental=False``).
 
 Semantics of a run: effects (variable updates, initialisers) run after every
 pure computation that does not depend on an effect, so everything a run
-computes or fetches sees the variables as they were when the run started;
-fetched arrays are the caller's: writable, and sharing memory with no
-variable's storage, reused buffer, feed or other fetched array (a fetch that
-is a feed or a view of one, read-only, or fetched twice is copied; an array
-the run made is returned as it is).
+computes sees the variables as they were when the run started, except a
+fetched Variable itself, which another fetch of the run writes (a train op,
+an assign): it is read after that write, as TF1 returns a ref variable's
+buffer when the run ends (``_, step = sess.run([train_op, global_step])``
+gives 1 after the first step, tensorflow/tensorflow#4663); fetched arrays are
+the caller's: writable, and sharing memory with no variable's storage, reused
+buffer, feed or other fetched array (a fetch that is a feed or a view of one,
+read-only, or fetched twice is copied; an array the run made is returned as
+it is).
 """
 from __future__ import annotations
 
@@ -46,8 +50,8 @@ import numpy as np
 
 from ..autograd.primitives import Aval, fmt_shape, make_rng
 from . import control_flow, execute, passes
-from .graph import (FeedError, GraphError, Value, gc_paused, get_default_graph, placeholder_p, variables_initializer,
-                    UninitializedVariableError, default_sessions)
+from .graph import (FeedError, GraphError, Value, Variable, gc_paused, get_default_graph, placeholder_p,
+                    variables_initializer, UninitializedVariableError, default_sessions)
 from .lower import lower
 
 __all__ = ["Session", "InteractiveSession", "NATIVE_AFTER"]
@@ -322,6 +326,8 @@ class Session:
         g = self.graph
         flat = []
         template = self._template(fetches, flat)
+        if len(flat) > 1:
+            flat = self._late_variables(flat)
         feed_ids = []
         input_avals = {}
         casts = {}
@@ -393,6 +399,31 @@ class Session:
         self._plan_list.append(plan)
         return plan
 
+    def _late_variables(self, flat):
+        """``flat`` with each fetched Variable that another fetch writes (a
+        train op, an assign) read after that write: TF1 fetches a (ref)
+        Variable as its buffer when the run ends, so ``sess.run([train_op,
+        global_step])`` gives the step after the increment (1 after the first
+        run). Values computed from a variable still see it as it was when
+        the run started."""
+        if not any(isinstance(v, Variable) for v in flat):
+            return flat
+        g = self.graph
+        # one ancestor walk per fetch (the walk is linear in the graph)
+        written = [g.writes(f) for f in flat]
+        out = list(flat)
+        for k, v in enumerate(flat):
+            if not isinstance(v, Variable):
+                continue
+            writers = [f for f, w in zip(flat, written) if f is not v and v.id in w]
+            if writers:
+                # a read_after node (named '<variable>/read'), made once per (variable, writers) and kept by
+                # the graph, so a later compile of this fetch reuses it; control_dependencies(None) first, so
+                # a run from inside the caller's own control block does not wait for that block's controls
+                with g.as_default(), g.control_dependencies(None), g.control_dependencies(writers):
+                    out[k] = v.read_value()
+        return out
+
     def _check_feed(self, k, v):
         """(placeholder id, fed aval, dtype to cast to or None) for feeding
         ``v`` to ``k``, or the error that names what is wrong; the answer
@@ -411,8 +442,10 @@ class Session:
             raise GraphError(f"Session.run: cannot feed '{k.name}': it is a {e.prim.name} op, not a "
                              f"placeholder (only placeholders can be fed)")
         decl = g.avals[k.id]
-        shp = tuple(decl.shape)
-        if len(v.shape) != len(shp) or any(d is not None and d != s for d, s in zip(shp, v.shape)):
+        shp = decl.shape
+        # a placeholder made without a shape (unknown rank) takes any shape
+        if shp is not None and (len(v.shape) != len(shp) or any(d is not None and d != s
+                                                                  for d, s in zip(shp, v.shape))):
             raise FeedError(f"Session.run: placeholder '{k.name}' expects shape {fmt_shape(shp)}, given a "
                             f"value of shape {fmt_shape(v.shape)}")
         dt = decl.dtype

@@ -4,16 +4,23 @@
 one effectful *apply* node that updates every Variable in place when the
 returned train op runs. The update rules are the eager optimizers' own
 functions (:func:`dynnets.nn.optim.sgd_update`, ``adagrad_update``,
-``adam_update``: PyTorch's maths, one copy), so a static and an eager model
-trained with the same settings take the same steps:
+``adam_update``: one copy of each), called with TF1's constants:
 
 * ``GradientDescentOptimizer``: ``w -= lr * (g + weight_decay * w)``;
 * ``AdagradOptimizer``: ``acc += g*g; w -= lr * g / (sqrt(acc) + epsilon)``
   (TF1's defaults ``initial_accumulator_value=0.1``, ``epsilon=0``; pass
   ``initial_accumulator_value=0, epsilon=1e-10`` for PyTorch's);
-* ``AdamOptimizer``: bias-corrected moments,
-  ``w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + epsilon)`` (epsilon after
-  the bias correction, as PyTorch; TF1 adds its "epsilon hat" before).
+* ``AdamOptimizer``: TF1's rule, with its "epsilon hat" (Kingma and Ba 2015,
+  the formulation before section 2.1): ``m = b1 m + (1 - b1) g``,
+  ``v = b2 v + (1 - b2) g^2``, ``lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)``,
+  ``w -= lr_t m / (sqrt(v) + epsilon)``. PyTorch's ``torch.optim.Adam`` (and
+  eager ``dynnets.optim.Adam``) adds epsilon after the bias correction,
+  ``sqrt(v) / sqrt(1 - b2^t) + epsilon``: the same steps once ``v`` is large
+  against ``epsilon``; TF1's are smaller early (while ``sqrt(1 - b2^t)`` is
+  small) and for tiny gradients. ``lr_t`` is
+  computed in float64 (TF1 computes it in the variable's dtype from float32
+  powers ``b1^t``, ``b2^t`` it keeps as variables: a difference in the
+  last bits of float32 steps).
 
 ``MomentumOptimizer`` and ``RMSPropOptimizer`` have TF1's own update rules
 (not PyTorch's, which differ: see their docstrings), and so do their
@@ -54,14 +61,16 @@ from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
 from .backward import sparse_gradients
 from .export import export_meta_graph, register_optimizer, write_graph
-from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group,
+from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group, named,
                     trainable_variables)
-from .saver import Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint
+from .saver import (Saver, checkpoint_exists, get_checkpoint_state, import_meta_graph, latest_checkpoint, list_variables,
+                    load_variable)
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "AdagradOptimizer", "AdamOptimizer", "MomentumOptimizer",
            "RMSPropOptimizer", "exponential_decay", "piecewise_constant", "get_or_create_global_step",
            "get_global_step", "create_global_step", "global_step", "Saver", "latest_checkpoint",
-           "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph"]
+           "get_checkpoint_state", "checkpoint_exists", "write_graph", "export_meta_graph", "import_meta_graph",
+           "list_variables", "load_variable"]
 
 
 def _apply_impl(S, *args, opt, vars, slots, n):
@@ -220,17 +229,27 @@ class AdagradOptimizer(Optimizer):
 
 
 class AdamOptimizer(Optimizer):
-    """Adam with bias correction (PyTorch's placement of epsilon).
+    """Adam as TF1's ``tf.train.AdamOptimizer`` computes it:
+    ``lr_t = learning_rate * sqrt(1 - beta2^t) / (1 - beta1^t)``;
+    ``w -= lr_t * m / (sqrt(v) + epsilon)`` (epsilon "hat", added before the
+    bias correction; PyTorch adds it after: see the module docstring).
 
     ``lazy=True`` applies row-sparse gradients to their rows only (moments of
-    other rows are not decayed), as ``dynnets.nn.optim.Adam(lazy=True)``;
-    otherwise they are densified, which is what TF1's AdamOptimizer computes.
+    other rows are not decayed), with the same rule (TF1's
+    ``tf.contrib.opt.LazyAdamOptimizer``); otherwise they are densified, which
+    is what TF1's AdamOptimizer computes.
+
+    ``torch_epsilon=True`` (keyword-only, dynnets' own) adds epsilon after
+    the bias correction instead, ``w -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t)
+    + epsilon)``, as ``torch.optim.Adam`` and eager ``dynnets.optim.Adam`` (whose
+    ``lazy=True`` rows keep SparseAdam's epsilon hat): the static models of
+    :mod:`dynnets.models` use it to take the eager models' steps.
     """
 
     _slot_names = ("m", "v")
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False, name="Adam", *,
-                 weight_decay=0.0, lazy=False):
+                 weight_decay=0.0, lazy=False, torch_epsilon=False):
         super().__init__(learning_rate, weight_decay, name)
         if not (0 <= beta1 < 1 and 0 <= beta2 < 1) or not epsilon >= 0:
             raise ValueError(f"{name}: need 0 <= beta1, beta2 < 1 and epsilon >= 0")
@@ -238,6 +257,7 @@ class AdamOptimizer(Optimizer):
         self.beta2 = float(beta2)
         self.epsilon = float(epsilon)
         self.lazy = bool(lazy)
+        self.torch_epsilon = bool(torch_epsilon)
         self._step = {}
 
     def _extra_slots(self, graph):
@@ -252,8 +272,14 @@ class AdamOptimizer(Optimizer):
         step = S[self._step[vars[0].graph].index]
         step += 1
         t = int(step)
-        step_size = lr / (1.0 - b1 ** t)
-        sqrt_bc2 = math.sqrt(1.0 - b2 ** t)
+        # TF1's lr_t, with the bias correction of v folded in: adam_update's rule
+        # ``w -= step_size * m / (sqrt(v) / sqrt_bc2 + eps)`` with sqrt_bc2 = 1 is then TF1's
+        # ``w -= lr_t * m / (sqrt(v) + eps)`` exactly (a division by 1.0 is exact); its lazy rows
+        # take eps / sqrt_bc2 = eps, the same rule
+        if self.torch_epsilon:
+            step_size, sqrt_bc2 = lr / (1.0 - b1 ** t), math.sqrt(1.0 - b2 ** t)
+        else:
+            step_size, sqrt_bc2 = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - b1 ** t), 1.0
         for v, g in zip(vars, grads):
             sl = self._slots[v]
             adam_update(S[v.index], S[sl["m"].index], S[sl["v"].index], g, b1, b2, step_size, sqrt_bc2, eps, wd,
@@ -481,13 +507,13 @@ def piecewise_constant(x, boundaries, values, name=None):
 
 
 def _renamed(v, name):
-    v.name = v.graph._unique_name(name)
-    return v
+    return named(v, name)
 
 
 # what a graph file stores of each optimizer: its constructor's arguments
 register_optimizer(GradientDescentOptimizer, ("learning_rate", "weight_decay", "name"))
 register_optimizer(AdagradOptimizer, ("learning_rate", "initial_accumulator_value", "epsilon", "weight_decay", "name"))
-register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "name"))
+register_optimizer(AdamOptimizer, ("learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "lazy", "torch_epsilon",
+                                   "name"))
 register_optimizer(MomentumOptimizer, ("learning_rate", "momentum", "use_nesterov", "name"))
 register_optimizer(RMSPropOptimizer, ("learning_rate", "decay", "momentum", "epsilon", "centered", "name"))

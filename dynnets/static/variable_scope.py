@@ -15,7 +15,7 @@ import contextlib
 
 import numpy as np
 
-from .graph import Variable, user_site, get_default_graph, is_symbolic
+from .graph import GraphKeys, Variable, get_default_graph, is_symbolic, user_site
 from .random import glorot_uniform_initializer, zeros_initializer
 
 __all__ = ["get_variable", "variable_scope", "name_scope", "get_variable_scope", "AUTO_REUSE", "VariableScope"]
@@ -32,15 +32,17 @@ AUTO_REUSE = _AutoReuse()
 
 class VariableScope:
     """An open variable scope: ``name`` (full, "" at the top), ``reuse``
-    (None, True or AUTO_REUSE), the default ``initializer`` and ``dtype``."""
+    (None, True or AUTO_REUSE), the default ``initializer``, ``dtype`` and
+    ``regularizer``."""
 
-    __slots__ = ("name", "reuse", "initializer", "dtype")
+    __slots__ = ("name", "reuse", "initializer", "dtype", "regularizer")
 
-    def __init__(self, name, reuse=None, initializer=None, dtype=None):
+    def __init__(self, name, reuse=None, initializer=None, dtype=None, regularizer=None):
         self.name = name
         self.reuse = reuse
         self.initializer = initializer
         self.dtype = dtype
+        self.regularizer = regularizer
 
     def __repr__(self):
         return f"VariableScope(name={self.name!r}, reuse={self.reuse!r})"
@@ -87,19 +89,18 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
         ``default_name`` made unique (``"dense"``, ``"dense_1"``...).
     values : list, optional
         Accepted for TF1 code (the values' graph is the default graph here).
-    regularizer, caching_device, partitioner, custom_getter, constraint
-        Not supported: an error unless None (a regularizer silently ignored
-        would change the loss TF1 computes).
+    caching_device, partitioner, custom_getter, constraint
+        Not supported: an error unless None.
     use_resource, auxiliary_name_scope
         Accepted; they change nothing.
     reuse : None, True or AUTO_REUSE
         ``True``: ``get_variable`` returns existing variables (a missing one is
         an error); ``AUTO_REUSE``: creates or returns; ``None``: inherits the
         enclosing scope's (reuse cannot be turned off inside a reusing scope).
-    initializer, dtype
+    initializer, dtype, regularizer
         Defaults for ``get_variable`` inside the scope.
     """
-    for arg, v in (("regularizer", regularizer), ("caching_device", caching_device), ("partitioner", partitioner),
+    for arg, v in (("caching_device", caching_device), ("partitioner", partitioner),
                    ("custom_getter", custom_getter), ("constraint", constraint)):
         if v is not None:
             raise ValueError(f"variable_scope: {arg}= is not supported, got {v!r}")
@@ -128,7 +129,8 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
     if parent.reuse is True:
         reuse = True
     scope = VariableScope(full, reuse, initializer if initializer is not None else inherit.initializer,
-                          dtype if dtype is not None else inherit.dtype)
+                          dtype if dtype is not None else inherit.dtype,
+                          regularizer if regularizer is not None else inherit.regularizer)
     g._scopes.append(scope)
     old = g._prefix
     g._prefix = g._unique_name(full) + "/"
@@ -151,9 +153,12 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     value; default the scope's, else Glorot-uniform for floats and zeros for
     integers) or, where the scope reuses, the existing one (as
     ``tf.get_variable``, in TF1's argument order). ``trainable`` defaults to
-    True; ``regularizer``, ``collections``, ``partitioner``, ``custom_getter``,
-    ``constraint`` and ``validate_shape=False`` are not supported (an error)."""
-    for arg, v in (("regularizer", regularizer), ("collections", collections), ("caching_device", caching_device),
+    True. A ``regularizer`` (or the scope's) is called on a new variable and
+    its loss added to ``GraphKeys.REGULARIZATION_LOSSES``, as TF1 does (add
+    them to the loss yourself: ``tf.add_n(tf.get_collection(...))``);
+    ``collections``, ``partitioner``, ``custom_getter``, ``constraint`` and
+    ``validate_shape=False`` are not supported (an error)."""
+    for arg, v in (("collections", collections), ("caching_device", caching_device),
                    ("partitioner", partitioner), ("custom_getter", custom_getter), ("constraint", constraint)):
         if v is not None:
             raise ValueError(f"get_variable: {arg}= is not supported, got {v!r}")
@@ -207,5 +212,16 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         g._prefix = old
     g._var_store[full] = v
     g._var_sites[full] = user_site()
+    if regularizer is None:
+        regularizer = scope.regularizer
+    if regularizer is not None:
+        # TF1's name_scope(full + "/Regularizer/"): absolute, whatever name scope is open
+        g._prefix = g._unique_name(f"{full}/Regularizer") + "/"
+        try:
+            loss = regularizer(v)
+        finally:
+            g._prefix = old
+        if loss is not None:
+            g.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return v
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from dynnets.autograd import ops
 from dynnets.autograd.engine import bind
 from dynnets.autograd.gradcheck import gradcheck
-from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes
+from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes, run_rule
 from dynnets.autograd.tensor import Tensor
 
 
@@ -496,7 +496,7 @@ SAMPLES = {
     "random": _random, "dropout_mask": _dropout_mask, "copy": _unary("normal"),
     "less": _comparison, "less_equal": _comparison, "greater": _comparison, "greater_equal": _comparison,
     "equal": _comparison, "not_equal": _comparison, "argmax": _argmax,
-    "sin": _unary("normal"), "cos": _unary("normal"),
+    "sin": _unary("normal"), "cos": _unary("normal"), "sign": _unary("normal"),
 }
 
 
@@ -532,8 +532,13 @@ def _tile(rng):
             Case("0d", r(), multiples=())]
 
 
+def _ensure_shape(rng):
+    r = _r(rng)
+    return [Case("2d-partial", r(2, 3), shape=(None, 3)), Case("0d", r(), shape=()), Case("exact", r(4,), shape=(4,))]
+
+
 SAMPLES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
-                "tile": _tile, "stop_gradient": _unary("normal")})
+                "tile": _tile, "stop_gradient": _unary("normal"), "ensure_shape": _ensure_shape})
 
 
 def _cases():
@@ -684,6 +689,41 @@ def test_shape_rule_with_unknown_batch(name, case):
             assert d is None or d == od, f"{name}-{case.id}: rule {a.shape} vs forward {o.shape}"
 
 
+def _unknown_rank_cases():
+    out = []
+    for p in CASES:
+        name, case = p.values
+        for k, a in enumerate(case.args):
+            if isinstance(a, np.ndarray) and k not in WEIGHT_ARGS.get(name, ()):
+                out.append(pytest.param(name, case, k, id=f"{p.id}-input{k}"))
+    return out
+
+
+@pytest.mark.parametrize("name,case,k", _unknown_rank_cases())
+def test_shape_rule_with_unknown_rank(name, case, k):
+    """A static placeholder made without a shape has an unknown rank (an
+    aval of shape None): every rule either copes (its result, where known,
+    is the forward's) or raises a ShapeError that names the op and says the
+    input's rank is unknown, never an unrelated exception."""
+    prim = PRIMITIVES[name]
+    avals = [Aval(a.shape, a.dtype) if isinstance(a, np.ndarray) else Aval((), a) for a in case.args]
+    avals[k] = Aval(None, case.args[k].dtype)
+    try:
+        res = run_rule(prim, avals, case.attrs)
+    except ShapeError as e:
+        assert str(e).startswith(f"{name}: ") and ("unknown rank" in str(e) or "<unknown>" in str(e)), str(e)
+        return
+    out = prim.impl(*case.args, **case.attrs)
+    res = res if isinstance(res, tuple) and not isinstance(res, Aval) else (res,)
+    outs = out if isinstance(out, tuple) else (out,)
+    for a, o in zip(res, outs):
+        o = np.asarray(o)
+        if a.shape is not None:
+            assert len(a.shape) == o.ndim and all(d is None or d == od for d, od in zip(a.shape, o.shape)), \
+                f"{name}-{case.id}: with input {k} of unknown rank the rule says {a.shape}, the forward gives {o.shape}"
+        assert np.dtype(a.dtype) == o.dtype or isinstance(o.dtype, type(a.dtype)), (a.dtype, o.dtype)
+
+
 # --------------------------------------------------------------------------
 # bad inputs: the shape rule is the input check and names the op
 # --------------------------------------------------------------------------
@@ -725,6 +765,11 @@ BAD = {
     "sin": [((_I,), {}, "sin: expected a floating-point input, got dtype int64"),
             ((_z(2) > 0,), {}, "sin: expected a floating-point input, got dtype bool")],
     "cos": [((_I,), {}, "cos: expected a floating-point input, got dtype int64")],
+    "sign": [((_z(2) > 0,), {}, "sign: unsupported dtypes")],
+    "ensure_shape": [((_z(2),), dict(shape=(3,)), "ensure_shape: shape of tensor (2,) is not compatible with expected "
+                                                  "shape (3,)"),
+                     ((_z(2),), dict(shape=()), "ensure_shape: shape of tensor"),
+                     ((_z(2),), dict(shape=(-1,)), "ensure_shape: shape must be a tuple of non-negative ints")],
     "sigmoid": [((_I,), {}, "sigmoid: expected a floating-point input")],
     "relu": [((_I > 0,), {}, "relu: expected a real numeric input, got dtype bool")],
     "sqrt": [((_I,), {}, "sqrt: expected a floating-point input")],

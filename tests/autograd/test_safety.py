@@ -615,7 +615,7 @@ STRATEGIES = {
     "childsum_levels": _childsum, "lstm_seq": _seq(4), "gru_seq": _seq(3), "rnn_seq": _seq(1),
     "split_rows": _split_rows, "argmax": _argmax, "less": _binary, "less_equal": _binary, "greater": _binary,
     "greater_equal": _binary, "equal": _binary, "not_equal": _binary, "random": _random,
-    "dropout_mask": _dropout_mask, "copy": _unary, "sin": _unary, "cos": _unary,
+    "dropout_mask": _dropout_mask, "copy": _unary, "sin": _unary, "cos": _unary, "sign": _unary,
 }
 
 
@@ -657,8 +657,18 @@ def _tile(g):
     return [x], {"multiples": mult}
 
 
+def _ensure_shape(g):
+    (x,), _ = _unary(g)
+    shp = np.shape(x)
+    if g.flag(0.7):
+        shape = tuple(None if g.flag(0.5) else d for d in shp)
+    else:
+        shape = g.draw(st.sampled_from([tuple(g.shape_near(shp)), (-1,) + shp, list(shp)]))
+    return [x], {"shape": shape}
+
+
 STRATEGIES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
-                   "tile": _tile, "stop_gradient": _unary})
+                   "tile": _tile, "stop_gradient": _unary, "ensure_shape": _ensure_shape})
 
 
 # --------------------------------------------------------------------------

@@ -347,7 +347,7 @@ def test_split_array_split_chunk_meanings():
     import dynnets.static as ds
     g = ds.Graph()
     with g.as_default():
-        p = ds.placeholder((4, 6), dtype=np.float64)
+        p = ds.placeholder(np.float64, (4, 6))
         tf1 = ds.split(p, 3, axis=1)
         torch_style = dn.split(p, 3, dim=1)
         infer = ds.split(p, [1, -1], 0)
@@ -364,7 +364,7 @@ def test_static_norm_is_tf1s():
     a = np.array([[3.0, -4.0], [1.0, 2.0]])
     g = ds.Graph()
     with g.as_default():
-        p = ds.placeholder((2, 2), dtype=np.float64)
+        p = ds.placeholder(np.float64, (2, 2))
         outs = [ds.norm(p), ds.norm(p, axis=1), ds.norm(p, ord=1, axis=0, keepdims=True), ds.norm(p, "fro", (0, 1))]
     with ds.Session(g) as sess:
         got = sess.run(outs, {p: a})

@@ -112,7 +112,10 @@ def _expected_0d(kind, grads, p=1.0, lr=0.1, b1=0.9, b2=0.999, eps=1e-8):
         else:
             m = b1 * m + (1 - b1) * g
             v = b2 * v + (1 - b2) * g * g
-            p -= lr / (1 - b1 ** t) * m / (math.sqrt(v) / math.sqrt(1 - b2 ** t) + eps)
+            if kind == "adam":          # PyTorch's: eps after the bias correction
+                p -= lr / (1 - b1 ** t) * m / (math.sqrt(v) / math.sqrt(1 - b2 ** t) + eps)
+            else:                       # "adam-tf1", tf.train.AdamOptimizer's: eps before it ("epsilon hat")
+                p -= lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (math.sqrt(v) + eps)
         out.append(p)
     return out
 
@@ -137,7 +140,8 @@ def _static_0d(kind, dtype, grads):
         c = ds.placeholder((), dtype, name="c")
         opt = {"sgd": lambda: ds.train.GradientDescentOptimizer(0.1),
                "adagrad": lambda: ds.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0, epsilon=1e-10),
-               "adam": lambda: ds.train.AdamOptimizer(0.1)}[kind]()
+               "adam": lambda: ds.train.AdamOptimizer(0.1),
+               "adam-torch": lambda: ds.train.AdamOptimizer(0.1, torch_epsilon=True)}[kind]()
         step = opt.minimize(w * c)            # d/dw (w * c) = c: the gradient is fed
         init = ds.global_variables_initializer()
     out = []
@@ -157,7 +161,12 @@ def test_zero_dim_parameter_eager_and_static(kind, dtype, rtol):
     eager = _eager_0d(kind, dtype, GRADS)
     static = _static_0d(kind, dtype, GRADS)
     np.testing.assert_allclose(np.array(eager, np.float64), _expected_0d(kind, GRADS), rtol=rtol)
-    np.testing.assert_array_equal(eager, static)       # the same function: the same bits
+    if kind == "adam":
+        # static Adam is TF1's (epsilon hat): the same function, other constants
+        np.testing.assert_allclose(np.array(static, np.float64), _expected_0d("adam-tf1", GRADS), rtol=rtol)
+        np.testing.assert_array_equal(eager, _static_0d("adam-torch", dtype, GRADS))   # PyTorch's epsilon: eager's bits
+    else:
+        np.testing.assert_array_equal(eager, static)       # the same function: the same bits
 
 
 # --- in place, gradients untouched ------------------------------------------------------

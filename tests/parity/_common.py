@@ -191,7 +191,7 @@ def run_static(dn_fn, inputs, diff, cots, unknown=None, session_kw=None, runs=3)
     g = ds.Graph()
     with g.as_default():
         per = unknown if isinstance(unknown, (list, tuple)) else [unknown] * len(inputs)
-        phs = [ds.placeholder(_ph_shape(np.shape(a), u), dtype=np.asarray(a).dtype, name=f"in{k}")
+        phs = [ds.placeholder(np.asarray(a).dtype, _ph_shape(np.shape(a), u), name=f"in{k}")
                for k, (a, u) in enumerate(zip(inputs, per))]
         outs = _tuple(dn_fn(*phs))
         for o in outs:

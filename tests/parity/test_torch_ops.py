@@ -293,6 +293,8 @@ OPS = [
     Op("sin-0d", dn.sin, torch.sin, [()]),
     Op("method-sin", lambda x: x.sin(), lambda x: x.sin(), [(2, 3)]),
     Op("method-cos", lambda x: x.cos(), lambda x: x.cos(), [(2, 3)]),
+    Op("sign", dn.sign, torch.sign, [(3, 4)]),
+    Op("method-sign", lambda x: x.sign(), lambda x: x.sign(), [(2, 3)]),
     Op("dot", dn.dot, torch.dot, [(5,), (5,)]),
     Op("method-dot", lambda a, b: a.dot(b), lambda a, b: a.dot(b), [(4,), (4,)]),
     Op("mm", dn.mm, torch.mm, [(3, 4), (4, 2)]),
@@ -422,7 +424,7 @@ PRIMITIVES_ELSEWHERE = {
 # the selection and layout primitives of primitives/select.py, through dynnets.static's TF1 names
 PRIMITIVES_ELSEWHERE.update({name: ("test_torch_select.py", f"test_{name}")
                              for name in ("gather_nd", "boolean_mask", "argwhere", "top_k", "tile", "pad",
-                                          "stop_gradient")})
+                                          "stop_gradient", "ensure_shape")})
 
 
 def test_every_primitive_has_a_parity_test():
@@ -1046,7 +1048,7 @@ def test_split_sizes_along_unknown_axis():
     import dynnets.static as ds
     g = ds.Graph()
     with g.as_default():
-        p = ds.placeholder((3, None), dtype=np.float64)
+        p = ds.placeholder(np.float64, (3, None))
         parts = dn.split(p, [1, 3], dim=1)
         assert [tuple(q.shape) for q in parts] == [(3, 1), (3, 3)]
     with ds.Session(g) as sess, pytest.raises(dn.ShapeError, match=r"split: sizes \[1, 3\] do not add up to "

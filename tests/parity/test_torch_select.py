@@ -93,3 +93,10 @@ def test_pad(mode, dtype):
 def test_stop_gradient(mode, dtype):
     x = np.random.default_rng(6).standard_normal((2, 3)).astype(dtype)
     C.check(lambda a: a * tf.stop_gradient(a), lambda a: a * a.detach(), [x], diff=(0,), mode=mode)
+
+
+@pytest.mark.parametrize("mode,dtype", CASES, ids=IDS)
+def test_ensure_shape(mode, dtype):
+    """TF1's tf.ensure_shape (no torch counterpart): the identity, its gradient too."""
+    x = np.random.default_rng(7).standard_normal((2, 3)).astype(dtype)
+    C.check(lambda a: a * tf.ensure_shape(a, [None, 3]), lambda a: a * a, [x], diff=(0,), mode=mode)

@@ -234,10 +234,11 @@ STATIC_OPTIMIZERS = [
     ("Adagrad", dict(learning_rate=0.1, initial_accumulator_value=0.0, epsilon=1e-10), "Adagrad", dict(lr=0.1)),
     ("Adagrad", dict(learning_rate=0.1, initial_accumulator_value=0.0, epsilon=1e-10, weight_decay=0.1), "Adagrad",
      dict(lr=0.1, weight_decay=0.1)),
-    ("Adam", dict(), "Adam", dict()),
-    ("Adam", dict(learning_rate=0.05, beta1=0.8, beta2=0.9, epsilon=1e-3), "Adam",
+    # TF1's Adam puts epsilon outside the bias correction ("epsilon hat"); torch_epsilon=True is PyTorch's rule
+    ("Adam", dict(torch_epsilon=True), "Adam", dict()),
+    ("Adam", dict(learning_rate=0.05, beta1=0.8, beta2=0.9, epsilon=1e-3, torch_epsilon=True), "Adam",
      dict(lr=0.05, betas=(0.8, 0.9), eps=1e-3)),
-    ("Adam", dict(learning_rate=0.05, weight_decay=0.1), "Adam", dict(lr=0.05, weight_decay=0.1)),
+    ("Adam", dict(learning_rate=0.05, weight_decay=0.1, torch_epsilon=True), "Adam", dict(lr=0.05, weight_decay=0.1)),
 ]
 
 

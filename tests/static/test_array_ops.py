@@ -46,10 +46,10 @@ def test_range_inside_a_loop_body_reads_outer_and_loop_values():
 def test_errors_name_the_op_and_argument():
     with tf.Graph().as_default():
         x = tf.placeholder((None, 3))
-        with pytest.raises(tf.ShapeError, match="range: limit must be an integer scalar"):
+        with pytest.raises(tf.ShapeError, match="range: limit must be a real scalar, got 'Placeholder' with shape"):
             tf.range(x)
-        with pytest.raises(TypeError, match="range: limit must be an int"):
-            tf.range(1.5)
+        with pytest.raises(TypeError, match="range: the bounds must be numbers or scalar Values, got str"):
+            tf.range("3")
         with pytest.raises(ValueError, match=r"fill: dims\[1\] must be a non-negative int"):
             tf.fill([2, -1], 0.0)
         with pytest.raises(TypeError, match=r"fill: a shape Value must be a 1-D integer vector of known length, "

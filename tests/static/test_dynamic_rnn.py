@@ -1,6 +1,7 @@
-"""nn.dynamic_rnn: one graph of unknown batch and length against eager
-per-step cell loops on the same weights and against the eager nn.LSTM on
-packed sequences (values and gradients, float64)."""
+"""nn.dynamic_rnn with the PyTorch-layout cells (TorchLSTMCell,
+TorchGRUCell): one graph of unknown batch and length against eager per-step
+cell loops on the same weights and against the eager nn.LSTM on packed
+sequences (values and gradients, float64). TF1's cells: test_tf1_cells.py."""
 import numpy as np
 import pytest
 
@@ -72,8 +73,8 @@ def _weights(cell, sess):
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_one_graph_for_every_batch_and_length_matches_eager_step_loops(kind):
-    cell_fn = (lambda: rnn_cell.BasicLSTMCell(H, dtype=np.float64, rng=0)) if kind == "lstm" else \
-        (lambda: rnn_cell.GRUCell(H, dtype=np.float64, rng=0))
+    cell_fn = (lambda: rnn_cell.TorchLSTMCell(H, dtype=np.float64, rng=0)) if kind == "lstm" else \
+        (lambda: rnn_cell.TorchGRUCell(H, dtype=np.float64, rng=0))
     m = _graph(cell_fn)
     n_eqns = len(m["x"].graph.eqns)
     rng = np.random.default_rng(1)
@@ -107,7 +108,7 @@ def test_one_graph_for_every_batch_and_length_matches_eager_step_loops(kind):
 
 
 def test_matches_eager_nn_lstm_on_packed_sequences():
-    m = _graph(lambda: rnn_cell.LSTMCell(H, forget_bias=0.0, dtype=np.float64, rng=2))
+    m = _graph(lambda: rnn_cell.TorchLSTMCell(H, forget_bias=0.0, dtype=np.float64, rng=2))
     rng = np.random.default_rng(3)
     lengths = [4, 1, 3]
     x = rng.standard_normal((3, 4, D))
@@ -132,7 +133,7 @@ def test_matches_eager_nn_lstm_on_packed_sequences():
 
 
 def test_time_major_initial_state_and_no_lengths():
-    m = _graph(lambda: rnn_cell.LSTMCell(H, dtype=np.float64, rng=4), time_major=True, with_lengths=False,
+    m = _graph(lambda: rnn_cell.TorchLSTMCell(H, dtype=np.float64, rng=4), time_major=True, with_lengths=False,
                initial=True)
     rng = np.random.default_rng(5)
     T, B = 3, 2

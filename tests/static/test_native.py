@@ -118,7 +118,7 @@ def test_elementwise_ops_and_their_gradients_match_in_float64():
     rng = np.random.default_rng(0)
     g = ds.Graph()
     with g.as_default():
-        x = ds.placeholder((None, 3), dtype=np.float64, name="x")
+        x = ds.placeholder(np.float64, (None, 3), name="x")
         W = ds.Variable(rng.normal(size=(3,)), name="W")
         c = ds.Variable(np.array(0.7), name="c")
         h = x * W + c

@@ -1,5 +1,7 @@
-"""rnn_cell: one step of each cell against the eager cells (same weights,
-the same fused kernels) or the numpy equations, values and gradients, in float64."""
+"""rnn_cell's PyTorch-layout cells (TorchLSTMCell, TorchGRUCell): one step
+of each cell against the eager cells (same weights, the same fused kernels)
+or the numpy equations, values and gradients, in float64. TF1's cells:
+test_tf1_cells.py."""
 import numpy as np
 import pytest
 
@@ -43,7 +45,7 @@ def _weights(cell, sess):
 def test_lstm_cell_fused_matches_eager_lstm_cell_values_and_gradients():
     rng = np.random.default_rng(0)
     x, c, h = rng.standard_normal((B, D)), rng.standard_normal((B, H)), rng.standard_normal((B, H))
-    cell = rnn_cell.LSTMCell(H, forget_bias=0.0, dtype=np.float64, rng=1)
+    cell = rnn_cell.TorchLSTMCell(H, forget_bias=0.0, dtype=np.float64, rng=1)
     g, px, ps, out, new, sess, feed = _graph_step(cell, x, (c, h))
     assert cell.fused and cell.state_size == (H, H) and cell.output_size == H
     with g.as_default():
@@ -88,7 +90,7 @@ def test_lstm_cell_options_match_the_equations(kw):
     rng = np.random.default_rng(2)
     P = kw.get("num_proj", H)
     x, c, h = rng.standard_normal((B, D)), rng.standard_normal((B, H)), rng.standard_normal((B, P))
-    cell = rnn_cell.LSTMCell(H, dtype=np.float64, rng=3, **kw)
+    cell = rnn_cell.TorchLSTMCell(H, dtype=np.float64, rng=3, **kw)
     g = tf.Graph()
     with g.as_default():
         px = tf.placeholder((None, D), np.float64)
@@ -126,23 +128,23 @@ def test_lstm_cell_options_match_the_equations(kw):
         np.testing.assert_allclose(gv, num, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_basic_lstm_cell_is_a_fused_lstm_cell_with_forget_bias():
-    cell = rnn_cell.BasicLSTMCell(H, dtype=np.float64, rng=0)
-    assert cell.fused and cell.forget_bias == 1.0 and cell.name == "basic_lstm_cell"
+def test_torch_lstm_cell_names_its_four_variables():
+    cell = rnn_cell.TorchLSTMCell(H, dtype=np.float64, rng=0)
+    assert cell.fused and cell.forget_bias == 1.0 and cell.name == "lstm_cell"
     rng = np.random.default_rng(4)
     x, c, h = rng.standard_normal((B, D)), rng.standard_normal((B, H)), rng.standard_normal((B, H))
     g, px, ps, out, new, sess, feed = _graph_step(cell, x, (c, h))
     o = sess.run(out, feed)
     m, _ = _lstm_numpy(x, c, h, _weights(cell, sess), forget_bias=1.0)
     np.testing.assert_allclose(o, m, rtol=1e-12)
-    assert [v.name for v in cell.variables] == ["basic_lstm_cell/weight_ih", "basic_lstm_cell/weight_hh",
-                                                "basic_lstm_cell/bias_ih", "basic_lstm_cell/bias_hh"]
+    assert [v.name for v in cell.variables] == ["lstm_cell/weight_ih", "lstm_cell/weight_hh",
+                                                "lstm_cell/bias_ih", "lstm_cell/bias_hh"]
 
 
-def test_gru_cell_matches_eager_gru_cell_and_tf1_bias_init():
+def test_torch_gru_cell_matches_eager_gru_cell():
     rng = np.random.default_rng(5)
     x, h = rng.standard_normal((B, D)), rng.standard_normal((B, H))
-    cell = rnn_cell.GRUCell(H, dtype=np.float64, rng=6)
+    cell = rnn_cell.TorchGRUCell(H, dtype=np.float64, rng=6)
     g, px, ps, out, new, sess, feed = _graph_step(cell, x, h)
     assert out is new
     with g.as_default():
@@ -165,7 +167,7 @@ def test_gru_cell_matches_eager_gru_cell_and_tf1_bias_init():
 def test_gru_cell_other_activation_runs_the_equations():
     rng = np.random.default_rng(7)
     x, h = rng.standard_normal((B, D)), rng.standard_normal((B, H))
-    cell = rnn_cell.GRUCell(H, activation=dynnets.sigmoid, dtype=np.float64, rng=8)
+    cell = rnn_cell.TorchGRUCell(H, activation=dynnets.sigmoid, dtype=np.float64, rng=8)
     _, _, _, out, _, sess, feed = _graph_step(cell, x, h)
     w = _weights(cell, sess)
     gi, gh = x @ w["weight_ih"].T + w["bias_ih"], h @ w["weight_hh"].T + w["bias_hh"]
@@ -174,15 +176,18 @@ def test_gru_cell_other_activation_runs_the_equations():
     np.testing.assert_allclose(sess.run(out, feed), (1 - z) * n + z * h, rtol=1e-12)
 
 
-def test_zero_state_for_a_run_time_batch_size_and_variables_built_once():
-    cell = rnn_cell.LSTMCell(H, rng=0)
+@pytest.mark.parametrize("make", [lambda: rnn_cell.TorchLSTMCell(H, rng=0), lambda: rnn_cell.LSTMCell(H, rng=0)],
+                         ids=["torch", "tf1"])
+def test_zero_state_for_a_run_time_batch_size_and_variables_built_once(make):
+    cell = make()
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder((None, D), name="x")
         state = cell.zero_state(tf.shape(x)[0], np.float32)
         out, new = cell(x, state)
         out2, _ = cell(out[:, :D], new)
-        assert len(cell.variables) == 4 and len(tf.global_variables()) == 4
+        n = 4 if isinstance(cell, rnn_cell.TorchLSTMCell) else 2
+        assert len(cell.variables) == n and len(tf.global_variables()) == n
         sess = tf.Session(g)
         sess.run(tf.global_variables_initializer())
     for n in (1, 6):

@@ -88,11 +88,15 @@ def test_fetched_arrays_are_the_callers():
         w0 = sess.run(w)
         w0 += 100.0                          # does not touch the variable
         assert sess.run(w) == pytest.approx(0.1)
-        # snapshot semantics: a variable fetched with the train op is the value the step started from
-        before, _ = sess.run([w, train_op], {x: X, y_target: Y})
+        # a value computed from a variable in a run with the train op is the value the step started from;
+        # the variable itself, fetched with the op that writes it, is its value when the run ends (TF1's
+        # ref variables: sess.run([train_op, global_step]) gives the new step)
+        before, fetched, _ = sess.run([w * 1.0, w, train_op], {x: X, y_target: Y})
         after = sess.run(w)
-        assert before == pytest.approx(0.1) and after != pytest.approx(0.1)
+        assert before == pytest.approx(0.1) and after != pytest.approx(0.1) and fetched == after
         assert sess.variable_value(w) == after
+        fetched[...] = 7.0                   # still the caller's copy
+        assert sess.run(w) == after
 
 
 def test_sessions_hold_separate_variable_values():
@@ -159,7 +163,7 @@ def test_optimizers_match_eager(kind):
             return ds.train.GradientDescentOptimizer(0.1, weight_decay=wd)
         if kind.startswith("adagrad"):
             return ds.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0, epsilon=1e-10, weight_decay=wd)
-        return ds.train.AdamOptimizer(0.05, lazy=(kind == "adam-lazy"))
+        return ds.train.AdamOptimizer(0.05, lazy=(kind == "adam-lazy"), torch_epsilon=True)   # eager Adam's rule
 
     def eager_opt(ps):
         if kind.startswith("sgd"):

@@ -81,7 +81,8 @@ def test_a_training_loop_writes_what_tensorboard_reads(tmp_path):
             writer = tf.summary.FileWriter(tmp_path, sess.graph)
             for k in range(6):
                 xs, ys = _data(k)
-                s, lv, wv, _ = sess.run([merged, loss, w, step], {x: xs, y: ys})
+                wv = sess.run(w)                    # (fetched with step, w would be its value after the step)
+                s, lv, _ = sess.run([merged, loss, step], {x: xs, y: ys})
                 assert isinstance(s, bytes)
                 writer.add_summary(s, global_step=np.int64(10 * k))
                 runs.append((lv, wv))

@@ -107,6 +107,96 @@ def test_new_optimizers_follow_tf1_rules_on_every_tier(kind):
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-14)
 
 
+def _adam_tf1_ref(steps, lr, b1, b2, eps, grads=_grads, params=None):
+    """TF1's Adam (training_ops.cc ApplyAdam): lr_t = lr sqrt(1 - b2^t) / (1 - b1^t),
+    w -= lr_t m / (sqrt(v) + eps): epsilon "hat", before the bias correction."""
+    params = [W0.copy(), B0.copy()] if params is None else [p.copy() for p in params]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
+        lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        for k, gr in enumerate(grads(*params)):
+            m[k] = b1 * m[k] + (1 - b1) * gr
+            v[k] = b2 * v[k] + (1 - b2) * gr * gr
+            params[k] = params[k] - lr_t * m[k] / (np.sqrt(v[k]) + eps)
+    return params
+
+
+@pytest.mark.parametrize("torch_epsilon", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adam_is_tf1s_epsilon_hat_on_every_tier(dtype, torch_epsilon):
+    """A large epsilon (against gradients of ~1e-2) makes the two placements
+    of epsilon differ by percents, so PyTorch's rule fails this test (and
+    ``torch_epsilon=True``, dynnets' own, is PyTorch's rule on every tier)."""
+    lr, b1, b2, eps, steps = 0.05, 0.9, 0.999, 0.1, 12
+    want = (_adam_torch_ref if torch_epsilon else _adam_tf1_ref)(steps, lr, b1, b2, eps)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 3), dtype, name="x")
+        y = tf.placeholder((None, 2), dtype, name="y")
+        w = tf.Variable(W0.astype(dtype), name="w")
+        b = tf.Variable(B0.astype(dtype), name="b")
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b - y))
+        train = tf.train.AdamOptimizer(lr, b1, b2, eps, torch_epsilon=torch_epsilon).minimize(loss)
+        init = tf.global_variables_initializer()
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=2e-5, atol=1e-6)
+    fd = {x: X.astype(dtype), y: Y.astype(dtype)}
+    for kw, tier in (({"jit_after": 10 ** 9, "native_after": None}, 1), ({"jit_after": 1, "native_after": None}, 2),
+                     ({"jit_after": 1, "native_after": 1}, 3)):
+        with tf.Session(g, **kw) as s:
+            s.run(init)
+            for _ in range(steps):
+                s.run(train, fd)
+            assert {p["tier"] for p in s.stats if p["runs"] >= steps} == {tier}, s.stats
+            got = s.run([w, b])
+        np.testing.assert_allclose(got[0], want[0], **tol)
+        np.testing.assert_allclose(got[1], want[1], **tol)
+    # PyTorch's placement is measurably different here: the test tells the two apart
+    assert not np.allclose(_adam_torch_ref(steps, lr, b1, b2, eps)[0], _adam_tf1_ref(steps, lr, b1, b2, eps)[0],
+                           rtol=1e-3)
+
+
+def _adam_torch_ref(steps, lr, b1, b2, eps):
+    params = [W0.copy(), B0.copy()]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    for t in range(1, steps + 1):
+        for k, gr in enumerate(_grads(*params)):
+            m[k] = b1 * m[k] + (1 - b1) * gr
+            v[k] = b2 * v[k] + (1 - b2) * gr * gr
+            params[k] = params[k] - lr / (1 - b1 ** t) * m[k] / (np.sqrt(v[k]) / np.sqrt(1 - b2 ** t) + eps)
+    return params
+
+
+def test_adam_sparse_gradients_dense_and_lazy_are_tf1s():
+    """An embedding's row-sparse gradient: densified (TF1's AdamOptimizer:
+    every row's moments decay) or, with lazy=True, the looked-up rows only
+    (TF1's LazyAdamOptimizer), both with TF1's epsilon hat."""
+    E0 = RNG.standard_normal((4, 2))
+    batches = [np.array([0, 1, 1]), np.array([1]), np.array([2, 1])]
+    lr, b1, b2, eps = 0.1, 0.9, 0.999, 0.05
+    for lazy in (False, True):
+        g = tf.Graph()
+        with g.as_default():
+            ids = tf.placeholder((None,), np.int64)
+            E = tf.Variable(E0, name="E")
+            loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(E, ids) - 1.0))
+            train = tf.train.AdamOptimizer(lr, b1, b2, eps, lazy=lazy).minimize(loss)
+        e, m, v = E0.copy(), np.zeros_like(E0), np.zeros_like(E0)
+        with tf.Session(g) as s:
+            s.run(tf.global_variables_initializer(g))
+            for t, rows in enumerate(batches, 1):
+                s.run(train, {ids: rows})
+                gr = np.zeros_like(e)
+                np.add.at(gr, rows, 2 * (e[rows] - 1.0))
+                u = np.unique(rows) if lazy else np.arange(len(e))
+                lr_t = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                m[u] = b1 * m[u] + (1 - b1) * gr[u]
+                v[u] = b2 * v[u] + (1 - b2) * gr[u] ** 2
+                e[u] -= lr_t * m[u] / (np.sqrt(v[u]) + eps)
+                np.testing.assert_allclose(s.run(E), e, rtol=1e-12)
+
+
 def test_momentum_and_rmsprop_sparse_gradients_update_only_their_rows():
     E0 = RNG.standard_normal((4, 2))
     batches = [np.array([0, 1, 1]), np.array([1]), np.array([2, 1])]
@@ -430,21 +520,20 @@ def test_dynamic_rnn_names_a_sequence_length_of_the_wrong_size():
             with pytest.raises(tf.ShapeError, match=r"dynamic_rnn: sequence_length \(placeholder 'lengths'\) has 3 "
                                                     r"entries along axis 0 but inputs \(placeholder 'x'\) has 4 along "
                                                     r"axis 0 \(its batch size\) in op "
-                                                    r"'dynamic_rnn/check_sequence_length'"):
+                                                    r"'rnn/dynamic_rnn/check_sequence_length'"):
                 s.run(out, {x: np.ones((4, 5, 3), np.float32), lengths: [5, 1, 2]})
 
 
 def _lstm_ref(cell, s, x_seq):
-    """Eager dynnets: the cell's fused step over one sequence (its variables' values)."""
-    w_ih, w_hh, b_ih, b_hh = (s.run(v) for v in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh))
-    H = w_hh.shape[1]
-    b_hh = b_hh + np.repeat([0.0, 1.0, 0.0, 0.0], H)        # TF1's forget_bias=1.0 on the forget gate
+    """TF1's LSTM (one kernel over [x, h], gates i, j, f, o, forget_bias 1.0) in numpy, over one sequence."""
+    k, b = s.run(cell.kernel), s.run(cell.bias)
+    H = b.shape[0] // 4
     h, c = np.zeros((1, H)), np.zeros((1, H))
     hs = []
-    T = dn.Tensor
     for t in range(len(x_seq)):
-        h, c = dn.lstm_cell(T(x_seq[t:t + 1]), T(h), T(c), T(w_ih), T(w_hh), T(b_ih), T(b_hh))
-        h, c = h.data, c.data
+        i, j, f, o = np.split(np.concatenate([x_seq[t:t + 1], h], 1) @ k + b, 4, axis=1)
+        c = c / (1 + np.exp(-(f + 1.0))) + np.tanh(j) / (1 + np.exp(-i))
+        h = np.tanh(c) / (1 + np.exp(-o))
         hs.append(h[0])
     return np.array(hs), h[0], c[0]
 
@@ -464,7 +553,8 @@ def test_bidirectional_dynamic_rnn_reverses_each_sequence(time_major):
                                                              time_major=time_major)
         gx, = tf.gradients(tf.reduce_sum(ob * ob) + tf.reduce_sum(sf.h), [x])
     names = [v.name for v in tf.global_variables(g)]
-    assert "bidirectional_rnn/fw/lstm_cell/weight_ih" in names and "bidirectional_rnn/bw/lstm_cell/weight_ih" in names
+    assert names == ["bidirectional_rnn/fw/lstm_cell/kernel", "bidirectional_rnn/fw/lstm_cell/bias",
+                     "bidirectional_rnn/bw/lstm_cell/kernel", "bidirectional_rnn/bw/lstm_cell/bias"]
     feed_x = xv.transpose(1, 0, 2) if time_major else xv
     with tf.Session(g) as s:
         s.run(tf.global_variables_initializer(g))
@@ -527,13 +617,19 @@ def test_variable_scope_name_scope_get_variable_and_session_take_tf1_arguments()
         with tf.name_scope(None, "block", [x]) as ns:
             y = x * 2.0
         assert ns == "block" and y.name.startswith("block/")
-        with pytest.raises(ValueError, match="get_variable: regularizer= is not supported"):
-            tf.get_variable("r", [2], np.float32, None, lambda w: w)   # TF1's fifth positional is regularizer
-        with pytest.raises(ValueError, match="dense: kernel_regularizer= is not supported"):
-            tf.layers.dense(tf.placeholder((None, 2)), 3, None, True, None, None, lambda w: w)
+        with tf.name_scope("outer"):                                         # (TF1's scope is absolute)
+            r = tf.get_variable("r", [2], np.float32, None, lambda w: w * 2.0)   # TF1's fifth positional
+        tf.layers.dense(tf.placeholder((None, 2)), 3, None, True, None, None, lambda w: tf.reduce_sum(w))
+        reg = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+        assert [v.name for v in reg] == ["r/Regularizer/mul", "dense/kernel/Regularizer/sum"]
+        with pytest.raises(ValueError, match="dense: activity_regularizer= is not supported"):
+            tf.layers.dense(tf.placeholder((None, 2)), 3, activity_regularizer=lambda w: w)
     with tf.Session("", graph=g) as s:                              # TF1's (target, graph)
         s.run(tf.global_variables_initializer(g))
         assert s.run(a).shape == (2,)
+        rv, kv, (lr, lk) = s.run([r, g.get_tensor_by_name("dense/kernel:0"), reg])
+        np.testing.assert_allclose(lr, rv * 2.0)
+        assert lk == pytest.approx(float(kv.sum()), rel=1e-6)
     with pytest.raises(ValueError, match="Session: target='grpc://host:2222': only the in-process target"):
         tf.Session("grpc://host:2222")
 

@@ -23,8 +23,14 @@ __all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to
 
 def _reduce_shape(name):
     def rule(x, axis=None, keepdims=False):
-        ax = norm_axis(name, axis, len(x.shape))
-        if ax is None:
+        if x.shape is None and axis is None:
+            # all axes of an input of unknown rank: a scalar (of that unknown rank with keepdims)
+            ax, shp = None, (None if keepdims else ())
+        else:
+            ax = norm_axis(name, axis, len(x.shape))
+        if x.shape is None:
+            pass
+        elif ax is None:
             shp = (1,) * len(x.shape) if keepdims else ()
         elif keepdims:
             shp = tuple(1 if i in ax else d for i, d in enumerate(x.shape))

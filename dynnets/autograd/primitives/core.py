@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..dtypes import F32, F64, is_kernel_float, same_float
-__all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
+__all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "same_shape", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
            "DEFAULT_FLOAT", "torch_promote", "torch_result_type", "check_promotion"]
 
 class ShapeError(ValueError):
@@ -254,11 +254,16 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
 # --------------------------------------------------------------------------
 
 def fmt_shape(shape):
+    if shape is None or getattr(shape, "ndims", 0) is None:
+        return "<unknown>"          # an unknown rank (a static placeholder made without a shape), as TF1 prints it
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def broadcast_shapes(op, *shapes, names=None):
-    """numpy broadcasting with unknown (None) dimensions; raises ShapeError."""
+    """numpy broadcasting with unknown (None) dimensions; raises ShapeError.
+    A shape of unknown rank (None) makes the result's rank unknown (None)."""
+    if None in shapes:
+        return None
     ndim = max(len(s) for s in shapes)
     out = []
     for k in range(1, ndim + 1):
@@ -315,6 +320,11 @@ def run_rule(prim, avals, attrs):
     except ShapeError:
         raise
     except RULE_ERRORS as e:
+        unknown = [k for k, a in enumerate(avals) if a.shape is None]
+        if unknown:
+            # a rule that needs the rank of an input of unknown rank trips over its shape None
+            raise ShapeError(f"{prim.name}: input {unknown[0]} has an unknown rank (shape <unknown>), which "
+                             f"{prim.name} needs to know") from None
         desc = ", ".join(f"{fmt_shape(a.shape)} {dtype_of(a)}" for a in avals)
         kind = DTypeError if isinstance(e, TypeError) else IndexRangeError if isinstance(e, IndexError) \
             else ShapeError
@@ -395,6 +405,12 @@ def ufunc_dtype(name, ufunc, *avals):
         names = ["x", "y"][:len(avals)]
         desc = ", ".join(f"{n}.dtype={dtype_of(a)}" for n, a in zip(names, avals))
         raise DTypeError(f"{name}: unsupported dtypes ({desc}): {e}") from None
+def same_shape(shape):
+    """``shape`` as a tuple, or None for an unknown rank: the result shape of
+    an elementwise rule."""
+    return None if shape is None else tuple(shape)
+
+
 def shape_of(a):
     # the attribute, not np.shape (a dispatched Python function, ~0.1 us per call)
     try:
@@ -569,7 +585,7 @@ def torch_result_type(*avals):
                 continue
             # a numpy scalar is a 0-d array here (a 0-d tensor's data may be one)
             d = np.dtype(d) if isinstance(d, type) else np.asarray(d).dtype
-        if len(a.shape) == 0:
+        if a.shape is not None and len(a.shape) == 0:      # (an unknown rank counts as dimensioned)
             zero = d if zero is None else torch_promote(zero, d)
         else:
             dim = d if dim is None else torch_promote(dim, d)

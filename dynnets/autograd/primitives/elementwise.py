@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, PromotionNeeded, ShapeError, broadcast_shapes, check_promotion,
-                   defprim, dtype_of, result_type, shape_of, ufunc_dtype, unbroadcast)
+                   defprim, dtype_of, result_type, same_shape, shape_of, ufunc_dtype, unbroadcast)
 
 __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
-           "sin_p", "cos_p",
+           "sin_p", "cos_p", "sign_p",
            "less_p", "less_equal_p", "greater_p", "greater_equal_p", "equal_p", "not_equal_p"]
 
 def _unary_shape(name, ufunc=None, float_only=True):
@@ -20,7 +20,7 @@ def _unary_shape(name, ufunc=None, float_only=True):
                                       f"computes it in float32 (the dynnets ops cast it; bound directly: cast "
                                       f"it first, x.float())")
             raise DTypeError(f"{name}: expected a floating-point input, got dtype {dtype_of(x)}")
-        return Aval(tuple(x.shape), dtype_of(x) if ufunc is None else ufunc_dtype(name, ufunc, x))
+        return Aval(same_shape(x.shape), dtype_of(x) if ufunc is None else ufunc_dtype(name, ufunc, x))
     rule.__name__ = f"{name}_shape"
     return rule
 
@@ -190,6 +190,12 @@ cos_p = defprim("cos", np.cos, _unary_shape("cos", np.cos),
                 batch=BATCH_ELEMENTWISE)
 
 
+# sign's derivative is 0 where it exists (torch's and TF1's gradient: zeros); numpy's sign keeps NaN, as torch
+sign_p = defprim("sign", np.sign, _unary_shape("sign", np.sign, float_only=False),
+                 vjp=(lambda g, ins, out: np.zeros_like(g),), vjp_reads=((),),
+                 batch=BATCH_ELEMENTWISE)
+
+
 def _sigmoid(x):
     """Numerically stable logistic function."""
     # exp of a non-positive argument never overflows
@@ -212,7 +218,7 @@ def _relu_shape(x):
     # integers too, as torch.relu (which keeps their dtype); not bool, which torch refuses
     if dtype_of(x).kind not in "fiu":
         raise DTypeError(f"relu: expected a real numeric input, got dtype {dtype_of(x)}")
-    return Aval(tuple(x.shape), dtype_of(x))
+    return Aval(same_shape(x.shape), dtype_of(x))
 
 
 relu_p = defprim("relu", _relu, _relu_shape,
@@ -259,7 +265,7 @@ def _clip_shape(x, lo=None, hi=None):
     check_promotion("clip", dt, x,
                     *[Aval((), b.dtype.item()) if isinstance(b.dtype, np.generic) else b for b in bounds],
                     names=("x", "lo", "hi") if lo is not None else ("x", "hi"))
-    return Aval(tuple(x.shape), dt)
+    return Aval(same_shape(x.shape), dt)
 
 
 def _clip_vjp(g, ins, out, lo=None, hi=None):
@@ -298,7 +304,7 @@ def _astype(x, dtype):
     return np.asarray(x).astype(dtype, copy=False)
 
 
-astype_p = defprim("astype", _astype, lambda x, dtype: Aval(tuple(x.shape), np.dtype(dtype)),
+astype_p = defprim("astype", _astype, lambda x, dtype: Aval(same_shape(x.shape), np.dtype(dtype)),
                    vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),), vjp_reads=((),),
     batch=BATCH_ELEMENTWISE)
 
@@ -309,7 +315,7 @@ def _copy(x):
     return np.array(x, copy=True, order="C")
 
 
-copy_p = defprim("copy", _copy, lambda x: Aval(tuple(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,),
+copy_p = defprim("copy", _copy, lambda x: Aval(same_shape(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,),
                  vjp_reads=((),))
 
 
@@ -323,7 +329,8 @@ def _comparison(name, ufunc):
         return np.asarray(ufunc(x, y))         # an array also for two scalars: a tensor's data is an array
 
     def rule(x, y):
-        return Aval(broadcast_shapes(name, tuple(x.shape), tuple(y.shape), names=["x", "y"]), np.dtype(bool))
+        shape = broadcast_shapes(name, same_shape(x.shape), same_shape(y.shape), names=["x", "y"])
+        return Aval(shape, np.dtype(bool))
     impl.__name__ = name
     rule.__name__ = f"{name}_shape"
     return defprim(name, impl, rule, differentiable=False, batch=BATCH_ELEMENTWISE)

@@ -41,12 +41,18 @@ def _truncated(rng, shape, dt):
     return z
 
 
-def _random(*, dist, shape, dtype, a, b, seed, rng=None):
+def _random(*dims, dist, shape, dtype, a, b, seed, rng=None):
     """An array of ``shape`` and ``dtype``: N(a, b**2) for ``normal``, the same
     truncated to [a - 2b, a + 2b] (redrawn) for ``truncated_normal``, U[a, b)
-    for ``uniform``."""
+    for ``uniform``. Each None of ``shape`` is the next of ``dims`` (integer
+    scalars: sizes known only when a static graph runs, ``tf.shape(x)``)."""
     if rng is None:
         rng = make_rng(seed)
+    if dims:
+        it = iter(dims)
+        shape = tuple(int(next(it)) if d is None else d for d in shape)
+        if any(d < 0 for d in shape):
+            raise ValueError(f"random: a run-time dimension is negative: shape {shape}")
     dt = np.dtype(dtype)
     if dist == "uniform":
         if dt.kind in "iu":
@@ -56,11 +62,17 @@ def _random(*, dist, shape, dtype, a, b, seed, rng=None):
     return z * dt.type(b) + dt.type(a)
 
 
-def _random_shape(*, dist, shape, dtype, a, b, seed, rng=None):
+def _random_shape(*dims, dist, shape, dtype, a, b, seed, rng=None):
     if dist not in DISTRIBUTIONS:
         raise ShapeError(f"random: dist must be one of {DISTRIBUTIONS}, got {dist!r}")
-    if not (isinstance(shape, tuple) and all(is_int(d) and d >= 0 for d in shape)):
-        raise ShapeError(f"random: shape must be a tuple of non-negative integers (fully known), got {shape!r}")
+    if not (isinstance(shape, tuple) and all(d is None or is_int(d) and d >= 0 for d in shape)
+            and sum(d is None for d in shape) == len(dims)):
+        raise ShapeError(f"random: shape must be a tuple of non-negative integers, with None for each run-time "
+                         f"dimension given as an input ({len(dims)} given), got {shape!r}")
+    for k, d in enumerate(dims):
+        if d.shape is None or tuple(d.shape) != () or dtype_of(d).kind not in "iu":
+            raise ShapeError(f"random: run-time dimension {k} must be an integer scalar, got shape "
+                             f"{fmt_shape(d.shape)} and dtype {dtype_of(d)}")
     _check_seed("random", seed)
     try:
         dt = np.dtype(dtype)

@@ -18,7 +18,7 @@ import numpy as np
 from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, IndexRangeError, ShapeError, batch_rows, defprim, dtype_of,
                    fits, fmt_shape, is_int)
 
-__all__ = ["gather_nd_p", "boolean_mask_p", "argwhere_p", "top_k_p", "tile_p", "stop_gradient_p"]
+__all__ = ["gather_nd_p", "boolean_mask_p", "argwhere_p", "top_k_p", "tile_p", "stop_gradient_p", "ensure_shape_p"]
 
 
 # --------------------------------------------------------------------------
@@ -234,3 +234,33 @@ def _identity(x):
 # stop at it, which is the whole point (TF1's tf.stop_gradient, torch's detach)
 stop_gradient_p = defprim("stop_gradient", _identity, lambda x: Aval(tuple(x.shape), dtype_of(x)),
                           differentiable=False, batch=BATCH_ELEMENTWISE)
+
+
+# --------------------------------------------------------------------------
+# ensure_shape
+# --------------------------------------------------------------------------
+
+def _ensure_shape(x, shape):
+    """``x`` itself once its shape is checked to be ``shape`` (None: any size)."""
+    x = np.asarray(x)
+    if not fits(x.shape, shape):
+        raise ValueError(f"ensure_shape: shape of tensor {fmt_shape(x.shape)} is not compatible with expected "
+                         f"shape {fmt_shape(shape)}")
+    return x
+
+
+def _ensure_shape_rule(x, shape):
+    if not (isinstance(shape, tuple) and all(d is None or is_int(d) and d >= 0 for d in shape)):
+        raise ShapeError(f"ensure_shape: shape must be a tuple of non-negative ints or None, got {shape!r}")
+    if x.shape is None:
+        # the one rule that gives an input of unknown rank (a placeholder without a shape) its rank
+        return Aval(shape, dtype_of(x))
+    if not fits(tuple(x.shape), shape):
+        raise ShapeError(f"ensure_shape: shape of tensor {fmt_shape(x.shape)} is not compatible with expected "
+                         f"shape {fmt_shape(shape)}")
+    return Aval(tuple(a if a is not None else b for a, b in zip(x.shape, shape)), dtype_of(x))
+
+
+# TF1's tf.ensure_shape: the static shape refined (an unknown rank made known), the run-time one checked
+ensure_shape_p = defprim("ensure_shape", _ensure_shape, _ensure_shape_rule,
+                         vjp=(lambda g, ins, out, shape: g,), vjp_reads=((),))
