@@ -866,6 +866,18 @@ class Tensor(TensorOps):
     def __ipow__(self, other):
         return self.pow_(other)
 
+    def __reduce_ex__(self, protocol):
+        # pickled (save() of a whole Module, copy.deepcopy) as its values, requires_grad and name, as
+        # torch's: the graph node (whose rules are local functions, not picklable) and .grad stay behind
+        return (_rebuild_tensor, (isinstance(self, Parameter), self.numpy(), bool(self.requires_grad), self.name))
+
+
+def _rebuild_tensor(is_parameter, arr, requires_grad, name):
+    if is_parameter:
+        # through a Tensor, which Parameter shares: copy.copy keeps sharing the memory, as torch's
+        return Parameter(Tensor(arr), requires_grad=requires_grad, name=name)
+    return Tensor(arr, requires_grad=requires_grad and arr.dtype.kind == "f", name=name)
+
 
 class Parameter(Tensor):
     """A leaf tensor that a :class:`dynnets.nn.Module` registers as a parameter.
