@@ -577,3 +577,30 @@ def test_file_objects_and_torchs_load_arguments(tmp_path):
             dn.load(tmp_path / "f.pt", map_location=bad)
     with pytest.raises(io.NotACheckpointError, match="not an .npz archive"):
         dn.load(pyio.BytesIO(b"\x80\x04K\x01."))           # a pickle of 1
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+def test_files_written_before_issue_22_still_load():
+    """Files the previous version wrote (state_dict values were numpy
+    arrays then; tests/fixtures, written by commit ba08054) load into
+    today's modules: a `dynnets train` checkpoint through load_checkpoint,
+    and a torch-style dict of model and optimizer state dicts."""
+    from dynnets.train import load_checkpoint
+    want = np.load(os.path.join(FIXTURES, "expected_pre_i22.npz"))
+    model = load_checkpoint(os.path.join(FIXTURES, "checkpoint_v1_pre_i22.npz"))
+    assert model.checkpoint["epoch"] == 1 and len(model.vocab) > 0
+    got = model.state_dict()
+    assert sorted(got) == sorted(k[2:] for k in want.files if k.startswith("c."))
+    for k, v in got.items():
+        np.testing.assert_array_equal(v.numpy(), want["c." + k], err_msg=k)
+    ck = dn.load(os.path.join(FIXTURES, "torch_style_pre_i22.pt"))
+    assert all(type(v) is np.ndarray for v in ck["model"].values())
+    mod = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1))
+    opt = optim.Adam(mod.parameters(), lr=0.01)
+    assert mod.load_state_dict(ck["model"]) == ([], [])
+    opt.load_state_dict(ck["optim"])
+    for k, v in mod.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), want["m." + k], err_msg=k)
+    assert opt.state[mod[0].weight]["step"] == 1

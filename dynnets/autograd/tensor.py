@@ -633,9 +633,11 @@ class Tensor(TensorOps):
         d = self._data
         if type(d) is not np.ndarray:
             d = np.asarray(d)            # a whole-tensor reduction's result is a numpy scalar: numpy wants an array
-        if dtype is None:
-            return d
-        return d.astype(dtype)
+        if dtype is not None and d.dtype != dtype:
+            return d.astype(dtype)
+        # numpy 2 leaves the copy to __array__ when it takes copy=: np.array(t) (copy=True) must not
+        # hand out the tensor's own memory (a snapshot of state_dict() values would change with the model)
+        return d.copy() if copy else d
 
     def item(self):
         if self._data.size != 1:
