@@ -320,8 +320,10 @@ def test_with_dropout_runs(script, argv, edits_of, data, tmp_path):
     assert got.get("deterministic_eval", True) is True
 
 
-@pytest.mark.xfail(strict=True, reason="torch.autograd.Function (custom forward/backward) does not exist")
 def test_polynomial_custom_function_as_written():
+    """The tutorials' LegendrePolynomial3 (a torch.autograd.Function with its
+    own backward), as written: closed gap "torch.autograd.Function (custom
+    forward/backward) does not exist"."""
     want = R.run("polynomial_custom_function.py", "torch", ["--steps", "300", "--dtype", "float64"])
     got = R.run("polynomial_custom_function.py", "dynnets", ["--steps", "300", "--dtype", "float64"])
     compare(got, want, 1e-10, 1e-10)
