@@ -541,6 +541,24 @@ class Tensor(TensorOps):
                 raise ShapeError(f"grad: shape {v.shape} does not match tensor shape {self._data.shape}")
             self._grad = v
 
+    @property
+    def raw_grad(self):
+        """The accumulated gradient in the form backward stored it (not in
+        torch): None, a numpy array, or a lazy gradient of
+        :mod:`dynnets.autograd.gradtypes` (a :class:`RowSparse` from an
+        embedding lookup). What the optimizers, ``zero_grad`` and
+        ``clip_grad_norm_`` read and write: :attr:`grad` densifies a
+        row-sparse gradient (a dense read-only copy), which would make a
+        sparse step dense. Setting it stores the value as it is (None, or an
+        array or RowSparse of this tensor's shape)."""
+        return self._grad
+
+    @raw_grad.setter
+    def raw_grad(self, value):
+        if value is not None and tuple(value.shape) != self._data.shape:
+            raise ShapeError(f"raw_grad: shape {tuple(value.shape)} does not match tensor shape {self._data.shape}")
+        self._grad = value
+
     # --- the array: numpy(), .data, detach() ------------------------------
     def _own_array(self):
         """The array, made one first when the slot holds a numpy scalar (a

@@ -212,10 +212,10 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
-            if set_to_none or p._grad is None:
-                p._grad = None
+            if set_to_none or p.raw_grad is None:
+                p.raw_grad = None
             else:
-                p._grad = np.zeros_like(p.numpy())
+                p.raw_grad = np.zeros_like(p.numpy())
 
     def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
@@ -286,11 +286,11 @@ class Module:
                 if d.dtype.kind != "f" or d.dtype == dt:
                     continue
                 p.data = d.astype(dt)
-                g = p._grad
+                g = p.raw_grad
                 if type(g) is np.ndarray:
-                    p._grad = g.astype(dt)
+                    p.raw_grad = g.astype(dt)
                 elif type(g) is RowSparse:
-                    p._grad = RowSparse(g.rows, np.asarray(g.values).astype(dt), g.shape)
+                    p.raw_grad = RowSparse(g.rows, np.asarray(g.values).astype(dt), g.shape)
             for name, b in list(m._buffers.items()):
                 if isinstance(b, np.ndarray) and b.dtype.kind == "f" and b.dtype != dt:
                     m._buffers[name] = b.astype(dt)

@@ -291,3 +291,20 @@ def test_named_modules_memo_and_remove_duplicate():
     assert [b.dtype for b in net.buffers()] == [np.int64]
     with pytest.raises(ValueError, match="persistent=False"):
         net.register_buffer("x", np.zeros(1), persistent=False)
+
+
+def test_raw_grad_is_the_stored_gradient():
+    """Optimizers, zero_grad and clip_grad_norm_ use the public raw_grad:
+    the gradient as backward stored it (row-sparse for an embedding), where
+    .grad is a dense copy."""
+    emb = nn.Embedding(5, 2, rng=0)
+    emb(np.array([1, 1, 3])).sum().backward()
+    g = emb.weight.raw_grad
+    assert isinstance(g, dn.autograd.RowSparse) and sorted(set(g.rows.tolist())) == [1, 3]
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), g.to_dense())
+    with pytest.raises(dn.autograd.ShapeError, match=r"raw_grad: shape \(2,\) does not match tensor shape \(5, 2\)"):
+        emb.weight.raw_grad = np.zeros(2)
+    emb.zero_grad(set_to_none=False)
+    assert type(emb.weight.raw_grad) is np.ndarray and not emb.weight.raw_grad.any()
+    emb.zero_grad()
+    assert emb.weight.raw_grad is None and emb.weight.grad is None
