@@ -2,7 +2,9 @@
 
 Assigning a :class:`Parameter` or a :class:`Module` to an attribute registers
 it; ``parameters()`` / ``named_parameters()`` walk the tree with dotted names;
-``state_dict()`` / ``load_state_dict()`` copy numpy arrays in and out;
+``state_dict()`` gives tensors on the parameters' and buffers' memory
+(torch's names and order) and ``load_state_dict()`` copies tensors or numpy
+arrays in;
 ``to(dtype)`` / ``double()`` / ``float()`` / ``half()`` convert the
 floating-point parameters and buffers in place (the Parameter objects stay,
 so an optimizer built before keeps them); ``apply(fn)`` visits the children,
