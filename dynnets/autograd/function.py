@@ -144,9 +144,9 @@ def _impl(*arrays, fn, ctx, spec):
 def _shape(*inputs, fn, ctx, spec):
     # the outputs' shapes are what forward computes: on concrete inputs (an eager call) the rule runs
     # it once, and _impl then returns that result; on abstract ones (a static graph) there is no forward
-    if not all(isinstance(a, np.ndarray) for a in inputs):
-        raise ShapeError(f"{fn.__name__}: a custom autograd.Function runs in eager mode only (its forward and "
-                         f"backward are Python), not in a static graph")
+    if any(isinstance(a, Aval) for a in inputs):
+        raise ShapeError(f"custom_function: {fn.__name__} is a custom autograd.Function, which runs in eager mode "
+                         f"only (its forward and backward are Python), not in a static graph")
     outs = _run(inputs, fn, ctx, spec)
     ctx._pending = (inputs, outs)
     return tuple(Aval(o.shape, o.dtype) for o in outs)
