@@ -144,9 +144,11 @@ def _impl(*arrays, fn, ctx, spec):
 def _shape(*inputs, fn, ctx, spec):
     # the outputs' shapes are what forward computes: on concrete inputs (an eager call) the rule runs
     # it once, and _impl then returns that result; on abstract ones (a static graph) there is no forward
-    if any(isinstance(a, Aval) for a in inputs):
+    if any(isinstance(a, Aval) and None in tuple(a.shape) for a in inputs):
         raise ShapeError(f"custom_function: {fn.__name__} is a custom autograd.Function, which runs in eager mode "
                          f"only (its forward and backward are Python), not in a static graph")
+    # an abstract value of known shape (a numpy scalar seen by check_shapes): the forward on zeros of it
+    inputs = tuple(np.zeros(a.shape, a.dtype) if isinstance(a, Aval) else a for a in inputs)
     outs = _run(inputs, fn, ctx, spec)
     ctx._pending = (inputs, outs)
     return tuple(Aval(o.shape, o.dtype) for o in outs)
