@@ -129,7 +129,7 @@ def main():
           f"hidden {H}, batch {B}, Adagrad lr {args.lr}, seed {args.seed}; padding a bucketed batch would add "
           f"{100 * pad:.1f}% tokens ({100 * pad_s:.1f}% for shuffled batches)")
 
-    weights = {k: np.asarray(v) for k, v in model.state_dict().items()}
+    weights = {k: np.array(v) for k, v in model.state_dict().items()}
     cfg = TrainConfig(optimizer="adagrad", lr=args.lr, embedding_lr=args.lr, weight_decay=0.0)
 
     def dynnets_contender(batches, m):

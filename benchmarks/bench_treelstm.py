@@ -252,7 +252,7 @@ def main():
         ex = m.prepare(trees, vocab)
         dyn[mode] = (m, make_optimizer(m, cfg), [ex[i:i + B] for i in range(0, len(ex), B)],
                      [ex[i:i + args.eval_batch] for i in range(0, len(ex), args.eval_batch)])
-    weights = {k: np.asarray(v) for k, v in dyn["level"][0].state_dict().items()}
+    weights = {k: np.array(v) for k, v in dyn["level"][0].state_dict().items()}
 
     # torch data: per-tree (ids, children, labels) and per-batch level schedules, precomputed once
     ex = dyn["level"][2]

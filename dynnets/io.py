@@ -1,6 +1,16 @@
-"""Checkpoints: ``save(obj, f)`` / ``load(f)`` in ``.npz``, written atomically,
-never a pickle (torch's ``torch.save`` / ``torch.load`` for what torch users
-save: state dicts of models and optimizers, tensors, nested containers).
+"""Checkpoints: ``save(obj, f)`` / ``load(f)``, written atomically (torch's
+``torch.save`` / ``torch.load``, with torch 2.6+'s ``weights_only=True`` default).
+
+The file is an ``.npz`` archive with a JSON index. What torch users save
+most (state dicts of models and optimizers, tensors, arrays, numbers,
+strings, None, ``argparse.Namespace`` and nested dicts, lists and tuples of
+these) is stored as plain arrays and JSON: no pickle, safe to load from
+anyone. Anything else (a whole ``nn.Module``, an ``Optimizer``, any other
+object) is pickled, as ``torch.save`` does, into one separate member of the
+same archive, and the index records each such object's type and place.
+:func:`load` refuses those by default (``weights_only=True``, as torch 2.6+:
+unpickling can run arbitrary code) with an error naming the types, and
+unpickles them with ``weights_only=False``, for a file you trust.
 
 Every file of the package is written by :func:`atomic_write` (through
 :func:`save`, :func:`atomic_write_bytes`, :func:`atomic_write_text`): into a
@@ -24,9 +34,11 @@ load them, and only then).
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
+import pickle
 import re
 import secrets
 import shutil
@@ -39,7 +51,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["save", "load", "atomic_write", "atomic_write_bytes", "atomic_write_text", "write_json",
-           "remove_stale_temp_files", "temp_dir_beside", "replace_dir", "NotACheckpointError"]
+           "remove_stale_temp_files", "temp_dir_beside", "replace_dir", "NotACheckpointError",
+           "WeightsOnlyError"]
 
 _META = "__dynnets_meta__"
 # the random part of a temporary name: 8 characters of [a-z0-9_] (mkstemp's
@@ -162,50 +175,74 @@ def replace_dir(src, dst):
     shutil.rmtree(hold, ignore_errors=True)
 
 
-def _flatten(obj, prefix, arrays, meta):
-    """Nested dicts/lists of arrays and plain values -> flat arrays + JSON skeleton."""
+def _where(prefix):
+    return prefix.rstrip(".") or "top level"
+
+
+def _flatten(obj, prefix, arrays, pickled):
+    """Nested dicts/lists of arrays and plain values -> flat arrays + JSON
+    skeleton; what has no safe encoding is appended to ``pickled`` and the
+    skeleton records its type and place."""
     if isinstance(obj, dict):
-        node = {"__dict__": [[_flatten_key(k, prefix), _flatten(v, f"{prefix}{k}.", arrays, meta)]
-                             for k, v in obj.items()]}
-        if isinstance(obj, OrderedDict):
-            node["ordered"] = True
-        return node
-    if isinstance(obj, (list, tuple)):
+        if all(_key_ok(k) for k in obj):
+            node = {"__dict__": [[_flatten_key(k), _flatten(v, f"{prefix}{k}.", arrays, pickled)]
+                                 for k, v in obj.items()]}
+            if isinstance(obj, OrderedDict):
+                node["ordered"] = True
+            return node
+    elif isinstance(obj, (list, tuple)):
         return {"__list__" if isinstance(obj, list) else "__tuple__":
-                [_flatten(v, f"{prefix}{i}.", arrays, meta) for i, v in enumerate(obj)]}
-    if getattr(type(obj), "_is_tensor", False):
+                [_flatten(v, f"{prefix}{i}.", arrays, pickled) for i, v in enumerate(obj)]}
+    elif getattr(type(obj), "_is_tensor", False):
         # a dynnets Tensor (or Parameter) comes back as one, with its requires_grad, as torch.load's do
         from .autograd.tensor import Parameter     # loaded already: obj is a Tensor
-        node = _flatten(np.asarray(obj), prefix, arrays, meta)
+        node = _flatten(np.asarray(obj), prefix, arrays, pickled)
         node["tensor"] = "parameter" if isinstance(obj, Parameter) else "tensor"
         node["requires_grad"] = bool(obj.requires_grad)
         return node
-    if isinstance(obj, (np.ndarray, np.generic)):
-        if obj.dtype.hasobject:
-            raise TypeError(f"save: cannot store an array of dtype object at {prefix.rstrip('.') or 'top level'} "
-                            f"(it would be a pickle)")
+    elif isinstance(obj, (np.ndarray, np.generic)) and not obj.dtype.hasobject:
         key = f"a{len(arrays)}"
         arrays[key] = np.asarray(obj)
         return {"__array__": key, "scalar": True} if isinstance(obj, np.generic) else {"__array__": key}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    elif obj is None or type(obj) in (bool, int, float, str):
         return {"__value__": obj}
-    hint = " (save its state_dict() instead, as torch advises)" if hasattr(obj, "state_dict") else ""
-    raise TypeError(f"save: cannot store a value of type {type(obj).__name__} at {prefix.rstrip('.') or 'top level'}"
-                    f"{hint}; dynnets saves tensors, arrays, numbers, strings, None and dicts, lists and tuples of "
-                    f"them, never a pickle")
+    elif type(obj) is argparse.Namespace and all(type(k) is str for k in vars(obj)):
+        # a training script's args, saved beside the weights (dasguptar/treelstm.pytorch)
+        return {"__namespace__": [[k, _flatten(v, f"{prefix}{k}.", arrays, pickled)] for k, v in vars(obj).items()]}
+    elif type(obj) in (set, frozenset) and all(_key_ok(v) for v in obj):
+        return {"__set__" if type(obj) is set else "__frozenset__": [_flatten_key(v) for v in obj]}
+    elif type(obj) is complex:
+        return {"__complex__": [obj.real, obj.imag]}
+    elif type(obj) in (bytes, bytearray):
+        key = f"a{len(arrays)}"
+        arrays[key] = np.frombuffer(bytes(obj), dtype=np.uint8)
+        return {"__bytes__": key, "mutable": type(obj) is bytearray}
+    # no safe encoding: pickled, as torch.save pickles everything (load refuses it unless weights_only=False)
+    pickled.append(obj)
+    return {"__pickled__": len(pickled) - 1, "type": _type_name(obj), "where": _where(prefix)}
 
 
-def _flatten_key(k, prefix):
+def _type_name(obj):
+    t = type(obj)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _key_ok(k):
+    """Whether dict key (or set element) ``k`` has a safe encoding: a string,
+    an int, a float, a bool, None or a tuple of these."""
+    if k is None or type(k) in (str, bool, int, float):
+        return True
+    return type(k) is tuple and all(_key_ok(x) for x in k)
+
+
+def _flatten_key(k):
     """A dict key: a string as itself, else (an int, a float, a bool, None, a
     tuple of these) tagged, so that it comes back with its type."""
     if isinstance(k, str):
         return k
-    if k is None or isinstance(k, (bool, int, float)):
-        return {"__key__": {"__value__": k}}
     if isinstance(k, tuple):
-        return {"__key__": {"__tuple__": [_flatten_key(x, prefix) for x in k]}}
-    raise TypeError(f"save: cannot store a dict key of type {type(k).__name__} at {prefix.rstrip('.') or 'top level'}"
-                    f" (keys are strings, numbers, bools, None or tuples of them)")
+        return {"__key__": {"__tuple__": [_flatten_key(x) for x in k]}}
+    return {"__key__": {"__value__": k}}
 
 
 def _unflatten_key(k):
@@ -217,14 +254,14 @@ def _unflatten_key(k):
     return node["__value__"]
 
 
-def _unflatten(node, arrays):
+def _unflatten(node, arrays, objects):
     if "__dict__" in node:
-        items = ((_unflatten_key(k), _unflatten(v, arrays)) for k, v in node["__dict__"])
+        items = ((_unflatten_key(k), _unflatten(v, arrays, objects)) for k, v in node["__dict__"])
         return OrderedDict(items) if node.get("ordered") else dict(items)
     if "__list__" in node:
-        return [_unflatten(v, arrays) for v in node["__list__"]]
+        return [_unflatten(v, arrays, objects) for v in node["__list__"]]
     if "__tuple__" in node:
-        return tuple(_unflatten(v, arrays) for v in node["__tuple__"])
+        return tuple(_unflatten(v, arrays, objects) for v in node["__tuple__"])
     if "__array__" in node:
         a = arrays[node["__array__"]]
         kind = node.get("tensor")
@@ -235,7 +272,35 @@ def _unflatten(node, arrays):
                 return Parameter(a, requires_grad=bool(node.get("requires_grad")))
             return Tensor(a, requires_grad=bool(node.get("requires_grad")) and a.dtype.kind == "f")
         return a[()] if node.get("scalar") else a
+    if "__namespace__" in node:
+        return argparse.Namespace(**{k: _unflatten(v, arrays, objects) for k, v in node["__namespace__"]})
+    if "__set__" in node or "__frozenset__" in node:
+        items = (_unflatten_key(k) for k in node.get("__set__", node.get("__frozenset__")))
+        return set(items) if "__set__" in node else frozenset(items)
+    if "__complex__" in node:
+        return complex(*node["__complex__"])
+    if "__bytes__" in node:
+        raw = arrays[node["__bytes__"]].tobytes()
+        return bytearray(raw) if node.get("mutable") else raw
+    if "__pickled__" in node:
+        return objects[node["__pickled__"]]
     return node["__value__"]
+
+
+def _pickled_nodes(node, out):
+    """Every ``__pickled__`` entry of the skeleton ``node``, in file order."""
+    if isinstance(node, dict):
+        if "__pickled__" in node:
+            out.append(node)
+            return out
+        for k, v in node.items():
+            if k in ("__dict__", "__namespace__"):
+                for _, item in v:
+                    _pickled_nodes(item, out)
+            elif k in ("__list__", "__tuple__"):
+                for item in v:
+                    _pickled_nodes(item, out)
+    return out
 
 
 def atomic_write(path, write):
@@ -307,17 +372,35 @@ def _is_file(f):
     return hasattr(f, "write") or hasattr(f, "read")
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=None):
-    """Save tensors, arrays and plain values, nested in dicts, lists and tuples (as ``torch.save``).
+_PICKLE = "__dynnets_pickle__"
 
-    What torch users save round-trips: a model's ``state_dict()``, an
-    optimizer's ``state_dict()`` (integer keys stay integers), checkpoint
-    dicts mixing them with epochs, scores, names and None. Tensors and
-    Parameters load back as such (with ``requires_grad``), numpy arrays as
-    arrays, numpy scalars as numpy scalars, an ``OrderedDict`` as one. The
-    file is an ``.npz`` archive with a JSON index, never a pickle: anything
-    else (a whole ``nn.Module``, an arbitrary object) raises ``TypeError``
-    naming its type and where it is.
+
+class WeightsOnlyError(pickle.UnpicklingError):
+    """:func:`load` with ``weights_only=True`` (the default) met pickled
+    objects in the file (torch 2.6+ raises ``pickle.UnpicklingError`` too)."""
+
+
+def save(obj, f, pickle_module=pickle, pickle_protocol=2):
+    """Save any object, as ``torch.save``: tensors, arrays and plain values
+    safely, anything else pickled.
+
+    What torch users save most is stored without a pickle, and loads with
+    the default ``load(f)``: a model's ``state_dict()``, an optimizer's
+    ``state_dict()`` (integer keys stay integers), checkpoint dicts mixing
+    them with epochs, scores, names and None, an ``argparse.Namespace`` of
+    such values (a script's args), sets, complex numbers and bytes. Tensors
+    and Parameters load back as such (with ``requires_grad``), numpy arrays
+    as arrays, numpy scalars as numpy scalars, an ``OrderedDict`` as one.
+
+    Any other object (a whole ``nn.Module``, an ``Optimizer``, an instance of
+    your own class, a dict with keys of another type) is pickled, as torch
+    pickles it, into a separate member of the archive; :func:`load` then
+    needs ``weights_only=False`` (torch 2.6+'s rule). All such objects of one
+    file share one pickle, so a Parameter that two of them hold comes back
+    as one object; a tensor both in a pickled object and in the safe part
+    (``{"model": model, "sd": model.state_dict()}``) comes back as two.
+    Pickled tensors keep their values and ``requires_grad``, not ``.grad``
+    nor their place in a graph (as torch's).
 
     Parameters
     ----------
@@ -326,11 +409,15 @@ def save(obj, f, pickle_module=None, pickle_protocol=None):
         A path is written atomically (a temporary file in the same folder,
         renamed over ``f``), so a crash mid-save never leaves a corrupt
         checkpoint; a file object is written as it is.
-    pickle_module, pickle_protocol
-        torch's arguments, accepted and unused: nothing is pickled.
+    pickle_module : module, default :mod:`pickle`
+        What pickles the objects without a safe encoding; needs ``dumps``.
+    pickle_protocol : int, default 2 (torch's)
     """
     arrays = {}
-    skel = _flatten(obj, "", arrays, None)
+    pickled = []
+    skel = _flatten(obj, "", arrays, pickled)
+    if pickled:
+        arrays[_PICKLE] = np.frombuffer(pickle_module.dumps(pickled, protocol=pickle_protocol), dtype=np.uint8)
     arrays[_META] = np.frombuffer(json.dumps(skel).encode("utf-8"), dtype=np.uint8)
     if _is_file(f):
         np.savez(f, **arrays)
@@ -350,8 +437,8 @@ def _check_map_location(map_location):
         check_device(t, "load(map_location=)")
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None):
-    """Load what :func:`save` wrote (as ``torch.load``).
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
+    """Load what :func:`save` wrote (as ``torch.load``, torch 2.6+'s defaults).
 
     Parameters
     ----------
@@ -361,27 +448,63 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         :class:`~dynnets.devices.DeviceUnavailableError`. A callable (torch's
         ``lambda storage, loc: storage``) is accepted and not called: there
         are no storages to map.
-    pickle_module, weights_only, mmap
-        torch's arguments, accepted: a file never holds a pickle, so loading
-        is always "weights only"; arrays are read into memory.
+    pickle_module : module, optional
+        What unpickles (default :mod:`pickle`); needs ``loads``.
+    weights_only : bool, optional
+        None (the default) means True, or False when ``pickle_module`` is
+        given (torch 2.6+'s rule).
+        True: only what :func:`save` stores without a pickle (tensors,
+        arrays, numbers, strings, None, Namespaces and containers of these);
+        a file holding pickled objects raises :class:`WeightsOnlyError` (a
+        ``pickle.UnpicklingError``) naming their types and places, and
+        nothing is unpickled. False: the pickled objects are unpickled too;
+        unpickling can run arbitrary code, so pass it only for a file you
+        trust (one you wrote).
+    mmap
+        torch's argument, accepted: arrays are read into memory.
+    **pickle_load_args
+        Passed to ``pickle_module.loads`` (``encoding=``...) with
+        ``weights_only=False``.
 
     Raises
     ------
     FileNotFoundError
     NotACheckpointError (a ValueError)
         The file is not an ``.npz`` archive, has no dynnets metadata, or is damaged.
+    WeightsOnlyError (a pickle.UnpicklingError)
+        ``weights_only`` is true and the file holds pickled objects.
     """
     _check_map_location(map_location)
+    if weights_only is None:
+        weights_only = pickle_module is None        # torch's default: an explicit pickle_module means False
+    elif weights_only and pickle_module is not None:
+        raise ValueError("load: weights_only=True with an explicit pickle_module: the weights-only loader "
+                         "unpickles nothing (as torch, which raises too); pass weights_only=False to use it")
+    unpickle = None
+    if not weights_only:
+        pm = pickle if pickle_module is None else pickle_module
+        unpickle = lambda raw: pm.loads(raw, **pickle_load_args)     # noqa: E731
     if _is_file(f):
         name = getattr(f, "name", None) or type(f).__name__
-        return _load_from(f, name)
+        return _load_from(f, name, unpickle)
     path = Path(f)
     if not path.exists():
         raise FileNotFoundError(f"load: no checkpoint at {path}")
-    return _load_from(path, path)
+    return _load_from(path, path, unpickle)
 
 
-def _load_from(src, path):
+def _refuse_pickles(path, nodes):
+    found = ", ".join(f"{n['type']} (at {n['where']})" for n in nodes[:8])
+    more = f" and {len(nodes) - 8} more" if len(nodes) > 8 else ""
+    raise WeightsOnlyError(
+        f"load: weights only load failed: {path} holds pickled objects: {found}{more}. With weights_only=True "
+        f"(the default, as torch 2.6+) load reads only tensors, arrays, numbers, strings, Namespaces and "
+        f"containers of them. Pass weights_only=False only if you trust the source of the file: unpickling can "
+        f"run arbitrary code. (To save weights that always load safely, save model.state_dict() and "
+        f"optimizer.state_dict() instead of the objects.)")
+
+
+def _load_from(src, path, unpickle):
     # np.load takes anything that is not a zip or .npy file for a pickle and
     # then advises allow_pickle=True, which would run code from the file
     if not zipfile.is_zipfile(src):
@@ -394,9 +517,12 @@ def _load_from(src, path):
                 raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint (an .npz archive without "
                                           f"dynnets metadata; arrays: {', '.join(z.files[:5]) or 'none'})")
             skel = json.loads(bytes(z[_META]).decode("utf-8"))
-            arrays = {k: z[k] for k in z.files if k != _META}
-        return _unflatten(skel, arrays)
-    except NotACheckpointError:
+            nodes = _pickled_nodes(skel, [])
+            if nodes and unpickle is None:
+                _refuse_pickles(path, nodes)
+            raw = bytes(z[_PICKLE]) if nodes else None
+            arrays = {k: z[k] for k in z.files if k not in (_META, _PICKLE)}
+    except (NotACheckpointError, WeightsOnlyError):
         raise
     except (ValueError, KeyError, TypeError, EOFError, OSError, zipfile.BadZipFile) as exc:
         # a damaged archive, object arrays (pickles), or metadata not written by save()
@@ -406,3 +532,7 @@ def _load_from(src, path):
         else:
             detail = f"{type(exc).__name__}: {detail}"
         raise NotACheckpointError(f"load: {path} is not a dynnets checkpoint, or is damaged ({detail})") from None
+    # outside the handler above: an error raised while unpickling (a class that no longer exists) is the
+    # caller's to see as it is
+    objects = unpickle(raw) if nodes else ()
+    return _unflatten(skel, arrays, objects)

@@ -490,7 +490,7 @@ class _Divergence:
 
     def check_grads(self, lv, epoch, step, idx):
         for name, p in self.named:
-            g = p._grad
+            g = p.raw_grad
             if g is None:
                 continue
             v = (g.values if type(g) is RowSparse else g).reshape(-1)

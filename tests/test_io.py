@@ -147,9 +147,10 @@ def test_load_errors(tmp_path):
     np.savez(plain, a=np.zeros(2))
     with pytest.raises(ValueError, match="is not a dynnets checkpoint"):
         dn.load(plain)
-    with pytest.raises(TypeError, match="save: cannot store a value of type object at model.x"):
-        dn.save({"model": {"x": object()}}, tmp_path / "bad.npz")
-    assert not (tmp_path / "bad.npz").exists() and not _tmp_files(tmp_path)
+    dn.save({"model": {"x": object()}}, tmp_path / "obj.npz")         # pickled, as torch.save
+    with pytest.raises(io.WeightsOnlyError, match=r"pickled objects: object \(at model.x\).*weights_only=False"):
+        dn.load(tmp_path / "obj.npz")
+    assert not _tmp_files(tmp_path)
 
 
 def _dead_pid():
@@ -515,17 +516,47 @@ def test_the_file_is_not_a_pickle(tmp_path):
         assert all(not z[k].dtype.hasobject for k in z.files)
 
 
-def test_what_cannot_be_saved_is_named(tmp_path):
-    model, _ = _model_and_optimizer()
-    with pytest.raises(TypeError, match=r"value of type Sequential at top level \(save its state_dict\(\) instead"):
-        dn.save(model, tmp_path / "m.pt")
-    with pytest.raises(TypeError, match="value of type set at a.1"):
-        dn.save({"a": [1, {2}]}, tmp_path / "m.pt")
-    with pytest.raises(TypeError, match="dtype object at x"):
-        dn.save({"x": np.array([object()])}, tmp_path / "m.pt")
-    with pytest.raises(TypeError, match="dict key of type frozenset"):
-        dn.save({frozenset(): 1}, tmp_path / "m.pt")
-    assert not (tmp_path / "m.pt").exists() and not _tmp_files(tmp_path)
+def test_objects_are_pickled_and_refused_by_default(tmp_path):
+    """torch 2.6+: save pickles any object; load (weights_only=True by
+    default) refuses it naming the type and the flag; weights_only=False
+    unpickles (a file you trust)."""
+    import pickle
+    model, opt = _model_and_optimizer()
+    cases = [(model, r"dynnets.nn.layers.Sequential \(at top level\)"),
+             ({"a": [1, opt]}, r"dynnets.nn.optim.Adam \(at a.1\)"),
+             ({"x": np.array([object()])}, r"numpy.ndarray \(at x\)"),
+             ({frozenset(): 1}, r"dict \(at top level\)")]
+    for obj, named in cases:
+        dn.save(obj, tmp_path / "m.pt")
+        for kw in ({}, {"weights_only": True}, {"weights_only": None}):
+            with pytest.raises(pickle.UnpicklingError, match=named + r".*Pass weights_only=False only if you trust"):
+                dn.load(tmp_path / "m.pt", **kw)
+    back = dn.load(tmp_path / "m.pt", weights_only=False)
+    assert back == {frozenset(): 1}
+    dn.save({"model": model, "optim": opt, "sd": model.state_dict(), "epoch": 3}, tmp_path / "c.pt")
+    ck = dn.load(tmp_path / "c.pt", weights_only=False)
+    assert isinstance(ck["model"], nn.Sequential) and isinstance(ck["optim"], optim.Adam) and ck["epoch"] == 3
+    # one pickle for the file: the optimizer's parameters are the loaded model's
+    assert [id(p) for p in ck["optim"].param_groups[1]["params"]] == [id(p) for p in ck["model"][1].parameters()]
+    for (k, v), w in zip(model.state_dict().items(), ck["model"].state_dict().values()):
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(w), err_msg=k)
+    assert set(ck["optim"].state) == set(ck["model"].parameters())
+    with pytest.raises(ValueError, match="weights_only=True with an explicit pickle_module"):
+        dn.load(tmp_path / "c.pt", pickle_module=pickle, weights_only=True)
+    assert isinstance(dn.load(tmp_path / "c.pt", pickle_module=pickle)["model"], nn.Sequential)   # None: False
+
+
+def test_safe_values_beyond_containers(tmp_path):
+    """argparse.Namespace (a script's args), sets, complex numbers and bytes
+    load with the default weights_only=True: no pickle in the file."""
+    import argparse
+    obj = {"args": argparse.Namespace(lr=0.1, dims=[3, 4], name="x", sub=argparse.Namespace(k=None)),
+           "s": {1, "a", (2, 3)}, "f": frozenset([1.5]), "c": 1 - 2j, "b": b"\x00ab", "ba": bytearray(b"z")}
+    dn.save(obj, tmp_path / "n.pt")
+    back = dn.load(tmp_path / "n.pt")
+    assert back == obj and type(back["args"]) is argparse.Namespace and type(back["ba"]) is bytearray
+    with np.load(tmp_path / "n.pt", allow_pickle=False) as z:
+        assert "__dynnets_pickle__" not in z.files
 
 
 def test_file_objects_and_torchs_load_arguments(tmp_path):
@@ -546,3 +577,30 @@ def test_file_objects_and_torchs_load_arguments(tmp_path):
             dn.load(tmp_path / "f.pt", map_location=bad)
     with pytest.raises(io.NotACheckpointError, match="not an .npz archive"):
         dn.load(pyio.BytesIO(b"\x80\x04K\x01."))           # a pickle of 1
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+def test_files_written_before_issue_22_still_load():
+    """Files the previous version wrote (state_dict values were numpy
+    arrays then; tests/fixtures, written by commit ba08054) load into
+    today's modules: a `dynnets train` checkpoint through load_checkpoint,
+    and a torch-style dict of model and optimizer state dicts."""
+    from dynnets.train import load_checkpoint
+    want = np.load(os.path.join(FIXTURES, "expected_pre_i22.npz"))
+    model = load_checkpoint(os.path.join(FIXTURES, "checkpoint_v1_pre_i22.npz"))
+    assert model.checkpoint["epoch"] == 1 and len(model.vocab) > 0
+    got = model.state_dict()
+    assert sorted(got) == sorted(k[2:] for k in want.files if k.startswith("c."))
+    for k, v in got.items():
+        np.testing.assert_array_equal(v.numpy(), want["c." + k], err_msg=k)
+    ck = dn.load(os.path.join(FIXTURES, "torch_style_pre_i22.pt"))
+    assert all(type(v) is np.ndarray for v in ck["model"].values())
+    mod = nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1))
+    opt = optim.Adam(mod.parameters(), lr=0.01)
+    assert mod.load_state_dict(ck["model"]) == ([], [])
+    opt.load_state_dict(ck["optim"])
+    for k, v in mod.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), want["m." + k], err_msg=k)
+    assert opt.state[mod[0].weight]["step"] == 1

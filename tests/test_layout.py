@@ -163,3 +163,19 @@ def test_imports_flow_one_way():
     bad = [f"{m} -> {d}" for m, deps in sorted(_module_graph().items()) for d in sorted(deps)
            if _layer(m) is not None and _layer(d) is not None and _layer(d) > _layer(m)]
     assert not bad, f"imports against DESIGN.md's layers: {bad}"
+
+
+def test_no_reach_into_a_tensors_gradient_slot():
+    """Outside the modules that implement tensors (tensor, engine,
+    autobatching), the gradient is read and written through ``.grad`` or
+    ``.raw_grad`` (row-sparse as stored), never the ``_grad`` slot (DESIGN.md:
+    ``p._grad`` is a private reach)."""
+    owners = {PACKAGE / "autograd" / n for n in ("tensor.py", "engine.py", "autobatching.py")}
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in owners:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "_grad":
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, f"reaches into Tensor._grad: {bad}"

@@ -17,3 +17,7 @@ __all__ += ["Variable"]
 from .engine import inference_mode, is_inference_mode_enabled, set_grad_enabled  # noqa: E402
 
 __all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]
+from . import function  # noqa: E402  torch.autograd.Function (issue 22)
+from .function import Function  # noqa: E402
+
+__all__ += ["Function", "function"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import backward
-from .gradtypes import densify
 from .tensor import Tensor
 
 __all__ = ["gradcheck", "GradcheckError", "numerical_grad"]
@@ -94,8 +93,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5, seed=0, raise_exceptio
     for i, t in enumerate(ts):
         if not t.requires_grad:
             continue
-        g = densify(t._grad)
-        analytic = np.zeros_like(t.numpy()) if g is None else np.asarray(g, dtype=np.float64)
+        g = t.grad                  # densified (a row-sparse gradient's dense copy)
+        analytic = np.zeros_like(t.numpy()) if g is None else np.asarray(g.numpy(), dtype=np.float64)
         numeric = numerical_grad(fn, ts, weights, i, eps)
         err = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
         if err.size:

@@ -542,6 +542,24 @@ class Tensor(TensorOps):
                 raise ShapeError(f"grad: shape {v.shape} does not match tensor shape {self._data.shape}")
             self._grad = v
 
+    @property
+    def raw_grad(self):
+        """The accumulated gradient in the form backward stored it (not in
+        torch): None, a numpy array, or a lazy gradient of
+        :mod:`dynnets.autograd.gradtypes` (a :class:`RowSparse` from an
+        embedding lookup). What the optimizers, ``zero_grad`` and
+        ``clip_grad_norm_`` read and write: :attr:`grad` densifies a
+        row-sparse gradient (a dense read-only copy), which would make a
+        sparse step dense. Setting it stores the value as it is (None, or an
+        array or RowSparse of this tensor's shape)."""
+        return self._grad
+
+    @raw_grad.setter
+    def raw_grad(self, value):
+        if value is not None and tuple(value.shape) != self._data.shape:
+            raise ShapeError(f"raw_grad: shape {tuple(value.shape)} does not match tensor shape {self._data.shape}")
+        self._grad = value
+
     # --- the array: numpy(), .data, detach() ------------------------------
     def _own_array(self):
         """The array, made one first when the slot holds a numpy scalar (a
@@ -634,9 +652,11 @@ class Tensor(TensorOps):
         d = self._data
         if type(d) is not np.ndarray:
             d = np.asarray(d)            # a whole-tensor reduction's result is a numpy scalar: numpy wants an array
-        if dtype is None:
-            return d
-        return d.astype(dtype)
+        if dtype is not None and d.dtype != dtype:
+            return d.astype(dtype)
+        # numpy 2 leaves the copy to __array__ when it takes copy=: np.array(t) (copy=True) must not
+        # hand out the tensor's own memory (a snapshot of state_dict() values would change with the model)
+        return d.copy() if copy else d
 
     def item(self):
         if self._data.size != 1:
@@ -866,6 +886,18 @@ class Tensor(TensorOps):
 
     def __ipow__(self, other):
         return self.pow_(other)
+
+    def __reduce_ex__(self, protocol):
+        # pickled (save() of a whole Module, copy.deepcopy) as its values, requires_grad and name, as
+        # torch's: the graph node (whose rules are local functions, not picklable) and .grad stay behind
+        return (_rebuild_tensor, (isinstance(self, Parameter), self.numpy(), bool(self.requires_grad), self.name))
+
+
+def _rebuild_tensor(is_parameter, arr, requires_grad, name):
+    if is_parameter:
+        # through a Tensor, which Parameter shares: copy.copy keeps sharing the memory, as torch's
+        return Parameter(Tensor(arr), requires_grad=requires_grad, name=name)
+    return Tensor(arr, requires_grad=requires_grad and arr.dtype.kind == "f", name=name)
 
 
 class Parameter(Tensor):

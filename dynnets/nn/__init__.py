@@ -34,3 +34,8 @@ from .layers import Flatten, LogSoftmax, Softmax, Unflatten  # noqa: E402
 from .loss import KLDivLoss  # noqa: E402
 
 __all__ += ["Flatten", "Unflatten", "Softmax", "LogSoftmax", "KLDivLoss"]
+
+# torch's containers (issue 22)
+from .layers import ModuleDict, ParameterDict, ParameterList  # noqa: E402
+
+__all__ += ["ModuleDict", "ParameterList", "ParameterDict"]

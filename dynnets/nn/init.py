@@ -1,9 +1,12 @@
 """``dynnets.nn.init``: torch's parameter initialisers, filling a tensor in place.
 
 Each function writes new values into the tensor's own array (so a module, an
-optimizer or a static graph holding the Parameter sees them) and records
-nothing for autograd, as torch's run under ``no_grad``; it returns the
-tensor. The random ones draw from ``generator`` (a ``numpy.random.Generator``,
+optimizer or a static graph holding the Parameter sees them) through the
+in-place path of ``Tensor.copy_`` under ``no_grad``, as torch's run under
+``no_grad`` and bump the version counter: nothing is recorded for autograd,
+and a value a pending backward saved that an initialiser overwrites makes
+that backward raise instead of giving a silently wrong gradient. It returns
+the tensor. The random ones draw from ``generator`` (a ``numpy.random.Generator``,
 e.g. :class:`dynnets.Generator`), else from :data:`dynnets.default_generator`
 (seeded by :func:`dynnets.manual_seed`): the distributions and the fan rules
 are torch's, the numbers numpy's. Values are drawn in float64 and rounded to
@@ -32,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd import Tensor
+from ..autograd import Tensor, no_grad
 from ..random import generator as _as_generator
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
@@ -92,6 +95,18 @@ def _array(tensor, fn, floating=False):
     return arr
 
 
+def _fill(tensor, arr, values):
+    """Write ``values`` (broadcast, cast to the dtype) into ``tensor``: a
+    Tensor through ``copy_`` under no_grad (logged as an in-place write), a
+    numpy array directly."""
+    if isinstance(tensor, Tensor):
+        with no_grad():
+            tensor.copy_(values)
+    else:
+        arr[...] = values
+    return tensor
+
+
 def _fans(shape, fn):
     if len(shape) < 2:
         raise ValueError(f"{fn}: fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
@@ -113,8 +128,7 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
     arr = _array(tensor, "uniform_", floating=True)
     if a > b:
         raise ValueError(f"uniform_: expects a [from, to) range, but found from={a} > to={b}")
-    arr[...] = _as_generator(generator).uniform(a, b, arr.shape)
-    return tensor
+    return _fill(tensor, arr, _as_generator(generator).uniform(a, b, arr.shape))
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
@@ -122,8 +136,7 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
     arr = _array(tensor, "normal_", floating=True)
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
-    arr[...] = _as_generator(generator).normal(mean, std, arr.shape)
-    return tensor
+    return _fill(tensor, arr, _as_generator(generator).normal(mean, std, arr.shape))
 
 
 # Wichura (1988), algorithm AS241 (PPND16): the standard normal quantile to
@@ -188,26 +201,22 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
                       "incorrect", stacklevel=2)
     lo, hi = _norm_cdf((a - mean) / std), _norm_cdf((b - mean) / std)
     u = _as_generator(generator).uniform(lo, hi, arr.shape)
-    arr[...] = np.clip(mean + std * _ndtri(u), a, b)
-    return tensor
+    return _fill(tensor, arr, np.clip(mean + std * _ndtri(u), a, b))
 
 
 def constant_(tensor, val):
     """Fill with ``val``."""
-    _array(tensor, "constant_")[...] = val
-    return tensor
+    return _fill(tensor, _array(tensor, "constant_"), val)
 
 
 def ones_(tensor):
     """Fill with 1."""
-    _array(tensor, "ones_")[...] = 1
-    return tensor
+    return _fill(tensor, _array(tensor, "ones_"), 1)
 
 
 def zeros_(tensor):
     """Fill with 0."""
-    _array(tensor, "zeros_")[...] = 0
-    return tensor
+    return _fill(tensor, _array(tensor, "zeros_"), 0)
 
 
 def eye_(tensor):
@@ -215,8 +224,7 @@ def eye_(tensor):
     arr = _array(tensor, "eye_")
     if arr.ndim != 2:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape {arr.shape}")
-    arr[...] = np.eye(*arr.shape)
-    return tensor
+    return _fill(tensor, arr, np.eye(*arr.shape))
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
@@ -224,8 +232,7 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     arr = _array(tensor, "xavier_uniform_", floating=True)
     fan_in, fan_out = _fans(arr.shape, "xavier_uniform_")
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    arr[...] = _as_generator(generator).uniform(-bound, bound, arr.shape)
-    return tensor
+    return _fill(tensor, arr, _as_generator(generator).uniform(-bound, bound, arr.shape))
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
@@ -233,8 +240,7 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
     arr = _array(tensor, "xavier_normal_", floating=True)
     fan_in, fan_out = _fans(arr.shape, "xavier_normal_")
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    arr[...] = _as_generator(generator).normal(0.0, std, arr.shape)
-    return tensor
+    return _fill(tensor, arr, _as_generator(generator).normal(0.0, std, arr.shape))
 
 
 def _kaiming_std(arr, a, mode, nonlinearity, fn):
@@ -249,8 +255,7 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
         warnings.warn("kaiming_uniform_: initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     bound = math.sqrt(3.0) * _kaiming_std(arr, a, mode, nonlinearity, "kaiming_uniform_")
-    arr[...] = _as_generator(generator).uniform(-bound, bound, arr.shape)
-    return tensor
+    return _fill(tensor, arr, _as_generator(generator).uniform(-bound, bound, arr.shape))
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -260,8 +265,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         warnings.warn("kaiming_normal_: initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     std = _kaiming_std(arr, a, mode, nonlinearity, "kaiming_normal_")
-    arr[...] = _as_generator(generator).normal(0.0, std, arr.shape)
-    return tensor
+    return _fill(tensor, arr, _as_generator(generator).normal(0.0, std, arr.shape))
 
 
 def orthogonal_(tensor, gain=1, generator=None):
@@ -286,8 +290,7 @@ def orthogonal_(tensor, gain=1, generator=None):
     q = q * np.sign(np.diag(r))
     if rows < cols:
         q = q.T
-    arr[...] = (gain * q).reshape(arr.shape)
-    return tensor
+    return _fill(tensor, arr, (gain * q).reshape(arr.shape))
 
 
 def _deprecated(new):

@@ -531,3 +531,202 @@ class LogSoftmax(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+def _check_key(owner, key, what):
+    """A ModuleDict / ParameterDict key, checked as torch's ``add_module``
+    checks a name: a non-empty string without '.' (the dotted names of
+    ``state_dict`` would be ambiguous)."""
+    if not isinstance(key, str):
+        raise TypeError(f"{owner}: {what} name should be a string, got {type(key).__name__}")
+    if "." in key:
+        raise KeyError(f"{owner}: {what} name can't contain \".\", got {key!r}")
+    if key == "":
+        raise KeyError(f"{owner}: {what} name can't be empty string \"\"")
+    return key
+
+
+def _pairs(owner, items):
+    """``(key, value)`` pairs of a mapping or of an iterable of pairs (as torch's ``update``)."""
+    if hasattr(items, "keys"):
+        return [(k, items[k]) for k in items.keys()]
+    out = []
+    for i, kv in enumerate(items):
+        kv = tuple(kv) if isinstance(kv, (list, tuple)) else kv
+        if not isinstance(kv, tuple) or len(kv) != 2:
+            raise ValueError(f"{owner}.update: element #{i} should be a (key, value) pair, got {kv!r}")
+        out.append(kv)
+    return out
+
+
+class _DictMixin:
+    """The mapping methods ModuleDict and ParameterDict share, over the
+    ordered dict ``self._store()`` (``_modules`` / ``_parameters``)."""
+
+    def __getitem__(self, key):
+        try:
+            return self._store()[key]
+        except KeyError:
+            raise KeyError(f"{type(self).__name__}: no entry {key!r} (keys: {list(self._store())})") from None
+
+    def __getattr__(self, name):
+        # torch's Module.__getattr__: md.name finds the entry (methods and attributes come first)
+        store = self.__dict__.get(self._STORE)
+        if store is not None and name in store:
+            return store[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+
+    def __delitem__(self, key):
+        del self._store()[key]
+
+    def __len__(self):
+        return len(self._store())
+
+    def __iter__(self):
+        return iter(self._store())
+
+    def __contains__(self, key):
+        return key in self._store()
+
+    def keys(self):
+        return self._store().keys()
+
+    def items(self):
+        return self._store().items()
+
+    def values(self):
+        return self._store().values()
+
+    def clear(self):
+        self._store().clear()
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def update(self, items):
+        for k, v in _pairs(type(self).__name__, items):
+            self[k] = v
+
+    def _store(self):
+        return self.__dict__[self._STORE]
+
+
+class ModuleDict(_DictMixin, Module):
+    """Modules by name, registered as children in insertion order (as
+    ``torch.nn.ModuleDict``): ``md["enc"]``, ``md.enc``, ``md["dec"] = m``,
+    ``keys()``, ``items()``, ``values()``, ``update()``, ``pop()``; the
+    state_dict names are ``"<key>.<parameter>"``.
+
+    Parameters
+    ----------
+    modules : mapping or iterable of (str, Module) pairs, optional
+    """
+
+    _STORE = "_modules"
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __setitem__(self, key, module):
+        _check_key("ModuleDict", key, "module")
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: {key!r} must be a Module, got {type(module).__name__}")
+        self._modules[key] = module
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(): call its modules")
+
+
+def _as_parameter(owner, value):
+    """torch's ParameterList/Dict: a Parameter stays itself, a tensor (or an array) becomes a Parameter."""
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor) or isinstance(value, np.ndarray):
+        return Parameter(value)
+    raise TypeError(f"{owner}: expected a Parameter or a Tensor, got {type(value).__name__}")
+
+
+class ParameterList(Module):
+    """A list of Parameters, registered as ``"0"``, ``"1"``, ... (as
+    ``torch.nn.ParameterList``); a plain tensor is made a Parameter (on its
+    memory, as torch's).
+
+    Parameters
+    ----------
+    values : iterable of Parameters or Tensors, optional
+    """
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def _index(self, idx):
+        n = len(self._parameters)
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise TypeError(f"ParameterList: indices must be integers or slices, got {type(idx).__name__}")
+        if not -n <= idx < n:
+            raise IndexError(f"ParameterList: index {idx} is out of range for {n} parameters")
+        return idx % n
+
+    def __getitem__(self, idx):
+        ps = list(self._parameters.values())
+        if isinstance(idx, slice):
+            return ParameterList(ps[idx])
+        return ps[self._index(idx)]
+
+    def __setitem__(self, idx, value):
+        self._parameters[str(self._index(idx))] = _as_parameter("ParameterList", value)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def append(self, value):
+        self._parameters[str(len(self._parameters))] = _as_parameter("ParameterList", value)
+        return self
+
+    def extend(self, values):
+        if isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend: expected an iterable of Parameters, got a single Tensor")
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        return ", ".join(f"({i}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
+                         for i, p in enumerate(self))
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward(): use its parameters")
+
+
+class ParameterDict(_DictMixin, Module):
+    """Parameters by name, in insertion order (as ``torch.nn.ParameterDict``):
+    ``pd["w"]``, ``pd.w``, ``pd["b"] = tensor`` (made a Parameter),
+    ``keys()``, ``items()``, ``values()``, ``update()``, ``pop()``.
+
+    Parameters
+    ----------
+    parameters : mapping or iterable of (str, Parameter) pairs, optional
+    """
+
+    _STORE = "_parameters"
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setitem__(self, key, value):
+        _check_key("ParameterDict", key, "parameter")
+        self._parameters[key] = _as_parameter("ParameterDict", value)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict has no forward(): use its parameters")

@@ -1,5 +1,5 @@
 """Learning-rate schedulers with PyTorch's names, arguments and semantics
-(``torch.optim.lr_scheduler``): ``StepLR``, ``ExponentialLR``,
+(``torch.optim.lr_scheduler``): ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
 ``CosineAnnealingLR``, ``LambdaLR`` and ``ReduceLROnPlateau``; importable as
 ``dynnets.optim.lr_scheduler`` and ``dynnets.nn.optim.lr_scheduler``.
 
@@ -30,7 +30,7 @@ import math
 import types
 import warnings
 
-__all__ = ["LRScheduler", "StepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "ReduceLROnPlateau"]
 
 _EPOCH_WARNING = ("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where "
                   "possible (as in PyTorch): call `scheduler.step()` without it")
@@ -147,6 +147,42 @@ class StepLR(LRScheduler):
 
     def _closed_form(self):
         return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply each group's learning rate by ``gamma`` at each epoch of
+    ``milestones``: ``lr = base_lr * gamma ** (number of milestones <= epoch)``
+    (a milestone listed twice counts twice, as torch's ``Counter``).
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+    milestones : iterable of int
+        Epoch indices (torch requires them increasing; any order works here).
+    gamma : float, default 0.1
+    last_epoch : int, default -1
+    """
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        counts = {}
+        for m in milestones:
+            if isinstance(m, bool) or not isinstance(m, int):
+                raise TypeError(f"MultiStepLR: milestones must be integers (epoch indices), got {m!r}")
+            counts[m] = counts.get(m, 0) + 1
+        # a plain dict (torch: a Counter), so that state_dict() saves and loads without a pickle
+        self.milestones = counts
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        n = self.milestones.get(self.last_epoch, 0)
+        if not n:
+            return self._group_lrs()
+        return [lr * self.gamma ** n for lr in self._group_lrs()]
+
+    def _closed_form(self):
+        n = sum(c for m, c in self.milestones.items() if m <= self.last_epoch)
+        return [base * self.gamma ** n for base in self.base_lrs]
 
 
 class ExponentialLR(LRScheduler):

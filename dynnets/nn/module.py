@@ -2,7 +2,9 @@
 
 Assigning a :class:`Parameter` or a :class:`Module` to an attribute registers
 it; ``parameters()`` / ``named_parameters()`` walk the tree with dotted names;
-``state_dict()`` / ``load_state_dict()`` copy numpy arrays in and out;
+``state_dict()`` gives tensors on the parameters' and buffers' memory
+(torch's names and order) and ``load_state_dict()`` copies tensors or numpy
+arrays in;
 ``to(dtype)`` / ``double()`` / ``float()`` / ``half()`` convert the
 floating-point parameters and buffers in place (the Parameter objects stay,
 so an optimizer built before keeps them); ``apply(fn)`` visits the children,
@@ -11,15 +13,38 @@ then the module, as torch.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
 from ..autograd.gradtypes import RowSparse
 from ..autograd.primitives import DTypeError
+from ..autograd.engine import no_grad
 from ..autograd.tensor import Parameter, Tensor
 from ..devices import DeviceUnavailableError
 
-__all__ = ["Module", "Parameter", "check_device", "check_float_input"]
+__all__ = ["Module", "Parameter", "check_device", "check_float_input", "IncompatibleKeys", "StateDictError"]
+
+
+class IncompatibleKeys(NamedTuple):
+    """What :meth:`Module.load_state_dict` returns (torch's ``_IncompatibleKeys``):
+    the module's keys the state_dict lacked, and its keys the module has not."""
+
+    missing_keys: list
+    unexpected_keys: list
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
+
+
+class StateDictError(RuntimeError, KeyError, ValueError):
+    """:meth:`Module.load_state_dict` failed: torch raises a RuntimeError
+    with this message; it is also the KeyError (missing or unexpected keys)
+    and ValueError (a size mismatch) that earlier dynnets versions raised."""
+
+    __str__ = RuntimeError.__str__          # not KeyError's, which would quote the message
 
 _DEVICE_NAMES = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "npu", "ipu", "hpu", "vulkan", "mtia")
 
@@ -189,10 +214,10 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
-            if set_to_none or p._grad is None:
-                p._grad = None
+            if set_to_none or p.raw_grad is None:
+                p.raw_grad = None
             else:
-                p._grad = np.zeros_like(p.numpy())
+                p.raw_grad = np.zeros_like(p.numpy())
 
     def requires_grad_(self, requires_grad=True):
         for p in self.parameters():
@@ -263,11 +288,11 @@ class Module:
                 if d.dtype.kind != "f" or d.dtype == dt:
                     continue
                 p.data = d.astype(dt)
-                g = p._grad
+                g = p.raw_grad
                 if type(g) is np.ndarray:
-                    p._grad = g.astype(dt)
+                    p.raw_grad = g.astype(dt)
                 elif type(g) is RowSparse:
-                    p._grad = RowSparse(g.rows, np.asarray(g.values).astype(dt), g.shape)
+                    p.raw_grad = RowSparse(g.rows, np.asarray(g.values).astype(dt), g.shape)
             for name, b in list(m._buffers.items()):
                 if isinstance(b, np.ndarray) and b.dtype.kind == "f" and b.dtype != dt:
                     m._buffers[name] = b.astype(dt)
@@ -310,61 +335,136 @@ class Module:
                                      f"CPU only")
 
     # --- state ----------------------------------------------------------------------
-    def state_dict(self):
-        """Ordered mapping of dotted names to copies of parameter and buffer arrays."""
-        out = OrderedDict()
-        for mname, m in self.named_modules():
-            for pname, p in m._parameters.items():
+    def _state_items(self, prefix):
+        """(dotted name, module, attribute, is_parameter) of every parameter
+        and buffer, as torch's ``state_dict`` walks: a module's own
+        parameters, its buffers, then each child's under the child's name. A
+        submodule registered under two parents (or two names) is listed under
+        every path, as torch lists it: not deduplicated."""
+        stack = [(prefix, self)]
+        while stack:
+            pre, m = stack.pop()
+            for name, p in m._parameters.items():
                 if p is not None:
-                    out[f"{mname}.{pname}" if mname else pname] = p.numpy().copy()
-            for bname, b in m._buffers.items():
-                out[f"{mname}.{bname}" if mname else bname] = np.array(b, copy=True)
+                    yield pre + name, m, name, True
+            for name in m._buffers:
+                yield pre + name, m, name, False
+            for cname, child in reversed(list(m._modules.items())):
+                if child is not None:
+                    stack.append((f"{pre}{cname}.", child))
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """Ordered mapping of dotted names to the parameters and buffers, as
+        ``torch.nn.Module.state_dict``.
+
+        Each value is a tensor on the parameter's (or buffer's) own memory,
+        cut from the graph (``p.detach()``): ``m.state_dict()["weight"].copy_(emb)``
+        changes the model, as in torch, and a later step changes the values
+        (copy them, ``{k: v.clone() ...}``, to keep a snapshot). With
+        ``keep_vars=True`` the values are the Parameters themselves.
+        Order and names are torch's (see :meth:`_state_items`), so a torch
+        state_dict's keys match.
+
+        Parameters
+        ----------
+        destination : dict, optional
+            Filled and returned (default: a new ``OrderedDict``).
+        prefix : str
+            Put before every name.
+        keep_vars : bool
+        """
+        if args:
+            # torch's deprecated positional form state_dict(destination, prefix, keep_vars)
+            if len(args) > 3:
+                raise TypeError(f"{type(self).__name__}.state_dict: takes at most 3 positional arguments "
+                                f"(destination, prefix, keep_vars), got {len(args)}")
+            destination, prefix, keep_vars = (tuple(args) + (destination, prefix, keep_vars)[len(args):])[:3]
+        out = OrderedDict() if destination is None else destination
+        for key, m, name, is_param in self._state_items(prefix):
+            if is_param:
+                p = m._parameters[name]
+                out[key] = p if keep_vars else p.detach()
+            else:
+                out[key] = Tensor(m._buffers[name])         # np.asarray: the buffer's own memory
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Copy arrays from ``state_dict`` into this module's parameters and buffers.
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy ``state_dict``'s values (tensors or numpy arrays) into this
+        module's parameters and buffers, as ``torch.nn.Module.load_state_dict``.
 
-        Raises ``KeyError`` listing missing and unexpected keys (with
-        ``strict=True``) and ``ValueError`` naming a key whose shape differs.
-        Returns ``(missing, unexpected)``.
+        The values are copied in place (the Parameter objects, which
+        optimizers hold, stay), cast to each parameter's dtype, through the
+        same in-place path as ``Tensor.copy_`` under ``no_grad`` (so a value
+        saved for a pending backward that this overwrites makes that backward
+        raise). Every key and shape is checked before anything is copied: a
+        failed load leaves the module as it was.
+
+        Parameters
+        ----------
+        state_dict : mapping of str to Tensor or array
+        strict : bool
+            Missing or unexpected keys raise (as torch); with False they are
+            only reported.
+        assign : bool
+            torch's flag to take the given tensors instead of copying; only
+            False is supported.
+
+        Returns
+        -------
+        IncompatibleKeys
+            ``(missing_keys, unexpected_keys)``, a named tuple as torch's.
+
+        Raises
+        ------
+        StateDictError (a RuntimeError, as torch's; also a KeyError and a ValueError)
+            Missing or unexpected keys (``strict``), or a value whose shape
+            differs from the model's, with torch's message.
         """
-        state = state_dict
-        own = {}
-        for mname, m in self.named_modules():
-            for pname, p in m._parameters.items():
-                if p is not None:
-                    own[f"{mname}.{pname}" if mname else pname] = (m, pname, True)
-            for bname in m._buffers:
-                own[f"{mname}.{bname}" if mname else bname] = (m, bname, False)
-        missing = [k for k in own if k not in state]
-        unexpected = [k for k in state if k not in own]
-        if strict and (missing or unexpected):
-            parts = []
-            if missing:
-                parts.append(f"missing keys: {missing}")
+        if assign:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: assign=True is not supported (the "
+                             f"parameters are copied into in place, assign=False)")
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            raise TypeError(f"{type(self).__name__}.load_state_dict: expected a mapping of names to tensors or "
+                            f"arrays, got {type(state_dict).__name__}")
+        own = OrderedDict((k, (m, name, is_param)) for k, m, name, is_param in self._state_items(""))
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict.keys() if k not in own]
+        errors = []
+        if strict:
             if unexpected:
-                parts.append(f"unexpected keys: {unexpected}")
-            raise KeyError(f"load_state_dict for {type(self).__name__}: " + "; ".join(parts))
-        # check every shape before copying anything, so a failed load leaves the model as it was
+                errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
         todo = []
         for k, (m, name, is_param) in own.items():
-            if k not in state:
+            if k not in state_dict:
                 continue
-            v = state[k]
-            v = v.numpy() if isinstance(v, Tensor) else np.asarray(v)
+            v = state_dict[k]
+            arr = v.numpy() if isinstance(v, Tensor) else np.asarray(v)
             cur = m._parameters[name].numpy() if is_param else m._buffers[name]
-            if v.shape != cur.shape:
-                raise ValueError(f"load_state_dict for {type(self).__name__}: size mismatch for {k}: "
-                                 f"checkpoint has shape {v.shape}, the model has {cur.shape}")
-            todo.append((m, name, is_param, v, cur))
-        for m, name, is_param, v, cur in todo:
-            if is_param:
-                # in place, so optimizers holding the Parameter keep seeing it
-                cur[...] = v
-            else:
-                m._buffers[name] = v.astype(cur.dtype, copy=True)
-                object.__setattr__(m, name, m._buffers[name])
-        return missing, unexpected
+            if arr.shape != cur.shape:
+                errors.append(f"size mismatch for {k}: copying a param with shape {arr.shape} from checkpoint, "
+                              f"the shape in current model is {cur.shape}.")
+                continue
+            if arr.dtype.kind not in "biufc":
+                errors.append(f"While copying the parameter named \"{k}\", expected a tensor or an array of "
+                              f"numbers from checkpoint but received dtype {arr.dtype}")
+                continue
+            todo.append((m, name, is_param, cur, arr))
+        if errors:
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                                 + "\n\t".join(errors))
+        with no_grad():
+            for m, name, is_param, cur, arr in todo:
+                if is_param:
+                    m._parameters[name].copy_(arr)
+                elif cur.flags.writeable:
+                    Tensor(cur).copy_(arr)
+                else:
+                    # a read-only buffer (registered from a broadcast view) cannot take the values in place
+                    m._buffers[name] = arr.astype(cur.dtype, copy=True)
+                    object.__setattr__(m, name, m._buffers[name])
+        return IncompatibleKeys(missing, unexpected)
 
     # --- calling ----------------------------------------------------------------------
     def forward(self, *args, **kwargs):

@@ -14,7 +14,7 @@ can). A new dtype keeps working: the state keeps its own.
 Row-sparse gradients
 --------------------
 An :class:`~dynnets.nn.Embedding` produces a
-:class:`~dynnets.autograd.RowSparse` gradient (``p._grad``) that lists only
+:class:`~dynnets.autograd.RowSparse` gradient (``p.raw_grad``) that lists only
 the rows a batch looked up, possibly repeated. Where the maths allows, a step
 then reads and writes only those rows (after summing repeats), so a 20,000 x
 300 vocabulary costs no more per step than the rows used:
@@ -158,10 +158,10 @@ class Optimizer:
         """Drop every parameter's gradient (or set it to zeros)."""
         for group in self.param_groups:
             for p in group["params"]:
-                if set_to_none or p._grad is None:
-                    p._grad = None
+                if set_to_none or p.raw_grad is None:
+                    p.raw_grad = None
                 else:
-                    p._grad = np.zeros_like(p.numpy())
+                    p.raw_grad = np.zeros_like(p.numpy())
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient. ``closure``, if
@@ -577,7 +577,7 @@ class SGD(Optimizer):
         nesterov = bool(group["nesterov"])
         state = self.state
         for p in group["params"]:
-            g = p._grad
+            g = p.raw_grad
             if g is None:
                 continue
             d = p.numpy()
@@ -643,7 +643,7 @@ class Adagrad(Optimizer):
         scal = {}           # (clr, eps) per dtype, for the kernels: made once per group, not per parameter
         nd = np.ndarray
         for p in group["params"]:
-            g = p._grad
+            g = p.raw_grad
             if g is None:
                 continue
             st = state.get(p)
@@ -726,7 +726,7 @@ class Adam(Optimizer):
         decay, wd = (lr * wd, 0.0) if self._decoupled else (0.0, wd)
         state = self.state
         for p in group["params"]:
-            g = p._grad
+            g = p.raw_grad
             if g is None:
                 continue
             d = p.numpy()
@@ -813,7 +813,7 @@ class RMSprop(Optimizer):
         centered = bool(group["centered"])
         state = self.state
         for p in group["params"]:
-            g = p._grad
+            g = p.raw_grad
             if g is None:
                 continue
             d = p.numpy()

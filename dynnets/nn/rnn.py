@@ -101,6 +101,11 @@ class RNNBase(Module):
     def _cast_constants(self, dtype):
         self._zero_bias = self._zero_bias.astype(dtype)
 
+    def flatten_parameters(self):
+        """A no-op, as torch's off cuDNN: torch packs the weights into one
+        cuDNN buffer on the GPU; here each weight is its own array and the
+        kernels read them where they are. Returns None, as torch's."""
+
     @property
     def num_directions(self):
         return 2 if self.bidirectional else 1

@@ -541,6 +541,35 @@ SAMPLES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwher
                 "tile": _tile, "stop_gradient": _unary("normal"), "ensure_shape": _ensure_shape})
 
 
+class _ScaledCube(dn.autograd.Function):
+    """A custom Function with two outputs and a constant argument: the
+    custom_function primitive's sample (its backward is the hand-written one
+    the gradient check checks)."""
+
+    @staticmethod
+    def forward(ctx, x, y, alpha):
+        ctx.save_for_backward(x, y)
+        ctx.alpha = alpha
+        return x ** 3 * y * alpha, x + y
+
+    @staticmethod
+    def backward(ctx, g0, g1):
+        x, y = ctx.saved_tensors
+        return 3 * x ** 2 * y * ctx.alpha * g0 + g1, (x ** 3 * ctx.alpha * g0 + g1).sum(0), None
+
+
+def _custom_function(rng):
+    r = _r(rng)
+    ctx = dn.autograd.function.FunctionCtx()
+    ctx.needs_input_grad = (True, True, False)
+    return [Case("two-outputs", r(3, 2), r(2), fn=_ScaledCube, ctx=ctx, spec=(3, ((2, 0.5),), (0, 1)))]
+
+
+SAMPLES["custom_function"] = _custom_function
+# runs its Python forward on concrete inputs only: no rule for unknown dimensions, no static graph
+EAGER_ONLY = {"custom_function"}
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -664,6 +693,8 @@ def test_shape_rule_with_unknown_batch(name, case):
     input, and every dimension it does report must be the true one."""
     if f"{name}-{case.id}" in DATA_DEPENDENT:
         pytest.skip("output shape depends on index values")
+    if name in EAGER_ONLY:
+        pytest.skip("an eager-only primitive (a custom Function's Python forward)")
     prim = PRIMITIVES[name]
     avals = []
     for k, a in enumerate(case.args):
@@ -903,6 +934,8 @@ BAD.update({
              ((_z(2),), {"multiples": (-1,)}, "tile: multiples must be a tuple of non-negative integers")],
 })
 NO_BAD_INPUT["stop_gradient"] = "any array passes through"
+NO_BAD_INPUT["custom_function"] = ("its inputs are whatever the user's forward accepts "
+                                   "(tests/parity/test_torch_autograd_function.py)")
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

@@ -39,6 +39,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+import dynnets as dn
 from dynnets.autograd.engine import bind
 from dynnets.autograd.primitives import PRIMITIVES, MatmulT, OuterSum, RowSparse, ShapeError, check_shapes
 from dynnets.autograd.tensor import Tensor
@@ -802,6 +803,30 @@ def _static(prim, args, attrs, eager, g):
             f"input {feed[ph].shape} {ph.dtype}")
 
 
+class _Copy(dn.autograd.Function):
+    """custom_function's example: any array through, the gradient back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _custom_function(g):
+    (x,), _ = _unary(g)
+    ctx = dn.autograd.function.FunctionCtx()
+    ctx.needs_input_grad = (True,)
+    return [x], {"fn": _Copy, "ctx": ctx, "spec": (1, (), (0,))}
+
+
+STRATEGIES["custom_function"] = _custom_function
+# a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
+EAGER_ONLY = {"custom_function"}
+
+
 STATS = {name: [0, 0] for name in PRIMITIVES}      # accepted, rejected examples
 
 
@@ -816,7 +841,7 @@ def _example(prim, data):
         sys.stderr.flush()
         eager = _eager(prim, args, attrs, g)
         STATS[prim.name][isinstance(eager, Exception)] += 1
-        if g.flag(0.3):
+        if g.flag(0.3) and prim.name not in EAGER_ONLY:
             _static(prim, args, attrs, eager, g)
 
 

@@ -109,10 +109,14 @@ def test_zero_grad():
 def test_state_dict_round_trip():
     a, b = Net(rng=1), Net(rng=2)
     sd = a.state_dict()
-    # as torch: a module's own parameters, then its buffers, then its children
+    # as torch: a module's own parameters, then its buffers, then its children; a submodule reached
+    # twice (layers.1 is head too) under every path
     assert list(sd) == ["block.scale", "block.count", "block.fc.weight", "block.fc.bias", "layers.0.weight",
-                        "layers.0.bias", "layers.1.weight", "layers.1.bias"]
-    sd["block.count"] = np.array([3, 4])
+                        "layers.0.bias", "layers.1.weight", "layers.1.bias", "head.weight", "head.bias"]
+    assert all(type(v) is dn.Tensor and not v.requires_grad and v.is_leaf for v in sd.values())
+    sd = {k: v.clone() for k, v in sd.items()}
+    sd["block.count"] = np.array([3, 4])                # arrays load too
+    sd["head.weight"] = sd["layers.1.weight"]
     w_before = b.block.fc.weight.numpy()                # the array object optimizers hold
     assert b.load_state_dict(sd) == ([], [])
     for k, v in b.state_dict().items():
@@ -121,9 +125,23 @@ def test_state_dict_round_trip():
     x = np.ones((2, 3), dtype=np.float32)
     a.eval(), b.eval()
     np.testing.assert_array_equal(a(x).data, b(x).data)
-    # state_dict holds copies
-    sd["block.fc.weight"][...] = 0
-    assert np.any(b.block.fc.weight.data != 0)
+
+
+def test_state_dict_shares_memory_with_the_module():
+    """torch: the values are detached tensors on the parameters' memory, so
+    ``state_dict()['w'].copy_(x)`` writes the model; keep_vars gives the
+    Parameters."""
+    net = Net()
+    sd = net.state_dict()
+    sd["block.fc.weight"].copy_(dn.zeros(4, 3))         # not recorded: no error, no graph
+    sd["block.count"].fill_(5)
+    assert not np.any(net.block.fc.weight.numpy()) and net.block.count.tolist() == [5, 5]
+    assert sd["block.fc.weight"].grad_fn is None and net.block.fc.weight.requires_grad
+    kv = net.state_dict(keep_vars=True)
+    assert kv["block.fc.weight"] is net.block.fc.weight and kv["head.bias"] is net.layers[1].bias
+    assert list(net.state_dict(prefix="m.")) == ["m." + k for k in sd]
+    dest = {}
+    assert net.block.state_dict(dest, "b.") is dest and list(dest)[0] == "b.scale"   # torch's old positional form
 
 
 def test_load_state_dict_errors():
@@ -131,22 +149,28 @@ def test_load_state_dict_errors():
     sd = net.state_dict()
     missing = dict(sd)
     del missing["layers.0.bias"]
-    with pytest.raises(KeyError, match=r"missing keys: \['layers.0.bias'\]"):
-        net.load_state_dict(missing)
+    for exc in (RuntimeError, KeyError):
+        with pytest.raises(exc, match=r'Error\(s\) in loading state_dict for Net:\n\tMissing key\(s\) in '
+                                      r'state_dict: "layers.0.bias". $'):
+            net.load_state_dict(missing)
     extra = dict(sd, **{"layers.9.weight": np.zeros(2)})
-    with pytest.raises(KeyError, match=r"unexpected keys: \['layers.9.weight'\]"):
+    with pytest.raises(RuntimeError, match=r'Unexpected key\(s\) in state_dict: "layers.9.weight". $'):
         net.load_state_dict(extra)
     both = dict(missing, **{"zzz": np.zeros(1)})
-    with pytest.raises(KeyError, match=r"missing keys: \['layers.0.bias'\]; unexpected keys: \['zzz'\]"):
+    with pytest.raises(KeyError, match=r'Missing key\(s\) in state_dict: "layers.0.bias". \n\tUnexpected key'
+                                       r'\(s\) in state_dict: "zzz". '):
         net.load_state_dict(both)
-    assert net.load_state_dict(both, strict=False) == (["layers.0.bias"], ["zzz"])
+    res = net.load_state_dict(both, strict=False)
+    assert res == (["layers.0.bias"], ["zzz"]) and res.missing_keys == ["layers.0.bias"]
+    assert res.unexpected_keys == ["zzz"] and repr(net.load_state_dict(sd)) == "<All keys matched successfully>"
 
     bad = dict(sd)
     bad["layers.1.weight"] = np.zeros((3, 4), dtype=np.float32)
     bad["block.fc.weight"] = np.full((4, 3), 7.0, dtype=np.float32)
-    with pytest.raises(ValueError, match=r"size mismatch for layers.1.weight: checkpoint has shape \(3, 4\), "
-                                         r"the model has \(2, 4\)"):
-        net.load_state_dict(bad)
+    for exc in (RuntimeError, ValueError):
+        with pytest.raises(exc, match=r"size mismatch for layers.1.weight: copying a param with shape \(3, 4\) "
+                                      r"from checkpoint, the shape in current model is \(2, 4\)."):
+            net.load_state_dict(bad, strict=False)
     # nothing was copied by the failed load
     assert not np.any(net.block.fc.weight.data == 7.0)
 
@@ -267,3 +291,20 @@ def test_named_modules_memo_and_remove_duplicate():
     assert [b.dtype for b in net.buffers()] == [np.int64]
     with pytest.raises(ValueError, match="persistent=False"):
         net.register_buffer("x", np.zeros(1), persistent=False)
+
+
+def test_raw_grad_is_the_stored_gradient():
+    """Optimizers, zero_grad and clip_grad_norm_ use the public raw_grad:
+    the gradient as backward stored it (row-sparse for an embedding), where
+    .grad is a dense copy."""
+    emb = nn.Embedding(5, 2, rng=0)
+    emb(np.array([1, 1, 3])).sum().backward()
+    g = emb.weight.raw_grad
+    assert isinstance(g, dn.autograd.RowSparse) and sorted(set(g.rows.tolist())) == [1, 3]
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), g.to_dense())
+    with pytest.raises(dn.autograd.ShapeError, match=r"raw_grad: shape \(2,\) does not match tensor shape \(5, 2\)"):
+        emb.weight.raw_grad = np.zeros(2)
+    emb.zero_grad(set_to_none=False)
+    assert type(emb.weight.raw_grad) is np.ndarray and not emb.weight.raw_grad.any()
+    emb.zero_grad()
+    assert emb.weight.raw_grad is None and emb.weight.grad is None

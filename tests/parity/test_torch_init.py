@@ -87,3 +87,26 @@ def test_fills_like_torch():
         want = getattr(tinit, name)(torch.empty(3, 5), *args).numpy()
         got = getattr(init, name)(dn.nn.Parameter(np.full((3, 5), 7.0, np.float32)), *args).numpy()
         np.testing.assert_array_equal(got, want)
+
+
+INIT_CALLS = [("zeros_", ()), ("ones_", ()), ("constant_", (0.3,)), ("eye_", ()), ("uniform_", ()), ("normal_", ()),
+              ("xavier_uniform_", ()), ("xavier_normal_", ()), ("kaiming_uniform_", ()), ("kaiming_normal_", ()),
+              ("orthogonal_", ()), ("trunc_normal_", ())]
+
+
+@pytest.mark.parametrize("name,args", INIT_CALLS, ids=[n for n, _ in INIT_CALLS])
+def test_an_initialiser_overwriting_a_saved_value_makes_backward_raise(name, args):
+    """torch's initialisers run under no_grad and bump the version counter:
+    a backward that needs the old weight raises instead of using the new
+    values (a silently wrong gradient)."""
+    for lib, lib_init in ((torch, tinit), (dn, init)):
+        w = lib.nn.Parameter(lib.ones(3, 3, dtype=lib.float64) * 0.5)
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True)
+        y = (x @ w).sum()                       # the matmul saves w for x's gradient
+        getattr(lib_init, name)(w, *args)
+        assert not w.grad_fn and w.requires_grad and w.is_leaf
+        with pytest.raises(RuntimeError, match="modified by an inplace operation|in-place|inplace"):
+            y.backward()
+        # without a pending backward the fill is just a fill: nothing recorded
+        (x @ w).sum().backward()
+        assert x.grad is not None and w.grad is not None

@@ -189,7 +189,7 @@ def test_module_to_keeps_the_optimizer_working():
 
 def test_module_to_cpu_is_a_no_op_and_other_devices_raise():
     d, t = _pair()
-    before = {k: v.copy() for k, v in d.state_dict().items()}
+    before = {k: v.clone() for k, v in d.state_dict().items()}
     assert d.to("cpu") is d and d.to(device="cpu") is d and d.cpu() is d and d.to("cpu", np.float32) is d
     for k, v in d.state_dict().items():
         assert v.dtype == before[k].dtype

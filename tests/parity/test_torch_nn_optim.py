@@ -157,6 +157,8 @@ SCHEDULERS = [
     ("StepLR", (3,), dict()),
     ("StepLR", (2,), dict(gamma=0.5)),
     ("ExponentialLR", (0.9,), dict()),
+    ("MultiStepLR", ([2, 5, 5, 9],), dict()),
+    ("MultiStepLR", ([3, 6],), dict(gamma=0.5)),
     ("CosineAnnealingLR", (5,), dict()),
     ("CosineAnnealingLR", (4,), dict(eta_min=0.01)),
     ("LambdaLR", (lambda e: 1.0 / (1 + e),), dict()),
@@ -293,7 +295,8 @@ def test_scheduler_resume_with_last_epoch_needs_initial_lr():
 
 def test_scheduler_step_with_epoch_uses_the_closed_form_as_torch():
     dws, tws = _pair_params()
-    for name, args in (("StepLR", (3,)), ("ExponentialLR", (0.5,)), ("CosineAnnealingLR", (4,))):
+    for name, args in (("StepLR", (3,)), ("ExponentialLR", (0.5,)), ("CosineAnnealingLR", (4,)),
+                       ("MultiStepLR", ([2, 5, 5],))):
         d = getattr(dls, name)(dn.optim.SGD(dws, lr=0.1), *args)
         t = getattr(tls, name)(torch.optim.SGD(tws, lr=0.1), *args)
         with warnings.catch_warnings():

@@ -420,6 +420,7 @@ PRIMITIVES_ELSEWHERE = {
     "random": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
     "dropout_mask": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
     "gather_rows": ("test_torch_ops.py", "test_autobatch_row_primitives"),
+    "custom_function": ("test_torch_autograd_function.py", "test_custom_functions_match_torch"),
 }
 # the selection and layout primitives of primitives/select.py, through dynnets.static's TF1 names
 PRIMITIVES_ELSEWHERE.update({name: ("test_torch_select.py", f"test_{name}")

@@ -26,9 +26,9 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
     The norm is taken over all gradients together, as if concatenated into one
     vector. A row-sparse gradient contributes the norm of its coalesced values
-    (duplicate rows summed first); its ``_grad`` is replaced by the coalesced
+    (duplicate rows summed first); its ``raw_grad`` is replaced by the coalesced
     form. Gradients are never modified in place (another tensor may hold the
-    same array): each clipped ``p._grad`` is reassigned to a new array.
+    same array): each clipped ``p.raw_grad`` is reassigned to a new array.
 
     Parameters
     ----------
@@ -45,7 +45,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     float
         The total norm of the gradients before clipping.
     """
-    params = [p for p in _params_list(parameters) if p._grad is not None]
+    params = [p for p in _params_list(parameters) if p.raw_grad is not None]
     max_norm = float(max_norm)
     norm_type = float(norm_type)
     if max_norm < 0:
@@ -56,10 +56,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         return 0.0
     vals = []
     for p in params:
-        g = p._grad
+        g = p.raw_grad
         if type(g) is RowSparse:
             g = g.coalesce()
-            p._grad = g
+            p.raw_grad = g
             g = g.values
         vals.append(g.reshape(-1))
     if norm_type == math.inf:
@@ -75,11 +75,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     coef = max_norm / (total + 1e-6)
     if coef < 1.0:
         for p in params:
-            g = p._grad
+            g = p.raw_grad
             if type(g) is RowSparse:
-                p._grad = RowSparse(g.rows, g.values * coef, g.shape)
+                p.raw_grad = RowSparse(g.rows, g.values * coef, g.shape)
             else:
-                p._grad = g * coef
+                p.raw_grad = g * coef
     return total
 
 
