@@ -257,6 +257,33 @@ class TensorOps:
     mm = ops.mm
     dot = ops.dot
     broadcast_to = ops.broadcast_to
+    # rounding, remainders, logical reductions, sorting, scans, selections (issue 22)
+    round = ops.round
+    remainder = ops.remainder
+    fmod = ops.fmod
+    floor_divide = ops.floor_divide
+    all = ops.all
+    any = ops.any
+    narrow = ops.narrow
+    sort = ops.sort
+    argsort = ops.argsort
+    topk = ops.topk
+    cumsum = ops.cumsum
+    unbind = ops.unbind
+    index_select = ops.index_select
+
+    # Python's % and //, as torch's (and TF1's floormod / floordiv)
+    def __mod__(self, o):
+        return ops.remainder(self, o)
+
+    def __rmod__(self, o):
+        return ops.remainder(o, self)
+
+    def __floordiv__(self, o):
+        return ops.floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return ops.floor_divide(o, self)
 
     def contiguous(self):
         """``self``: a static or lazy value has no memory layout to change
