@@ -555,9 +555,33 @@ def argmin(input, dim=None, keepdim=False, *, axis=None):
     return argmax(neg(input), _dim("argmin", axis, dim), keepdim)
 
 
+class Size(tuple):
+    """A shape, as ``torch.Size``: a tuple (equal to the plain tuple of the
+    same sizes, printed as one) that ``x.size()`` returns, so that
+    ``Tensor(x.size())`` and ``x.new(x.size())`` read it as a shape, as
+    torch's legacy constructors do (a plain tuple there is data).
+    ``x.shape`` stays numpy's plain tuple: it is read on hot paths."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if type(i) is builtins.slice else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, other))
+
+    def numel(self):
+        """The number of elements of a tensor of this shape."""
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
 def size(x, dim=None):
-    """``x.shape`` as a tuple, or the size of dimension ``dim`` (as ``torch.Tensor.size``)."""
-    shp = tuple(x.shape)
+    """``x.shape`` as a :class:`Size`, or the size of dimension ``dim`` (as ``torch.Tensor.size``)."""
+    shp = Size(x.shape)
     if dim is None:
         return shp
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
@@ -1600,15 +1624,26 @@ def _logical_reduce(op, input, dim, keepdim, count_false):
     return astype(r, np.uint8) if np.dtype(input.dtype) == np.uint8 else r
 
 
-def all(input, dim=None, keepdim=False):
+def _numpy_keywords(op, dim, keepdim, axis, keepdims, out):
+    """``(dim, keepdim)`` from torch's and numpy's keywords: ``np.all(t)``
+    calls ``t.all(axis=None, out=None)``."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (dynnets ops return new tensors), got {type(out).__name__}")
+    return _dim(op, axis, dim), _keep(op, keepdims, keepdim)
+
+
+def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None, out=None):
     """Whether every element is nonzero (over ``dim``, an int or a tuple;
     all of them by default), as ``torch.all`` / ``Tensor.all``: a boolean
-    tensor (uint8 for uint8 input, as torch's)."""
+    tensor (uint8 for uint8 input, as torch's). numpy's ``axis=`` /
+    ``keepdims=`` are accepted too (``np.all(t)`` calls the method)."""
+    dim, keepdim = _numpy_keywords("all", dim, keepdim, axis, keepdims, out)
     return _logical_reduce("all", input, dim, keepdim, True)
 
 
-def any(input, dim=None, keepdim=False):
+def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None, out=None):
     """Whether some element is nonzero (over ``dim``), as ``torch.any``."""
+    dim, keepdim = _numpy_keywords("any", dim, keepdim, axis, keepdims, out)
     return _logical_reduce("any", input, dim, keepdim, False)
 
 
@@ -1774,4 +1809,4 @@ def nonzero_tuple(condition):
 
 
 __all__ += ["remainder", "fmod", "floor_divide", "narrow", "sort", "argsort", "topk", "cumsum", "unbind",
-            "index_select", "SortResult"]
+            "index_select", "SortResult", "Size"]

@@ -22,7 +22,7 @@ from . import ops
 from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
-from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
+from .engine import alias, bind, bind1, bind2, is_grad_enabled, memory_base, register_tensor_types, write_inplace
 from .gradtypes import LAZY_TYPES, densify
 from .primitives.core import DTypeError, PromotionNeeded, ShapeError
 from ..devices import CPU, DeviceUnavailableError, check_device
@@ -423,6 +423,18 @@ def legacy_new(where, dt, args, device=None):
         check_device(device, where)
     if not args:
         return Tensor(np.zeros((0,), dtype=dt))
+    if len(args) == 1 and type(args[0]) is tuple and args[0] and all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args[0]):
+        # torch reads a torch.Size (x.size(), x.shape) as a shape and any other
+        # tuple as data; dynnets' x.shape is numpy's plain tuple, so a tuple of
+        # integers could mean either: an error rather than a silent guess
+        raise TypeError(f"{where}: a tuple of integers {args[0]!r} is ambiguous here: torch reads x.shape and "
+                        f"x.size() (a torch.Size) as a shape, any other tuple as data, and dynnets' x.shape is a "
+                        f"plain tuple. Pass a shape as sizes ({where}(*x.shape)) or x.size(), data as a list")
+    if len(args) == 1 and isinstance(args[0], ops.Size):
+        args = tuple(args[0])
+        if not args:
+            return Tensor(np.zeros((), dtype=dt))
     if all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args):
         if any(a < 0 for a in args):
             raise ShapeError(f"{where}: trying to create a tensor with a negative dimension: {list(args)}")
@@ -438,8 +450,11 @@ def legacy_new(where, dt, args, device=None):
     if isinstance(data, (numbers.Number, np.generic)) or getattr(data, "_is_symbolic", False):
         raise TypeError(f"{where}: data must be a sequence (got {type(data).__name__}); for a 0-d tensor use "
                         f"tensor(value, dtype=...)")
-    arr = np.array(data)
-    if arr.dtype.kind == "O":
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(f"{where}: could not convert {type(data).__name__} to a tensor: {e}") from None
+    if arr.dtype.kind in "OUSV":
         raise TypeError(f"{where}: could not convert {type(data).__name__} to a tensor (ragged nested lists, or "
                         f"objects that are not numbers)")
     return Tensor(arr.astype(dt, copy=False))
@@ -453,11 +468,29 @@ def _known_size(op, size):
     return size
 
 
-class Tensor(TensorOps):
+class _TensorMeta(type):
+    """The metaclass of :class:`Tensor`, so that calling the class is
+    torch's legacy constructor ``torch.Tensor(...)`` (torch does the same
+    with its ``_TensorMeta``) while ``Tensor`` stays the class every
+    isinstance check names. Subclasses (Parameter, autobatch's LazyTensor)
+    keep their own constructors."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is Tensor:
+            return _construct(args, kwargs)
+        return type.__call__(cls, *args, **kwargs)
+
+
+class Tensor(TensorOps, metaclass=_TensorMeta):
     """A numpy array with an optional place in the autograd graph.
 
     Create tensors with :func:`dynnets.tensor`, :func:`dynnets.zeros` and
-    friends. :meth:`numpy` is the numpy array (the same memory); ``.data``
+    friends. Calling the class is torch's legacy constructor (see
+    :func:`_construct`): ``Tensor([0, 2, 2])`` is float32 data,
+    ``Tensor(2, 3)`` and ``Tensor(x.size())`` a float32 tensor of that shape
+    (zeros: torch leaves the memory unset), ``Tensor()`` empty, ``Tensor(t)``
+    an alias of tensor ``t``; ``Tensor(array, requires_grad=..., dtype=...,
+    name=...)`` (keywords torch's constructor refuses) wraps the array. :meth:`numpy` is the numpy array (the same memory); ``.data``
     is, as torch's, a tensor on that memory cut from the graph; ``.grad`` is
     filled by :meth:`backward` for leaves with ``requires_grad=True``.
 
@@ -919,6 +952,47 @@ class Parameter(Tensor):
 
 
 register_tensor_types(Tensor, Parameter)
+
+_WRAP = type.__call__
+_CTOR_KEYS = frozenset({"device"})
+
+
+def _construct(args, kwargs):
+    """``Tensor(*args, **kwargs)``.
+
+    * With ``requires_grad=``, ``dtype=`` or ``name=`` (which torch's
+      legacy constructor refuses): dynnets' own
+      ``Tensor(data, requires_grad=False, dtype=None, name=None)``, the
+      array of ``data`` wrapped (an array's memory shared).
+    * One numpy array: wrapped as it is (its dtype kept, its memory shared),
+      dynnets' own meaning, which torch's shares for a float32 array; torch
+      casts an array of another dtype to float32 (write
+      ``Tensor(a.astype(np.float32))`` or ``tensor(a)`` to say which).
+    * One tensor: an alias of it (its dtype, its memory, and in the graph:
+      the gradient flows back), as torch's.
+    * Otherwise torch's legacy constructor in float32 (keyword ``device=``
+      only): sizes (``Tensor(2, 3)``, ``Tensor(x.size())``, a
+      :class:`~dynnets.autograd.ops.Size`) give zeros of that shape (torch:
+      uninitialised memory), data (``Tensor([0, 2, 2])``, nested lists of
+      numbers or 0-d tensors) is cast to float32, ``Tensor()`` is empty; a
+      lone number and a plain tuple of integers raise TypeError (see
+      :func:`legacy_new`).
+    """
+    if kwargs and not kwargs.keys() <= _CTOR_KEYS:
+        return _WRAP(Tensor, *args, **kwargs)
+    if len(args) == 1:
+        a = args[0]
+        if isinstance(a, _NDARRAY):
+            if kwargs.get("device") is not None:
+                check_device(kwargs["device"], "Tensor")
+            return _WRAP(Tensor, a)
+        if isinstance(a, Tensor):
+            if kwargs.get("device") is not None:
+                check_device(kwargs["device"], "Tensor")
+            if a.requires_grad and is_grad_enabled():
+                return alias(a, a._own_array() if type(a._data) is not _NDARRAY else a._data)
+            return a.detach()
+    return legacy_new("Tensor", _F32, args, kwargs.get("device"))
 
 _NO_ATTRS = {}
 _ALL = {"index": Ellipsis}
