@@ -74,52 +74,24 @@ EDITS = {
     "polynomial_tutorial.py": [
     ],
     "treelstm_similarity.py": [
-        ("emb.normal_(0, 0.05)",
-         "emb = torch.tensor(np.random.normal(0, 0.05, tuple(emb.shape)), dtype=torch.float)", "Tensor.normal_"),
-        ("model.emb.weight.data.copy_(emb)", "with torch.no_grad(): model.emb.weight.copy_(emb)", DATA_NUMPY),
         ("'optim': trainer.optimizer,", "'optim': trainer.optimizer.state_dict(),",
          "save() refuses an Optimizer object (torch pickles it)"),
         ("'args': args, 'epoch': epoch", "'args': vars(args), 'epoch': epoch",
          "save() refuses an argparse.Namespace (torch pickles it)"),
     ],
     "treelstm_sentiment.py": [
-        ("emb[vocab.getIndex(word)] = torch.Tensor(emb[vocab.getIndex(word)].size()).normal_(-0.05, 0.05)",
-         "emb[vocab.getIndex(word)] = torch.tensor(np.random.normal(-0.05, 0.05, tuple(emb[vocab.getIndex(word)]"
-         ".size())), dtype=torch.float)",
-         "torch.Tensor(size) makes a tensor holding the sizes; Tensor.normal_"),
         ("embedding_model.state_dict()['weight'].copy_(emb)",
          "with torch.no_grad(): embedding_model.weight.copy_(emb)",
          "state_dict() values are numpy copies (torch: tensors sharing the parameters' memory)"),
         ("for k in init.files if k.startswith('model.')})",
          "for k in init.files if k.startswith('model.')}, strict=False)",
          "state_dict() lists a submodule registered twice once (torch: under each path)"),
-        ("F.torch.unsqueeze(", "torch.unsqueeze(", "torch.nn.functional.torch (torch's F imports torch)"),
-        ("f.data.sub_(f.grad.data * self.args.emblr)",
-         "with torch.no_grad(): f.sub_(f.grad * self.args.emblr)", DATA_NUMPY),
-        ("indices = torch.range(1, dataset.num_classes)",
-         "indices = torch.arange(1, dataset.num_classes + 1, dtype=torch.float)", "torch.range"),
-        ("predictions[idx] = pred.data.cpu()[0]", "predictions[idx] = pred.cpu()[0]", DATA_NUMPY),
         ("torch.save(model, args.saved", "torch.save(model.state_dict(), args.saved",
          "save() of a whole Module is refused (torch pickles it)"),
         ("torch.save(embedding_model, args.saved", "torch.save(embedding_model.state_dict(), args.saved",
          "save() of a whole Module is refused (torch pickles it)"),
     ],
     "bilstm_sentiment.py": [
-        ("pretrained_embedding = torch.zeros(vocab_size, args.embedding_dim).normal_(0, 1)",
-         "pretrained_embedding = torch.tensor(np.random.normal(0, 1, (vocab_size, args.embedding_dim)), "
-         "dtype=torch.float)", "Tensor.normal_"),
-        ("pretrained_embeddings = torch.Tensor(vocab_size, args.embedding_dim)",
-         "pretrained_embeddings = torch.zeros(vocab_size, args.embedding_dim)", "torch.Tensor(*sizes)"),
-        ("torch.Tensor.normal_(pretrained_embeddings)       # torchtext's unk_init",
-         "pretrained_embeddings = torch.tensor(np.random.normal(0, 1, tuple(pretrained_embeddings.shape)), "
-         "dtype=torch.float)", "Tensor.normal_"),
-        ("model.embedding.weight.data = pretrained_embedding",
-         "with torch.no_grad(): model.embedding.weight.copy_(pretrained_embedding)",
-         ".data = tensor is accepted, then optimizer.step() fails ('Tensor' object has no attribute 'flags')"),
-        ("model.embedding.weight.data.copy_(pretrained_embeddings)",
-         "with torch.no_grad(): model.embedding.weight.copy_(pretrained_embeddings)", DATA_NUMPY),
-        ("rounded_preds = torch.round(torch.sigmoid(preds))",
-         "rounded_preds = (torch.sigmoid(preds) > 0.5).float()", "torch.round"),
     ],
     "tf_rnn_text_classifier.py": [
         ("tf.placeholder(tf.int32, shape=", "tf.placeholder(dtype=tf.int32, shape=",
@@ -140,12 +112,8 @@ EDITS = {
          "name= inside name_scope: argmax(..., name='predictions') is not named 'output/predictions'"),
     ],
     "newuser_mlp.py": [
-        ("deterministic_eval = bool((a == b).all())", "deterministic_eval = bool(np.all((a == b).numpy()))",
-         "Tensor.all"),
     ],
     "newuser_word_lm.py": [
-        ("data = data.narrow(0, 0, nbatch * bsz)", "data = data[0:nbatch * bsz]", "Tensor.narrow"),
-        ("p.data.add_(p.grad, alpha=-lr)", "with torch.no_grad(): p.add_(p.grad, alpha=-lr)", DATA_NUMPY),
         ("model.rnn.flatten_parameters()", "pass", "RNNBase.flatten_parameters (a no-op off cuDNN)"),
     ],
 }
@@ -533,7 +501,7 @@ def test_gap_kldivloss():
     assert abs(dnn.KLDivLoss()(dn.tensor(logp), dn.tensor(target)).item() - want) < 1e-12
 
 
-@gap("Tensor.normal_")
+@closed("Tensor.normal_")
 def test_gap_normal_():
     t = dn.zeros(200, 50)
     assert t.normal_(0, 0.05) is t
@@ -542,7 +510,7 @@ def test_gap_normal_():
     assert 0.9 < float(np.std(_np(t))) < 1.1
 
 
-@gap(DATA_NUMPY)
+@closed(DATA_NUMPY)
 def test_gap_data_is_a_tensor():
     w = dnn.Linear(3, 2).weight
     assert tuple(w.data.size()) == (2, 3)
@@ -599,16 +567,16 @@ def test_gap_longtensor_size():
     assert tuple(t.shape) == (1,) and t.dtype == dn.int64 and t.tolist() == [2]
 
 
-@pytest.mark.xfail(strict=True, reason="torch.Tensor(list of ints) is int64 (torch: float32)")
+@closed("torch.Tensor(list of ints) is int64 (torch: float32)")
 def test_gap_tensor_constructor_dtype():
-    """Silent: torch.Tensor(...) is the float32 constructor whatever the data
-    (ttpro1995's ``self.labels = torch.Tensor(self.labels)``: harmless there,
-    so no edit; the labels are int64 here)."""
+    """Silent before: torch.Tensor(...) is the float32 constructor whatever the
+    data (ttpro1995's ``self.labels = torch.Tensor(self.labels)``: harmless
+    there, so no edit; the labels were int64 here)."""
     assert torch.Tensor([0, 2, 2]).dtype == torch.float32
     assert dn.Tensor([0, 2, 2]).dtype == dn.float32
 
 
-@gap("torch.Tensor(size) makes a tensor holding the sizes; Tensor.normal_")
+@closed("torch.Tensor(size) makes a tensor holding the sizes; Tensor.normal_")
 def test_gap_tensor_constructor_size():
     """Silent: torch.Tensor(x.size()) is an (uninitialised) tensor of that shape;
     here it is a tensor holding the sizes."""
@@ -617,7 +585,7 @@ def test_gap_tensor_constructor_size():
     assert tuple(dn.Tensor(x[1].size()).normal_(-0.05, 0.05).shape) == (3,)
 
 
-@gap("torch.Tensor(*sizes)")
+@closed("torch.Tensor(*sizes)")
 def test_gap_tensor_constructor_sizes():
     assert tuple(dn.Tensor(3, 2).shape) == (3, 2)
 
@@ -654,12 +622,12 @@ def test_gap_state_dict_shared_submodule():
     assert list(build(dnn).state_dict()) == list(build(torch.nn).state_dict())
 
 
-@gap("torch.nn.functional.torch (torch's F imports torch)")
+@closed("torch.nn.functional.torch (torch's F imports torch)")
 def test_gap_functional_torch():
     assert dF.torch is dn
 
 
-@gap("torch.range")
+@closed("torch.range")
 def test_gap_range():
     assert dn.range(1, 5).tolist() == torch.range(1, 5).tolist() and dn.range(1, 5).dtype == dn.float32
 
@@ -677,7 +645,7 @@ def test_gap_load_module(tmp_path):
     assert isinstance(dn.load(tmp_path / "m.pt"), dnn.Linear)
 
 
-@gap(".data = tensor is accepted, then optimizer.step() fails ('Tensor' object has no attribute 'flags')")
+@closed(".data = tensor is accepted, then optimizer.step() fails ('Tensor' object has no attribute 'flags')")
 def test_gap_assign_data_tensor():
     """bentrevett's ``model.embedding.weight.data = pretrained_embedding``."""
     m = dnn.Embedding(4, 3)
@@ -688,7 +656,7 @@ def test_gap_assign_data_tensor():
     assert _np(m.weight.detach())[0].tolist() == [1.0, 1.0, 1.0]
 
 
-@gap("torch.round")
+@closed("torch.round")
 def test_gap_round():
     assert dn.round(dn.tensor([0.4, 0.5, 1.5, -0.6])).tolist() == torch.round(torch.tensor([0.4, 0.5, 1.5, -0.6])).tolist()
 
@@ -701,7 +669,7 @@ def test_gap_equal():
     assert dn.equal(dn.zeros(3), dn.zeros(1)) is False
 
 
-@gap("Tensor.all")
+@closed("Tensor.all")
 def test_gap_tensor_all_any():
     t = dn.tensor([True, False])
     assert not bool(t.all()) and bool(t.any())
@@ -713,7 +681,7 @@ def test_gap_tensor_type():
     assert dn.tensor([1.0]).type(dn.float64).dtype == dn.float64
 
 
-@gap("Tensor.narrow")
+@closed("Tensor.narrow")
 def test_gap_narrow():
     assert dn.arange(10).narrow(0, 2, 3).tolist() == [2, 3, 4]
 
