@@ -72,7 +72,8 @@ def test_tensor_constructor_size_objects():
     assert x.size() == (4, 3) and isinstance(x.size(), dn.Size)
     assert tuple(dn.Tensor(x[1].size()).shape) == tuple(torch.Tensor(tx[1].size()).shape) == (3,)
     assert tuple(dn.Tensor(x.size()[1:]).shape) == tuple(torch.Tensor(tx.size()[1:]).shape) == (3,)
-    _same(dn.Tensor(dn.zeros(()).size()), torch.Tensor(torch.Size([])))      # a 0-d tensor, as torch's
+    got, want = dn.Tensor(dn.zeros(()).size()), torch.Tensor(torch.Size([]))  # a 0-d tensor (torch's value unset)
+    assert got.dtype == dn.float32 and tuple(got.shape) == tuple(want.shape) == ()
     _same(dn.Tensor(), torch.Tensor())
     assert x.size().numel() == tx.size().numel() == 12
     t = dn.Tensor(x[1].size()).normal_(-0.05, 0.05)        # ttpro1995's unknown-word vectors
@@ -123,7 +124,11 @@ def test_tensor_class_stays_the_class():
     t = dn.Tensor(a)
     assert t.dtype == dn.float64 and np.shares_memory(t.numpy(), a)
     assert dn.Tensor(a, requires_grad=True).requires_grad
-    assert dn.Tensor([1, 2], dtype=np.int32).dtype == np.int32
+    assert dn.Tensor(np.arange(2), dtype=np.int32).dtype == np.int32
+    with pytest.raises(TypeError, match="take a numpy array"):    # torch's constructor takes no dtype=
+        dn.Tensor([1, 2], dtype=np.int32)
+    with pytest.raises(TypeError):
+        torch.Tensor([1, 2], dtype=torch.int32)
     assert dn.Tensor.normal_ is not None                   # torchtext's unk_init=torch.Tensor.normal_
 
 
