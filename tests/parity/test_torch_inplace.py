@@ -605,14 +605,14 @@ def test_inplace_returns_the_input_itself(lib):
 def test_inplace_dropout_applies_its_mask_to_the_input_and_the_gradient():
     x = dn.tensor(np.linspace(1.0, 2.0, 400), requires_grad=True)
     y = x * 1.0
-    before = y.data.copy()
+    before = y.numpy().copy()
     out = dn.nn.functional.dropout(y, 0.5, True, True, generator=np.random.default_rng(0))
     assert out is y
-    kept = y.data != 0
+    kept = y.numpy() != 0
     assert 0.4 < kept.mean() < 0.6
-    np.testing.assert_allclose(y.data[kept], 2 * before[kept], rtol=1e-15)
+    np.testing.assert_allclose(y.numpy()[kept], 2 * before[kept], rtol=1e-15)
     y.sum().backward()
-    np.testing.assert_array_equal(x.grad.data, 2.0 * kept)
+    np.testing.assert_array_equal(x.grad.numpy(), 2.0 * kept)
 
 
 def test_inplace_on_a_static_value_or_an_array_is_a_clear_error():
