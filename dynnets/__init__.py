@@ -62,3 +62,8 @@ from .autograd.creation import *  # noqa: E402,F401,F403
 from .autograd.creation import __all__ as _creation_all  # noqa: E402
 
 __all__ += _creation_all
+
+# torch's names that are also builtins' (issue 22): importable by name, kept out
+# of a star import, as float, int and bool are
+from .autograd.ops import all, any, round  # noqa: E402
+from .autograd.creation import range  # noqa: E402

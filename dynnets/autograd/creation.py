@@ -286,3 +286,28 @@ ShortTensor = _legacy("ShortTensor")
 CharTensor = _legacy("CharTensor")
 ByteTensor = _legacy("ByteTensor")
 BoolTensor = _legacy("BoolTensor")
+
+
+def range(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
+    """torch's deprecated ``torch.range``: ``start`` to ``end`` *inclusive*
+    by ``step``, float32 by default (also for integer arguments), with
+    torch's deprecation warning; prefer :func:`arange` (``end``
+    exclusive). Not in ``__all__``: a star import would shadow the builtin.
+
+    The number of values is ``floor((end - start) / step) + 1`` and value
+    ``i`` is ``start + i * step``, both computed in float64, as torch's."""
+    import warnings
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=2)
+    check_device(device, "range")
+    start, end, step = (_endpoint("range", n, v) for n, v in (("start", start), ("end", end), ("step", step)))
+    if step == 0:
+        raise ValueError("range: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"range: upper bound and lower bound inconsistent with step sign (start={start}, "
+                         f"end={end}, step={step})")
+    dt = _dtype(dtype)
+    _grad_ok("range", dt, requires_grad)
+    n = int((end - start) / step + 1)
+    return Tensor(start + np.arange(n, dtype=np.float64) * step, requires_grad=requires_grad, dtype=dt)

@@ -150,11 +150,11 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     """``input / other`` (true division; integers divide in float32, as
-    torch's). torch's ``rounding_mode='trunc'`` / ``'floor'`` (integer-valued
-    quotients without a gradient) is not computed here: an error."""
+    torch's); with torch's ``rounding_mode='floor'`` / ``'trunc'`` the
+    quotient rounded down / toward zero in the operands' dtype (integers
+    stay integers), with a zero gradient, as torch's."""
     if rounding_mode is not None:
-        raise ValueError(f"div: rounding_mode={rounding_mode!r} is not supported (true division only); for "
-                         f"integers use (a // b) on the arrays")
+        return _rounded_div(input, other, rounding_mode)
     try:
         return bind2(P.div_p, input, other)
     except P.PromotionNeeded:
@@ -263,9 +263,15 @@ def minimum(input, other):
         return promoted(P.minimum_p, input, other)
 
 
-def where(condition, input, other):
+def where(condition, input=None, other=None):
     """``input`` where ``condition`` else ``other``, as ``torch.where``;
-    gradients flow to ``input`` and ``other`` only."""
+    gradients flow to ``input`` and ``other`` only. ``where(condition)``
+    alone is ``nonzero(condition, as_tuple=True)``: a tuple of int64 index
+    tensors, one per dimension."""
+    if input is None and other is None:
+        return nonzero_tuple(condition)
+    if input is None or other is None:
+        raise TypeError("where: takes (condition) or (condition, input, other), got only one of input and other")
     condition = _array_of(condition)
     c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
     try:
@@ -555,9 +561,33 @@ def argmin(input, dim=None, keepdim=False, *, axis=None):
     return argmax(neg(input), _dim("argmin", axis, dim), keepdim)
 
 
+class Size(tuple):
+    """A shape, as ``torch.Size``: a tuple (equal to the plain tuple of the
+    same sizes, printed as one) that ``x.size()`` returns, so that
+    ``Tensor(x.size())`` and ``x.new(x.size())`` read it as a shape, as
+    torch's legacy constructors do (a plain tuple there is data).
+    ``x.shape`` stays numpy's plain tuple: it is read on hot paths."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if type(i) is builtins.slice else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, other))
+
+    def numel(self):
+        """The number of elements of a tensor of this shape."""
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
 def size(x, dim=None):
-    """``x.shape`` as a tuple, or the size of dimension ``dim`` (as ``torch.Tensor.size``)."""
-    shp = tuple(x.shape)
+    """``x.shape`` as a :class:`Size`, or the size of dimension ``dim`` (as ``torch.Tensor.size``)."""
+    shp = Size(x.shape)
     if dim is None:
         return shp
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
@@ -1345,7 +1375,7 @@ def pad(input, pad, mode="constant", value=None):
     (``(left, right, top, bottom)``); negative counts remove elements. Modes
     ``'constant'`` (``value``, default 0, in the input's dtype),
     ``'reflect'``, ``'replicate'``, ``'circular'`` (these take no value)."""
-    if not isinstance(pad, (list, tuple)) or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+    if not isinstance(pad, (list, tuple)) or not builtins.all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                                                       for v in pad):
         raise TypeError(f"pad: pad must be a flat sequence of integers, (before, after) per dimension from the last "
                         f"(torch's order), got {pad!r}")
@@ -1380,7 +1410,7 @@ def type_as(x, other):
 
 def _sizes(op, sizes):
     sizes = shape_tuple(sizes)
-    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
+    if not builtins.all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
         raise TypeError(f"{op}: sizes must be integers, got {sizes!r}")
     return tuple(int(s) for s in sizes)
 
@@ -1441,7 +1471,7 @@ def repeat(x, *sizes):
     if len(sizes) < len(shp):
         raise P.ShapeError(f"repeat: the number of repeats ({len(sizes)}) can not be smaller than x's dimensions "
                            f"({len(shp)}), x.shape={shp}")
-    if any(s < 0 for s in sizes):
+    if builtins.any(s < 0 for s in sizes):
         raise P.ShapeError(f"repeat: repeats must be non-negative, got {sizes}")
     new = len(sizes) - len(shp)
     shp = (1,) * new + shp
@@ -1505,3 +1535,284 @@ def to(x, *args, dtype=None, device=None, non_blocking=False, copy=False):
 def cpu(x):
     """``x`` itself (dynnets runs on the CPU), as ``torch.Tensor.cpu``."""
     return x
+
+
+# --- torch's rounding, remainders, logical reductions, sorting, scans and
+# selections (issue 22). ``round``, ``all`` and ``any`` stay out of __all__: a
+# star import would shadow the builtins (dynnets.round etc. are imported by name)
+
+def _int_arg(op, name, v):
+    """An integer argument (a Python or numpy int, or a one-element integer tensor), as a Python int."""
+    if getattr(type(v), "_is_tensor", False) or isinstance(v, np.ndarray):
+        a = np.asarray(v)
+        if a.size == 1 and a.dtype.kind in "iu":
+            return int(a.reshape(()))
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an integer, got {v!r}")
+    return int(v)
+
+
+def round(input, *, decimals=0):
+    """``input`` rounded to ``decimals`` decimal places, halves to even, as
+    ``torch.round`` (``round(2.5) == 2``); integer tensors are returned
+    unchanged (with ``decimals=0``). The gradient is zero, as torch's."""
+    d = _int_arg("round", "decimals", decimals)
+    return bind1(P.round_p, input) if d == 0 else bind(P.round_p, input, decimals=d)
+
+
+def remainder(input, other):
+    """Python's ``input % other``: the sign of the divisor, as
+    ``torch.remainder`` and the ``%`` operator; integer operands stay
+    integers (a zero divisor raises), mixed ones follow torch's promotion.
+    Gradients: ``1`` for ``input``, ``-floor(input / other)`` for ``other``."""
+    try:
+        return bind2(P.remainder_p, input, other)
+    except P.PromotionNeeded:
+        return promoted(P.remainder_p, input, other)
+
+
+def fmod(input, other):
+    """C's ``fmod``: the sign of the dividend, as ``torch.fmod``. Gradients:
+    ``1`` for ``input``, ``-trunc(input / other)`` for ``other``."""
+    try:
+        return bind2(P.fmod_p, input, other)
+    except P.PromotionNeeded:
+        return promoted(P.fmod_p, input, other)
+
+
+def floor_divide(input, other):
+    """``input // other`` rounded down (Python's ``//``), as
+    ``torch.floor_divide`` and ``div(rounding_mode='floor')``: integers stay
+    integers (a zero divisor raises). The gradient is zero, as torch's
+    ``div(rounding_mode='floor')`` (torch's floor_divide raises
+    "derivative not implemented" instead)."""
+    try:
+        return bind2(P.div_rounded_p, input, other)
+    except P.PromotionNeeded:
+        return promoted(P.div_rounded_p, input, other)
+
+
+def _rounded_div(input, other, rounding_mode):
+    if rounding_mode not in ("floor", "trunc"):
+        raise ValueError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                         f"{rounding_mode!r}")
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    try:
+        return bind(P.div_rounded_p, input, other, mode="trunc")
+    except P.PromotionNeeded:
+        return promoted(P.div_rounded_p, input, other, mode="trunc")
+
+
+def _truth(op, input):
+    """``input != 0`` (``input`` itself when boolean)."""
+    dt = np.dtype(input.dtype)
+    if dt.kind == "b":
+        return input
+    if dt.kind not in "iufc":
+        raise P.DTypeError(f"{op}: expected a numeric or boolean input, got dtype {dt}")
+    return bind2(P.not_equal_p, input, 0)
+
+
+def _logical_reduce(op, input, dim, keepdim, count_false):
+    t = _truth(op, input)
+    counted = bind2(P.equal_p, t, False) if count_false else t
+    if dim is None:
+        if keepdim:
+            n = bind(P.sum_p, astype(counted, np.int64), axis=tuple(builtins.range(len(input.shape))),
+                     keepdims=True)
+        else:
+            n = bind1(P.sum_p, astype(counted, np.int64))
+    else:
+        n = sum(astype(counted, np.int64), dim, keepdim)
+    r = bind2(P.equal_p, n, 0) if count_false else bind2(P.greater_p, n, 0)
+    # torch keeps uint8 for uint8 input (the old mask dtype); every other input gives bool
+    return astype(r, np.uint8) if np.dtype(input.dtype) == np.uint8 else r
+
+
+def _numpy_keywords(op, dim, keepdim, axis, keepdims, out):
+    """``(dim, keepdim)`` from torch's and numpy's keywords: ``np.all(t)``
+    calls ``t.all(axis=None, out=None)``."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (dynnets ops return new tensors), got {type(out).__name__}")
+    return _dim(op, axis, dim), _keep(op, keepdims, keepdim)
+
+
+def all(input, dim=None, keepdim=False, *, axis=None, keepdims=None, out=None):
+    """Whether every element is nonzero (over ``dim``, an int or a tuple;
+    all of them by default), as ``torch.all`` / ``Tensor.all``: a boolean
+    tensor (uint8 for uint8 input, as torch's). numpy's ``axis=`` /
+    ``keepdims=`` are accepted too (``np.all(t)`` calls the method)."""
+    dim, keepdim = _numpy_keywords("all", dim, keepdim, axis, keepdims, out)
+    return _logical_reduce("all", input, dim, keepdim, True)
+
+
+def any(input, dim=None, keepdim=False, *, axis=None, keepdims=None, out=None):
+    """Whether some element is nonzero (over ``dim``), as ``torch.any``."""
+    dim, keepdim = _numpy_keywords("any", dim, keepdim, axis, keepdims, out)
+    return _logical_reduce("any", input, dim, keepdim, False)
+
+
+def _known_dim(op, input, dim):
+    """``dim`` of ``input`` as a non-negative axis with its (known) size; a
+    0-d input has dimension 0 of size 1 where torch allows it."""
+    shape = tuple(input.shape)
+    nd = len(shape)
+    d = _int_arg(op, "dim", dim)
+    if not -builtins.max(nd, 1) <= d < builtins.max(nd, 1):
+        raise P.IndexRangeError(f"{op}: dimension out of range (expected to be in range of "
+                                f"[{-builtins.max(nd, 1)}, {builtins.max(nd, 1) - 1}], but got {d})")
+    d %= builtins.max(nd, 1)
+    n = shape[d] if nd else 1
+    if n is None:
+        raise P.ShapeError(f"{op}: dimension {d} of input.shape={shape} must be known")
+    return d, n
+
+
+def narrow(input, dim, start, length):
+    """``length`` elements of ``input`` along ``dim`` from ``start`` (which
+    may be negative: from the end), as ``torch.narrow`` /
+    ``Tensor.narrow``; differentiable (a slice)."""
+    if not len(input.shape):
+        raise P.ShapeError("narrow: narrow() cannot be applied to a 0-dim tensor")
+    d, n = _known_dim("narrow", input, dim)
+    start = _int_arg("narrow", "start", start)
+    length = _int_arg("narrow", "length", length)
+    if length < 0:
+        raise P.ShapeError(f"narrow: length must be non-negative, got {length}")
+    if not -n <= start <= n:
+        raise P.IndexRangeError(f"narrow: start out of range (expected to be in range of [{-n}, {n}], but got "
+                                f"{start})")
+    if start < 0:
+        start += n
+    if start + length > n:
+        raise P.ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n}) of "
+                           f"dimension {d}")
+    return getitem(input, (builtins.slice(None),) * d + (builtins.slice(start, start + length),))
+
+
+class SortResult(tuple):
+    """``(values, indices)`` of :func:`sort` and :func:`topk`, a named tuple
+    as torch's ``torch.return_types.sort`` / ``topk``."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return tuple.__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+    def __repr__(self):
+        return f"SortResult(values={self[0]!r}, indices={self[1]!r})"
+
+
+def _flag(op, name, v):
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{op}: {name} must be a bool, got {v!r}")
+    return bool(v)
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """``input`` sorted along ``dim`` (ascending unless ``descending``),
+    with the int64 indices of the sorted elements, as ``torch.sort``: a
+    ``(values, indices)`` named tuple. Equal elements keep their order
+    (torch guarantees it with ``stable=True``; any order is valid without);
+    NaN counts as the largest value. The gradient goes back to the sorted
+    positions."""
+    d, _ = _known_dim("sort", input, dim)
+    v, i = bind(P.sort_p, input, axis=d, descending=_flag("sort", "descending", descending),
+                stable=_flag("sort", "stable", stable))
+    return SortResult(v, i)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The int64 indices that sort ``input`` along ``dim``, as ``torch.argsort``."""
+    return sort(input, dim, descending, stable)[1]
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (``largest=False``: smallest) elements along
+    ``dim`` and their int64 indices, as ``torch.topk``: a ``(values,
+    indices)`` named tuple, largest first (smallest first) also with
+    ``sorted=False`` (torch then promises no order). Equal elements come in
+    index order."""
+    d, n = _known_dim("topk", input, dim)
+    k = _int_arg("topk", "k", k)
+    _flag("topk", "sorted", sorted)
+    if not 0 <= k <= n:
+        raise P.ShapeError(f"topk: selected index k out of range: k={k} for dimension {d} of size {n} "
+                           f"(input.shape={tuple(input.shape)})")
+    v, i = sort(input, d, descending=_flag("topk", "largest", largest), stable=True)
+    if k == n or not len(input.shape):
+        return SortResult(v, i)
+    part = (builtins.slice(None),) * d + (builtins.slice(0, k),)
+    return SortResult(getitem(v, part), getitem(i, part))
+
+
+def cumsum(input, dim, *, dtype=None):
+    """Cumulative sums along ``dim``, as ``torch.cumsum``: integer and
+    boolean input sums in int64; ``dtype=`` casts the input first. The
+    gradient is the reversed cumulative sum of the output's."""
+    x = input if dtype is None else astype(input, dtype)
+    d, _ = _known_dim("cumsum", x, dim)
+    return bind(P.cumsum_p, x, axis=d)
+
+
+def unbind(input, dim=0):
+    """The slices of ``input`` along ``dim``, that dimension removed, as a
+    tuple (``torch.unbind``): one split node, so the gradient is one
+    concatenation, not one full-size array per slice."""
+    if not len(input.shape):
+        raise P.ShapeError("unbind: dimension specified as 0 but tensor has no dimensions")
+    d, n = _known_dim("unbind", input, dim)
+    if n == 0:
+        return ()
+    rest = tuple(input.shape[:d]) + tuple(input.shape[d + 1:])
+    return tuple(reshape(p, rest) for p in split(input, 1, d))
+
+
+def index_select(input, dim, index):
+    """The entries of ``input`` at ``index`` (a 1-D or 0-D int64/int32
+    tensor) along ``dim``, as ``torch.index_select``; repeated indices add
+    their gradients. An index outside ``[0, size)`` raises (numpy would wrap
+    a negative one)."""
+    if not len(input.shape):
+        raise P.ShapeError("index_select: input must have at least one dimension, got a 0-d input")
+    d, n = _known_dim("index_select", input, dim)
+    idx = _array_of(index)
+    if getattr(idx, "_is_symbolic", False):
+        raise TypeError("index_select: index must be a concrete tensor (a static graph's value has no values "
+                        "to check; use dynnets.static.gather)")
+    if not hasattr(idx, "dtype"):
+        raise TypeError(f"index_select: index must be a tensor, got {type(index).__name__}")
+    idx = np.asarray(idx)
+    if idx.dtype not in (np.int64, np.int32):
+        raise P.DTypeError(f"index_select: expected dtype int32 or int64 for index, got {idx.dtype}")
+    if idx.ndim > 1:
+        raise P.ShapeError(f"index_select: index is supposed to be a vector, got shape {idx.shape}")
+    idx = idx.reshape(-1).astype(np.int64, copy=False)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = idx[(idx < 0) | (idx >= n)][0]
+        raise P.IndexRangeError(f"index_select: index {bad} is out of range for dimension {d} of size {n}")
+    return getitem(input, (builtins.slice(None),) * d + (idx,))
+
+
+def nonzero_tuple(condition):
+    """``torch.where(condition)`` / ``nonzero(as_tuple=True)``: one int64
+    tensor of indices per dimension of ``condition`` (a 0-d condition
+    counts as one element)."""
+    t = _truth("where", condition)
+    if not len(condition.shape):
+        t = reshape(t, 1)
+    coords = bind(P.argwhere_p, t)
+    return tuple(getitem(coords, (builtins.slice(None), j)) for j in builtins.range(builtins.max(len(condition.shape), 1)))
+
+
+__all__ += ["remainder", "fmod", "floor_divide", "narrow", "sort", "argsort", "topk", "cumsum", "unbind",
+            "index_select", "SortResult", "Size"]

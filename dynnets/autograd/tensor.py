@@ -22,7 +22,7 @@ from . import ops
 from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
-from .engine import bind, bind1, bind2, memory_base, register_tensor_types, write_inplace
+from .engine import alias, bind, bind1, bind2, is_grad_enabled, memory_base, register_tensor_types, write_inplace
 from .gradtypes import LAZY_TYPES, densify
 from .primitives.core import DTypeError, PromotionNeeded, ShapeError
 from ..devices import CPU, DeviceUnavailableError, check_device
@@ -258,6 +258,33 @@ class TensorOps:
     mm = ops.mm
     dot = ops.dot
     broadcast_to = ops.broadcast_to
+    # rounding, remainders, logical reductions, sorting, scans, selections (issue 22)
+    round = ops.round
+    remainder = ops.remainder
+    fmod = ops.fmod
+    floor_divide = ops.floor_divide
+    all = ops.all
+    any = ops.any
+    narrow = ops.narrow
+    sort = ops.sort
+    argsort = ops.argsort
+    topk = ops.topk
+    cumsum = ops.cumsum
+    unbind = ops.unbind
+    index_select = ops.index_select
+
+    # Python's % and //, as torch's (and TF1's floormod / floordiv)
+    def __mod__(self, o):
+        return ops.remainder(self, o)
+
+    def __rmod__(self, o):
+        return ops.remainder(o, self)
+
+    def __floordiv__(self, o):
+        return ops.floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return ops.floor_divide(o, self)
 
     def contiguous(self):
         """``self``: a static or lazy value has no memory layout to change
@@ -343,6 +370,7 @@ class TensorOps:
 
 _NDARRAY = np.ndarray
 _object_new = object.__new__
+_UNSET = object()           # Tensor() without data
 _F32, _F64, _F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 _I64, _I32, _B = np.dtype(np.int64), np.dtype(np.int32), np.dtype(np.bool_)
 
@@ -397,6 +425,20 @@ def legacy_new(where, dt, args, device=None):
         check_device(device, where)
     if not args:
         return Tensor(np.zeros((0,), dtype=dt))
+    if where == "Tensor" and len(args) == 1 and type(args[0]) is tuple and args[0] and all(
+            isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args[0]):
+        # torch reads a torch.Size (x.size(), x.shape) as a shape and any other
+        # tuple as data; dynnets' x.shape is numpy's plain tuple, so for
+        # torch.Tensor, which scripts call with shapes, a tuple of integers could
+        # mean either: an error rather than a silent guess (the typed legacy
+        # constructors, FloatTensor((2, 3)), keep torch's reading: data)
+        raise TypeError(f"{where}: a tuple of integers {args[0]!r} is ambiguous here: torch reads x.shape and "
+                        f"x.size() (a torch.Size) as a shape, any other tuple as data, and dynnets' x.shape is a "
+                        f"plain tuple. Pass a shape as sizes ({where}(*x.shape)) or x.size(), data as a list")
+    if len(args) == 1 and isinstance(args[0], ops.Size):
+        args = tuple(args[0])
+        if not args:
+            return Tensor(np.zeros((), dtype=dt))
     if all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args):
         if any(a < 0 for a in args):
             raise ShapeError(f"{where}: trying to create a tensor with a negative dimension: {list(args)}")
@@ -412,8 +454,11 @@ def legacy_new(where, dt, args, device=None):
     if isinstance(data, (numbers.Number, np.generic)) or getattr(data, "_is_symbolic", False):
         raise TypeError(f"{where}: data must be a sequence (got {type(data).__name__}); for a 0-d tensor use "
                         f"tensor(value, dtype=...)")
-    arr = np.array(data)
-    if arr.dtype.kind == "O":
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(f"{where}: could not convert {type(data).__name__} to a tensor: {e}") from None
+    if arr.dtype.kind in "OUSV":
         raise TypeError(f"{where}: could not convert {type(data).__name__} to a tensor (ragged nested lists, or "
                         f"objects that are not numbers)")
     return Tensor(arr.astype(dt, copy=False))
@@ -431,7 +476,12 @@ class Tensor(TensorOps):
     """A numpy array with an optional place in the autograd graph.
 
     Create tensors with :func:`dynnets.tensor`, :func:`dynnets.zeros` and
-    friends. :meth:`numpy` is the numpy array (the same memory); ``.data``
+    friends. Calling the class is torch's legacy constructor (see
+    :func:`_construct`): ``Tensor([0, 2, 2])`` is float32 data,
+    ``Tensor(2, 3)`` and ``Tensor(x.size())`` a float32 tensor of that shape
+    (zeros: torch leaves the memory unset), ``Tensor()`` empty, ``Tensor(t)``
+    an alias of tensor ``t``; ``Tensor(array, requires_grad=..., dtype=...,
+    name=...)`` (keywords torch's constructor refuses) wraps the array. :meth:`numpy` is the numpy array (the same memory); ``.data``
     is, as torch's, a tensor on that memory cut from the graph; ``.grad`` is
     filled by :meth:`backward` for leaves with ``requires_grad=True``.
 
@@ -449,7 +499,42 @@ class Tensor(TensorOps):
     __array_priority__ = 1000      # ndarray (op) Tensor defers to Tensor's reflected dunder
     _is_tensor = True
 
-    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+    def __new__(cls, data=_UNSET, *more, requires_grad=False, dtype=None, name=None, device=None):
+        # Calling the class is dynnets' wrapping constructor for a numpy array
+        # (``Tensor(arr, requires_grad=..., dtype=..., name=...)``) and torch's
+        # legacy constructor torch.Tensor(...) for anything else (see
+        # _construct). Done here, with no __init__, rather than in a metaclass
+        # __call__: a custom metaclass costs every isinstance(x, Tensor) of a
+        # non-Tensor x ~30 ns (CPython's fast path needs the class's type to be
+        # exactly type): measured 45 -> 61-107 ns. Subclasses (Parameter)
+        # initialise in their __init__.
+        if cls is not Tensor:
+            return _object_new(cls)
+        if isinstance(data, _NDARRAY) and not more:
+            if device is not None:
+                check_device(device, "Tensor")
+            # _wrap's body inline: one call less (~90 ns) for the package's own Tensor(array)
+            arr = data if dtype is None and type(data) is _NDARRAY else np.asarray(data, dtype=dtype)
+            rg = bool(requires_grad)
+            if rg and arr.dtype.kind != "f":
+                raise TypeError(f"tensor: only floating-point tensors can require grad, got dtype {arr.dtype}")
+            t = _object_new(cls)
+            t._data = arr
+            t._grad = None
+            t.requires_grad = rg
+            t._node = None
+            t._idx = 0
+            t.name = name
+            return t
+        if dtype is not None or name is not None or requires_grad:
+            raise TypeError(f"Tensor: requires_grad=, dtype= and name= take a numpy array as data (torch's legacy "
+                            f"constructor takes none of them), got {type(data).__name__}; use "
+                            f"dynnets.tensor(data, dtype=..., requires_grad=...)")
+        args = more if data is _UNSET else (data,) + more
+        return _construct(args, device)
+
+    def _wrap(self, data, requires_grad=False, dtype=None, name=None):
+        """Hold the array of ``data`` (shared when it is one of ``dtype``)."""
         arr = np.asarray(data, dtype=dtype)
         if requires_grad and arr.dtype.kind != "f":
             raise TypeError(f"tensor: only floating-point tensors can require grad, got dtype {arr.dtype}")
@@ -916,7 +1001,7 @@ class Parameter(Tensor):
         arr = data._own_array() if isinstance(data, Tensor) else np.array(data)
         if arr.dtype.kind != "f":
             arr = arr.astype(np.float32)
-        super().__init__(arr, requires_grad=requires_grad, name=name)
+        self._wrap(arr, requires_grad=requires_grad, name=name)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
@@ -925,6 +1010,33 @@ class Parameter(Tensor):
 
 
 register_tensor_types(Tensor, Parameter)
+
+
+
+def _construct(args, device=None):
+    """torch's legacy constructor ``Tensor(*args, device=None)`` in float32,
+    for arguments other than a numpy array (which :class:`Tensor` wraps as it
+    is: its dtype kept, its memory shared, dynnets' own meaning and torch's
+    for a float32 array; torch casts an array of another dtype to float32:
+    write ``Tensor(a.astype(np.float32))`` or ``tensor(a)`` to say which).
+
+    * One tensor: an alias of it (its dtype, its memory, and in the graph:
+      the gradient flows back), as torch's.
+    * Sizes (``Tensor(2, 3)``, ``Tensor(x.size())``, a
+      :class:`~dynnets.autograd.ops.Size`): zeros of that shape (torch:
+      uninitialised memory). Data (``Tensor([0, 2, 2])``, nested lists of
+      numbers or 0-d tensors): cast to float32. ``Tensor()``: empty. A lone
+      number and a plain tuple of integers raise TypeError (see
+      :func:`legacy_new`).
+    """
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        a = args[0]
+        if device is not None:
+            check_device(device, "Tensor")
+        if a.requires_grad and is_grad_enabled():
+            return alias(a, a._own_array() if type(a._data) is not _NDARRAY else a._data)
+        return a.detach()
+    return legacy_new("Tensor", _F32, args, device)
 
 _NO_ATTRS = {}
 _ALL = {"index": Ellipsis}

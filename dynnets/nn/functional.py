@@ -279,3 +279,38 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=None):
     ``dim`` as :func:`softmax`."""
     dim, axis = _softmax_dim("log_softmax", input, dim, axis)
     return ops.log_softmax(_cast("log_softmax", input, dtype), dim, axis=axis)
+
+
+def one_hot(tensor, num_classes=-1):
+    """``tensor`` (int64 class indices, any shape) as one-hot rows: shape
+    ``tensor.shape + (num_classes,)``, int64, as ``torch.nn.functional.one_hot``;
+    ``num_classes=-1`` takes ``tensor.max() + 1``. Values must lie in
+    ``[0, num_classes)``. No gradient (an integer result)."""
+    arr = tensor.numpy() if isinstance(tensor, Tensor) else None
+    if arr is None:
+        raise TypeError(f"one_hot: tensor must be a Tensor of int64 class indices, got {type(tensor).__name__}")
+    if arr.dtype != np.int64:
+        raise P.DTypeError(f"one_hot: one_hot is only applicable to index tensor of type LongTensor (int64), got "
+                           f"dtype {arr.dtype}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
+        raise TypeError(f"one_hot: num_classes must be an integer, got {num_classes!r}")
+    if num_classes == -1:
+        if arr.size == 0:
+            raise P.ShapeError("one_hot: can not infer total number of classes from empty tensor (pass num_classes)")
+        num_classes = int(arr.max()) + 1
+    elif num_classes < -1:
+        raise P.ShapeError(f"one_hot: num_classes must be -1 or non-negative, got {num_classes}")
+    if arr.size:
+        if arr.min() < 0:
+            raise P.IndexRangeError(f"one_hot: class values must be non-negative, got {int(arr.min())}")
+        if arr.max() >= num_classes:
+            raise P.IndexRangeError(f"one_hot: class values must be smaller than num_classes={num_classes}, got "
+                                    f"{int(arr.max())}")
+    return ops.astype(ops.eq(ops.unsqueeze(tensor, -1), np.arange(num_classes, dtype=np.int64)), np.int64)
+
+
+__all__ += ["one_hot"]
+
+# torch.nn.functional imports torch, and scripts call through it (``F.torch.cat``):
+# the same here, dynnets itself (not in __all__)
+import dynnets as torch  # noqa: E402

@@ -570,6 +570,51 @@ SAMPLES["custom_function"] = _custom_function
 EAGER_ONLY = {"custom_function"}
 
 
+# torch's rounding, remainders, sort and cumsum (issue 22): piecewise functions
+# sampled away from their jumps and kinks, sorts of distinct values
+def _fractional_quotients(rng, shape_x, shape_y):
+    """``(x, y)`` with ``x / y`` at least 0.2 away from every integer (``y``
+    broadcasts against ``x``)."""
+    y = rng.uniform(0.5, 2.0, shape_y) * rng.choice([-1.0, 1.0], size=shape_y)
+    q = rng.integers(-3, 4, shape_x) + rng.uniform(0.2, 0.8, shape_x)
+    return np.asarray(q * y), np.asarray(y)
+
+
+def _rounded_binary(**attrs):
+    def gen(rng):
+        a, b = _fractional_quotients(rng, (3, 4), (3, 4))
+        c, d = _fractional_quotients(rng, (2, 3), (3,))
+        return [Case("same", a, b, **attrs), Case("y-broadcast", c, d, **attrs),
+                Case("python-scalar", np.array([[0.3, 2.9, -1.2], [4.1, -3.3, 0.6]]), 1.5, const=(1,), **attrs),
+                Case("0d", np.asarray(2.7), np.asarray(-1.1), **attrs)]
+    return gen
+
+
+def _round(rng):
+    base = rng.integers(-5, 6, (3, 4)) + rng.uniform(0.1, 0.4, (3, 4)) * rng.choice([-1.0, 1.0], (3, 4))
+    return [Case("2d", base), Case("0d", np.asarray(-2.3)), Case("decimals", base / 10 + 0.0012, decimals=1),
+            Case("negative-decimals", base * 10, decimals=-1)]
+
+
+def _cumsum(rng):
+    r = _r(rng)
+    return [Case("axis0", r(3, 4), axis=0), Case("axis1", r(3, 4), axis=1), Case("neg-3d", r(2, 3, 2), axis=-2),
+            Case("0d", r(), axis=0), Case("1d", r(5), axis=-1)]
+
+
+def _sort(rng):
+    def distinct(*shape):
+        return rng.permutation(int(np.prod(shape))).reshape(shape) + rng.uniform(0, 0.5, shape)
+    return [Case("rows", distinct(3, 4), outputs=(0,)), Case("axis0-desc", distinct(3, 4), axis=0, descending=True,
+                                                               outputs=(0,)),
+            Case("1d-stable", distinct(5), stable=True, outputs=(0,)), Case("0d", np.asarray(1.5), outputs=(0,)),
+            Case("3d-mid", distinct(2, 3, 2), axis=1, descending=True, outputs=(0,))]
+
+
+SAMPLES.update({"round": _round, "remainder": _rounded_binary(), "fmod": _rounded_binary(),
+                "div_rounded": _rounded_binary(), "cumsum": _cumsum, "sort": _sort})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -936,6 +981,23 @@ BAD.update({
 NO_BAD_INPUT["stop_gradient"] = "any array passes through"
 NO_BAD_INPUT["custom_function"] = ("its inputs are whatever the user's forward accepts "
                                    "(tests/parity/test_torch_autograd_function.py)")
+
+BAD.update({
+    "round": [((np.array([1, 2]),), {"decimals": 1}, "round: decimals=1 needs a floating-point input"),
+              ((np.array([True]),), {}, "round: expected a real numeric input, got dtype bool"),
+              ((_z(2),), {"decimals": 0.5}, "round: decimals must be an integer")],
+    "remainder": [((np.array([True]), np.array([True])), {}, "remainder: input must be a real number"),
+                  ((_z(2), _z(3)), {}, "remainder:")],
+    "fmod": [((_z(2), np.array([1j])), {}, "fmod: other must be a real number")],
+    "div_rounded": [((_z(2), _z(2)), {"mode": "round"}, "div: rounding_mode must be 'floor', 'trunc' or None"),
+                    ((np.array(["a"]), _z(1)), {}, "div: input must be a real number")],
+    "cumsum": [((_z(2, 3),), {"axis": 2}, "cumsum: dimension out of range (expected to be in range of [-2, 1], but "
+                                          "got 2)"),
+               ((np.array(["a"]),), {"axis": 0}, "cumsum: expected a numeric input")],
+    "sort": [((_z(2, 3),), {"axis": -3}, "sort: dimension out of range"),
+             ((_z(2, 3),), {"descending": 1}, "sort: descending must be a bool"),
+             ((np.array([1j]),), {}, "sort: input must be real numbers or booleans")],
+})
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

@@ -47,8 +47,9 @@ from dynnets.autograd.tensor import Tensor
 # examples per primitive in the test run (the whole table in about 10 s on the 2-core machine)
 EXAMPLES = int(os.environ.get("DYNNETS_SAFETY_EXAMPLES", "60"))
 # the op names rejections of a primitive may use (a public op's name where it differs)
-OP_NAMES = {"softmax_cross_entropy": ("cross_entropy", "softmax_cross_entropy")}
-ALLOWED = (ShapeError, TypeError, ValueError, IndexError)
+OP_NAMES = {"softmax_cross_entropy": ("cross_entropy", "softmax_cross_entropy"), "div_rounded": ("div", "floor_divide")}
+# (an integer division or remainder by zero raises ZeroDivisionError, as torch's error)
+ALLOWED = (ShapeError, TypeError, ValueError, IndexError, ZeroDivisionError)
 
 # derandomized, so CI is reproducible; DYNNETS_SAFETY_RANDOM=1 explores other examples on each run
 settings.register_profile("dynnets-safety", derandomize=not os.environ.get("DYNNETS_SAFETY_RANDOM"),
@@ -670,6 +671,41 @@ def _ensure_shape(g):
 
 STRATEGIES.update({"gather_nd": _gather_nd, "boolean_mask": _boolean_mask, "argwhere": _argwhere, "top_k": _top_k,
                    "tile": _tile, "stop_gradient": _unary, "ensure_shape": _ensure_shape})
+
+
+# torch's rounding, remainders, sort and cumsum (issue 22)
+def _round(g):
+    (x,), _ = _unary(g)
+    return [x], ({} if g.flag(0.4) else {"decimals": g.draw(st.sampled_from([1, -1, 3, 1.5, True]))})
+
+
+def _div_rounded(g):
+    args, _ = _binary(g)
+    return args, ({} if g.flag(0.4) else {"mode": g.draw(st.sampled_from(["floor", "trunc", "round", None]))})
+
+
+def _axis_attr(g, x):
+    nd = max(np.ndim(x), 1)
+    return g.draw(st.sampled_from([0, -1, nd - 1, nd, -nd - 1, 1.0]))
+
+
+def _cumsum(g):
+    (x,), _ = _unary(g)
+    return [x], {"axis": _axis_attr(g, x)}
+
+
+def _sort(g):
+    (x,), _ = _unary(g)
+    attrs = {"axis": _axis_attr(g, x)}
+    if g.flag(0.5):
+        attrs["descending"] = g.draw(st.sampled_from([True, False, 1]))
+    if g.flag(0.3):
+        attrs["stable"] = g.draw(st.sampled_from([True, False, None]))
+    return [x], attrs
+
+
+STRATEGIES.update({"round": _round, "remainder": _binary, "fmod": _binary, "div_rounded": _div_rounded,
+                   "cumsum": _cumsum, "sort": _sort})
 
 
 # --------------------------------------------------------------------------

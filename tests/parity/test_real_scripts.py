@@ -77,28 +77,14 @@ EDITS = {
     "treelstm_similarity.py": [
     ],
     "treelstm_sentiment.py": [
-        ("emb[vocab.getIndex(word)] = torch.Tensor(emb[vocab.getIndex(word)].size()).normal_(-0.05, 0.05)",
-         "emb[vocab.getIndex(word)] = torch.tensor(np.random.normal(-0.05, 0.05, tuple(emb[vocab.getIndex(word)]"
-         ".size())), dtype=torch.float)",
-         "torch.Tensor(size) makes a tensor holding the sizes; Tensor.normal_"),
-        ("F.torch.unsqueeze(", "torch.unsqueeze(", "torch.nn.functional.torch (torch's F imports torch)"),
-        ("indices = torch.range(1, dataset.num_classes)",
-         "indices = torch.arange(1, dataset.num_classes + 1, dtype=torch.float)", "torch.range"),
     ],
     "bilstm_sentiment.py": [
-        ("pretrained_embeddings = torch.Tensor(vocab_size, args.embedding_dim)",
-         "pretrained_embeddings = torch.zeros(vocab_size, args.embedding_dim)", "torch.Tensor(*sizes)"),
-        ("rounded_preds = torch.round(torch.sigmoid(preds))",
-         "rounded_preds = (torch.sigmoid(preds) > 0.5).float()", "torch.round"),
     ],
     "tf_rnn_text_classifier.py": [
     ],
     "newuser_mlp.py": [
-        ("deterministic_eval = bool((a == b).all())", "deterministic_eval = bool(np.all((a == b).numpy()))",
-         "Tensor.all"),
     ],
     "newuser_word_lm.py": [
-        ("data = data.narrow(0, 0, nbatch * bsz)", "data = data[0:nbatch * bsz]", "Tensor.narrow"),
     ],
 }
 
@@ -568,16 +554,16 @@ def test_gap_longtensor_size():
     assert tuple(t.shape) == (1,) and t.dtype == dn.int64 and t.tolist() == [2]
 
 
-@pytest.mark.xfail(strict=True, reason="torch.Tensor(list of ints) is int64 (torch: float32)")
+@closed("torch.Tensor(list of ints) is int64 (torch: float32)")
 def test_gap_tensor_constructor_dtype():
-    """Silent: torch.Tensor(...) is the float32 constructor whatever the data
-    (ttpro1995's ``self.labels = torch.Tensor(self.labels)``: harmless there,
-    so no edit; the labels are int64 here)."""
+    """Silent before: torch.Tensor(...) is the float32 constructor whatever the
+    data (ttpro1995's ``self.labels = torch.Tensor(self.labels)``: harmless
+    there, so no edit; the labels were int64 here)."""
     assert torch.Tensor([0, 2, 2]).dtype == torch.float32
     assert dn.Tensor([0, 2, 2]).dtype == dn.float32
 
 
-@gap("torch.Tensor(size) makes a tensor holding the sizes; Tensor.normal_")
+@closed("torch.Tensor(size) makes a tensor holding the sizes; Tensor.normal_")
 def test_gap_tensor_constructor_size():
     """Silent: torch.Tensor(x.size()) is an (uninitialised) tensor of that shape;
     here it is a tensor holding the sizes."""
@@ -586,7 +572,7 @@ def test_gap_tensor_constructor_size():
     assert tuple(dn.Tensor(x[1].size()).normal_(-0.05, 0.05).shape) == (3,)
 
 
-@gap("torch.Tensor(*sizes)")
+@closed("torch.Tensor(*sizes)")
 def test_gap_tensor_constructor_sizes():
     assert tuple(dn.Tensor(3, 2).shape) == (3, 2)
 
@@ -623,12 +609,12 @@ def test_gap_state_dict_shared_submodule():
     assert list(build(dnn).state_dict()) == list(build(torch.nn).state_dict())
 
 
-@gap("torch.nn.functional.torch (torch's F imports torch)")
+@closed("torch.nn.functional.torch (torch's F imports torch)")
 def test_gap_functional_torch():
     assert dF.torch is dn
 
 
-@gap("torch.range")
+@closed("torch.range")
 def test_gap_range():
     assert dn.range(1, 5).tolist() == torch.range(1, 5).tolist() and dn.range(1, 5).dtype == dn.float32
 
@@ -667,7 +653,7 @@ def test_gap_assign_data_tensor():
     assert _np(m.weight.detach())[0].tolist() == [1.0, 1.0, 1.0]
 
 
-@gap("torch.round")
+@closed("torch.round")
 def test_gap_round():
     assert dn.round(dn.tensor([0.4, 0.5, 1.5, -0.6])).tolist() == torch.round(torch.tensor([0.4, 0.5, 1.5, -0.6])).tolist()
 
@@ -680,7 +666,7 @@ def test_gap_equal():
     assert dn.equal(dn.zeros(3), dn.zeros(1)) is False
 
 
-@gap("Tensor.all")
+@closed("Tensor.all")
 def test_gap_tensor_all_any():
     t = dn.tensor([True, False])
     assert not bool(t.all()) and bool(t.any())
@@ -692,7 +678,7 @@ def test_gap_tensor_type():
     assert dn.tensor([1.0]).type(dn.float64).dtype == dn.float64
 
 
-@gap("Tensor.narrow")
+@closed("Tensor.narrow")
 def test_gap_narrow():
     assert dn.arange(10).narrow(0, 2, 3).tolist() == [2, 3, 4]
 

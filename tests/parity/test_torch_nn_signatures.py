@@ -37,6 +37,7 @@ DOCUMENTED = {
     "F.gelu": "input, approximate='none'",
     "F.relu_": "input",
     "F.leaky_relu_": "input, negative_slope=0.01",
+    "F.one_hot": "tensor, num_classes=-1",
     "nn.RNN": "input_size, hidden_size, num_layers=1, nonlinearity='tanh', bias=True, batch_first=False, "
               "dropout=0.0, bidirectional=False, device=None, dtype=None",
     "nn.GRU": "input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0, "

@@ -379,6 +379,9 @@ COVERED_ELSEWHERE = {
     "lstm_seq", "gru_seq", "rnn_seq", "tree_lstm_levels", "tree_lstm_levels_packed", "tree_rnn_levels", "childsum_levels",
     "tree_lstm_node", "tree_lstm_leaf_node", "split_rows",
     "clone", "permute", "argmin", "MaxMin",
+    # issue 22's torch names: tests/parity/test_torch_round_sort_select.py
+    "remainder", "fmod", "floor_divide", "narrow", "sort", "argsort", "topk", "cumsum", "unbind", "index_select",
+    "SortResult", "Size",
     # torch's spellings of the comparisons (test_comparison_primitives); equal and allclose give Python bools
     # (test_equal_and_allclose); numel (test_torch_api_names.py)
     "eq", "ne", "lt", "le", "gt", "ge", "allclose", "numel",
@@ -426,6 +429,16 @@ PRIMITIVES_ELSEWHERE = {
 PRIMITIVES_ELSEWHERE.update({name: ("test_torch_select.py", f"test_{name}")
                              for name in ("gather_nd", "boolean_mask", "argwhere", "top_k", "tile", "pad",
                                           "stop_gradient", "ensure_shape")})
+
+
+PRIMITIVES_ELSEWHERE.update({
+    "round": ("test_torch_round_sort_select.py", "test_round_gradient_is_zero_as_torch"),
+    "remainder": ("test_torch_round_sort_select.py", "test_remainder_gradients_as_torch"),
+    "fmod": ("test_torch_round_sort_select.py", "test_remainder_gradients_as_torch"),
+    "div_rounded": ("test_torch_round_sort_select.py", "test_remainder_gradients_as_torch"),
+    "sort": ("test_torch_round_sort_select.py", "test_sort_argsort"),
+    "cumsum": ("test_torch_round_sort_select.py", "test_cumsum"),
+})
 
 
 def test_every_primitive_has_a_parity_test():

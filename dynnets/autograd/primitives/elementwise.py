@@ -342,3 +342,140 @@ greater_p = _comparison("greater", np.greater)
 greater_equal_p = _comparison("greater_equal", np.greater_equal)
 equal_p = _comparison("equal", np.equal)
 not_equal_p = _comparison("not_equal", np.not_equal)
+
+
+# --------------------------------------------------------------------------
+# rounding, remainders and rounded quotients (PyTorch's round, remainder,
+# fmod, floor_divide and div(rounding_mode=); issue 22)
+# --------------------------------------------------------------------------
+
+class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
+    """An integer division or remainder by zero: a ZeroDivisionError, and a
+    RuntimeError as torch's (``RuntimeError: ZeroDivisionError``); numpy
+    would give 0 with a warning."""
+
+
+def _round(x, decimals=0):
+    x = np.asarray(x)
+    if x.dtype.kind != "f":
+        return x.copy()
+    if decimals == 0:
+        return np.rint(x)                   # half to even, as torch's nearbyint
+    # torch's round(decimals=): nearbyint(x * 10^d) / 10^d, or for d < 0
+    # nearbyint(x / 10^-d) * 10^-d, the power in x's dtype (numpy multiplies by
+    # 10^d for d < 0, which differs in the last bit)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if decimals > 0:
+            p = x.dtype.type(10.0 ** decimals)
+            return np.rint(x * p) / p
+        p = x.dtype.type(10.0 ** -decimals)
+        return np.rint(x / p) * p
+
+
+def _round_shape(x, decimals=0):
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+        raise DTypeError(f"round: decimals must be an integer, got {decimals!r}")
+    kind = dtype_of(x).kind
+    if kind not in "iuf":
+        raise DTypeError(f"round: expected a real numeric input, got dtype {dtype_of(x)}")
+    if kind != "f" and decimals != 0:
+        raise DTypeError(f"round: decimals={decimals} needs a floating-point input, got dtype {dtype_of(x)} "
+                         f"(as torch)")
+    return Aval(tuple(x.shape), dtype_of(x))
+
+
+# d round(x) / dx = 0 almost everywhere: a zero gradient, as torch's (not an error)
+round_p = defprim("round", _round, _round_shape,
+                  vjp=(lambda g, ins, out, decimals=0: np.zeros_like(g),), vjp_reads=((),),
+                  batch=BATCH_ELEMENTWISE)
+
+
+def _check_int_divisor(op, x, y):
+    """Integer operands with a zero divisor raise, as torch's."""
+    ya = np.asarray(y)
+    if ya.dtype.kind in "iu" and np.asarray(x).dtype.kind in "iu" and not ya.all():
+        raise IntegerDivisionByZero(f"{op}: integer division by zero (other holds a 0)")
+
+
+def _rounded_binary_shape(name, ufunc):
+    numpy_rule = _binary_shape(name, ufunc)
+
+    def rule(x, y, **attrs):
+        for nm, a in (("input", x), ("other", y)):
+            if dtype_of(a).kind not in "iuf":
+                raise DTypeError(f"{name}: {nm} must be a real number (integer or floating point), got dtype "
+                                 f"{dtype_of(a)}")
+        return numpy_rule(x, y)
+    rule.__name__ = f"{name}_shape"
+    return rule
+
+
+def _remainder(x, y):
+    _check_int_divisor("remainder", x, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.remainder(x, y))
+
+
+def _fmod(x, y):
+    _check_int_divisor("fmod", x, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.fmod(x, y))
+
+
+def _quotient(x, y, mode):
+    """``x / y`` rounded down (``mode='floor'``, Python's ``//``) or toward
+    zero (``'trunc'``, C's integer division), in the operands' dtype."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.floor_divide(x, y)
+        if mode == "floor":
+            return np.asarray(q)
+        if np.result_type(x, y).kind == "f":
+            return np.asarray(np.trunc(np.true_divide(x, y)).astype(q.dtype, copy=False))
+        # integers: the floor quotient, one up where it was rounded down below zero
+        return np.asarray(q + ((q < 0) & (np.remainder(x, y) != 0)))
+
+
+def _div_rounded(x, y, mode="floor"):
+    _check_int_divisor("floor_divide" if mode == "floor" else "div", x, y)
+    return _quotient(x, y, mode)
+
+
+def _remainder_vjp_y(g, ins, out):
+    # torch: -grad * x.div(y, rounding_mode='floor')
+    return unbroadcast(-g * _quotient(ins[0], ins[1], "floor"), shape_of(ins[1]))
+
+
+def _fmod_vjp_y(g, ins, out):
+    # torch: -grad * x.div(y, rounding_mode='trunc')
+    return unbroadcast(-g * _quotient(ins[0], ins[1], "trunc"), shape_of(ins[1]))
+
+
+# Python's % (the sign of the divisor), as torch.remainder: numpy's remainder
+# is the same fmod-based formula as torch's CPU kernel
+remainder_p = defprim("remainder", _remainder, _rounded_binary_shape("remainder", np.remainder),
+                      vjp=(lambda g, ins, out: _like(g, ins[0]), _remainder_vjp_y), vjp_reads=((), (0, 1)),
+                      batch=BATCH_ELEMENTWISE)
+
+# C's fmod (the sign of the dividend), as torch.fmod
+fmod_p = defprim("fmod", _fmod, _rounded_binary_shape("fmod", np.fmod),
+                 vjp=(lambda g, ins, out: _like(g, ins[0]), _fmod_vjp_y), vjp_reads=((), (0, 1)),
+                 batch=BATCH_ELEMENTWISE)
+
+
+def _div_rounded_shape(x, y, mode="floor"):
+    if mode not in ("floor", "trunc"):
+        raise ShapeError(f"div: rounding_mode must be 'floor', 'trunc' or None, got {mode!r}")
+    return _rounded_binary_shape("div", np.floor_divide)(x, y)
+
+
+def _zero_grad(g, ins, out, mode="floor", k=0):
+    return np.zeros(shape_of(ins[k]), dtype=g.dtype)
+
+
+# an integer-valued quotient: a zero gradient, as torch's div(rounding_mode=)
+# (torch's floor_divide raises "derivative not implemented" instead)
+div_rounded_p = defprim("div_rounded", _div_rounded, _div_rounded_shape,
+                        vjp=(_zero_grad, lambda g, ins, out, mode="floor": _zero_grad(g, ins, out, k=1)),
+                        vjp_reads=((), ()), batch=BATCH_ELEMENTWISE)
+
+__all__ += ["round_p", "remainder_p", "fmod_p", "div_rounded_p", "IntegerDivisionByZero"]

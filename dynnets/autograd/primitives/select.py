@@ -264,3 +264,91 @@ def _ensure_shape_rule(x, shape):
 # TF1's tf.ensure_shape: the static shape refined (an unknown rank made known), the run-time one checked
 ensure_shape_p = defprim("ensure_shape", _ensure_shape, _ensure_shape_rule,
                          vjp=(lambda g, ins, out, shape: g,), vjp_reads=((),))
+
+
+# --------------------------------------------------------------------------
+# sort and cumsum (PyTorch's sort / argsort / topk and cumsum; issue 22)
+# --------------------------------------------------------------------------
+
+def _axis_in(op, axis, shape):
+    """``axis`` as a non-negative axis of ``shape``; a 0-d input takes -1 and 0, as torch's."""
+    nd = max(len(shape), 1)
+    if not is_int(axis):
+        raise DTypeError(f"{op}: dim must be an integer, got {axis!r}")
+    if not -nd <= axis < nd:
+        raise IndexRangeError(f"{op}: dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but "
+                              f"got {axis}); input.shape={fmt_shape(shape)}")
+    return int(axis) % nd
+
+
+def _sort(x, axis=-1, descending=False, stable=False):
+    """The values of ``x`` sorted along ``axis`` and their int64 indices.
+    Equal values keep their order (stable, whatever ``stable`` says: a stable
+    order is one of the orders torch's unstable sort may give); NaN is the
+    largest value, as torch's."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    if not descending:
+        idx = np.argsort(x, axis=axis, kind="stable")
+    else:
+        # a stable descending order: sort the reversed axis ascending, then
+        # reverse the result and map its positions back (negation would not
+        # keep equal values in order, nor work for unsigned or bool)
+        n = x.shape[axis]
+        idx = (n - 1) - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    idx = idx.astype(np.int64, copy=False)
+    return np.take_along_axis(x, idx, axis=axis), idx
+
+
+def _sort_shape(x, axis=-1, descending=False, stable=False):
+    if dtype_of(x).kind not in "biuf":
+        raise DTypeError(f"sort: input must be real numbers or booleans, got dtype {dtype_of(x)}")
+    _axis_in("sort", axis, tuple(x.shape))
+    for nm, v in (("descending", descending), ("stable", stable)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise DTypeError(f"sort: {nm} must be a bool, got {v!r}")
+    shape = tuple(x.shape)
+    return Aval(shape, dtype_of(x)), Aval(shape, np.dtype(np.int64))
+
+
+def _sort_vjp(g, ins, out, axis=-1, descending=False, stable=False):
+    gv = g[0]
+    x = ins[0]
+    if gv is None:
+        return (np.zeros(np.shape(x), dtype=np.asarray(x).dtype),)
+    if np.ndim(x) == 0:
+        return (gv,)
+    gx = np.zeros(np.shape(x), dtype=gv.dtype)
+    np.put_along_axis(gx, out[1], gv, axis=axis)       # a permutation: no index repeats
+    return (gx,)
+
+
+sort_p = defprim("sort", _sort, _sort_shape, joint_vjp=_sort_vjp, multiple_results=True, vjp_reads=("out",))
+
+
+def _cumsum(x, axis=0):
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x.astype(np.int64) if x.dtype.kind in "biu" else x.copy()
+    # integers and booleans sum in int64, as torch's (numpy: the platform int)
+    return np.cumsum(x, axis=axis, dtype=np.int64 if x.dtype.kind in "biu" else None)
+
+
+def _cumsum_shape(x, axis=0):
+    if dtype_of(x).kind not in "biufc":
+        raise DTypeError(f"cumsum: expected a numeric input, got dtype {dtype_of(x)}")
+    _axis_in("cumsum", axis, tuple(x.shape))
+    return Aval(tuple(x.shape), np.dtype(np.int64) if dtype_of(x).kind in "biu" else dtype_of(x))
+
+
+def _cumsum_vjp(g, ins, out, axis=0):
+    if g.ndim == 0:
+        return g
+    # out[i] = sum_{j <= i} x[j], so dx[j] = sum_{i >= j} g[i]: a reversed cumulative sum
+    return np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis)
+
+
+cumsum_p = defprim("cumsum", _cumsum, _cumsum_shape, vjp=(_cumsum_vjp,), vjp_reads=((),))
+
+__all__ += ["sort_p", "cumsum_p"]
