@@ -34,3 +34,7 @@ from .layers import Flatten, LogSoftmax, Softmax, Unflatten  # noqa: E402
 from .loss import KLDivLoss  # noqa: E402
 
 __all__ += ["Flatten", "Unflatten", "Softmax", "LogSoftmax", "KLDivLoss"]
+
+from .layers import LayerNorm  # noqa: E402  (issue 22 trials)
+
+__all__ += ["LayerNorm"]

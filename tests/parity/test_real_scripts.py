@@ -110,6 +110,10 @@ EDITS = {
         ("deterministic_eval = bool((a == b).all())", "deterministic_eval = bool(np.all((a == b).numpy()))",
          "Tensor.all"),
     ],
+    "newuser_char_gru.py": [
+    ],
+    "newuser_mlp_earlystop.py": [
+    ],
     "newuser_word_lm.py": [
         ("data = data.narrow(0, 0, nbatch * bsz)", "data = data[0:nbatch * bsz]", "Tensor.narrow"),
         ("model.rnn.flatten_parameters()", "pass", "RNNBase.flatten_parameters (a no-op off cuDNN)"),
@@ -270,6 +274,15 @@ def _lm(rnn, *extra):
     return Case(f"word-lm-{rnn}", "newuser_word_lm.py", argv, rtol=1e-9, atol=1e-10)
 
 
+def _char_gru(tag, *extra):
+    argv = lambda data, out: ["--data", str(data / "lm"), "--save", str(out / "char_gru.pt"), *extra]  # noqa: E731
+    return Case(f"char-gru-{tag}", "newuser_char_gru.py", argv, rtol=2e-5, atol=2e-6)
+
+
+def _mlp_earlystop():
+    return Case("newuser-mlp-earlystop", "newuser_mlp_earlystop.py", lambda data, out: [], rtol=2e-5, atol=2e-6)
+
+
 CASES = [
     _poly("autograd", "float", 2000), _poly("autograd", "float64", 500), _poly("nn", "float64", 500),
     _poly("optim", "float64", 500), _poly("optim", "float64", 300, optim="RMSprop"), _poly("module", "float64", 500),
@@ -279,6 +292,9 @@ CASES = [
     _bilstm("new"), _bilstm("legacy"),
     _mlp(),
     _lm("LSTM", "--tied"), _lm("GRU", "--nlayers", "1"), _lm("RNN_TANH"),
+    # issue 22 trials, second round: programs written from habits, nobody's script
+    _char_gru("1layer"), _char_gru("2layer", "--num_layers", "2", "--epochs", "2", "--hidden_dim", "12"),
+    _mlp_earlystop(),
 ]
 SCRIPTS = sorted({c.script for c in CASES})
 
