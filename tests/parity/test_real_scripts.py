@@ -114,6 +114,9 @@ EDITS = {
     ],
     "newuser_mlp_earlystop.py": [
     ],
+    "newuser_attention_pool.py": [
+        ("if pad.any() else 0.0", "if pad.sum().item() > 0 else 0.0", "Tensor.all"),
+    ],
     "newuser_word_lm.py": [
         ("data = data.narrow(0, 0, nbatch * bsz)", "data = data[0:nbatch * bsz]", "Tensor.narrow"),
         ("model.rnn.flatten_parameters()", "pass", "RNNBase.flatten_parameters (a no-op off cuDNN)"),
@@ -283,6 +286,11 @@ def _mlp_earlystop():
     return Case("newuser-mlp-earlystop", "newuser_mlp_earlystop.py", lambda data, out: [], rtol=2e-5, atol=2e-6)
 
 
+def _attention_pool():
+    argv = lambda data, out: ["--data", str(data / "rt")]  # noqa: E731
+    return Case("newuser-attention-pool", "newuser_attention_pool.py", argv, rtol=2e-5, atol=2e-6)
+
+
 CASES = [
     _poly("autograd", "float", 2000), _poly("autograd", "float64", 500), _poly("nn", "float64", 500),
     _poly("optim", "float64", 500), _poly("optim", "float64", 300, optim="RMSprop"), _poly("module", "float64", 500),
@@ -294,7 +302,7 @@ CASES = [
     _lm("LSTM", "--tied"), _lm("GRU", "--nlayers", "1"), _lm("RNN_TANH"),
     # issue 22 trials, second round: programs written from habits, nobody's script
     _char_gru("1layer"), _char_gru("2layer", "--num_layers", "2", "--epochs", "2", "--hidden_dim", "12"),
-    _mlp_earlystop(),
+    _mlp_earlystop(), _attention_pool(),
 ]
 SCRIPTS = sorted({c.script for c in CASES})
 
