@@ -441,6 +441,44 @@ def test_gap_tf_lstm_variables_are_tf1s(data, tmp_path, monkeypatch):
     _tf_check(got, init, batches, "lstm", 64, split_bias=False)
 
 
+def _tf_mlp_reference(init, batches, x, y, lr, decay_steps, decay_rate):
+    """TF1's maths of ``tf_mlp_decay_saver.py`` in torch (float64): dense
+    layers ``x @ kernel + bias``, mean sparse softmax cross-entropy, plain
+    gradient descent at ``lr * decay_rate ** floor(step / decay_steps)``;
+    the loss a step fetches is before its update."""
+    v = {k: torch.tensor(np.asarray(init[k], np.float64), requires_grad=True) for k in init.files}
+    losses = []
+    for step, idx in enumerate(batches):
+        xb, yb = torch.tensor(x[idx], dtype=torch.float64), torch.tensor(y[idx])
+        h = torch.relu(xb @ v["hidden1/kernel"] + v["hidden1/bias"])
+        h = torch.relu(h @ v["hidden2/kernel"] + v["hidden2/bias"])
+        loss = torch.nn.functional.cross_entropy(h @ v["logits/kernel"] + v["logits/bias"], yb)
+        grads = torch.autograd.grad(loss, list(v.values()))
+        rate = lr * decay_rate ** (step // decay_steps)
+        with torch.no_grad():
+            for t, g in zip(v.values(), grads):
+                t -= rate * g
+        losses.append(loss.item())
+    return losses
+
+
+def test_tf_mlp_decay_saver_as_written(tmp_path, monkeypatch):
+    """A TF1 MLP (layers.dense, exponential_decay staircase, GradientDescent
+    minimize(global_step=), accuracy by cast(equal(argmax)), Saver restore in
+    a second Session) with no edit, against TF1's maths in torch."""
+    argv = ["--save", str(tmp_path / "ckpt" / "model.ckpt"), "--dump_init", str(tmp_path / "init.npz")]
+    got = R.run("tf_mlp_decay_saver.py", "dynnets", argv)
+    init = np.load(tmp_path / "init.npz")
+    assert sorted(init.files) == ["hidden1/bias", "hidden1/kernel", "hidden2/bias", "hidden2/kernel", "logits/bias",
+                                  "logits/kernel"]
+    x, y = R.run("tf_mlp_decay_saver.py", "dynnets", [], call=lambda mod, a: mod.make_data(240, 5, 3, 0))
+    want = _tf_mlp_reference(init, got["batches"], x[:180], y[:180], 0.2, 5, 0.7)
+    assert_close(got["losses"], want, 2e-5, 2e-6, "per-step losses")
+    assert_close(got["lrs"], [0.2 * 0.7 ** (k // 5) for k in range(len(want))], 1e-7, 0, "learning rates")
+    assert got["step"] == got["restored_step"] == len(want)
+    assert got["restored_acc"] == got["test_acc"] > 0.5
+
+
 # ==========================================================================
 # each gap behind an edit, as a minimal reproduction against torch: strict
 # xfails, so that closing a gap fails its test (XPASS) -- then drop the
