@@ -1816,3 +1816,40 @@ def nonzero_tuple(condition):
 
 __all__ += ["remainder", "fmod", "floor_divide", "narrow", "sort", "argsort", "topk", "cumsum", "unbind",
             "index_select", "SortResult", "Size"]
+
+
+def _bool_operands(op, *xs):
+    """A TypeError unless every operand is boolean: torch's ``~ & | ^`` on
+    integers are bitwise, which dynnets does not provide, so an integer
+    operand is refused rather than given another meaning."""
+    for x in xs:
+        if not isinstance(x, (bool, np.bool_)) and _dtype(x).kind != "b":
+            raise TypeError(f"{op}: expected boolean tensors (masks), got dtype {_dtype(x)}; bitwise operations on "
+                            f"integers are not supported (compare first, e.g. x != 0)")
+
+
+def logical_not(input):
+    """Elementwise not of a boolean tensor (``torch.logical_not``, ``~mask``)."""
+    _bool_operands("logical_not", input)
+    return bind2(P.equal_p, input, False)
+
+
+def logical_and(input, other):
+    """Elementwise and of boolean tensors (``torch.logical_and``, ``a & b``)."""
+    _bool_operands("logical_and", input, other)
+    return bind2(P.mul_p, input, other)         # numpy's product of booleans is their conjunction
+
+
+def logical_or(input, other):
+    """Elementwise or of boolean tensors (``torch.logical_or``, ``a | b``)."""
+    _bool_operands("logical_or", input, other)
+    return bind2(P.maximum_p, input, other)
+
+
+def logical_xor(input, other):
+    """Elementwise exclusive or of boolean tensors (``torch.logical_xor``, ``a ^ b``)."""
+    _bool_operands("logical_xor", input, other)
+    return bind2(P.not_equal_p, input, other)
+
+
+__all__ += ["logical_not", "logical_and", "logical_or", "logical_xor"]

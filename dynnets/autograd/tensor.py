@@ -132,6 +132,28 @@ class TensorOps:
     def __neg__(self):
         return bind1(P.neg_p, self)
 
+    # boolean masks: ~m, a & b, a | b, a ^ b (torch's bitwise forms on integers are refused)
+    def __invert__(self):
+        return ops.logical_not(self)
+
+    def __and__(self, o):
+        return ops.logical_and(self, o)
+
+    def __rand__(self, o):
+        return ops.logical_and(o, self)
+
+    def __or__(self, o):
+        return ops.logical_or(self, o)
+
+    def __ror__(self, o):
+        return ops.logical_or(o, self)
+
+    def __xor__(self, o):
+        return ops.logical_xor(self, o)
+
+    def __rxor__(self, o):
+        return ops.logical_xor(o, self)
+
     # comparisons: boolean results, no gradient
     __lt__ = ops.less
     __le__ = ops.less_equal

@@ -39,3 +39,8 @@ __all__ += ["Flatten", "Unflatten", "Softmax", "LogSoftmax", "KLDivLoss"]
 from .layers import ModuleDict, ParameterDict, ParameterList  # noqa: E402
 
 __all__ += ["ModuleDict", "ParameterList", "ParameterDict"]
+
+
+from .layers import LayerNorm  # noqa: E402  (issue 22 trials)
+
+__all__ += ["LayerNorm"]

@@ -314,3 +314,46 @@ __all__ += ["one_hot"]
 # torch.nn.functional imports torch, and scripts call through it (``F.torch.cat``):
 # the same here, dynnets itself (not in __all__)
 import dynnets as torch  # noqa: E402
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Layer normalisation over the trailing ``normalized_shape`` dimensions,
+    as ``torch.nn.functional.layer_norm`` (Ba et al. 2016, eq. 4):
+    ``(x - mean) / sqrt(var + eps) * weight + bias`` with the biased
+    variance.
+
+    A composite of mean / sub / mul / sqrt: each already has its gradient in
+    the primitive table, so a fused primitive would only pay on speed.
+
+    Parameters
+    ----------
+    input : Tensor or static Value, shape (..., *normalized_shape)
+    normalized_shape : int or sequence of int
+    weight, bias : shape normalized_shape, or None
+    eps : float
+
+    Returns
+    -------
+    shape of ``input``
+    """
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(int(d) for d in normalized_shape)
+    shape = tuple(input.shape)
+    if len(ns) == 0 or len(shape) < len(ns) or shape[len(shape) - len(ns):] != ns:
+        raise ValueError(f"layer_norm: normalized_shape={ns} must be the trailing dimensions of input.shape="
+                         f"{shape}")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != ns:
+            raise ValueError(f"layer_norm: {name}.shape={tuple(p.shape)} does not match normalized_shape={ns}")
+    dims = tuple(range(-len(ns), 0))
+    centred = ops.sub(input, ops.mean(input, dims, keepdim=True))
+    var = ops.mean(ops.mul(centred, centred), dims, keepdim=True)
+    out = ops.div(centred, ops.sqrt(ops.add(var, eps)))
+    if weight is not None:
+        out = ops.mul(out, weight)
+    if bias is not None:
+        out = ops.add(out, bias)
+    return out
+
+
+__all__ += ["layer_norm"]

@@ -730,3 +730,51 @@ class ParameterDict(_DictMixin, Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict has no forward(): use its parameters")
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the trailing ``normalized_shape`` dimensions,
+    as ``torch.nn.LayerNorm`` (see :func:`dynnets.nn.functional.layer_norm`).
+
+    Parameters
+    ----------
+    normalized_shape : int or sequence of int
+    eps : float
+    elementwise_affine : bool
+        Learn ``weight`` (ones) and ``bias`` (zeros), each of shape
+        ``normalized_shape``.
+    bias : bool
+        With ``elementwise_affine``, whether to learn the bias (torch >= 2.1).
+    device : None or 'cpu'
+    dtype : numpy float dtype, default float32
+
+    Shapes: input (..., *normalized_shape) -> output of the same shape, of the
+    layer's dtype (another dtype raises, as :class:`Linear`).
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+        self.normalized_shape = tuple(positive_int("LayerNorm", "normalized_shape", d) for d in ns)
+        self.eps = float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        check_device("LayerNorm", device)
+        dt = float_dtype("LayerNorm", dtype)
+        self._dtype = dt
+        if self.elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, dtype=dt))
+            self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dt)) if bias else None
+        else:
+            self.weight = None
+            self.bias = None
+
+    def forward(self, input):
+        if self.weight is not None and getattr(input, "dtype", None) is not self.weight.dtype:
+            input = check_float_input("LayerNorm", input, self.weight)
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+__all__ += ["LayerNorm"]

@@ -9,7 +9,11 @@ a binary Tree-LSTM on SST (ttpro1995/TreeLSTMSentiment), a BiLSTM sentiment
 classifier with packed sequences (bentrevett/pytorch-sentiment-analysis), a
 TF1 RNN text classifier (roomylee/rnn-text-classification-tf), and two "new
 user" programs (an MLP with the everyday habits; pytorch/examples'
-word_language_model with the tutorials' hand-written SGD). Each runs
+word_language_model with the tutorials' hand-written SGD), and, from the
+second round of new-user trials, a character-level GRU language model, an MLP
+with LayerNorm and early stopping, a BiGRU with attention pooling over a
+padding mask, and a TF1 MLP with a decayed learning rate and a Saver round
+trip (checked against TF1's maths in torch). Each runs
 in-process twice through :mod:`_script_runner`: with ``import torch``, and
 with its imports aliased to dynnets and nothing else changed. The data are
 small files made from dynnets' sample treebank (:mod:`_script_data`), so the
@@ -83,6 +87,12 @@ EDITS = {
     "tf_rnn_text_classifier.py": [
     ],
     "newuser_mlp.py": [
+    ],
+    "newuser_char_gru.py": [
+    ],
+    "newuser_mlp_earlystop.py": [
+    ],
+    "newuser_attention_pool.py": [
     ],
     "newuser_word_lm.py": [
     ],
@@ -242,6 +252,20 @@ def _lm(rnn, *extra):
     return Case(f"word-lm-{rnn}", "newuser_word_lm.py", argv, rtol=1e-9, atol=1e-10)
 
 
+def _char_gru(tag, *extra):
+    argv = lambda data, out: ["--data", str(data / "lm"), "--save", str(out / "char_gru.pt"), *extra]  # noqa: E731
+    return Case(f"char-gru-{tag}", "newuser_char_gru.py", argv, rtol=2e-5, atol=2e-6)
+
+
+def _mlp_earlystop():
+    return Case("newuser-mlp-earlystop", "newuser_mlp_earlystop.py", lambda data, out: [], rtol=2e-5, atol=2e-6)
+
+
+def _attention_pool():
+    argv = lambda data, out: ["--data", str(data / "rt")]  # noqa: E731
+    return Case("newuser-attention-pool", "newuser_attention_pool.py", argv, rtol=2e-5, atol=2e-6)
+
+
 CASES = [
     _poly("autograd", "float", 2000), _poly("autograd", "float64", 500), _poly("nn", "float64", 500),
     _poly("optim", "float64", 500), _poly("optim", "float64", 300, optim="RMSprop"), _poly("module", "float64", 500),
@@ -251,6 +275,9 @@ CASES = [
     _bilstm("new"), _bilstm("legacy"),
     _mlp(),
     _lm("LSTM", "--tied"), _lm("GRU", "--nlayers", "1"), _lm("RNN_TANH"),
+    # issue 22 trials, second round: programs written from habits, nobody's script
+    _char_gru("1layer"), _char_gru("2layer", "--num_layers", "2", "--epochs", "2", "--hidden_dim", "12"),
+    _mlp_earlystop(), _attention_pool(),
 ]
 SCRIPTS = sorted({c.script for c in CASES})
 
@@ -389,6 +416,44 @@ def test_gap_tf_lstm_variables_are_tf1s(data, tmp_path, monkeypatch):
     assert names == ["W", "output/b", "rnn/basic_lstm_cell/bias", "rnn/basic_lstm_cell/kernel",
                      "text-embedding/W_text"], names
     _tf_check(got, init, batches, "lstm", 64, split_bias=False)
+
+
+def _tf_mlp_reference(init, batches, x, y, lr, decay_steps, decay_rate):
+    """TF1's maths of ``tf_mlp_decay_saver.py`` in torch (float64): dense
+    layers ``x @ kernel + bias``, mean sparse softmax cross-entropy, plain
+    gradient descent at ``lr * decay_rate ** floor(step / decay_steps)``;
+    the loss a step fetches is before its update."""
+    v = {k: torch.tensor(np.asarray(init[k], np.float64), requires_grad=True) for k in init.files}
+    losses = []
+    for step, idx in enumerate(batches):
+        xb, yb = torch.tensor(x[idx], dtype=torch.float64), torch.tensor(y[idx])
+        h = torch.relu(xb @ v["hidden1/kernel"] + v["hidden1/bias"])
+        h = torch.relu(h @ v["hidden2/kernel"] + v["hidden2/bias"])
+        loss = torch.nn.functional.cross_entropy(h @ v["logits/kernel"] + v["logits/bias"], yb)
+        grads = torch.autograd.grad(loss, list(v.values()))
+        rate = lr * decay_rate ** (step // decay_steps)
+        with torch.no_grad():
+            for t, g in zip(v.values(), grads):
+                t -= rate * g
+        losses.append(loss.item())
+    return losses
+
+
+def test_tf_mlp_decay_saver_as_written(tmp_path, monkeypatch):
+    """A TF1 MLP (layers.dense, exponential_decay staircase, GradientDescent
+    minimize(global_step=), accuracy by cast(equal(argmax)), Saver restore in
+    a second Session) with no edit, against TF1's maths in torch."""
+    argv = ["--save", str(tmp_path / "ckpt" / "model.ckpt"), "--dump_init", str(tmp_path / "init.npz")]
+    got = R.run("tf_mlp_decay_saver.py", "dynnets", argv)
+    init = np.load(tmp_path / "init.npz")
+    assert sorted(init.files) == ["hidden1/bias", "hidden1/kernel", "hidden2/bias", "hidden2/kernel", "logits/bias",
+                                  "logits/kernel"]
+    x, y = R.run("tf_mlp_decay_saver.py", "dynnets", [], call=lambda mod, a: mod.make_data(240, 5, 3, 0))
+    want = _tf_mlp_reference(init, got["batches"], x[:180], y[:180], 0.2, 5, 0.7)
+    assert_close(got["losses"], want, 2e-5, 2e-6, "per-step losses")
+    assert_close(got["lrs"], [0.2 * 0.7 ** (k // 5) for k in range(len(want))], 1e-7, 0, "learning rates")
+    assert got["step"] == got["restored_step"] == len(want)
+    assert got["restored_acc"] == got["test_acc"] > 0.5
 
 
 # ==========================================================================
@@ -804,3 +869,169 @@ def test_numpy_array_of_a_reduction(tmp_path):
     assert float(np.mean([x.sum(), x.mean()])) == pytest.approx((7 + 7 / 3) / 2)
     dn.save({"pearson": m, "epoch": 1}, tmp_path / "c.pt")
     assert float(dn.load(tmp_path / "c.pt")["pearson"]) == pytest.approx(7.0)
+
+
+# ==========================================================================
+# issue 22 trials, second round: single habits probed against torch / TF1
+# (silent differences first; each docstring says whether it is silent)
+# ==========================================================================
+
+C = _load("_common")
+
+
+@closed("nn.LayerNorm")
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_gap_layer_norm(mode):
+    """Missing name (newuser_mlp_earlystop.py): nn.LayerNorm / F.layer_norm, values and gradients."""
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((3, 4, 5)), rng.standard_normal(5), rng.standard_normal(5)
+    C.check(lambda x, w, b: dF.layer_norm(x, (5,), w, b), lambda x, w, b: torch.nn.functional.layer_norm(x, (5,), w, b),
+            [x, w, b], diff=(0, 1, 2), mode=mode)
+    C.check(lambda x: dF.layer_norm(x, [4, 5], eps=1e-3), lambda x: torch.nn.functional.layer_norm(x, [4, 5], eps=1e-3),
+            [x], diff=(0,), mode=mode)
+    m, tm = dnn.LayerNorm(5), torch.nn.LayerNorm(5)
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    assert list(dnn.LayerNorm(5, elementwise_affine=False).parameters()) == []
+    np.testing.assert_allclose(_np(m(dn.tensor(x.astype(np.float32)))), _np(tm(torch.tensor(x, dtype=torch.float32))),
+                               rtol=2e-5, atol=2e-6)
+
+
+@closed("the sum of unsigned integers is uint64 (torch: int64)")
+def test_gap_sum_of_unsigned_integers():
+    """Silent: x.sum() - 500 of uint8 pixel counts wrapped to 18446744073709551416."""
+    for dt in ("uint8", "int16", "bool"):
+        a = np.array([[200, 100], [1, 0]]).astype(dt)
+        for f in (lambda L, t: t.sum() - 500, lambda L, t: t.sum(1) - 500, lambda L, t: L.sum(t, 0, keepdim=True)):
+            got, want = f(dn, dn.tensor(a)), f(torch, torch.tensor(a))
+            assert _np(got).dtype == np.int64 and _np(got).tolist() == _np(want).tolist()
+
+
+@closed("~ & | ^ on boolean tensors")
+def test_gap_boolean_mask_operators():
+    """Missing names: masked_fill(~mask, -inf), (a > 0) & (b < 1)."""
+    a, b = [True, False, True, False], [True, True, False, False]
+    for op in (lambda x, y: ~x, lambda x, y: x & y, lambda x, y: x | y, lambda x, y: x ^ y, lambda x, y: x & True,
+               lambda x, y: False | y):
+        got, want = op(dn.tensor(a), dn.tensor(b)), op(torch.tensor(a), torch.tensor(b))
+        assert _np(got).dtype == np.bool_ and _np(got).tolist() == _np(want).tolist()
+    assert dn.logical_not(dn.tensor(a)).tolist() == torch.logical_not(torch.tensor(a)).tolist()
+    with pytest.raises(TypeError, match="logical_not: expected boolean tensors.*got dtype int64"):
+        ~dn.tensor([1, 2])          # torch: bitwise not; refused here rather than given another meaning
+
+
+def _tf_eval(fetch_fn):
+    with tf.Graph().as_default():
+        out = fetch_fn()
+        with tf.Session() as sess:
+            return sess.run(out)
+
+
+@gap("tf.div of integers is true division (TF1: floor division, an integer result)")
+def test_gap_tf_div_integers():
+    """Silent: TF1's tf.div has Python 2 semantics, tf.div(-7, 2) == -4 (int32); dynnets gives -3.5 float32."""
+    r = _tf_eval(lambda: tf.div(tf.constant([-7, 7]), tf.constant([2, 2])))
+    assert r.dtype == np.int32 and r.tolist() == [-4, 3]
+
+
+@gap("int32 / int32 is float32 (TF1's truediv: float64)")
+def test_gap_tf_truediv_integer_dtype():
+    """Silent (precision): TF1 computes int32 / int32 and tf.divide in float64; dynnets in float32."""
+    assert _tf_eval(lambda: tf.constant([7]) / tf.constant([3])).dtype == np.float64
+    assert _tf_eval(lambda: tf.divide(tf.constant([7]), tf.constant([3]))).dtype == np.float64
+
+
+@gap("a float32 Value + a float64 numpy array is float64 (TF1: float32)")
+def test_gap_tf_numpy_operand_dtype():
+    """Silent (dtype): TF1 converts a numpy operand to the tensor's dtype; dynnets promotes to float64,
+    and a later matmul with float32 weights then raises."""
+    assert _tf_eval(lambda: tf.constant([2.0]) + np.array([3.0])).dtype == np.float32
+
+
+@gap("clip_grad_norm_ returns a float (torch: a 0-d tensor)")
+def test_gap_clip_grad_norm_returns_a_tensor():
+    """Not silent: `total_norm.item()` raises AttributeError 'float' object has no attribute 'item'."""
+    w = dnn.Parameter(dn.tensor([3.0, 4.0]))
+    w.grad = dn.tensor([3.0, 4.0])
+    assert dnn.utils.clip_grad_norm_([w], 1.0).item() == 5.0
+
+
+@gap("TensorShape: get_shape().as_list() and shape[i].value")
+def test_gap_tf_tensor_shape():
+    """Unclear error: TF1 code writes x.get_shape().as_list() and x.get_shape()[-1].value; here the shape is
+    a tuple (AttributeError: 'tuple' object has no attribute 'as_list')."""
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        assert x.get_shape().as_list() == [None, 3] and x.get_shape()[-1].value == 3
+
+
+@closed("torch.Size (x.size().numel())")
+def test_gap_torch_size():
+    assert dn.zeros(2, 3).size().numel() == 6 and dn.Size([2, 3]) == (2, 3)
+
+
+@gap("tf.losses (sparse_softmax_cross_entropy with weights, mean_squared_error, get_regularization_loss)")
+def test_gap_tf_losses():
+    r = _tf_eval(lambda: tf.losses.sparse_softmax_cross_entropy(labels=tf.constant([[0, 1]]),
+                                                               logits=tf.constant([[[1., 2.], [3., 1.]]]),
+                                                               weights=tf.constant([[1., 0.]])))
+    assert abs(float(r) - 1.3132617) < 1e-6
+
+
+_MISSING_TORCH = {
+    "Tensor.index_add_": lambda: dn.zeros(3).index_add_(0, dn.tensor([0, 0]), dn.ones(2)),
+    "Tensor.masked_fill_": lambda: dn.zeros(2).masked_fill_(dn.tensor([True, False]), 1.0),
+    "Tensor.retain_grad": lambda: dn.ones(2, requires_grad=True).mul(2).retain_grad(),
+    "torch.autograd.grad": lambda: dn.autograd.grad,
+    "torch.flip": lambda: dn.flip(dn.tensor([1, 2]), [0]),
+    "torch.logsumexp": lambda: dn.logsumexp(dn.ones(2, 3), dim=1),
+    "Tensor.prod": lambda: dn.ones(2).prod(),
+    "torch.isnan": lambda: dn.isnan(dn.ones(2)),
+    "torch.tril / triu": lambda: (dn.tril(dn.ones(2, 2)), dn.triu(dn.ones(2, 2))),
+    "torch.outer / addmm / baddbmm": lambda: (dn.outer, dn.addmm, dn.baddbmm),
+    "Tensor.scatter_ / scatter_add": lambda: dn.zeros(3).scatter_add(0, dn.tensor([0]), dn.ones(1)),
+    "torch.nonzero / unique / bincount": lambda: (dn.nonzero, dn.unique, dn.bincount),
+    "torch.multinomial / bernoulli / normal": lambda: (dn.multinomial, dn.bernoulli, dn.normal),
+    "nn.BatchNorm1d": lambda: dnn.BatchNorm1d,
+    "nn.L1Loss / SmoothL1Loss / HuberLoss": lambda: (dnn.L1Loss, dnn.SmoothL1Loss, dnn.HuberLoss),
+    "nn.Conv1d / Conv2d / MaxPool2d": lambda: (dnn.Conv1d, dnn.Conv2d, dnn.MaxPool2d),
+    "nn.MultiheadAttention / TransformerEncoderLayer": lambda: (dnn.MultiheadAttention, dnn.TransformerEncoderLayer),
+    "F.softplus / elu / silu / mish / hardtanh": lambda: (dF.softplus, dF.elu, dF.silu, dF.mish, dF.hardtanh),
+    "F.cosine_similarity": lambda: dF.cosine_similarity,
+    "F.max_pool1d / avg_pool1d": lambda: (dF.max_pool1d, dF.avg_pool1d),
+    "nn.utils.clip_grad_value_": lambda: dnn.utils.clip_grad_value_,
+}
+
+_MISSING_TF = {
+    "tf.to_float / to_int32": lambda: (tf.to_float, tf.to_int32),
+    "tf.bool": lambda: tf.bool,
+    "tf.floordiv / truediv / mod and // on Values": lambda: (tf.floordiv, tf.truediv, tf.mod,
+                                                             tf.constant([3]) // tf.constant([2])),
+    "tf.tensordot": lambda: tf.tensordot,
+    "tf.nn.softmax(dim=) (TF1's deprecated name of axis)": lambda: tf.nn.softmax(tf.ones([2, 3]), dim=-1),
+    "tf.nn.l2_normalize / relu6": lambda: (tf.nn.l2_normalize, tf.nn.relu6),
+    "tf.count_nonzero": lambda: tf.count_nonzero,
+    "tf.clip_by_norm": lambda: tf.clip_by_norm,
+    "tf.random_shuffle": lambda: tf.random_shuffle,
+    "tf.Print / assert_equal": lambda: (tf.Print, tf.assert_equal),
+    "tf.metrics": lambda: tf.metrics.accuracy,
+    "tf.layers.dropout / batch_normalization / conv1d": lambda: (tf.layers.dropout, tf.layers.batch_normalization,
+                                                                 tf.layers.conv1d),
+    "tf.nn.conv2d": lambda: tf.nn.conv2d,
+    "tf.math / tf.compat.v1": lambda: (tf.math.log, tf.compat.v1),
+    "tf.concat(axis, values): TF 0.x's order": lambda: tf.concat(1, [tf.ones([2, 3]), tf.ones([2, 3])]),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"missing: {n}"))
+                                  for n in _MISSING_TORCH])
+def test_gap_missing_torch_name(name):
+    """Missing names (not silent: AttributeError) that everyday torch code reaches for."""
+    _MISSING_TORCH[name]()
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"missing: {n}"))
+                                  for n in _MISSING_TF])
+def test_gap_missing_tf_name(name):
+    """Missing names (not silent: AttributeError / TypeError) that everyday TF1 code reaches for."""
+    with tf.Graph().as_default():
+        _MISSING_TF[name]()

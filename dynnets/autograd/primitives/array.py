@@ -50,8 +50,9 @@ def _reduce_shape(name):
 
 
 def _sum_dtype(dt):
-    """numpy's sum of booleans and small integers is a platform integer."""
-    return np.add.reduce(np.zeros(1, dtype=dt)).dtype
+    """torch's sum of booleans and integers of any width or sign is int64
+    (numpy's of unsigned ones is uint64, where ``x.sum() - 500`` wraps)."""
+    return np.dtype(np.int64)
 
 
 def _expand_to(g, shape, axis, keepdims):
@@ -72,6 +73,8 @@ def _expand_to(g, shape, axis, keepdims):
 def _sum(x, axis=None, keepdims=False):
     # the ufunc method directly: np.sum adds ~0.8 us of Python dispatch (and
     # positional arguments parse faster than keywords)
+    if x.dtype.kind == "u":
+        return np.add.reduce(x, axis, np.int64, keepdims=keepdims)
     if keepdims:
         return np.add.reduce(x, axis, keepdims=True)
     return np.add.reduce(x, axis)
