@@ -1863,7 +1863,7 @@ def log1p(input):
     try:
         return bind1(P.log1p_p, input)
     except P.PromotionNeeded:
-        return promoted(P.log1p_p, input)
+        return bind1(P.log1p_p, astype(input, P.DEFAULT_FLOAT))
 
 
 def expm1(input):
@@ -1872,7 +1872,7 @@ def expm1(input):
     try:
         return bind1(P.expm1_p, input)
     except P.PromotionNeeded:
-        return promoted(P.expm1_p, input)
+        return bind1(P.expm1_p, astype(input, P.DEFAULT_FLOAT))
 
 
 def _float_input(op, x):
