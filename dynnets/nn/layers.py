@@ -851,15 +851,15 @@ class Hardtanh(_Activation):
         super().__init__()
         import warnings
         if min_value is not None:
-            warnings.warn("keyword argument `min_value` is deprecated and rename to `min_val`", FutureWarning,
+            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning,
                           stacklevel=2)
             min_val = min_value
         if max_value is not None:
-            warnings.warn("keyword argument `max_value` is deprecated and rename to `max_val`", FutureWarning,
+            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning,
                           stacklevel=2)
             max_val = max_value
-        if min_val > max_val:
-            raise ValueError(f"Hardtanh: min_val={min_val} cannot be greater than max_val={max_val}")
+        if not max_val > min_val:
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
         self.min_val, self.max_val, self.inplace = float(min_val), float(max_val), bool(inplace)
 
 
@@ -1004,4 +1004,5 @@ class BatchNorm1d(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, "
                 f"track_running_stats={self.track_running_stats}")
