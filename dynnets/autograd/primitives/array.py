@@ -1102,6 +1102,8 @@ def _prod_vjp(g, ins, out, axis=None, keepdims=False):
     # (one zero: only its own entry has a non-zero gradient; two: none has), as
     # torch's prod_backward, with no division by x
     xs = x.reshape(-1) if axis is None else np.moveaxis(x, axis, -1)
+    if xs.shape[-1] == 0:
+        return np.zeros(x.shape, dtype=x.dtype)       # an empty product: no entry to differentiate
     ones = np.ones(xs.shape[:-1] + (1,), dtype=x.dtype)
     left = np.cumprod(np.concatenate([ones, xs[..., :-1]], axis=-1), axis=-1)
     right = np.flip(np.cumprod(np.concatenate([ones, np.flip(xs[..., 1:], -1)], axis=-1), axis=-1), -1)
