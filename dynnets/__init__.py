@@ -67,3 +67,8 @@ __all__ += _creation_all
 # of a star import, as float, int and bool are
 from .autograd.ops import all, any, round  # noqa: E402
 from .autograd.creation import range  # noqa: E402
+
+# torch's sampling functions (branch i22-torch-b)
+from .autograd.tensor import bernoulli, multinomial, normal  # noqa: E402
+
+__all__ += ["bernoulli", "multinomial", "normal"]

@@ -1853,3 +1853,152 @@ def logical_xor(input, other):
 
 
 __all__ += ["logical_not", "logical_and", "logical_or", "logical_xor"]
+
+
+# --- maths torch users reach for (branch i22-torch-b) ----------------------------
+
+def log1p(input):
+    """``log(1 + input)``, accurate for small ``input`` (as ``torch.log1p``;
+    an integer input in float32)."""
+    try:
+        return bind1(P.log1p_p, input)
+    except P.PromotionNeeded:
+        return bind1(P.log1p_p, astype(input, P.DEFAULT_FLOAT))
+
+
+def expm1(input):
+    """``exp(input) - 1``, accurate for small ``input`` (as ``torch.expm1``;
+    an integer input in float32)."""
+    try:
+        return bind1(P.expm1_p, input)
+    except P.PromotionNeeded:
+        return bind1(P.expm1_p, astype(input, P.DEFAULT_FLOAT))
+
+
+def _float_input(op, x):
+    """``x``, or ``x`` in float32 when it holds integers or booleans (torch
+    computes those ops in its default float dtype)."""
+    return x if _dtype(x).kind == "f" else astype(x, np.float32)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """``log(sum(exp(input), dim))``, as ``torch.logsumexp`` (``dim`` an int
+    or a tuple; an integer input in float32): the largest entry is taken
+    out first, so no exp overflows; rows of -inf give -inf, as torch's.
+    The gradient is ``softmax(input)`` along ``dim`` times the output's.
+
+    Shapes: ``input`` (...) -> ``input`` without ``dim`` (kept as 1 with ``keepdim``).
+    """
+    if dim is None or isinstance(dim, (bool, np.bool_)):
+        raise TypeError(f"logsumexp: dim must be an int or a tuple of ints, got {dim!r}")
+    x = _float_input("logsumexp", input)
+    axis = _axis(dim, "logsumexp")
+    m = bind(P.stop_gradient_p, bind(P.max_p, x, axis=axis, keepdims=True))
+    # an infinite maximum would give inf - inf = nan: shift by 0 there instead
+    m = where(eq(abs(m), np.inf), np.zeros((), _dtype(m)), m)
+    out = add(log(bind(P.sum_p, exp(sub(x, m)), axis=axis, keepdims=True)), m)
+    return out if keepdim else squeeze(out, axis)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """The product of all elements, or over ``dim`` (one int), as
+    ``torch.prod``; ``dtype=`` casts the input first; integers and booleans
+    multiply in int64. The gradient is the product of the other entries,
+    exact where the input has zeros (as torch's)."""
+    x = input if dtype is None else astype(input, dtype)
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"prod: dim must be an int (torch.prod reduces one dimension), got {dim!r}")
+    if dim is None:
+        return bind(P.prod_p, x, keepdims=True) if keepdim else bind(P.prod_p, x)
+    return bind(P.prod_p, x, axis=dim, keepdims=bool(keepdim))
+
+
+def isnan(input):
+    """Where ``input`` is NaN, as a boolean tensor (``torch.isnan``)."""
+    return not_equal(input, input)
+
+
+def isinf(input):
+    """Where ``input`` is +inf or -inf, as a boolean tensor (``torch.isinf``)."""
+    if _dtype(input).kind != "f":
+        return not_equal(input, input)      # all False, in input's shape
+    return eq(abs(input), np.inf)
+
+
+def isfinite(input):
+    """Where ``input`` is neither NaN nor infinite, as a boolean tensor (``torch.isfinite``)."""
+    if _dtype(input).kind != "f":
+        return eq(input, input)             # all True, in input's shape
+    # NaN < inf is False
+    return less(abs(input), np.inf)
+
+
+def _ndim_is(op, name, x, n):
+    if len(x.shape) != n:
+        raise P.ShapeError(f"{op}: expected {name} to be a {n}-D tensor, got {len(x.shape)}-D (shape "
+                           f"{tuple(x.shape)})")
+
+
+def outer(input, vec2):
+    """The outer product ``input[i] * vec2[j]`` of two 1-D tensors, as ``torch.outer``.
+
+    Shapes: (n,), (m,) -> (n, m).
+    """
+    _ndim_is("outer", "input", input, 1)
+    _ndim_is("outer", "vec2", vec2, 1)
+    return mul(reshape(input, -1, 1), reshape(vec2, 1, -1))
+
+
+def _scale(v, k):
+    return v if k == 1 else mul(v, k)
+
+
+def _plus_product(op, input, product, beta, alpha):
+    """``beta * input + alpha * product``; with ``beta == 0`` ``input`` is
+    ignored (its NaN and inf do not propagate), as torch's."""
+    for name, v in (("beta", beta), ("alpha", alpha)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{op}: {name} must be a number, got {v!r}")
+    out = _scale(product, alpha)
+    if beta == 0:
+        shape = _broadcast_shapes_of(op, input, out)
+        return out if tuple(out.shape) == shape else broadcast_to(out, shape)
+    return add(_scale(input, beta), out)
+
+
+def _broadcast_shapes_of(op, a, b):
+    return P.broadcast_shapes(op, tuple(a.shape), tuple(b.shape), names=["input", "the product"])
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * input + alpha * (mat1 @ mat2)``, as ``torch.addmm``.
+
+    Shapes: ``mat1`` (n, k), ``mat2`` (k, m), ``input`` broadcastable to (n, m) -> (n, m).
+    """
+    _ndim_is("addmm", "mat1", mat1, 2)
+    _ndim_is("addmm", "mat2", mat2, 2)
+    return _plus_product("addmm", input, matmul(mat1, mat2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * bmm(batch1, batch2)``, as ``torch.baddbmm``.
+
+    Shapes: ``batch1`` (b, n, k), ``batch2`` (b, k, m), ``input`` broadcastable to (b, n, m) -> (b, n, m).
+    """
+    _ndim_is("baddbmm", "batch1", batch1, 3)
+    _ndim_is("baddbmm", "batch2", batch2, 3)
+    return _plus_product("baddbmm", input, bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``, as ``torch.addbmm``.
+
+    Shapes: ``batch1`` (b, n, k), ``batch2`` (b, k, m), ``input`` broadcastable to (n, m) -> (n, m).
+    """
+    _ndim_is("addbmm", "batch1", batch1, 3)
+    _ndim_is("addbmm", "batch2", batch2, 3)
+    return _plus_product("addbmm", input, sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+__all__ += ["log1p", "expm1", "logsumexp", "prod", "isnan", "isinf", "isfinite", "outer", "addmm", "baddbmm",
+            "addbmm"]

@@ -1303,3 +1303,150 @@ def _random_source(op, generator, rng):
     if generator is not None and rng is not None:
         raise TypeError(f"{op}: got both generator= and rng=; they name the same thing, pass one")
     return default_generator_for(rng if generator is None else generator)
+
+
+# --- torch's maths methods and sampling (branch i22-torch-b) -----------------------
+#
+# The maths methods are the ops (eager, static and lazy values alike). The
+# sampling functions draw from ``generator=`` (a numpy generator such as
+# dynnets.Generator) or the default generator dynnets.manual_seed seeds:
+# numpy's streams, not torch's numbers, so only distributions match torch.
+
+for _name in ("logsumexp", "prod", "isnan", "isinf", "isfinite", "outer", "addmm", "baddbmm", "addbmm",
+              "log1p", "expm1"):
+    setattr(TensorOps, _name, getattr(ops, _name))
+del _name
+
+
+def _concrete(op, name, x):
+    """The float array of a tensor argument of a sampling function."""
+    if getattr(x, "_is_symbolic", False):
+        raise TypeError(f"{op}: {name} must be an eager tensor (a static graph draws with dynnets.static.random "
+                        f"ops), got a static value")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    a = x._data
+    if a.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected a floating-point {name}, got dtype {a.dtype}")
+    return np.asarray(a)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Category indices drawn with the weights of each row of ``input`` (as
+    ``torch.multinomial``): rows need not sum to 1; without ``replacement``
+    each row draws ``num_samples`` distinct categories (at most its number of
+    non-zero weights).
+
+    Shapes: ``input`` (C,) or (N, C) -> int64 (num_samples,) or (N, num_samples).
+    """
+    w = _concrete("multinomial", "input", input)
+    if w.ndim not in (1, 2):
+        raise ShapeError(f"multinomial: prob_dist must be 1 or 2 dim, got shape {w.shape}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples <= 0:
+        raise ValueError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
+    rows = w.reshape(-1, w.shape[-1]).astype(np.float64)
+    n = rows.shape[1]
+    if not replacement and num_samples > n:
+        raise ValueError(f"multinomial: cannot sample n_sample={num_samples} > prob_dist.size(-1)={n} samples "
+                         f"without replacement")
+    if not np.all(np.isfinite(rows)) or np.any(rows < 0):
+        raise ValueError("multinomial: probability tensor contains either inf, nan or element < 0")
+    totals = rows.sum(axis=1)
+    if np.any(totals <= 0):
+        raise ValueError("multinomial: invalid multinomial distribution (sum of probabilities <= 0)")
+    if not replacement and np.any((rows > 0).sum(axis=1) < num_samples):
+        raise ValueError(f"multinomial: invalid multinomial distribution (with replacement=False, not enough "
+                         f"non-negative category to sample): num_samples={num_samples}")
+    rng = _generator(generator)
+    out = np.stack([rng.choice(n, size=int(num_samples), replace=bool(replacement), p=r / t)
+                    for r, t in zip(rows, totals)]).astype(np.int64)
+    return Tensor(out.reshape(w.shape[:-1] + (int(num_samples),)))
+
+
+def _probabilities(op, p):
+    if np.any(~((p >= 0) & (p <= 1))):
+        raise ValueError(f"{op}: all elements of input should be between 0 and 1")
+    return p
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability ``input`` (or the number ``p``), else 0, in
+    ``input``'s shape and dtype, as ``torch.bernoulli``."""
+    x = _concrete("bernoulli", "input", input)
+    probs = _probabilities("bernoulli", x if p is None else np.full(x.shape, _prob("bernoulli", p)))
+    return Tensor((_generator(generator).random(x.shape) < probs).astype(x.dtype))
+
+
+def _prob(op, p):
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p <= 1:
+        raise ValueError(f"{op}: p must be a number in [0, 1], got {p!r}")
+    return float(p)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
+    """Draws from N(mean, std^2), as ``torch.normal``: ``mean`` and ``std``
+    tensors (broadcast together) or numbers, the result in the tensors'
+    float dtype; two numbers need ``size`` (float32 by default, or
+    ``dtype``). The result is a draw, not differentiable: for a
+    reparametrised sample write ``mean + std * randn_like(mean)``."""
+    tm, ts = isinstance(mean, Tensor), isinstance(std, Tensor)
+    if not (tm or ts):
+        if size is None:
+            raise TypeError("normal: with a number mean and a number std, size is required "
+                            "(normal(mean, std, size))")
+        dt = np.dtype(np.float32 if dtype is None else dtype)
+        if dt.kind != "f":
+            raise DTypeError(f"normal: dtype must be a floating-point type, got {dt}")
+        if std < 0:
+            raise ValueError(f"normal: expects std >= 0.0, but found std {std}")
+        arr = _generator(generator).normal(mean, std, shape_tuple((size,)) if isinstance(size, int) else
+                                           shape_tuple(size))
+        return Tensor(arr.astype(dt), requires_grad=requires_grad)
+    if size is not None:
+        raise TypeError("normal: size is only taken with a number mean and a number std")
+    m = _concrete("normal", "mean", mean) if tm else np.asarray(mean, dtype=np.float64)
+    s = _concrete("normal", "std", std) if ts else np.asarray(std, dtype=np.float64)
+    if np.any(s < 0):
+        raise ValueError("normal: expects all elements of std >= 0.0")
+    dt = np.result_type(*[a.dtype for a, t in ((m, tm), (s, ts)) if t]) if dtype is None else np.dtype(dtype)
+    shape = np.broadcast_shapes(m.shape, s.shape)
+    arr = _generator(generator).standard_normal(shape) * s + m
+    return Tensor(arr.astype(dt), requires_grad=requires_grad)
+
+
+def _tensor_bernoulli(self, p=None, *, generator=None):
+    """``bernoulli(self)`` (or with the number ``p``), as ``torch.Tensor.bernoulli``."""
+    return bernoulli(self, p, generator=generator)
+
+
+def _bernoulli_(self, p=0.5, *, generator=None):
+    """Fill in place with 1 with probability ``p`` (a number, or a tensor
+    broadcast to this one's shape), else 0, as ``torch.Tensor.bernoulli_``."""
+    shape = self._random_fill_shape("bernoulli_")
+    if isinstance(p, Tensor):
+        probs = np.broadcast_to(_probabilities("bernoulli_", _concrete("bernoulli_", "p", p)), shape)
+    else:
+        probs = _prob("bernoulli_", p)
+    draws = _generator(generator).random(shape) < probs
+    return write_inplace("bernoulli_", self, P.setitem_p, (draws,), _ALL, _write_set, casting="unsafe")
+
+
+def _exponential_(self, lambd=1.0, *, generator=None):
+    """Fill in place with draws from the exponential distribution of rate
+    ``lambd`` (mean ``1/lambd``), as ``torch.Tensor.exponential_``."""
+    if isinstance(lambd, bool) or not isinstance(lambd, (int, float, np.integer, np.floating)) or not lambd > 0:
+        raise ValueError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
+    shape = self._random_fill_shape("exponential_")
+    draws = _generator(generator).exponential(1.0 / lambd, shape)
+    return write_inplace("exponential_", self, P.setitem_p, (draws,), _ALL, _write_set, casting="unsafe")
+
+
+def _tensor_multinomial(self, num_samples, replacement=False, *, generator=None):
+    """``multinomial(self, ...)``, as ``torch.Tensor.multinomial``."""
+    return multinomial(self, num_samples, replacement, generator=generator)
+
+
+Tensor.bernoulli = _tensor_bernoulli
+Tensor.bernoulli_ = _bernoulli_
+Tensor.exponential_ = _exponential_
+Tensor.multinomial = _tensor_multinomial

@@ -44,3 +44,11 @@ __all__ += ["ModuleDict", "ParameterList", "ParameterDict"]
 from .layers import LayerNorm  # noqa: E402  (issue 22 trials)
 
 __all__ += ["LayerNorm"]
+
+# torch's activations, similarities, L1/Huber losses and BatchNorm1d (branch i22-torch-b)
+from .layers import (ELU, SELU, BatchNorm1d, CosineSimilarity, Hardtanh, LogSigmoid, Mish, PairwiseDistance,  # noqa: E402
+                     ReLU6, SiLU, Softplus, Softsign)
+from .loss import HuberLoss, L1Loss, SmoothL1Loss  # noqa: E402
+
+__all__ += ["Softplus", "ELU", "SELU", "SiLU", "Mish", "Hardtanh", "ReLU6", "Softsign", "LogSigmoid",
+            "CosineSimilarity", "PairwiseDistance", "BatchNorm1d", "L1Loss", "SmoothL1Loss", "HuberLoss"]

@@ -357,3 +357,244 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 __all__ += ["layer_norm"]
+
+
+# --- activations, similarities (branch i22-torch-b) --------------------------------
+
+from ..autograd.engine import bind  # noqa: E402
+
+def _inplace_result(who, input, out, inplace):
+    """``out``, or with ``inplace`` ``out`` written into ``input`` (returned),
+    as torch's ``inplace=True``. The write is recorded as ``copy_``: where
+    ``out``'s gradient needs ``input``'s old values, backward raises naming
+    it, as torch does for an in-place write over a saved tensor."""
+    if not inplace:
+        return out
+    return _inplace_target(who, input).copy_(out)
+
+
+def _float_arg(who, x, what="input"):
+    """``x`` as a tensor (an array-like becomes one) after checking it is
+    floating-point: torch's activations refuse integers ("not implemented
+    for 'Long'")."""
+    if not isinstance(x, Tensor) and not getattr(x, "_is_symbolic", False):
+        x = Tensor(np.asarray(x))
+    if x.dtype.kind != "f":
+        raise TypeError(f"{who}: expected a floating-point {what}, got dtype {x.dtype}")
+    return x
+
+
+def _number_arg(who, name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{who}: {name} must be a number, got {v!r}")
+    return float(v)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * input)) / beta``, and ``input`` itself where
+    ``beta * input > threshold``, as ``torch.nn.functional.softplus``.
+
+    Shapes: any -> the same.
+    """
+    beta = _number_arg("softplus", "beta", beta)
+    threshold = _number_arg("softplus", "threshold", threshold)
+    x = _float_arg("softplus", input)
+    z = ops.mul(x, beta) if beta != 1 else x
+    # the log1p branch sees z clamped to the threshold, so neither exp
+    # overflows nor the untaken branch's gradient is inf * 0 = nan
+    soft = ops.log1p(ops.exp(ops.clamp(z, max=threshold)))
+    if beta != 1:
+        soft = ops.div(soft, beta)
+    return ops.where(ops.gt(z, threshold), x, soft)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(input))`` = ``-softplus(-input)``, stable for large ``|input|``
+    (as ``torch.nn.functional.logsigmoid``; its gradient is ``sigmoid(-input)``,
+    also at 0, where a ``min(x, 0)`` formulation would give a one-sided 1)."""
+    x = _float_arg("logsigmoid", input)
+    return ops.neg(softplus(ops.neg(x)))
+
+
+def _elu(x, alpha, scale=1.0):
+    neg = ops.mul(ops.expm1(ops.clamp(x, max=0.0)), alpha)
+    out = ops.where(ops.gt(x, 0), x, neg)
+    return out if scale == 1.0 else ops.mul(out, scale)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """``input`` where positive, else ``alpha * (exp(input) - 1)``, as
+    ``torch.nn.functional.elu`` (Clevert et al. 2016)."""
+    alpha = _number_arg("elu", "alpha", alpha)
+    x = _float_arg("elu", input)
+    return _inplace_result("elu", input, _elu(x, alpha), inplace)
+
+
+#: SELU's constants (Klambauer et al. 2017, eq. 14), to torch's digits
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    """``scale * elu(input, alpha)`` with SELU's constants, as ``torch.nn.functional.selu``."""
+    x = _float_arg("selu", input)
+    return _inplace_result("selu", input, _elu(x, SELU_ALPHA, SELU_SCALE), inplace)
+
+
+def silu(input, inplace=False):
+    """``input * sigmoid(input)`` (swish), as ``torch.nn.functional.silu``."""
+    x = _float_arg("silu", input)
+    return _inplace_result("silu", input, ops.mul(x, ops.sigmoid(x)), inplace)
+
+
+def mish(input, inplace=False):
+    """``input * tanh(softplus(input))``, as ``torch.nn.functional.mish``."""
+    x = _float_arg("mish", input)
+    return _inplace_result("mish", input, ops.mul(x, ops.tanh(softplus(x))), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """``input`` clamped to ``[min_val, max_val]``, as
+    ``torch.nn.functional.hardtanh``: the gradient is 1 strictly inside and
+    0 at the bounds and beyond (``clamp``'s is 1 at the bounds)."""
+    lo = _number_arg("hardtanh", "min_val", min_val)
+    hi = _number_arg("hardtanh", "max_val", max_val)
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val={lo} cannot be greater than max_val={hi}")
+    x = input if isinstance(input, Tensor) or getattr(input, "_is_symbolic", False) else Tensor(np.asarray(input))
+    if x.dtype.kind not in "fiu":
+        raise TypeError(f"hardtanh: expected a real numeric input, got dtype {x.dtype}")
+    inside = ops.logical_and(ops.gt(x, lo), ops.lt(x, hi))
+    out = ops.where(inside, x, _constant(ops.clamp(x, lo, hi)))
+    return _inplace_result("hardtanh", input, out, inplace)
+
+
+def _constant(x):
+    """``x`` as a constant of the graph (no gradient flows through it)."""
+    return bind(P.stop_gradient_p, x)
+
+
+def relu6(input, inplace=False):
+    """``min(max(input, 0), 6)``, as ``torch.nn.functional.relu6`` (``hardtanh(input, 0, 6)``)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def softsign(input):
+    """``input / (1 + |input|)``, as ``torch.nn.functional.softsign``."""
+    x = _float_arg("softsign", input)
+    return ops.div(x, ops.add(ops.abs(x), 1.0))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """The cosine of the angle between ``x1`` and ``x2`` along ``dim``, as
+    ``torch.nn.functional.cosine_similarity`` (torch 2's formula): each
+    input divided by its norm clamped below at ``eps``, then the dot
+    product. As torch's, the clamp is outside autograd: the gradient
+    differentiates the unclamped norm.
+
+    Shapes: ``x1``, ``x2`` broadcastable -> their broadcast shape without ``dim``.
+    """
+    eps = _number_arg("cosine_similarity", "eps", eps)
+    a, b = _float_arg("cosine_similarity", x1, "x1"), _float_arg("cosine_similarity", x2, "x2")
+    nd = max(len(a.shape), len(b.shape))
+    if not -nd <= dim < max(nd, 1):
+        raise IndexError(f"cosine_similarity: dim={dim} is out of range for inputs of {nd} dimensions")
+
+    def unit(x):
+        n = ops.norm(x, 2, dim, keepdim=True)
+        # the clamped value with the unclamped norm's gradient
+        clamped = ops.add(n, _constant(ops.sub(ops.clamp(n, min=eps), n)))
+        return ops.div(x, clamped)
+    return ops.sum(ops.mul(unit(a), unit(b)), dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """``norm(x1 - x2 + eps, p)`` over the last dimension, as
+    ``torch.nn.functional.pairwise_distance``.
+
+    Shapes: (N, D) or (D,), broadcastable -> (N,) or () (``keepdim``: a trailing 1).
+    """
+    eps = _number_arg("pairwise_distance", "eps", eps)
+    a, b = _float_arg("pairwise_distance", x1, "x1"), _float_arg("pairwise_distance", x2, "x2")
+    return ops.norm(ops.add(ops.sub(a, b), eps), p, -1, keepdim=keepdim)
+
+
+__all__ += ["softplus", "logsigmoid", "elu", "selu", "silu", "mish", "hardtanh", "relu6", "softsign",
+            "cosine_similarity", "pairwise_distance"]
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Batch normalisation over every dimension but the channels' (dimension
+    1), as ``torch.nn.functional.batch_norm`` (Ioffe and Szegedy 2015, alg. 1).
+
+    With ``training`` (or no running statistics) the batch's mean and biased
+    variance normalise the input, and the running statistics, when given
+    (float arrays or tensors of shape (C,)), are updated in place:
+    ``running = (1 - momentum) * running + momentum * batch``, the variance
+    unbiased (``n / (n - 1)``), as torch. Otherwise the running statistics
+    normalise it (constants: no gradient reaches them).
+
+    Shapes: ``input`` (N, C) or (N, C, L) (any rank >= 2); the others (C,).
+    """
+    who = "batch_norm"
+    x = _float_arg(who, input)
+    shape = tuple(x.shape)
+    if len(shape) < 2:
+        raise ValueError(f"{who}: expected an input of at least 2 dimensions (N, C, ...), got shape {shape}")
+    c = shape[1]
+    stats = []
+    for name, r in (("running_mean", running_mean), ("running_var", running_var)):
+        if r is None:
+            stats.append(None)
+            continue
+        a = r.numpy() if isinstance(r, Tensor) else r
+        if not isinstance(a, np.ndarray) or a.dtype.kind != "f" or a.shape != (c,):
+            raise ValueError(f"{who}: {name} must be a float array of shape ({c},) (the input's channels), got "
+                             f"{getattr(a, 'shape', type(a).__name__)}")
+        stats.append(a)
+    if (stats[0] is None) != (stats[1] is None):
+        raise ValueError(f"{who}: running_mean and running_var must both be given or both be None")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != (c,):
+            raise ValueError(f"{who}: {name}.shape={tuple(p.shape)} does not match the input's {c} channels")
+    axes = (0,) + tuple(range(2, len(shape)))
+    bshape = (1, c) + (1,) * (len(shape) - 2)
+    if training or stats[0] is None:
+        count = int(np.prod([shape[a] for a in axes])) if None not in shape else None
+        if training and count == 1:
+            raise ValueError(f"{who}: expected more than 1 value per channel when training, got input size {shape}")
+        mean = ops.mean(x, axes, keepdim=True)
+        centred = ops.sub(x, mean)
+        var = ops.mean(ops.mul(centred, centred), axes, keepdim=True)
+        if training and stats[0] is not None:
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{who}: training with running statistics updates them in place, which needs "
+                                f"eager tensors (a static graph value has no values): call .eval() or pass "
+                                f"running_mean=None, running_var=None")
+            if momentum is None:
+                raise ValueError(f"{who}: momentum=None (a cumulative average) needs the count of batches: "
+                                 f"use nn.BatchNorm1d, or pass the factor 1/count as momentum")
+            m = float(momentum)
+            bm = mean.numpy().reshape(c)
+            bv = var.numpy().reshape(c) * (count / (count - 1))
+            rm, rv = stats
+            rm *= 1 - m
+            rm += (m * bm).astype(rm.dtype)
+            rv *= 1 - m
+            rv += (m * bv).astype(rv.dtype)
+        out = ops.div(centred, ops.sqrt(ops.add(var, eps)))
+    else:
+        rm, rv = (s.reshape(bshape).astype(x.dtype, copy=False) for s in stats)
+        out = ops.div(ops.sub(x, rm), np.sqrt(rv + np.asarray(eps, rv.dtype)))
+    if weight is not None:
+        out = ops.mul(out, ops.reshape(weight, *bshape))
+    if bias is not None:
+        out = ops.add(out, ops.reshape(bias, *bshape))
+    return out
+
+
+__all__ += ["batch_norm"]
+
+from .loss import huber_loss, l1_loss, smooth_l1_loss  # noqa: E402  (branch i22-torch-b)
+
+__all__ += ["l1_loss", "smooth_l1_loss", "huber_loss"]

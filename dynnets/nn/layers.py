@@ -778,3 +778,231 @@ class LayerNorm(Module):
 
 
 __all__ += ["LayerNorm"]
+
+
+# --- activations, similarities and BatchNorm1d (branch i22-torch-b) ------------------
+
+class _Activation(Module):
+    """A module applying ``F.<fn>`` with its keyword arguments, as torch's
+    activation modules (their ``__init__`` arguments are ``fn``'s)."""
+
+    fn = None
+    args = ()
+
+    def forward(self, input):
+        return type(self).fn(input, *(getattr(self, a) for a in self.args))
+
+    def extra_repr(self):
+        return ", ".join(f"{a}={getattr(self, a)!r}" for a in self.args if a != "inplace" or self.inplace)
+
+
+class Softplus(_Activation):
+    """``F.softplus(input, beta, threshold)`` as ``torch.nn.Softplus``."""
+    fn, args = staticmethod(F.softplus), ("beta", "threshold")
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+
+class ELU(_Activation):
+    """``F.elu(input, alpha)`` as ``torch.nn.ELU``."""
+    fn, args = staticmethod(F.elu), ("alpha", "inplace")
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = float(alpha), bool(inplace)
+
+
+class SELU(_Activation):
+    """``F.selu`` as ``torch.nn.SELU``."""
+    fn, args = staticmethod(F.selu), ("inplace",)
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = bool(inplace)
+
+
+class SiLU(_Activation):
+    """``F.silu`` (``x * sigmoid(x)``) as ``torch.nn.SiLU``."""
+    fn, args = staticmethod(F.silu), ("inplace",)
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = bool(inplace)
+
+
+class Mish(_Activation):
+    """``F.mish`` as ``torch.nn.Mish``."""
+    fn, args = staticmethod(F.mish), ("inplace",)
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = bool(inplace)
+
+
+class Hardtanh(_Activation):
+    """``F.hardtanh(input, min_val, max_val)`` as ``torch.nn.Hardtanh`` (its
+    deprecated ``min_value`` / ``max_value`` override the bounds, with a
+    warning, as torch's)."""
+    fn, args = staticmethod(F.hardtanh), ("min_val", "max_val", "inplace")
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None, max_value=None):
+        super().__init__()
+        import warnings
+        if min_value is not None:
+            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning,
+                          stacklevel=2)
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning,
+                          stacklevel=2)
+            max_val = max_value
+        if not max_val > min_val:
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
+        self.min_val, self.max_val, self.inplace = float(min_val), float(max_val), bool(inplace)
+
+
+class ReLU6(Hardtanh):
+    """``F.relu6`` (``hardtanh(input, 0, 6)``) as ``torch.nn.ReLU6``."""
+
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Softsign(_Activation):
+    """``F.softsign`` as ``torch.nn.Softsign``."""
+    fn = staticmethod(F.softsign)
+
+    def __init__(self):
+        super().__init__()
+
+
+class LogSigmoid(_Activation):
+    """``F.logsigmoid`` as ``torch.nn.LogSigmoid``."""
+    fn = staticmethod(F.logsigmoid)
+
+    def __init__(self):
+        super().__init__()
+
+
+class CosineSimilarity(Module):
+    """``F.cosine_similarity(x1, x2, dim, eps)`` as ``torch.nn.CosineSimilarity``."""
+
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = int(dim), float(eps)
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, eps={self.eps}"
+
+
+class PairwiseDistance(Module):
+    """``F.pairwise_distance(x1, x2, p, eps, keepdim)`` as ``torch.nn.PairwiseDistance``."""
+
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = float(p), float(eps), bool(keepdim)
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+    def extra_repr(self):
+        return f"p={self.norm}, eps={self.eps}, keepdim={self.keepdim}"
+
+
+class BatchNorm1d(Module):
+    """Batch normalisation of (N, C) or (N, C, L) input over its channels C,
+    as ``torch.nn.BatchNorm1d`` (see :func:`dynnets.nn.functional.batch_norm`).
+
+    Parameters
+    ----------
+    num_features : int
+        C.
+    eps : float
+    momentum : float or None
+        The running statistics' update factor; None: their cumulative
+        average (factor ``1 / num_batches_tracked``).
+    affine : bool
+        Learn ``weight`` (ones) and ``bias`` (zeros), of shape (C,).
+    track_running_stats : bool
+        Keep the buffers ``running_mean`` (zeros), ``running_var`` (ones)
+        and ``num_batches_tracked`` (int64 0), torch's names in the
+        state_dict, and normalise with them in eval mode; without them
+        every mode uses the batch's statistics.
+    device : None or 'cpu'
+    dtype : numpy float dtype, default float32
+    bias : bool
+        With ``affine``, whether to learn the bias.
+
+    The buffers are numpy arrays updated in place (``state_dict`` tensors
+    share their memory), as dynnets' other buffers.
+    """
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features = positive_int("BatchNorm1d", "num_features", num_features)
+        self.eps = float(eps)
+        self.momentum = None if momentum is None else float(momentum)
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        check_device("BatchNorm1d", device)
+        dt = float_dtype("BatchNorm1d", dtype)
+        c = self.num_features
+        if self.affine:
+            self.weight = Parameter(np.ones(c, dtype=dt))
+            self.bias = Parameter(np.zeros(c, dtype=dt)) if bias else None
+        else:
+            self.weight = None
+            self.bias = None
+        if self.track_running_stats:
+            self.register_buffer("running_mean", np.zeros(c, dtype=dt))
+            self.register_buffer("running_var", np.ones(c, dtype=dt))
+            self.register_buffer("num_batches_tracked", np.zeros((), dtype=np.int64))
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean[...] = 0
+            self.running_var[...] = 1
+            self.num_batches_tracked[...] = 0
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            from ..autograd import no_grad
+            with no_grad():
+                self.weight.fill_(1.0)
+                if self.bias is not None:
+                    self.bias.zero_()
+
+    def forward(self, input):
+        nd = len(input.shape)
+        if nd not in (2, 3):
+            raise ValueError(f"BatchNorm1d: expected 2D or 3D input (got {nd}D input)")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"BatchNorm1d: input.shape[1]={input.shape[1]} does not match num_features="
+                             f"{self.num_features}")
+        like = self.weight if self.weight is not None else self.running_mean
+        if like is not None and getattr(input, "dtype", None) != like.dtype:
+            input = check_float_input("BatchNorm1d", input, like)
+        momentum = self.momentum
+        if self.training and self.track_running_stats:
+            np.add(self.num_batches_tracked, 1, out=self.num_batches_tracked)
+            if momentum is None:
+                momentum = 1.0 / float(self.num_batches_tracked)
+        use_batch = self.training or not self.track_running_stats
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
+                            0.0 if momentum is None else momentum, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")

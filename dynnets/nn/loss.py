@@ -647,3 +647,121 @@ class BCELoss(_Loss):
 
     def forward(self, input, target):
         return _bce("BCELoss", input, target, self.weight, self.reduction)
+
+
+# --- L1, smooth L1 and Huber losses (branch i22-torch-b) ---------------------------
+#
+# As mse_loss: input and target of one shape (torch broadcasts them with a
+# warning, here that is an error); ``weight`` (torch >= 2.6) of the input's
+# shape, with torch's 'mean' for each: l1 divides by sum(weight), huber by the
+# number of elements.
+
+def _weighted(who, losses, x, weight, reduction, mean_over_weight):
+    if weight is None:
+        return _reduce_all(losses, reduction)
+    w = _elementwise_weight(who, weight, x)
+    if tuple(w.shape) != tuple(x.shape):
+        raise ValueError(f"{who}: weight.shape={tuple(w.shape)} must equal input.shape={tuple(x.shape)}")
+    losses = losses * w
+    if reduction == "mean" and mean_over_weight:
+        return ops.sum(losses) / ops.sum(w)
+    return _reduce_all(losses, reduction)
+
+
+def _l1(who, input, target, reduction, weight=None):
+    x = _float_input(who, input)
+    d = ops.abs(x - _same_shape_target(who, x, target))
+    return _weighted(who, d, x, weight, reduction, True)
+
+
+def _smooth_l1(who, input, target, reduction, beta, scale_by_beta):
+    """Huber's function of ``d = input - target``: ``0.5 d^2 / beta`` where
+    ``|d| < beta``, else ``|d| - 0.5 beta`` (smooth L1); Huber's loss is that
+    times ``beta`` (``scale_by_beta``)."""
+    x = _float_input(who, input)
+    d = x - _same_shape_target(who, x, target)
+    ad = ops.abs(d)
+    if scale_by_beta:
+        return ops.where(ops.lt(ad, beta), 0.5 * d * d, beta * (ad - 0.5 * beta))
+    if beta == 0:
+        return ad
+    return ops.where(ops.lt(ad, beta), (0.5 / beta) * d * d, ad - 0.5 * beta)
+
+
+def _beta(who, name, v, positive):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{who}: {name} must be a number, got {v!r}")
+    if (v <= 0) if positive else (v < 0):
+        raise ValueError(f"{who}: {name} must be {'> 0' if positive else '>= 0'}, got {v}")
+    return float(v)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Absolute error ``|input - target|``, averaged, summed or per element, as
+    ``torch.nn.functional.l1_loss`` (the gradient at 0 is 0, as torch's)."""
+    who = "l1_loss"
+    return _l1(who, input, target, _reduction(who, size_average, reduce, reduction), weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Smooth L1: ``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``
+    (``d = input - target``; ``beta=0``: the L1 loss), as
+    ``torch.nn.functional.smooth_l1_loss``."""
+    who = "smooth_l1_loss"
+    reduction = _reduction(who, size_average, reduce, reduction)
+    return _reduce_all(_smooth_l1(who, input, target, reduction, _beta(who, "beta", beta, False), False), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """Huber: ``0.5 d^2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``,
+    as ``torch.nn.functional.huber_loss``."""
+    who = "huber_loss"
+    reduction = _check_reduction(who, reduction)
+    x = _float_input(who, input)
+    losses = _smooth_l1(who, x, target, reduction, _beta(who, "delta", delta, True), True)
+    return _weighted(who, losses, x, weight, reduction, False)
+
+
+class L1Loss(_Loss):
+    """Mean absolute error, as ``torch.nn.L1Loss(size_average=None,
+    reduce=None, reduction='mean')`` (see :func:`l1_loss`)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+
+    def forward(self, input, target):
+        return _l1("L1Loss", input, target, self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Smooth L1 loss, as ``torch.nn.SmoothL1Loss(size_average=None,
+    reduce=None, reduction='mean', beta=1.0)`` (see :func:`smooth_l1_loss`)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = _beta("SmoothL1Loss", "beta", beta, False)
+
+    def forward(self, input, target):
+        return _reduce_all(_smooth_l1("SmoothL1Loss", input, target, self.reduction, self.beta, False),
+                           self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, beta={self.beta}"
+
+
+class HuberLoss(_Loss):
+    """Huber loss, as ``torch.nn.HuberLoss(reduction='mean', delta=1.0)`` (see :func:`huber_loss`)."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(None, None, reduction)
+        self.delta = _beta("HuberLoss", "delta", delta, True)
+
+    def forward(self, input, target):
+        return _reduce_all(_smooth_l1("HuberLoss", input, target, self.reduction, self.delta, True),
+                           self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, delta={self.delta}"
+
+
+__all__ += ["l1_loss", "smooth_l1_loss", "huber_loss", "L1Loss", "SmoothL1Loss", "HuberLoss"]

@@ -615,6 +615,29 @@ SAMPLES.update({"round": _round, "remainder": _rounded_binary(), "fmod": _rounde
                 "div_rounded": _rounded_binary(), "cumsum": _cumsum, "sort": _sort})
 
 
+# log1p, expm1 and prod (branch i22-torch-b): prod's samples include zeros, where
+# the gradient is the product of the other entries (one zero: only its entry;
+# two: none), which finite differences see as well
+def _log1p(rng):
+    x = rng.uniform(-0.5, 2.0, (3, 4))
+    return [Case("2d", x), Case("0d", np.asarray(0.3)), Case("tiny", np.asarray([1e-12, -1e-9]))]
+
+
+def _prod(rng):
+    r = _r(rng)
+    one_zero = r(3, 4)
+    one_zero[1, 2] = 0.0
+    two_zeros = r(3, 4)
+    two_zeros[0, 1] = two_zeros[0, 3] = 0.0
+    return [Case("all", r(2, 3)), Case("axis0", r(3, 4), axis=0), Case("axis-neg-keep", r(2, 3, 2), axis=-1,
+                                                                       keepdims=True),
+            Case("one-zero", one_zero, axis=1), Case("two-zeros", two_zeros, axis=1),
+            Case("all-zero", one_zero), Case("all-keepdims", r(2, 2), keepdims=True), Case("0d", r())]
+
+
+SAMPLES.update({"log1p": _log1p, "expm1": _unary("normal"), "prod": _prod})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -997,6 +1020,15 @@ BAD.update({
     "sort": [((_z(2, 3),), {"axis": -3}, "sort: dimension out of range"),
              ((_z(2, 3),), {"descending": 1}, "sort: descending must be a bool"),
              ((np.array([1j]),), {}, "sort: input must be real numbers or booleans")],
+})
+
+# branch i22-torch-b
+BAD.update({
+    "log1p": [((np.array(["a"]),), {}, "log1p: expected a floating-point input")],
+    "expm1": [((np.array([True]),), {}, "expm1: expected a floating-point input")],
+    "prod": [((_z(2, 3),), {"axis": 2}, "prod: axis 2 is out of range"),
+             ((_z(2, 3),), {"axis": (0, 1)}, "prod: dim must be an integer or None"),
+             ((np.array(["a"]),), {}, "prod: expected a numeric input")],
 })
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")

@@ -708,6 +708,17 @@ STRATEGIES.update({"round": _round, "remainder": _binary, "fmod": _binary, "div_
                    "cumsum": _cumsum, "sort": _sort})
 
 
+# branch i22-torch-b: log1p, expm1, prod (one int axis or None; _reduce's tuples are rejected)
+def _prod(g):
+    (x,), attrs = _reduce(g)
+    if g.flag(0.5):
+        attrs["axis"] = _axis_attr(g, x)
+    return [x], attrs
+
+
+STRATEGIES.update({"log1p": _unary, "expm1": _unary, "prod": _prod})
+
+
 # --------------------------------------------------------------------------
 # the property
 # --------------------------------------------------------------------------

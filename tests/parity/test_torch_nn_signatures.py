@@ -242,3 +242,12 @@ def test_torch_positional_calls_mean_the_same_here():
         with pytest.raises(ValueError, match=f"Linear: device='{dev}' is not available"):
             dnn.Linear(3, 2, True, dev)
     assert dnn.Linear(3, 2, True, "cpu", np.float64).weight.dtype == np.float64
+
+
+# branch i22-torch-b: torch's builtins among the new names (torch's documentation, 2.x)
+DOCUMENTED.update({
+    "F.softplus": "input, beta=1, threshold=20",
+    "F.logsigmoid": "input",
+    "F.cosine_similarity": "x1, x2, dim=1, eps=1e-8",
+    "F.pairwise_distance": "x1, x2, p=2.0, eps=1e-6, keepdim=False",
+})

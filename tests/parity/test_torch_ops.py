@@ -388,6 +388,9 @@ COVERED_ELSEWHERE = {
 }
 # ~ & | ^ on boolean masks (test_real_scripts.py::test_gap_boolean_mask_operators)
 COVERED_ELSEWHERE |= {"logical_not", "logical_and", "logical_or", "logical_xor"}
+# tests/parity/test_torch_maths_sampling.py (branch i22-torch-b)
+COVERED_ELSEWHERE |= {"log1p", "expm1", "logsumexp", "prod", "isnan", "isinf", "isfinite", "outer", "addmm",
+                      "baddbmm", "addbmm"}
 
 
 def test_table_covers_every_public_op():
@@ -440,6 +443,12 @@ PRIMITIVES_ELSEWHERE.update({
     "div_rounded": ("test_torch_round_sort_select.py", "test_remainder_gradients_as_torch"),
     "sort": ("test_torch_round_sort_select.py", "test_sort_argsort"),
     "cumsum": ("test_torch_round_sort_select.py", "test_cumsum"),
+})
+# branch i22-torch-b
+PRIMITIVES_ELSEWHERE.update({
+    "log1p": ("test_torch_maths_sampling.py", "test_log1p_expm1"),
+    "expm1": ("test_torch_maths_sampling.py", "test_log1p_expm1"),
+    "prod": ("test_torch_maths_sampling.py", "test_prod_gradient_with_zeros_is_torch_s"),
 })
 
 

@@ -1073,3 +1073,46 @@ def _norm_rows(x, ord=2.0, axis=None, keepdims=False):
 
 
 norm_p = defprim("norm", _vector_norm, _norm_shape, vjp=(_norm_vjp,), batch=batch_rows(0, when=_norm_rows))
+
+
+# --------------------------------------------------------------------------
+# prod (torch.prod; branch i22-torch-b)
+# --------------------------------------------------------------------------
+
+def _prod(x, axis=None, keepdims=False):
+    """The product over ``axis`` (one int, or all dimensions for None), as
+    ``torch.prod``: booleans and integers multiply in int64."""
+    dt = np.int64 if x.dtype.kind in "biu" else None
+    return np.asarray(np.prod(x, axis=axis, dtype=dt, keepdims=keepdims))
+
+
+def _prod_shape(x, axis=None, keepdims=False):
+    if dtype_of(x).kind not in "biuf":
+        raise DTypeError(f"prod: expected a numeric input, got dtype {dtype_of(x)}")
+    if axis is not None and not is_int(axis):
+        raise DTypeError(f"prod: dim must be an integer or None, got {axis!r}")
+    out = _reduce_shape("prod")(x, axis, keepdims)
+    return Aval(out.shape, np.dtype(np.int64) if dtype_of(x).kind in "biu" else dtype_of(x))
+
+
+def _prod_vjp(g, ins, out, axis=None, keepdims=False):
+    x = ins[0]
+    # d prod / d x_i is the product of the others: exclusive cumulative products
+    # from the left and from the right give it exactly, also where x has zeros
+    # (one zero: only its own entry has a non-zero gradient; two: none has), as
+    # torch's prod_backward, with no division by x
+    xs = x.reshape(-1) if axis is None else np.moveaxis(x, axis, -1)
+    if xs.shape[-1] == 0:
+        return np.zeros(x.shape, dtype=x.dtype)       # an empty product: no entry to differentiate
+    ones = np.ones(xs.shape[:-1] + (1,), dtype=x.dtype)
+    left = np.cumprod(np.concatenate([ones, xs[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(np.cumprod(np.concatenate([ones, np.flip(xs[..., 1:], -1)], axis=-1), axis=-1), -1)
+    if axis is None:
+        return (np.asarray(g).reshape(()) * (left * right)).reshape(x.shape).astype(x.dtype, copy=False)
+    gg = np.asarray(g) if keepdims else np.expand_dims(g, axis)
+    return (np.moveaxis(left * right, -1, axis) * gg).astype(x.dtype, copy=False)
+
+
+prod_p = defprim("prod", _prod, _prod_shape, vjp=(_prod_vjp,), vjp_reads=((0,),))
+
+__all__ += ["prod_p"]

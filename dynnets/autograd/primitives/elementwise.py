@@ -479,3 +479,20 @@ div_rounded_p = defprim("div_rounded", _div_rounded, _div_rounded_shape,
                         vjp_reads=((), ()), batch=BATCH_ELEMENTWISE)
 
 __all__ += ["round_p", "remainder_p", "fmod_p", "div_rounded_p", "IntegerDivisionByZero"]
+
+
+# --------------------------------------------------------------------------
+# log1p and expm1 (branch i22-torch-b): softplus, logsigmoid, elu and selu
+# need them accurate near 0, where log(1 + x) and exp(x) - 1 lose every digit
+# below 1e-16 (softplus(-50) would be 0 instead of 1.9e-22)
+# --------------------------------------------------------------------------
+
+log1p_p = defprim("log1p", np.log1p, _unary_shape("log1p", np.log1p),
+                  vjp=(lambda g, ins, out: g / (ins[0] + 1),), vjp_reads=((0,),),
+                  batch=BATCH_ELEMENTWISE)
+
+expm1_p = defprim("expm1", np.expm1, _unary_shape("expm1", np.expm1),
+                  vjp=(lambda g, ins, out: g * (out + 1),), vjp_reads=(("out",),),
+                  batch=BATCH_ELEMENTWISE)
+
+__all__ += ["log1p_p", "expm1_p"]
