@@ -27,7 +27,7 @@ from dynnets.autograd import ops
 from dynnets.autograd.engine import bind
 from dynnets.autograd.gradcheck import gradcheck
 from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes, run_rule
-from dynnets.autograd.tensor import Tensor
+from dynnets.autograd.tensor import Tensor, tensor
 
 
 class Case:
@@ -1022,7 +1022,7 @@ def test_eager_bad_input_raises_named_shape_error(name, args, attrs, msg):
     exp of integers) the op simply computes, otherwise the error must be the
     shape rule's."""
     prim = PRIMITIVES[name]
-    ts = [Tensor(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+    ts = [tensor(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
     try:
         with np.errstate(all="ignore"):
             bind(prim, *ts, **attrs)

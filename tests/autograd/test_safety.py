@@ -42,7 +42,6 @@ from hypothesis import strategies as st
 import dynnets as dn
 from dynnets.autograd.engine import bind
 from dynnets.autograd.primitives import PRIMITIVES, MatmulT, OuterSum, RowSparse, ShapeError, check_shapes
-from dynnets.autograd.tensor import Tensor
 
 # examples per primitive in the test run (the whole table in about 10 s on the 2-core machine)
 EXAMPLES = int(os.environ.get("DYNNETS_SAFETY_EXAMPLES", "60"))
@@ -743,7 +742,7 @@ def _eager(prim, args, attrs, g):
     """Apply eagerly; returns the outputs (arrays) or the exception."""
     grad = [isinstance(a, np.ndarray) and a.dtype.kind == "f" and k not in prim.nondiff_args and g.flag(0.7)
             for k, a in enumerate(args)]
-    targs = [Tensor(a, requires_grad=r) if r else a for a, r in zip(args, grad)]
+    targs = [dn.tensor(a, requires_grad=r) if r else a for a, r in zip(args, grad)]
     try:
         out = bind(prim, *targs, **attrs)
     except Exception as exc:  # noqa: BLE001 - the type is what is checked
