@@ -67,3 +67,8 @@ __all__ += _creation_all
 # of a star import, as float, int and bool are
 from .autograd.ops import all, any, round  # noqa: E402
 from .autograd.creation import range  # noqa: E402
+
+# i22-torch-a: scatter / index_add, flip, tril / triu, nonzero, unique, bincount
+from .autograd.ops import bincount, flip, index_add, nonzero, scatter, scatter_add, tril, triu, unique  # noqa: E402
+
+__all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"]

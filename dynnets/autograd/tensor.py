@@ -1450,3 +1450,44 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         for t, g in zip(ins, saved):
             t._grad = g
     return tuple(res)
+
+
+# --- i22-torch-a: scatter / index_add / masked_fill (and in place), flip, tril / triu, nonzero, unique,
+# bincount as methods (the static Value shares TensorOps, as every op method)
+
+def _inplace_result(op, self, result):
+    """``self`` takes the value of ``result`` (an out-of-place op of ``self``)
+    through the in-place machinery (version counter, leaf checks, the new
+    history), as ``copy_``: the gradient reaches ``self``'s old history
+    through ``result``'s node."""
+    return write_inplace(op, self, P.setitem_p, (result,), _ALL, _write_set, casting="unsafe")
+
+
+def _masked_fill_(self, mask, value):
+    """:func:`~dynnets.masked_fill` in place (``torch.Tensor.masked_fill_``);
+    the mask broadcasts to this tensor's shape."""
+    return _inplace_result("masked_fill_", self, ops.masked_fill(self, mask, value))
+
+
+def _index_add_(self, dim, index, source, *, alpha=1):
+    """:func:`~dynnets.index_add` in place (``torch.Tensor.index_add_``)."""
+    return _inplace_result("index_add_", self, ops.index_add(self, dim, index, source, alpha=alpha))
+
+
+def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+    """:func:`~dynnets.scatter` in place (``torch.Tensor.scatter_``)."""
+    return _inplace_result("scatter_", self, ops.scatter(self, dim, index, src, value=value, reduce=reduce))
+
+
+def _scatter_add_(self, dim, index, src):
+    """:func:`~dynnets.scatter_add` in place (``torch.Tensor.scatter_add_``)."""
+    return _inplace_result("scatter_add_", self, ops.scatter_add(self, dim, index, src))
+
+
+for _name in ("scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"):
+    setattr(TensorOps, _name, getattr(ops, _name))
+Tensor.masked_fill_ = _masked_fill_
+Tensor.index_add_ = _index_add_
+Tensor.scatter_ = _scatter_
+Tensor.scatter_add_ = _scatter_add_
+del _name
