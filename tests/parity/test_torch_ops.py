@@ -442,6 +442,15 @@ PRIMITIVES_ELSEWHERE.update({
     "cumsum": ("test_torch_round_sort_select.py", "test_cumsum"),
 })
 
+# i22-torch-a: scatter / index_add, flip, tril / triu, nonzero, unique, bincount (eager; values, gradients, errors)
+COVERED_ELSEWHERE |= {"scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"}
+PRIMITIVES_ELSEWHERE.update({
+    "scatter": ("test_torch_scatter_index.py", "test_scatter_values_and_gradients"),
+    "scatter_add": ("test_torch_scatter_index.py", "test_scatter_add_values_and_gradients"),
+    "unique": ("test_torch_scatter_index.py", "test_unique"),
+    "bincount": ("test_torch_scatter_index.py", "test_bincount"),
+})
+
 
 def test_every_primitive_has_a_parity_test():
     from dynnets.autograd.primitives import PRIMITIVES
