@@ -840,9 +840,9 @@ class Tensor(TensorOps):
         """
         if create_graph:
             raise NotImplementedError(_NO_DOUBLE_BACKWARD.format(op="backward"))
-        if isinstance(inputs, Tensor):
+        if inputs is not None and isinstance(inputs, Tensor):
             inputs = (inputs,)
-        _backward(self, gradient, bool(retain_graph), inputs)
+        _backward(self, gradient, retain_graph, inputs)
 
     def __repr__(self):
         body = np.array2string(self._data, precision=4, separator=", ", threshold=20,
