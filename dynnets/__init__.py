@@ -72,3 +72,8 @@ from .autograd.creation import range  # noqa: E402
 from .autograd.tensor import bernoulli, multinomial, normal  # noqa: E402
 
 __all__ += ["bernoulli", "multinomial", "normal"]
+
+# i22-torch-a: scatter / index_add, flip, tril / triu, nonzero, unique, bincount
+from .autograd.ops import bincount, flip, index_add, nonzero, scatter, scatter_add, tril, triu, unique  # noqa: E402
+
+__all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"]

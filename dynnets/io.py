@@ -267,10 +267,10 @@ def _unflatten(node, arrays, objects):
         kind = node.get("tensor")
         if kind is not None:
             # deferred: a file of plain arrays (dynnets.data's) loads without the autograd package
-            from .autograd.tensor import Parameter, Tensor
+            from .autograd.tensor import Parameter, wrap_array
             if kind == "parameter":
                 return Parameter(a, requires_grad=bool(node.get("requires_grad")))
-            return Tensor(a, requires_grad=bool(node.get("requires_grad")) and a.dtype.kind == "f")
+            return wrap_array(a, requires_grad=bool(node.get("requires_grad")) and a.dtype.kind == "f")
         return a[()] if node.get("scalar") else a
     if "__namespace__" in node:
         return argparse.Namespace(**{k: _unflatten(v, arrays, objects) for k, v in node["__namespace__"]})

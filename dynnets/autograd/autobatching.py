@@ -51,7 +51,7 @@ from . import engine as _engine
 from . import primitives as P
 from .engine import STATE as _Mode
 from .primitives.core import Aval, ShapeError, run_rule
-from .tensor import Parameter, Tensor
+from .tensor import Parameter, Tensor, wrap_array
 
 __all__ = ["autobatch", "AutoBatch", "LazyTensor", "ScheduledNode", "BatchedCall"]
 
@@ -561,7 +561,7 @@ class AutoBatch:
                 out = _Mode.symbolic(prim, args, attrs)
                 return out[0] if first and prim.multiple_results else out
             elif tp is not LazyTensor and isinstance(a, Tensor) and tp is not Tensor and tp is not Parameter:
-                a = Tensor(a._data, requires_grad=False) if not a.requires_grad else a
+                a = wrap_array(a._data, requires_grad=False) if not a.requires_grad else a
                 plain = plain and type(a) in (Tensor, Parameter)
             elif not (tp is LazyTensor or tp in (Tensor, Parameter, _NDARRAY) or tp in _WEAK):
                 plain = False
@@ -1156,7 +1156,7 @@ class AutoBatch:
                 ps.append((i, 0, a.shape[0]))
                 continue
             if type(a) is _NDARRAY:
-                a = Tensor(a)
+                a = wrap_array(a)
             i = self._source_of(a)
             src = srcs[i]
             if tuple(src.shape[1:]) != trail:
@@ -1279,7 +1279,7 @@ class AutoBatch:
         if type(a) is LazyTensor:
             return self._pieces(a)
         if type(a) is _NDARRAY:
-            a = Tensor(a)
+            a = wrap_array(a)
         i = self._source_of(a)
         return [(i, 0, self._sources[i].shape[0])]
 

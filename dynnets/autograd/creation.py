@@ -23,7 +23,7 @@ from ..devices import check_device
 from ..random import generator as _generator
 from .ops import shape_tuple
 from .primitives import DEFAULT_FLOAT, ShapeError
-from .tensor import LEGACY_TYPES, Tensor, legacy_new
+from .tensor import LEGACY_TYPES, Tensor, legacy_new, wrap_array
 
 __all__ = ["empty", "empty_like", "full_like", "eye", "linspace", "logspace", "rand", "rand_like", "randn_like",
            "randint", "randperm", "get_default_dtype", "set_default_dtype", "is_tensor", "is_floating_point",
@@ -81,13 +81,13 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     values are zeros: torch leaves them unset, so any value is right, and
     zeros make a forgotten initialisation reproducible."""
     check_device(device, "empty")
-    return Tensor(np.zeros(shape_tuple(size), dtype=_dtype(dtype)), requires_grad=requires_grad)
+    return wrap_array(np.zeros(shape_tuple(size), dtype=_dtype(dtype)), requires_grad=requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False):
     """A tensor of ``input``'s shape and (unless ``dtype``) dtype, zeros (see :func:`empty`)."""
     check_device(device, "empty_like")
-    return Tensor(np.zeros(tuple(input.shape), dtype=_dtype(dtype, np.dtype(input.dtype))),
+    return wrap_array(np.zeros(tuple(input.shape), dtype=_dtype(dtype, np.dtype(input.dtype))),
                   requires_grad=requires_grad)
 
 
@@ -98,7 +98,7 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     check_device(device, "full_like")
     dt = _dtype(dtype, np.dtype(input.dtype))
     _grad_ok("full_like", dt, requires_grad)
-    return Tensor(np.full(tuple(input.shape), np.asarray(fill_value).item(), dtype=dt), requires_grad=requires_grad)
+    return wrap_array(np.full(tuple(input.shape), np.asarray(fill_value).item(), dtype=dt), requires_grad=requires_grad)
 
 
 def _count(op, name, n):
@@ -119,7 +119,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     m = n if m is None else _count("eye", "m", m)
     dt = _dtype(dtype)
     _grad_ok("eye", dt, requires_grad)
-    return Tensor(np.eye(n, m, dtype=dt), requires_grad=requires_grad)
+    return wrap_array(np.eye(n, m, dtype=dt), requires_grad=requires_grad)
 
 
 def _endpoint(op, name, v):
@@ -158,7 +158,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     check_device(device, "linspace")
     dt = _dtype(dtype)
     _grad_ok("linspace", dt, requires_grad)
-    return Tensor(_linspace("linspace", start, end, steps).astype(dt), requires_grad=requires_grad)
+    return wrap_array(_linspace("linspace", start, end, steps).astype(dt), requires_grad=requires_grad)
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
@@ -167,7 +167,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
     dt = _dtype(dtype)
     _grad_ok("logspace", dt, requires_grad)
     b = _endpoint("logspace", "base", base)
-    return Tensor(np.power(b, _linspace("logspace", start, end, steps)).astype(dt), requires_grad=requires_grad)
+    return wrap_array(np.power(b, _linspace("logspace", start, end, steps)).astype(dt), requires_grad=requires_grad)
 
 
 def _size(op, size):
@@ -189,7 +189,7 @@ def _rand(op, size, generator, dt, device, requires_grad):
     check_device(device, op)
     if dt.kind != "f":
         raise TypeError(f"{op}: dtype must be a floating-point type, got {dt}")
-    return Tensor(_generator(generator).random(size).astype(dt), requires_grad=requires_grad)
+    return wrap_array(_generator(generator).random(size).astype(dt), requires_grad=requires_grad)
 
 
 def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
@@ -204,7 +204,7 @@ def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=
     dt = _dtype(dtype, np.dtype(input.dtype))
     if dt.kind != "f":
         raise TypeError(f"randn_like: dtype must be a floating-point type, got {dt}")
-    return Tensor(_generator(generator).standard_normal(tuple(input.shape)).astype(dt), requires_grad=requires_grad)
+    return wrap_array(_generator(generator).standard_normal(tuple(input.shape)).astype(dt), requires_grad=requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
@@ -224,7 +224,7 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     dt = _dtype(dtype, np.dtype(np.int64))
     _grad_ok("randint", dt, requires_grad)
     arr = _generator(generator).integers(low, high, _size("randint", size), dtype=np.int64)
-    return Tensor(arr.astype(dt, copy=False), requires_grad=requires_grad)
+    return wrap_array(arr.astype(dt, copy=False), requires_grad=requires_grad)
 
 
 def _count_any(op, name, v):
@@ -242,7 +242,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     n = _count("randperm", "n", n)
     dt = _dtype(dtype, np.dtype(np.int64))
     _grad_ok("randperm", dt, requires_grad)
-    return Tensor(_generator(generator).permutation(n).astype(dt, copy=False), requires_grad=requires_grad)
+    return wrap_array(_generator(generator).permutation(n).astype(dt, copy=False), requires_grad=requires_grad)
 
 
 # --- torch's legacy tensor types -------------------------------------------------------
@@ -310,4 +310,4 @@ def range(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
     dt = _dtype(dtype)
     _grad_ok("range", dt, requires_grad)
     n = int((end - start) / step + 1)
-    return Tensor(start + np.arange(n, dtype=np.float64) * step, requires_grad=requires_grad, dtype=dt)
+    return wrap_array((start + np.arange(n, dtype=np.float64) * step).astype(dt), requires_grad=requires_grad)

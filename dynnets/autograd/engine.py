@@ -1013,8 +1013,13 @@ _FREED_MSG = ("backward: part of this graph was already freed by an earlier back
               "pass retain_graph=True to the first call")
 
 
-def backward(root, gradient=None, retain_graph=False):
+def backward(root, gradient=None, retain_graph=False, inputs=None):
     """Reverse-mode sweep from ``root``; see :meth:`Tensor.backward`.
+
+    ``inputs`` (a sequence of tensors, torch's ``backward(inputs=)``):
+    gradients are accumulated into those tensors' ``.grad`` only (leaves or
+    not) and into no other leaf. Non-leaf tensors marked with
+    :func:`retain_grad` get their ``.grad`` too.
 
     Nodes are processed from a max-heap on creation order, so discovery and
     processing are one pass (no separate topological sort) and no Python
@@ -1049,8 +1054,12 @@ def backward(root, gradient=None, retain_graph=False):
         if g.shape != data.shape:
             raise ShapeError(f"backward: gradient shape {g.shape} does not match tensor shape {data.shape}")
     node = root._node
+    only = capture = None
+    if inputs is not None or _RETAINED:
+        only, capture = _targets(inputs)
     if node is None:
-        accumulate_grad(root, g)
+        if only is None or id(root) in only:
+            accumulate_grad(root, g)
         return
     if node.args is None:
         raise RuntimeError(
@@ -1084,6 +1093,11 @@ def backward(root, gradient=None, retain_graph=False):
                         break
             elif type(gn) in _LAZY_T:
                 gn = _dense(gn, prim.lazy_grads)
+            if capture is not None and n in capture:
+                for t in capture[n]:
+                    gt = gn[t._idx] if prim.multiple_results else gn
+                    if gt is not None:
+                        leaves.append((t, gt))
             parents = n.parents
             attrs = n.attrs
             args = n.args
@@ -1166,6 +1180,9 @@ def backward(root, gradient=None, retain_graph=False):
         for _, n in heap:
             n.g = None
         raise
+    if only is not None:
+        leaves = [(p, gi) for p, gi in leaves if id(p) in only]
+        factored = {k: v for k, v in factored.items() if k in only}
     given = None
     many = len(leaves) > 1
     for p, gi in leaves:
@@ -1662,3 +1679,55 @@ def _history_at(p, pn, n, k):
                 f"tensor itself (y[0:2] += x rather than changing a reshape or transpose of y)")
         j += 1
     return p, pn
+
+
+# --- i22-torch-a: retain_grad and backward(inputs=) ---------------------------------------------------
+
+# the non-leaf tensors whose .grad backward fills (Tensor.retain_grad), by
+# id: weak references, so that marking a tensor does not keep it (or its
+# graph) alive (not a WeakSet: its lookups compare tensors with ==, which is
+# elementwise)
+_RETAINED = {}
+
+
+def retain_grad(t):
+    """Mark non-leaf tensor ``t`` so that backward fills its ``.grad`` (torch's
+    ``Tensor.retain_grad``); a leaf is unchanged (its ``.grad`` is filled
+    anyway)."""
+    if not t.requires_grad:
+        raise RuntimeError("retain_grad: can't retain_grad on a tensor that has requires_grad=False")
+    if t._node is not None and id(t) not in _RETAINED:
+        k = id(t)
+        _RETAINED[k] = weakref.ref(t, lambda _, k=k: _RETAINED.pop(k, None))
+
+
+def retains_grad(t):
+    """Whether :func:`retain_grad` marked ``t`` and ``t`` is not a leaf."""
+    r = _RETAINED.get(id(t))
+    return t._node is not None and r is not None and r() is t
+
+
+def _targets(inputs):
+    """``(only, capture)`` of one backward: the ids of the tensors to fill
+    (None: every leaf) and, by node, the non-leaf tensors that receive the
+    gradient of their output of that node (each tensor's node read now: an
+    in-place op since the mark moved it to a new one, as torch's)."""
+    capture = {}
+    seen = set()
+    only = None
+    if inputs is not None:
+        only = set()
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"backward: inputs must be tensors, got {type(t).__name__}")
+            if id(t) in only:
+                continue
+            only.add(id(t))
+            if t._node is not None:
+                capture.setdefault(t._node, []).append(t)
+                seen.add(id(t))
+    for r in list(_RETAINED.values()):
+        t = r()
+        if t is not None and t._node is not None and id(t) not in seen and (only is None or id(t) in only):
+            capture.setdefault(t._node, []).append(t)
+    return only, (capture or None)

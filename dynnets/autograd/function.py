@@ -48,7 +48,7 @@ import numpy as np
 
 from .engine import STATE, bind, no_grad
 from .primitives.core import Aval, ShapeError, defprim, unbroadcast
-from .tensor import Tensor
+from .tensor import Tensor, wrap_array
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -119,7 +119,7 @@ def _forward_args(arrays, ctx, spec):
     for i, v in consts:
         args[i] = v
     for i, a in zip(tensor_pos, arrays):
-        args[i] = Tensor(a, requires_grad=bool(ctx.needs_input_grad[i]) and np.asarray(a).dtype.kind == "f")
+        args[i] = wrap_array(np.asarray(a), requires_grad=bool(ctx.needs_input_grad[i]) and np.asarray(a).dtype.kind == "f")
     return args
 
 
@@ -160,7 +160,7 @@ def _joint_vjp(g, inputs, out, fn, ctx, spec):
     for k, (gk, o) in enumerate(zip(g, out)):
         if gk is None:
             gk = np.zeros(np.shape(o), np.asarray(o).dtype) if ctx.materialize_grads else None
-        grads_out.append(None if gk is None else Tensor(gk))
+        grads_out.append(None if gk is None else wrap_array(np.asarray(gk)))
     with no_grad():
         res = fn.backward(ctx, *grads_out)
     res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
@@ -246,7 +246,7 @@ class Function:
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and bool(a.requires_grad) for a in args)
         if not STATE.grad_enabled or not any(ctx.needs_input_grad):
             outs, single = _user_forward(cls, ctx, args)
-            outs = tuple(o if isinstance(o, Tensor) else Tensor(o) for o in outs)
+            outs = tuple(o if isinstance(o, Tensor) else wrap_array(np.asarray(o)) for o in outs)
             return outs[0] if single else outs
         tensor_pos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         consts = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, Tensor))

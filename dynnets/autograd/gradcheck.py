@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .engine import backward
-from .tensor import Tensor
+from .tensor import Tensor, wrap_array
 
 __all__ = ["gradcheck", "GradcheckError", "numerical_grad"]
 
@@ -20,8 +20,8 @@ def _as64(x):
     else:
         arr = np.asarray(x)
     if arr.dtype.kind == "f":
-        return Tensor(arr.astype(np.float64), requires_grad=True)
-    return Tensor(arr)
+        return wrap_array(arr.astype(np.float64), requires_grad=True)
+    return wrap_array(arr)
 
 
 def _scalarize(out, rng):

@@ -23,6 +23,8 @@ from .ops import shape_tuple
 from . import primitives as P
 from .engine import backward as _backward
 from .engine import alias, bind, bind1, bind2, is_grad_enabled, memory_base, register_tensor_types, write_inplace
+from .engine import retain_grad as _retain_grad
+from .engine import retains_grad as _retains_grad
 from .gradtypes import LAZY_TYPES, densify
 from .primitives.core import DTypeError, PromotionNeeded, ShapeError
 from ..devices import CPU, DeviceUnavailableError, check_device
@@ -446,7 +448,7 @@ def legacy_new(where, dt, args, device=None):
     if device is not None:
         check_device(device, where)
     if not args:
-        return Tensor(np.zeros((0,), dtype=dt))
+        return wrap_array(np.zeros((0,), dtype=dt))
     if where == "Tensor" and len(args) == 1 and type(args[0]) is tuple and args[0] and all(
             isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args[0]):
         # torch reads a torch.Size (x.size(), x.shape) as a shape and any other
@@ -460,11 +462,11 @@ def legacy_new(where, dt, args, device=None):
     if len(args) == 1 and isinstance(args[0], ops.Size):
         args = tuple(args[0])
         if not args:
-            return Tensor(np.zeros((), dtype=dt))
+            return wrap_array(np.zeros((), dtype=dt))
     if all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in args):
         if any(a < 0 for a in args):
             raise ShapeError(f"{where}: trying to create a tensor with a negative dimension: {list(args)}")
-        return Tensor(np.zeros(tuple(int(a) for a in args), dtype=dt))
+        return wrap_array(np.zeros(tuple(int(a) for a in args), dtype=dt))
     if len(args) > 1:
         raise TypeError(f"{where}: expected sizes (integers) or one sequence of data, got {args!r}")
     data = args[0]
@@ -483,7 +485,7 @@ def legacy_new(where, dt, args, device=None):
     if arr.dtype.kind in "OUSV":
         raise TypeError(f"{where}: could not convert {type(data).__name__} to a tensor (ragged nested lists, or "
                         f"objects that are not numbers)")
-    return Tensor(arr.astype(dt, copy=False))
+    return wrap_array(arr.astype(dt, copy=False))
 
 
 def _known_size(op, size):
@@ -494,6 +496,32 @@ def _known_size(op, size):
     return size
 
 
+def wrap_array(arr, requires_grad=False, name=None):
+    """A :class:`Tensor` over the numpy array ``arr`` as it is: its dtype
+    kept, its memory shared (no copy, no cast). The package's own way to make
+    a tensor of an array it computed; the public ``Tensor(arr)`` is torch's
+    legacy constructor, which casts to float32.
+
+    Parameters
+    ----------
+    arr : np.ndarray, any shape
+    requires_grad : bool
+        Only for a floating-point ``arr`` (TypeError otherwise, as torch's).
+    name : str or None
+    """
+    rg = bool(requires_grad)
+    if rg and arr.dtype.kind != "f":
+        raise TypeError(f"tensor: only floating-point tensors can require grad, got dtype {arr.dtype}")
+    t = _object_new(Tensor)
+    t._data = arr
+    t._grad = None
+    t.requires_grad = rg
+    t._node = None
+    t._idx = 0
+    t.name = name
+    return t
+
+
 class Tensor(TensorOps):
     """A numpy array with an optional place in the autograd graph.
 
@@ -502,8 +530,12 @@ class Tensor(TensorOps):
     :func:`_construct`): ``Tensor([0, 2, 2])`` is float32 data,
     ``Tensor(2, 3)`` and ``Tensor(x.size())`` a float32 tensor of that shape
     (zeros: torch leaves the memory unset), ``Tensor()`` empty, ``Tensor(t)``
-    an alias of tensor ``t``; ``Tensor(array, requires_grad=..., dtype=...,
-    name=...)`` (keywords torch's constructor refuses) wraps the array. :meth:`numpy` is the numpy array (the same memory); ``.data``
+    an alias of tensor ``t``; ``Tensor(array)`` is float32 as torch's (a
+    float32 array shared, any other cast: ``Tensor(np.array([1, 2]))`` holds
+    1.0 and 2.0), also with dynnets' keywords ``requires_grad=`` and
+    ``name=`` (torch's constructor refuses them; ``dtype=`` makes that dtype).
+    To keep an array's dtype, use :func:`dynnets.tensor` (a copy) or
+    :func:`dynnets.from_numpy` (shared). :meth:`numpy` is the numpy array (the same memory); ``.data``
     is, as torch's, a tensor on that memory cut from the graph; ``.grad`` is
     filled by :meth:`backward` for leaves with ``requires_grad=True``.
 
@@ -522,32 +554,30 @@ class Tensor(TensorOps):
     _is_tensor = True
 
     def __new__(cls, data=_UNSET, *more, requires_grad=False, dtype=None, name=None, device=None):
-        # Calling the class is dynnets' wrapping constructor for a numpy array
-        # (``Tensor(arr, requires_grad=..., dtype=..., name=...)``) and torch's
-        # legacy constructor torch.Tensor(...) for anything else (see
-        # _construct). Done here, with no __init__, rather than in a metaclass
-        # __call__: a custom metaclass costs every isinstance(x, Tensor) of a
-        # non-Tensor x ~30 ns (CPython's fast path needs the class's type to be
-        # exactly type): measured 45 -> 61-107 ns. Subclasses (Parameter)
-        # initialise in their __init__.
+        # Calling the class is torch's legacy constructor torch.Tensor(...):
+        # float32, a float32 numpy array shared and any other cast, as torch's
+        # (see _construct). dynnets' keywords requires_grad=, dtype= and
+        # name= are accepted with an array. The package wraps an array of
+        # any dtype with wrap_array. Done here, with no __init__, rather than
+        # in a metaclass __call__: a custom metaclass costs every
+        # isinstance(x, Tensor) of a non-Tensor x ~30 ns (CPython's fast path
+        # needs the class's type to be exactly type): measured 45 -> 61-107
+        # ns. Subclasses (Parameter) initialise in their __init__.
         if cls is not Tensor:
             return _object_new(cls)
         if isinstance(data, _NDARRAY) and not more:
             if device is not None:
                 check_device(device, "Tensor")
-            # _wrap's body inline: one call less (~90 ns) for the package's own Tensor(array)
-            arr = data if dtype is None and type(data) is _NDARRAY else np.asarray(data, dtype=dtype)
-            rg = bool(requires_grad)
-            if rg and arr.dtype.kind != "f":
-                raise TypeError(f"tensor: only floating-point tensors can require grad, got dtype {arr.dtype}")
-            t = _object_new(cls)
-            t._data = arr
-            t._grad = None
-            t.requires_grad = rg
-            t._node = None
-            t._idx = 0
-            t.name = name
-            return t
+            if dtype is not None:
+                arr = np.asarray(data, dtype=dtype)
+            elif data.dtype is _F32 or data.dtype == _F32:
+                arr = data
+            elif data.dtype.kind in "biuf":
+                arr = data.astype(_F32)
+            else:
+                raise TypeError(f"Tensor: can't convert a numpy array of dtype {data.dtype} to float32 (torch's "
+                                f"legacy constructor takes bool, integer and floating-point arrays)")
+            return wrap_array(arr, requires_grad, name)
         if dtype is not None or name is not None or requires_grad:
             raise TypeError(f"Tensor: requires_grad=, dtype= and name= take a numpy array as data (torch's legacy "
                             f"constructor takes none of them), got {type(data).__name__}; use "
@@ -637,7 +667,7 @@ class Tensor(TensorOps):
                 # a numpy scalar (a 0-d leaf's gradient) is immutable: an array
                 # in its place, so that writes through p.grad stay
                 g = self._grad = np.array(g)
-        return Tensor(g)
+        return wrap_array(g)
 
     @grad.setter
     def grad(self, value):
@@ -797,14 +827,22 @@ class Tensor(TensorOps):
         self.requires_grad = bool(requires_grad)
         return self
 
-    def backward(self, gradient=None, retain_graph=False):
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 
         ``gradient`` is required for a non-scalar tensor (the vector of the
         vector-Jacobian product). The graph is freed afterwards unless
-        ``retain_graph=True``.
+        ``retain_graph=True``. ``inputs`` (tensors, as torch's): accumulate
+        into those tensors' ``.grad`` only, leaves or not. Non-leaf tensors
+        marked by :meth:`retain_grad` get their ``.grad`` too.
+        ``create_graph=True`` (double backward) raises NotImplementedError:
+        gradients are computed on numpy arrays, outside the graph.
         """
-        _backward(self, gradient, retain_graph)
+        if create_graph:
+            raise NotImplementedError(_NO_DOUBLE_BACKWARD.format(op="backward"))
+        if inputs is not None and isinstance(inputs, Tensor):
+            inputs = (inputs,)
+        _backward(self, gradient, retain_graph, inputs)
 
     def __repr__(self):
         body = np.array2string(self._data, precision=4, separator=", ", threshold=20,
@@ -1003,8 +1041,8 @@ class Tensor(TensorOps):
 def _rebuild_tensor(is_parameter, arr, requires_grad, name):
     if is_parameter:
         # through a Tensor, which Parameter shares: copy.copy keeps sharing the memory, as torch's
-        return Parameter(Tensor(arr), requires_grad=requires_grad, name=name)
-    return Tensor(arr, requires_grad=requires_grad and arr.dtype.kind == "f", name=name)
+        return Parameter(wrap_array(arr), requires_grad=requires_grad, name=name)
+    return wrap_array(arr, requires_grad=requires_grad and arr.dtype.kind == "f", name=name)
 
 
 class Parameter(Tensor):
@@ -1037,10 +1075,8 @@ register_tensor_types(Tensor, Parameter)
 
 def _construct(args, device=None):
     """torch's legacy constructor ``Tensor(*args, device=None)`` in float32,
-    for arguments other than a numpy array (which :class:`Tensor` wraps as it
-    is: its dtype kept, its memory shared, dynnets' own meaning and torch's
-    for a float32 array; torch casts an array of another dtype to float32:
-    write ``Tensor(a.astype(np.float32))`` or ``tensor(a)`` to say which).
+    for arguments other than a numpy array (which :class:`Tensor` shares when
+    it is float32 and casts to float32 otherwise, as torch's).
 
     * One tensor: an alias of it (its dtype, its memory, and in the graph:
       the gradient flows back), as torch's.
@@ -1178,7 +1214,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, name=None):
         check_device(device, "tensor")
     arr = _inferred(data) if dtype is None else np.array(data._data if isinstance(data, Tensor) else data,
                                                               dtype=dtype)
-    return Tensor(arr, requires_grad=requires_grad, name=name)
+    return wrap_array(arr, requires_grad=requires_grad, name=name)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -1192,8 +1228,8 @@ def as_tensor(data, dtype=None, device=None):
     if isinstance(x, Tensor):
         return x if dtype is None or x.dtype == np.dtype(dtype) else ops.astype(x, dtype)
     if isinstance(x, np.ndarray):
-        return Tensor(x if dtype is None else np.asarray(x, dtype=dtype))
-    return Tensor(_inferred(x) if dtype is None else np.asarray(x, dtype=dtype))
+        return wrap_array(x if dtype is None else np.asarray(x, dtype=dtype))
+    return wrap_array(_inferred(x) if dtype is None else np.asarray(x, dtype=dtype))
 
 
 def from_numpy(a):
@@ -1204,7 +1240,7 @@ def from_numpy(a):
     if a.dtype.kind not in "biufc":
         raise TypeError(f"from_numpy: can't convert an array of dtype {a.dtype}; it takes bool, integer, float "
                         f"and complex arrays")
-    return Tensor(a)
+    return wrap_array(a)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -1212,14 +1248,14 @@ def zeros(*size, dtype=None, device=None, requires_grad=False):
     default, as ``torch.zeros``."""
     if device is not None:
         check_device(device, "zeros")
-    return Tensor(np.zeros(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
+    return wrap_array(np.zeros(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
     """Ones of ``size``, float32 by default, as ``torch.ones``."""
     if device is not None:
         check_device(device, "ones")
-    return Tensor(np.ones(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
+    return wrap_array(np.ones(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -1229,21 +1265,21 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
         check_device(device, "full")
     if dtype is None:
         dtype = _inferred(fill_value).dtype
-    return Tensor(np.full(size, fill_value, dtype=dtype), requires_grad=requires_grad)
+    return wrap_array(np.full(size, fill_value, dtype=dtype), requires_grad=requires_grad)
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
     """Zeros of ``input``'s shape and (unless ``dtype``) dtype, as ``torch.zeros_like``."""
     if device is not None:
         check_device(device, "zeros_like")
-    return Tensor(np.zeros_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
+    return wrap_array(np.zeros_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False):
     """Ones of ``input``'s shape and (unless ``dtype``) dtype, as ``torch.ones_like``."""
     if device is not None:
         check_device(device, "ones_like")
-    return Tensor(np.ones_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
+    return wrap_array(np.ones_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
 
 
 def _scalar(v):
@@ -1274,7 +1310,7 @@ def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_gr
     if (end - start) * step < 0:
         raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, "
                          f"end={end}, step={step})")
-    return Tensor(np.arange(start, end, step, dtype=dtype), requires_grad=requires_grad)
+    return wrap_array(np.arange(start, end, step, dtype=dtype), requires_grad=requires_grad)
 
 
 def randn(*size, generator=None, rng=None, dtype=None, device=None, requires_grad=False):
@@ -1287,14 +1323,14 @@ def randn(*size, generator=None, rng=None, dtype=None, device=None, requires_gra
         check_device(device, "randn")
     gen = _random_source("randn", generator, rng)
     arr = gen.standard_normal(shape_tuple(size)).astype(_f32 if dtype is None else dtype)
-    return Tensor(arr, requires_grad=requires_grad)
+    return wrap_array(arr, requires_grad=requires_grad)
 
 
 def uniform(*shape, low=0.0, high=1.0, rng=None, dtype=_f32, requires_grad=False):
     """Uniform samples on [low, high); ``rng`` is a seed or a
     ``numpy.random.Generator`` (None: the default generator, as :func:`randn`)."""
     arr = _random_source("uniform", None, rng).uniform(low, high, shape_tuple(shape)).astype(dtype)
-    return Tensor(arr, requires_grad=requires_grad)
+    return wrap_array(arr, requires_grad=requires_grad)
 
 
 def _random_source(op, generator, rng):
@@ -1360,7 +1396,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     rng = _generator(generator)
     out = np.stack([rng.choice(n, size=int(num_samples), replace=bool(replacement), p=r / t)
                     for r, t in zip(rows, totals)]).astype(np.int64)
-    return Tensor(out.reshape(w.shape[:-1] + (int(num_samples),)))
+    return wrap_array(out.reshape(w.shape[:-1] + (int(num_samples),)))
 
 
 def _probabilities(op, p):
@@ -1374,7 +1410,7 @@ def bernoulli(input, p=None, *, generator=None):
     ``input``'s shape and dtype, as ``torch.bernoulli``."""
     x = _concrete("bernoulli", "input", input)
     probs = _probabilities("bernoulli", x if p is None else np.full(x.shape, _prob("bernoulli", p)))
-    return Tensor((_generator(generator).random(x.shape) < probs).astype(x.dtype))
+    return wrap_array((_generator(generator).random(x.shape) < probs).astype(x.dtype))
 
 
 def _prob(op, p):
@@ -1401,7 +1437,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
             raise ValueError(f"normal: expects std >= 0.0, but found std {std}")
         arr = _generator(generator).normal(mean, std, shape_tuple((size,)) if isinstance(size, int) else
                                            shape_tuple(size))
-        return Tensor(arr.astype(dt), requires_grad=requires_grad)
+        return wrap_array(arr.astype(dt), requires_grad=requires_grad)
     if size is not None:
         raise TypeError("normal: size is only taken with a number mean and a number std")
     m = _concrete("normal", "mean", mean) if tm else np.asarray(mean, dtype=np.float64)
@@ -1411,7 +1447,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
     dt = np.result_type(*[a.dtype for a, t in ((m, tm), (s, ts)) if t]) if dtype is None else np.dtype(dtype)
     shape = np.broadcast_shapes(m.shape, s.shape)
     arr = _generator(generator).standard_normal(shape) * s + m
-    return Tensor(arr.astype(dt), requires_grad=requires_grad)
+    return wrap_array(arr.astype(dt), requires_grad=requires_grad)
 
 
 def _tensor_bernoulli(self, p=None, *, generator=None):
@@ -1450,3 +1486,155 @@ Tensor.bernoulli = _tensor_bernoulli
 Tensor.bernoulli_ = _bernoulli_
 Tensor.exponential_ = _exponential_
 Tensor.multinomial = _tensor_multinomial
+
+
+# --- i22-torch-a: retain_grad, autograd.grad ----------------------------------------------------------
+
+_NO_DOUBLE_BACKWARD = ("{op}: create_graph=True (double backward, gradients of gradients) is not supported: "
+                       "dynnets computes gradients on numpy arrays outside the graph, so a gradient has no "
+                       "history to differentiate again")
+
+
+def _tensor_retain_grad(self):
+    """Fill this non-leaf tensor's ``.grad`` in later backward passes, as
+    torch's ``retain_grad`` (a leaf's is filled anyway). RuntimeError when
+    it does not require grad."""
+    _retain_grad(self)
+
+
+def _tensor_retains_grad(self):
+    """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
+    return _retains_grad(self)
+
+
+Tensor.retain_grad = _tensor_retain_grad
+Tensor.retains_grad = property(_tensor_retains_grad)
+
+
+def _tensors(where, what, x):
+    seq = (x,) if isinstance(x, Tensor) else tuple(x)
+    for i, t in enumerate(seq):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{where}: {what}[{i}] must be a tensor, got {type(t).__name__}")
+    return seq
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs``, as
+    ``torch.autograd.grad``: sum over outputs of the vector-Jacobian products
+    with ``grad_outputs``, returned as a tuple with one tensor per input;
+    no ``.grad`` is changed.
+
+    Parameters
+    ----------
+    outputs : Tensor or sequence of Tensors
+    inputs : Tensor or sequence of Tensors
+        Leaves or not; each must require grad.
+    grad_outputs : None, Tensor or sequence (Tensor, array or None)
+        The vector for each output, of its shape; None for a scalar output
+        (ones).
+    retain_graph : bool or None
+        Keep the graph for another backward (default: ``create_graph``).
+    create_graph : bool
+        True raises NotImplementedError (no double backward here).
+    allow_unused : bool or None
+        An input the outputs do not depend on is an error unless True
+        (then its gradient is None, or zeros with ``materialize_grads``).
+    is_grads_batched : bool
+        True raises NotImplementedError.
+    materialize_grads : bool
+        Zeros, not None, for unused inputs (implies ``allow_unused``).
+
+    Returns
+    -------
+    tuple of Tensor or None
+        ``grads[i]`` has ``inputs[i]``'s shape and dtype.
+    """
+    if create_graph:
+        raise NotImplementedError(_NO_DOUBLE_BACKWARD.format(op="autograd.grad"))
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported; loop over the "
+                                  "grad_outputs (or use dynnets' autobatch)")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    elif materialize_grads and not allow_unused:
+        raise ValueError("autograd.grad: materialize_grads=True needs allow_unused=True (or None)")
+    outs = _tensors("autograd.grad", "outputs", outputs)
+    ins = _tensors("autograd.grad", "inputs", inputs)
+    if grad_outputs is None:
+        gos = (None,) * len(outs)
+    else:
+        gos = (grad_outputs,) if isinstance(grad_outputs, (Tensor, np.ndarray)) else tuple(grad_outputs)
+    if len(gos) != len(outs):
+        raise ValueError(f"autograd.grad: grad_outputs has {len(gos)} entries, outputs {len(outs)}")
+    for i, t in enumerate(ins):
+        if not t.requires_grad:
+            raise RuntimeError(f"autograd.grad: inputs[{i}] does not require grad")
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(f"autograd.grad: outputs[{i}] does not require grad and does not have a grad_fn")
+    keep = create_graph if retain_graph is None else bool(retain_graph)
+    saved = [t._grad for t in ins]
+    try:
+        for t in ins:
+            t._grad = None
+        for k, (o, go) in enumerate(zip(outs, gos)):
+            _backward(o, go, keep or k < len(outs) - 1, ins)
+        res = []
+        for i, t in enumerate(ins):
+            g = t._grad
+            if g is None:
+                if not allow_unused:
+                    raise RuntimeError(f"autograd.grad: inputs[{i}] was not used in the graph of the outputs; "
+                                       f"pass allow_unused=True if this is the desired behavior")
+                res.append(wrap_array(np.zeros_like(t._data)) if materialize_grads else None)
+                continue
+            if type(g) in LAZY_TYPES:
+                g = densify(g)
+            res.append(wrap_array(np.asarray(g)))
+    finally:
+        for t, g in zip(ins, saved):
+            t._grad = g
+    return tuple(res)
+
+
+# --- i22-torch-a: scatter / index_add / masked_fill (and in place), flip, tril / triu, nonzero, unique,
+# bincount as methods (the static Value shares TensorOps, as every op method)
+
+def _inplace_result(op, self, result):
+    """``self`` takes the value of ``result`` (an out-of-place op of ``self``)
+    through the in-place machinery (version counter, leaf checks, the new
+    history), as ``copy_``: the gradient reaches ``self``'s old history
+    through ``result``'s node."""
+    return write_inplace(op, self, P.setitem_p, (result,), _ALL, _write_set, casting="unsafe")
+
+
+def _masked_fill_(self, mask, value):
+    """:func:`~dynnets.masked_fill` in place (``torch.Tensor.masked_fill_``);
+    the mask broadcasts to this tensor's shape."""
+    return _inplace_result("masked_fill_", self, ops.masked_fill(self, mask, value))
+
+
+def _index_add_(self, dim, index, source, *, alpha=1):
+    """:func:`~dynnets.index_add` in place (``torch.Tensor.index_add_``)."""
+    return _inplace_result("index_add_", self, ops.index_add(self, dim, index, source, alpha=alpha))
+
+
+def _scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+    """:func:`~dynnets.scatter` in place (``torch.Tensor.scatter_``)."""
+    return _inplace_result("scatter_", self, ops.scatter(self, dim, index, src, value=value, reduce=reduce))
+
+
+def _scatter_add_(self, dim, index, src):
+    """:func:`~dynnets.scatter_add` in place (``torch.Tensor.scatter_add_``)."""
+    return _inplace_result("scatter_add_", self, ops.scatter_add(self, dim, index, src))
+
+
+for _name in ("scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"):
+    setattr(TensorOps, _name, getattr(ops, _name))
+Tensor.masked_fill_ = _masked_fill_
+Tensor.index_add_ = _index_add_
+Tensor.scatter_ = _scatter_
+Tensor.scatter_add_ = _scatter_add_
+del _name

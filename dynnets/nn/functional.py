@@ -24,7 +24,7 @@ from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree
 from ..autograd.ops import gelu, normalize, pad
 from ..autograd import primitives as P
 from ..autograd.engine import write_inplace
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, wrap_array
 from ..random import generator as _generator
 from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, kl_div, mse_loss, nll_loss
 from .module import check_float_input
@@ -378,7 +378,7 @@ def _float_arg(who, x, what="input"):
     floating-point: torch's activations refuse integers ("not implemented
     for 'Long'")."""
     if not isinstance(x, Tensor) and not getattr(x, "_is_symbolic", False):
-        x = Tensor(np.asarray(x))
+        x = wrap_array(np.asarray(x))
     if x.dtype.kind != "f":
         raise TypeError(f"{who}: expected a floating-point {what}, got dtype {x.dtype}")
     return x

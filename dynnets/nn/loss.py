@@ -24,7 +24,7 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd.primitives import DTypeError
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, wrap_array
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "cross_entropy", "nll_loss",
@@ -66,7 +66,7 @@ def _float_input(who, x, what="input"):
     # a static Value (also what ds.trace records with) stays symbolic; only
     # plain arrays are wrapped
     if not isinstance(x, Tensor) and not _symbolic(x):
-        x = Tensor(np.asarray(x))
+        x = wrap_array(np.asarray(x))
     if x.dtype.kind != "f":
         raise TypeError(f"{who}: {what} must be floating-point, got dtype {x.dtype}")
     return x

@@ -20,7 +20,7 @@ import numpy as np
 from ..autograd.gradtypes import RowSparse
 from ..autograd.primitives import DTypeError
 from ..autograd.engine import no_grad
-from ..autograd.tensor import Parameter, Tensor
+from ..autograd.tensor import Parameter, Tensor, wrap_array
 from ..devices import DeviceUnavailableError
 
 __all__ = ["Module", "Parameter", "check_device", "check_float_input", "IncompatibleKeys", "StateDictError"]
@@ -385,7 +385,7 @@ class Module:
                 p = m._parameters[name]
                 out[key] = p if keep_vars else p.detach()
             else:
-                out[key] = Tensor(m._buffers[name])         # np.asarray: the buffer's own memory
+                out[key] = wrap_array(m._buffers[name])         # np.asarray: the buffer's own memory
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -459,7 +459,7 @@ class Module:
                 if is_param:
                     m._parameters[name].copy_(arr)
                 elif cur.flags.writeable:
-                    Tensor(cur).copy_(arr)
+                    wrap_array(cur).copy_(arr)
                 else:
                     # a read-only buffer (registered from a broadcast view) cannot take the values in place
                     m._buffers[name] = arr.astype(cur.dtype, copy=True)

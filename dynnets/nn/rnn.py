@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 
 from ..autograd import ops
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, wrap_array
 from . import functional as F
 from .layers import as_generator, float_dtype, positive_int, uniform_
 from .module import Module, Parameter, check_device, check_float_input
@@ -167,7 +167,7 @@ class RNNBase(Module):
         else:
             # a static Value (also what ds.trace records with) stays symbolic
             x = input if isinstance(input, Tensor) or getattr(input, "_is_symbolic", False) \
-                else Tensor(np.asarray(input))
+                else wrap_array(np.asarray(input))
             nd = len(x.shape)
             if nd == 2:
                 if lengths is not None:

@@ -53,7 +53,7 @@ import numpy as np
 
 from ..autograd.engine import accumulate_grad, capture_parameters
 from ..autograd.primitives import fmt_shape
-from ..autograd.tensor import Parameter, Tensor
+from ..autograd.tensor import Parameter, Tensor, wrap_array
 from .backward import sparse_gradients
 from .graph import Graph, Value, placeholder, tracing
 from .session import Session
@@ -156,7 +156,7 @@ class TracedFunction:
         kind = t[0]
         if kind == "v":
             r = res[t[1]]
-            return Tensor(r if isinstance(r, np.ndarray) else np.asarray(r))
+            return wrap_array(r if isinstance(r, np.ndarray) else np.asarray(r))
         if kind == "const":
             return t[1]
         if kind == "dict":

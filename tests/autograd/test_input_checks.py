@@ -241,7 +241,7 @@ def test_linear_without_bias(dtype):
     import dynnets.static as ds
     rng = np.random.default_rng(0)
     x, w, g = (rng.standard_normal(s).astype(dtype) for s in ((5, 3), (2, 3), (5, 2)))
-    tx, tw = dn.Tensor(x, requires_grad=True), dn.Tensor(w, requires_grad=True)
+    tx, tw = dn.tensor(x, requires_grad=True), dn.tensor(w, requires_grad=True)
     for out in (ops.linear(tx, tw), ops.linear(tx, tw, None)):
         assert out.dtype == dtype
         np.testing.assert_allclose(out.data, x @ w.T, rtol=1e-6)

@@ -27,7 +27,7 @@ from dynnets.autograd import ops
 from dynnets.autograd.engine import bind
 from dynnets.autograd.gradcheck import gradcheck
 from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes, run_rule
-from dynnets.autograd.tensor import Tensor
+from dynnets.autograd.tensor import Tensor, tensor
 
 
 class Case:
@@ -638,6 +638,35 @@ def _prod(rng):
 SAMPLES.update({"log1p": _log1p, "expm1": _unary("normal"), "prod": _prod})
 
 
+# i22-torch-a: scatter, scatter_add (index int64, src at least index's size), unique, bincount
+def _scatter(rng):
+    r = _r(rng)
+    # distinct positions per column / row: a repeated index keeps one value, whose gradient is not smooth
+    return [Case("dim0", r(3, 4), np.array([[2, 0, 1, 1], [0, 1, 2, 0]]), r(2, 4), dim=0),
+            Case("dim1-src-larger", r(2, 5), np.array([[4, 0], [3, 1]]), r(2, 3), dim=1),
+            Case("neg-dim-3d", r(2, 3, 2), np.array([[[1, 0]], [[0, 1]]]), r(2, 1, 2), dim=-1)]
+
+
+def _scatter_add(rng):
+    r = _r(rng)
+    return [Case("dim0-repeats", r(3, 4), np.array([[2, 0, 2, 2], [2, 1, 2, 0]]), r(2, 4), dim=0),
+            Case("dim1-src-larger", r(2, 5), np.array([[4, 4], [3, 1]]), r(2, 3), dim=1),
+            Case("1d", r(3), np.array([0, 0, 2, 1]), r(4), dim=0)]
+
+
+def _unique(rng):
+    return [Case("ints", np.array([[3, 1], [2, 1]]), outputs=(0, 1, 2)),
+            Case("floats", np.array([0.5, -1.0, 0.5]), outputs=(0, 1, 2))]
+
+
+def _bincount(rng):
+    return [Case("counts", np.array([1, 1, 3]), np.zeros((), np.int64), minlength=0),
+            Case("weights-min", np.array([0, 2, 2]), rng.random(3), minlength=5)]
+
+
+SAMPLES.update({"scatter": _scatter, "scatter_add": _scatter_add, "unique": _unique, "bincount": _bincount})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -1021,6 +1050,20 @@ BAD.update({
              ((_z(2, 3),), {"descending": 1}, "sort: descending must be a bool"),
              ((np.array([1j]),), {}, "sort: input must be real numbers or booleans")],
 })
+_I = np.array([[0, 1]])
+BAD.update({                 # i22-torch-a
+    "scatter": [((_z(2, 3), _I, _z(1, 2).astype(np.float32)), {"dim": 0}, "scatter: expected src.dtype"),
+                ((_z(2, 3), _I.astype(np.int32), _z(1, 2)), {"dim": 0}, "scatter: index must be an int64 tensor"),
+                ((_z(2, 3), _I, _z(1, 1)), {"dim": 0}, "scatter: index.shape[1]=2 is larger than src.shape[1]=1")],
+    "scatter_add": [((_z(2, 3), np.array([0, 1]), _z(2)), {"dim": 0}, "scatter_add: index and src must have as "
+                                                                       "many dimensions as self"),
+                    ((_z(1, 1), _I, _z(1, 2)), {"dim": 0}, "scatter_add: index.shape[1]=2 is larger than self")],
+    "unique": [((np.array(["a"]),), {}, "unique: expected a bool, integer or floating-point tensor")],
+    "bincount": [((_z(3), np.zeros((), np.int64)), {"minlength": 0}, "bincount: input must be a 1-d non-negative "
+                                                                      "integer tensor"),
+                 ((np.array([1, 2]), _z(3)), {"minlength": 0}, "bincount: weights should be 1-d"),
+                 ((np.array([1, 2]), _z(2)), {"minlength": -1}, "bincount: minlength must be a non-negative")],
+})
 
 # branch i22-torch-b
 BAD.update({
@@ -1054,7 +1097,7 @@ def test_eager_bad_input_raises_named_shape_error(name, args, attrs, msg):
     exp of integers) the op simply computes, otherwise the error must be the
     shape rule's."""
     prim = PRIMITIVES[name]
-    ts = [Tensor(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
+    ts = [tensor(a) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args]
     try:
         with np.errstate(all="ignore"):
             bind(prim, *ts, **attrs)

@@ -42,7 +42,6 @@ from hypothesis import strategies as st
 import dynnets as dn
 from dynnets.autograd.engine import bind
 from dynnets.autograd.primitives import PRIMITIVES, MatmulT, OuterSum, RowSparse, ShapeError, check_shapes
-from dynnets.autograd.tensor import Tensor
 
 # examples per primitive in the test run (the whole table in about 10 s on the 2-core machine)
 EXAMPLES = int(os.environ.get("DYNNETS_SAFETY_EXAMPLES", "60"))
@@ -719,6 +718,36 @@ def _prod(g):
 STRATEGIES.update({"log1p": _unary, "expm1": _unary, "prod": _prod})
 
 
+# i22-torch-a: scatter / scatter_add (index int64 of self's rank, src at least index's size), unique, bincount
+def _scatter(g):
+    nd = g.dim(1, 3)
+    xs = tuple(g.dim(0, 3) for _ in range(nd))
+    dim = g.draw(st.integers(-nd - 1, nd))
+    d = dim % nd
+    ks = tuple(g.dim(0, 3) if k == d else (x if g.flag(0.7) else g.dim(0, 3)) for k, x in enumerate(xs))
+    ss = tuple(k + (1 if g.flag(0.2) else 0) if g.flag(0.8) else g.dim(0, 3) for k in ks)
+    n = xs[d] if -nd <= dim < nd else 1
+    idx = g.index(ks, -1 if g.flag(0.2) else 0, n + (1 if g.flag(0.2) else 0))
+    dt = g.fdt()
+    return g.spoil([g.arr(xs, dt), idx, g.arr(ss, dt if g.flag(0.9) else g.fdt())], p=0.3,
+                   index_args=(1,)), {"dim": g.draw(st.sampled_from([dim, dim, 1.0])) if g.flag(0.2) else dim}
+
+
+def _unique(g):
+    shape = tuple(g.dim(0, 3) for _ in range(g.dim(0, 3)))
+    return g.spoil([g.arr(shape, g.draw(st.sampled_from([np.float64, np.int64, np.bool_])))], p=0.2), {}
+
+
+def _bincount(g):
+    n = g.dim(0, 4)
+    x = g.index((n,), -1 if g.flag(0.2) else 0, 5)
+    w = g.arr((n if g.flag(0.8) else g.dim(0, 4),), g.fdt()) if g.flag(0.5) else np.zeros((), np.int64)
+    return g.spoil([x, w], p=0.2, index_args=(0,)), {"minlength": g.draw(st.sampled_from([0, 0, 3, -1]))}
+
+
+STRATEGIES.update({"scatter": _scatter, "scatter_add": _scatter, "unique": _unique, "bincount": _bincount})
+
+
 # --------------------------------------------------------------------------
 # the property
 # --------------------------------------------------------------------------
@@ -754,7 +783,7 @@ def _eager(prim, args, attrs, g):
     """Apply eagerly; returns the outputs (arrays) or the exception."""
     grad = [isinstance(a, np.ndarray) and a.dtype.kind == "f" and k not in prim.nondiff_args and g.flag(0.7)
             for k, a in enumerate(args)]
-    targs = [Tensor(a, requires_grad=r) if r else a for a, r in zip(args, grad)]
+    targs = [dn.tensor(a, requires_grad=r) if r else a for a, r in zip(args, grad)]
     try:
         out = bind(prim, *targs, **attrs)
     except Exception as exc:  # noqa: BLE001 - the type is what is checked

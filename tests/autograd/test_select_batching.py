@@ -23,7 +23,7 @@ def _loss(xs, w):
 
 def test_tile_pad_top_k_batch_by_rows_and_match_eager():
     rng = np.random.default_rng(0)
-    xs = [dn.Tensor(rng.standard_normal((1, 4))) for _ in range(5)]
+    xs = [dn.tensor(rng.standard_normal((1, 4))) for _ in range(5)]
     w0 = rng.standard_normal((4, 3))
     grads, values = [], []
     for batched in (False, True):

@@ -144,7 +144,7 @@ def test_errors():
     with pytest.raises(TypeError, match="floating-point tensor, got dtype int64"):
         init.normal_(dn.tensor(np.arange(3), dtype=np.int64))
     with pytest.raises(RuntimeError, match="read-only"):
-        init.uniform_(dn.Tensor(np.broadcast_to(np.zeros(3), (2, 3))))
+        init.uniform_(dn.from_numpy(np.broadcast_to(np.zeros(3), (2, 3))))
     with pytest.raises(ValueError, match="2 dimensions"):
         init.eye_(_w((2, 2, 2)))
     with pytest.raises(ValueError, match="2 or more dimensions"):

@@ -37,7 +37,7 @@ def test_traced_lstm_cross_entropy_matches_eager(bidirectional, lengths):
         return model.loss(dn.transpose(model.out(h), 1, 2, 0), t)
 
     model.zero_grad()
-    want = loss_fn(dn.Tensor(x), yb, lengths)
+    want = loss_fn(dn.tensor(x), yb, lengths)
     want.backward()
     want_g = [p.grad.numpy().copy() for p in model.parameters()]
     step = ds.trace(loss_fn, grads_of=model)
@@ -50,7 +50,7 @@ def test_traced_lstm_cross_entropy_matches_eager(bidirectional, lengths):
     # other targets reuse the trace and still agree
     yb2 = (yb + 1) % 5
     loss2, _ = step(x, yb2, lengths)
-    np.testing.assert_allclose(loss2.data, loss_fn(dn.Tensor(x), yb2, lengths).data, rtol=1e-12)
+    np.testing.assert_allclose(loss2.data, loss_fn(dn.tensor(x), yb2, lengths).data, rtol=1e-12)
     assert step.traces == 1
 
 
@@ -65,7 +65,7 @@ def test_symbolic_targets_match_eager(loss, reduction, kw):
     x = rng.standard_normal((6, 4))
     y = np.array([0, 3, 1, -100, 2, 1]) if "ignore_index" not in kw else np.array([0, 3, 1, 1, 2, 1])
     mod = getattr(nn, loss)(reduction=reduction, **kw)
-    xt = dn.Tensor(x, requires_grad=True)
+    xt = dn.tensor(x, requires_grad=True)
     want = mod(xt, y)
     want.sum().backward()
     g = ds.Graph()
@@ -108,4 +108,4 @@ def test_unknown_steps_give_a_clear_error():
 def test_traced_relu_rnn_from_zero_state_needs_no_declared_parameters():
     rnn = nn.RNN(4, 3, nonlinearity="relu", dtype=np.float64, rng=3)
     x = np.random.default_rng(7).standard_normal((5, 2, 4))
-    np.testing.assert_allclose(ds.trace(lambda a: rnn(a)[0])(x).data, rnn(dn.Tensor(x))[0].data, rtol=1e-12)
+    np.testing.assert_allclose(ds.trace(lambda a: rnn(a)[0])(x).data, rnn(dn.tensor(x))[0].data, rtol=1e-12)

@@ -164,7 +164,7 @@ def _loss(outs, cots):
 
 
 def run_eager(dn_fn, inputs, diff, cots):
-    ts = [dn.Tensor(a, requires_grad=(k in diff)) for k, a in enumerate(inputs)]
+    ts = [dn.tensor(a, requires_grad=(k in diff)) for k, a in enumerate(inputs)]
     outs = _tuple(dn_fn(*ts))
     for o in outs:
         assert isinstance(o, dn.Tensor), f"dynnets returned {type(o).__name__}, not a Tensor"

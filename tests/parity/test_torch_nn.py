@@ -116,7 +116,7 @@ def test_cross_entropy_all_rows_masked(mode):
     # the mean over no rows is torch's 0/0: nan, with a zero gradient
     x = _logits(np.float64)
     if mode == "autobatch":
-        xt = dn.Tensor(x, requires_grad=True)
+        xt = dn.tensor(x, requires_grad=True)
         with dn.autobatch():
             loss = dn.cross_entropy(xt, _Y, mask=np.zeros(_N))
             other = dn.cross_entropy(xt, _Y, mask=_KEEP)
@@ -136,7 +136,7 @@ def test_cross_entropy_unbatched(mode):
     C.check(lambda t: dn.nn.functional.cross_entropy(t, np.array(2)), lambda t: F.cross_entropy(t, torch.tensor(2)),
             [x], [0], mode=mode, unknown=[(False,)])        # the number of classes is known in a graph
     with pytest.raises(ValueError, match=r"cross_entropy: logits must be 2-D .*dynnets.nn.functional.cross_entropy"):
-        dn.cross_entropy(dn.Tensor(x), np.array(2))
+        dn.cross_entropy(dn.tensor(x), np.array(2))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -146,7 +146,7 @@ def test_cross_entropy_spatial(mode):
     C.check(lambda t: dn.nn.functional.cross_entropy(t, y), lambda t: F.cross_entropy(t, torch.tensor(y)), [x], [0],
             mode=mode, unknown=[(False, False, False)])
     with pytest.raises(ValueError, match=r"cross_entropy: logits must be 2-D .*dynnets.nn.functional.cross_entropy"):
-        dn.cross_entropy(dn.Tensor(x), y)
+        dn.cross_entropy(dn.tensor(x), y)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.25])
@@ -161,7 +161,7 @@ def test_cross_entropy_probability_targets(smoothing, reduction):
                                              label_smoothing=smoothing), [x, p], [0, 1])
     with pytest.raises(TypeError, match=r"cross_entropy: targets must be integer class indices.*"
                                         r"dynnets.nn.functional.cross_entropy"):
-        dn.cross_entropy(dn.Tensor(x), p)
+        dn.cross_entropy(dn.tensor(x), p)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -178,7 +178,7 @@ def test_functional_cross_entropy_positional_arguments(reduction, dtype, mode):
 def test_fused_cross_entropy_takes_mask_by_keyword_only():
     # torch's third positional argument is a per-class weight; the fused op's per-row mask must be named
     with pytest.raises(TypeError):
-        dn.cross_entropy(dn.Tensor(_logits(np.float64)), _Y, np.ones(_N))
+        dn.cross_entropy(dn.tensor(_logits(np.float64)), _Y, np.ones(_N))
 
 
 def test_cross_entropy_rejections_match_torch():
@@ -187,11 +187,11 @@ def test_cross_entropy_rejections_match_torch():
         with pytest.raises((IndexError, RuntimeError, ValueError)):
             F.cross_entropy(torch.tensor(x), torch.tensor(bad))
         with pytest.raises((IndexError, ValueError), match="cross_entropy"):
-            dn.cross_entropy(dn.Tensor(x), bad)
+            dn.cross_entropy(dn.tensor(x), bad)
     with pytest.raises(ValueError):
         F.cross_entropy(torch.tensor(x), torch.tensor(_Y), reduction="bogus")
     with pytest.raises(ValueError, match="reduction"):
-        dn.cross_entropy(dn.Tensor(x), _Y, reduction="bogus")
+        dn.cross_entropy(dn.tensor(x), _Y, reduction="bogus")
 
 
 # --------------------------------------------------------------------------
@@ -224,7 +224,7 @@ def test_embedding_out_of_range_is_rejected_as_in_torch():
         with pytest.raises(IndexError):
             F.embedding(torch.tensor(bad), torch.tensor(w))
         with pytest.raises(IndexError, match="embedding"):
-            dn.embedding(dn.Tensor(w), np.array(bad))
+            dn.embedding(dn.tensor(w), np.array(bad))
 
 
 def test_functional_embedding_argument_order():
@@ -233,7 +233,7 @@ def test_functional_embedding_argument_order():
     # the old order (weight, ids) is a clear error, not a silent lookup
     with pytest.raises(TypeError, match=r"embedding: input must hold integer ids \(torch's order is "
                                         r"embedding\(input, weight\)\)"):
-        dn.nn.functional.embedding(dn.Tensor(w), _IDS["1d"])
+        dn.nn.functional.embedding(dn.tensor(w), _IDS["1d"])
 
 
 @pytest.mark.parametrize("pad", [None, 2, -1])
@@ -242,7 +242,7 @@ def test_functional_embedding_padding_idx_and_max_norm(pad, max_norm):
     # padding_idx: no gradient to that row; max_norm: the looked-up rows renormalised in place, as torch
     w = C.draw(np.random.default_rng(26), (6, 3), np.float64) * 2
     ids = np.array([[0, 2, 2], [5, 0, 1]])
-    dw, tw = dn.Tensor(w.copy(), requires_grad=True), torch.tensor(w.copy(), requires_grad=True)
+    dw, tw = dn.tensor(w.copy(), requires_grad=True), torch.tensor(w.copy(), requires_grad=True)
     cot = C.draw(np.random.default_rng(27), (2, 3, 3))
     d = dn.nn.functional.embedding(ids, dw, pad, max_norm)
     t = F.embedding(torch.tensor(ids), tw, pad, max_norm)
@@ -513,7 +513,7 @@ def test_module_backward_fills_parameter_grads(kind):
     dmod, tmod = _module_pair(kind, np.float64)
     dmod.load_state_dict({k: v.detach().numpy() for k, v in tmod.state_dict().items()})
     x = C.draw(np.random.default_rng(41), (5, 4))
-    d_out, t_out = dmod(dn.Tensor(x)), tmod(torch.tensor(x))
+    d_out, t_out = dmod(dn.tensor(x)), tmod(torch.tensor(x))
     d_out = d_out[0] if isinstance(d_out, tuple) else d_out
     t_out = t_out[0] if isinstance(t_out, tuple) else t_out
     (d_out * d_out).sum().backward()
@@ -578,11 +578,11 @@ def test_dropout_semantics_as_torch(p, dtype):
     for mod, tmod in ((nn.Dropout(p, rng=0), torch.nn.Dropout(p)),):
         mod.eval()
         tmod.eval()
-        np.testing.assert_array_equal(mod(dn.Tensor(x)).data, tmod(torch.tensor(x)).numpy())
+        np.testing.assert_array_equal(mod(dn.tensor(x)).data, tmod(torch.tensor(x)).numpy())
 
 
 def _dn_dropout(x, p):
-    t = dn.Tensor(x, requires_grad=True)
+    t = dn.tensor(x, requires_grad=True)
     out = dn.dropout(t, p, rng=0)
     out.sum().backward()
     return out.data, t.grad.data
@@ -597,8 +597,8 @@ def _torch_dropout(x, p):
 
 def test_dropout_p_one_and_eval_as_torch():
     x = C.draw(np.random.default_rng(45), (4, 3))
-    np.testing.assert_array_equal(nn.Dropout(1.0, rng=0)(dn.Tensor(x)).data, torch.nn.Dropout(1.0)(torch.tensor(x)))
-    np.testing.assert_array_equal(dn.dropout(dn.Tensor(x), 0.5, rng=0, training=False).data,
+    np.testing.assert_array_equal(nn.Dropout(1.0, rng=0)(dn.tensor(x)).data, torch.nn.Dropout(1.0)(torch.tensor(x)))
+    np.testing.assert_array_equal(dn.dropout(dn.tensor(x), 0.5, rng=0, training=False).data,
                                   F.dropout(torch.tensor(x), 0.5, training=False).numpy())
 
 
@@ -633,7 +633,7 @@ _A = np.random.default_rng(50).standard_normal((4, 3))
 
 def _loss_dn(ws):
     w, v = ws
-    return dn.sum(dn.tanh(dn.matmul(dn.Tensor(_A), w)) ** 2) + dn.sum(v * v * v) * 0.1 + dn.sum(w * v[0])
+    return dn.sum(dn.tanh(dn.matmul(dn.tensor(_A), w)) ** 2) + dn.sum(v * v * v) * 0.1 + dn.sum(w * v[0])
 
 
 def _loss_torch(ws):
@@ -762,7 +762,7 @@ def test_manual_seed_repeats_initialisation_and_dropout_as_torch():
         layers = [mod.Linear(4, 3), mod.LSTM(3, 2, num_layers=2, dropout=0.5), mod.Embedding(6, 2)]
         drop = mod.Dropout(0.5)
         x = np.ones((4, 6), np.float32)
-        masks = [np.asarray(drop(lib.tensor(x) if lib is torch else dn.Tensor(x))) != 0 for _ in range(2)]
+        masks = [np.asarray(drop(lib.tensor(x) if lib is torch else dn.tensor(x))) != 0 for _ in range(2)]
         ws = [np.array(p.detach().numpy() if lib is torch else p.numpy()) for m in layers for p in m.parameters()]
         return ws, masks
 

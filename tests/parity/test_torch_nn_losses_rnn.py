@@ -169,7 +169,7 @@ def test_loss_rejections_match_torch():
             with pytest.raises((IndexError, RuntimeError, ValueError)):
                 getattr(torch.nn, loss)()(torch.tensor(x), torch.tensor(bad))
             with pytest.raises(ValueError, match=loss):
-                getattr(nn, loss)()(dn.Tensor(x), bad)
+                getattr(nn, loss)()(dn.tensor(x), bad)
     for loss in ("CrossEntropyLoss", "NLLLoss", "MSELoss"):
         with pytest.raises(ValueError):
             getattr(torch.nn, loss)(reduction="bogus")(torch.tensor(x), torch.tensor(x))
@@ -317,7 +317,7 @@ def test_rnn_layer_called_with_its_parameters(kind):
     dl, tl = _layer_pair(kind, dict(num_layers=2, bidirectional=True), np.float32)
     x = C.layout(C.draw(np.random.default_rng(71), (_T, _B, _E), np.float32), "strided")
     cot = C.draw(np.random.default_rng(72), (_T, _B, 2 * _H), np.float32)
-    (dl(dn.Tensor(x))[0] * cot).sum().backward()
+    (dl(dn.tensor(x))[0] * cot).sum().backward()
     (tl(torch.tensor(np.ascontiguousarray(x)))[0] * torch.tensor(cot)).sum().backward()
     for (name, p), (_, tp) in zip(dl.named_parameters(), tl.named_parameters()):
         C.assert_close(p.grad.data, tp.grad.numpy(), np.float32, f"{kind}: gradient of {name}")

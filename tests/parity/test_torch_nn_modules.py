@@ -73,20 +73,20 @@ def test_functional_dropout_takes_the_training_flag_third():
 def test_functional_dropout_generator_and_p_as_torch():
     x = C.draw(np.random.default_rng(1), (300, 40), np.float64, "nonzero")
     g1, g2 = np.random.default_rng(5), np.random.default_rng(5)
-    a = DF.dropout(dn.Tensor(x), 0.25, generator=g1).numpy()
-    np.testing.assert_array_equal(a, DF.dropout(dn.Tensor(x), 0.25, generator=g2).data)
-    np.testing.assert_array_equal(DF.dropout(dn.Tensor(x), p=0.25, generator=7).data,
-                                  DF.dropout(dn.Tensor(x), p=0.25, generator=7).numpy())
+    a = DF.dropout(dn.tensor(x), 0.25, generator=g1).numpy()
+    np.testing.assert_array_equal(a, DF.dropout(dn.tensor(x), 0.25, generator=g2).data)
+    np.testing.assert_array_equal(DF.dropout(dn.tensor(x), p=0.25, generator=7).data,
+                                  DF.dropout(dn.tensor(x), p=0.25, generator=7).numpy())
     for p in (0.0, 1.0):
-        np.testing.assert_array_equal(DF.dropout(dn.Tensor(x), p).data, TF.dropout(torch.tensor(x), p).numpy())
+        np.testing.assert_array_equal(DF.dropout(dn.tensor(x), p).data, TF.dropout(torch.tensor(x), p).numpy())
     for bad in (-0.1, 1.5):
         with pytest.raises(ValueError):
             TF.dropout(torch.tensor(x), bad)
         with pytest.raises(ValueError, match="dropout: dropout probability has to be between 0 and 1"):
-            DF.dropout(dn.Tensor(x), bad)
+            DF.dropout(dn.tensor(x), bad)
     # the old signature's habit on the fused op: a bool where the rng goes is a clear error
     with pytest.raises(TypeError, match="dropout: the third argument is rng .* got the bool False"):
-        dn.dropout(dn.Tensor(x), 0.5, False)
+        dn.dropout(dn.tensor(x), 0.5, False)
 
 
 def test_rnn_dropout_between_layers_draws_new_masks_in_training():
@@ -276,7 +276,7 @@ def test_input_of_another_dtype_raises_as_torch(layer_dtype, input_dtype):
                                              f"parameters have dtype {np.dtype(layer_dtype)}"):
             d(x)
         with pytest.raises(TypeError):                      # a DTypeError is a TypeError, as torch's dtype errors
-            d(dn.Tensor(x))
+            d(dn.tensor(x))
         # of the layer's dtype it runs, as torch
         d(x.astype(layer_dtype))
         t(torch.tensor(x.astype(layer_dtype)))
@@ -300,11 +300,11 @@ def test_functional_linear_dtypes_as_torch():
         with pytest.raises(RuntimeError):
             TF.linear(torch.tensor(x), torch.tensor(w), torch.tensor(b))
         with pytest.raises(DTypeError, match=f"linear: input has dtype {x.dtype}, but weight has dtype float32"):
-            DF.linear(x, dn.Tensor(w), dn.Tensor(b))
+            DF.linear(x, dn.tensor(w), dn.tensor(b))
     with pytest.raises(RuntimeError):
         TF.linear(torch.ones(2, 3), torch.tensor(w), torch.ones(4, dtype=torch.float64))
     with pytest.raises(DTypeError, match="linear: bias has dtype float64, but weight has dtype float32"):
-        DF.linear(np.ones((2, 3), np.float32), dn.Tensor(w), np.ones(4))
+        DF.linear(np.ones((2, 3), np.float32), dn.tensor(w), np.ones(4))
     C.check(lambda a, ww, bb: DF.linear(a, ww, bb), lambda a, ww, bb: TF.linear(a, ww, bb),
             [np.ones((2, 3), np.float32), w, b], [0, 1, 2])
 
@@ -355,11 +355,11 @@ def test_binary_cross_entropy_with_logits(extreme, weighted, reduction, dtype, m
 
 def test_binary_cross_entropy_with_logits_is_finite_and_exact_at_extremes():
     # log(1 + exp(1e4)) overflows a naive formula; a confident right answer's loss is exp(-|x|), kept (not 0)
-    x = dn.Tensor(np.array([-1e4, -40.0, 40.0, 1e4]), requires_grad=True)
+    x = dn.tensor(np.array([-1e4, -40.0, 40.0, 1e4]), requires_grad=True)
     t = np.array([0.0, 0.0, 1.0, 1.0])
     loss = DF.binary_cross_entropy_with_logits(x, t, reduction="none")
     np.testing.assert_allclose(loss.data, [0.0, np.exp(-40.0), np.exp(-40.0), 0.0], rtol=1e-15, atol=0)
-    wrong = DF.binary_cross_entropy_with_logits(dn.Tensor(np.array([-1e4, 1e4])), np.array([1.0, 0.0]),
+    wrong = DF.binary_cross_entropy_with_logits(dn.tensor(np.array([-1e4, 1e4])), np.array([1.0, 0.0]),
                                                 reduction="none")
     np.testing.assert_array_equal(wrong.data, [1e4, 1e4])
     loss.sum().backward()
@@ -387,7 +387,7 @@ def test_binary_cross_entropy_at_zero_and_one_as_torch():
     # the logs clamped at -100: finite losses; the input's gradient from torch's formula (denominator >= 1e-12)
     p = np.array([0.0, 1.0, 0.0, 1.0, 0.5])
     t = np.array([0.0, 1.0, 1.0, 0.0, 0.5])
-    d = dn.Tensor(p, requires_grad=True)
+    d = dn.tensor(p, requires_grad=True)
     tp = torch.tensor(p, requires_grad=True)
     loss, tloss = DF.binary_cross_entropy(d, t, reduction="none"), TF.binary_cross_entropy(tp, torch.tensor(t),
                                                                                           reduction="none")
@@ -449,7 +449,7 @@ def test_softmax_without_dim_as_torch(name, shape):
         warnings.simplefilter("ignore")
         C.check(lambda a: getattr(DF, name)(a), lambda a: getattr(TF, name)(a), [x], [0])
     with pytest.warns(UserWarning, match="implicit dimension choice"):
-        getattr(DF, name)(dn.Tensor(x))
+        getattr(DF, name)(dn.tensor(x))
     # dtype= casts first: a float32 result, its gradient computed in float32
     C.check(lambda a: getattr(DF, name)(a, -1, dtype=np.float32),
             lambda a: getattr(TF, name)(a, -1, dtype=torch.float32), [x], [0], rtol=2e-5, atol=2e-6)

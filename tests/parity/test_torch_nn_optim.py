@@ -33,7 +33,7 @@ _A = np.random.default_rng(80).standard_normal((4, 3))
 
 def _loss_dn(ws):
     w, v = ws
-    return dn.sum(dn.tanh(dn.matmul(dn.Tensor(_A), w)) ** 2) + dn.sum(v * v * v) * 0.1 + dn.sum(w * v[0])
+    return dn.sum(dn.tanh(dn.matmul(dn.tensor(_A), w)) ** 2) + dn.sum(v * v * v) * 0.1 + dn.sum(w * v[0])
 
 
 def _loss_torch(ws):

@@ -451,6 +451,15 @@ PRIMITIVES_ELSEWHERE.update({
     "prod": ("test_torch_maths_sampling.py", "test_prod_gradient_with_zeros_is_torch_s"),
 })
 
+# i22-torch-a: scatter / index_add, flip, tril / triu, nonzero, unique, bincount (eager; values, gradients, errors)
+COVERED_ELSEWHERE |= {"scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"}
+PRIMITIVES_ELSEWHERE.update({
+    "scatter": ("test_torch_scatter_index.py", "test_scatter_values_and_gradients"),
+    "scatter_add": ("test_torch_scatter_index.py", "test_scatter_add_values_and_gradients"),
+    "unique": ("test_torch_scatter_index.py", "test_unique"),
+    "bincount": ("test_torch_scatter_index.py", "test_bincount"),
+})
+
 
 def test_every_primitive_has_a_parity_test():
     from dynnets.autograd.primitives import PRIMITIVES
@@ -714,7 +723,7 @@ def test_reduction_methods_and_positional_axis(name, method):
         # a positional dim gives (values, indices), as torch.max(x, 0, True)
         tmax = getattr(torch, name)
         C.check(lambda t: f(t, 0, True)[0], lambda t: tmax(t, 0, True).values, [x], [0])
-        np.testing.assert_array_equal(f(dn.Tensor(x), 0, True)[1].data, tmax(torch.tensor(x), 0, True).indices.numpy())
+        np.testing.assert_array_equal(f(dn.tensor(x), 0, True)[1].data, tmax(torch.tensor(x), 0, True).indices.numpy())
     else:
         C.check(lambda t: f(t, 0, True), _torch_reduce(tf, 0, True), [x], [0])
 
@@ -730,7 +739,7 @@ def test_sum_over_empty_axis_tuple(f):
     assert np.sum(x, axis=()).shape == (3, 4)
     with pytest.raises(dn.ShapeError, match=r"an empty tuple of dimensions reduces every dimension in PyTorch and "
                                             r"none in numpy; pass dim=None"):
-        f(dn.Tensor(x))
+        f(dn.tensor(x))
 
 
 # --------------------------------------------------------------------------
@@ -1062,7 +1071,7 @@ def test_max_over_empty_axis_is_rejected_as_in_torch(f, tf):
     with pytest.raises((RuntimeError, IndexError)):
         tf(torch.zeros(_E))
     with pytest.raises(ValueError, match="max"):
-        f(dn.Tensor(np.zeros(_E)))
+        f(dn.tensor(np.zeros(_E)))
 
 
 def test_split_sizes_along_unknown_axis():
@@ -1246,7 +1255,7 @@ def _eq_operand(kind, value, mode, feeds):
     if kind == "n":
         return value
     if mode == "eager":
-        return dn.Tensor(value)
+        return dn.tensor(value)
     import dynnets.static as ds
     ph = ds.placeholder(value.dtype, value.shape)
     feeds[ph] = value
@@ -1293,9 +1302,9 @@ def test_equality_with_none_and_other_objects_as_torch():
 def test_comparison_methods_as_torch(name):
     x = np.array([[1.0, 2.0, 3.0], [3.0, 3.0, 0.0]])
     y = np.array([1.0, 3.0, 0.0])
-    _same(getattr(dn.Tensor(x), name)(dn.Tensor(y)), getattr(torch.tensor(x), name)(torch.tensor(y)))
-    _same(getattr(dn.Tensor(x), name)(3.0), getattr(torch.tensor(x), name)(3.0))
-    _same(getattr(dn.Tensor(x), name)(y), getattr(torch.tensor(x), name)(torch.tensor(y)))
+    _same(getattr(dn.tensor(x), name)(dn.tensor(y)), getattr(torch.tensor(x), name)(torch.tensor(y)))
+    _same(getattr(dn.tensor(x), name)(3.0), getattr(torch.tensor(x), name)(3.0))
+    _same(getattr(dn.tensor(x), name)(y), getattr(torch.tensor(x), name)(torch.tensor(y)))
 
 
 def test_equality_keeps_hashing_by_identity_as_torch():
@@ -1319,11 +1328,11 @@ def test_equality_keeps_hashing_by_identity_as_torch():
 def test_comparisons_and_argmax(op):
     x = np.array([[1.0, 2.0, 3.0], [3.0, 3.0, 0.0]])
     y = np.array([[1.0, 0.0, 4.0], [2.0, 3.0, 1.0]])
-    _same(getattr(dn.Tensor(x), op)(dn.Tensor(y)), getattr(torch.tensor(x), op)(torch.tensor(y)))
-    _same(getattr(dn.Tensor(x), op)(2.0), getattr(torch.tensor(x), op)(2.0))
+    _same(getattr(dn.tensor(x), op)(dn.tensor(y)), getattr(torch.tensor(x), op)(torch.tensor(y)))
+    _same(getattr(dn.tensor(x), op)(2.0), getattr(torch.tensor(x), op)(2.0))
     # ties: the first maximal index, as torch
-    _same(dn.Tensor(x).argmax(axis=1), torch.tensor(x).argmax(1))
-    _same(dn.Tensor(x).argmax(), torch.tensor(x).argmax())
+    _same(dn.tensor(x).argmax(axis=1), torch.tensor(x).argmax(1))
+    _same(dn.tensor(x).argmax(), torch.tensor(x).argmax())
 
 
 _COMPARISONS = {"eq": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
@@ -1367,7 +1376,7 @@ def test_comparison_primitives(name, mode):
         fn = getattr(ops, name)
     for args, kw, want in cases:
         if mode == "eager":
-            got = fn(*[dn.Tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kw).numpy()
+            got = fn(*[dn.tensor(a) if isinstance(a, np.ndarray) else a for a in args], **kw).numpy()
         else:
             g = ds.Graph()
             with g.as_default():
@@ -1392,9 +1401,9 @@ def test_autobatch_row_primitives(dt):
     x = rng.standard_normal((7, 3)).astype(dt)
     starts = np.array([0, 2, 3, 6], np.int64)
     gout = rng.standard_normal((4, 3)).astype(dt)
-    xd = dn.Tensor(x, requires_grad=True)
+    xd = dn.tensor(x, requires_grad=True)
     out = bind(segment_sum_p, xd, starts)
-    (out * dn.Tensor(gout)).sum().backward()
+    (out * dn.tensor(gout)).sum().backward()
     xt = torch.tensor(x, requires_grad=True)
     seg = torch.tensor(np.repeat(np.arange(4), np.diff(np.append(starts, 7))))
     want = torch.zeros(4, 3, dtype=xt.dtype).index_add_(0, seg, xt)
@@ -1406,9 +1415,9 @@ def test_autobatch_row_primitives(dt):
     which = np.array([2, 0, 0, 1, 2, 2, 0], np.int64)
     rows = np.array([3, 0, 0, 0, 1, 3, 2], np.int64)
     g2 = rng.standard_normal((7, 2)).astype(dt)
-    sd = [dn.Tensor(a, requires_grad=True) for a in srcs]
+    sd = [dn.tensor(a, requires_grad=True) for a in srcs]
     got = bind(gather_rows_p, which, rows, *sd)
-    (got * dn.Tensor(g2)).sum().backward()
+    (got * dn.tensor(g2)).sum().backward()
     st = [torch.tensor(a, requires_grad=True) for a in srcs]
     offsets = np.cumsum([0] + [len(a) for a in srcs])[:-1]
     ref = torch.cat(st)[torch.tensor(offsets[which] + rows)]
@@ -1425,8 +1434,8 @@ def test_clone_permute_argmin_maxmin():
     C.check(lambda t: dn.max(t, dim=1).values, lambda t: torch.max(t, dim=1).values, [x], [0])
     C.check(lambda t: dn.min(t, dim=2, keepdim=True).values, lambda t: torch.min(t, dim=2, keepdim=True).values,
             [x], [0])
-    np.testing.assert_array_equal(dn.argmin(dn.Tensor(x), dim=1).data, torch.tensor(x).argmin(dim=1).numpy())
-    mm = dn.max(dn.Tensor(x), dim=0)
+    np.testing.assert_array_equal(dn.argmin(dn.tensor(x), dim=1).data, torch.tensor(x).argmin(dim=1).numpy())
+    mm = dn.max(dn.tensor(x), dim=0)
     assert type(mm).__name__ == "MaxMin" and np.array_equal(mm.indices.data, torch.max(torch.tensor(x), 0).indices)
 
 
@@ -1459,12 +1468,12 @@ def test_random_primitives_match_torch_distributions():
 
 def test_item_float_int_len_iter_bool():
     x = np.array([[1.5, -2.0], [3.0, 4.0]])
-    d, t = dn.Tensor(x), torch.tensor(x)
+    d, t = dn.tensor(x), torch.tensor(x)
     assert len(d) == len(t) and d.ndim == t.ndim and d.numel() == t.numel() and d.size() == tuple(t.size()) and d.shape == tuple(t.shape)
     for rd, rt in zip(d, t):
         _same(rd, rt)
     assert d[1, 0].item() == t[1, 0].item() and float(d[0, 1]) == float(t[0, 1]) and int(d[1, 1]) == int(t[1, 1])
-    assert bool(dn.Tensor(np.array([0.0]))) == bool(torch.tensor([0.0]))
+    assert bool(dn.tensor(np.array([0.0]))) == bool(torch.tensor([0.0]))
     with pytest.raises(ValueError):
         d.item()
     with pytest.raises((ValueError, RuntimeError)):

@@ -119,11 +119,10 @@ def test_tensor_class_stays_the_class():
     x = dn.zeros(2)
     assert type(x) is dn.Tensor and isinstance(x, dn.Tensor) and isinstance(dn.nn.Parameter(x), dn.Tensor)
     assert not isinstance(np.zeros(2), dn.Tensor) and issubclass(dn.nn.Parameter, dn.Tensor)
-    # dynnets' own keyword form and numpy arrays wrap the array as before (dtype kept, memory shared)
+    # dynnets' keywords with a numpy array: requires_grad= and name= keep torch's float32, dtype= says another
     a = np.arange(3.0)
-    t = dn.Tensor(a)
-    assert t.dtype == dn.float64 and np.shares_memory(t.numpy(), a)
-    assert dn.Tensor(a, requires_grad=True).requires_grad
+    t = dn.Tensor(a, requires_grad=True)
+    assert t.requires_grad and t.dtype == dn.float32
     assert dn.Tensor(np.arange(2), dtype=np.int32).dtype == np.int32
     with pytest.raises(TypeError, match="take a numpy array"):    # torch's constructor takes no dtype=
         dn.Tensor([1, 2], dtype=np.int32)
@@ -512,3 +511,37 @@ def test_new_ops_dtypes_follow_torch_for_int64_results():
     assert dn.tensor(x).argsort().dtype == dn.int64 == numpy_dtype(torch.tensor(x).argsort().dtype)
     assert dn.tensor(x).topk(1).indices.dtype == dn.int64
     assert all(t.dtype == dn.int64 for t in dn.where(dn.tensor(x) > 1))
+
+
+# --- i22-torch-a: Tensor(ndarray) is torch's float32 constructor --------------------------------------
+
+@pytest.mark.parametrize("a", [np.array([1, 2]), np.array([1.5, -2.0]), np.array([True, False]),
+                               np.arange(6, dtype=np.int32).reshape(2, 3), np.array(3.0), np.zeros((0, 2), np.uint8)],
+                         ids=["int64", "float64", "bool", "int32-2d", "0d", "empty-uint8"])
+def test_tensor_constructor_of_a_numpy_array_is_float32(a):
+    """Silent before: dn.Tensor(np.array([1, 2])) kept int64 (and float64 stayed float64), torch casts to
+    float32; the values are torch's, and a float32 array is shared as torch shares it."""
+    got, want = dn.Tensor(a), torch.Tensor(a)
+    assert got.dtype == dn.float32 and want.dtype == torch.float32
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert not np.shares_memory(got.numpy(), a)
+    f = np.asarray(a, np.float32)
+    t, tt = dn.Tensor(f), torch.Tensor(f)
+    f[...] = 7
+    np.testing.assert_array_equal(t.numpy(), tt.numpy())
+    assert t.numpy() is f
+
+
+def test_tensor_constructor_of_a_numpy_array_gradient_and_errors():
+    x = dn.Tensor(np.array([1.0, 2.0]), requires_grad=True)         # dynnets' keyword: a float32 leaf
+    (x * x).sum().backward()
+    assert x.grad.dtype == dn.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+    with pytest.raises(TypeError, match="float32"):
+        dn.Tensor(np.array(["a"]))
+    with pytest.raises(TypeError):
+        torch.Tensor(np.array(["a"]))
+    # what keeps the dtype: tensor (a copy) and from_numpy (shared)
+    a = np.array([1, 2])
+    assert dn.tensor(a).dtype == dn.int64 and dn.from_numpy(a).dtype == dn.int64

@@ -58,7 +58,7 @@ def test_clip_grad_norm_warning_and_value():
     tp = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
     tp.grad = torch.full((3,), 10.0, dtype=torch.float64)
     dp = dn.nn.Parameter(np.ones(3))
-    dp.grad = dn.Tensor(np.full(3, 10.0))
+    dp.grad = dn.tensor(np.full(3, 10.0))
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         want = torch.nn.utils.clip_grad_norm([tp], 2.0)
@@ -90,7 +90,7 @@ def test_save_load_give_back_what_torchs_do(tmp_path):
                 "hist": [1.5, (2, "x")], "ids": tensor(np.array([1, 2], dtype=np.int64))}
 
     torch.save(build(torch, torch.tensor), tmp_path / "t.pt")
-    dn.save(build(dn, dn.Tensor), tmp_path / "d.pt")
+    dn.save(build(dn, dn.tensor), tmp_path / "d.pt")
     want = _kinds(torch.load(tmp_path / "t.pt"), torch.Tensor)
     got = _kinds(dn.load(tmp_path / "d.pt"), dn.Tensor)
     assert got == want

@@ -18,7 +18,7 @@ import pytest
 import dynnets.static as ds
 from dynnets.autograd.engine import bind
 from dynnets.autograd.primitives import PRIMITIVES
-from dynnets.autograd.tensor import Tensor
+from dynnets.autograd.tensor import tensor
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location(
@@ -64,7 +64,7 @@ def test_static_gradients_equal_eager(name, case):
     targs = list(case.args)
     leaves = {}
     for k in diff:
-        leaves[k] = Tensor(np.array(case.args[k]), requires_grad=True)
+        leaves[k] = tensor(np.array(case.args[k]), requires_grad=True)
         targs[k] = leaves[k]
     eouts = _select(prim, case, bind(prim, *targs, **case.attrs))
     weights = [rng.standard_normal(np.shape(o.data)) for o in eouts]

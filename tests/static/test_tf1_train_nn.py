@@ -472,9 +472,9 @@ def test_moments_against_numpy_and_eager():
     np.testing.assert_allclose(vv, x.var((0, 2)), rtol=1e-12)
     np.testing.assert_allclose(vmk, x.mean(1, keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(vvk, x.var(1, keepdims=True), rtol=1e-12)
-    e = dn.Tensor(x, requires_grad=True)
+    e = dn.tensor(x, requires_grad=True)
     mean = e.mean(axis=(0, 2), keepdims=True)
-    ((((e - mean) ** 2).mean(axis=(0, 2))) * dn.Tensor(np.arange(3.0))).sum().backward()
+    ((((e - mean) ** 2).mean(axis=(0, 2))) * dn.tensor(np.arange(3.0))).sum().backward()
     np.testing.assert_allclose(vgm, e.grad.data, rtol=1e-10)
 
 

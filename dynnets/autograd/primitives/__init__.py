@@ -21,3 +21,4 @@ from .random import *  # noqa: F401,F403
 from .seq import *  # noqa: F401,F403
 from .select import *  # noqa: F401,F403
 from .tree import *  # noqa: F401,F403
+from .scatter import *  # noqa: F401,F403

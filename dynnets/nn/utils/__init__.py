@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ...autograd.primitives import RowSparse
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, wrap_array
 from . import rnn
 
 __all__ = ["clip_grad_norm_", "functional_call", "rnn"]
@@ -42,8 +42,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
     Returns
     -------
-    float
-        The total norm of the gradients before clipping.
+    Tensor, ()
+        The total norm of the gradients before clipping, as torch's: a 0-d
+        tensor (``.item()`` is the number) in the gradients' dtype; 0.0 when
+        no parameter has a gradient. A NaN norm (without
+        ``error_if_nonfinite``) makes every gradient NaN, as torch's.
     """
     params = [p for p in _params_list(parameters) if p.raw_grad is not None]
     max_norm = float(max_norm)
@@ -53,7 +56,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not norm_type > 0:
         raise ValueError(f"clip_grad_norm_: norm_type must be positive or inf, got {norm_type}")
     if not params:
-        return 0.0
+        return wrap_array(np.zeros((), np.float32))
     vals = []
     for p in params:
         g = p.raw_grad
@@ -73,14 +76,16 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is {total}; "
                            f"pass error_if_nonfinite=False to clip anyway")
     coef = max_norm / (total + 1e-6)
-    if coef < 1.0:
+    # torch multiplies by clamp(coef, max=1): a NaN coefficient (NaN norm) spreads to every gradient
+    if coef < 1.0 or coef != coef:
         for p in params:
             g = p.raw_grad
             if type(g) is RowSparse:
                 p.raw_grad = RowSparse(g.rows, g.values * coef, g.shape)
             else:
                 p.raw_grad = g * coef
-    return total
+    dt = np.result_type(*[v.dtype for v in vals])
+    return wrap_array(np.array(total, dtype=dt if dt.kind == "f" else np.float32))
 
 
 @contextlib.contextmanager
@@ -126,3 +131,41 @@ def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False
 
 
 __all__ += ["clip_grad_norm"]
+
+
+# --- i22-torch-a ----------------------------------------------------------------------------------------
+
+
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clip every gradient elementwise into ``[-clip_value, clip_value]``, as
+    ``torch.nn.utils.clip_grad_value_`` (returns None). As
+    :func:`clip_grad_norm_`, each clipped ``p.raw_grad`` is reassigned to a
+    new array rather than changed in place (another tensor may hold the same
+    array); a row-sparse gradient stays row-sparse (its values clipped after
+    duplicate rows are summed, so the dense gradient is what is clipped).
+    ``foreach`` (how torch groups its kernels) changes nothing.
+
+    Parameters
+    ----------
+    parameters : Tensor or iterable of Tensors
+        Tensors without a gradient are ignored.
+    clip_value : float
+        Non-negative.
+    """
+    if isinstance(clip_value, bool) or not isinstance(clip_value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"clip_grad_value_: clip_value must be a number, got {type(clip_value).__name__}")
+    c = float(clip_value)
+    if not c >= 0:
+        raise ValueError(f"clip_grad_value_: clip_value must be non-negative, got {clip_value}")
+    for p in _params_list(parameters):
+        g = p.raw_grad
+        if g is None:
+            continue
+        if type(g) is RowSparse:
+            g = g.coalesce()
+            p.raw_grad = RowSparse(g.rows, np.clip(g.values, -c, c), g.shape)
+        else:
+            p.raw_grad = np.clip(g, -c, c)
+
+
+__all__ += ["clip_grad_value_"]

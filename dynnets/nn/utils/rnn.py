@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...autograd import ops
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, wrap_array
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pack_sequence", "pad_packed_sequence", "pad_sequence",
            "PackedLayout", "packed_layout"]
@@ -91,7 +91,7 @@ def _data(x, who, what="input"):
     arr = np.asarray(x)
     if arr.dtype.kind not in "fc":
         raise TypeError(f"{who}: {what} must be floating-point, got dtype {arr.dtype}")
-    return Tensor(arr)
+    return wrap_array(arr)
 
 
 def _lengths(lengths, B, T, who):

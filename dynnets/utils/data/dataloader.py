@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 
 from ...autograd import ops
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, wrap_array
 from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
@@ -42,10 +42,10 @@ def _python_numbers(batch):
     float makes the batch float32 (torch's default dtype), else int64."""
     kinds = {type(b) for b in batch}
     if kinds <= {bool}:
-        return Tensor(np.array(batch, dtype=np.bool_))
+        return wrap_array(np.array(batch, dtype=np.bool_))
     if any(isinstance(b, float) for b in batch):
-        return Tensor(np.array(batch, dtype=np.float32))
-    return Tensor(np.array(batch, dtype=np.int64))
+        return wrap_array(np.array(batch, dtype=np.float32))
+    return wrap_array(np.array(batch, dtype=np.int64))
 
 
 def default_collate(batch):
@@ -75,9 +75,9 @@ def default_collate(batch):
     if isinstance(elem, (np.ndarray, np.generic)) and not isinstance(elem, (np.str_, np.bytes_)):
         if elem.dtype.kind in "USO":
             raise TypeError(_ERR.format(elem.dtype))
-        return Tensor(np.stack([np.asarray(b) for b in batch]))
+        return wrap_array(np.stack([np.asarray(b) for b in batch]))
     if tp is float:
-        return Tensor(np.array(batch, dtype=np.float64))
+        return wrap_array(np.array(batch, dtype=np.float64))
     if isinstance(elem, int):       # bool included, as torch's isinstance rule
         return _python_numbers(batch)
     if isinstance(elem, (str, bytes)):
@@ -112,7 +112,7 @@ def default_convert(data):
     if isinstance(data, Tensor):
         return data
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
-        return data if data.dtype.kind in "USO" else Tensor(np.asarray(data))
+        return data if data.dtype.kind in "USO" else wrap_array(np.asarray(data))
     if isinstance(data, (str, bytes)):
         return data
     if isinstance(data, cabc.Mapping):
@@ -252,7 +252,7 @@ class DataLoader:
                 # the rows of a TensorDataset batch at once: default_collate of the samples, without
                 # one indexing and one stack entry per sample
                 rows = np.asarray(idx, dtype=np.int64)
-                yield [t[rows] if isinstance(t, Tensor) else Tensor(np.asarray(t)[rows]) for t in ds.tensors]
+                yield [t[rows] if isinstance(t, Tensor) else wrap_array(np.asarray(t)[rows]) for t in ds.tensors]
                 continue
             samples = getitems(idx) if getitems else [ds[i] for i in idx]
             yield collate(samples)
