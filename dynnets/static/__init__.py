@@ -51,6 +51,9 @@ from .array_ops import (boolean_mask, ensure_shape, expand_dims, fill, gather, g
 from .backward import gradients as _gradients
 from .control_flow import TensorArray, cond, while_loop
 from .functional_ops import map_fn, scan
+from . import math_ops as _math
+from .math_ops import div, divide, floor_div, floordiv, floormod, mod, truediv, truncatediv, truncatemod
+from .tensor_shape import Dimension, TensorShape, dimension_value
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
 from .graph import named as _graph_named
 from .graph import (FeedError, Graph, GraphError, GraphKeys, OpInfo, Operation, OpError, StaticPrimitive,
@@ -93,6 +96,8 @@ __all__ = [
     "reduce_any", "reduce_all", "stop_gradient", "clip_by_global_norm", "global_norm", "assign", "assign_add",
     "assign_sub", "control_dependencies", "no_op", "map_fn", "scan", "where", "where_v2", "split", "squeeze",
     "argmin", "reverse_sequence", "add_n", "logical_and", "logical_or", "logical_not", "bool_",
+    "div", "truediv", "floordiv", "floor_div", "truncatediv", "mod", "floormod", "truncatemod",
+    "TensorShape", "Dimension", "dimension_value",
 ]
 
 
@@ -140,27 +145,27 @@ def argmin(input, axis=None, name=None, dimension=None, output_type=np.int64):
 
 def equal(x, y, name=None):
     """Elementwise ``x == y`` (a boolean Value), as the ``==`` operator."""
-    return _named(_ops.eq(x, y), name)
+    return _named(_math.binary("equal", _ops.eq, x, y), name)
 
 
 def not_equal(x, y, name=None):
-    return _named(_ops.not_equal(x, y), name)
+    return _named(_math.binary("not_equal", _ops.not_equal, x, y), name)
 
 
 def less(x, y, name=None):
-    return _named(_ops.less(x, y), name)
+    return _named(_math.binary("less", _ops.less, x, y), name)
 
 
 def less_equal(x, y, name=None):
-    return _named(_ops.less_equal(x, y), name)
+    return _named(_math.binary("less_equal", _ops.less_equal, x, y), name)
 
 
 def greater(x, y, name=None):
-    return _named(_ops.greater(x, y), name)
+    return _named(_math.binary("greater", _ops.greater, x, y), name)
 
 
 def greater_equal(x, y, name=None):
-    return _named(_ops.greater_equal(x, y), name)
+    return _named(_math.binary("greater_equal", _ops.greater_equal, x, y), name)
 
 
 def _axis(axis, reduction_indices):
@@ -247,19 +252,15 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 
 def add(x, y, name=None):
-    return _named(_ops.add(x, y), name)
+    return _named(_math.binary("add", _ops.add, x, y), name)
 
 
 def subtract(x, y, name=None):
-    return _named(_ops.sub(x, y), name)
+    return _named(_math.binary("subtract", _ops.sub, x, y), name)
 
 
 def multiply(x, y, name=None):
-    return _named(_ops.mul(x, y), name)
-
-
-def divide(x, y, name=None):
-    return _named(_ops.div(x, y), name)
+    return _named(_math.binary("multiply", _ops.mul, x, y), name)
 
 
 def negative(x, name=None):
@@ -343,7 +344,7 @@ def _unary(op):
 
 def _binary(op):
     def f(x, y, name=None):
-        return _named(op(x, y), name)
+        return _named(_math.binary(op.__name__, op, x, y), name)
     f.__name__ = op.__name__
     f.__doc__ = f"``{op.__name__}(x, y)`` elementwise, broadcasting (``tf.{op.__name__}``)."
     return f

@@ -36,6 +36,7 @@ from ..autograd import gradtypes
 from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
 from ..autograd.tensor import Tensor, TensorOps
 from .dot import to_dot
+from .tensor_shape import TensorShape, TF1TensorShape
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
@@ -229,6 +230,9 @@ class UnknownShape:
     def is_fully_defined(self):
         return False
 
+    def num_elements(self):
+        return None
+
     def __eq__(self, other):
         return isinstance(other, UnknownShape)
 
@@ -237,6 +241,24 @@ class UnknownShape:
 
     def __repr__(self):
         return "<unknown>"
+
+
+def _tf1_operator(op, method, tf1=None, reflected=False):
+    """Value's operator ``method``: TF1's rule (the non-tensor operand converted
+    to the value's dtype, see :mod:`.math_ops`; ``tf1(x, y)`` where TF1's op
+    differs from eager dynnets'), or the eager operator inside a trace
+    (traced code is eager code, with PyTorch's semantics)."""
+    eager = getattr(TensorOps, method)
+
+    def f(self, o):
+        if _TRACE:
+            return eager(self, o)
+        o = _math.convert_operand(op, "x" if reflected else "y", o, dtype_of(self.graph.avals[self.id]))
+        if tf1 is None:
+            return eager(self, o)
+        return getattr(_math, tf1)(o, self) if reflected else getattr(_math, tf1)(self, o)
+    f.__name__ = method
+    return f
 
 
 class Value(TensorOps):
@@ -260,7 +282,7 @@ class Value(TensorOps):
     @property
     def shape(self):
         s = self.graph.avals[self.id].shape
-        return s if s is not None else UnknownShape(self.name)
+        return TensorShape(s) if s is not None else UnknownShape(self.name)
 
     @property
     def dtype(self):
@@ -277,7 +299,10 @@ class Value(TensorOps):
         return self.graph.producer[self.id]
 
     def get_shape(self):
-        return self.shape
+        """TF1's TensorShape (see :mod:`.tensor_shape`): an index gives a
+        Dimension (``.value``), ``Dimension(None)`` where unknown."""
+        s = self.graph.avals[self.id].shape
+        return TF1TensorShape(s) if s is not None else UnknownShape(self.name)
 
     def __bool__(self):
         raise TypeError(
@@ -328,6 +353,28 @@ class Value(TensorOps):
         self._immutable("clamp_")
 
     clip_ = clamp_
+
+    # TF1's binary operators (graph building only: a few extra calls per node, never per run)
+    __add__ = _tf1_operator("add", "__add__")
+    __radd__ = _tf1_operator("add", "__radd__", reflected=True)
+    __sub__ = _tf1_operator("sub", "__sub__")
+    __rsub__ = _tf1_operator("sub", "__rsub__", reflected=True)
+    __mul__ = _tf1_operator("mul", "__mul__")
+    __rmul__ = _tf1_operator("mul", "__rmul__", reflected=True)
+    __pow__ = _tf1_operator("pow", "__pow__")
+    __rpow__ = _tf1_operator("pow", "__rpow__", reflected=True)
+    __matmul__ = _tf1_operator("matmul", "__matmul__")
+    __rmatmul__ = _tf1_operator("matmul", "__rmatmul__", reflected=True)
+    __truediv__ = _tf1_operator("truediv", "__truediv__", "truediv")
+    __rtruediv__ = _tf1_operator("truediv", "__rtruediv__", "truediv", reflected=True)
+    __floordiv__ = _tf1_operator("floordiv", "__floordiv__", "floordiv")
+    __rfloordiv__ = _tf1_operator("floordiv", "__rfloordiv__", "floordiv", reflected=True)
+    __mod__ = _tf1_operator("floormod", "__mod__", "floormod")
+    __rmod__ = _tf1_operator("floormod", "__rmod__", "floormod", reflected=True)
+    __lt__ = _tf1_operator("less", "__lt__")
+    __le__ = _tf1_operator("less_equal", "__le__")
+    __gt__ = _tf1_operator("greater", "__gt__")
+    __ge__ = _tf1_operator("greater_equal", "__ge__")
 
     def fill_(self, *args, **kwargs):
         self._immutable("fill_")
@@ -1506,3 +1553,7 @@ def effect_variables(eqn):
     if "var" in a:
         return (a["var"],) + tuple(a.get("slots", ()))
     return tuple(a.get("vars", ())) + tuple(a.get("slots", ()))
+
+
+# TF1's arithmetic rules for Value's operators (it imports named from here)
+from . import math_ops as _math  # noqa: E402
