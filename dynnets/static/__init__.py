@@ -541,3 +541,9 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
         raise ValueError("norm: ord='fro' is a matrix norm: give axis=None or a pair of axes")
     p = 2.0 if ord in ("euclidean", "fro") else ord
     return _named(_ops.norm(tensor, p, dim=axis, keepdim=bool(keepdims)), name)
+
+
+# --- i22-tf1-gaps: tf.losses -------------------------------------------------------------------------
+from . import losses  # noqa: E402
+
+__all__ += ["losses"]

@@ -157,3 +157,119 @@ def test_tensor_shape_as_tf1s():
         assert u.get_shape().ndims is None and u.get_shape().num_elements() is None
         with pytest.raises(ValueError, match="unknown rank"):
             u.get_shape().as_list()
+
+
+# --- 4. tf.losses --------------------------------------------------------------
+
+RNG = np.random.default_rng(3)
+P = RNG.standard_normal((4, 3)).astype(np.float32)
+Y = RNG.standard_normal((4, 3)).astype(np.float32)
+W = np.array([[1.0], [0.0], [2.0], [0.5]], np.float32)        # (4, 1): broadcast over columns
+
+
+def _reduce(elems, w, reduction):
+    """TF1's compute_weighted_loss in numpy (float32, as TF1)."""
+    weighted = (elems * w).astype(np.float32)
+    bw = np.broadcast_to(w, elems.shape)
+    return {"none": weighted, "weighted_sum": weighted.sum(),
+            "weighted_mean": weighted.sum() / bw.sum(),
+            "weighted_sum_over_batch_size": weighted.sum() / elems.size,
+            "weighted_sum_by_nonzero_weights": weighted.sum() / np.count_nonzero(bw)}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["none", "weighted_sum", "weighted_mean", "weighted_sum_over_batch_size",
+                                       "weighted_sum_by_nonzero_weights"])
+def test_regression_losses_as_tf1(reduction):
+    p01 = 1 / (1 + np.exp(-P))
+    y01 = (Y > 0).astype(np.float32)
+    err = np.abs(P - Y)
+    cases = [(tf.losses.mean_squared_error, Y, P, (P - Y) ** 2),
+             (tf.losses.absolute_difference, Y, P, err),
+             (tf.losses.huber_loss, Y, P, np.where(err <= 1.0, 0.5 * err ** 2, err - 0.5)),
+             (tf.losses.log_loss, y01, p01, -y01 * np.log(p01 + 1e-7) - (1 - y01) * np.log(1 - p01 + 1e-7)),
+             (tf.losses.hinge_loss, y01, P, np.maximum(0, 1 - (2 * y01 - 1) * P)),
+             (lambda labels, predictions, **k: tf.losses.sigmoid_cross_entropy(labels, predictions, **k), y01, P,
+              np.maximum(P, 0) - P * y01 + np.log1p(np.exp(-np.abs(P))))]
+    for fn, labels, preds, elems in cases:
+        got = _run(lambda: fn(labels, preds, weights=W, reduction=reduction))
+        np.testing.assert_allclose(got, _reduce(elems, W, reduction), rtol=2e-6, atol=1e-7)
+    assert tf.losses.Reduction.SUM_OVER_NONZERO_WEIGHTS == tf.losses.Reduction.SUM_BY_NONZERO_WEIGHTS
+
+
+def test_default_reduction_equals_eager_means():
+    yb = (Y > 0).astype(np.float32)
+    with tf.Graph().as_default():
+        mse = tf.losses.mean_squared_error(tf.constant(Y), tf.constant(P))   # weights 1: the plain mean
+        bce = tf.losses.sigmoid_cross_entropy(yb, tf.constant(P))
+        zero = tf.losses.absolute_difference(Y, P, weights=0.0)             # no non-zero weight: 0, not NaN
+        with tf.Session() as s:
+            got = s.run([mse, bce, zero])
+    np.testing.assert_allclose(got[0], dn.nn.functional.mse_loss(dn.tensor(P), dn.tensor(Y)).item(), rtol=1e-6)
+    np.testing.assert_allclose(got[1], dn.nn.functional.binary_cross_entropy_with_logits(
+        dn.tensor(P), dn.tensor(yb)).item(), rtol=1e-6)
+    assert got[2] == 0.0
+
+
+def test_cross_entropy_losses_with_weights_and_smoothing():
+    labels = np.array([0, 2, 1, 2])
+    onehot = np.eye(3, dtype=np.float32)[labels]
+    w = np.array([1.0, 0.0, 2.0, 3.0], np.float32)
+    lsm = P - np.log(np.exp(P).sum(1, keepdims=True))
+    per_row = -lsm[np.arange(4), labels]
+    want = (per_row * w).sum() / 3
+    got = _run(lambda: [tf.losses.sparse_softmax_cross_entropy(labels, P, weights=w),
+                        tf.losses.sparse_softmax_cross_entropy(labels[:, None], P, weights=w[:, None]),
+                        tf.losses.softmax_cross_entropy(onehot, P, weights=w),
+                        tf.losses.softmax_cross_entropy(onehot, P, label_smoothing=0.3),
+                        tf.losses.sigmoid_cross_entropy(onehot, P, label_smoothing=0.2)])
+    np.testing.assert_allclose(got[:3], [want] * 3, rtol=1e-6)
+    smooth = onehot * 0.7 + 0.3 / 3
+    np.testing.assert_allclose(got[3], (-(smooth * lsm).sum(1)).mean(), rtol=1e-6)
+    z = onehot * 0.8 + 0.1
+    np.testing.assert_allclose(got[4], (np.maximum(P, 0) - P * z + np.log1p(np.exp(-np.abs(P)))).mean(), rtol=1e-6)
+    eager = dn.cross_entropy(dn.tensor(P), dn.tensor(labels), reduction="none").numpy()
+    np.testing.assert_allclose(per_row, eager, rtol=1e-6)
+    # the harness's case: logits (1, 2, 2), labels and weights (1, 2)
+    r = _run(lambda: tf.losses.sparse_softmax_cross_entropy(
+        labels=tf.constant([[0, 1]]), logits=tf.constant([[[1., 2.], [3., 1.]]]), weights=tf.constant([[1., 0.]])))
+    np.testing.assert_allclose(r, np.log1p(np.e), rtol=1e-6)
+
+
+def test_losses_collection_and_total_loss():
+    with tf.Graph().as_default():
+        a = tf.losses.mean_squared_error(Y, P)
+        b = tf.losses.absolute_difference(Y, P, loss_collection=None)       # not collected
+        c = tf.losses.huber_loss(Y, P, reduction=tf.losses.Reduction.SUM)
+        tf.losses.add_loss(tf.constant(1.5))
+        w = tf.get_variable("w", [2], initializer=tf.ones_initializer(),
+                            regularizer=lambda v: tf.reduce_sum(v * v) * 0.5)
+        got = tf.losses.get_losses()
+        assert len(got) == 3 and got[0] is a and got[1] is c and id(b) not in map(id, got)
+        total, reg, total_noreg = (tf.losses.get_total_loss(), tf.losses.get_regularization_loss(),
+                                   tf.losses.get_total_loss(add_regularization_losses=False))
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            va, vc, vt, vr, vn = s.run([a, c, total, reg, total_noreg])
+    np.testing.assert_allclose(vr, 1.0)
+    np.testing.assert_allclose(vn, va + vc + 1.5, rtol=1e-6)
+    np.testing.assert_allclose(vt, va + vc + 1.5 + 1.0, rtol=1e-6)
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="get_total_loss: no losses"):
+            tf.losses.get_total_loss()
+        assert _run(lambda: tf.losses.get_regularization_loss()) == 0.0
+        with pytest.raises(ValueError, match=r"mean_squared_error: weights can not be broadcast.*\[2, 2\]"):
+            tf.losses.mean_squared_error(Y, P, weights=np.ones((2, 2)))
+        with pytest.raises(ValueError, match="Invalid Reduction Key 'mean'"):
+            tf.losses.mean_squared_error(Y, P, reduction="mean")
+
+
+def test_loss_gradient_equals_eager():
+    with tf.Graph().as_default():
+        p = tf.placeholder(tf.float32, [4, 3])
+        loss = tf.losses.mean_squared_error(Y, p, weights=W)
+        g, = tf.gradients(loss, [p])
+        with tf.Session() as s:
+            got = s.run(g, {p: P})
+    ep = dn.tensor(P, requires_grad=True)
+    (((ep - dn.tensor(Y)) ** 2 * dn.tensor(W)).sum() / 9.0).backward()       # 9 non-zero weights of 12
+    np.testing.assert_allclose(got, ep.grad.numpy(), rtol=1e-6)
