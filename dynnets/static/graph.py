@@ -41,7 +41,7 @@ from .tensor_shape import TensorShape, TF1TensorShape
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
-    "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
+    "global_variables", "trainable_variables", "group", "local_variables", "local_variables_initializer", "GraphError", "FeedError",
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
     "user_site", "default_sessions", "OpInfo", "get_default_session", "named", "GraphKeys", "UnknownShape",
 ]
@@ -504,7 +504,7 @@ class Variable(Value):
         Defaults to the default graph.
     """
 
-    __slots__ = ("initial_value", "trainable", "index", "_init_op")
+    __slots__ = ("initial_value", "trainable", "index", "_init_op", "local")
 
     def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True, caching_device=None,
                  name=None, variable_def=None, dtype=None, expected_shape=None, import_scope=None, constraint=None,
@@ -532,6 +532,10 @@ class Variable(Value):
         self.initial_value = arr
         self.trainable = bool(trainable)
         self._init_op = None
+        # TF1's local variable (metrics' counters): in LOCAL_VARIABLES, not GLOBAL_VARIABLES, so neither
+        # global_variables_initializer nor a default Saver sees it (local_variables_initializer initialises it)
+        self.local = collections is not None and not isinstance(collections, str) \
+            and GraphKeys.LOCAL_VARIABLES in collections and GraphKeys.GLOBAL_VARIABLES not in collections
         g._add_variable(self, name)
         if collections is not None:
             if isinstance(collections, str) or not isinstance(collections, (list, tuple, set)):
@@ -1018,7 +1022,7 @@ class Graph:
         items whose name starts with that regular expression (``re.match``)."""
         extra = self._collections.get(name, ())
         if name in (GraphKeys.GLOBAL_VARIABLES, GraphKeys.TRAINABLE_VARIABLES):
-            vs = [v for v in self.variables if v.trainable or name == GraphKeys.GLOBAL_VARIABLES]
+            vs = [v for v in self.variables if not v.local and (v.trainable or name == GraphKeys.GLOBAL_VARIABLES)]
             seen = {id(v) for v in vs}
             items = vs + [x for x in extra if id(x) not in seen]
         else:
@@ -1414,11 +1418,11 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
 
 
 def global_variables(graph=None):
-    return list((graph or get_default_graph()).variables)
+    return [v for v in (graph or get_default_graph()).variables if not v.local]
 
 
 def trainable_variables(graph=None):
-    return [v for v in (graph or get_default_graph()).variables if v.trainable]
+    return [v for v in (graph or get_default_graph()).variables if v.trainable and not v.local]
 
 
 # --- effects -------------------------------------------------------------------
@@ -1451,7 +1455,19 @@ def global_variables_initializer(graph=None):
     """An op initialising every variable of the (default) graph that exists now."""
     g = graph or get_default_graph()
     with g.as_default():
-        return variables_initializer(g.variables)
+        return variables_initializer(global_variables(g))
+
+
+def local_variables(graph=None):
+    """The graph's local variables (``tf.local_variables``: the ``LOCAL_VARIABLES`` collection)."""
+    return list((graph or get_default_graph()).get_collection(GraphKeys.LOCAL_VARIABLES))
+
+
+def local_variables_initializer(graph=None):
+    """An op initialising every local variable (``tf.local_variables_initializer``: the metrics' counters)."""
+    g = graph or get_default_graph()
+    with g.as_default():
+        return variables_initializer(local_variables(g))
 
 
 def _group_impl(S, *args):

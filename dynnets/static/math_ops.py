@@ -27,7 +27,7 @@ from ..autograd import ops as _ops
 from ..autograd.primitives import DTypeError, dtype_of
 from .graph import constant, named
 
-__all__ = ["convert_operand", "binary", "div", "truediv", "divide", "floordiv", "floor_div", "truncatediv", "mod",
+__all__ = ["convert_operand", "as_graph_value", "binary", "div", "truediv", "divide", "floordiv", "floor_div", "truncatediv", "mod",
            "floormod", "truncatemod"]
 
 
@@ -72,6 +72,12 @@ def convert_operand(op, arg, y, dtype):
     if out.ndim == 0:
         return y if isinstance(y, (int, float, bool)) else out[()]
     return out
+
+
+def as_graph_value(x):
+    """``x`` as a graph value: a number, list or array becomes a constant
+    (TF1 makes one of every argument); tensors and values are kept."""
+    return x if _is_tensor(x) else constant(x)
 
 
 def binary(op, fn, x, y):

@@ -615,6 +615,14 @@ SAMPLES.update({"round": _round, "remainder": _rounded_binary(), "fmod": _rounde
                 "div_rounded": _rounded_binary(), "cumsum": _cumsum, "sort": _sort})
 
 
+def _random_shuffle(rng):
+    r = _r(rng)
+    return [Case("rows", r(5, 2), seed=(1, 2)), Case("1d", r(4), seed=(0, 3)), Case("0d", r(), seed=(2, 2))]
+
+
+SAMPLES["random_shuffle"] = _random_shuffle       # i22-tf1-gaps
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -998,6 +1006,8 @@ BAD.update({
              ((_z(2, 3),), {"descending": 1}, "sort: descending must be a bool"),
              ((np.array([1j]),), {}, "sort: input must be real numbers or booleans")],
 })
+
+BAD["random_shuffle"] = [((_z(3),), {"seed": (1, -1)}, "random_shuffle: seed must be a pair")]   # i22-tf1-gaps
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

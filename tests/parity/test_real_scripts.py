@@ -1002,21 +1002,8 @@ _MISSING_TORCH = {
 }
 
 _MISSING_TF = {
-    "tf.to_float / to_int32": lambda: (tf.to_float, tf.to_int32),
-    "tf.bool": lambda: tf.bool,
-    "tf.tensordot": lambda: tf.tensordot,
-    "tf.nn.softmax(dim=) (TF1's deprecated name of axis)": lambda: tf.nn.softmax(tf.ones([2, 3]), dim=-1),
-    "tf.nn.l2_normalize / relu6": lambda: (tf.nn.l2_normalize, tf.nn.relu6),
-    "tf.count_nonzero": lambda: tf.count_nonzero,
-    "tf.clip_by_norm": lambda: tf.clip_by_norm,
-    "tf.random_shuffle": lambda: tf.random_shuffle,
-    "tf.Print / assert_equal": lambda: (tf.Print, tf.assert_equal),
-    "tf.metrics": lambda: tf.metrics.accuracy,
-    "tf.layers.dropout / batch_normalization / conv1d": lambda: (tf.layers.dropout, tf.layers.batch_normalization,
-                                                                 tf.layers.conv1d),
+    "tf.layers.conv1d": lambda: tf.layers.conv1d,
     "tf.nn.conv2d": lambda: tf.nn.conv2d,
-    "tf.math / tf.compat.v1": lambda: (tf.math.log, tf.compat.v1),
-    "tf.concat(axis, values): TF 0.x's order": lambda: tf.concat(1, [tf.ones([2, 3]), tf.ones([2, 3])]),
 }
 
 

@@ -273,3 +273,235 @@ def test_loss_gradient_equals_eager():
     ep = dn.tensor(P, requires_grad=True)
     (((ep - dn.tensor(Y)) ** 2 * dn.tensor(W)).sum() / 9.0).backward()       # 9 non-zero weights of 12
     np.testing.assert_allclose(got, ep.grad.numpy(), rtol=1e-6)
+
+
+# --- 5. names ----------------------------------------------------------------------
+
+def test_dtype_names_and_casts():
+    assert tf.bool is np.bool_ and tf.double is np.float64 and tf.half is np.float16
+    assert (tf.int8, tf.int16, tf.uint8, tf.uint16) == (np.int8, np.int16, np.uint8, np.uint16)
+    x = np.array([1.7, -2.2, 3.0])
+    got = _run(lambda: [tf.to_float(x), tf.to_double(tf.constant(x, tf.float32)), tf.to_int32(x), tf.to_int64(x),
+                        tf.cast(tf.constant([0, 2]), tf.bool)])
+    assert [g.dtype for g in got] == [np.float32, np.float64, np.int32, np.int64, np.bool_]
+    assert got[2].tolist() == [1, -2, 3] == x.astype(np.int32).tolist() and got[4].tolist() == [False, True]
+
+
+@pytest.mark.parametrize("axes", [1, 2, 0, [[1], [0]], [[0, 2], [2, 0]], ([2], [1])])
+def test_tensordot_equals_numpy_and_eager(axes):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 3, 4))
+    b = rng.standard_normal((4, 3, 2)) if axes != 1 else rng.standard_normal((4, 5))
+    if axes in (2,):
+        b = rng.standard_normal((3, 4, 5))
+    if axes == [[1], [0]]:
+        b = rng.standard_normal((3, 5))
+    if axes == ([2], [1]):
+        b = rng.standard_normal((5, 4))
+    want = np.tensordot(a, b, axes)
+    got = _run(lambda: tf.tensordot(tf.constant(a), tf.constant(b), axes))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(got, dn.tensordot(dn.tensor(a), dn.tensor(b), dims=axes).numpy()
+                               if hasattr(dn, "tensordot") else want, rtol=1e-12)
+
+
+def test_nn_names():
+    x = np.array([[1.0, -2.0, 7.0], [0.5, 3.0, -1.0]], np.float32)
+    got = _run(lambda: [tf.nn.softmax(tf.constant(x), dim=0), tf.nn.softmax(tf.constant(x), axis=0),
+                        tf.nn.log_softmax(tf.constant(x), dim=-1), tf.nn.l2_normalize(x, axis=1),
+                        tf.nn.l2_normalize(x, dim=0), tf.nn.l2_normalize(x), tf.nn.relu6(x * 1.0),
+                        tf.math.l2_normalize(x, 1)])
+    e = np.exp(x - x.max(0))
+    np.testing.assert_allclose(got[0], e / e.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(got[1], got[0])
+    np.testing.assert_allclose(got[2], dn.log_softmax(dn.tensor(x), dim=-1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got[3], x / np.sqrt((x ** 2).sum(1, keepdims=True)), rtol=1e-6)
+    np.testing.assert_allclose(got[3], dn.nn.functional.normalize(dn.tensor(x), dim=1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got[4], x / np.sqrt((x ** 2).sum(0, keepdims=True)), rtol=1e-6)
+    np.testing.assert_allclose(got[5], x / np.sqrt((x ** 2).sum()), rtol=1e-6)
+    np.testing.assert_array_equal(got[6], np.clip(x, 0, 6))
+    np.testing.assert_allclose(got[7], got[3])
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="softmax: cannot specify both 'axis' and 'dim'"):
+            tf.nn.softmax(tf.constant(x), axis=0, dim=0)
+
+
+def test_count_nonzero_and_clip_by_norm():
+    x = np.array([[0.0, 3.0, 0.0], [4.0, 0.0, 0.0]], np.float32)
+    got = _run(lambda: [tf.count_nonzero(x), tf.count_nonzero(x, axis=1), tf.count_nonzero(x, 0, keepdims=True,
+                                                                                          dtype=tf.int32),
+                        tf.clip_by_norm(x, 2.5), tf.clip_by_norm(x, 10.0), tf.clip_by_norm(x, 1.0, axes=[1]),
+                        tf.clip_by_norm(np.zeros(3, np.float32), 1.0)])
+    assert got[0].dtype == np.int64 and got[0] == 2 and got[1].tolist() == [1, 1]
+    assert got[2].dtype == np.int32 and got[2].tolist() == [[1, 1, 0]]
+    np.testing.assert_allclose(got[3], x * 2.5 / 5.0, rtol=1e-6)
+    np.testing.assert_array_equal(got[4], x)
+    np.testing.assert_allclose(got[5], x / np.array([[3.0], [4.0]]), rtol=1e-6)
+    np.testing.assert_array_equal(got[6], np.zeros(3))
+    # the gradient at zero is finite (TF1's guard), and elsewhere equals eager's
+    with tf.Graph().as_default():
+        t = tf.placeholder(tf.float32, [3])
+        g0, = tf.gradients(tf.reduce_sum(tf.clip_by_norm(t, 1.0) * np.array([1., 2., 3.], np.float32)), [t])
+        with tf.Session() as s:
+            assert np.all(np.isfinite(s.run(g0, {t: np.zeros(3)})))
+            gx = s.run(g0, {t: np.array([3., 4., 0.])})
+    et = dn.tensor(np.array([3., 4., 0.], np.float32), requires_grad=True)
+    (et * (1.0 / et.norm()) * dn.tensor(np.array([1., 2., 3.], np.float32))).sum().backward()
+    np.testing.assert_allclose(gx, et.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_random_shuffle_is_a_seeded_permutation_drawn_at_every_run():
+    x = np.arange(20).reshape(10, 2)
+
+    def draws(seed):
+        with tf.Graph().as_default():
+            tf.set_random_seed(seed)
+            p = tf.placeholder(tf.int64, [None, 2])
+            out = tf.random_shuffle(p)
+            with tf.Session() as s:
+                return [s.run(out, {p: x}) for _ in range(3)]
+    a, b = draws(5), draws(5)
+    for r in a:
+        assert sorted(map(tuple, r.tolist())) == sorted(map(tuple, x.tolist()))     # rows permuted, kept whole
+    assert all(np.array_equal(u, v) for u, v in zip(a, b))                         # same seed, same sequence
+    assert not np.array_equal(a[0], a[1]) and not np.array_equal(a[0], draws(6)[0])
+
+
+def test_print_and_asserts(capsys):
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [3])
+        y = tf.Print(x, [x, tf.reduce_sum(x)], message="x: ", first_n=2)
+        loss = tf.reduce_sum(y * y)
+        g, = tf.gradients(loss, [x])
+        ok = tf.assert_equal(x, x * 1.0)
+        bad = tf.assert_less(x, 2.0, message="too big")
+        with tf.control_dependencies([tf.assert_positive(x)]):
+            checked = tf.identity(x * 2.0)
+        with tf.Session() as s:
+            r, gr = s.run([y, g], {x: [1.0, 2.0, 3.0]})
+            s.run(y, {x: [1.0, 2.0, 3.0]})
+            s.run(y, {x: [1.0, 2.0, 3.0]})
+            assert s.run(ok, {x: [1.0, 2.0, 3.0]}) is None
+            with pytest.raises(tf.errors.InvalidArgumentError, match=r"too big: assertion failed: x < y.*x = \[1"):
+                s.run(bad, {x: [1.0, 2.0, 3.0]})
+            assert s.run(checked, {x: [1.0, 2.0, 3.0]}).tolist() == [2.0, 4.0, 6.0]
+            with pytest.raises(tf.errors.InvalidArgumentError, match="assert_positive"):
+                s.run(checked, {x: [1.0, -2.0, 3.0]})
+    np.testing.assert_array_equal(r, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(gr, [2.0, 4.0, 6.0])                 # the gradient flows through Print
+    err = capsys.readouterr().err
+    assert err.count("x: [1.0 2.0 3.0][6.0]") == 2                     # first_n=2 of three runs
+    with tf.Graph().as_default():
+        with pytest.raises(ValueError, match="must have rank 2, got rank 1"):
+            tf.assert_rank(tf.constant([1, 2]), 2)
+
+
+def test_metrics_accuracy_uses_local_variables():
+    with tf.Graph().as_default():
+        labels, preds = tf.placeholder(tf.int64, [None]), tf.placeholder(tf.int64, [None])
+        acc, update = tf.metrics.accuracy(labels, preds)
+        wacc, wupdate = tf.metrics.accuracy(labels, preds, weights=tf.constant([1.0, 0.0, 1.0, 1.0]), name="w")
+        w = tf.Variable(1.0)
+        assert [v.name for v in tf.local_variables()] == ["accuracy/total", "accuracy/count", "w/total", "w/count"]
+        assert tf.global_variables() == [w] and tf.trainable_variables() == [w]
+        assert len(tf.get_collection(tf.GraphKeys.METRIC_VARIABLES)) == 4
+        with tf.Session() as s:
+            s.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            assert s.run(acc) == 0.0                                        # nothing counted yet: 0, not NaN
+            f = {labels: [1, 2, 3, 4], preds: [1, 2, 0, 0]}
+            assert s.run(update, f) == 0.5 and s.run(wupdate, f) == pytest.approx(1 / 3)   # 1 of weight 3
+            assert s.run(update, {labels: [1], preds: [1]}) == pytest.approx(0.6)
+            assert s.run(acc) == pytest.approx(0.6)
+            s.run(tf.local_variables_initializer())
+            assert s.run(acc) == 0.0
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            with pytest.raises(Exception, match="accuracy/total"):           # local: not initialised by global
+                s.run(acc)
+
+
+def test_layers_dropout_training_flag():
+    x = np.ones((200, 50), np.float32)
+    with tf.Graph().as_default():
+        tf.set_random_seed(1)
+        tr = tf.placeholder(tf.bool, [])
+        off = tf.layers.dropout(x, 0.4)                                     # TF1's default: training=False
+        on = tf.layers.dropout(x, 0.4, training=True)
+        fed = tf.layers.dropout(x, 0.4, training=tr)
+        with tf.Session() as s:
+            o, n, f_on, f_off = s.run([off, on, fed, fed], {tr: True})[:2] + [s.run(fed, {tr: True}),
+                                                                              s.run(fed, {tr: False})]
+    np.testing.assert_array_equal(o, x)
+    np.testing.assert_array_equal(f_off, x)
+    for r in (n, f_on):
+        assert set(np.unique(r).tolist()) <= {0.0, np.float32(1 / 0.6)} and abs((r == 0).mean() - 0.4) < 0.03
+    with tf.Graph().as_default():
+        with pytest.raises(TypeError, match="dropout: training must be a Python bool or a boolean scalar Value"):
+            tf.layers.dropout(x, training=tf.constant(1.0))
+
+
+def test_batch_normalization_as_tf1():
+    rng = np.random.default_rng(2)
+    x0 = (rng.standard_normal((8, 3)) * 2 + 1).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        tr = tf.placeholder(tf.bool, [])
+        y_train = tf.layers.batch_normalization(x, training=True, momentum=0.9)
+        y_eval = tf.layers.batch_normalization(x, name="batch_normalization", reuse=True)
+        y_fed = tf.layers.batch_normalization(x, training=tr, name="fed")
+        names = [v.name for v in tf.global_variables()]
+        assert names[:4] == ["batch_normalization/gamma", "batch_normalization/beta",
+                             "batch_normalization/moving_mean", "batch_normalization/moving_variance"]
+        assert [v.name for v in tf.trainable_variables()] == ["batch_normalization/gamma", "batch_normalization/beta",
+                                                              "fed/gamma", "fed/beta"]
+        updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        assert len(updates) == 4                       # the eval-only layer adds none (training=False)
+        mm, mv = tf.global_variables()[2:4]
+        loss = tf.reduce_sum(y_train * np.arange(3, dtype=np.float32))
+        gx, = tf.gradients(loss, [x])
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            yt, ye, g = s.run([y_train, y_eval, gx], {x: x0})
+            np.testing.assert_array_equal(s.run(mm), np.zeros(3))          # nothing updates by itself (TF1)
+            s.run(updates[:2], {x: x0})
+            m_after, v_after = s.run([mm, mv])
+            yf_train, yf_eval = s.run(y_fed, {x: x0, tr: True}), s.run(y_fed, {x: x0, tr: False})
+    mean, var = x0.mean(0), x0.var(0)
+    np.testing.assert_allclose(yt, (x0 - mean) / np.sqrt(var + 1e-3), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ye, x0 / np.sqrt(1 + 1e-3), rtol=1e-6)     # moving statistics 0 and 1
+    np.testing.assert_allclose(m_after, 0.1 * mean, rtol=1e-5)
+    np.testing.assert_allclose(v_after, 0.9 + 0.1 * var, rtol=1e-5)
+    np.testing.assert_allclose(yf_train, yt, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(yf_eval, ye, rtol=1e-6)
+    # the training-mode output and its gradient equal eager's batch norm (functional form: biased variance)
+    ex = dn.tensor(x0, requires_grad=True)
+    ey = (ex - ex.mean(0, keepdim=True)) / ((ex - ex.mean(0, keepdim=True)) ** 2).mean(0, keepdim=True).add(1e-3).sqrt()
+    (ey * dn.tensor(np.arange(3, dtype=np.float32))).sum().backward()
+    np.testing.assert_allclose(yt, ey.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g, ex.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_batch_normalization_channels_first_uses_the_unbiased_variance_for_the_moving_one():
+    x0 = np.random.default_rng(3).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    with tf.Graph().as_default():
+        y = tf.layers.batch_normalization(tf.constant(x0), axis=1, training=True, momentum=0.0)
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            out, _ = s.run([y, tf.get_collection(tf.GraphKeys.UPDATE_OPS)])
+            mv = s.run(tf.global_variables()[3])
+    np.testing.assert_allclose(mv, x0.var(axis=(0, 2, 3), ddof=1), rtol=1e-5)
+    m, v = x0.mean(axis=(0, 2, 3), keepdims=True), x0.var(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(out, (x0 - m) / np.sqrt(v + 1e-3), rtol=1e-5, atol=1e-5)
+
+
+def test_math_and_compat_namespaces_and_concat_order():
+    assert tf.math.log is tf.log and tf.math.reduce_sum is tf.reduce_sum and tf.math.floordiv is tf.floordiv
+    assert tf.compat.v1 is tf and tf.compat.v1.placeholder is tf.placeholder and tf.compat.dimension_value(3) == 3
+    tf.compat.v1.disable_eager_execution()
+    tf.compat.v1.disable_v2_behavior()
+    with tf.Graph().as_default():
+        a = tf.ones([2, 3])
+        with pytest.raises(TypeError, match=r"concat: the arguments are \(values, axis\) since TF 1.0.*TF 0.x's "
+                                            r"concat\(concat_dim, values\) order"):
+            tf.concat(1, [a, a])
+        assert _run(lambda: tf.concat([tf.ones([2, 3]), tf.zeros([2, 1])], 1)).shape == (2, 4)
