@@ -35,6 +35,7 @@ from ..autograd import engine as _engine
 from ..autograd import gradtypes
 from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
 from ..autograd.tensor import Tensor, TensorOps
+from . import operands as _operands
 from .dot import to_dot
 from .tensor_shape import TensorShape, TF1TensorShape
 
@@ -253,10 +254,10 @@ def _tf1_operator(op, method, tf1=None, reflected=False):
     def f(self, o):
         if _TRACE:
             return eager(self, o)
-        o = _math.convert_operand(op, "x" if reflected else "y", o, dtype_of(self.graph.avals[self.id]))
+        o = _operands.convert_operand(op, "x" if reflected else "y", o, dtype_of(self.graph.avals[self.id]))
         if tf1 is None:
             return eager(self, o)
-        return getattr(_math, tf1)(o, self) if reflected else getattr(_math, tf1)(self, o)
+        return getattr(_operands, tf1)(o, self) if reflected else getattr(_operands, tf1)(self, o)
     f.__name__ = method
     return f
 
@@ -1569,7 +1570,3 @@ def effect_variables(eqn):
     if "var" in a:
         return (a["var"],) + tuple(a.get("slots", ()))
     return tuple(a.get("vars", ())) + tuple(a.get("slots", ()))
-
-
-# TF1's arithmetic rules for Value's operators (it imports named from here)
-from . import math_ops as _math  # noqa: E402

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import ops as _ops
-from . import add_n, cast, get_collection, get_default_graph, ones_like, reduce_sum, squeeze, stop_gradient
 from . import nn as _nn
-from .graph import GraphKeys, Value, constant
+from .array_ops import fill, shape, squeeze, stop_gradient
+from .graph import GraphKeys, Value, constant, get_default_graph, named
 
 __all__ = ["Reduction", "compute_weighted_loss", "absolute_difference", "mean_squared_error", "huber_loss",
            "log_loss", "hinge_loss", "sigmoid_cross_entropy", "softmax_cross_entropy", "sparse_softmax_cross_entropy",
@@ -43,6 +43,33 @@ class Reduction:
     def validate(cls, key):
         if key not in cls.all():
             raise ValueError(f"Invalid Reduction Key {key!r}: expected one of {sorted(set(cls.all()))}")
+
+
+def cast(x, dtype):
+    return _ops.astype(x, dtype)
+
+
+def reduce_sum(x):
+    return _ops.sum(x)
+
+
+def ones_like(x):
+    """Ones of ``x``'s shape and dtype (a constant where the shape is known)."""
+    if None not in x.shape:
+        return constant(np.ones(tuple(x.shape), x.dtype))
+    return fill(shape(x), x.dtype.type(1), dtype=x.dtype)
+
+
+def get_collection(key, scope=None):
+    return get_default_graph().get_collection(key, scope)
+
+
+def add_n(xs, name=None):
+    # one loss gets an op of its own (adding 0), so the name goes to it and not to the caller's value
+    out = xs[0] if len(xs) > 1 else _ops.add(xs[0], 0.0)
+    for x in xs[1:]:
+        out = _ops.add(out, x)
+    return named(out, name)
 
 
 def _tensor(x, dtype=None):
