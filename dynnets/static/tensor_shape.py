@@ -77,6 +77,7 @@ class UnknownDimension:
 
 
 UNKNOWN_DIMENSION = object.__new__(UnknownDimension)
+_new_int = int.__new__
 
 
 def dimension_value(d):
@@ -97,7 +98,7 @@ class TensorShape(tuple):
             return type(self)(v)
         if v is None:
             return UNKNOWN_DIMENSION if self._tf1_unknown else None
-        return Dimension(v)
+        return _new_int(Dimension, v)        # Dimension(v) without its checks: v is an int
 
     def __eq__(self, other):
         if isinstance(other, list):
@@ -112,6 +113,11 @@ class TensorShape(tuple):
 
     def __repr__(self):
         return f"TensorShape({list(tuple.__iter__(self))})"
+
+    def __str__(self):
+        # TF1's str: (?, 3); also how dynnets' messages print shapes
+        dims = ["?" if d is None else str(d) for d in tuple.__iter__(self)]
+        return "(" + dims[0] + ",)" if len(dims) == 1 else "(" + ", ".join(dims) + ")"
 
     @property
     def ndims(self):

@@ -137,6 +137,7 @@ def test_tensor_shape_as_tf1s():
         x = tf.placeholder(tf.float32, [None, 3, 4])
         s = x.get_shape()
         assert s.as_list() == [None, 3, 4] and s.ndims == 3 and s.rank == 3 and not s.is_fully_defined()
+        assert str(s) == "(?, 3, 4)" and repr(s) == "TensorShape([None, 3, 4])" and str(s[1:2]) == "(3,)"
         assert s[-1].value == 4 and int(s[1]) == 3 and s[1] * 2 == 6 and s[0].value is None
         assert s.num_elements() is None and s[1:].num_elements() == 12 and s[1:].is_fully_defined()
         assert [d.value for d in s] == [None, 3, 4] and [d.value for d in s.dims] == [None, 3, 4]
