@@ -563,6 +563,7 @@ from .check_ops import (Print, assert_equal, assert_greater, assert_greater_equa
                         assert_none_equal, assert_positive, assert_rank)
 from .graph import local_variables, local_variables_initializer  # noqa: E402
 from ..autograd.primitives import random_shuffle_p as _random_shuffle_p  # noqa: E402
+from .graph import add_op as _add_op  # noqa: E402
 
 # TF1's dtype names (numpy's types); `bool` is TF1's tf.bool, so this module says builtins.bool for Python's
 bool = np.bool_  # noqa: A001
@@ -647,10 +648,8 @@ def random_shuffle(value, seed=None, name=None):
     """``value`` with its first dimension in a random order, drawn again at
     every run (``tf.random_shuffle``), seeded as :func:`random_uniform`; no
     gradient flows through it, as TF1's."""
-    from .graph import add_op
-    from .random import get_seed as _get_seed
     value = _math.as_graph_value(value)
-    return add_op(_random_shuffle_p, value, name=name or "random_shuffle", seed=_get_seed(seed, value.graph))
+    return _add_op(_random_shuffle_p, value, name=name or "random_shuffle", seed=get_seed(seed, value.graph))
 
 
 def disable_eager_execution():

@@ -1093,8 +1093,10 @@ class GraphKeys:
     in ``GLOBAL_VARIABLES`` and, if trainable, ``TRAINABLE_VARIABLES``; the
     summaries add themselves to ``SUMMARIES``, the global step to
     ``GLOBAL_STEP``, a ``get_variable`` regularizer's loss to
-    ``REGULARIZATION_LOSSES``; the others hold what code adds (no dynnets
-    layer adds ``UPDATE_OPS``: it is empty unless you add to it)."""
+    ``REGULARIZATION_LOSSES``, ``layers.batch_normalization`` its moving
+    statistics' updates to ``UPDATE_OPS``, the ``tf.losses`` their losses to
+    ``LOSSES`` and the metrics their counters to ``LOCAL_VARIABLES`` and
+    ``METRIC_VARIABLES``; the others hold what code adds."""
 
     GLOBAL_VARIABLES = "variables"
     VARIABLES = "variables"
