@@ -51,6 +51,9 @@ from .array_ops import (boolean_mask, ensure_shape, expand_dims, fill, gather, g
 from .backward import gradients as _gradients
 from .control_flow import TensorArray, cond, while_loop
 from .functional_ops import map_fn, scan
+from . import math_ops as _math
+from .math_ops import div, divide, floor_div, floordiv, floormod, mod, truediv, truncatediv, truncatemod
+from .tensor_shape import Dimension, TensorShape, dimension_value
 from .export import ExportError, GraphDef, GraphFormatError, import_graph_def
 from .graph import named as _graph_named
 from .graph import (FeedError, Graph, GraphError, GraphKeys, OpInfo, Operation, OpError, StaticPrimitive,
@@ -93,6 +96,8 @@ __all__ = [
     "reduce_any", "reduce_all", "stop_gradient", "clip_by_global_norm", "global_norm", "assign", "assign_add",
     "assign_sub", "control_dependencies", "no_op", "map_fn", "scan", "where", "where_v2", "split", "squeeze",
     "argmin", "reverse_sequence", "add_n", "logical_and", "logical_or", "logical_not", "bool_",
+    "div", "truediv", "floordiv", "floor_div", "truncatediv", "mod", "floormod", "truncatemod",
+    "TensorShape", "Dimension", "dimension_value",
 ]
 
 
@@ -140,27 +145,27 @@ def argmin(input, axis=None, name=None, dimension=None, output_type=np.int64):
 
 def equal(x, y, name=None):
     """Elementwise ``x == y`` (a boolean Value), as the ``==`` operator."""
-    return _named(_ops.eq(x, y), name)
+    return _named(_math.binary("equal", _ops.eq, x, y), name)
 
 
 def not_equal(x, y, name=None):
-    return _named(_ops.not_equal(x, y), name)
+    return _named(_math.binary("not_equal", _ops.not_equal, x, y), name)
 
 
 def less(x, y, name=None):
-    return _named(_ops.less(x, y), name)
+    return _named(_math.binary("less", _ops.less, x, y), name)
 
 
 def less_equal(x, y, name=None):
-    return _named(_ops.less_equal(x, y), name)
+    return _named(_math.binary("less_equal", _ops.less_equal, x, y), name)
 
 
 def greater(x, y, name=None):
-    return _named(_ops.greater(x, y), name)
+    return _named(_math.binary("greater", _ops.greater, x, y), name)
 
 
 def greater_equal(x, y, name=None):
-    return _named(_ops.greater_equal(x, y), name)
+    return _named(_math.binary("greater_equal", _ops.greater_equal, x, y), name)
 
 
 def _axis(axis, reduction_indices):
@@ -247,19 +252,15 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 
 def add(x, y, name=None):
-    return _named(_ops.add(x, y), name)
+    return _named(_math.binary("add", _ops.add, x, y), name)
 
 
 def subtract(x, y, name=None):
-    return _named(_ops.sub(x, y), name)
+    return _named(_math.binary("subtract", _ops.sub, x, y), name)
 
 
 def multiply(x, y, name=None):
-    return _named(_ops.mul(x, y), name)
-
-
-def divide(x, y, name=None):
-    return _named(_ops.div(x, y), name)
+    return _named(_math.binary("multiply", _ops.mul, x, y), name)
 
 
 def negative(x, name=None):
@@ -286,6 +287,12 @@ def cast(x, dtype, name=None):
 
 
 def concat(values, axis, name=None):
+    """``values`` joined along ``axis`` (``tf.concat``, TF1's order)."""
+    if isinstance(values, (int, np.integer)) and not isinstance(values, builtins.bool) \
+            and isinstance(axis, (list, tuple)):
+        raise TypeError(f"concat: the arguments are (values, axis) since TF 1.0; got values={values!r} and a "
+                        f"list as axis: TF 0.x's concat(concat_dim, values) order. Write tf.concat(values, "
+                        f"axis={values!r})")
     return _named(_ops.concat(list(values), axis=axis), name)
 
 
@@ -343,7 +350,7 @@ def _unary(op):
 
 def _binary(op):
     def f(x, y, name=None):
-        return _named(op(x, y), name)
+        return _named(_math.binary(op.__name__, op, x, y), name)
     f.__name__ = op.__name__
     f.__doc__ = f"``{op.__name__}(x, y)`` elementwise, broadcasting (``tf.{op.__name__}``)."
     return f
@@ -376,7 +383,7 @@ def logical_or(x, y, name=None):
 
 def _is_bool(op, *xs):
     for x in xs:
-        if not isinstance(x, (bool, np.bool_)) and _dt(x).kind != "b":
+        if not isinstance(x, (builtins.bool, np.bool_)) and _dt(x).kind != "b":
             raise DTypeError(f"{op}: expected boolean inputs, got dtype {_dt(x)}")
 
 
@@ -404,7 +411,7 @@ def add_n(inputs, name=None):
 def _bool_reduce(op, x, axis, keepdims, reduction_indices, keep_dims, want):
     if _dt(x).kind != "b":
         raise DTypeError(f"{op}: input_tensor must be boolean, got dtype {_dt(x)}")
-    keepdims = keep_dims if keep_dims is not None else bool(keepdims)
+    keepdims = keep_dims if keep_dims is not None else builtins.bool(keepdims)
     # counts rather than max/min: an empty reduction is then False (any) / True (all), as in TF1
     n = _ops.sum(_ops.astype(_ops.eq(x, want), np.int64), axis=_axis(axis, reduction_indices), keepdims=keepdims)
     return _ops.greater(n, 0) if want else _ops.eq(n, 0)
@@ -539,4 +546,152 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
     if ord == "fro" and not (axis is None or isinstance(axis, tuple)):
         raise ValueError("norm: ord='fro' is a matrix norm: give axis=None or a pair of axes")
     p = 2.0 if ord in ("euclidean", "fro") else ord
-    return _named(_ops.norm(tensor, p, dim=axis, keepdim=bool(keepdims)), name)
+    return _named(_ops.norm(tensor, p, dim=axis, keepdim=builtins.bool(keepdims)), name)
+
+
+# --- i22-tf1-gaps: tf.losses -------------------------------------------------------------------------
+from . import losses  # noqa: E402
+
+__all__ += ["losses"]
+
+
+# --- i22-tf1-gaps: TF1 names a new-user trial reached for ---------------------------------------------
+from . import check_ops as _check_ops  # noqa: E402
+from . import metrics  # noqa: E402
+from .check_ops import (Print, assert_equal, assert_greater, assert_greater_equal, assert_less,  # noqa: E402
+                        assert_less_equal, assert_negative, assert_non_negative, assert_non_positive,
+                        assert_none_equal, assert_positive, assert_rank)
+from .graph import local_variables, local_variables_initializer  # noqa: E402
+from ..autograd.primitives import random_shuffle_p as _random_shuffle_p  # noqa: E402
+from .graph import add_op as _add_op  # noqa: E402
+
+# TF1's dtype names (numpy's types); `bool` is TF1's tf.bool, so this module says builtins.bool for Python's
+bool = np.bool_  # noqa: A001
+int8, int16, uint8, uint16, uint32, uint64 = np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64
+double, half, complex64, complex128 = np.float64, np.float16, np.complex64, np.complex128
+
+
+def to_float(x, name="ToFloat"):
+    """``cast(x, float32)`` (TF1's ``tf.to_float``)."""
+    return _named(_ops.astype(_math.as_graph_value(x), np.float32), None if name == "ToFloat" else name)
+
+
+def to_double(x, name="ToDouble"):
+    return _named(_ops.astype(_math.as_graph_value(x), np.float64), None if name == "ToDouble" else name)
+
+
+def to_int32(x, name="ToInt32"):
+    return _named(_ops.astype(_math.as_graph_value(x), np.int32), None if name == "ToInt32" else name)
+
+
+def to_int64(x, name="ToInt64"):
+    return _named(_ops.astype(_math.as_graph_value(x), np.int64), None if name == "ToInt64" else name)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def tensordot(a, b, axes, name=None):
+    """Sum of products over ``axes`` (``tf.tensordot``): an int ``N`` pairs
+    the last N axes of ``a`` with the first N of ``b``; a pair of lists pairs
+    ``axes[0][k]`` of ``a`` with ``axes[1][k]`` of ``b``. The result has
+    ``a``'s free axes, then ``b``'s."""
+    a, b = _math.as_graph_value(a), _math.as_graph_value(b)
+    na, nb = a.ndim if hasattr(a, "ndim") else np.ndim(a), b.ndim if hasattr(b, "ndim") else np.ndim(b)
+    if na is None or nb is None:
+        raise ValueError("tensordot: the ranks of a and b must be known while the graph is built")
+    if isinstance(axes, (int, np.integer)):
+        if not 0 <= axes <= builtins.min(na, nb):
+            raise ValueError(f"tensordot: axes={axes} must be in [0, min(rank(a), rank(b))] = [0, {builtins.min(na, nb)}]")
+        ax_a, ax_b = list(builtins.range(na - axes, na)), list(builtins.range(axes))
+    else:
+        if len(axes) != 2:
+            raise ValueError(f"tensordot: axes must be an int or a pair of lists of axes, got {axes!r}")
+        ax_a, ax_b = ([x] if isinstance(x, (int, np.integer)) else list(x) for x in axes)
+        if len(ax_a) != len(ax_b):
+            raise ValueError(f"tensordot: axes {ax_a} of a and {ax_b} of b must have the same length")
+        ax_a, ax_b = [int(x) % na for x in ax_a], [int(x) % nb for x in ax_b]
+    la = list(_LETTERS[:na])
+    lb = list(_LETTERS[na:na + nb])
+    for i, j in zip(ax_a, ax_b):
+        lb[j] = la[i]
+    out = [la[i] for i in builtins.range(na) if i not in ax_a] + [lb[j] for j in builtins.range(nb) if j not in ax_b]
+    return _named(_ops.einsum(f"{''.join(la)},{''.join(lb)}->{''.join(out)}", a, b), name)
+
+
+def count_nonzero(input_tensor=None, axis=None, keepdims=None, dtype=np.int64, name=None, reduction_indices=None,
+                  keep_dims=None, input=None):
+    """The number of non-zero elements over ``axis`` (all by default), of
+    ``dtype`` (int64), as ``tf.count_nonzero``."""
+    x = _math.as_graph_value(input if input_tensor is None else input_tensor)
+    keepdims = keep_dims if keep_dims is not None else builtins.bool(keepdims)
+    nz = _ops.astype(_ops.not_equal(x, _dt(x).type(0)), np.int64)
+    out = _ops.sum(nz, axis=_axis(axis, reduction_indices), keepdims=keepdims)
+    return _named(out if np.dtype(dtype) == np.int64 else _ops.astype(out, dtype), name)
+
+
+def clip_by_norm(t, clip_norm, axes=None, name=None):
+    """``t * clip_norm / max(l2norm(t, axes), clip_norm)`` (``tf.clip_by_norm``):
+    ``t`` unchanged where its L2 norm over ``axes`` (all by default) is at
+    most ``clip_norm``; a zero ``t`` stays zero with a zero gradient, as TF1's."""
+    axes = tuple(axes) if isinstance(axes, list) else axes
+    t = _math.as_graph_value(t)
+    l2sum = _ops.sum(_ops.mul(t, t), axis=axes, keepdims=True)
+    pred = _ops.greater(l2sum, 0)
+    # sqrt of 1 where the sum is 0: TF1's guard against a NaN gradient at zero
+    safe = _ops.where(pred, l2sum, ones_like(l2sum))
+    l2norm = _ops.where(pred, _ops.sqrt(safe), l2sum)
+    return _named(_ops.div(_ops.mul(t, clip_norm), _ops.maximum(l2norm, clip_norm)), name)
+
+
+def random_shuffle(value, seed=None, name=None):
+    """``value`` with its first dimension in a random order, drawn again at
+    every run (``tf.random_shuffle``), seeded as :func:`random_uniform`; no
+    gradient flows through it, as TF1's."""
+    value = _math.as_graph_value(value)
+    return _add_op(_random_shuffle_p, value, name=name or "random_shuffle", seed=get_seed(seed, value.graph))
+
+
+def disable_eager_execution():
+    """Nothing to do: dynnets.static is TF1's graph mode (``tf.compat.v1.disable_eager_execution``)."""
+
+
+def disable_v2_behavior():
+    """Nothing to do: dynnets.static is TF1 (``tf.compat.v1.disable_v2_behavior``)."""
+
+
+def _namespace(name, doc, names):
+    import sys
+    import types
+    mod = types.ModuleType(f"{__name__}.{name}", doc)
+    here = sys.modules[__name__].__dict__
+    for n in names:
+        if n in here:
+            setattr(mod, n, here[n])
+    return mod
+
+
+# tf.math: TF1 >= 1.13 lists the math functions there too (the same functions)
+math = _namespace("math", "TF1's tf.math: the same functions as the top-level names.", [
+    "abs", "add", "add_n", "argmax", "argmin", "ceil", "cos", "count_nonzero", "cumsum", "div", "divide", "equal",
+    "exp", "floor", "floordiv", "floormod", "greater", "greater_equal", "less", "less_equal", "log", "log1p",
+    "logical_and", "logical_not", "logical_or", "maximum", "minimum", "mod", "multiply", "negative", "not_equal",
+    "pow", "reduce_all", "reduce_any", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
+    "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "square", "squared_difference", "subtract", "tanh",
+    "truediv", "truncatediv", "truncatemod", "l2_normalize", "softmax", "log_softmax", "top_k", "in_top_k"])
+for _n in ("l2_normalize", "softmax", "log_softmax", "top_k", "in_top_k"):
+    setattr(math, _n, getattr(nn, _n))
+# tf.compat.v1 is this module (TF2 scripts written for TF1 reach it that way); tf.compat.dimension_value
+compat = _namespace("compat", "TF1's tf.compat: v1 is dynnets.static itself.", ["dimension_value"])
+import sys as _sys  # noqa: E402
+compat.v1 = _sys.modules[__name__]
+
+__all__ += ["Print", "assert_equal", "assert_none_equal", "assert_less", "assert_less_equal", "assert_greater",
+            "assert_greater_equal", "assert_positive", "assert_negative", "assert_non_negative",
+            "assert_non_positive", "assert_rank", "metrics", "local_variables", "local_variables_initializer",
+            "int8", "int16", "uint8", "uint16", "uint32", "uint64", "double", "half", "complex64", "complex128",
+            "to_float", "to_double", "to_int32", "to_int64", "tensordot", "count_nonzero", "clip_by_norm",
+            "random_shuffle", "disable_eager_execution", "disable_v2_behavior", "math", "compat", "errors", "bool"]
+errors = _namespace("errors", "TF1's tf.errors: the exception classes.", [])
+errors.InvalidArgumentError = _check_ops.InvalidArgumentError
+errors.OpError = OpError

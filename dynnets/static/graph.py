@@ -35,12 +35,14 @@ from ..autograd import engine as _engine
 from ..autograd import gradtypes
 from ..autograd.primitives import Aval, Primitive, ShapeError, dtype_of, fmt_shape, run_rule
 from ..autograd.tensor import Tensor, TensorOps
+from . import operands as _operands
 from .dot import to_dot
+from .tensor_shape import TensorShape, TF1TensorShape
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
     "get_default_graph", "reset_default_graph", "global_variables_initializer", "variables_initializer",
-    "global_variables", "trainable_variables", "group", "GraphError", "FeedError",
+    "global_variables", "trainable_variables", "group", "local_variables", "local_variables_initializer", "GraphError", "FeedError",
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
     "user_site", "default_sessions", "OpInfo", "get_default_session", "named", "GraphKeys", "UnknownShape",
 ]
@@ -229,6 +231,9 @@ class UnknownShape:
     def is_fully_defined(self):
         return False
 
+    def num_elements(self):
+        return None
+
     def __eq__(self, other):
         return isinstance(other, UnknownShape)
 
@@ -237,6 +242,24 @@ class UnknownShape:
 
     def __repr__(self):
         return "<unknown>"
+
+
+def _tf1_operator(op, method, tf1=None, reflected=False):
+    """Value's operator ``method``: TF1's rule (the non-tensor operand converted
+    to the value's dtype, see :mod:`.math_ops`; ``tf1(x, y)`` where TF1's op
+    differs from eager dynnets'), or the eager operator inside a trace
+    (traced code is eager code, with PyTorch's semantics)."""
+    eager = getattr(TensorOps, method)
+
+    def f(self, o):
+        if _TRACE:
+            return eager(self, o)
+        o = _operands.convert_operand(op, "x" if reflected else "y", o, dtype_of(self.graph.avals[self.id]))
+        if tf1 is None:
+            return eager(self, o)
+        return getattr(_operands, tf1)(o, self) if reflected else getattr(_operands, tf1)(self, o)
+    f.__name__ = method
+    return f
 
 
 class Value(TensorOps):
@@ -260,7 +283,7 @@ class Value(TensorOps):
     @property
     def shape(self):
         s = self.graph.avals[self.id].shape
-        return s if s is not None else UnknownShape(self.name)
+        return TensorShape(s) if s is not None else UnknownShape(self.name)
 
     @property
     def dtype(self):
@@ -277,7 +300,10 @@ class Value(TensorOps):
         return self.graph.producer[self.id]
 
     def get_shape(self):
-        return self.shape
+        """TF1's TensorShape (see :mod:`.tensor_shape`): an index gives a
+        Dimension (``.value``), ``Dimension(None)`` where unknown."""
+        s = self.graph.avals[self.id].shape
+        return TF1TensorShape(s) if s is not None else UnknownShape(self.name)
 
     def __bool__(self):
         raise TypeError(
@@ -328,6 +354,28 @@ class Value(TensorOps):
         self._immutable("clamp_")
 
     clip_ = clamp_
+
+    # TF1's binary operators (graph building only: a few extra calls per node, never per run)
+    __add__ = _tf1_operator("add", "__add__")
+    __radd__ = _tf1_operator("add", "__radd__", reflected=True)
+    __sub__ = _tf1_operator("sub", "__sub__")
+    __rsub__ = _tf1_operator("sub", "__rsub__", reflected=True)
+    __mul__ = _tf1_operator("mul", "__mul__")
+    __rmul__ = _tf1_operator("mul", "__rmul__", reflected=True)
+    __pow__ = _tf1_operator("pow", "__pow__")
+    __rpow__ = _tf1_operator("pow", "__rpow__", reflected=True)
+    __matmul__ = _tf1_operator("matmul", "__matmul__")
+    __rmatmul__ = _tf1_operator("matmul", "__rmatmul__", reflected=True)
+    __truediv__ = _tf1_operator("truediv", "__truediv__", "truediv")
+    __rtruediv__ = _tf1_operator("truediv", "__rtruediv__", "truediv", reflected=True)
+    __floordiv__ = _tf1_operator("floordiv", "__floordiv__", "floordiv")
+    __rfloordiv__ = _tf1_operator("floordiv", "__rfloordiv__", "floordiv", reflected=True)
+    __mod__ = _tf1_operator("floormod", "__mod__", "floormod")
+    __rmod__ = _tf1_operator("floormod", "__rmod__", "floormod", reflected=True)
+    __lt__ = _tf1_operator("less", "__lt__")
+    __le__ = _tf1_operator("less_equal", "__le__")
+    __gt__ = _tf1_operator("greater", "__gt__")
+    __ge__ = _tf1_operator("greater_equal", "__ge__")
 
     def fill_(self, *args, **kwargs):
         self._immutable("fill_")
@@ -457,7 +505,7 @@ class Variable(Value):
         Defaults to the default graph.
     """
 
-    __slots__ = ("initial_value", "trainable", "index", "_init_op")
+    __slots__ = ("initial_value", "trainable", "index", "_init_op", "local")
 
     def __init__(self, initial_value=None, trainable=None, collections=None, validate_shape=True, caching_device=None,
                  name=None, variable_def=None, dtype=None, expected_shape=None, import_scope=None, constraint=None,
@@ -485,6 +533,10 @@ class Variable(Value):
         self.initial_value = arr
         self.trainable = bool(trainable)
         self._init_op = None
+        # TF1's local variable (metrics' counters): in LOCAL_VARIABLES, not GLOBAL_VARIABLES, so neither
+        # global_variables_initializer nor a default Saver sees it (local_variables_initializer initialises it)
+        self.local = collections is not None and not isinstance(collections, str) \
+            and GraphKeys.LOCAL_VARIABLES in collections and GraphKeys.GLOBAL_VARIABLES not in collections
         g._add_variable(self, name)
         if collections is not None:
             if isinstance(collections, str) or not isinstance(collections, (list, tuple, set)):
@@ -971,7 +1023,7 @@ class Graph:
         items whose name starts with that regular expression (``re.match``)."""
         extra = self._collections.get(name, ())
         if name in (GraphKeys.GLOBAL_VARIABLES, GraphKeys.TRAINABLE_VARIABLES):
-            vs = [v for v in self.variables if v.trainable or name == GraphKeys.GLOBAL_VARIABLES]
+            vs = [v for v in self.variables if not v.local and (v.trainable or name == GraphKeys.GLOBAL_VARIABLES)]
             seen = {id(v) for v in vs}
             items = vs + [x for x in extra if id(x) not in seen]
         else:
@@ -1041,8 +1093,10 @@ class GraphKeys:
     in ``GLOBAL_VARIABLES`` and, if trainable, ``TRAINABLE_VARIABLES``; the
     summaries add themselves to ``SUMMARIES``, the global step to
     ``GLOBAL_STEP``, a ``get_variable`` regularizer's loss to
-    ``REGULARIZATION_LOSSES``; the others hold what code adds (no dynnets
-    layer adds ``UPDATE_OPS``: it is empty unless you add to it)."""
+    ``REGULARIZATION_LOSSES``, ``layers.batch_normalization`` its moving
+    statistics' updates to ``UPDATE_OPS``, the ``tf.losses`` their losses to
+    ``LOSSES`` and the metrics their counters to ``LOCAL_VARIABLES`` and
+    ``METRIC_VARIABLES``; the others hold what code adds."""
 
     GLOBAL_VARIABLES = "variables"
     VARIABLES = "variables"
@@ -1367,11 +1421,11 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
 
 
 def global_variables(graph=None):
-    return list((graph or get_default_graph()).variables)
+    return [v for v in (graph or get_default_graph()).variables if not v.local]
 
 
 def trainable_variables(graph=None):
-    return [v for v in (graph or get_default_graph()).variables if v.trainable]
+    return [v for v in (graph or get_default_graph()).variables if v.trainable and not v.local]
 
 
 # --- effects -------------------------------------------------------------------
@@ -1404,7 +1458,19 @@ def global_variables_initializer(graph=None):
     """An op initialising every variable of the (default) graph that exists now."""
     g = graph or get_default_graph()
     with g.as_default():
-        return variables_initializer(g.variables)
+        return variables_initializer(global_variables(g))
+
+
+def local_variables(graph=None):
+    """The graph's local variables (``tf.local_variables``: the ``LOCAL_VARIABLES`` collection)."""
+    return list((graph or get_default_graph()).get_collection(GraphKeys.LOCAL_VARIABLES))
+
+
+def local_variables_initializer(graph=None):
+    """An op initialising every local variable (``tf.local_variables_initializer``: the metrics' counters)."""
+    g = graph or get_default_graph()
+    with g.as_default():
+        return variables_initializer(local_variables(g))
 
 
 def _group_impl(S, *args):

@@ -26,6 +26,7 @@ from .array_ops import stop_gradient as _stop_gradient
 from .graph import Value as _Value
 from .graph import is_symbolic as _is_symbolic
 from .graph import named as _named
+from .math_ops import as_graph_value as _as_graph_value
 from .random import get_seed as _get_seed
 from .random import random_uniform as _random_uniform
 from .rnn import bidirectional_dynamic_rnn, dynamic_rnn
@@ -46,12 +47,23 @@ def _named_only(op, sentinel):
         raise ValueError(f"Only call `{op}` with named arguments (labels=..., logits=..., ...)")
 
 
-def softmax(logits, axis=-1, name=None):
-    return _named(_ops.softmax(logits, axis=axis), name)
+def _softmax_axis(op, axis, dim):
+    # TF1's deprecated dim= is axis under its old name
+    if dim is not None:
+        if axis is not None:
+            raise ValueError(f"{op}: cannot specify both 'axis' and 'dim'")
+        axis = dim
+    return -1 if axis is None else axis
 
 
-def log_softmax(logits, axis=-1, name=None):
-    return _named(_ops.log_softmax(logits, axis=axis), name)
+def softmax(logits, axis=None, name=None, dim=None):
+    """Softmax along ``axis`` (default the last; ``dim`` is TF1's deprecated name of it)."""
+    return _named(_ops.softmax(_as_graph_value(logits), axis=_softmax_axis("softmax", axis, dim)), name)
+
+
+def log_softmax(logits, axis=None, name=None, dim=None):
+    """Log-softmax along ``axis`` (default the last; ``dim`` is TF1's deprecated name of it)."""
+    return _named(_ops.log_softmax(_as_graph_value(logits), axis=_softmax_axis("log_softmax", axis, dim)), name)
 
 
 def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
@@ -311,3 +323,27 @@ def _fed_dropout(x, keep_prob, rate, seed, name):
         u = _random_uniform(_shape(x), dtype=dt, seed=seed)
         keep = _ops.astype(_ops.greater_equal(u, rate), dt)
         return _ops.mul(_ops.mul(x, _ops.div(1.0, _ops.sub(1.0, rate))), keep)
+
+
+# --- i22-tf1-gaps: l2_normalize, relu6 --------------------------------------------------------------
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """``x / sqrt(max(sum(x**2, axis), epsilon))`` (``tf.nn.l2_normalize``;
+    ``axis=None`` normalises over every element; ``dim`` is TF1's old name of
+    ``axis``)."""
+    if dim is not None:
+        if axis is not None:
+            raise ValueError("l2_normalize: cannot specify both 'axis' and 'dim'")
+        axis = dim
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    x = _as_graph_value(x)
+    sq = _ops.sum(_ops.square(x), axis=axis, keepdims=True)
+    return _named(_ops.div(x, _ops.sqrt(_ops.maximum(sq, float(epsilon)))), name)
+
+
+def relu6(features, name=None):
+    """``min(max(features, 0), 6)`` (``tf.nn.relu6``)."""
+    return _named(_ops.minimum(_ops.relu(_as_graph_value(features)), 6.0), name)
+
+
+__all__ += ["l2_normalize", "relu6"]

@@ -197,7 +197,7 @@ class Saver:
 
     def _variables(self, sess, who):
         if self._var_list is None:
-            return {v.name: v for v in sess.graph.variables}
+            return {v.name: v for v in sess.graph.variables if not v.local}   # TF1: global variables only
         for k, v in self._var_list.items():
             if v.graph is not sess.graph:
                 raise GraphError(f"Saver.{who}: variable '{v.name}' belongs to another graph than the session's")

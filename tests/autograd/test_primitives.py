@@ -666,6 +666,13 @@ def _bincount(rng):
 
 SAMPLES.update({"scatter": _scatter, "scatter_add": _scatter_add, "unique": _unique, "bincount": _bincount})
 
+def _random_shuffle(rng):
+    r = _r(rng)
+    return [Case("rows", r(5, 2), seed=(1, 2)), Case("1d", r(4), seed=(0, 3)), Case("0d", r(), seed=(2, 2))]
+
+
+SAMPLES["random_shuffle"] = _random_shuffle       # i22-tf1-gaps
+
 
 def _cases():
     out = []
@@ -1073,6 +1080,8 @@ BAD.update({
              ((_z(2, 3),), {"axis": (0, 1)}, "prod: dim must be an integer or None"),
              ((np.array(["a"]),), {}, "prod: expected a numeric input")],
 })
+
+BAD["random_shuffle"] = [((_z(3),), {"seed": (1, -1)}, "random_shuffle: seed must be a pair")]   # i22-tf1-gaps
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]

@@ -899,6 +899,16 @@ def _custom_function(g):
 
 
 STRATEGIES["custom_function"] = _custom_function
+
+
+def _random_shuffle(g):      # i22-tf1-gaps
+    dt = np.dtype(g.draw(st.sampled_from(FLOATS + OTHER))) if g.flag(0.3) else g.fdt()
+    x = g.arr(tuple(g.dim(0, 3) for _ in range(g.dim(0, 3))), dt)
+    seed = g.draw(st.sampled_from([(1, 2), (0, 0), (1, -2), 7]))
+    return g.spoil([x]), {"seed": seed}
+
+
+STRATEGIES["random_shuffle"] = _random_shuffle
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}
 

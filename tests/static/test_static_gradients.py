@@ -86,7 +86,8 @@ def test_static_gradients_equal_eager(name, case):
         souts = _select(prim, case, bind(prim, *sargs, **case.attrs))
         sloss = None
         for o, w in zip(souts, weights):
-            term = ds.reduce_sum(o * w)
+            # a constant, not the array: TF1 converts an array operand to o's dtype, eager promotes
+            term = ds.reduce_sum(o * ds.constant(w))
             sloss = term if sloss is None else sloss + term
         grads = ds.gradients(sloss, [phs[k] for k in diff])
     feed = {phs[k]: np.asarray(case.args[k]) for k in diff}

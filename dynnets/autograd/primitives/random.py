@@ -117,3 +117,27 @@ def _dropout_mask_shape(x, *, rate, seed, rng=None):
 
 dropout_mask_p = defprim("dropout_mask", _dropout_mask, _dropout_mask_shape, differentiable=False,
                          nondiff_args=(0,), random=True)
+
+
+# --- i22-tf1-gaps: random_shuffle ------------------------------------------------------------------
+
+def _random_shuffle(x, *, seed, rng=None):
+    """``x`` with its first dimension in a random order (TF1's
+    ``tf.random_shuffle``); a 0-d ``x`` is returned as it is."""
+    if rng is None:
+        rng = make_rng(seed)
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x.copy()
+    return x[rng.permutation(x.shape[0])]
+
+
+def _random_shuffle_shape(x, *, seed, rng=None):
+    _check_seed("random_shuffle", seed)
+    return Aval(None if x.shape is None else tuple(x.shape), dtype_of(x))
+
+
+# no gradient, as TF1's RandomShuffle
+random_shuffle_p = defprim("random_shuffle", _random_shuffle, _random_shuffle_shape, differentiable=False,
+                           nondiff_args=(0,), random=True)
+__all__ += ["random_shuffle_p"]
