@@ -303,6 +303,8 @@ class _Encoder:
             return x
         if tp is float:
             return x if math.isfinite(x) else {"float": repr(x)}
+        if isinstance(x, int) and tp is not bool:
+            return int(x)        # an int subclass: a TF1 Dimension read from get_shape() into an attribute
         if tp is list:
             return [self.attr(v, where, g) for v in x]
         if tp is tuple:

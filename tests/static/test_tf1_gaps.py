@@ -506,3 +506,33 @@ def test_math_and_compat_namespaces_and_concat_order():
                                             r"concat\(concat_dim, values\) order"):
             tf.concat(1, [a, a])
         assert _run(lambda: tf.concat([tf.ones([2, 3]), tf.zeros([2, 1])], 1)).shape == (2, 4)
+
+
+def test_a_graph_built_from_tensor_shape_dimensions_exports(tmp_path):
+    """Dimensions read from shapes (``x.shape[1]``; tf.losses reshaping a
+    tagger's 3-D logits) end up in op attributes and VJPs: the meta graph a
+    Saver writes stores them as ints, and the graph imported from it runs
+    (export refused a Dimension before)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3, 4], name="x")
+        w = tf.Variable(np.ones((4, 2), np.float32), name="w")
+        flat = tf.reshape(x, [-1, x.shape[2]])
+        assert type(x.shape[2]).__name__ == "Dimension"
+        y = tf.reshape(tf.matmul(flat, w), [-1, x.shape[1], 2], name="y")
+        # over (batch, time, classes) logits: the loss reshapes them by their shape's last Dimension
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=tf.zeros_like(y[:, :, 0], dtype=tf.int32), logits=y)
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        saver = tf.train.Saver()
+        feed = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 10
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(train, {x: feed})
+            want = sess.run(y, {x: feed})
+            path = saver.save(sess, str(tmp_path / "m"))
+    with tf.Graph().as_default() as g2:
+        restorer = tf.train.import_meta_graph(path + ".meta")
+        with tf.Session() as sess:
+            restorer.restore(sess, path)
+            got = sess.run(g2.get_tensor_by_name("y:0"), {g2.get_tensor_by_name("x:0"): feed})
+    np.testing.assert_array_equal(got, want)
