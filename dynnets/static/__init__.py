@@ -88,7 +88,7 @@ __all__ = [
     "nn", "train", "passes", "graph_util", "import_graph_def", "GraphDef", "GraphFormatError", "ExportError",
     "CheckpointMismatchError",
     "ShapeError", "FeedError", "GraphError", "UninitializedVariableError", "OpError",
-    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "matmul", "add", "subtract", "multiply",
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "square", "squared_difference", "matmul", "add", "subtract", "multiply",
     "divide", "negative", "cast", "gather", "concat", "stack", "reshape", "transpose", "zeros_like", "ones_like",
     "clip_by_value", "float32", "float64", "int32", "int64", "identity", "argmax", "equal", "not_equal", "less",
     "less_equal", "greater", "greater_equal", "shape", "size", "rank", "range", "fill", "ensure_shape", "sequence_mask", *_ops_all,
@@ -225,6 +225,14 @@ def reduce_min(input_tensor, axis=None, keepdims=False, name=None, reduction_ind
 
 def square(x, name=None):
     return _named(_ops.square(x), name)
+
+
+def squared_difference(x, y, name=None):
+    """``(x - y) ** 2`` elementwise, broadcasting (``tf.squared_difference``);
+    a number or array operand takes the other's dtype, as TF1's."""
+    if not _math.is_tensor(x) and not _math.is_tensor(y):
+        x = _math.as_graph_value(x)
+    return _named(_ops.square(_math.binary("squared_difference", _ops.sub, x, y)), name)
 
 
 def _swap_last(x):

@@ -27,6 +27,8 @@ from .graph import Value as _Value
 from .graph import is_symbolic as _is_symbolic
 from .graph import named as _named
 from .math_ops import as_graph_value as _as_graph_value
+from .operands import convert_operand as _convert_operand
+from .operands import is_tensor as _is_tensor
 from .random import get_seed as _get_seed
 from .random import random_uniform as _random_uniform
 from .rnn import bidirectional_dynamic_rnn, dynamic_rnn
@@ -73,6 +75,7 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
     _named_only("sparse_softmax_cross_entropy_with_logits", _sentinel)
     if labels is None or logits is None:
         raise ValueError("sparse_softmax_cross_entropy_with_logits: pass labels= and logits=")
+    logits, labels = _as_graph_value(logits), _as_graph_value(labels)     # lists and arrays, as TF1
     nd = len(logits.shape)
     if len(labels.shape) != nd - 1:
         raise ValueError(f"sparse_softmax_cross_entropy_with_logits: labels must have rank {nd - 1} (the rank of "
@@ -84,6 +87,15 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
     flat = _ops.cross_entropy(_ops.reshape(logits, -1, c), _ops.reshape(labels, -1), reduction="none")
     return _named(_reshape(flat, _shape(labels)) if isinstance(labels, _Value) else _ops.reshape(flat, *labels.shape),
                   name)
+
+
+def _dense_pair(op, labels, logits):
+    """``labels`` and ``logits`` as graph values (lists and arrays become
+    constants, as TF1's convert_to_tensor): labels in the logits' dtype."""
+    logits = _as_graph_value(logits)
+    if not _is_tensor(labels):
+        labels = _convert_operand(op, "labels", labels, logits.dtype)
+    return labels, logits
 
 
 def _dense_xent(labels, logits, axis):
@@ -98,6 +110,7 @@ def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
     _named_only("softmax_cross_entropy_with_logits", _sentinel)
     if labels is None or logits is None:
         raise ValueError("softmax_cross_entropy_with_logits: pass labels= and logits=")
+    labels, logits = _dense_pair("softmax_cross_entropy_with_logits", labels, logits)
     return _named(_dense_xent(_stop_gradient(labels), logits, dim if axis is None else axis), name)
 
 
@@ -108,6 +121,7 @@ def softmax_cross_entropy_with_logits_v2(labels, logits, axis=None, name=None, d
     if axis is not None and dim is not None:
         raise ValueError("softmax_cross_entropy_with_logits_v2: cannot specify both 'axis' and 'dim'")
     ax = axis if axis is not None else dim if dim is not None else -1
+    labels, logits = _dense_pair("softmax_cross_entropy_with_logits_v2", labels, logits)
     return _named(_dense_xent(labels, logits, ax), name)
 
 

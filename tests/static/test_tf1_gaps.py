@@ -536,3 +536,23 @@ def test_a_graph_built_from_tensor_shape_dimensions_exports(tmp_path):
             restorer.restore(sess, path)
             got = sess.run(g2.get_tensor_by_name("y:0"), {g2.get_tensor_by_name("x:0"): feed})
     np.testing.assert_array_equal(got, want)
+
+
+def test_squared_difference_and_losses_of_lists():
+    """tf.squared_difference (TF1's MSE idiom) and the tf.nn cross-entropies
+    given Python lists, which TF1 converts to tensors (they failed with an
+    unclear "'list' object has no attribute 'ndim'")."""
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 2])
+        sq = tf.squared_difference(x, [1.0, 3.0])
+        assert sq.dtype == np.float32 and tf.math.squared_difference is tf.squared_difference
+        dense = tf.nn.softmax_cross_entropy_with_logits(labels=[[0.0, 1.0]], logits=[[1.0, 2.0]])
+        dense2 = tf.nn.softmax_cross_entropy_with_logits_v2(labels=[[0.0, 1.0]], logits=[[1.0, 2.0]])
+        sparse = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=[1], logits=[[1.0, 2.0]])
+        with tf.Session() as sess:
+            got = sess.run([sq, dense, dense2, sparse], {x: [[2.0, 1.0]]})
+    np.testing.assert_array_equal(got[0], [[1.0, 4.0]])
+    want = np.log1p(np.exp(-1.0))          # -log softmax([1, 2])[1]
+    for g in got[1:]:
+        np.testing.assert_allclose(g, [want], rtol=1e-6)
+        assert g.dtype == np.float32
