@@ -158,14 +158,29 @@ class Eqn:
 
 class OpInfo:
     """A pure op of a graph as TF1's ``Operation`` shows it: ``name``, ``type``
-    (the primitive), ``inputs`` and ``outputs`` (Values). Fetch its outputs to
-    compute it."""
+    (the primitive), ``inputs`` and ``outputs`` (Values). Fetch its outputs for
+    their values; fetching the op itself runs it and gives ``None``, as TF1's
+    ``sess.run(op)``. Two OpInfos of the same op are equal (the session's plan
+    cache keys on them)."""
 
     __slots__ = ("graph", "eqn")
 
     def __init__(self, graph, eqn):
         self.graph = graph
         self.eqn = eqn
+
+    def __eq__(self, other):
+        return type(other) is OpInfo and other.graph is self.graph and other.eqn is self.eqn
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash((id(self.graph), id(self.eqn)))
+
+    def run(self, feed_dict=None, session=None):
+        """Run this op in ``session`` or the default session (TF1's ``Operation.run``): ``None``."""
+        return _default_session_for(self, session, "execute operation", "run").run(self, feed_dict)
 
     @property
     def name(self):
@@ -1004,10 +1019,7 @@ class Graph:
         Operation (fetches only)."""
         if ":" not in name and what == "fetch":
             op = self.get_operation_by_name(name)
-            if isinstance(op, Operation):
-                return op
-            raise ValueError(f"Session.run: cannot fetch {name!r}: it names a {op.type} op, not a Tensor; fetch its "
-                             f"output {name + ':0'!r}")
+            return op           # an Operation or a pure op's OpInfo: run for None, as TF1
         try:
             return self.get_tensor_by_name(name)
         except (KeyError, ValueError) as e:

@@ -418,6 +418,8 @@ def _ret_template(t, g, slot, flat, raw_sparse, twice=None):
         s = twice.get(t, slot[o]) if twice else slot[o]
         return ("v", s, (v.sparse or g.values[o].sparse) and not raw_sparse)
     tp, items = t
+    if tp == "op":              # a pure op fetched for its effect-free run: None, as TF1
+        return ("none",)
     if tp is dict:
         return (dict, [(k, _ret_template(s, g, slot, flat, raw_sparse, twice)) for k, s in items])
     return (tp, [_ret_template(s, g, slot, flat, raw_sparse, twice) for s in items])

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..autograd.primitives import Aval, fmt_shape, make_rng
 from . import control_flow, execute, passes
-from .graph import (FeedError, GraphError, Value, Variable, gc_paused, get_default_graph, placeholder_p,
+from .graph import (FeedError, GraphError, OpInfo, Value, Variable, gc_paused, get_default_graph, placeholder_p,
                     variables_initializer, UninitializedVariableError, default_sessions)
 from .lower import lower
 
@@ -66,7 +66,7 @@ _NEVER = float("inf")
 
 
 def _struct_key(f):
-    if isinstance(f, (Value, str)):
+    if isinstance(f, (Value, str, OpInfo)):
         return f
     tp = type(f)
     if tp is list or isinstance(f, tuple):      # tuples include namedtuples (LSTMStateTuple), fetched as such
@@ -467,6 +467,12 @@ class Session:
                                  f"session's")
             flat.append(f)
             return len(flat) - 1
+        if isinstance(f, OpInfo):
+            # a pure op run for nothing (TF1's sess.run(op) gives None): its outputs are computed
+            if f.graph is not self.graph:
+                raise GraphError(f"Session.run: cannot run op '{f.name}': it belongs to another graph than this "
+                                 f"session's")
+            return ("op", [self._template(v, flat) for v in f.outputs])
         tp = type(f)
         if tp is list or isinstance(f, tuple):
             return (tp, [self._template(x, flat) for x in f])

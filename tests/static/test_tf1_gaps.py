@@ -556,3 +556,29 @@ def test_squared_difference_and_losses_of_lists():
     for g in got[1:]:
         np.testing.assert_allclose(g, [want], rtol=1e-6)
         assert g.dtype == np.float32
+
+
+@pytest.mark.parametrize("options", [{}, {"optimize": False}, {"native_after": 1}])
+def test_running_a_pure_op_gives_none_as_tf1(options):
+    """sess.run(op) of an op found by name (get_operation_by_name, or the bare
+    name) runs it, with its control dependencies, and gives None, as TF1
+    (it raised before); its plan is cached like any fetch."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [None, 2], name="x")
+        y = tf.identity(x * 2, name="y")
+        v = tf.Variable(1.0, name="v")
+        with tf.control_dependencies([tf.assign_add(v, 1.0)]):
+            tf.identity(x, name="z")
+        feed = {x: np.ones((1, 2), np.float32)}
+        with tf.Session(**options) as sess:
+            sess.run(tf.global_variables_initializer())
+            assert sess.run(g.get_operation_by_name("y"), feed) is None and sess.run("y", feed) is None
+            none, val = sess.run([g.get_operation_by_name("y"), y], feed)
+            assert none is None and val.tolist() == [[2.0, 2.0]]
+            assert g.get_operation_by_name("y") == g.get_operation_by_name("y")
+            plans = len(sess._plans)
+            for _ in range(5):
+                assert sess.run(g.get_operation_by_name("z"), feed) is None
+            assert len(sess._plans) == plans + 1 and sess.run(v) == 6.0
+            g.get_operation_by_name("z").run(feed, session=sess)
+            assert sess.run(v) == 7.0
