@@ -1432,12 +1432,35 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
     return g._append(constant_p, (), {"value": arr}, Aval(arr.shape, arr.dtype), name=name or "Const")
 
 
-def global_variables(graph=None):
-    return [v for v in (graph or get_default_graph()).variables if not v.local]
+def _scoped(vs, scope):
+    if scope is None:
+        return vs
+    if not isinstance(scope, str):
+        raise TypeError(f"scope must be a string (a regular expression matched at the start of each variable's "
+                        f"name, as TF1's), got {type(scope).__name__}")
+    return [v for v in vs if re.match(scope, v.name)]
 
 
-def trainable_variables(graph=None):
-    return [v for v in (graph or get_default_graph()).variables if v.trainable and not v.local]
+def _graph_and_scope(scope, graph):
+    # TF1's first argument is the scope; dynnets took the graph there first: a Graph passed
+    # positionally is still read as the graph
+    if isinstance(scope, Graph):
+        return scope, None
+    return graph or get_default_graph(), scope
+
+
+def global_variables(scope=None, *, graph=None):
+    """The graph's global variables (``tf.global_variables``); ``scope``
+    keeps those whose name matches it from the start (``re.match``), as TF1."""
+    g, scope = _graph_and_scope(scope, graph)
+    return _scoped([v for v in g.variables if not v.local], scope)
+
+
+def trainable_variables(scope=None, *, graph=None):
+    """The graph's trainable variables (``tf.trainable_variables``), filtered
+    by ``scope`` as :func:`global_variables`."""
+    g, scope = _graph_and_scope(scope, graph)
+    return _scoped([v for v in g.variables if v.trainable and not v.local], scope)
 
 
 # --- effects -------------------------------------------------------------------
@@ -1470,19 +1493,21 @@ def global_variables_initializer(graph=None):
     """An op initialising every variable of the (default) graph that exists now."""
     g = graph or get_default_graph()
     with g.as_default():
-        return variables_initializer(global_variables(g))
+        return variables_initializer(global_variables(graph=g))
 
 
-def local_variables(graph=None):
-    """The graph's local variables (``tf.local_variables``: the ``LOCAL_VARIABLES`` collection)."""
-    return list((graph or get_default_graph()).get_collection(GraphKeys.LOCAL_VARIABLES))
+def local_variables(scope=None, *, graph=None):
+    """The graph's local variables (``tf.local_variables``: the ``LOCAL_VARIABLES`` collection), filtered by
+    ``scope`` as :func:`global_variables`."""
+    g, scope = _graph_and_scope(scope, graph)
+    return _scoped(list(g.get_collection(GraphKeys.LOCAL_VARIABLES)), scope)
 
 
 def local_variables_initializer(graph=None):
     """An op initialising every local variable (``tf.local_variables_initializer``: the metrics' counters)."""
     g = graph or get_default_graph()
     with g.as_default():
-        return variables_initializer(local_variables(g))
+        return variables_initializer(local_variables(graph=g))
 
 
 def _group_impl(S, *args):

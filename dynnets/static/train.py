@@ -117,7 +117,7 @@ class Optimizer:
         ``grad_loss`` is the gradient of the loss itself (default 1)."""
         if not isinstance(loss, Value):
             raise TypeError(f"{self.name}.compute_gradients: loss must be a graph value, got {loss!r}")
-        var_list = trainable_variables(loss.graph) if var_list is None else list(var_list)
+        var_list = trainable_variables(graph=loss.graph) if var_list is None else list(var_list)
         if not var_list:
             raise ValueError(f"{self.name}.compute_gradients: no variables to optimise")
         for v in var_list:

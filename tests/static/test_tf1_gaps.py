@@ -582,3 +582,22 @@ def test_running_a_pure_op_gives_none_as_tf1(options):
             assert len(sess._plans) == plans + 1 and sess.run(v) == 6.0
             g.get_operation_by_name("z").run(feed, session=sess)
             assert sess.run(v) == 7.0
+
+
+def test_variable_lists_take_tf1s_scope_argument():
+    """tf.global_variables / trainable_variables / local_variables take TF1's
+    scope= first (a regular expression matched from the start of the name):
+    ``tf.trainable_variables("fc1")`` raised before; a Graph passed
+    positionally (dynnets' older habit) still works."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        tf.layers.dense(tf.layers.dense(x, 4, name="fc1"), 2, name="fc2")
+        tf.Variable(0, trainable=False, name="fc1_steps")
+        assert [v.name for v in tf.trainable_variables("fc1")] == ["fc1/kernel", "fc1/bias"]
+        assert [v.name for v in tf.global_variables("fc1")] == ["fc1/kernel", "fc1/bias", "fc1_steps"]
+        assert [v.name for v in tf.trainable_variables(scope="fc2/k")] == ["fc2/kernel"]
+        assert tf.local_variables("fc") == []
+    assert len(tf.global_variables(g)) == 5 and len(tf.trainable_variables(graph=g)) == 4
+    with pytest.raises(TypeError, match="scope must be a string"):
+        tf.global_variables(3)
