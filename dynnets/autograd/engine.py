@@ -848,6 +848,10 @@ def bind2(prim, x, y):
         xt = None
         x = None
     else:
+        if isinstance(x, np.generic) and type(y) in (_TENSOR, _PARAM):
+            # torch takes a numpy scalar beside a tensor for the Python number it holds
+            # (weak: the tensor's dtype wins), numpy for a typed 0-d array
+            return bind2(prim, x.item(), y)
         return bind(prim, a, y)
     tp = type(y)
     if tp is _TENSOR or tp is _PARAM:
@@ -867,6 +871,8 @@ def bind2(prim, x, y):
         yt = None
         y = None
     else:
+        if isinstance(y, np.generic) and type(a) in (_TENSOR, _PARAM):
+            return bind2(prim, a, y.item())      # (a numpy scalar: see above)
         return bind(prim, a, y)
     key = (xs, xt, ys, yt)
     if key not in prim.checked:
@@ -1492,7 +1498,8 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
         elif getattr(a, "_is_symbolic", False):
             raise TypeError(f"{op}: cannot write a static-graph value into an eager tensor (got {a!r})")
         else:
-            arrays.append(a)
+            # a numpy scalar counts as its Python number (weak), as in torch
+            arrays.append(a.item() if isinstance(a, np.generic) else a)
             parents.append(None)
     try:
         aval = _checked(prim, arrays, attrs)

@@ -97,6 +97,9 @@ def promoted(prim, *args, **attrs):
         c, *ops_ = args
     else:
         c, ops_ = None, args
+    if builtins.any(getattr(type(a), "_is_tensor", False) for a in ops_):
+        # beside an eager tensor torch takes a numpy scalar for its Python number (weak)
+        ops_ = [_number(a) for a in ops_]
     avals = [P.aval_of(a) for a in ops_]
     if name == "clip":
         avals += [P.Aval((), v) for v in (attrs.get("lo"), attrs.get("hi")) if v is not None]
@@ -274,6 +277,7 @@ def where(condition, input=None, other=None):
         raise TypeError("where: takes (condition) or (condition, input, other), got only one of input and other")
     condition = _array_of(condition)
     c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
+    input, other = _number(input), _number(other)    # a numpy scalar is weak in torch, as a Python number
     try:
         return bind(P.where_p, c, input, other)
     except P.PromotionNeeded:
