@@ -285,6 +285,9 @@ def where(condition, input=None, other=None):
 
 
 def square(input):
+    if getattr(input, "dtype", None) == np.bool_:
+        # torch squares as pow(x, 2), which takes a bool tensor to int64 (True * True stays bool)
+        input = astype(input, np.int64)
     return bind2(P.mul_p, input, input)
 
 
@@ -1283,7 +1286,7 @@ def masked_fill(input, mask, value):
 def _bound(op, name, v):
     if v is None:
         return None
-    if hasattr(v, "shape"):
+    if hasattr(v, "shape") and not isinstance(v, np.generic):     # (a numpy scalar is a number, as in torch)
         raise TypeError(f"{op}: {name} must be a number or None, got a tensor (elementwise bounds: "
                         f"dynnets.maximum / dynnets.minimum)")
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):

@@ -107,7 +107,7 @@ _SCALARS = st.one_of(
 
 
 def _srepr(s):
-    return repr(s) if isinstance(s, (bool, int, float)) else f"np.{type(s).__name__}({s!r})"
+    return repr(s)     # (numpy 2 spells a numpy scalar np.float32(0.5))
 
 
 # --------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def _layout(data, shapes):
                                       "expand", "t", "flip", "contiguous", "clone", "detach"]))
     if kind == "permute":
         perm = tuple(data.draw(st.permutations(range(nd))))
-        return (kind, perm), f"x0.permute{perm}"
+        return (kind, (perm,)), f"x0.permute({perm})"
     if kind == "transpose":
         a, b = _dim(data, nd), _dim(data, nd)
         return (kind, (a, b)), f"x0.transpose({a}, {b})"
@@ -635,3 +635,23 @@ def test_subtraction_with_a_bool_tensor_raises(expr):
         f = L.leaf(np.array([1.5, 2.0]), False)
         with pytest.raises((RuntimeError, TypeError, ValueError)):
             eval(expr, {"b": b, "f": f})
+
+
+@pytest.mark.parametrize("s", _NP_SCALARS, ids=repr)
+@pytest.mark.parametrize("dtype", ("float32", "float64", "int64"))
+def test_clamp_takes_numpy_scalar_bounds(s, dtype):
+    """``x.clamp(min=np.float32(0.5))`` works in torch (a number); dynnets
+    took the numpy scalar for a tensor bound and raised."""
+    a = np.array([-3, 1, 4], dtype=dtype)
+    for lo, hi in ((s, None), (None, s), (-s, s)):
+        want = torch.tensor(a).clamp(min=lo, max=hi)
+        _compare(want, dn.tensor(a, dtype=a.dtype).clamp(min=lo, max=hi), f"clamp(min={lo!r}, max={hi!r})")
+        _compare(want, dn.clamp(dn.tensor(a, dtype=a.dtype), min=lo, max=hi), f"dn.clamp(min={lo!r}, max={hi!r})")
+
+
+def test_square_of_a_bool_tensor_is_int64():
+    """``torch.square`` of a bool tensor is int64 (pow(x, 2)); dynnets
+    returned bool (x * x)."""
+    a = np.array([True, False])
+    _compare(torch.tensor(a).square(), dn.tensor(a).square(), "x.square()")
+    _compare(torch.square(torch.tensor(a)), dn.square(dn.tensor(a)), "square(x)")
