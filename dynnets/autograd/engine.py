@@ -31,7 +31,8 @@ from heapq import heappush as _heappush
 import numpy as np
 
 from . import gradtypes as _gt
-from .primitives.core import PRIMITIVES, DTypeError, IndexRangeError, ShapeError, check_shapes, fmt_shape
+from .primitives.core import (PRIMITIVES, DTypeError, IndexRangeError, PromotionNeeded, ShapeError, check_shapes,
+                              fmt_shape)
 
 __all__ = [
     "Node", "bind", "bind1", "bind2", "bind_first", "backward", "no_grad", "enable_grad",
@@ -1502,7 +1503,17 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
             arrays.append(a.item() if isinstance(a, np.generic) else a)
             parents.append(None)
     try:
-        aval = _checked(prim, arrays, attrs)
+        try:
+            aval = _checked(prim, arrays, attrs)
+        except PromotionNeeded:
+            # a float tensor updated by an integer or bool operand (x.add_(idx)):
+            # torch computes in x's dtype, numpy would promote float32 to float64
+            rest = arrays[1:]
+            if dst.dtype.kind != "f" or not all(a is dst or (isinstance(a, np.ndarray) and a.dtype.kind in "biu")
+                                                for a in rest):
+                raise
+            arrays = [dst] + [a if a is dst else a.astype(dst.dtype) for a in rest]
+            aval = _checked(prim, arrays, attrs)
     except ShapeError as e:
         raise type(e)(f"{op}: {e}") from None
     if tuple(aval.shape) != dst.shape:

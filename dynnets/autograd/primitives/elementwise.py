@@ -83,8 +83,8 @@ def _sub_shape(x, y, _rule=_binary_shape("sub", np.subtract)):
     # numpy subtracts a bool array from a number (True - 1 = 0); torch and TF1
     # refuse any bool tensor operand, as here
     for n, a in (("x", x), ("y", y)):
-        d = getattr(a, "dtype", None)
-        if isinstance(d, np.dtype) and d.kind == "b":
+        d = getattr(a, "dtype", a)          # (a Python number's aval has the number as its dtype)
+        if isinstance(d, bool) or (isinstance(d, np.dtype) and d.kind == "b"):
             raise DTypeError(f"sub: {n} has dtype bool; subtraction with a bool tensor is not supported, as in "
                              f"torch (to invert a mask use ~ or logical_not; else cast it first, x.long())")
     return _rule(x, y)
