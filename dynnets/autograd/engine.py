@@ -1506,11 +1506,12 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
         try:
             aval = _checked(prim, arrays, attrs)
         except PromotionNeeded:
-            # a float tensor updated by an integer or bool operand (x.add_(idx)):
-            # torch computes in x's dtype, numpy would promote float32 to float64
+            # a float tensor updated by an integer or bool operand (x.add_(idx)), an
+            # int32 one by an int64 (+, -, *: the low bits are the same): torch computes
+            # in x's dtype, numpy would promote float32 to float64, int32 to int64
             rest = arrays[1:]
-            if dst.dtype.kind != "f" or not all(a is dst or (isinstance(a, np.ndarray) and a.dtype.kind in "biu")
-                                                for a in rest):
+            if not (dst.dtype.kind == "f" or (dst.dtype.kind in "iu" and prim.name in ("add", "sub", "mul"))) or \
+                    not all(a is dst or (isinstance(a, np.ndarray) and a.dtype.kind in "biu") for a in rest):
                 raise
             arrays = [dst] + [a if a is dst else a.astype(dst.dtype) for a in rest]
             aval = _checked(prim, arrays, attrs)

@@ -286,7 +286,9 @@ def _clip_vjp(g, ins, out, lo=None, hi=None):
         m &= x >= lo
     if hi is not None:
         m &= x <= hi
-    return g * m
+    # where, not g * m: a nan or inf upstream gradient stays out of the clamped
+    # elements (torch gives 0 there; nan * 0 is nan)
+    return np.where(m, g, np.zeros((), np.result_type(g)))
 
 
 clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,), vjp_reads=((0,),),
