@@ -2123,10 +2123,11 @@ def flip(input, dims):
         if d in seen:
             raise ValueError(f"flip: dim {d} appears multiple times in the list of dims")
         seen.add(d)
+    # a copy, as torch's flip (a reversed view would see later in-place writes to input)
     if not nd or not seen:
-        return getitem(input, ())
+        return clone(input)
     index = tuple(builtins.slice(None, None, -1) if k in seen else builtins.slice(None) for k in builtins.range(nd))
-    return getitem(input, index)
+    return clone(getitem(input, index))
 
 
 def _triangle(op, input, diagonal, lower):
