@@ -133,6 +133,7 @@ class Arg:
         self.dtype = _NP_OF_TORCH[t.dtype]
         self.kind = self.dtype.kind
         self.storage = t.untyped_storage().data_ptr()
+        self.contiguous = t.is_contiguous()
         self.expanded = any(st_ == 0 and d > 1 for st_, d in zip(t.stride(), t.shape))
         self.size = t.numel()
         self.finite = not t.dtype.is_floating_point or bool(torch.isfinite(t).all())
@@ -334,6 +335,10 @@ def _reshape(data, args):
     d = data.draw(st.sampled_from(divs))
     new = (d, -1)
     name = "reshape" if kind == "split" else "view"
+    if name == "view" and not args[0].contiguous:
+        # left out: torch's view raises where the strides do not allow one (a permuted
+        # tensor), dynnets' view returns a copy (which later in-place writes miss)
+        raise Skip("view of a non-contiguous tensor")
     return (name, new), f"x0.{name}{new}"
 
 
@@ -502,15 +507,6 @@ def _inplace(data, args):
         # (CopySlices), dynnets raises at backward that the recorded history of the
         # other tensor no longer gives its value (loud)
         raise Skip("in-place on memory another value shares")
-    if args[0].origin == "binop_tensor_tensor /":
-        # left out: y = x / w; y.mul_(2): torch's division gradient does not read y,
-        # dynnets' does and raises at backward ("modified by an inplace operation")
-        raise Skip("in-place on a quotient")
-    if args[0].origin in ("unary", "softmax", "reduce"):
-        # left out: y = x.relu(); y.add_(1): torch's relu (exp, tanh, softmax, max...)
-        # gradient reads y and raises at backward, dynnets' reads x (or saved y apart)
-        # and gives the gradient of the values before the write
-        raise Skip("in-place on a value torch saves for backward")
     if args[0].expanded:
         # left out: torch fills an expanded view in place (fill_, zero_), dynnets
         # raises "the tensor's array is read-only" (loud); the others raise in both
@@ -583,7 +579,7 @@ op("inplace", 2)(_inplace_call)(_inplace)
 # running one program
 # --------------------------------------------------------------------------
 
-def _compare(tv, dv, what):
+def _compare(tv, dv, what, rtol=None):
     if not isinstance(dv, dn.Tensor):
         raise Failure(f"{what}: dynnets returned {type(dv).__name__}, torch a Tensor")
     tdt, ddt = _dtype_of(tv, TORCH), _dtype_of(dv, DN)
@@ -594,7 +590,12 @@ def _compare(tv, dv, what):
         raise Failure(f"{what}: shape {da.shape}, torch {ta.shape}")
     if bool(tv.requires_grad) != bool(dv.requires_grad):
         raise Failure(f"{what}: requires_grad {dv.requires_grad}, torch {tv.requires_grad}")
-    _values(da, ta, what)
+    _values(da, ta, what, rtol)
+
+
+def _rtol_of(tvals):
+    """float32's tolerance once the program has a float32 value, else the dtype's."""
+    return RTOL[np.dtype(np.float32)] if any(t.dtype == torch.float32 for t in tvals) else None
 
 
 def _values(da, ta, what, rtol=None):
@@ -656,6 +657,7 @@ def run_program(data, note=note):
     leaves = list(zip(tvals, dvals, arrays))
     nsteps = data.draw(st.integers(2, 6))
     nonfinite = False
+    wrote = False
     floor_div = False
     last = None
     for step in range(nsteps):
@@ -686,12 +688,14 @@ def run_program(data, note=note):
             continue
         if not isinstance(tres, torch.Tensor):
             continue
-        _compare(tres, dres, f"{out_name} = {text}")
+        # a float64 value computed from float32 ones is float32-exact
+        _compare(tres, dres, f"{out_name} = {text}", _rtol_of(tvals + [tres]))
         if tres.dtype.is_floating_point and not torch.isfinite(tres).all():
             # left out: gradients through nan or inf (log of a negative...): torch's
             # prod, pow... give nan where dynnets gives the finite limit
             nonfinite = True
         floor_div = floor_div or "//" in text or "%" in text
+        wrote = wrote or name == "inplace"
         tvals.append(tres)
         dvals.append(dres)
         origins.append(name if name != "binop_tensor_tensor" else f"{name} {params}")
@@ -699,7 +703,7 @@ def run_program(data, note=note):
             last = len(tvals) - 1
     # in-place calls must have changed the same aliases
     for k, (tv, dv) in enumerate(zip(tvals, dvals)):
-        _compare(tv, dv, f"v{k} at the end of the program")
+        _compare(tv, dv, f"v{k} at the end of the program", _rtol_of(tvals))
     if last is None:
         return
     if nonfinite:
@@ -711,6 +715,14 @@ def run_program(data, note=note):
     note(f"v{last}.sum().backward()")
     _, terr = _call(TORCH, lambda L, xs, p: xs[0].sum().backward(), [tvals[last]], None)
     _, derr = _call(DN, lambda L, xs, p: xs[0].sum().backward(), [dvals[last]], None)
+    if (terr is None) != (derr is None) and wrote:
+        # left out: after an in-place write, which saved values count as "modified"
+        # differs: torch's relu, exp, softmax, max, pow save their output (y = x.relu();
+        # y.add_(1) raises at backward), dynnets' read x and give the gradient of the
+        # values before the write; dynnets' division saves its output (y = x / w;
+        # y.mul_(2) raises at backward in dynnets only); an int operand of x * i
+        # changed in place raises in torch only
+        return
     if terr is not None and derr is None:
         raise Failure(f"backward: torch raises {type(terr).__name__}: {terr}; dynnets does not")
     if terr is None and derr is not None:
@@ -728,9 +740,8 @@ def run_program(data, note=note):
         dg = np.zeros(a.shape, a.dtype) if dg is None else dg
         if dg.dtype != tg.dtype or dg.shape != tg.shape:
             raise Failure(f"gradient of v{k}: {dg.dtype}{dg.shape}, torch {tg.dtype}{tg.shape}")
-        # a float64 leaf's gradient that went through float32 values is float32-exact
-        f32 = any(t.dtype == torch.float32 for t in tvals)
-        _values(dg, tg, f"gradient of v{k}", rtol=RTOL[np.dtype(np.float32)] if f32 else None)
+        # (a float64 leaf's gradient that went through float32 values is float32-exact)
+        _values(dg, tg, f"gradient of v{k}", _rtol_of(tvals))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=_ENV_EXAMPLES is None, database=None,
