@@ -127,9 +127,8 @@ class Skip(Exception):
 class Arg:
     """What a drawer sees of an operand: its shape and numpy dtype."""
 
-    def __init__(self, t, pool=(), origin=""):
+    def __init__(self, t, pool=()):
         self.shape = tuple(t.shape)
-        self.origin = origin            # the call that made it ("" for a leaf)
         self.dtype = _NP_OF_TORCH[t.dtype]
         self.kind = self.dtype.kind
         self.storage = t.untyped_storage().data_ptr()
@@ -144,13 +143,9 @@ def _any_bool(args):
     return any(a.kind == "b" for a in args)
 
 
-def op(name, arity=1):
-    def deco(fn):
-        def wrap(drawer):
-            OPS[name] = (arity, drawer, fn)
-            return drawer
-        return wrap
-    return deco
+def op(name, arity, call, drawer):
+    """Add ``name`` to the table: ``arity`` operands from the program's values."""
+    OPS[name] = (arity, drawer, call)
 
 
 def _dim(data, nd, allow_bad=True):
@@ -201,7 +196,7 @@ def _binop_tt(data, args):
     return sym, f"x0 {sym} x1"
 
 
-op("binop_tensor_tensor", 2)(lambda L, xs, p: _BIN[p](xs[0], xs[1]))(_binop_tt)
+op("binop_tensor_tensor", 2, lambda L, xs, p: _BIN[p](xs[0], xs[1]), _binop_tt)
 
 
 def _binop_ts(data, args):
@@ -217,7 +212,7 @@ def _binop_ts_call(L, xs, p):
     return _BIN[sym](s, xs[0]) if left else _BIN[sym](xs[0], s)
 
 
-op("binop_tensor_scalar", 1)(_binop_ts_call)(_binop_ts)
+op("binop_tensor_scalar", 1, _binop_ts_call, _binop_ts)
 
 _UNARY = ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "sign",
           "square", "expm1", "log1p", "round")
@@ -240,7 +235,7 @@ def _unary_call(L, xs, p):
     return getattr(xs[0], name)() if method else getattr(L, name)(xs[0])
 
 
-op("unary", 1)(_unary_call)(_unary)
+op("unary", 1, _unary_call, _unary)
 
 _REDUCE = ("sum", "mean", "prod", "std", "var", "logsumexp", "norm", "all", "any", "argmax", "argmin",
            "max", "min")
@@ -274,7 +269,7 @@ def _reduce_call(L, xs, p):
     return out[0] if name in ("max", "min") else out
 
 
-op("reduce", 1)(_reduce_call)(_reduce)
+op("reduce", 1, _reduce_call, _reduce)
 
 
 def _index(data, args):
@@ -318,7 +313,7 @@ def _index_call(L, xs, p):
     return x[L.index(v)]
 
 
-op("index", 1)(_index_call)(_index)
+op("index", 1, _index_call, _index)
 
 
 def _reshape(data, args):
@@ -349,7 +344,7 @@ def _reshape_call(L, xs, p):
     return getattr(xs[0], name)(*new)
 
 
-op("reshape", 1)(_reshape_call)(_reshape)
+op("reshape", 1, _reshape_call, _reshape)
 
 
 def _layout(data, args):
@@ -379,7 +374,7 @@ def _layout(data, args):
     return (kind, ()), f"x0.{kind}()"
 
 
-op("layout", 1)(lambda L, xs, p: getattr(xs[0], p[0])(*p[1]))(_layout)
+op("layout", 1, lambda L, xs, p: getattr(xs[0], p[0])(*p[1]), _layout)
 
 
 def _join_skip(name, args):
@@ -397,7 +392,7 @@ def _join(data, args):
     return (name, d), f"lib.{name}([x0, x1], dim={d})"
 
 
-op("join", 2)(lambda L, xs, p: getattr(L, p[0])([xs[0], xs[1]], dim=p[1]))(_join)
+op("join", 2, lambda L, xs, p: getattr(L, p[0])([xs[0], xs[1]], dim=p[1]), _join)
 
 
 def _join_self(data, args):
@@ -408,7 +403,7 @@ def _join_self(data, args):
     return (name, d), f"lib.{name}([x0, x0 * 2], dim={d})"
 
 
-op("join_self", 1)(lambda L, xs, p: getattr(L, p[0])([xs[0], xs[0] * 2], dim=p[1]))(_join_self)
+op("join_self", 1, lambda L, xs, p: getattr(L, p[0])([xs[0], xs[0] * 2], dim=p[1]), _join_self)
 
 
 def _matmul(data, args):
@@ -427,7 +422,7 @@ def _matmul_call(L, xs, p):
     return L.matmul(xs[0], xs[1])
 
 
-op("matmul", 2)(_matmul_call)(_matmul)
+op("matmul", 2, _matmul_call, _matmul)
 
 
 def _softmax(data, args):
@@ -444,7 +439,7 @@ def _softmax_call(L, xs, p):
     return getattr(xs[0], name)(dim=d) if method else getattr(L, name)(xs[0], dim=d)
 
 
-op("softmax", 1)(_softmax_call)(_softmax)
+op("softmax", 1, _softmax_call, _softmax)
 
 
 def _where(data, args):
@@ -472,7 +467,7 @@ def _where_call(L, xs, p):
     return L.where(a > 0, a, b)
 
 
-op("where", 2)(_where_call)(_where)
+op("where", 2, _where_call, _where)
 
 
 def _clamp(data, args):
@@ -495,7 +490,7 @@ def _clamp_call(L, xs, p):
     return xs[0].clamp(min=lo, max=hi) if method else L.clamp(xs[0], min=lo, max=hi)
 
 
-op("clamp", 1)(_clamp_call)(_clamp)
+op("clamp", 1, _clamp_call, _clamp)
 
 _INPLACE = ("add_", "sub_", "mul_", "div_")
 
@@ -572,7 +567,7 @@ def _inplace_call(L, xs, p):
     return getattr(x, kind)()
 
 
-op("inplace", 2)(_inplace_call)(_inplace)
+op("inplace", 2, _inplace_call, _inplace)
 
 
 # --------------------------------------------------------------------------
@@ -646,13 +641,11 @@ def run_program(data, note=note):
     seed = data.draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
     arrays = [_leaf_values(rng, s, d) for s, d in zip(shapes, dtypes)]
-    tvals, dvals, names, origins = [], [], [], []
+    tvals, dvals = [], []
     for k, a in enumerate(arrays):
         rg = a.dtype.kind == "f"
         tvals.append(TORCH.leaf(a, rg))
         dvals.append(DN.leaf(a, rg))
-        names.append(f"v{k}")
-        origins.append("")
         note(f"v{k} = tensor({a.tolist()!r}, dtype={a.dtype}, requires_grad={rg})")
     leaves = list(zip(tvals, dvals, arrays))
     nsteps = data.draw(st.integers(2, 6))
@@ -664,7 +657,7 @@ def run_program(data, note=note):
         name = data.draw(st.sampled_from(sorted(OPS)))
         arity, drawer, fn = OPS[name]
         idx = [data.draw(st.integers(0, len(tvals) - 1)) for _ in range(arity)]
-        args = [Arg(tvals[i], tvals, origins[i]) for i in idx]
+        args = [Arg(tvals[i], tvals) for i in idx]
         if arity == 2 and idx[0] == idx[1]:
             args[1] = args[0]
         try:
@@ -698,7 +691,6 @@ def run_program(data, note=note):
         wrote = wrote or name == "inplace"
         tvals.append(tres)
         dvals.append(dres)
-        origins.append(name if name != "binop_tensor_tensor" else f"{name} {params}")
         if tres.dtype.is_floating_point and tres.requires_grad:
             last = len(tvals) - 1
     # in-place calls must have changed the same aliases
