@@ -31,7 +31,8 @@ from heapq import heappush as _heappush
 import numpy as np
 
 from . import gradtypes as _gt
-from .primitives.core import PRIMITIVES, DTypeError, IndexRangeError, ShapeError, check_shapes, fmt_shape
+from .primitives.core import (PRIMITIVES, DTypeError, IndexRangeError, PromotionNeeded, ShapeError, check_shapes,
+                              fmt_shape)
 
 __all__ = [
     "Node", "bind", "bind1", "bind2", "bind_first", "backward", "no_grad", "enable_grad",
@@ -848,6 +849,10 @@ def bind2(prim, x, y):
         xt = None
         x = None
     else:
+        if isinstance(x, np.generic) and type(y) in (_TENSOR, _PARAM):
+            # torch takes a numpy scalar beside a tensor for the Python number it holds
+            # (weak: the tensor's dtype wins), numpy for a typed 0-d array
+            return bind2(prim, x.item(), y)
         return bind(prim, a, y)
     tp = type(y)
     if tp is _TENSOR or tp is _PARAM:
@@ -867,6 +872,8 @@ def bind2(prim, x, y):
         yt = None
         y = None
     else:
+        if isinstance(y, np.generic) and type(a) in (_TENSOR, _PARAM):
+            return bind2(prim, a, y.item())      # (a numpy scalar: see above)
         return bind(prim, a, y)
     key = (xs, xt, ys, yt)
     if key not in prim.checked:
@@ -1492,10 +1499,22 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
         elif getattr(a, "_is_symbolic", False):
             raise TypeError(f"{op}: cannot write a static-graph value into an eager tensor (got {a!r})")
         else:
-            arrays.append(a)
+            # a numpy scalar counts as its Python number (weak), as in torch
+            arrays.append(a.item() if isinstance(a, np.generic) else a)
             parents.append(None)
     try:
-        aval = _checked(prim, arrays, attrs)
+        try:
+            aval = _checked(prim, arrays, attrs)
+        except PromotionNeeded:
+            # a float tensor updated by an integer or bool operand (x.add_(idx)), an
+            # int32 one by an int64 (+, -, *: the low bits are the same): torch computes
+            # in x's dtype, numpy would promote float32 to float64, int32 to int64
+            rest = arrays[1:]
+            if not (dst.dtype.kind == "f" or (dst.dtype.kind in "iu" and prim.name in ("add", "sub", "mul"))) or \
+                    not all(a is dst or (isinstance(a, np.ndarray) and a.dtype.kind in "biu") for a in rest):
+                raise
+            arrays = [dst] + [a if a is dst else a.astype(dst.dtype) for a in rest]
+            aval = _checked(prim, arrays, attrs)
     except ShapeError as e:
         raise type(e)(f"{op}: {e}") from None
     if tuple(aval.shape) != dst.shape:

@@ -97,6 +97,9 @@ def promoted(prim, *args, **attrs):
         c, *ops_ = args
     else:
         c, ops_ = None, args
+    if builtins.any(getattr(type(a), "_is_tensor", False) for a in ops_):
+        # beside an eager tensor torch takes a numpy scalar for its Python number (weak)
+        ops_ = [_number(a) for a in ops_]
     avals = [P.aval_of(a) for a in ops_]
     if name == "clip":
         avals += [P.Aval((), v) for v in (attrs.get("lo"), attrs.get("hi")) if v is not None]
@@ -274,6 +277,7 @@ def where(condition, input=None, other=None):
         raise TypeError("where: takes (condition) or (condition, input, other), got only one of input and other")
     condition = _array_of(condition)
     c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
+    input, other = _number(input), _number(other)    # a numpy scalar is weak in torch, as a Python number
     try:
         return bind(P.where_p, c, input, other)
     except P.PromotionNeeded:
@@ -281,6 +285,9 @@ def where(condition, input=None, other=None):
 
 
 def square(input):
+    if getattr(input, "dtype", None) == np.bool_:
+        # torch squares as pow(x, 2), which takes a bool tensor to int64 (True * True stays bool)
+        input = astype(input, np.int64)
     return bind2(P.mul_p, input, input)
 
 
@@ -1279,7 +1286,7 @@ def masked_fill(input, mask, value):
 def _bound(op, name, v):
     if v is None:
         return None
-    if hasattr(v, "shape"):
+    if hasattr(v, "shape") and not isinstance(v, np.generic):     # (a numpy scalar is a number, as in torch)
         raise TypeError(f"{op}: {name} must be a number or None, got a tensor (elementwise bounds: "
                         f"dynnets.maximum / dynnets.minimum)")
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
@@ -2116,10 +2123,11 @@ def flip(input, dims):
         if d in seen:
             raise ValueError(f"flip: dim {d} appears multiple times in the list of dims")
         seen.add(d)
+    # a copy, as torch's flip (a reversed view would see later in-place writes to input)
     if not nd or not seen:
-        return getitem(input, ())
+        return clone(input)
     index = tuple(builtins.slice(None, None, -1) if k in seen else builtins.slice(None) for k in builtins.range(nd))
-    return getitem(input, index)
+    return clone(getitem(input, index))
 
 
 def _triangle(op, input, diagonal, lower):

@@ -953,6 +953,11 @@ class Tensor(TensorOps):
     def copy_(self, other):
         """The values of ``other`` (broadcast to this tensor's shape, cast to its
         dtype); torch's binding names the argument ``other`` (its documentation ``src``)."""
+        src = tuple(np.shape(other)) if not hasattr(other, "shape") else tuple(other.shape)
+        dst = self._data.shape
+        if src != dst and (len(src) > len(dst) or any(s not in (1, d) for s, d in zip(src[::-1], dst[::-1]))):
+            # numpy would also drop leading size-1 dimensions of other; torch does not
+            raise RuntimeError(f"copy_: other of shape {src} does not broadcast to this tensor's shape {dst}")
         return write_inplace("copy_", self, P.setitem_p, (other,), _ALL, _write_set, casting="unsafe")
 
     def normal_(self, mean=0.0, std=1.0, *, generator=None):

@@ -79,8 +79,19 @@ add_p = defprim(
     scalar="({0} + {1})", vjp_reads=((), ()),
     batch=BATCH_ELEMENTWISE)
 
+def _sub_shape(x, y, _rule=_binary_shape("sub", np.subtract)):
+    # numpy subtracts a bool array from a number (True - 1 = 0); torch and TF1
+    # refuse any bool tensor operand, as here
+    for n, a in (("x", x), ("y", y)):
+        d = getattr(a, "dtype", a)          # (a Python number's aval has the number as its dtype)
+        if isinstance(d, bool) or (isinstance(d, np.dtype) and d.kind == "b"):
+            raise DTypeError(f"sub: {n} has dtype bool; subtraction with a bool tensor is not supported, as in "
+                             f"torch (to invert a mask use ~ or logical_not; else cast it first, x.long())")
+    return _rule(x, y)
+
+
 sub_p = defprim(
-    "sub", np.subtract, _binary_shape("sub", np.subtract),
+    "sub", np.subtract, _sub_shape,
     vjp=(lambda g, ins, out: _like(g, ins[0]),
          lambda g, ins, out: _like(-g, ins[1])),
     scalar="({0} - {1})", vjp_reads=((), ()),
@@ -275,7 +286,9 @@ def _clip_vjp(g, ins, out, lo=None, hi=None):
         m &= x >= lo
     if hi is not None:
         m &= x <= hi
-    return g * m
+    # where, not g * m: a nan or inf upstream gradient stays out of the clamped
+    # elements (torch gives 0 there; nan * 0 is nan)
+    return np.where(m, g, np.zeros((), np.result_type(g)))
 
 
 clip_p = defprim("clip", _clip, _clip_shape, vjp=(_clip_vjp,), vjp_reads=((0,),),
