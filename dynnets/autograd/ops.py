@@ -458,9 +458,8 @@ def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None, axis=
     return where(zero, 0.0, sqrt(where(zero, 1.0, v)))
 
 
-class MaxMin(tuple):
-    """``(values, indices)`` of ``max(x, dim)`` / ``min(x, dim)``, a named
-    tuple as PyTorch's ``torch.return_types.max``."""
+class _ValuesIndices(tuple):
+    """``(values, indices)``, a named tuple as PyTorch's ``torch.return_types``."""
 
     __slots__ = ()
 
@@ -476,7 +475,13 @@ class MaxMin(tuple):
         return self[1]
 
     def __repr__(self):
-        return f"MaxMin(values={self[0]!r}, indices={self[1]!r})"
+        return f"{type(self).__name__}(values={self[0]!r}, indices={self[1]!r})"
+
+
+class MaxMin(_ValuesIndices):
+    """``(values, indices)`` of ``max(x, dim)`` / ``min(x, dim)`` (``torch.return_types.max``)."""
+
+    __slots__ = ()
 
 
 def _max_along(op, x, d, keep, largest):
@@ -1698,25 +1703,10 @@ def narrow(input, dim, start, length):
     return getitem(input, (builtins.slice(None),) * d + (builtins.slice(start, start + length),))
 
 
-class SortResult(tuple):
-    """``(values, indices)`` of :func:`sort` and :func:`topk`, a named tuple
-    as torch's ``torch.return_types.sort`` / ``topk``."""
+class SortResult(_ValuesIndices):
+    """``(values, indices)`` of :func:`sort` and :func:`topk` (``torch.return_types.sort`` / ``topk``)."""
 
     __slots__ = ()
-
-    def __new__(cls, values, indices):
-        return tuple.__new__(cls, (values, indices))
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
-
-    def __repr__(self):
-        return f"SortResult(values={self[0]!r}, indices={self[1]!r})"
 
 
 def _flag(op, name, v):

@@ -233,6 +233,24 @@ class BasicRNNCell(RNNCell):
         return h, h
 
 
+def _lstm_options(cell, use_peepholes, cell_clip, initializer, num_proj, proj_clip, forget_bias, state_is_tuple,
+                  activation):
+    """Check and set an LSTM cell's TF1 options (LSTMCell and TorchLSTMCell
+    take the same); ``fused``: none of them needs the unfused step."""
+    who = type(cell).__name__
+    if state_is_tuple is not True:
+        raise ValueError(f"{who}: only state_is_tuple=True is supported (the state is an LSTMStateTuple(c, h))")
+    cell.use_peepholes = bool(use_peepholes)
+    cell.cell_clip = None if cell_clip is None else float(cell_clip)
+    cell.num_proj = None if num_proj is None else _positive(who, "num_proj", num_proj)
+    cell.proj_clip = None if proj_clip is None else float(proj_clip)
+    cell.forget_bias = float(forget_bias)
+    cell.activation = activation
+    cell.initializer = initializer
+    cell.fused = not (cell.use_peepholes or cell.cell_clip is not None or cell.num_proj is not None
+                      or not _is_tanh(activation))
+
+
 class LSTMCell(RNNCell):
     """Long short-term memory cell, TF1's ``tf.nn.rnn_cell.LSTMCell``
     (Hochreiter and Schmidhuber 1997; peepholes and projection: Sak et al.
@@ -278,18 +296,8 @@ class LSTMCell(RNNCell):
                  proj_clip=None, num_unit_shards=None, num_proj_shards=None, forget_bias=1.0, state_is_tuple=True,
                  activation=None, reuse=None, name=None, dtype=None, rng=None):
         super().__init__(num_units, name, dtype, rng, reuse)
-        if state_is_tuple is not True:
-            raise ValueError(f"{type(self).__name__}: only state_is_tuple=True is supported (the state is an "
-                             f"LSTMStateTuple(c, h))")
-        self.use_peepholes = bool(use_peepholes)
-        self.cell_clip = None if cell_clip is None else float(cell_clip)
-        self.num_proj = None if num_proj is None else _positive(type(self).__name__, "num_proj", num_proj)
-        self.proj_clip = None if proj_clip is None else float(proj_clip)
-        self.forget_bias = float(forget_bias)
-        self.activation = activation
-        self.initializer = initializer
-        self.fused = not (self.use_peepholes or self.cell_clip is not None or self.num_proj is not None
-                          or not _is_tanh(activation))
+        _lstm_options(self, use_peepholes, cell_clip, initializer, num_proj, proj_clip, forget_bias, state_is_tuple,
+                      activation)
 
     @property
     def state_size(self):
@@ -724,18 +732,8 @@ class TorchLSTMCell(_TorchCell):
                  proj_clip=None, num_unit_shards=None, num_proj_shards=None, forget_bias=1.0, state_is_tuple=True,
                  activation=None, reuse=None, name=None, dtype=None, rng=None):
         super().__init__(num_units, name or "lstm_cell", dtype, rng)
-        if state_is_tuple is not True:
-            raise ValueError(f"{type(self).__name__}: only state_is_tuple=True is supported (the state is an "
-                             f"LSTMStateTuple(c, h))")
-        self.use_peepholes = bool(use_peepholes)
-        self.cell_clip = None if cell_clip is None else float(cell_clip)
-        self.num_proj = None if num_proj is None else _positive(type(self).__name__, "num_proj", num_proj)
-        self.proj_clip = None if proj_clip is None else float(proj_clip)
-        self.forget_bias = float(forget_bias)
-        self.activation = activation
-        self.initializer = initializer
-        self.fused = not (self.use_peepholes or self.cell_clip is not None or self.num_proj is not None
-                          or not _is_tanh(activation))
+        _lstm_options(self, use_peepholes, cell_clip, initializer, num_proj, proj_clip, forget_bias, state_is_tuple,
+                      activation)
 
     @property
     def state_size(self):
