@@ -284,8 +284,11 @@ def where(condition, input=None, other=None):
         return promoted(P.where_p, c, input, other)
 
 
+_BOOL_DTYPE = np.dtype(np.bool_)         # numpy's one bool dtype object
+
+
 def square(input):
-    if getattr(input, "dtype", None) == np.bool_:
+    if getattr(input, "dtype", None) is _BOOL_DTYPE:      # (an identity test: dtype == costs ~0.15 us per call)
         # torch squares as pow(x, 2), which takes a bool tensor to int64 (True * True stays bool)
         input = astype(input, np.int64)
     return bind2(P.mul_p, input, input)
