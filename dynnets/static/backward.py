@@ -34,7 +34,14 @@ def _ones_like(y):
     return np.ones(np.shape(y), dtype=np.result_type(y))
 
 
-ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), dtype_of(y)))
+def _ones_like_native(gen, ins, attrs):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    gen.ew(o, gen.shape[o], [(gen.lit(1, dt), ())], gen.same, dt)
+
+
+ones_like_p = StaticPrimitive("ones_like", _ones_like, lambda y: Aval(tuple(y.shape), dtype_of(y)),
+                              native=_ones_like_native)
 
 
 def _add_n(*xs, out=None):
@@ -77,10 +84,20 @@ def _add_n_shape(*xs):
     return Aval(tuple(s), result_type(*[x.dtype for x in xs]))
 
 
-add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True)
+def _add_n_native(gen, ins, attrs):
+    """The native tier's dense gradient sum: one loop over every term."""
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    for i in ins.args:
+        if gen.shape.get(i) != gen.shape[o] and i not in gen.weak:
+            raise gen.Unsupported("a gradient sum of terms of different shapes")
+    gen.ew(o, gen.shape[o], [gen.op(s, dt, inline=True) for s in ins.args], lambda *e: "(" + " + ".join(e) + ")", dt)
+
+
+add_n_p = StaticPrimitive("add_n", _add_n, _add_n_shape, out_arg=True, native=_add_n_native)
 # each further gradient contribution is added as soon as it is computed, while it is still in
 # cache, into the sum add_n started (a single add_n at the end reads every term cold)
-accumulate_p = StaticPrimitive("accumulate", _accumulate, lambda acc, x: _add_n_shape(acc, x))
+accumulate_p = StaticPrimitive("accumulate", _accumulate, lambda acc, x: _add_n_shape(acc, x), native=_add_n_native)
 
 class VjpPrimitive(StaticPrimitive):
     """A primitive whose forward *is* a table primitive's VJP (see

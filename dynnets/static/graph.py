@@ -101,10 +101,10 @@ class StaticPrimitive(Primitive):
     __slots__ = ("effect", "source", "out_arg", "kernel_source", "retains_inputs", "options_arg")
 
     def __init__(self, name, impl, shape, effect=False, source=None, multiple_results=False, out_arg=False,
-                 joint_vjp=None, retains_inputs=False, options_arg=False):
+                 joint_vjp=None, retains_inputs=False, options_arg=False, native=None):
         # control flow is the one kind of static primitive with a gradient (its ``joint_vjp``)
         super().__init__(name, impl, shape, multiple_results=multiple_results, joint_vjp=joint_vjp,
-                         differentiable=joint_vjp is not None)
+                         differentiable=joint_vjp is not None, native=native)
         self.effect = effect
         self.source = source
         self.out_arg = out_arg
@@ -1514,7 +1514,12 @@ def _group_impl(S, *args):
     return None
 
 
-group_p = StaticPrimitive("group", _group_impl, lambda *a: Aval((), None), effect=True)
+def _group_native(gen, ins, attrs):
+    # the native tier runs the effects in plan order already: nothing to compute
+    return None
+
+
+group_p = StaticPrimitive("group", _group_impl, lambda *a: Aval((), None), effect=True, native=_group_native)
 
 
 def group(*inputs, name="group"):
@@ -1578,7 +1583,24 @@ def _assign_shape(value, var, mode):
     return want
 
 
-assign_p = StaticPrimitive("assign", _assign_impl, _assign_shape, effect=True)
+_ASSIGN_NATIVE = {"assign": lambda p, e: e, "assign_add": lambda p, e: f"({p} + {e})",
+                  "assign_sub": lambda p, e: f"({p} - {e})"}
+
+
+def _assign_native(gen, ins, attrs):
+    """The native tier's ``_assign_impl``: the variable's storage updated in place."""
+    var, mode = attrs["var"], attrs["mode"]
+    name, dt, shape = gen.storage(var)
+    gen.update(var, [gen.op(ins.args[0], dt)], _ASSIGN_NATIVE.get(mode, _ASSIGN_NATIVE["assign_sub"]))
+    o = ins.outs[0]
+    if o in gen.shape and gen.dtype.get(o) is not None:
+        if shape == ():
+            gen.scalar(o, f"{name}[()]", dt)
+        else:
+            gen.bind(o, name)
+
+
+assign_p = StaticPrimitive("assign", _assign_impl, _assign_shape, effect=True, native=_assign_native)
 
 
 def _shape_fits(got, want, exact=True):

@@ -25,13 +25,16 @@ grows with the number of loops, ~20 ms per instruction once fused.
 Which plans qualify (:func:`translate` decides it by explicit checks and
 raises :class:`Unsupported` otherwise, and the plan stays on tier 2,
 transparently; any other error is a bug here and propagates): every
-instruction has a translation here (elementwise arithmetic and the
-transcendental functions, sum and mean, reshape / transpose / broadcast_to,
-2-D matmul and linear, astype and copy, each one's VJP, the gradient sums,
-``assign*``, ``group``, and the updates of GradientDescentOptimizer,
-AdagradOptimizer and AdamOptimizer on dense gradients, their learning rate
-constant or fed; integer scalar arithmetic and scalar comparisons, a loop's
-counter and condition); shapes are concrete (they are, after
+instruction's primitive has a translation in the table, ``defprim(native=,
+native_vjp=)`` (:mod:`dynnets.autograd.primitives`: an elementwise scalar form
+and scalar VJP formulas as strings, or a function building loops from
+:class:`Gen`'s blocks; today elementwise arithmetic and the transcendental
+functions, sum and mean, reshape / transpose / broadcast_to, 2-D matmul and
+linear, astype and copy, each one's VJP, integer scalar arithmetic and scalar
+comparisons, a loop's counter and condition), and so has every static
+primitive a plan runs (the gradient sums, ``assign*``, ``group``, and the
+optimizers' updates on dense gradients, their learning rate constant or fed:
+:mod:`.train`); shapes are concrete (they are, after
 ``infer_shapes`` with the fed shapes; a loop body whose state may change
 shape does not qualify); floating-point values are float32 or float64, and
 an operation's array inputs share its dtype (Python scalars are kept weak,
@@ -80,10 +83,8 @@ import time
 
 import numpy as np
 
-from ..autograd import primitives as P
+from ..autograd.primitives import NativeUnsupported
 from ..numba_cache import generated_kernel
-from .backward import accumulate_p, add_n_p, ones_like_p
-from .graph import assign_p, group_p
 
 __all__ = ["Unsupported", "translate", "compile_plan", "MAX_SIZE", "MAX_INSTRS", "KERNEL_STATS"]
 
@@ -102,8 +103,9 @@ _DT_NAME = {_F32: "np.float32", _F64: "np.float64", np.dtype(bool): "np.bool_", 
             np.dtype(np.int32): "np.int32"}
 
 
-class Unsupported(Exception):
-    """The plan has something this tier cannot translate (the message says what)."""
+# the plan has something this tier cannot translate (the message says what); the table's
+# translations raise it too, so it lives beside defprim
+Unsupported = NativeUnsupported
 
 
 # --------------------------------------------------------------------------
@@ -164,7 +166,246 @@ class _Lazy:
                           for e, shp in self.operands])
 
 
-class _Gen:
+# --------------------------------------------------------------------------
+# the generator's building blocks, which the table's native= and native_vjp=
+# translations call (dynnets.autograd.primitives: the one table)
+# --------------------------------------------------------------------------
+
+def _axes(axis, nd):
+    if axis is None:
+        return tuple(range(nd))
+    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted(int(a) % nd for a in ax))
+
+
+def _kept(shape, axis):
+    """The keepdims shape of a reduction (same flat layout as without keepdims)."""
+    ax = _axes(axis, len(shape))
+    return tuple(1 if i in ax else d for i, d in enumerate(shape))
+
+
+def _count(shp, axis):
+    return math.prod(shp[a] for a in _axes(axis, len(shp)))
+
+
+def _consts(dt):
+    """The names a scalar-form template may use besides its operands."""
+    return {"D": _DT_NAME[dt], "zero": _lit(0, dt), "one": _lit(1, dt), "two": _lit(2, dt), "half": _lit(0.5, dt)}
+
+
+class _Blocks:
+    """The loops a primitive's ``native=`` translation builds from (mixed
+    into :class:`Gen`): each method mirrors one numpy computation of the
+    table's implementations, in numpy's order and dtype."""
+
+    Unsupported = NativeUnsupported
+    # the identity element format: ew() makes an identity of a whole operand an alias, not a loop
+    same = staticmethod(_same)
+    FLOATS = _FLOATS
+
+    @staticmethod
+    def lit(value, dt):
+        """A literal of ``value`` in dtype ``dt``."""
+        return _lit(value, dt)
+
+    @staticmethod
+    def dtname(dt):
+        """The Numba source name of dtype ``dt`` (``np.float32``)."""
+        return _DT_NAME[dt]
+
+    def elementwise(self, ins, template):
+        """Forward of an elementwise primitive from its scalar form (see
+        ``defprim(native=)``): over float arrays a loop (inlined into its
+        consumer where read once), over 0-d integers and comparisons of
+        scalars (a loop's counter and condition) a scalar."""
+        o = ins.outs[0]
+        odt = self.dtype.get(o)
+        if self.shape.get(o) == () and odt not in _FLOATS and all(self.shape.get(s) == () for s in ins.args):
+            dts = {self.dtype.get(s) for s in ins.args if s not in self.weak}
+            if len(dts) != 1 or not dts <= set(_DT_NAME) or odt not in _DT_NAME:
+                raise Unsupported(f"{ins.eqn.prim.name} of {sorted(map(str, dts))}")
+            dt = dts.pop()
+            if odt != dt and odt.kind != "b":
+                raise Unsupported(f"{ins.eqn.prim.name}: a result of dtype {odt} from {dt}")
+            c = _consts(dt)
+            self.scalar(o, template.format(*[self.op(s, dt)[0] for s in ins.args], **c), odt)
+            return
+        dt = self.out_dtype(o)
+        c = _consts(dt)
+        fmt = _same if template == "{0}" else (lambda *e: template.format(*e, **c))
+        self.ew(o, self.shape[o], [self.op(s, dt, inline=True) for s in ins.args], fmt, dt)
+
+    def elementwise_vjp(self, ins, template):
+        """An elementwise VJP from its formula (see ``defprim(native_vjp=)``),
+        summed to its input's shape (``unbroadcast``)."""
+        g, xs, y = ins.args[0], ins.args[1:-1], ins.args[-1]
+        o = ins.outs[0]
+        dt = self.out_dtype(o)
+        if template == "{g}":
+            self.ew(o, self.shape[g], [self.op(g, dt, inline=True)], _same, dt, acc=self.shape[o])
+            return
+        c = _consts(dt)
+        names = ["g", *[f"x{k}" for k in range(len(xs))], "out"]
+        slots = [g, *xs, y]
+        marks = [f"\x00{j}\x00" for j in range(len(slots))]
+        probe = template.format(**dict(zip(names, marks)), **c)
+        # read only the operands the formula uses (a VJP gets every forward input)
+        ops = [self.op(sl, dt, inline=True) if m in probe else ("None", ()) for sl, m in zip(slots, marks)]
+        self.ew(o, self.shape[g], ops, lambda *e: template.format(**dict(zip(names, e)), **c), dt,
+                acc=self.shape[o])
+
+    def reduce(self, ins, attrs, mean):
+        """``sum``/``mean`` over ``attrs["axis"]``: a loop accumulating into
+        the kept shape (the flat layout of the result)."""
+        o = ins.outs[0]
+        dt = self.out_dtype(o)
+        a = ins.args[0]
+        attrs = attrs or {}
+        x = self.op(a, dt, inline=True)
+        shp = self.shape[a]
+        acc = () if self.shape[o] == () else _kept(shp, attrs.get("axis"))
+        post = None
+        if mean:
+            cnt = _lit(_count(shp, attrs.get("axis")), dt)
+            post = lambda e: f"{e} / {cnt}"      # noqa: E731
+        if shp == ():
+            self.ew(o, (), [x], _same, dt, post=post)
+        else:
+            self.ew(o, shp, [x], _same, dt, acc=acc, post=post)
+
+    def _expand(self, o, g, in_shape, axis, dt, post=None):
+        """``_expand_to``: ``g`` repeated along the reduced axes, a fresh array."""
+        ge, gshape = self.op(g, dt)
+        if in_shape == ():
+            self.scalar(o, post(ge) if post else ge, dt)
+            return
+        if gshape != ():
+            gshape = _kept(in_shape, axis)         # the same flat layout, reduced axes kept as 1s
+        self.ew(o, in_shape, [(ge, gshape)], post if post else _same, dt)
+
+    def reduce_vjp(self, ins, attrs, mean):
+        """The VJP of :meth:`reduce`: ``g`` (over the count for a mean)
+        repeated along the reduced axes."""
+        g, x = ins.args[0], ins.args[1]
+        o = ins.outs[0]
+        dt = self.out_dtype(o)
+        axis = (attrs or {}).get("axis")
+        if not mean:
+            self._expand(o, g, self.shape[x], axis, dt)
+            return
+        cnt = _lit(_count(self.shape[x], axis), dt)
+        ge, gshape = self.op(g, dt)
+        if gshape == ():
+            # (g / count) once, then repeated, as _expand_to(g / count, ...)
+            q = self.tmp()
+            self.emit(f"{q} = {_DT_NAME[dt]}({ge} / {cnt})")
+            self.expr[("q", o)] = q
+            self.dtype[("q", o)] = dt
+            self.shape[("q", o)] = ()
+            self._expand(o, ("q", o), self.shape[x], axis, dt)
+        else:
+            self._expand(o, g, self.shape[x], axis, dt, post=lambda e: f"({e} / {cnt})")
+
+    def reshape_to(self, o, s):
+        """``o`` = ``s`` reshaped: the same flat array (or scalar)."""
+        dt = self.out_dtype(o)
+        x, shp = self.op(s, dt)
+        if self.shape[o] == () and shp != ():
+            self.scalar(o, f"{x}[0]", dt)
+        elif shp == () and self.shape[o] != ():
+            self.ew(o, self.shape[o], [(x, ())], _same, dt)
+        else:
+            self.bind(o, x)
+
+    def transpose_to(self, o, s, axes):
+        """``o`` = ``s`` with its axes permuted (reversed for ``None``): a fresh array."""
+        dt = self.out_dtype(o)
+        x, shp = self.op(s, dt)
+        nd = len(shp)
+        if nd < 2:
+            self.bind(o, x)
+            return
+        axes = tuple(reversed(range(nd))) if axes is None else tuple(int(a) % nd for a in axes)
+        out_shape = tuple(shp[a] for a in axes)
+        xst = _strides(shp)
+        t = self.tmp()
+        ivars = [f"i{d}{t}" for d in range(nd)]
+        self.emit(f"{t} = np.empty({math.prod(shp)}, {_DT_NAME[dt]})")
+        self.fresh.add(t)
+        ind = ""
+        for d, size in enumerate(out_shape):
+            self.emit(f"{ind}for {ivars[d]} in range({size}):")
+            ind += "    "
+        src = " + ".join(f"{ivars[d]} * {xst[axes[d]]}" for d in range(nd))
+        self.emit(f"{ind}{t}[{_bidx(out_shape, out_shape, ivars)}] = {x}[{src}]")
+        self.bind(o, t)
+
+    def astype_to(self, o, s):
+        """``o`` = ``s`` cast to ``o``'s float dtype."""
+        dt = self.out_dtype(o)
+        src = self.dtype.get(s)
+        if src not in _FLOATS:
+            raise Unsupported(f"astype from {src} to {dt}")
+        x = self.op(s, src, inline=True)
+        D = _DT_NAME[dt]
+        self.ew(o, self.shape[o], [x], lambda e: f"{D}({e})", dt)
+
+    def dot(self, m, k, n, a, a_t, b, b_t, dt, bias=None):
+        """A fresh flat (m, n) array: ``A @ B`` with A (m, k) the flat array
+        ``a`` (stored transposed, (k, m), if ``a_t``) and B (k, n) the flat ``b``
+        (stored (n, k) if ``b_t``); ``bias`` (a flat (n,) array, or a scalar) added
+        after the product, as ``x @ w.T + b``."""
+        t = self.tmp()
+        D = _DT_NAME[dt]
+        ai = (lambda i, kk: f"{a}[{kk} * {m} + {i}]") if a_t else (lambda i, kk: f"{a}[{i} * {k} + {kk}]")
+        bi = (lambda kk, j: f"{b}[{j} * {k} + {kk}]") if b_t else (lambda kk, j: f"{b}[{kk} * {n} + {j}]")
+        i, j, kk, s = f"i{t}", f"j{t}", f"k{t}", f"s{t}"
+        self.emit(f"{t} = np.empty({m * n}, {D})")
+        self.fresh.add(t)
+        self.emit(f"for {i} in range({m}):")
+        self.emit(f"    for {j} in range({n}):")
+        self.emit(f"        {s} = {_lit(0, dt)}")
+        self.emit(f"        for {kk} in range({k}):")
+        self.emit(f"            {s} += {ai(i, kk)} * {bi(kk, j)}")
+        if bias is None:
+            self.emit(f"        {t}[{i} * {n} + {j}] = {s}")
+        else:
+            be, bshape = bias
+            self.emit(f"        {t}[{i} * {n} + {j}] = {s} + {be}{'' if bshape == () else f'[{j}]'}")
+        return t
+
+    def matrix_shapes(self, x, w):
+        """The shapes of two 2-D operands (anything else is not translated)."""
+        xs, ws = self.shape[x], self.shape[w]
+        if len(xs) != 2 or len(ws) != 2:
+            raise Unsupported("matmul/linear of operands that are not 2-D")
+        return xs, ws
+
+    def storage(self, var):
+        """The kernel argument holding ``var``'s storage (its flat view for an
+        array), its dtype and shape."""
+        name = f"s{var.index}"
+        dt = np.dtype(var.initial_value.dtype)
+        shape = tuple(var.initial_value.shape)
+        if name not in self.var_args:
+            if dt not in _DT_NAME:
+                raise Unsupported(f"a variable of dtype {dt}")
+            self._check_size(shape)
+            self.args.append((name, ("var", var.index), (dt, len(shape), True)))
+            self.var_args[name] = self.flat(name, shape) if shape != () else name
+        return self.var_args[name], dt, shape
+
+    def update(self, var, operands, fmt):
+        """``var[...] = fmt(var's element, *elements)`` in place (``operands``
+        broadcast against the variable's shape)."""
+        name, dt, shape = self.storage(var)
+        if shape == ():
+            self.emit(f"{name}[()] = {fmt(f'{name}[()]', *[e for e, _ in operands])}")
+            return
+        self.ew(None, shape, [(name, shape)] + list(operands), fmt, dt, into=name)
+
+
+class Gen(_Blocks):
     """The kernel's source, built instruction by instruction. Arrays are
     flat (1-D, C order) locals whose shape is static metadata, so a reshape
     costs nothing and every loop indexes with constants; 0-d values are
@@ -412,677 +653,29 @@ class _Gen:
         return name
 
 
-# --------------------------------------------------------------------------
-# translations: forward primitives (plan "call" instructions)
-# --------------------------------------------------------------------------
-
-_CALL = {}
-_VJP = {}          # the table's VJP function -> translation
-_EFFECT = {}
-
-
-def _call(*prims):
-    def reg(f):
-        for p in prims:
-            _CALL[p] = f
-        return f
-    return reg
-
-
-def _fmax(a, b):
-    # np.maximum: a NaN in either input wins (a != a is a NaN test), and of two equal values the
-    # second (np.maximum(-0.0, 0.0) is 0.0)
-    return f"({a} if {a} > {b} or {a} != {a} else {b})"
-
-
-def _fmin(a, b):
-    return f"({a} if {a} < {b} or {a} != {a} else {b})"
-
-
-_BINARY = {P.add_p: lambda a, b: f"({a} + {b})", P.sub_p: lambda a, b: f"({a} - {b})",
-           P.mul_p: lambda a, b: f"({a} * {b})", P.div_p: lambda a, b: f"({a} / {b})",
-           P.maximum_p: _fmax, P.minimum_p: _fmin}
-
-
-def _operands(gen, slots, dt):
-    return [gen.op(s, dt, inline=True) for s in slots]
-
-
-_INTS = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-@_call(*_BINARY)
-def _binary(gen, ins, kw):
-    o = ins.outs[0]
-    if gen.dtype.get(o) in _INTS and gen.shape.get(o) == ():
-        # integer scalars: a loop's counter (the cast wraps as numpy's int32 does)
-        dt = gen.dtype[o]
-        a, b = [gen.op(x, dt)[0] for x in ins.args]
-        gen.scalar(o, _BINARY[ins.eqn.prim](a, b), dt)
-        return
-    dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[o], _operands(gen, ins.args, dt), _BINARY[ins.eqn.prim], dt)
-
-
-_COMPARE = {P.less_p: "<", P.less_equal_p: "<=", P.greater_p: ">", P.greater_equal_p: ">=", P.equal_p: "==",
-            P.not_equal_p: "!="}
-
-
-@_call(*_COMPARE)
-def _compare(gen, ins, kw):
-    """A comparison of two scalars (a loop's condition): a boolean scalar."""
-    o = ins.outs[0]
-    if gen.shape.get(o) != ():
-        raise Unsupported("a comparison of arrays")
-    x, y = ins.args
-    dts = {gen.dtype.get(s) for s in (x, y) if s not in gen.weak}
-    if len(dts) != 1 or not dts <= set(_DT_NAME):
-        raise Unsupported(f"a comparison of {sorted(map(str, dts))}")
-    dt = dts.pop()
-    a, b = gen.op(x, dt)[0], gen.op(y, dt)[0]
-    gen.scalar(o, f"{a} {_COMPARE[ins.eqn.prim]} {b}", np.dtype(bool))
-
-
-def _pow_fmt(y, dt):
-    """``x ** y`` for a weak exponent ``y`` as numpy computes it (its fast
-    paths: a square for 2, a square root for 0.5, ...)."""
-    if y == 2:
-        return lambda x: f"({x} * {x})"
-    if y == 1:
-        return lambda x: x
-    if y == 0.5:
-        return lambda x: f"{_DT_NAME[dt]}(math.sqrt({x}))"
-    if y == -1:
-        return lambda x: f"({_lit(1, dt)} / {x})"
-    if y == 0:
-        return lambda x: _lit(1, dt)
-    return lambda x: f"{_DT_NAME[dt]}({x} ** {_lit(y, dt)})"
-
-
-@_call(P.pow_p)
-def _pow(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    xs, ys = ins.args
-    if ys not in gen.weak:
-        raise Unsupported("pow with an array exponent")
-    gen.ew(o, gen.shape[o], [gen.op(xs, dt, inline=True)], _pow_fmt(gen.weak[ys], dt), dt)
-
-
-def _unary_fmts(dt):
-    one, zero, D = _lit(1, dt), _lit(0, dt), _DT_NAME[dt]
-    return {
-        P.neg_p: lambda x: f"(-{x})",
-        P.exp_p: lambda x: f"{D}(math.exp({x}))",
-        P.log_p: lambda x: f"{D}(math.log({x}))",
-        P.tanh_p: lambda x: f"{D}(math.tanh({x}))",
-        P.sqrt_p: lambda x: f"{D}(math.sqrt({x}))",
-        P.abs_p: lambda x: f"abs({x})",
-        P.copy_p: lambda x: x,
-        P.relu_p: lambda x: _fmax(x, zero),
-        # _sigmoid: exp of a non-positive argument never overflows
-        P.sigmoid_p: lambda x: (f"({one} / ({one} + {D}(math.exp(-abs({x})))) if {x} >= {zero} else "
-                                f"{D}(math.exp(-abs({x}))) / ({one} + {D}(math.exp(-abs({x})))))"),
-    }
-
-
-_UNARY = tuple(_unary_fmts(_F64))
-
-
-@_call(*_UNARY)
-def _unary(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt, inline=True)], _unary_fmts(dt)[ins.eqn.prim], dt)
-
-
-def _axes(axis, nd):
-    if axis is None:
-        return tuple(range(nd))
-    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    return tuple(sorted(int(a) % nd for a in ax))
-
-
-def _kept(shape, axis):
-    """The keepdims shape of a reduction (same flat layout as without keepdims)."""
-    ax = _axes(axis, len(shape))
-    return tuple(1 if i in ax else d for i, d in enumerate(shape))
-
-
-def _count(shp, axis):
-    return math.prod(shp[a] for a in _axes(axis, len(shp)))
-
-
-def _reduction(mean):
-    def tr(gen, ins, kw):
-        o = ins.outs[0]
-        dt = gen.out_dtype(o)
-        a = ins.args[0]
-        kw = kw or {}
-        x = gen.op(a, dt, inline=True)
-        shp = gen.shape[a]
-        acc = () if gen.shape[o] == () else _kept(shp, kw.get("axis"))
-        post = None
-        if mean:
-            cnt = _lit(_count(shp, kw.get("axis")), dt)
-            post = lambda e: f"{e} / {cnt}"      # noqa: E731
-        if shp == ():
-            gen.ew(o, (), [x], _same, dt, post=post)
-        else:
-            gen.ew(o, shp, [x], _same, dt, acc=acc, post=post)
-    return tr
-
-
-_call(P.sum_p)(_reduction(False))
-_call(P.mean_p)(_reduction(True))
-
-
-def _reshape_to(gen, o, s, dt):
-    """``o`` = ``s`` reshaped: the same flat array (or scalar)."""
-    x, shp = gen.op(s, dt)
-    if gen.shape[o] == () and shp != ():
-        gen.scalar(o, f"{x}[0]", dt)
-    elif shp == () and gen.shape[o] != ():
-        gen.ew(o, gen.shape[o], [(x, ())], _same, dt)
-    else:
-        gen.bind(o, x)
-
-
-@_call(P.reshape_p)
-def _reshape(gen, ins, kw):
-    o = ins.outs[0]
-    _reshape_to(gen, o, ins.args[0], gen.out_dtype(o))
-
-
-def _transpose_to(gen, o, s, axes, dt):
-    x, shp = gen.op(s, dt)
-    nd = len(shp)
-    if nd < 2:
-        gen.bind(o, x)
-        return
-    axes = tuple(reversed(range(nd))) if axes is None else tuple(int(a) % nd for a in axes)
-    out_shape = tuple(shp[a] for a in axes)
-    xst = _strides(shp)
-    t = gen.tmp()
-    ivars = [f"i{d}{t}" for d in range(nd)]
-    gen.emit(f"{t} = np.empty({math.prod(shp)}, {_DT_NAME[dt]})")
-    gen.fresh.add(t)
-    ind = ""
-    for d, size in enumerate(out_shape):
-        gen.emit(f"{ind}for {ivars[d]} in range({size}):")
-        ind += "    "
-    src = " + ".join(f"{ivars[d]} * {xst[axes[d]]}" for d in range(nd))
-    gen.emit(f"{ind}{t}[{_bidx(out_shape, out_shape, ivars)}] = {x}[{src}]")
-    gen.bind(o, t)
-
-
-@_call(P.transpose_p)
-def _transpose(gen, ins, kw):
-    o = ins.outs[0]
-    _transpose_to(gen, o, ins.args[0], (kw or {}).get("axes"), gen.out_dtype(o))
-
-
-@_call(P.broadcast_to_p)
-def _broadcast_to(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[o], [gen.op(ins.args[0], dt, inline=True)], _same, dt)
-
-
-def _astype_to(gen, o, s):
-    dt = gen.out_dtype(o)
-    src = gen.dtype.get(s)
-    if src not in _FLOATS:
-        raise Unsupported(f"astype from {src} to {dt}")
-    x = gen.op(s, src, inline=True)
-    D = _DT_NAME[dt]
-    gen.ew(o, gen.shape[o], [x], lambda e: f"{D}({e})", dt)
-
-
-@_call(P.astype_p)
-def _astype(gen, ins, kw):
-    _astype_to(gen, ins.outs[0], ins.args[0])
-
-
-def _dot(gen, m, k, n, a, a_t, b, b_t, dt, bias=None):
-    """A fresh flat (m, n) array: ``A @ B`` with A (m, k) the flat array
-    ``a`` (stored transposed, (k, m), if ``a_t``) and B (k, n) the flat ``b``
-    (stored (n, k) if ``b_t``); ``bias`` (a flat (n,) array, or a scalar) added
-    after the product, as ``x @ w.T + b``."""
-    t = gen.tmp()
-    D = _DT_NAME[dt]
-    ai = (lambda i, kk: f"{a}[{kk} * {m} + {i}]") if a_t else (lambda i, kk: f"{a}[{i} * {k} + {kk}]")
-    bi = (lambda kk, j: f"{b}[{j} * {k} + {kk}]") if b_t else (lambda kk, j: f"{b}[{kk} * {n} + {j}]")
-    i, j, kk, s = f"i{t}", f"j{t}", f"k{t}", f"s{t}"
-    gen.emit(f"{t} = np.empty({m * n}, {D})")
-    gen.fresh.add(t)
-    gen.emit(f"for {i} in range({m}):")
-    gen.emit(f"    for {j} in range({n}):")
-    gen.emit(f"        {s} = {_lit(0, dt)}")
-    gen.emit(f"        for {kk} in range({k}):")
-    gen.emit(f"            {s} += {ai(i, kk)} * {bi(kk, j)}")
-    if bias is None:
-        gen.emit(f"        {t}[{i} * {n} + {j}] = {s}")
-    else:
-        be, bshape = bias
-        gen.emit(f"        {t}[{i} * {n} + {j}] = {s} + {be}{'' if bshape == () else f'[{j}]'}")
-    return t
-
-
-def _mm_shapes(gen, x, w):
-    xs, ws = gen.shape[x], gen.shape[w]
-    if len(xs) != 2 or len(ws) != 2:
-        raise Unsupported("matmul/linear of operands that are not 2-D")
-    return xs, ws
-
-
-@_call(P.matmul_p)
-def _matmul(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    x, w = ins.args
-    (m, k), (_, n) = _mm_shapes(gen, x, w)
-    gen.bind(o, _dot(gen, m, k, n, gen.op(x, dt)[0], False, gen.op(w, dt)[0], False, dt))
-
-
-@_call(P.linear_p)
-def _linear(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    x, w, b = ins.args
-    (m, k), (n, _) = _mm_shapes(gen, x, w)
-    bx, bshape = gen.op(b, dt)
-    if bshape not in ((), (n,), (1, n)) or gen.shape[o] != (m, n):
-        raise Unsupported("linear with a bias of another shape")
-    gen.bind(o, _dot(gen, m, k, n, gen.op(x, dt)[0], False, gen.op(w, dt)[0], True, dt, bias=(bx, bshape)))
-
-
-@_call(ones_like_p)
-def _ones_like(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[o], [(_lit(1, dt), ())], _same, dt)
-
-
-@_call(add_n_p, accumulate_p)
-def _add_n(gen, ins, kw):
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    for i in ins.args:
-        if gen.shape.get(i) != gen.shape[o] and i not in gen.weak:
-            raise Unsupported("a gradient sum of terms of different shapes")
-    gen.ew(o, gen.shape[o], _operands(gen, ins.args, dt), lambda *e: "(" + " + ".join(e) + ")", dt)
-
-
-# --------------------------------------------------------------------------
-# translations: the table's VJPs (plan "vjp" instructions), each the same
-# arithmetic as its function in dynnets.autograd.primitives
-# --------------------------------------------------------------------------
-
-def _vjp(prim, i=None):
-    def reg(f):
-        fns = [prim.joint_vjp if i is None else prim.vjps[i]]
-        if prim.dense_vjp is not None:
-            fns.append(prim.dense_vjp if i is None else prim.dense_vjp[i])
-        for fn in fns:
-            if fn is not None:
-                _VJP[fn] = f
-        return f
-    return reg
-
-
-def _elementwise_vjp(formula):
-    """A VJP ``unbroadcast(formula(g, x..., out), shape of its input)``:
-    ``formula`` maps the element expressions (g, x0, x1, out) and the
-    constants of the dtype to the gradient's element."""
-    def tr(gen, ins, kw):
-        g, xs, y = ins.args[0], ins.args[1:-1], ins.args[-1]
-        o = ins.outs[0]
-        dt = gen.out_dtype(o)
-        c = {"one": _lit(1, dt), "two": _lit(2, dt), "half": _lit(0.5, dt), "zero": _lit(0, dt)}
-        slots = [g, *xs, y]
-        marks = [f"\x00{j}\x00" for j in range(len(slots))]
-        probe = formula(marks[0], *marks[1:-1], out=marks[-1], **c)
-        # read only the operands the formula uses (a VJP gets every forward input)
-        ops = [gen.op(sl, dt, inline=True) if m in probe else ("None", ()) for sl, m in zip(slots, marks)]
-        gen.ew(o, gen.shape[g], ops, lambda ge, *rest: formula(ge, *rest[:-1], out=rest[-1], **c), dt,
-               acc=gen.shape[o])
-    return tr
-
-
-def _mask(cond, one, zero):
-    # g * mask with a boolean mask, as numpy multiplies by it (as 1.0 or 0.0)
-    return f"({one} if {cond} else {zero})"
-
-
-def _g_only(gen, ins, kw):
-    """``unbroadcast(g, shape of the input)``."""
-    g, o = ins.args[0], ins.outs[0]
-    dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True)], _same, dt, acc=gen.shape[o])
-
-
-_vjp(P.add_p, 0)(_g_only)
-_vjp(P.add_p, 1)(_g_only)
-_vjp(P.sub_p, 0)(_g_only)
-_vjp(P.sub_p, 1)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"(-{g})"))
-_vjp(P.mul_p, 0)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"({g} * {x1})"))
-_vjp(P.mul_p, 1)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"({g} * {x0})"))
-_vjp(P.div_p, 0)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"({g} / {x1})"))
-_vjp(P.div_p, 1)(_elementwise_vjp(lambda g, x0, x1, out, **c: f"(-{g} * {out} / {x1})"))
-_vjp(P.neg_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"(-{g})"))
-_vjp(P.exp_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} * {out})"))
-_vjp(P.log_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} / {x0})"))
-_vjp(P.tanh_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} * ({c['one']} - {out} * {out}))"))
-_vjp(P.sigmoid_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} * {out} * ({c['one']} - {out}))"))
-
-
-def _relu_vjp(g, x0, out, **c):
-    # g * ~(x <= 0): the gradient passes at NaN
-    cond = f"not ({x0} <= {c['zero']})"
-    return f"({g} * {_mask(cond, c['one'], c['zero'])})"
-
-
-_vjp(P.relu_p, 0)(_elementwise_vjp(_relu_vjp))
-_vjp(P.sqrt_p, 0)(_elementwise_vjp(lambda g, x0, out, **c: f"({g} / ({c['two']} * {out}))"))
-# sgn: 0 at 0 and at NaN, as abs_p's VJP (PyTorch's)
-_vjp(P.abs_p, 0)(_elementwise_vjp(
-    lambda g, x0, out, **c: f"({g} * ({c['one']} if {x0} > {c['zero']} else (-{c['one']} if {x0} < {c['zero']} "
-                            f"else {c['zero']})))"))
-_vjp(P.copy_p, 0)(_g_only)
-
-
-def _select(g, win, tie, c):
-    # _select_vjp: g * win + (g * 0.5) * tie
-    return f"({g} * {_mask(win, c['one'], c['zero'])} + ({g} * {c['half']}) * {_mask(tie, c['one'], c['zero'])})"
-
-
-_vjp(P.maximum_p, 0)(_elementwise_vjp(
-    lambda g, x0, x1, out, **c: _select(g, f"not ({x0} <= {x1})", f"{x0} == {x1}", c)))
-_vjp(P.maximum_p, 1)(_elementwise_vjp(
-    lambda g, x0, x1, out, **c: _select(g, f"not ({x1} <= {x0})", f"{x0} == {x1}", c)))
-_vjp(P.minimum_p, 0)(_elementwise_vjp(
-    lambda g, x0, x1, out, **c: _select(g, f"not ({x0} >= {x1})", f"{x0} == {x1}", c)))
-_vjp(P.minimum_p, 1)(_elementwise_vjp(
-    lambda g, x0, x1, out, **c: _select(g, f"not ({x1} >= {x0})", f"{x0} == {x1}", c)))
-
-
-@_vjp(P.pow_p, 0)
-def _pow_vjp_x(gen, ins, kw):
-    g, xs, ys = ins.args[0], ins.args[1], ins.args[2]
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    if ys not in gen.weak:
-        raise Unsupported("the gradient of pow with an array exponent")
-    y = gen.weak[ys]
-    if y == 0:
-        gen.ew(o, gen.shape[o], [(_lit(0, dt), ())], _same, dt)
-        return
-    p = _pow_fmt(y - 1, dt)
-    yl = _lit(y, dt)
-    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True), gen.op(xs, dt, inline=True)], lambda ge, xe: f"({ge} * {yl} * {p(xe)})", dt,
-           acc=gen.shape[o])
-
-
-def _expand(gen, o, g, in_shape, axis, keepdims, dt, post=None):
-    """``_expand_to``: ``g`` repeated along the reduced axes, a fresh array."""
-    ge, gshape = gen.op(g, dt)
-    if in_shape == ():
-        gen.scalar(o, post(ge) if post else ge, dt)
-        return
-    if gshape != ():
-        gshape = _kept(in_shape, axis)         # the same flat layout, reduced axes kept as 1s
-    f = post if post else _same
-    gen.ew(o, in_shape, [(ge, gshape)], f, dt)
-
-
-@_vjp(P.sum_p, 0)
-def _sum_vjp(gen, ins, kw):
-    g, x = ins.args[0], ins.args[1]
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    kw = kw or {}
-    _expand(gen, o, g, gen.shape[x], kw.get("axis"), kw.get("keepdims", False), dt)
-
-
-@_vjp(P.mean_p, 0)
-def _mean_vjp(gen, ins, kw):
-    g, x = ins.args[0], ins.args[1]
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    kw = kw or {}
-    cnt = _lit(_count(gen.shape[x], kw.get("axis")), dt)
-    ge, gshape = gen.op(g, dt)
-    if gshape == ():
-        # (g / count) once, then repeated, as _expand_to(g / count, ...)
-        q = gen.tmp()
-        gen.emit(f"{q} = {_DT_NAME[dt]}({ge} / {cnt})")
-        gen.expr[("q", o)] = q
-        gen.dtype[("q", o)] = dt
-        gen.shape[("q", o)] = ()
-        _expand(gen, o, ("q", o), gen.shape[x], kw.get("axis"), kw.get("keepdims", False), dt)
-    else:
-        _expand(gen, o, g, gen.shape[x], kw.get("axis"), kw.get("keepdims", False), dt,
-                post=lambda e: f"({e} / {cnt})")
-
-
-@_vjp(P.reshape_p, 0)
-def _reshape_vjp(gen, ins, kw):
-    o = ins.outs[0]
-    _reshape_to(gen, o, ins.args[0], gen.out_dtype(o))
-
-
-@_vjp(P.transpose_p, 0)
-def _transpose_vjp(gen, ins, kw):
-    g = ins.args[0]
-    o = ins.outs[0]
-    nd = len(gen.shape[g])
-    axes = (kw or {}).get("axes")
-    inv = None if axes is None else tuple(int(i) for i in np.argsort([int(a) % nd for a in axes]))
-    _transpose_to(gen, o, g, inv, gen.out_dtype(o))
-
-
-@_vjp(P.broadcast_to_p, 0)
-def _broadcast_to_vjp(gen, ins, kw):
-    g = ins.args[0]
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True)], _same, dt, acc=gen.shape[o])
-
-
-@_vjp(P.astype_p, 0)
-def _astype_vjp(gen, ins, kw):
-    _astype_to(gen, ins.outs[0], ins.args[0])
-
-
-@_vjp(P.matmul_p, 0)
-def _matmul_vjp_x(gen, ins, kw):
-    g, x, w = ins.args[0], ins.args[1], ins.args[2]
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    (m, k), (_, n) = _mm_shapes(gen, x, w)
-    # g @ w.T: (m, n) @ (n, k)
-    gen.bind(o, _dot(gen, m, n, k, gen.op(g, dt)[0], False, gen.op(w, dt)[0], True, dt))
-
-
-@_vjp(P.matmul_p, 1)
-def _matmul_vjp_w(gen, ins, kw):
-    g, x, w = ins.args[0], ins.args[1], ins.args[2]
-    o = ins.outs[0]
-    dt = gen.out_dtype(o)
-    (m, k), (_, n) = _mm_shapes(gen, x, w)
-    # x.T @ g: (k, m) @ (m, n)
-    gen.bind(o, _dot(gen, k, m, n, gen.op(x, dt)[0], True, gen.op(g, dt)[0], False, dt))
-
-
-@_vjp(P.linear_p)
-def _linear_vjp(gen, ins, kw):
-    g, x, w, b = ins.args[0], ins.args[1], ins.args[2], ins.args[3]
-    ox, ow, ob = ins.outs
-    dt = gen.out_dtype(ox)
-    for s in (ow, ob):
-        gen.out_dtype(s)
-    (m, k), (n, _) = _mm_shapes(gen, x, w)
-    ge = gen.op(g, dt)[0]
-    # gx = g @ w: (m, n) @ (n, k); gw = g.T @ x: (n, m) @ (m, k); gb = g summed over rows
-    gen.bind(ox, _dot(gen, m, n, k, ge, False, gen.op(w, dt)[0], False, dt))
-    gen.bind(ow, _dot(gen, n, m, k, ge, True, gen.op(x, dt)[0], False, dt))
-    bshape = gen.shape[b]
-    gen.ew(ob, (m, n), [(ge, (m, n))], _same, dt, acc=() if bshape == () else (1, n))
-
-
-# --------------------------------------------------------------------------
-# translations: effects
-# --------------------------------------------------------------------------
-
-def _storage(gen, var):
-    """The kernel argument holding ``var``'s storage (its flat view for an
-    array), its dtype and shape."""
-    name = f"s{var.index}"
-    dt = np.dtype(var.initial_value.dtype)
-    shape = tuple(var.initial_value.shape)
-    if name not in gen.var_args:
-        if dt not in _DT_NAME:
-            raise Unsupported(f"a variable of dtype {dt}")
-        gen._check_size(shape)
-        gen.args.append((name, ("var", var.index), (dt, len(shape), True)))
-        gen.var_args[name] = gen.flat(name, shape) if shape != () else name
-    return gen.var_args[name], dt, shape
-
-
-def _update(gen, var, operands, fmt):
-    """``var[...] = fmt(var's element, *elements)`` in place (``operands``
-    broadcast against the variable's shape)."""
-    name, dt, shape = _storage(gen, var)
-    if shape == ():
-        gen.emit(f"{name}[()] = {fmt(f'{name}[()]', *[e for e, _ in operands])}")
-        return
-    gen.ew(None, shape, [(name, shape)] + list(operands), fmt, dt, into=name)
-
-
-def _assign(gen, ins, kw):
-    var, mode = kw["var"], kw["mode"]
-    name, dt, shape = _storage(gen, var)
-    v = gen.op(ins.args[0], dt)
-    if mode == "assign":
-        _update(gen, var, [v], lambda p, e: e)
-    elif mode == "assign_add":
-        _update(gen, var, [v], lambda p, e: f"({p} + {e})")
-    else:
-        _update(gen, var, [v], lambda p, e: f"({p} - {e})")
-    o = ins.outs[0]
-    if o in gen.shape and gen.dtype.get(o) is not None:
-        if shape == ():
-            gen.scalar(o, f"{name}[()]", dt)
-        else:
-            gen.bind(o, name)
-
-
-_EFFECT[assign_p] = _assign
-_EFFECT[group_p] = lambda gen, ins, kw: None
-
-
-def _apply(gen, ins, kw):
-    """The optimizers' dense update rules (dynnets.nn.optim: sgd_update,
-    adagrad_update, _adam_block), element by element in place, each
-    operation in numpy's order and dtype (Python floats cast to the
-    variable's dtype, as numpy casts a weak scalar)."""
-    from .train import AdagradOptimizer, AdamOptimizer, GradientDescentOptimizer
-    opt, vars_, n = kw["opt"], kw["vars"], kw["n"]
-    args = ins.args
-    lr_expr = None                       # a float64 kernel expression, or a Python float
-    lr_val = None
-    if len(args) > n:
-        s = args[n]
-        if s in gen.weak:
-            lr_val = float(gen.weak[s])
-        else:
-            if not gen.is_scalar(s) or gen.dtype.get(s) not in _FLOATS:
-                raise Unsupported("a learning rate that is not a float scalar")
-            lr_expr = f"float({gen.expr[s]})"
-    else:
-        lr_val = float(opt.learning_rate)
-    wd = opt.weight_decay
-    tp = type(opt)
-    if tp not in (GradientDescentOptimizer, AdagradOptimizer, AdamOptimizer):
-        raise Unsupported(f"optimizer {tp.__name__}")
-
-    def lr_in(dt):
-        # the learning rate in the variable's dtype: a fed one cast, a Python float as a literal
-        return f"{_DT_NAME[dt]}({lr_expr})" if lr_expr is not None else _lit(lr_val, dt)
-
-    if tp is AdamOptimizer:
-        st = opt._step[vars_[0].graph]
-        sname, sdt, _ = _storage(gen, st)
-        gen.emit(f"{sname}[()] += 1")
-        t = gen.tmp()
-        gen.emit(f"{t} = float({sname}[()])")
-        lr_e = lr_expr if lr_expr is not None else repr(lr_val)
-        step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
-        # AdamOptimizer._apply's step_size and sqrt_bc2 in float64, as its Python floats: TF1's
-        # lr * sqrt(1 - b2 ** t) / (1 - b1 ** t) and 1, or torch_epsilon's lr / (1 - b1 ** t) and sqrt(1 - b2 ** t)
-        if opt.torch_epsilon:
-            gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
-            gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
-        else:
-            gen.emit(f"{step_size} = {lr_e} * math.sqrt(1.0 - math.pow({opt.beta2!r}, {t})) "
-                     f"/ (1.0 - math.pow({opt.beta1!r}, {t}))")
-            gen.emit(f"{sqrt_bc2} = 1.0")
-    for k, var in enumerate(vars_):
-        gs = args[k]
-        if gs in gen.weak:
-            raise Unsupported("a Python scalar gradient")
-        name, dt, shape = _storage(gen, var)
-        ge, gshape = gen.op(gs, dt)
-        if gshape != shape:
-            raise Unsupported(f"a gradient of shape {gshape} for variable '{var.name}' of shape {shape}")
-        if wd:
-            # g = g + weight_decay * data
-            gw = f"gw{k}"
-            gen.expr[gw], gen.dtype[gw], gen.shape[gw] = None, dt, shape
-            wl = _lit(wd, dt)
-            gen.ew(gw, shape, [(ge, shape), (name if shape else f"{name}[()]", shape)],
-                   lambda a, p: f"({a} + {wl} * {p})", dt)
-            if gw in gen.lazy:
-                gen.materialize(gw)
-            ge = gen.expr[gw]
-        lr = lr_in(dt)
-        if tp is GradientDescentOptimizer:
-            _update(gen, var, [(ge, shape)], lambda p, e: f"({p} - {lr} * {e})")
-        elif tp is AdagradOptimizer:
-            acc = opt._slots[var]["accumulator"]
-            _, adt, _ = _storage(gen, acc)
-            if adt != dt:
-                raise Unsupported("an accumulator of another dtype than its variable")
-            eps = _lit(opt.epsilon, dt)
-            _update(gen, acc, [(ge, shape)], lambda a, e: f"({a} + {e} * {e})")
-            aname = _storage(gen, acc)[0]
-            a_el = (aname, shape) if shape else (f"{aname}[()]", ())
-            _update(gen, var, [(ge, shape), a_el],
-                    lambda p, e, a: f"({p} - ({e} / ({_DT_NAME[dt]}(math.sqrt({a})) + {eps})) * {lr})")
-        else:
-            sl = opt._slots[var]
-            mname, mdt, _ = _storage(gen, sl["m"])
-            vname, vdt, _ = _storage(gen, sl["v"])
-            if mdt != dt or vdt != dt:
-                raise Unsupported("Adam moments of another dtype than their variable")
-            b1, b2, c1, c2 = (_lit(opt.beta1, dt), _lit(opt.beta2, dt), _lit(1.0 - opt.beta1, dt),
-                              _lit(1.0 - opt.beta2, dt))
-            ss, sb = f"{_DT_NAME[dt]}({step_size})", f"{_DT_NAME[dt]}({sqrt_bc2})"
-            eps = _lit(opt.epsilon, dt)
-            m_el = (mname, shape) if shape else (f"{mname}[()]", ())
-            v_el = (vname, shape) if shape else (f"{vname}[()]", ())
-            # _adam_block: m = m*b1 + (1-b1)*g; v = v*b2 + (g*g)*(1-b2);
-            # p -= (m / (sqrt(v) / sqrt_bc2 + eps)) * step_size
-            _update(gen, sl["m"], [(ge, shape)], lambda mm, e: f"({mm} * {b1} + {c1} * {e})")
-            _update(gen, sl["v"], [(ge, shape)], lambda vv, e: f"({vv} * {b2} + ({e} * {e}) * {c2})")
-            _update(gen, var, [m_el, v_el],
-                    lambda p, mm, vv: f"({p} - ({mm} / ({_DT_NAME[dt]}(math.sqrt({vv})) / {sb} + {eps})) * {ss})")
-
-
-def _apply_prim():
-    from .train import apply_p
-    return apply_p
+def _translator(prim, what, i=None):
+    """The table's translation of ``prim`` (its forward, or the VJP of input
+    ``i``, or its joint VJP) as a function ``(gen, ins, attrs)``."""
+    t = prim.native if what == "native" else prim.native_vjp if i is None else prim.native_vjp[i]
+    if t is None or callable(t):
+        return t
+    if what == "native":
+        return lambda gen, ins, attrs: gen.elementwise(ins, t)
+    return lambda gen, ins, attrs: gen.elementwise_vjp(ins, t)
+
+
+def _vjp_translator(vprim, fn):
+    """The translation of the VJP ``fn`` bound by the VJP primitive ``vprim``
+    (:func:`.backward.vjp_primitive`): its forward's ``native_vjp=`` entry."""
+    fwd = getattr(vprim, "forward", None)
+    if fwd is None or fwd.native_vjp is None:
+        return None
+    if fwd.joint_vjp is not None:
+        return _translator(fwd, "vjp")
+    for i, f in enumerate(fwd.vjps):
+        if fn is f or (fwd.dense_vjp is not None and fn is fwd.dense_vjp[i]):
+            return _translator(fwd, "vjp", i)
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -1109,9 +702,7 @@ def translate(plan):
 
 
 def _translate(plan, uses):
-    gen = _Gen(plan, uses)
-    effects = dict(_EFFECT)
-    effects[_apply_prim()] = _apply
+    gen = Gen(plan, uses)
     key = plan.key
     casts = {ins.args[0]: ins.fn for ins in plan.instrs if ins.kind == "cast"}
     if plan.arg_slots and (not isinstance(key, tuple) or len(key) < 1 + 3 * len(plan.arg_slots)):
@@ -1145,7 +736,7 @@ def _translate(plan, uses):
             continue
         if kind == "var":
             idx, snap = ins.extra
-            name, dt, shape = _storage(gen, ins.eqn.attrs["var"])
+            name, dt, shape = gen.storage(ins.eqn.attrs["var"])
             o = ins.outs[0]
             if shape == ():
                 gen.scalar(o, f"{name}[()]", dt)
@@ -1189,7 +780,7 @@ def _translate(plan, uses):
             prim = ins.eqn.prim
             if prim.random:
                 raise Unsupported(f"random op {prim.name}")
-            tr = _CALL.get(prim)
+            tr = _translator(prim, "native")
             if tr is None:
                 raise Unsupported(f"op {prim.name}")
             tr(gen, ins, ins.kw)
@@ -1198,12 +789,12 @@ def _translate(plan, uses):
             # (densify: a joint VJP's results may be factored; the translations compute them dense)
             if fwd_multi:
                 raise Unsupported(f"{ins.eqn.prim.name}: the gradient of a multiple-result op")
-            tr = _VJP.get(ins.fn)
+            tr = _vjp_translator(ins.eqn.prim, ins.fn)
             if tr is None:
                 raise Unsupported(f"op {ins.eqn.prim.name}")
             tr(gen, ins, ins.kw)
         elif kind == "effect":
-            tr = effects.get(ins.eqn.prim)
+            tr = _translator(ins.eqn.prim, "native")
             if tr is None:
                 raise Unsupported(f"effect {ins.eqn.prim.name}")
             gen.flush()

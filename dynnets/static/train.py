@@ -88,7 +88,104 @@ def _apply_shape(*avals, opt, vars, slots, n):
     return Aval((), None)
 
 
-apply_p = StaticPrimitive("apply_gradients", _apply_impl, _apply_shape, effect=True)
+def _apply_native(gen, ins, kw):
+    """The optimizers' dense update rules (dynnets.nn.optim: sgd_update,
+    adagrad_update, _adam_block), element by element in place, each
+    operation in numpy's order and dtype (Python floats cast to the
+    variable's dtype, as numpy casts a weak scalar)."""
+    opt, vars_, n = kw["opt"], kw["vars"], kw["n"]
+    args = ins.args
+    lr_expr = None                       # a float64 kernel expression, or a Python float
+    lr_val = None
+    if len(args) > n:
+        s = args[n]
+        if s in gen.weak:
+            lr_val = float(gen.weak[s])
+        else:
+            if not gen.is_scalar(s) or gen.dtype.get(s) not in gen.FLOATS:
+                raise gen.Unsupported("a learning rate that is not a float scalar")
+            lr_expr = f"float({gen.expr[s]})"
+    else:
+        lr_val = float(opt.learning_rate)
+    wd = opt.weight_decay
+    tp = type(opt)
+    if tp not in (GradientDescentOptimizer, AdagradOptimizer, AdamOptimizer):
+        raise gen.Unsupported(f"optimizer {tp.__name__}")
+
+    def lr_in(dt):
+        # the learning rate in the variable's dtype: a fed one cast, a Python float as a literal
+        return f"{gen.dtname(dt)}({lr_expr})" if lr_expr is not None else gen.lit(lr_val, dt)
+
+    if tp is AdamOptimizer:
+        st = opt._step[vars_[0].graph]
+        sname, sdt, _ = gen.storage(st)
+        gen.emit(f"{sname}[()] += 1")
+        t = gen.tmp()
+        gen.emit(f"{t} = float({sname}[()])")
+        lr_e = lr_expr if lr_expr is not None else repr(lr_val)
+        step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
+        # AdamOptimizer._apply's step_size and sqrt_bc2 in float64, as its Python floats: TF1's
+        # lr * sqrt(1 - b2 ** t) / (1 - b1 ** t) and 1, or torch_epsilon's lr / (1 - b1 ** t) and sqrt(1 - b2 ** t)
+        if opt.torch_epsilon:
+            gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
+        else:
+            gen.emit(f"{step_size} = {lr_e} * math.sqrt(1.0 - math.pow({opt.beta2!r}, {t})) "
+                     f"/ (1.0 - math.pow({opt.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = 1.0")
+    for k, var in enumerate(vars_):
+        gs = args[k]
+        if gs in gen.weak:
+            raise gen.Unsupported("a Python scalar gradient")
+        name, dt, shape = gen.storage(var)
+        ge, gshape = gen.op(gs, dt)
+        if gshape != shape:
+            raise gen.Unsupported(f"a gradient of shape {gshape} for variable '{var.name}' of shape {shape}")
+        if wd:
+            # g = g + weight_decay * data
+            gw = f"gw{k}"
+            gen.expr[gw], gen.dtype[gw], gen.shape[gw] = None, dt, shape
+            wl = gen.lit(wd, dt)
+            gen.ew(gw, shape, [(ge, shape), (name if shape else f"{name}[()]", shape)],
+                   lambda a, p: f"({a} + {wl} * {p})", dt)
+            if gw in gen.lazy:
+                gen.materialize(gw)
+            ge = gen.expr[gw]
+        lr = lr_in(dt)
+        if tp is GradientDescentOptimizer:
+            gen.update(var, [(ge, shape)], lambda p, e: f"({p} - {lr} * {e})")
+        elif tp is AdagradOptimizer:
+            acc = opt._slots[var]["accumulator"]
+            _, adt, _ = gen.storage(acc)
+            if adt != dt:
+                raise gen.Unsupported("an accumulator of another dtype than its variable")
+            eps = gen.lit(opt.epsilon, dt)
+            gen.update(acc, [(ge, shape)], lambda a, e: f"({a} + {e} * {e})")
+            aname = gen.storage(acc)[0]
+            a_el = (aname, shape) if shape else (f"{aname}[()]", ())
+            gen.update(var, [(ge, shape), a_el],
+                    lambda p, e, a: f"({p} - ({e} / ({gen.dtname(dt)}(math.sqrt({a})) + {eps})) * {lr})")
+        else:
+            sl = opt._slots[var]
+            mname, mdt, _ = gen.storage(sl["m"])
+            vname, vdt, _ = gen.storage(sl["v"])
+            if mdt != dt or vdt != dt:
+                raise gen.Unsupported("Adam moments of another dtype than their variable")
+            b1, b2, c1, c2 = (gen.lit(opt.beta1, dt), gen.lit(opt.beta2, dt), gen.lit(1.0 - opt.beta1, dt),
+                              gen.lit(1.0 - opt.beta2, dt))
+            ss, sb = f"{gen.dtname(dt)}({step_size})", f"{gen.dtname(dt)}({sqrt_bc2})"
+            eps = gen.lit(opt.epsilon, dt)
+            m_el = (mname, shape) if shape else (f"{mname}[()]", ())
+            v_el = (vname, shape) if shape else (f"{vname}[()]", ())
+            # _adam_block: m = m*b1 + (1-b1)*g; v = v*b2 + (g*g)*(1-b2);
+            # p -= (m / (sqrt(v) / sqrt_bc2 + eps)) * step_size
+            gen.update(sl["m"], [(ge, shape)], lambda mm, e: f"({mm} * {b1} + {c1} * {e})")
+            gen.update(sl["v"], [(ge, shape)], lambda vv, e: f"({vv} * {b2} + ({e} * {e}) * {c2})")
+            gen.update(var, [m_el, v_el],
+                    lambda p, mm, vv: f"({p} - ({mm} / ({gen.dtname(dt)}(math.sqrt({vv})) / {sb} + {eps})) * {ss})")
+
+
+apply_p = StaticPrimitive("apply_gradients", _apply_impl, _apply_shape, effect=True, native=_apply_native)
 
 
 class Optimizer:

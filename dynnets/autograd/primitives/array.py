@@ -108,12 +108,15 @@ def _sum_vjp(g, ins, out, axis=None, keepdims=False):
 
 
 sum_p = defprim("sum", _sum, _reduce_shape("sum"), vjp=(_sum_vjp,), vjp_reads=((),),
+                native=lambda gen, ins, attrs: gen.reduce(ins, attrs, mean=False),
+                native_vjp=(lambda gen, ins, attrs: gen.reduce_vjp(ins, attrs, mean=False),),
     batch=BATCH_REDUCE)
 
 mean_p = defprim("mean", _mean, _reduce_shape("mean"),
                  vjp=(lambda g, ins, out, axis=None, keepdims=False:
                       _expand_to(g / _count(shape_of(ins[0]), axis), shape_of(ins[0]), axis, keepdims),),
-                 vjp_reads=((),),
+                 vjp_reads=((),), native=lambda gen, ins, attrs: gen.reduce(ins, attrs, mean=True),
+                 native_vjp=(lambda gen, ins, attrs: gen.reduce_vjp(ins, attrs, mean=True),),
     batch=BATCH_REDUCE)
 
 
@@ -185,6 +188,8 @@ def _reshape_shape(x, shape):
 
 reshape_p = defprim("reshape", _reshape, _reshape_shape,
                     vjp=(lambda g, ins, out, shape: g.reshape(np.shape(ins[0])),), vjp_reads=((),),
+                    native=lambda gen, ins, attrs: gen.reshape_to(ins.outs[0], ins.args[0]),
+                    native_vjp=(lambda gen, ins, attrs: gen.reshape_to(ins.outs[0], ins.args[0]),),
     batch=BATCH_VIEW)
 
 
@@ -216,7 +221,18 @@ def _keeps_rows(x, axes=None):
     return axes is not None and len(x.shape) >= 1 and len(axes) == len(x.shape) and axes[0] % len(x.shape) == 0
 
 
+def _transpose_native_vjp(gen, ins, attrs):
+    g = ins.args[0]
+    nd = len(gen.shape[g])
+    axes = (attrs or {}).get("axes")
+    inv = None if axes is None else tuple(int(i) for i in np.argsort([int(a) % nd for a in axes]))
+    gen.transpose_to(ins.outs[0], g, inv)
+
+
 transpose_p = defprim("transpose", _transpose, _transpose_shape, vjp=(_transpose_vjp,), vjp_reads=((),),
+                      native=lambda gen, ins, attrs: gen.transpose_to(ins.outs[0], ins.args[0],
+                                                                      (attrs or {}).get("axes")),
+                      native_vjp=(_transpose_native_vjp,),
     batch=batch_rows(0, when=_keeps_rows))
 
 
@@ -235,7 +251,8 @@ def _broadcast_to_shape(x, shape):
 
 
 broadcast_to_p = defprim("broadcast_to", _broadcast_to, _broadcast_to_shape,
-                         vjp=(lambda g, ins, out, shape: unbroadcast(g, np.shape(ins[0])),), vjp_reads=((),))
+                         vjp=(lambda g, ins, out, shape: unbroadcast(g, np.shape(ins[0])),), vjp_reads=((),),
+                         native="{0}", native_vjp=("{g}",))
 
 
 def _is_basic(index):

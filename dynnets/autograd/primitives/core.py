@@ -35,7 +35,7 @@ import numpy as np
 
 from ..dtypes import F32, F64, is_kernel_float, same_float
 __all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "same_shape", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
-           "DEFAULT_FLOAT", "torch_promote", "torch_result_type", "check_promotion"]
+           "DEFAULT_FLOAT", "torch_promote", "torch_result_type", "check_promotion", "NativeUnsupported"]
 
 class ShapeError(ValueError):
     """Bad input to an op: names the op, the argument, expected and received."""
@@ -58,6 +58,12 @@ class IndexRangeError(ShapeError, IndexError):
     node): an IndexError, as PyTorch's, and a ShapeError."""
 
 
+class NativeUnsupported(Exception):
+    """A plan the native tier (:mod:`dynnets.static.native`) cannot translate;
+    the message says what. A primitive's ``native=`` translation raises it
+    for a case it does not cover, and the plan stays on tier 2."""
+
+
 class Aval(NamedTuple):
     """Abstract value: what a shape rule sees of an input."""
     shape: tuple
@@ -75,11 +81,12 @@ class Primitive:
 
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
                  "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
-                 "attr_key", "batch", "random", "vjp_reads", "checked")
+                 "attr_key", "batch", "random", "vjp_reads", "native", "native_vjp", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
-                 sparse_grads=(), twin_min=None, attr_key=None, batch=None, random=False, vjp_reads=None):
+                 sparse_grads=(), twin_min=None, attr_key=None, batch=None, random=False, vjp_reads=None,
+                 native=None, native_vjp=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -98,6 +105,8 @@ class Primitive:
         self.batch = batch
         self.random = bool(random)
         self.vjp_reads = vjp_reads
+        self.native = native
+        self.native_vjp = native_vjp
         self.checked = {}
 
     def vjp_fn(self, i=None, dense=False):
@@ -159,7 +168,7 @@ BATCH_VIEW = BatchRule("view")
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
             nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
-            attr_key=None, batch=None, random=False, vjp_reads=None):
+            attr_key=None, batch=None, random=False, vjp_reads=None, native=None, native_vjp=None):
     """Declare a primitive: every fact about it, in one call.
 
     Parameters
@@ -225,6 +234,25 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
         Eager backward raises when a value read this way was changed in place
         after the application was recorded (torch's version counter); ``None``
         (the default) counts every input and the result as read.
+    native : str, callable or None
+        The forward as the native plan tier (:mod:`dynnets.static.native`)
+        compiles it. A string is an elementwise scalar form: a Python
+        expression over the operands' elements ``{0}``, ``{1}``... that Numba
+        compiles, with ``{D}`` the dtype's constructor (``np.float32``) and
+        ``{zero}``, ``{one}``, ``{two}``, ``{half}`` literals of the dtype, e.g.
+        ``"{D}(math.exp({0}))"``; write it in numpy's order and dtype (a
+        float32 result is cast to float32 where ``math`` returns float64) so
+        the tier agrees with the implementation to rounding. A callable
+        ``native(gen, ins, attrs)`` translates other primitives with the
+        generator's loops (:class:`dynnets.static.native.Gen`: reductions,
+        products, transposes) and raises :class:`NativeUnsupported` for what
+        it does not cover. ``None``: plans using the primitive stay on tier 2.
+    native_vjp : tuple or callable or None
+        The VJPs for the native tier: with ``vjp=``, one entry per input, a
+        string formula of the gradient's element over ``{g}``, ``{x0}``,
+        ``{x1}``..., ``{out}`` and the constants above (summed to the input's
+        shape where it was broadcast), a callable ``(gen, ins, attrs)``, or
+        ``None``; with ``joint_vjp=``, one callable.
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
@@ -241,12 +269,50 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
             if not all(r == "out" or is_int(r) for r in entry):
                 raise ValueError(f"defprim: {name!r}: vjp_reads= entries hold input positions and 'out', "
                                  f"got {entry!r}")
+    _check_native(name, native, native_vjp, vjp, joint_vjp)
     p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
                   differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
                   dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key,
-                  batch=batch, random=random, vjp_reads=vjp_reads)
+                  batch=batch, random=random, vjp_reads=vjp_reads, native=native, native_vjp=native_vjp)
     PRIMITIVES[name] = p
     return p
+
+
+_NATIVE_CONSTS = {"D": "np.float64", "zero": "0.0", "one": "1.0", "two": "2.0", "half": "0.5"}
+
+
+def _check_native(name, native, native_vjp, vjp, joint_vjp):
+    """Reject a ``native=``/``native_vjp=`` that does not fit the primitive
+    when it is defined, not when a plan first reaches the native tier."""
+    def template(t, what, **names):
+        try:
+            t.format(*["x"] * 8, **_NATIVE_CONSTS, **names)
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"defprim: {name!r}: {what} {t!r} is not a template of the names "
+                             f"{sorted({**_NATIVE_CONSTS, **names})} and {{0}}, {{1}}...: {e!r}") from None
+
+    if native is not None and not callable(native):
+        if not isinstance(native, str):
+            raise ValueError(f"defprim: {name!r}: native= is a scalar-form string or a translation function, "
+                             f"got {type(native).__name__}")
+        template(native, "native=")
+    if native_vjp is None:
+        return
+    if joint_vjp is not None:
+        if not callable(native_vjp):
+            raise ValueError(f"defprim: {name!r}: native_vjp= is one translation function for a joint_vjp=, "
+                             f"got {type(native_vjp).__name__}")
+        return
+    if vjp is None or callable(native_vjp) or len(native_vjp) != len(vjp):
+        raise ValueError(f"defprim: {name!r}: native_vjp= needs one entry per vjp= input "
+                         f"({0 if vjp is None else len(vjp)}), got {native_vjp!r}")
+    names = {"g": "g", "out": "y", **{f"x{k}": "x" for k in range(len(vjp))}}
+    for t in native_vjp:
+        if isinstance(t, str):
+            template(t, "native_vjp= entry", **names)
+        elif t is not None and not callable(t):
+            raise ValueError(f"defprim: {name!r}: a native_vjp= entry is a formula string, a translation "
+                             f"function or None, got {type(t).__name__}")
 
 
 # --------------------------------------------------------------------------

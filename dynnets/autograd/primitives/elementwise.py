@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, PromotionNeeded, ShapeError, broadcast_shapes, check_promotion,
+from .core import (BATCH_ELEMENTWISE, Aval, DTypeError, NativeUnsupported, PromotionNeeded, ShapeError, broadcast_shapes, check_promotion,
                    defprim, dtype_of, result_type, same_shape, shape_of, ufunc_dtype, unbroadcast)
 
 __all__ = ["add_p", "sub_p", "mul_p", "div_p", "pow_p", "maximum_p", "minimum_p", "neg_p", "exp_p", "log_p", "tanh_p", "sigmoid_p", "relu_p", "sqrt_p", "abs_p", "clip_p", "where_p", "astype_p", "copy_p",
@@ -76,7 +76,7 @@ add_p = defprim(
     "add", np.add, _binary_shape("add", np.add),
     vjp=(lambda g, ins, out: _like(g, ins[0]),
          lambda g, ins, out: _like(g, ins[1])),
-    scalar="({0} + {1})", vjp_reads=((), ()),
+    scalar="({0} + {1})", vjp_reads=((), ()), native="({0} + {1})", native_vjp=("{g}", "{g}"),
     batch=BATCH_ELEMENTWISE)
 
 def _sub_shape(x, y, _rule=_binary_shape("sub", np.subtract)):
@@ -94,21 +94,23 @@ sub_p = defprim(
     "sub", np.subtract, _sub_shape,
     vjp=(lambda g, ins, out: _like(g, ins[0]),
          lambda g, ins, out: _like(-g, ins[1])),
-    scalar="({0} - {1})", vjp_reads=((), ()),
+    scalar="({0} - {1})", vjp_reads=((), ()), native="({0} - {1})", native_vjp=("{g}", "(-{g})"),
     batch=BATCH_ELEMENTWISE)
 
 mul_p = defprim(
     "mul", np.multiply, _binary_shape("mul", np.multiply),
     vjp=(lambda g, ins, out: unbroadcast(g * ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(g * ins[0], shape_of(ins[1]))),
-    scalar="({0} * {1})", vjp_reads=((1,), (0,)),
+    scalar="({0} * {1})", vjp_reads=((1,), (0,)), native="({0} * {1})",
+    native_vjp=("({g} * {x1})", "({g} * {x0})"),
     batch=BATCH_ELEMENTWISE)
 
 div_p = defprim(
     "div", np.true_divide, _binary_shape("div", np.true_divide, int_to_float=True),
     vjp=(lambda g, ins, out: unbroadcast(g / ins[1], shape_of(ins[0])),
          lambda g, ins, out: unbroadcast(-g * out / ins[1], shape_of(ins[1]))),
-    scalar="({0} / {1})", vjp_reads=((1,), (1, "out")),
+    scalar="({0} / {1})", vjp_reads=((1,), (1, "out")), native="({0} / {1})",
+    native_vjp=("({g} / {x1})", "(-{g} * {out} / {x1})"),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -136,9 +138,52 @@ def _pow_vjp_y(g, ins, out):
     return unbroadcast(np.where((xa == 0) & (np.asarray(y) >= 0), 0, gy), shape_of(y))
 
 
+def _pow_fmt(gen, y, dt):
+    """``x ** y`` for a weak exponent ``y`` as numpy computes it (its fast
+    paths: a square for 2, a square root for 0.5, ...), as a native scalar form."""
+    D = gen.dtname(dt)
+    if y == 2:
+        return lambda x: f"({x} * {x})"
+    if y == 1:
+        return lambda x: x
+    if y == 0.5:
+        return lambda x: f"{D}(math.sqrt({x}))"
+    if y == -1:
+        return lambda x: f"({gen.lit(1, dt)} / {x})"
+    if y == 0:
+        return lambda x: gen.lit(1, dt)
+    return lambda x: f"{D}({x} ** {gen.lit(y, dt)})"
+
+
+def _pow_native(gen, ins, attrs):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    xs, ys = ins.args
+    if ys not in gen.weak:
+        raise NativeUnsupported("pow with an array exponent")
+    gen.ew(o, gen.shape[o], [gen.op(xs, dt, inline=True)], _pow_fmt(gen, gen.weak[ys], dt), dt)
+
+
+def _pow_native_vjp_x(gen, ins, attrs):
+    g, xs, ys = ins.args[0], ins.args[1], ins.args[2]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    if ys not in gen.weak:
+        raise NativeUnsupported("the gradient of pow with an array exponent")
+    y = gen.weak[ys]
+    if y == 0:
+        gen.ew(o, gen.shape[o], [(gen.lit(0, dt), ())], gen.same, dt)
+        return
+    p = _pow_fmt(gen, y - 1, dt)
+    yl = gen.lit(y, dt)
+    gen.ew(o, gen.shape[g], [gen.op(g, dt, inline=True), gen.op(xs, dt, inline=True)],
+           lambda ge, xe: f"({ge} * {yl} * {p(xe)})", dt, acc=gen.shape[o])
+
+
 pow_p = defprim(
     "pow", np.power, _binary_shape("pow", np.power),
     vjp=(_pow_vjp_x, _pow_vjp_y), vjp_reads=((0, 1), (0, 1, "out")),
+    native=_pow_native, native_vjp=(_pow_native_vjp_x, None),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -158,6 +203,9 @@ maximum_p = defprim(
     vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] <= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
          lambda g, ins, out: _select_vjp(g, ~(ins[1] <= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
     scalar="({0} if {0} > {1} or {0} != {0} else {1})", vjp_reads=((0, 1), (0, 1)),
+    native="({0} if {0} > {1} or {0} != {0} else {1})",
+    native_vjp=("({g} * ({one} if not ({x0} <= {x1}) else {zero}) + ({g} * {half}) * ({one} if {x0} == {x1} else {zero}))",
+                "({g} * ({one} if not ({x1} <= {x0}) else {zero}) + ({g} * {half}) * ({one} if {x0} == {x1} else {zero}))"),
     batch=BATCH_ELEMENTWISE)
 
 minimum_p = defprim(
@@ -165,10 +213,14 @@ minimum_p = defprim(
     vjp=(lambda g, ins, out: _select_vjp(g, ~(ins[0] >= ins[1]), ins[0] == ins[1], shape_of(ins[0])),
          lambda g, ins, out: _select_vjp(g, ~(ins[1] >= ins[0]), ins[0] == ins[1], shape_of(ins[1]))),
     scalar="({0} if {0} < {1} or {0} != {0} else {1})", vjp_reads=((0, 1), (0, 1)),
+    native="({0} if {0} < {1} or {0} != {0} else {1})",
+    native_vjp=("({g} * ({one} if not ({x0} >= {x1}) else {zero}) + ({g} * {half}) * ({one} if {x0} == {x1} else {zero}))",
+                "({g} * ({one} if not ({x1} >= {x0}) else {zero}) + ({g} * {half}) * ({one} if {x0} == {x1} else {zero}))"),
     batch=BATCH_ELEMENTWISE)
 
 neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=False),
                 vjp=(lambda g, ins, out: -g,), scalar="(-{0})", vjp_reads=((),),
+                native="(-{0})", native_vjp=("(-{g})",),
     batch=BATCH_ELEMENTWISE)
 
 # exp, log, tanh, sigmoid and pow have no scalar= template, so the static
@@ -179,14 +231,17 @@ neg_p = defprim("neg", np.negative, _unary_shape("neg", np.negative, float_only=
 # (dynnets.static.passes): below FUSE_MIN_SIZE no fusion runs at all.
 exp_p = defprim("exp", np.exp, _unary_shape("exp", np.exp),
                 vjp=(lambda g, ins, out: g * out,), vjp_reads=(("out",),),
+                native="{D}(math.exp({0}))", native_vjp=("({g} * {out})",),
     batch=BATCH_ELEMENTWISE)
 
 log_p = defprim("log", np.log, _unary_shape("log", np.log),
                 vjp=(lambda g, ins, out: g / ins[0],), vjp_reads=((0,),),
+                native="{D}(math.log({0}))", native_vjp=("({g} / {x0})",),
     batch=BATCH_ELEMENTWISE)
 
 tanh_p = defprim("tanh", np.tanh, _unary_shape("tanh", np.tanh),
                  vjp=(lambda g, ins, out: g * _one_minus(out * out),), vjp_reads=(("out",),),
+                 native="{D}(math.tanh({0}))", native_vjp=("({g} * ({one} - {out} * {out}))",),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -216,6 +271,10 @@ def _sigmoid(x):
 
 sigmoid_p = defprim("sigmoid", _sigmoid, _unary_shape("sigmoid"),
                     vjp=(lambda g, ins, out: g * out * _one_minus(out),), vjp_reads=(("out",),),
+                    # _sigmoid's scalar form: exp of a non-positive argument never overflows
+                    native=("({one} / ({one} + {D}(math.exp(-abs({0})))) if {0} >= {zero} else "
+                            "{D}(math.exp(-abs({0}))) / ({one} + {D}(math.exp(-abs({0})))))"),
+                    native_vjp=("({g} * {out} * ({one} - {out}))",),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -234,11 +293,13 @@ def _relu_shape(x):
 
 relu_p = defprim("relu", _relu, _relu_shape,
                  vjp=(lambda g, ins, out: g * ~(ins[0] <= 0),), scalar="({0} if {0} > 0.0 or {0} != {0} else 0.0)",
-                 vjp_reads=((0,),),
+                 vjp_reads=((0,),), native="({0} if {0} > {zero} or {0} != {0} else {zero})",
+                 native_vjp=("({g} * ({one} if not ({x0} <= {zero}) else {zero}))",),
     batch=BATCH_ELEMENTWISE)
 
 sqrt_p = defprim("sqrt", np.sqrt, _unary_shape("sqrt", np.sqrt),
                  vjp=(lambda g, ins, out: g / (2 * out),), scalar="math.sqrt({0})", vjp_reads=(("out",),),
+                 native="{D}(math.sqrt({0}))", native_vjp=("({g} / ({two} * {out}))",),
     batch=BATCH_ELEMENTWISE)
 
 def _abs_vjp(g, ins, out):
@@ -249,7 +310,9 @@ def _abs_vjp(g, ins, out):
 
 
 abs_p = defprim("abs", np.abs, _unary_shape("abs", np.abs, float_only=False),
-                vjp=(_abs_vjp,), scalar="abs({0})", vjp_reads=((0,),),
+                vjp=(_abs_vjp,), scalar="abs({0})", vjp_reads=((0,),), native="abs({0})",
+                # sgn: 0 at 0 and at NaN, as _abs_vjp (PyTorch's)
+                native_vjp=("({g} * ({one} if {x0} > {zero} else (-{one} if {x0} < {zero} else {zero})))",),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -319,6 +382,8 @@ def _astype(x, dtype):
 
 astype_p = defprim("astype", _astype, lambda x, dtype: Aval(same_shape(x.shape), np.dtype(dtype)),
                    vjp=(lambda g, ins, out, dtype: g.astype(np.asarray(ins[0]).dtype),), vjp_reads=((),),
+                   native=lambda gen, ins, attrs: gen.astype_to(ins.outs[0], ins.args[0]),
+                   native_vjp=(lambda gen, ins, attrs: gen.astype_to(ins.outs[0], ins.args[0]),),
     batch=BATCH_ELEMENTWISE)
 
 
@@ -329,7 +394,7 @@ def _copy(x):
 
 
 copy_p = defprim("copy", _copy, lambda x: Aval(same_shape(x.shape), dtype_of(x)), vjp=(lambda g, ins, out: g,),
-                 vjp_reads=((),))
+                 vjp_reads=((),), native="{0}", native_vjp=("{g}",))
 
 
 # --------------------------------------------------------------------------
@@ -337,7 +402,7 @@ copy_p = defprim("copy", _copy, lambda x: Aval(same_shape(x.shape), dtype_of(x))
 # --------------------------------------------------------------------------
 
 
-def _comparison(name, ufunc):
+def _comparison(name, ufunc, op):
     def impl(x, y):
         return np.asarray(ufunc(x, y))         # an array also for two scalars: a tensor's data is an array
 
@@ -346,15 +411,16 @@ def _comparison(name, ufunc):
         return Aval(shape, np.dtype(bool))
     impl.__name__ = name
     rule.__name__ = f"{name}_shape"
-    return defprim(name, impl, rule, differentiable=False, batch=BATCH_ELEMENTWISE)
+    # the native tier compares scalars (a loop's condition)
+    return defprim(name, impl, rule, differentiable=False, batch=BATCH_ELEMENTWISE, native=f"{{0}} {op} {{1}}")
 
 
-less_p = _comparison("less", np.less)
-less_equal_p = _comparison("less_equal", np.less_equal)
-greater_p = _comparison("greater", np.greater)
-greater_equal_p = _comparison("greater_equal", np.greater_equal)
-equal_p = _comparison("equal", np.equal)
-not_equal_p = _comparison("not_equal", np.not_equal)
+less_p = _comparison("less", np.less, "<")
+less_equal_p = _comparison("less_equal", np.less_equal, "<=")
+greater_p = _comparison("greater", np.greater, ">")
+greater_equal_p = _comparison("greater_equal", np.greater_equal, ">=")
+equal_p = _comparison("equal", np.equal, "==")
+not_equal_p = _comparison("not_equal", np.not_equal, "!=")
 
 
 # --------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..gradtypes import factored_wgrad, tdot
-from .core import (batch_rows, Aval, DTypeError, ShapeError, broadcast_shapes, defprim, dims_match, dtype_of, fmt_shape,
+from .core import (batch_rows, Aval, DTypeError, NativeUnsupported, ShapeError, broadcast_shapes, defprim, dims_match, dtype_of, fmt_shape,
                    result_type, ufunc_dtype, unbroadcast)
 
 __all__ = ["matmul_p", "linear_p", "einsum_p", "parse_einsum"]
@@ -98,10 +98,37 @@ def _matmul_vjp_w_dense(g, ins, out):
     return unbroadcast(gw, w.shape)
 
 
+def _matmul_native(gen, ins, attrs):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    x, w = ins.args
+    (m, k), (_, n) = gen.matrix_shapes(x, w)
+    gen.bind(o, gen.dot(m, k, n, gen.op(x, dt)[0], False, gen.op(w, dt)[0], False, dt))
+
+
+def _matmul_native_vjp_x(gen, ins, attrs):
+    g, x, w = ins.args[0], ins.args[1], ins.args[2]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    (m, k), (_, n) = gen.matrix_shapes(x, w)
+    # g @ w.T: (m, n) @ (n, k)
+    gen.bind(o, gen.dot(m, n, k, gen.op(g, dt)[0], False, gen.op(w, dt)[0], True, dt))
+
+
+def _matmul_native_vjp_w(gen, ins, attrs):
+    g, x, w = ins.args[0], ins.args[1], ins.args[2]
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    (m, k), (_, n) = gen.matrix_shapes(x, w)
+    # x.T @ g: (k, m) @ (m, n)
+    gen.bind(o, gen.dot(k, m, n, gen.op(x, dt)[0], True, gen.op(g, dt)[0], False, dt))
+
+
 # static plans densify every gradient at once: there the dense twin of the weight
 # VJP forms it directly (a factor object and its product cost more)
 matmul_p = defprim("matmul", _matmul, _matmul_shape, vjp=(_matmul_vjp_x, _matmul_vjp_w), vjp_reads=((1,), (0,)),
-                   dense_vjp=(None, _matmul_vjp_w_dense),
+                   dense_vjp=(None, _matmul_vjp_w_dense), native=_matmul_native,
+                   native_vjp=(_matmul_native_vjp_x, _matmul_native_vjp_w),
     batch=batch_rows(0, when=lambda x, w: len(x.shape) >= 2 and len(w.shape) == 2))
 
 
@@ -145,8 +172,34 @@ def _linear_vjp_dense(g, ins, out):
     return _linear_vjp(g, ins, out, factor=False)
 
 
+def _linear_native(gen, ins, attrs):
+    o = ins.outs[0]
+    dt = gen.out_dtype(o)
+    x, w, b = ins.args
+    (m, k), (n, _) = gen.matrix_shapes(x, w)
+    bx, bshape = gen.op(b, dt)
+    if bshape not in ((), (n,), (1, n)) or gen.shape[o] != (m, n):
+        raise NativeUnsupported("linear with a bias of another shape")
+    gen.bind(o, gen.dot(m, k, n, gen.op(x, dt)[0], False, gen.op(w, dt)[0], True, dt, bias=(bx, bshape)))
+
+
+def _linear_native_vjp(gen, ins, attrs):
+    g, x, w, b = ins.args[0], ins.args[1], ins.args[2], ins.args[3]
+    ox, ow, ob = ins.outs
+    dt = gen.out_dtype(ox)
+    for s in (ow, ob):
+        gen.out_dtype(s)
+    (m, k), (n, _) = gen.matrix_shapes(x, w)
+    ge = gen.op(g, dt)[0]
+    # gx = g @ w: (m, n) @ (n, k); gw = g.T @ x: (n, m) @ (m, k); gb = g summed over rows
+    gen.bind(ox, gen.dot(m, n, k, ge, False, gen.op(w, dt)[0], False, dt))
+    gen.bind(ow, gen.dot(n, m, k, ge, True, gen.op(x, dt)[0], False, dt))
+    bshape = gen.shape[b]
+    gen.ew(ob, (m, n), [(ge, (m, n))], gen.same, dt, acc=() if bshape == () else (1, n))
+
+
 linear_p = defprim("linear", _linear, _linear_shape, joint_vjp=_linear_vjp, dense_vjp=_linear_vjp_dense,
-                   vjp_reads=(0, 1),
+                   vjp_reads=(0, 1), native=_linear_native, native_vjp=_linear_native_vjp,
     batch=batch_rows(0, when=lambda x, w, b: len(x.shape) >= 2))
 
 
