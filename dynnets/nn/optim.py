@@ -50,13 +50,16 @@ steps, and any array shape works, 0-d included.
 
 Kernels
 -------
-Adagrad's dense and row-sparse steps run as one Numba pass each
-(:mod:`dynnets.nn.optim_kernels`) when the arrays are C-contiguous float32 or
-float64 of one dtype: the chain of numpy operations took ~600 us per step for
-an LSTM classifier's 270k dense weights, the kernel ~40 us (measured on a
-shared 2-core machine, ``float32``). The numpy block rules (``_adagrad_block``)
-are the kernels' twins and the fallback for other arrays (tested to agree
-within one unit in the last place).
+Adagrad's dense and row-sparse steps and Adam's dense step run as one Numba
+pass each when the arrays are C-contiguous float32 or float64 of one dtype:
+kernels generated from the update rules of :mod:`dynnets.nn.optim_kernels`
+(``ADAGRAD_RULE``, ``ADAM_RULE``: the one definition of each rule, which the
+native plan tier of :mod:`dynnets.static` compiles too). Adagrad's chain of
+numpy operations took ~600 us per step for an LSTM classifier's 270k dense
+weights, the kernel ~40 us (measured on a shared 2-core machine,
+``float32``). The numpy block rules (``_adagrad_block``, ``_adam_block``) are
+the kernels' twins and the fallback for other arrays (tested to agree within
+one unit in the last place).
 
 State
 -----
@@ -502,7 +505,14 @@ def adam_update(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps, weight_decay=0.
     if weight_decay:
         g = g + weight_decay * data
     if max_v is None:
-        _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
+        if _fused_ok(data, m, g) and _fused_ok(data, v, g):
+            # ADAM_RULE's kernel: one pass instead of _adam_block's eleven whole-array passes and
+            # two temporaries (bench_optim.py --only many: see the README's optimizer figures)
+            dt = data.dtype
+            OK.rule_kernel(OK.ADAM_RULE, dt)(data.reshape(-1), m.reshape(-1), v.reshape(-1), g.reshape(-1),
+                                            np.array((b1, b2, 1.0 - b1, 1.0 - b2, step_size, sqrt_bc2, eps), dt))
+        else:
+            _adam_block(data, m, v, g, b1, b2, step_size, sqrt_bc2, eps)
     else:
         _amsgrad_block(data, m, v, max_v, g, b1, b2, step_size, sqrt_bc2, eps)
 

@@ -26,8 +26,11 @@ functions (:func:`dynnets.nn.optim.sgd_update`, ``adagrad_update``,
 (not PyTorch's, which differ: see their docstrings), and so do their
 row-sparse gradients: only the rows looked up change, moments included (TF1's
 ``sparse_apply_*``). Their updates run on the first two executor tiers; the
-third (:mod:`.native`) translates only the three optimizers above and leaves
-a plan with another one on tier 2.
+third (:mod:`.native`) compiles the update of an optimizer whose class
+declares its dense rule (``_rule``, an :class:`~dynnets.nn.optim_kernels.UpdateRule`:
+the one definition the eager kernels are generated from too, SGD's, Adagrad's
+and Adam's; with ``_native_scalars`` giving the rule's per-step scalars) and
+leaves a plan with another one on tier 2.
 
 The constructors take TF1's arguments in TF1's order (``use_locking`` is
 accepted and changes nothing: a run applies its updates one after another);
@@ -59,6 +62,7 @@ from ..autograd import ops
 from ..autograd.gradtypes import RowSparse
 from ..autograd.primitives import Aval, ShapeError, fmt_shape
 from ..nn.optim import adagrad_update, adam_update, sgd_update
+from ..nn.optim_kernels import ADAGRAD_RULE, ADAM_RULE, SGD_RULE
 from .backward import sparse_gradients
 from .export import export_meta_graph, register_optimizer, write_graph
 from .graph import (GraphError, Operation, StaticPrimitive, Value, Variable, get_default_graph, group, named,
@@ -89,50 +93,32 @@ def _apply_shape(*avals, opt, vars, slots, n):
 
 
 def _apply_native(gen, ins, kw):
-    """The optimizers' dense update rules (dynnets.nn.optim: sgd_update,
-    adagrad_update, _adam_block), element by element in place, each
-    operation in numpy's order and dtype (Python floats cast to the
-    variable's dtype, as numpy casts a weak scalar)."""
+    """The native tier's ``apply_gradients``: the optimizer's update rule
+    (its ``_rule``, defined once in :mod:`dynnets.nn.optim_kernels` and run by
+    the eager kernels too), element by element in place, each step in
+    numpy's order and dtype (Python floats cast to the variable's dtype, as
+    numpy casts a weak scalar). The per-step scalars come from the optimizer
+    (``_native_scalars``)."""
     opt, vars_, n = kw["opt"], kw["vars"], kw["n"]
+    # the class's own rule: a subclass may change _apply, and declares its rule itself
+    rule = type(opt).__dict__.get("_rule")
+    if rule is None:
+        raise gen.Unsupported(f"optimizer {type(opt).__name__}")
     args = ins.args
-    lr_expr = None                       # a float64 kernel expression, or a Python float
-    lr_val = None
     if len(args) > n:
         s = args[n]
         if s in gen.weak:
-            lr_val = float(gen.weak[s])
+            lr = float(gen.weak[s])
         else:
             if not gen.is_scalar(s) or gen.dtype.get(s) not in gen.FLOATS:
                 raise gen.Unsupported("a learning rate that is not a float scalar")
-            lr_expr = f"float({gen.expr[s]})"
+            lr = f"float({gen.expr[s]})"
     else:
-        lr_val = float(opt.learning_rate)
+        lr = float(opt.learning_rate)
+    # lr: a Python float or a float64 kernel expression; scalars_in(dt): the rule's scalars as
+    # expressions of dtype dt
+    scalars_in = opt._native_scalars(gen, lr, vars_)
     wd = opt.weight_decay
-    tp = type(opt)
-    if tp not in (GradientDescentOptimizer, AdagradOptimizer, AdamOptimizer):
-        raise gen.Unsupported(f"optimizer {tp.__name__}")
-
-    def lr_in(dt):
-        # the learning rate in the variable's dtype: a fed one cast, a Python float as a literal
-        return f"{gen.dtname(dt)}({lr_expr})" if lr_expr is not None else gen.lit(lr_val, dt)
-
-    if tp is AdamOptimizer:
-        st = opt._step[vars_[0].graph]
-        sname, sdt, _ = gen.storage(st)
-        gen.emit(f"{sname}[()] += 1")
-        t = gen.tmp()
-        gen.emit(f"{t} = float({sname}[()])")
-        lr_e = lr_expr if lr_expr is not None else repr(lr_val)
-        step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
-        # AdamOptimizer._apply's step_size and sqrt_bc2 in float64, as its Python floats: TF1's
-        # lr * sqrt(1 - b2 ** t) / (1 - b1 ** t) and 1, or torch_epsilon's lr / (1 - b1 ** t) and sqrt(1 - b2 ** t)
-        if opt.torch_epsilon:
-            gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({opt.beta1!r}, {t}))")
-            gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({opt.beta2!r}, {t}))")
-        else:
-            gen.emit(f"{step_size} = {lr_e} * math.sqrt(1.0 - math.pow({opt.beta2!r}, {t})) "
-                     f"/ (1.0 - math.pow({opt.beta1!r}, {t}))")
-            gen.emit(f"{sqrt_bc2} = 1.0")
     for k, var in enumerate(vars_):
         gs = args[k]
         if gs in gen.weak:
@@ -151,38 +137,23 @@ def _apply_native(gen, ins, kw):
             if gw in gen.lazy:
                 gen.materialize(gw)
             ge = gen.expr[gw]
-        lr = lr_in(dt)
-        if tp is GradientDescentOptimizer:
-            gen.update(var, [(ge, shape)], lambda p, e: f"({p} - {lr} * {e})")
-        elif tp is AdagradOptimizer:
-            acc = opt._slots[var]["accumulator"]
-            _, adt, _ = gen.storage(acc)
-            if adt != dt:
-                raise gen.Unsupported("an accumulator of another dtype than its variable")
-            eps = gen.lit(opt.epsilon, dt)
-            gen.update(acc, [(ge, shape)], lambda a, e: f"({a} + {e} * {e})")
-            aname = gen.storage(acc)[0]
-            a_el = (aname, shape) if shape else (f"{aname}[()]", ())
-            gen.update(var, [(ge, shape), a_el],
-                    lambda p, e, a: f"({p} - ({e} / ({gen.dtname(dt)}(math.sqrt({a})) + {eps})) * {lr})")
-        else:
-            sl = opt._slots[var]
-            mname, mdt, _ = gen.storage(sl["m"])
-            vname, vdt, _ = gen.storage(sl["v"])
-            if mdt != dt or vdt != dt:
-                raise gen.Unsupported("Adam moments of another dtype than their variable")
-            b1, b2, c1, c2 = (gen.lit(opt.beta1, dt), gen.lit(opt.beta2, dt), gen.lit(1.0 - opt.beta1, dt),
-                              gen.lit(1.0 - opt.beta2, dt))
-            ss, sb = f"{gen.dtname(dt)}({step_size})", f"{gen.dtname(dt)}({sqrt_bc2})"
-            eps = gen.lit(opt.epsilon, dt)
-            m_el = (mname, shape) if shape else (f"{mname}[()]", ())
-            v_el = (vname, shape) if shape else (f"{vname}[()]", ())
-            # _adam_block: m = m*b1 + (1-b1)*g; v = v*b2 + (g*g)*(1-b2);
-            # p -= (m / (sqrt(v) / sqrt_bc2 + eps)) * step_size
-            gen.update(sl["m"], [(ge, shape)], lambda mm, e: f"({mm} * {b1} + {c1} * {e})")
-            gen.update(sl["v"], [(ge, shape)], lambda vv, e: f"({vv} * {b2} + ({e} * {e}) * {c2})")
-            gen.update(var, [m_el, v_el],
-                    lambda p, mm, vv: f"({p} - ({mm} / ({gen.dtname(dt)}(math.sqrt({vv})) / {sb} + {eps})) * {ss})")
+        arrays = {"p": var}
+        for rs, sname in zip(rule.slots, opt._slot_names):
+            arrays[rs] = opt._slots[var][sname]
+            if gen.storage(arrays[rs])[1] != dt:
+                raise gen.Unsupported(f"{type(opt).__name__}: a slot of another dtype than its variable")
+        names = {"D": gen.dtname(dt), **scalars_in(dt)}
+        for target, formula in rule.steps:
+            used = [a for a in rule.slots + ("p",) if a != target and "{" + a + "}" in formula]
+            operands = [(ge, shape)] if "{g}" in formula else []
+            for a in used:
+                el = gen.storage(arrays[a])[0]
+                operands.append((el, shape) if shape else (f"{el}[()]", ()))
+            keys = (["g"] if "{g}" in formula else []) + used
+
+            def fmt(t, *els, formula=formula, target=target, keys=keys):
+                return formula.format(**names, **{target: t}, **dict(zip(keys, els)))
+            gen.update(arrays[target], operands, fmt)
 
 
 apply_p = StaticPrimitive("apply_gradients", _apply_impl, _apply_shape, effect=True, native=_apply_native)
@@ -196,6 +167,10 @@ class Optimizer:
     """
 
     _slot_names: tuple = ()
+    # the dense update rule (dynnets.nn.optim_kernels) the native plan tier compiles, its slots
+    # those of _slot_names in order; None (or not set by the class itself, a subclass):
+    # plans applying this optimizer stay on tier 2
+    _rule = None
 
     def __init__(self, learning_rate, weight_decay=0.0, name="Optimizer"):
         if not isinstance(learning_rate, Value) and not learning_rate >= 0:
@@ -285,13 +260,23 @@ class Optimizer:
     def _apply(self, S, grads, vars, lr):
         raise NotImplementedError
 
+    @staticmethod
+    def _lr_in(gen, lr, dt):
+        """The learning rate in dtype ``dt``: a fed one cast, a Python float as a literal."""
+        return gen.lit(lr, dt) if type(lr) is float else f"{gen.dtname(dt)}({lr})"
+
 
 class GradientDescentOptimizer(Optimizer):
     """``w -= learning_rate * (g + weight_decay * w)``; row-sparse gradients
     update only their rows when ``weight_decay`` is 0."""
 
+    _rule = SGD_RULE
+
     def __init__(self, learning_rate, use_locking=False, name="GradientDescent", *, weight_decay=0.0):
         super().__init__(learning_rate, weight_decay, name)
+
+    def _native_scalars(self, gen, lr, vars):
+        return lambda dt: {"lr": self._lr_in(gen, lr, dt)}
 
     def _apply(self, S, grads, vars, lr):
         wd = self.weight_decay
@@ -304,6 +289,7 @@ class AdagradOptimizer(Optimizer):
     ``g += weight_decay * w``. Defaults are TF1's."""
 
     _slot_names = ("accumulator",)
+    _rule = ADAGRAD_RULE
 
     def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False, name="Adagrad", *,
                  epsilon=0.0, weight_decay=0.0):
@@ -317,6 +303,9 @@ class AdagradOptimizer(Optimizer):
 
     def _slot_init(self, var, slot):
         return np.full(var.initial_value.shape, self.initial_accumulator_value, var.initial_value.dtype)
+
+    def _native_scalars(self, gen, lr, vars):
+        return lambda dt: {"clr": self._lr_in(gen, lr, dt), "eps": gen.lit(self.epsilon, dt)}
 
     def _apply(self, S, grads, vars, lr):
         wd = self.weight_decay
@@ -344,6 +333,7 @@ class AdamOptimizer(Optimizer):
     """
 
     _slot_names = ("m", "v")
+    _rule = ADAM_RULE
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking=False, name="Adam", *,
                  weight_decay=0.0, lazy=False, torch_epsilon=False):
@@ -363,6 +353,30 @@ class AdamOptimizer(Optimizer):
             st = Variable(np.zeros((), np.int64), name=f"{self.name}/step", trainable=False, graph=graph)
             self._step[graph] = st
         return (st,)
+
+    def _native_scalars(self, gen, lr, vars):
+        # the step counter and _apply's step_size and sqrt_bc2, computed in the kernel in float64 as
+        # _apply's Python floats, once per run
+        sname = gen.storage(self._step[vars[0].graph])[0]
+        gen.emit(f"{sname}[()] += 1")
+        t = gen.tmp()
+        gen.emit(f"{t} = float({sname}[()])")
+        lr_e = repr(lr) if type(lr) is float else lr
+        step_size, sqrt_bc2 = gen.tmp(), gen.tmp()
+        if self.torch_epsilon:
+            gen.emit(f"{step_size} = {lr_e} / (1.0 - math.pow({self.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = math.sqrt(1.0 - math.pow({self.beta2!r}, {t}))")
+        else:
+            gen.emit(f"{step_size} = {lr_e} * math.sqrt(1.0 - math.pow({self.beta2!r}, {t})) "
+                     f"/ (1.0 - math.pow({self.beta1!r}, {t}))")
+            gen.emit(f"{sqrt_bc2} = 1.0")
+
+        def scalars(dt):
+            D = gen.dtname(dt)
+            return {"b1": gen.lit(self.beta1, dt), "b2": gen.lit(self.beta2, dt), "c1": gen.lit(1.0 - self.beta1, dt),
+                    "c2": gen.lit(1.0 - self.beta2, dt), "step_size": f"{D}({step_size})",
+                    "sqrt_bc2": f"{D}({sqrt_bc2})", "eps": gen.lit(self.epsilon, dt)}
+        return scalars
 
     def _apply(self, S, grads, vars, lr):
         b1, b2, eps, wd = self.beta1, self.beta2, self.epsilon, self.weight_decay

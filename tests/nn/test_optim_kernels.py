@@ -72,3 +72,44 @@ def test_adagrad_optimizer_fused_and_fallback_paths_agree():
         out.append((w.numpy().copy(), e.numpy().copy(), opt.state[w]["sum"].copy(), opt.state[e]["sum"].copy()))
     for a, b in zip(*out):
         np.testing.assert_array_max_ulp(a, b, maxulp=1)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_adam_dense_kernel_from_the_rule_matches_numpy_twin(dt):
+    rng = np.random.default_rng(3)
+    p, v, g = _arrays(rng, (23, 7), dt)
+    m = rng.standard_normal((23, 7)).astype(dt)
+    p2, m2, v2 = p.copy(), m.copy(), v.copy()
+    b1, b2, eps, step_size, sqrt_bc2 = 0.9, 0.999, 1e-8, 0.01, 0.3
+    optim._adam_block(p2, m2, v2, g, b1, b2, step_size, sqrt_bc2, eps)
+    OK.adam_dense(p.reshape(-1), m.reshape(-1), v.reshape(-1), g.reshape(-1),
+                  np.array((b1, b2, 1.0 - b1, 1.0 - b2, step_size, sqrt_bc2, eps), dtype=dt))
+    np.testing.assert_array_max_ulp(m, m2, maxulp=1)
+    np.testing.assert_array_max_ulp(v, v2, maxulp=1)
+    np.testing.assert_array_max_ulp(p, p2, maxulp=1)
+    assert p.dtype == m.dtype == v.dtype == dt
+
+
+def test_the_rule_kernels_are_generated_from_the_rules_formulas():
+    # one definition: the kernel's source is the rule's steps, in order, in the dtype
+    src = OK.rule_source(OK.ADAM_RULE, np.float32)
+    assert "m[i] = (m[i] * b1 + c1 * gi)" in src and "np.float32(math.sqrt(v[i]))" in src
+    assert src.index("m[i] =") < src.index("v[i] =") < src.index("p[i] =")
+    rows = OK.rule_source(OK.ADAGRAD_RULE, np.float64, rows=True)
+    assert "accr[j] = (accr[j] + gj * gj)" in rows and "def kernel(p, acc, rows, vals, scal)" in rows
+
+
+def test_adam_optimizer_fused_and_fallback_paths_agree():
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((6, 4)).astype(np.float32)
+    grads = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(3)]
+    out = []
+    for contiguous in (True, False):
+        w = nn.Parameter(w0.copy())
+        opt = optim.Adam([w], lr=0.05, weight_decay=0.01)
+        for g in grads:
+            w._grad = np.ascontiguousarray(g.T) if contiguous else g.T
+            opt.step()
+        out.append((w.numpy().copy(), opt.state[w]["exp_avg"].copy(), opt.state[w]["exp_avg_sq"].copy()))
+    for a, b in zip(*out):
+        np.testing.assert_array_max_ulp(a, b, maxulp=2)

@@ -118,3 +118,54 @@ def test_defprim_rejects_a_native_form_that_does_not_fit(kw, match):
     with pytest.raises(ValueError, match=match):
         defprim("test_bad_native", _softplus, _softplus_shape, vjp=(lambda g, ins, out: g,), **kw)
     assert "test_bad_native" not in PRIMITIVES
+
+
+def _sgd_graph(opt):
+    g = ds.Graph()
+    with g.as_default():
+        x = ds.placeholder(np.float64, (4, 2), name="x")
+        w = ds.Variable(np.array([[0.5], [-0.3]]), name="w")
+        loss = ds.reduce_mean((ds.matmul(x, w) - 1.0) ** 2)
+        train = opt.minimize(loss)
+        init = ds.global_variables_initializer()
+    return g, x, w, train, init
+
+
+def _run(g, x, w, train, init, native_after):
+    with ds.Session(g, jit_after=1, native_after=native_after) as s:
+        s.run(init)
+        for k in range(4):
+            s.run(train, {x: np.arange(8.0).reshape(4, 2) / (k + 1)})
+        return s.variable_value(w), s.stats[-1]
+
+
+def test_an_optimizer_with_its_own_update_rule_reaches_the_native_tier():
+    from dynnets.nn.optim_kernels import UpdateRule
+
+    class SquaredStepSGD(ds.train.Optimizer):
+        """w -= lr * g * |g| (a test rule): _apply and _rule are its two readers."""
+        _rule = UpdateRule("squared_step", (), ("lr",), (("p", "({p} - {lr} * ({g} * abs({g})))"),))
+
+        def _apply(self, S, grads, vars, lr):
+            for v, g in zip(vars, grads):
+                S[v.index] -= lr * (g * np.abs(g))
+
+        def _native_scalars(self, gen, lr, vars):
+            return lambda dt: {"lr": self._lr_in(gen, lr, dt)}
+
+    got, st = _run(*_sgd_graph(SquaredStepSGD(0.01, name="SquaredStep")), native_after=1)
+    want, st2 = _run(*_sgd_graph(SquaredStepSGD(0.01, name="SquaredStep")), native_after=None)
+    assert st["tier"] == 3, st["native"]
+    assert st2["tier"] == 2
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_a_subclass_changing_an_optimizers_update_does_not_inherit_its_native_rule():
+    class HalfStepSGD(ds.train.GradientDescentOptimizer):
+        def _apply(self, S, grads, vars, lr):
+            super()._apply(S, grads, vars, lr / 2)
+
+    got, st = _run(*_sgd_graph(HalfStepSGD(0.02)), native_after=1)
+    want, _ = _run(*_sgd_graph(ds.train.GradientDescentOptimizer(0.01)), native_after=None)
+    assert st["tier"] == 2 and "HalfStepSGD" in st["native"]
+    np.testing.assert_allclose(got, want, rtol=1e-13)
