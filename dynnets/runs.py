@@ -44,12 +44,13 @@ from pathlib import Path
 import numpy as np
 
 from . import io as dio
-from .data import load_samples, load_sst
 from .data.sst import class_names
 from .data.text import read_tree
 from .options import COMPARE_VARIANTS
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 from .plots.figures import compare_figures
+# the one data loader, shared with sweeps (unpacks as (splits, name))
+from .sweep.dataset import load_data
 
 __all__ = ["NEGATION_WORDS", "CONTRAST_WORDS", "is_compositional", "compositional_mask",
            "load_data", "length_percentile", "padding_waste", "batch_padding_waste", "model_config", "run_model",
@@ -97,35 +98,6 @@ def is_compositional(tree):
 def compositional_mask(trees):
     """:func:`is_compositional` of each tree, a bool array (n,)."""
     return np.fromiter((is_compositional(t) for t in trees), dtype=bool, count=len(trees))
-
-
-def load_data(data=None, max_sentences=None):
-    """The splits of an SST-format folder, or the shipped samples when ``data`` is None.
-
-    Parameters
-    ----------
-    data : path or None
-    max_sentences : int, optional
-        Keep only the first ``max_sentences`` trees of each split (quick runs).
-
-    Returns
-    -------
-    (splits, name) : (dict split -> list of Tree, str)
-        ``splits`` always has ``train`` and ``dev``; ``test`` when present.
-    """
-    if data is None:
-        splits, name = load_samples(), "the shipped sample treebank, dynnets/data/samples"
-    else:
-        splits, name = load_sst(data), str(data)
-    missing = [s for s in ("train", "dev") if s not in splits]
-    if missing:
-        raise FileNotFoundError(f"load_data: '{data}' has no {' or '.join(m + '.txt' for m in missing)} "
-                                f"(train.txt and dev.txt are needed; test.txt is optional)")
-    if max_sentences is not None:
-        if max_sentences < 1:
-            raise ValueError(f"load_data: max_sentences must be >= 1, got {max_sentences}")
-        splits = {k: v[:max_sentences] for k, v in splits.items()}
-    return splits, name
 
 
 def length_percentile(trees, q):

@@ -153,7 +153,7 @@ def test_grid_file_axes_and_keys(tmp_path):
     # max_len is an axis of the padded model only; hidden of both; lr is the padded model's own
     assert [(r.name, len(r.axes)) for r in runs].count(("lstm", 1)) == 4
     padded = [r for r in runs if r.name == "padded"]
-    assert len(padded) == 8 and {r.model["max_len"] for r in padded} == {12, sw._resolve_max_len(
+    assert len(padded) == 8 and {r.model["max_len"] for r in padded} == {12, sw.planning._resolve_max_len(
         "p95", [len(t.leaves()) for t in data.splits()["train"]], "")}
     assert all(r.model["lr"] == 0.02 == r.train["lr"] and r.model["hidden_size"] in (4, 8) for r in padded)
     js = tmp_path / "grid.json"
