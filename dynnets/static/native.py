@@ -75,6 +75,10 @@ Numba's ``cache=True``, so a later process with the same plan loads the
 machine code (5-10 ms) instead of compiling it (0.27 s for linreg, ~2.3 s for
 a 115-instruction plan, measured on this shared machine). ``DYNNETS_NO_DISK_CACHE=1`` compiles in memory only. Within a
 process, kernels are shared by source across plans and sessions.
+
+The generator (:class:`~.native_gen.Gen` and the blocks the table's
+translations build from) is :mod:`.native_gen`; this module translates a
+plan instruction by instruction and compiles the kernel.
 """
 from __future__ import annotations
 

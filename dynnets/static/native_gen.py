@@ -21,7 +21,7 @@ _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 FLOATS = (_F32, _F64)
 DT_NAME = {_F32: "np.float32", _F64: "np.float64", np.dtype(bool): "np.bool_", np.dtype(np.int64): "np.int64",
-            np.dtype(np.int32): "np.int32"}
+           np.dtype(np.int32): "np.int32"}
 
 
 # the plan has something this tier cannot translate (the message says what); the table's
@@ -331,7 +331,17 @@ class Gen(_Blocks):
     flat (1-D, C order) locals whose shape is static metadata, so a reshape
     costs nothing and every loop indexes with constants; 0-d values are
     scalars of their exact dtype. A weak Python scalar constant has no dtype
-    until an operation casts it to its operand's."""
+    until an operation casts it to its operand's.
+
+    A primitive's ``native=``/``native_vjp=`` translation receives the
+    generator, the instruction (``ins.args``/``ins.outs``: slots) and the
+    equation's attributes, and builds from what it offers: :meth:`op` (a
+    slot as an operand of a dtype), :meth:`out_dtype`, :meth:`ew` (an
+    elementwise result, optionally summed to a shape), :meth:`scalar`,
+    :meth:`bind`, ``shape``/``dtype``/``weak`` (by slot), and the blocks of
+    the base class (reductions, products, transposes, casts, variable
+    storage and in-place updates); it raises ``gen.Unsupported`` for a case
+    it does not cover."""
 
     def __init__(self, plan, uses=None):
         g = plan.program
