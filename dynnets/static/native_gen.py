@@ -146,6 +146,10 @@ class _Blocks:
             if len(dts) != 1 or not dts <= set(DT_NAME) or odt not in DT_NAME:
                 raise Unsupported(f"{ins.eqn.prim.name} of {sorted(map(str, dts))}")
             dt = dts.pop()
+            if dt.kind in "iu" and any(type(self.weak.get(s)) is float for s in ins.args):
+                # numpy compares an integer with a Python float as floats (2 < 2.5); a literal cast
+                # to the integer dtype would truncate the float (2 < 2)
+                raise Unsupported(f"{ins.eqn.prim.name} of an integer and a Python float")
             if odt != dt and odt.kind != "b":
                 raise Unsupported(f"{ins.eqn.prim.name}: a result of dtype {odt} from {dt}")
             c = _consts(dt)

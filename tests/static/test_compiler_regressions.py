@@ -418,3 +418,19 @@ def test_fetches_of_a_native_subprogram_and_a_view_of_it_do_not_share_memory():
                 assert not np.shares_memory(a, b)
                 np.testing.assert_array_equal(b, np.full((3, 2), 2.0))
             assert {st["role"]: st["tier"] for st in s.stats[-1]["subprograms"]}["true_graph"] == 3
+
+
+def test_an_integer_scalar_compared_with_a_python_float_is_not_truncated_on_the_native_tier():
+    # the native tier wrote the weak 2.5 as an int64 literal (2): 2 < 2.5 came out False
+    from dynnets.autograd.engine import bind
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((), np.int64)
+        y = bind(P.less_p, x, 2.5)
+        z = bind(P.greater_equal_p, x, 2.5)
+    with tf.Session(g, jit_after=1, native_after=1) as s:
+        for _ in range(3):
+            got = s.run([y, z], {x: np.int64(2)})
+            assert bool(got[0]) is True and bool(got[1]) is False, (got, s.stats[-1])
+        got = s.run([y, z], {x: np.int64(3)})
+        assert bool(got[0]) is False and bool(got[1]) is True
