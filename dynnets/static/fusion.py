@@ -6,6 +6,7 @@ runs them after ``schedule`` when a graph has arrays of at least
 are in :mod:`.passes`' docstring."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np

@@ -74,7 +74,7 @@ from ..autograd.primitives import ShapeError, dtype_of
 from .graph import (SOURCES, Eqn, site_str, constant_p, param_p, placeholder_p,
                     variable_p)
 # the late passes (fusion, the memory plan) live beside, in .fusion
-from .fusion import FUSE_MIN_SIZE, KERNEL_STATS, MEMORY_MIN_SIZE, fuse_elementwise, plan_memory
+from .fusion import FUSE_MIN_SIZE, KERNEL_STATS, MEMORY_MIN_SIZE, fuse_elementwise, plan_memory  # noqa: F401
 
 __all__ = ["prune", "infer_shapes", "fold_constants", "cse", "eliminate_dead_code", "schedule",
            "fuse_elementwise", "plan_memory", "evaluate", "optimize", "PassCache", "CompileOptions", "FUSE_MIN_SIZE",
