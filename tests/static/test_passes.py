@@ -335,3 +335,16 @@ def test_gradient_sums_are_not_merged_by_cse():
             a, b = sess.run([g1, g2], feeds)
             np.testing.assert_allclose(a, 10.0)
             np.testing.assert_allclose(b, 5.0)
+
+
+def test_fusion_compiles_in_memory_without_the_disk_cache(monkeypatch):
+    # DYNNETS_NO_DISK_CACHE=1 compiles the generated source in memory, in its own namespace
+    monkeypatch.setenv("DYNNETS_NO_DISK_CACHE", "1")
+    g = ds.Graph()
+    with g.as_default():
+        a = ds.placeholder((47, 3), np.float64, name="a")
+        y = ((a - 0.125) * 7.0 + 0.5) / 3.0          # a chain no other test fuses: a new kernel source
+    f = passes.fuse_elementwise(_prog(g, [y]), min_size=1)
+    assert any(e.prim.name == "fused" for e in f.eqns)
+    x = np.random.default_rng(5).standard_normal((47, 3))
+    np.testing.assert_allclose(_run(f, {a: x})[0], ((x - 0.125) * 7.0 + 0.5) / 3.0, rtol=1e-15)
