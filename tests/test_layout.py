@@ -23,7 +23,7 @@ LAYERS = [
     ("dynnets.autograd.dtypes", "dynnets.autograd.kernels", "dynnets.autograd.reference"),
     ("dynnets.autograd.gradtypes",),
     ("dynnets.autograd.primitives",),
-    ("dynnets.autograd.engine",),
+    ("dynnets.autograd.engine", "dynnets.autograd.values"),
     ("dynnets.autograd.ops",),
     ("dynnets.autograd.tensor",),
     ("dynnets.autograd", "dynnets.autograd.gradcheck"),

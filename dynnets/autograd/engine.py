@@ -12,9 +12,11 @@ Per-op overhead is the enemy of dynamic networks (DESIGN.md rule 10), so the hot
 path here avoids isinstance chains, keyword plumbing and copies: a node stores
 the input arrays it already had, and tensors are created without ``__init__``.
 
-The modes (grad mode, anomaly detection, the autobatch context, a trace's
-captured Parameters) are per thread, as torch's grad mode: see
-:class:`_ModeState` (``STATE``).
+The modes are per thread, as torch's grad mode: grad mode is one flag, and
+every other mode (anomaly detection, autobatch, a trace's captured
+Parameters) is an interpreter on the thread's interpreter stack, to which
+bind hands the op (see "interpreters" and :class:`_ModeState`, ``STATE``);
+static-graph values name their interpreter themselves.
 """
 from __future__ import annotations
 
@@ -36,7 +38,9 @@ from .primitives.core import (PRIMITIVES, DTypeError, IndexRangeError, Promotion
 
 __all__ = [
     "Node", "bind", "bind1", "bind2", "bind_first", "backward", "no_grad", "enable_grad",
-    "is_grad_enabled", "detect_anomaly", "set_symbolic_handler", "register_tensor_types", "capture_parameters",
+    "is_grad_enabled", "detect_anomaly", "is_anomaly_enabled", "register_symbolic_interpreter",
+    "register_tensor_types", "capture_parameters", "push_interpreter", "pop_interpreter", "interpreter",
+    "current_interpreter", "interpreter_stack", "bind_below",
     "accumulate_grad", "write_inplace", "memory_base", "set_grad_enabled", "inference_mode",
     "is_inference_mode_enabled", "alias",
 ]
@@ -46,29 +50,28 @@ class _ModeState(threading.local):
     """The explicit contexts of eager mode (DESIGN.md rule 7), one set per
     thread, as torch's grad mode: ``no_grad()`` or ``autobatch()`` in one
     thread leaves the ops of every other thread as they were. The class
-    attributes are the values a thread starts with (grad on, no anomaly
-    detection, no autobatch, no trace); an assignment sets the value for the
-    assigning thread only.
+    attributes are the values a thread starts with (grad on, no
+    interpreter); an assignment sets the value for the assigning thread only.
 
-    ``path`` is derived, for bind's hot path: 0 grad on and nothing else, 1
-    grad off (no_grad) and nothing else, 2 a mode bind handles on its general
-    path (autobatch, a trace's captured Parameters, anomaly detection). Every
-    assignment to a flag it depends on recomputes it (``__setattr__``), so
-    code that writes ``STATE.grad_enabled`` directly keeps it right; and the
-    module global ``_MODES`` holds one entry per thread whose ``path`` is not
-    0. bind reads ``_MODES`` first and this thread's ``path`` only when some
-    thread is in a mode: a thread-local attribute read costs about as much as
-    the three class-attribute reads of the process-wide state it replaced
-    (30-70 ns against 12-25 ns each on the shared machine), a module global a
-    few ns.
+    ``stack`` is this thread's interpreter stack (a tuple, bottom first; see
+    :func:`push_interpreter`) and ``top`` its last entry (None when empty).
+
+    ``path`` is derived, for bind's hot path: 0 grad on and no interpreter,
+    1 grad off (no_grad) and no interpreter, 2 an interpreter on the stack
+    (``top.bind`` takes every op). Every assignment to a field it depends on
+    recomputes it (``__setattr__``), so code that writes
+    ``STATE.grad_enabled`` directly keeps it right; and the module global
+    ``_MODES`` holds one entry per thread whose ``path`` is not 0. That set
+    holds no mode, only which threads left the fast path: bind reads it
+    first and this thread's ``path`` only when some thread is in a mode (a
+    thread-local attribute read costs 30-70 ns on the shared machine, a
+    module global a few ns).
     """
 
     grad_enabled = True
-    anomaly = False
     inference = False        # inside inference_mode() (grad_enabled is then False too)
-    symbolic = None          # set once per process by dynnets.static (on the class): handles symbolic arguments
-    batch = None             # this thread's active dynnets.autobatch context: bind records lazily
-    captured = frozenset()   # ids of the Parameters this thread's trace reads live (capture_parameters)
+    stack = ()               # this thread's interpreters, bottom first
+    top = None               # stack[-1], or None when eager
     path = 0
     _token = None            # this thread's _InMode, made when its path first leaves 0
 
@@ -76,12 +79,13 @@ class _ModeState(threading.local):
         _local_setattr(self, name, value)
         if name == "grad_enabled":
             path = self.path
-            if path != 2:       # at 2 another mode holds the path, and its flags did not change
+            if path != 2:       # at 2 an interpreter holds the path, and the stack did not change
                 new = 0 if value else 1
                 if new != path:
                     _set_path(self, new)
-        elif name in _SPECIAL:
-            path = 2 if (self.batch is not None or self.captured or self.anomaly) else 0 if self.grad_enabled else 1
+        elif name == "stack":
+            _local_setattr(self, "top", value[-1] if value else None)
+            path = 2 if value else 0 if self.grad_enabled else 1
             if path != self.path:
                 _set_path(self, path)
 
@@ -139,7 +143,6 @@ class _InMode:
 
 
 _local_setattr = threading.local.__setattr__
-_SPECIAL = frozenset({"anomaly", "batch", "captured"})
 _MODES = set()               # one entry per thread whose path is not 0 (see _ModeState)
 _Mode = _ModeState()
 
@@ -332,25 +335,153 @@ class AnomalyError(FloatingPointError):
     """Raised inside :func:`detect_anomaly` by the first op producing NaN/inf."""
 
 
+# ---------------------------------------------------------------------------
+# interpreters
+#
+# An execution mode other than plain eager is an interpreter: any object with
+# a method ``bind(prim, args, attrs)`` that returns what :func:`bind` returns
+# (a tensor, or a tuple for multiple-result primitives, or whatever values
+# the mode works with: lazy tensors, static-graph values). Each thread has a
+# stack of them; bind hands every op of the thread to the top one. An
+# interpreter that handles only some ops passes the others on with
+# :func:`bind_below` (the next interpreter down, eager at the bottom), so
+# modes compose: anomaly detection under autobatch checks the batched ops
+# when the batch runs; a trace's captured Parameters under anomaly detection
+# are checked too.
+#
+# The stack holds the modes a thread enters (autobatch, anomaly detection, a
+# trace's captured Parameters). Symbolic (static-graph) building is found
+# from the arguments instead, as JAX finds the interpreter from its tracers:
+# a static value names its interpreter in the class attribute
+# ``__dynnets_interpreter__``, which bind's general path reads for any
+# argument that is not an array, a tensor or a number. A graph is built by
+# applying ops to its values, whatever the thread's stack, and an eager op
+# never pays for a symbolic check (its arguments take the typed fast paths
+# first). Grad mode is not an interpreter: it is one flag that every
+# interpreter and the eager path read (``STATE.grad_enabled``).
+#
+# An interpreter whose results read their inputs later (autobatch's lazy
+# tensors) sets the attribute ``deferred = True``: in-place writes and custom
+# autograd Functions, which such recording cannot order, raise under it.
+# ---------------------------------------------------------------------------
+
+def push_interpreter(obj):
+    """Make ``obj`` (anything with ``bind(prim, args, attrs)``) the
+    interpreter of this thread's ops until :func:`pop_interpreter` removes
+    it; prefer the context :func:`interpreter`."""
+    if not callable(getattr(obj, "bind", None)):
+        raise TypeError(f"push_interpreter: expected an object with a method bind(prim, args, attrs), got "
+                        f"{type(obj).__name__}")
+    m = _Mode
+    m.stack = m.stack + (obj,)
+
+
+def pop_interpreter(obj):
+    """Remove ``obj``, which must be the top of this thread's interpreter
+    stack (contexts leave in the reverse order they entered)."""
+    m = _Mode
+    st = m.stack
+    if not st or st[-1] is not obj:
+        top = type(st[-1]).__name__ if st else "nothing (eager mode)"
+        raise RuntimeError(f"pop_interpreter: expected {type(obj).__name__} at the top of this thread's "
+                           f"interpreter stack, got {top}: contexts must exit in the reverse order they entered")
+    m.stack = st[:-1]
+
+
+@contextlib.contextmanager
+def interpreter(obj):
+    """Context in which ``obj`` interprets this thread's ops (see
+    :func:`push_interpreter`)."""
+    push_interpreter(obj)
+    try:
+        yield obj
+    finally:
+        pop_interpreter(obj)
+
+
+def current_interpreter():
+    """The interpreter of this thread's ops: the top of its stack, None in
+    eager mode."""
+    return _Mode.top
+
+
+def interpreter_stack():
+    """This thread's interpreters, bottom first (a tuple)."""
+    return _Mode.stack
+
+
+def bind_below(obj, prim, args, attrs):
+    """Apply ``prim`` as the interpreters below ``obj`` on this thread's stack
+    would: the next one down binds it, eager mode (grad mode as set) when
+    ``obj`` is the bottom one or is not on the stack."""
+    st = _Mode.stack
+    i = len(st) - 1
+    while i >= 0 and st[i] is not obj:
+        i -= 1
+    if i > 0:
+        return st[i - 1].bind(prim, args, attrs)
+    return _bind_general(prim, args, attrs, bool(_Mode.grad_enabled))
+
+
+class AnomalyInterpreter:
+    """The interpreter of :func:`detect_anomaly`: each op runs as below it and
+    its eager results are checked for NaN/inf (backward checks the gradients
+    while one is on the stack)."""
+
+    __slots__ = ()
+
+    def bind(self, prim, args, attrs):
+        st = _Mode.stack
+        if st[0] is self:               # eager below: the forward's results checked as they are made
+            return _bind_general(prim, args, attrs, bool(_Mode.grad_enabled), True)
+        return bind_below(self, prim, args, attrs)
+
+
+class CaptureInterpreter:
+    """The interpreter of :func:`capture_parameters`: an op that reads one of
+    the captured Parameters goes to the symbolic interpreter (which adds the
+    Parameter to the trace's graph as a live input); the others run as below
+    it."""
+
+    __slots__ = ("ids", "symbolic")
+
+    def __init__(self, ids, symbolic):
+        self.ids = ids
+        self.symbolic = symbolic
+
+    def bind(self, prim, args, attrs):
+        ids = self.ids
+        for a in args:
+            if id(a) in ids:
+                return self.symbolic.bind(prim, args, attrs)
+        return bind_below(self, prim, args, attrs)
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether this thread is inside :func:`detect_anomaly` (as ``torch.is_anomaly_enabled``)."""
+    return any(type(i) is AnomalyInterpreter for i in _Mode.stack)
+
+
 @contextlib.contextmanager
 def detect_anomaly():
     """Context in which the first op of this thread that produces NaN or inf,
     in the forward pass or in backward, raises :class:`AnomalyError` naming
     the op."""
-    prev = _Mode.anomaly
-    _Mode.anomaly = True
-    try:
+    with interpreter(AnomalyInterpreter()):
         yield
-    finally:
-        _Mode.anomaly = prev
 
 
-def set_symbolic_handler(fn):
-    """Install the function that binds a primitive when an argument is symbolic
-    (a static-graph value). Called once by :mod:`dynnets.static`, for every
-    thread (a class attribute of the per-thread state; static, so that reading
-    it gives the function, not a method)."""
-    _ModeState.symbolic = staticmethod(fn)
+# the static graph's interpreter, registered by dynnets.static when it is
+# imported (register_symbolic_interpreter): a trace sends the ops that read
+# its captured Parameters to it
+_SYMBOLIC = [None]
+
+
+def register_symbolic_interpreter(obj):
+    """The hook by which :mod:`dynnets.static` hands the engine the
+    interpreter that builds graph equations (the one its values name in
+    ``__dynnets_interpreter__``); called once, when that module is imported."""
+    _SYMBOLIC[0] = obj
 
 
 class Node:
@@ -400,7 +531,10 @@ _NDARRAY = np.ndarray
 _object_new = object.__new__
 _next_seq = itertools.count().__next__
 # Argument types that are plain constants: bind takes its fast path for them
-# without probing for ``_is_symbolic`` (a getattr with default costs ~0.1 us).
+# without looking for an interpreter (a getattr with default costs ~0.1 us).
+# The class attribute by which a value names the interpreter of the ops
+# applied to it (see "interpreters"): a static graph's values carry it.
+_INTERP = "__dynnets_interpreter__"
 _CONST = frozenset({float, int, bool, np.ndarray, np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
@@ -488,11 +622,10 @@ def register_lazy_type(cls):
     _LAZY[0] = cls
 
 
-# The explicit contexts' state of the calling thread (grad mode, anomaly, the
-# symbolic handler, the active autobatch context, a trace's captured
-# Parameters): read and set as attributes (``STATE.batch``), each thread
-# seeing its own; the autobatch context switches them around the batched
-# calls it makes.
+# The explicit contexts' state of the calling thread (grad mode, the
+# interpreter stack): read as attributes (``STATE.grad_enabled``), each
+# thread seeing its own; change the stack through push_interpreter and
+# pop_interpreter.
 STATE = _Mode
 
 
@@ -500,44 +633,29 @@ STATE = _Mode
 def capture_parameters(params):
     """The tracing hook (:mod:`dynnets.static.trace`): inside, every op of
     this thread that reads one of the Parameters ``params`` goes to the
-    symbolic handler, which adds the Parameter to the trace's graph as a live
-    input, instead of running eagerly. The tracing thread's ops take bind's
-    general path meanwhile (``path`` 2), which tests each argument against
-    the captured set; other threads, which may run eager ops on the same
-    Parameters while a trace runs, keep their fast paths and their results."""
-    prev = _Mode.captured
-    _Mode.captured = prev | frozenset(map(id, params))
-    try:
+    symbolic interpreter, which adds the Parameter to the trace's graph as a
+    live input, instead of running eagerly (a :class:`CaptureInterpreter`
+    on this thread's stack). Other threads, which may run eager ops on the
+    same Parameters while a trace runs, keep their fast paths and their
+    results."""
+    sym = _SYMBOLIC[0]
+    if sym is None:
+        raise RuntimeError("capture_parameters: no symbolic interpreter is registered; import dynnets.static first")
+    with interpreter(CaptureInterpreter(frozenset(map(id, params)), sym)):
         yield
-    finally:
-        _Mode.captured = prev
 
 
 def bind_first(prim, *args):
     """``bind(prim, *args)[0]`` for a multiple-result primitive whose other
-    results (saved residuals) the caller never reads: inside
-    :func:`dynnets.autobatch` only the first result's lazy tensor is made,
-    which saves two objects per Tree-LSTM node recorded."""
+    results (saved residuals) the caller never reads: an interpreter with a
+    ``bind_first(prim, args, attrs)`` method (autobatch: it then makes only
+    the first result's lazy tensor, two objects fewer per Tree-LSTM node)
+    takes it whole."""
     if _MODES and _Mode.path > 1:
-        b = _Mode.batch
-        if b is not None:
-            return b.record(prim, args, {}, True)
+        top = _Mode.top
+        f = getattr(top, "bind_first", None)
+        return f(prim, args, {}) if f is not None else top.bind(prim, args, {})[0]
     return bind(prim, *args)[0]
-
-
-def _bind_modes(prim, args, attrs):
-    """bind in a thread where a mode other than grad on/off is active
-    (``path`` 2) but not autobatch (bind records for it): an op reading a
-    Parameter that this thread's trace captured goes to the symbolic handler;
-    otherwise it runs on the general path, its result checked for NaN/inf
-    under detect_anomaly."""
-    m = _Mode
-    cap = m.captured
-    if cap:
-        for a in args:
-            if id(a) in cap:
-                return m.symbolic(prim, args, attrs)
-    return _bind_general(prim, args, attrs, bool(m.grad_enabled), m.anomaly)
 
 
 def bind(prim, *args, **attrs):
@@ -552,10 +670,7 @@ def bind(prim, *args, **attrs):
     # some thread is in a mode
     path = _Mode.path if _MODES else 0
     if path > 1:
-        b = _Mode.batch
-        if b is not None:
-            return b.record(prim, args, attrs)
-        return _bind_modes(prim, args, attrs)
+        return _Mode.top.bind(prim, args, attrs)
     # Fast paths for one and two arguments (most ops): unrolled, without the
     # per-argument list building of the general path (measured ~0.5 us/op).
     n = len(args)
@@ -717,8 +832,8 @@ def _bind_general(prim, args, attrs, rec, anomaly=False):
             kpush(a.shape)
             kpush(a.dtype)
             ppush(None)
-        elif getattr(a, "_is_symbolic", False):
-            return _Mode.symbolic(prim, args, attrs)
+        elif getattr(tp, _INTERP, None) is not None:
+            return getattr(tp, _INTERP).bind(prim, args, attrs)
         elif isinstance(a, Tensor):        # other Tensor subclasses
             if tp is _LAZY[0]:
                 a = a._eager()             # a forced lazy tensor, on the tape
@@ -757,7 +872,7 @@ def _bind_many(prim, args, attrs, rec, anomaly):
     for a in args:
         tp = type(a)
         if tp is _TENSOR or tp is _PARAM or (tp is not _NDARRAY and isinstance(a, Tensor)
-                                             and not getattr(a, "_is_symbolic", False)):
+                                             and getattr(tp, _INTERP, None) is None):
             if tp is _LAZY[0]:
                 a = a._eager()
             push(a._data)
@@ -766,8 +881,8 @@ def _bind_many(prim, args, attrs, rec, anomaly):
                 ppush(a)
             else:
                 ppush(None)
-        elif getattr(a, "_is_symbolic", False):
-            return _Mode.symbolic(prim, args, attrs)
+        elif getattr(tp, _INTERP, None) is not None:
+            return getattr(tp, _INTERP).bind(prim, args, attrs)
         else:
             push(a)
             ppush(None)
@@ -789,9 +904,8 @@ def bind1(prim, x):
     call, the packing and the separate recording call cost ~0.25 us per op)."""
     path = _Mode.path if _MODES else 0
     if path > 1:
-        b = _Mode.batch
-        # inside autobatch: record at once (not through bind: one call less per op)
-        return bind(prim, x) if b is None else b.record(prim, (x,), _NO_ATTRS)
+        # the interpreter at once (not through bind: one call less per op)
+        return _Mode.top.bind(prim, (x,), _NO_ATTRS)
     tp = type(x)
     if tp is not _TENSOR and tp is not _PARAM:
         return bind(prim, x)
@@ -828,8 +942,7 @@ def bind2(prim, x, y):
     operators (``x @ w``, ``x + b``); see :func:`bind1`."""
     path = _Mode.path if _MODES else 0
     if path > 1:
-        b = _Mode.batch
-        return bind(prim, x, y) if b is None else b.record(prim, (x, y), _NO_ATTRS)
+        return _Mode.top.bind(prim, (x, y), _NO_ATTRS)
     a = x
     tp = type(x)
     if tp is _TENSOR or tp is _PARAM:
@@ -1081,7 +1194,7 @@ def backward(root, gradient=None, retain_graph=False, inputs=None):
     heap = [(-node.seq, node)]
     leaves = []
     factored = {}
-    anomaly = _Mode.anomaly
+    anomaly = _MODES and _Mode.path > 1 and is_anomaly_enabled()
     # the version checks (see "in-place writes"): read once; -1 while no
     # in-place op ever wrote, when each check costs one comparison
     last_write = _last_write
@@ -1460,7 +1573,7 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
     """
     state = STATE
     lazy = _LAZY[0]
-    if state.batch is not None:
+    if _MODES and state.path > 1 and any(getattr(i, "deferred", False) for i in state.stack):
         raise RuntimeError(
             f"{op}: in-place operations are not supported inside dn.autobatch(): the pending ops read their "
             f"inputs when the batch runs, so a write would change what they compute. Write it out of place "
@@ -1496,7 +1609,7 @@ def write_inplace(op, target, prim, others, attrs, write, casting="same_kind", a
             arrays.append(a._data)
             parents.append(a if a.requires_grad else None)
             rg = rg or a.requires_grad
-        elif getattr(a, "_is_symbolic", False):
+        elif getattr(type(a), _INTERP, None) is not None:
             raise TypeError(f"{op}: cannot write a static-graph value into an eager tensor (got {a!r})")
         else:
             # a numpy scalar counts as its Python number (weak), as in torch

@@ -1286,7 +1286,21 @@ def _unknown_hint(g, ins):
     return ""
 
 
-_engine.set_symbolic_handler(_symbolic_bind)
+class SymbolicInterpreter:
+    """The interpreter that builds graphs: it appends an op applied to
+    symbolic values to their graph (see the engine's "interpreters"). A
+    :class:`Value` names it in ``__dynnets_interpreter__``, so bind finds it
+    from the arguments, as JAX finds the interpreter from its tracers; a
+    trace's captured Parameters reach it through the engine's
+    ``capture_parameters``."""
+
+    __slots__ = ()
+    bind = staticmethod(_symbolic_bind)
+
+
+SYMBOLIC = SymbolicInterpreter()
+Value.__dynnets_interpreter__ = SYMBOLIC
+_engine.register_symbolic_interpreter(SYMBOLIC)
 
 
 def named(v, name):
