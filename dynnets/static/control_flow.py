@@ -548,8 +548,8 @@ def _body_vjp(a):
         gys = []
         for k in fl:
             o = outs[k]
-            gys.append(body._append(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
-                                    name=f"gradients/{o.name}/grad_y"))
+            gys.append(body.append_equation(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
+                                            name=f"gradients/{o.name}/grad_y"))
         xs = [ins[k] for k in fl] + [ins[n + c] for c in fc]
         grads = gradients([outs[k] for k in fl], xs, grad_ys=gys)
         slots, real = [], []
@@ -660,7 +660,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     def params(graph, role):
         with graph.as_default():
-            return [graph._append(placeholder_p, (), {}, s, name=f"{role}/{names[k]}") for k, s in enumerate(specs)]
+            return [graph.append_equation(placeholder_p, (), {}, s, name=f"{role}/{names[k]}")
+                    for k, s in enumerate(specs)]
 
     cg = outer.subgraph()
     cphs = params(cg, "cond")
@@ -820,8 +821,8 @@ def _cond_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
         vals = graph.values
         outs = [vals[o] for o in graph.outputs]
         merged = [a["out_avals"][k] for k in fo]
-        gys = [graph._append(placeholder_p, (), {}, Aval(tuple(m.shape), m.dtype),
-                             name=f"gradients/{outs[k].name}/grad_y") for k, m in zip(fo, merged)]
+        gys = [graph.append_equation(placeholder_p, (), {}, Aval(tuple(m.shape), m.dtype),
+                                     name=f"gradients/{outs[k].name}/grad_y") for k, m in zip(fo, merged)]
         grads = gradients([outs[k] for k in fo], [vals[graph.inputs[k]] for k in fi], grad_ys=gys)
         slots, real = [], []
         for gr in grads:
