@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import backprop as _backprop
 from . import engine as _engine
 from . import primitives as P
 from .engine import STATE as _Mode
@@ -260,7 +261,7 @@ class LazyTensor(Tensor):
         return self._eager()._node
 
     def backward(self, gradient=None, retain_graph=False):
-        _engine.backward(self._eager(), gradient, retain_graph)
+        _backprop.backward(self._eager(), gradient, retain_graph)
 
     def detach(self):
         return self._eager().detach()

@@ -21,10 +21,11 @@ import numpy as np
 from . import ops
 from .ops import shape_tuple
 from . import primitives as P
-from .engine import backward as _backward
-from .engine import alias, bind, bind1, bind2, is_grad_enabled, memory_base, register_tensor_types, write_inplace
-from .engine import retain_grad as _retain_grad
-from .engine import retains_grad as _retains_grad
+from .backprop import backward as _backward
+from .backprop import memory_base, write_inplace
+from .backprop import retain_grad as _retain_grad
+from .backprop import retains_grad as _retains_grad
+from .engine import alias, bind, bind1, bind2, is_grad_enabled, register_tensor_types
 from .gradtypes import LAZY_TYPES, densify
 from .values import is_interpreted
 from .primitives.core import DTypeError, PromotionNeeded, ShapeError
@@ -889,7 +890,7 @@ class Tensor(TensorOps):
             yield self[i]
 
     # --- in-place ops, as torch's: the same array object changes (whoever
-    # holds the tensor, its .data or its numpy() sees it); see engine.write_inplace for
+    # holds the tensor, its .data or its numpy() sees it); see backprop.write_inplace for
     # when they raise and how they are recorded for gradients
 
     def add_(self, other, *legacy, alpha=1):

@@ -23,7 +23,7 @@ from ..autograd import ops
 from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree_lstm_cell, tree_lstm_leaf
 from ..autograd.ops import gelu, normalize, pad
 from ..autograd import primitives as P
-from ..autograd.engine import write_inplace
+from ..autograd.backprop import write_inplace
 from ..autograd.tensor import Tensor, wrap_array
 from ..autograd.tensor import tensor_like
 from ..autograd.values import as_operand, concrete, is_interpreted

@@ -1253,7 +1253,7 @@ def _input_id(g, a, i, prim):
             a = densified(a)
         return a.id
     if isinstance(a, Tensor):
-        if getattr(a, "_is_symbolic", False) or (a.requires_grad and a._node is None):
+        if a.requires_grad and a.is_leaf:
             if not _TRACE or _TRACE[-1] is not g:
                 raise GraphError(f"{prim.name}: input {i} is an eager Parameter, which can be captured only "
                                  f"while tracing (dynnets.static.trace)")

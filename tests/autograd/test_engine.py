@@ -10,7 +10,8 @@ import dynnets as dn
 import pytest
 
 from dynnets.autograd import ops
-from dynnets.autograd.engine import (AnomalyError, backward, bind, detect_anomaly, enable_grad, is_anomaly_enabled,
+from dynnets.autograd.backprop import backward
+from dynnets.autograd.engine import (AnomalyError, bind, detect_anomaly, enable_grad, is_anomaly_enabled,
                                      is_grad_enabled, no_grad)
 from dynnets.autograd.primitives import PRIMITIVES, ShapeError
 from dynnets.autograd.tensor import Tensor
