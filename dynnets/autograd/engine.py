@@ -49,28 +49,28 @@ class AnomalyError(FloatingPointError):
 
 def bind_below(obj, prim, args, attrs):
     """Apply ``prim`` as the interpreters below ``obj`` on this thread's stack
-    would: the next one down binds it, eager mode (grad mode as set) when
-    ``obj`` is the bottom one or is not on the stack."""
+    would: the next one down binds it; eager mode (grad mode as set) when
+    ``obj`` is the bottom one or is not on the stack, its results checked
+    for NaN/inf when anomaly detection is anywhere on the stack (so it holds
+    whatever was pushed after it)."""
     st = _Mode.stack
     i = len(st) - 1
     while i >= 0 and st[i] is not obj:
         i -= 1
     if i > 0:
         return st[i - 1].bind(prim, args, attrs)
-    return _bind_general(prim, args, attrs, bool(_Mode.grad_enabled))
+    return _bind_general(prim, args, attrs, bool(_Mode.grad_enabled), is_anomaly_enabled())
 
 
 class AnomalyInterpreter:
-    """The interpreter of :func:`detect_anomaly`: each op runs as below it and
-    its eager results are checked for NaN/inf (backward checks the gradients
-    while one is on the stack)."""
+    """The interpreter of :func:`detect_anomaly`: each op runs as below it;
+    the eager results at the bottom of the stack are checked for NaN/inf
+    while one is on the stack (see :func:`bind_below`), and backward checks
+    the gradients."""
 
     __slots__ = ()
 
     def bind(self, prim, args, attrs):
-        st = _Mode.stack
-        if st[0] is self:               # eager below: the forward's results checked as they are made
-            return _bind_general(prim, args, attrs, bool(_Mode.grad_enabled), True)
         return bind_below(self, prim, args, attrs)
 
 

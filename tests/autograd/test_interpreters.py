@@ -75,6 +75,12 @@ def test_anomaly_detection_is_an_interpreter_that_composes():
                 np.errstate(invalid="ignore"):
             ops.log(x)                                 # passed down by c, checked by the anomaly interpreter
     assert c.seen == ["log"] and not engine.is_anomaly_enabled()
+    # pushed after another interpreter, it still checks what runs eagerly below both
+    c2 = Counting()
+    with engine.interpreter(c2), dn.detect_anomaly():
+        with pytest.raises(dn.AnomalyError, match="op 'log'"), np.errstate(invalid="ignore"):
+            ops.log(x)
+    assert c2.seen == ["log"]
 
 
 def test_pop_out_of_order_names_both_interpreters():
