@@ -218,9 +218,7 @@ PENDING_ATTRS = {
     # optimizer state read by the exporter and the native tier (issue 24: one optimizer definition, i24-table)
     **{("dynnets/static/export.py", a): 24 for a in ("_slot_names", "_slots", "_step", "_unique_name")},
     **{("dynnets/static/native.py", a): 24 for a in ("_slots", "_step")},
-    # one compiled-program object and the session's variables (issue 24, i24-loops)
-    ("dynnets/static/backward.py", "_const"): 24,
-    ("dynnets/static/trace.py", "_params"): 24,
+    # Variable.load setting the session's variable store (issue 24: one compiled-program object, i24-loops)
     ("dynnets/static/graph.py", "_load_variable"): 24,
 }
 

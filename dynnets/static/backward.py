@@ -268,7 +268,7 @@ def _gradients_nogc(ys, xs, grad_ys=None):
                 gy = g.append_equation(ones_like_p, (y.id,), {}, Aval(tuple(y.shape), y.dtype),
                                        name=f"gradients/{y.name}/ones")
             elif not isinstance(gy, Value):
-                gy = g._const(np.asarray(gy, dtype=y.dtype))
+                gy = g.constant_value(np.asarray(gy, dtype=y.dtype))
             contribute(y.id, gy)
 
         for e in reversed(g.eqns[:len(g.eqns)]):

@@ -831,6 +831,17 @@ class Graph:
             self._params[id(p)] = v
         return v
 
+    def param_value(self, p):
+        """The graph's live source for eager Parameter ``p`` (made by a
+        trace when an op read it), or None: the value a trace's gradients
+        are taken with respect to."""
+        return self._params.get(id(p))
+
+    def constant_value(self, value):
+        """A constant node of ``value`` (an array or a Python number; one
+        node per distinct scalar, see :meth:`_const`)."""
+        return self._const(value)
+
     # --- control dependencies -------------------------------------------------------
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs):

@@ -199,7 +199,7 @@ class TracedFunction:
                 if tuple(loss.shape) not in ((), (1,)):
                     raise ValueError(f"trace: the gradient is of fn's first output, which must be a scalar; "
                                      f"got shape {fmt_shape(loss.shape)}")
-                xs = [g._params.get(id(p)) for p in self.grads_of]
+                xs = [g.param_value(p) for p in self.grads_of]
                 used = [(k, x) for k, x in enumerate(xs) if x is not None]
                 grads = sparse_gradients(loss, [x for _, x in used]) if used else []
                 for (k, _), gr in zip(used, grads):
