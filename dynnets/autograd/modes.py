@@ -334,9 +334,10 @@ class inference_mode(_GradSwitch):
 # a static value names its interpreter in the class attribute
 # ``__dynnets_interpreter__``, which bind's general path reads for any
 # argument that is not an array, a tensor or a number. A graph is built by
-# applying ops to its values, whatever the thread's stack, and an eager op
-# never pays for a symbolic check (its arguments take the typed fast paths
-# first). Grad mode is not an interpreter: it is one flag that every
+# applying ops to its values whatever the thread's stack (an interpreter on
+# it sees the op first and passes what it does not handle down to eager
+# mode, where the values' interpreter takes it), and an eager op never pays
+# for a symbolic check (its arguments take the typed fast paths first). Grad mode is not an interpreter: it is one flag that every
 # interpreter and the eager path read (``STATE.grad_enabled``).
 #
 # An interpreter whose results read their inputs later (autobatch's lazy
