@@ -69,3 +69,22 @@ def test_trace_keeps_a_namedtuple_result():
     assert type(got) is Pair and got.b["k"] == 3
     np.testing.assert_allclose(got.a.numpy(), np.tanh([0.5, -1.0]))
     np.testing.assert_allclose(got.b["s"].numpy(), -0.5)
+
+
+def test_trace_gradient_is_of_the_first_output_as_written():
+    """A traced dict result is flattened in sorted key order, but the loss
+    whose gradients ``grads_of`` gives is still the first output as written
+    (here 'loss', before 'aux')."""
+    from dynnets import nn
+    lin = nn.Linear(2, 1, dtype=np.float64, rng=0)
+
+    def f(x):
+        y = lin(x).sum()
+        return {"loss": y, "aux": y * 0.0}
+
+    x = np.arange(6.0).reshape(3, 2)
+    out, grads = ds.trace(f, grads_of=lin)(x)
+    lin.zero_grad()
+    f(dn.tensor(x))["loss"].backward()
+    np.testing.assert_allclose(np.asarray(grads[0]), lin.weight.grad.numpy(), rtol=1e-12)
+    assert list(out) == ["loss", "aux"]

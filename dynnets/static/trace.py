@@ -195,7 +195,7 @@ class TracedFunction:
             if self.grads_of is not None:
                 if not flat:
                     raise ValueError("trace: grads_of needs fn to return a scalar loss (first output)")
-                loss = flat[0]
+                loss = _first_value(out)          # fn's first output as written (a dict's first key)
                 if tuple(loss.shape) not in ((), (1,)):
                     raise ValueError(f"trace: the gradient is of fn's first output, which must be a scalar; "
                                      f"got shape {fmt_shape(loss.shape)}")
@@ -250,3 +250,16 @@ def trace(fn=None, *, grads_of=None, params=None, accumulate=False, optimize=Tru
 
 def _as_tensor(r):
     return wrap_array(r if isinstance(r, np.ndarray) else np.asarray(r))
+
+
+def _first_value(out):
+    """The first graph value of ``out`` in the order it was written (a
+    dict's keys in insertion order: the flattening order sorts them)."""
+    if isinstance(out, Value):
+        return out
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else ()
+    for x in items:
+        v = _first_value(x)
+        if v is not None:
+            return v
+    return None
