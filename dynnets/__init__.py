@@ -77,3 +77,8 @@ __all__ += ["bernoulli", "multinomial", "normal"]
 from .autograd.ops import bincount, flip, index_add, nonzero, scatter, scatter_add, tril, triu, unique  # noqa: E402
 
 __all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"]
+
+# i24-modes: torch.is_anomaly_enabled (anomaly detection is an interpreter on the thread's stack)
+from .autograd.engine import is_anomaly_enabled  # noqa: E402
+
+__all__ += ["is_anomaly_enabled"]

@@ -1,7 +1,8 @@
 """Define-by-run autograd on numpy, with hot kernels jitted by Numba."""
 from . import ops
 from .autobatching import LazyTensor, autobatch
-from .engine import AnomalyError, backward, bind, detect_anomaly, enable_grad, is_grad_enabled, no_grad
+from .backprop import backward
+from .engine import AnomalyError, bind, detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck
 from .primitives import PRIMITIVES, Primitive, RowSparse, ShapeError, defprim
 from .tensor import Parameter, Tensor

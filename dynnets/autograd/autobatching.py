@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import backprop as _backprop
 from . import engine as _engine
 from . import primitives as P
 from .engine import STATE as _Mode
@@ -260,7 +261,7 @@ class LazyTensor(Tensor):
         return self._eager()._node
 
     def backward(self, gradient=None, retain_graph=False):
-        _engine.backward(self._eager(), gradient, retain_graph)
+        _backprop.backward(self._eager(), gradient, retain_graph)
 
     def detach(self):
         return self._eager().detach()
@@ -365,8 +366,7 @@ class AutoBatch:
 
     # --- the context ----------------------------------------------------------------
     def __enter__(self):
-        self._prev = _Mode.batch
-        _Mode.batch = self
+        _engine.push_interpreter(self)
         self._active = True
         # The cyclic garbage collector is paused while the context records
         # and runs: the pending graph is thousands of small objects per
@@ -378,7 +378,7 @@ class AutoBatch:
         return self
 
     def __exit__(self, tp, exc, tb):
-        _Mode.batch = self._prev
+        _engine.pop_interpreter(self)
         self._active = False
         # numpy's bare "... is read-only" from a write into an array that
         # pending nodes made read-only: raised again below naming autobatch
@@ -547,6 +547,14 @@ class AutoBatch:
             self._st["record_s"] += time.perf_counter() - t0
         return res
 
+
+    # the engine's interpreter protocol: bind hands this context every op of its thread
+    bind = record
+    deferred = True         # lazy results read their inputs later: no in-place writes meanwhile
+
+    def bind_first(self, prim, args, attrs):
+        """:func:`~.engine.bind_first`: only the first result's lazy tensor."""
+        return self.record(prim, args, attrs, True)
     def _record_other(self, prim, args, attrs, first=False):
         """Arguments the fast path does not take: lazy tensors of other contexts
         (their values, if those ran), static-graph values, numpy scalars,
@@ -557,8 +565,8 @@ class AutoBatch:
             tp = type(a)
             if tp is LazyTensor and a._pn.ab is not self:
                 a = self._foreign(a)
-            elif getattr(a, "_is_symbolic", False):
-                out = _Mode.symbolic(prim, args, attrs)
+            elif getattr(tp, "__dynnets_interpreter__", None) is not None:
+                out = tp.__dynnets_interpreter__.bind(prim, args, attrs)
                 return out[0] if first and prim.multiple_results else out
             elif tp is not LazyTensor and isinstance(a, Tensor) and tp is not Tensor and tp is not Parameter:
                 a = wrap_array(a._data, requires_grad=False) if not a.requires_grad else a
@@ -719,8 +727,8 @@ class AutoBatch:
             pn.index = base
             base += 1
         self._forcing = True
-        prev = _Mode.batch
-        _Mode.batch = None
+        prev = _engine.interpreter_stack()
+        _Mode.stack = tuple(i for i in prev if type(i) is not AutoBatch)
         prev_gm = _Mode.grad_enabled
         st = self._st
         t0 = time.perf_counter()
@@ -736,7 +744,7 @@ class AutoBatch:
                             f"context's lazy tensors have no values")
             raise
         finally:
-            _Mode.batch = prev
+            _Mode.stack = prev
             _Mode.grad_enabled = prev_gm
             self._forcing = False
         st["nodes"] += len(nodes)
@@ -1023,8 +1031,8 @@ class AutoBatch:
         pn = t._pn
         if type(pn.call) is not _Call and pn.concs is not None:
             return pn.concs[t._k]
-        prev = _Mode.batch
-        _Mode.batch = None
+        prev = _engine.interpreter_stack()
+        _Mode.stack = tuple(i for i in prev if type(i) is not AutoBatch)
         prev_gm = _Mode.grad_enabled
         _Mode.grad_enabled = t.requires_grad or prev_gm
         try:
@@ -1040,7 +1048,7 @@ class AutoBatch:
             if tuple(x.shape) != shape:
                 x = _engine.bind(P.reshape_p, x, shape=shape)
         finally:
-            _Mode.batch = prev
+            _Mode.stack = prev
             _Mode.grad_enabled = prev_gm
         return x
 

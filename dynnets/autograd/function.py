@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine import STATE, bind, no_grad
+from .engine import STATE, CaptureInterpreter, bind, interpreter_stack, no_grad
 from .primitives.core import Aval, ShapeError, defprim, unbroadcast
 from .tensor import Tensor, wrap_array
 
@@ -231,15 +231,16 @@ class Function:
             raise TypeError(f"{cls.__name__}.apply: takes positional arguments only (as torch's), got keyword "
                             f"argument(s) {sorted(kwargs)}")
         for a in args:
-            if getattr(a, "_is_symbolic", False):
+            if getattr(type(a), "__dynnets_interpreter__", None) is not None:
                 raise RuntimeError(f"{cls.__name__}.apply: a custom autograd.Function cannot be traced into a "
                                    f"static graph (dynnets.static.trace): its backward is Python code; call the "
                                    f"function eagerly, or write it with dynnets ops and no custom backward")
-        if STATE.batch is not None:
+        modes = interpreter_stack()
+        if any(getattr(i, "deferred", False) for i in modes):
             raise RuntimeError(f"{cls.__name__}.apply: a custom autograd.Function is not supported inside "
                                f"dn.autobatch() (its Python forward and backward cannot be batched); call it "
                                f"outside the context")
-        if STATE.captured:
+        if any(type(i) is CaptureInterpreter for i in modes):
             raise RuntimeError(f"{cls.__name__}.apply: a custom autograd.Function cannot be traced into a static "
                                f"graph (dynnets.static.trace): its backward is Python code")
         ctx = FunctionCtx()

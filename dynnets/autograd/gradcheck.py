@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine import backward
+from .backprop import backward
 from .tensor import Tensor, wrap_array
 
 __all__ = ["gradcheck", "GradcheckError", "numerical_grad"]

@@ -21,6 +21,7 @@ import numpy as np
 from . import primitives as P
 from ..devices import check_device
 from .engine import bind, bind1, bind2, bind_first
+from .values import as_operand, is_interpreted, require_concrete
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "matmul", "linear", "exp", "log", "tanh", "sigmoid", "relu",
@@ -275,8 +276,7 @@ def where(condition, input=None, other=None):
         return nonzero_tuple(condition)
     if input is None or other is None:
         raise TypeError("where: takes (condition) or (condition, input, other), got only one of input and other")
-    condition = _array_of(condition)
-    c = np.asarray(condition, dtype=bool) if not getattr(condition, "_is_symbolic", False) else condition
+    c = as_operand(condition, bool)
     input, other = _number(input), _number(other)    # a numpy scalar is weak in torch, as a Python number
     try:
         return bind(P.where_p, c, input, other)
@@ -498,7 +498,8 @@ def _max_along(op, x, d, keep, largest):
     if nd and x.shape[ax] == 0:
         raise P.ShapeError(f"{op}: cannot reduce dimension {ax} of size 0 (x.shape={tuple(x.shape)})")
     idx = bind(P.argmax_p, src, axis=ax) if nd else bind(P.argmax_p, src)
-    if getattr(x, "_is_symbolic", False):
+    if is_interpreted(x):
+        # a graph's value: its maximum (the values at idx are not known yet to index with)
         values = bind(P.max_p, src, axis=ax, keepdims=keep)
         values = values if largest else neg(values)
     elif nd == 0:
@@ -661,11 +662,8 @@ def equal(input, other):
     comparison is :func:`eq` (``==``). Eager values only: a static-graph
     value has no elements yet (``dynnets.static.equal`` is TF1's elementwise
     one)."""
-    for v in (input, other):
-        if getattr(v, "_is_symbolic", False):
-            raise TypeError("equal: torch.equal gives a Python bool, which a static-graph value cannot; compare "
-                            "elementwise with eq (==) and reduce")
-    a, b = np.asarray(input), np.asarray(other)
+    hint = "; torch.equal gives a Python bool: compare elementwise with eq (==) and reduce"
+    a, b = require_concrete("equal", "input", input, hint), require_concrete("equal", "other", other, hint)
     return a.shape == b.shape and bool(np.all(a == b))
 
 
@@ -673,10 +671,8 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether ``|input - other| <= atol + rtol * |other|`` everywhere (the two
     broadcast), as ``torch.allclose`` (a Python bool); tensors of different
     dtypes raise, as torch's."""
-    for v in (input, other):
-        if getattr(v, "_is_symbolic", False):
-            raise TypeError("allclose: gives a Python bool, which a static-graph value cannot")
-    a, b = np.asarray(input), np.asarray(other)
+    hint = " (allclose gives a Python bool)"
+    a, b = require_concrete("allclose", "input", input, hint), require_concrete("allclose", "other", other, hint)
     if a.dtype != b.dtype:
         raise P.DTypeError(f"allclose: input.dtype={a.dtype} does not match other.dtype={b.dtype} (as torch; "
                            f"convert one with .to())")
@@ -845,8 +841,7 @@ def getitem(x, index):
 
 def take(x, indices):
     """Rows of ``x`` at integer ``indices`` (gather along axis 0)."""
-    indices = _array_of(indices)
-    return bind(P.take_p, x, np.asarray(indices) if not getattr(indices, "_is_symbolic", False) else indices)
+    return bind(P.take_p, x, as_operand(indices))
 
 
 def _no_out(op, out):
@@ -1070,15 +1065,11 @@ def cross_entropy(logits, targets, *, mask=None, reduction="mean"):
     :func:`dynnets.nn.functional.cross_entropy`; other inputs here raise an
     error that names it.
     """
-    targets = _array_of(targets)
-    if not getattr(targets, "_is_symbolic", False):
-        targets = np.asarray(targets)
+    targets = as_operand(targets)
     if mask is None:
         loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, reduction=reduction)
     else:
-        mask = _array_of(mask)
-        if not getattr(mask, "_is_symbolic", False):
-            mask = np.asarray(mask, dtype=logits.dtype)
+        mask = as_operand(mask, logits.dtype)
         loss, _ = bind(P.softmax_cross_entropy_p, logits, targets, mask, reduction=reduction)
     return loss
 
@@ -1105,10 +1096,7 @@ def binary_cross_entropy(probs, targets):
 
 def embedding(weight, ids):
     """Rows of ``weight`` for integer ``ids``; the gradient is row-sparse."""
-    ids = _array_of(ids)
-    if not getattr(ids, "_is_symbolic", False):
-        ids = np.asarray(ids)
-    return bind2(P.embedding_p, weight, ids)
+    return bind2(P.embedding_p, weight, as_operand(ids))
 
 
 def dropout(x, p, rng, training=True):
@@ -1131,7 +1119,8 @@ def dropout(x, p, rng, training=True):
         return x
     if not 0 <= p < 1:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
-    if getattr(x, "_is_symbolic", False):
+    if is_interpreted(x):
+        # a graph's value: a mask op drawn anew each run, from a seed fixed now
         seed = tuple(int(s) for s in np.random.default_rng(rng).integers(0, 2 ** 63, 2))
         return bind(P.mul_p, x, bind(P.dropout_mask_p, x, rate=float(p), seed=seed))
     return bind(P.mul_p, x, P.draw_dropout_mask(np.random.default_rng(rng), x.shape, x.dtype, p))
@@ -1260,10 +1249,7 @@ def gather(input, dim, index):
     (``dynnets.static.gather`` is TF1's: rows at indices, :func:`take`.)"""
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"gather: dim must be an integer, got {dim!r} (torch's order is gather(input, dim, index))")
-    index = _array_of(index)
-    if not getattr(index, "_is_symbolic", False):
-        index = np.asarray(index)
-    return bind(P.gather_p, input, index, dim=int(dim))
+    return bind(P.gather_p, input, as_operand(index), dim=int(dim))
 
 
 def masked_fill(input, mask, value):
@@ -1271,9 +1257,7 @@ def masked_fill(input, mask, value):
     broadcast together), as ``torch.masked_fill``; the value takes the
     input's dtype (an integer tensor filled with 1.5 holds 1, as torch's). A
     0-d tensor ``value`` gets the gradient of the filled positions."""
-    m = _array_of(mask)
-    if not getattr(m, "_is_symbolic", False):
-        m = np.asarray(m)
+    m = as_operand(mask)
     if np.dtype(m.dtype) != np.bool_:
         raise P.DTypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype} (as torch: compare first, "
                            f"mask != 0)")
@@ -1786,9 +1770,8 @@ def index_select(input, dim, index):
         raise P.ShapeError("index_select: input must have at least one dimension, got a 0-d input")
     d, n = _known_dim("index_select", input, dim)
     idx = _array_of(index)
-    if getattr(idx, "_is_symbolic", False):
-        raise TypeError("index_select: index must be a concrete tensor (a static graph's value has no values "
-                        "to check; use dynnets.static.gather)")
+    if is_interpreted(idx):
+        require_concrete("index_select", "index", idx, " (use dynnets.static.gather)")
     if not hasattr(idx, "dtype"):
         raise TypeError(f"index_select: index must be a tensor, got {type(index).__name__}")
     idx = np.asarray(idx)
@@ -2009,10 +1992,7 @@ __all__ += ["log1p", "expm1", "logsumexp", "prod", "isnan", "isinf", "isfinite",
 def _concrete_index(op, index, name="index"):
     """``index`` (int64 or int32, as torch takes) as an int64 numpy array;
     a static value has no values to check and is refused."""
-    idx = _array_of(index)
-    if getattr(idx, "_is_symbolic", False):
-        raise TypeError(f"{op}: {name} must be a concrete tensor, not a static graph's value")
-    idx = np.asarray(idx)
+    idx = require_concrete(op, name, index)
     if idx.dtype not in (np.int64, np.int32):
         raise P.DTypeError(f"{op}: expected dtype int64 (or int32) for {name}, got {idx.dtype}")
     return idx.astype(np.int64, copy=False)
@@ -2071,10 +2051,7 @@ def index_add(input, dim, index, source, *, alpha=1):
     ``n`` along ``dim`` -> input's shape.
     """
     d, n = _known_dim("index_add", input, dim)
-    idx = _array_of(index)
-    if getattr(idx, "_is_symbolic", False):
-        raise TypeError("index_add: index must be a concrete tensor, not a static graph's value")
-    idx = np.asarray(idx)
+    idx = require_concrete("index_add", "index", index)
     if idx.dtype not in (np.int64, np.int32):
         raise P.DTypeError(f"index_add: expected dtype int32 or int64 for index, got {idx.dtype}")
     if idx.ndim > 1:

@@ -21,11 +21,13 @@ import numpy as np
 from . import ops
 from .ops import shape_tuple
 from . import primitives as P
-from .engine import backward as _backward
-from .engine import alias, bind, bind1, bind2, is_grad_enabled, memory_base, register_tensor_types, write_inplace
-from .engine import retain_grad as _retain_grad
-from .engine import retains_grad as _retains_grad
+from .backprop import backward as _backward
+from .backprop import memory_base, write_inplace
+from .backprop import retain_grad as _retain_grad
+from .backprop import retains_grad as _retains_grad
+from .engine import alias, bind, bind1, bind2, is_grad_enabled, register_tensor_types
 from .gradtypes import LAZY_TYPES, densify
+from .values import is_interpreted
 from .primitives.core import DTypeError, PromotionNeeded, ShapeError
 from ..devices import CPU, DeviceUnavailableError, check_device
 from ..random import generator as _generator
@@ -475,7 +477,7 @@ def legacy_new(where, dt, args, device=None):
             raise TypeError(f"{where}: expected a tensor of dtype {dt}, got one of dtype {data.dtype} (convert it "
                             f"with .to() or .type())")
         return data.detach()
-    if isinstance(data, (numbers.Number, np.generic)) or getattr(data, "_is_symbolic", False):
+    if isinstance(data, (numbers.Number, np.generic)) or is_interpreted(data):
         raise TypeError(f"{where}: data must be a sequence (got {type(data).__name__}); for a 0-d tensor use "
                         f"tensor(value, dtype=...)")
     try:
@@ -888,7 +890,7 @@ class Tensor(TensorOps):
             yield self[i]
 
     # --- in-place ops, as torch's: the same array object changes (whoever
-    # holds the tensor, its .data or its numpy() sees it); see engine.write_inplace for
+    # holds the tensor, its .data or its numpy() sees it); see backprop.write_inplace for
     # when they raise and how they are recorded for gradients
 
     def add_(self, other, *legacy, alpha=1):
@@ -1361,7 +1363,7 @@ del _name
 
 def _concrete(op, name, x):
     """The float array of a tensor argument of a sampling function."""
-    if getattr(x, "_is_symbolic", False):
+    if is_interpreted(x):
         raise TypeError(f"{op}: {name} must be an eager tensor (a static graph draws with dynnets.static.random "
                         f"ops), got a static value")
     if not isinstance(x, Tensor):
@@ -1643,3 +1645,12 @@ Tensor.index_add_ = _index_add_
 Tensor.scatter_ = _scatter_
 Tensor.scatter_add_ = _scatter_add_
 del _name
+
+
+def tensor_like(x):
+    """``x`` for a layer that takes tensors: a tensor or an interpreted value
+    (a static graph's, see :mod:`dynnets.autograd.values`) unchanged, an
+    array-like wrapped (no gradient, no copy)."""
+    if isinstance(x, Tensor) or is_interpreted(x):
+        return x
+    return wrap_array(np.asarray(x))

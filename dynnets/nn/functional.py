@@ -23,8 +23,10 @@ from ..autograd import ops
 from ..autograd.ops import gru_cell, gru_seq, lstm_cell, lstm_seq, rnn_seq, tree_lstm_cell, tree_lstm_leaf
 from ..autograd.ops import gelu, normalize, pad
 from ..autograd import primitives as P
-from ..autograd.engine import write_inplace
+from ..autograd.backprop import write_inplace
 from ..autograd.tensor import Tensor, wrap_array
+from ..autograd.tensor import tensor_like
+from ..autograd.values import as_operand, concrete, is_interpreted
 from ..random import generator as _generator
 from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, kl_div, mse_loss, nll_loss
 from .module import check_float_input
@@ -43,7 +45,7 @@ def _inplace_target(who, input):
     recorded under ``dynnets.autobatch()`` raises in the write itself.)"""
     if isinstance(input, Tensor):
         return input
-    if getattr(input, "_is_symbolic", False):
+    if is_interpreted(input):
         raise TypeError(f"{who}: inplace=True on a static-graph value, which is immutable (TF1's tensors are): pass "
                         f"inplace=False (nn modules: inplace=False) and use the result")
     raise TypeError(f"{who}: inplace=True writes into the input, which must be a dynnets Tensor, got "
@@ -110,13 +112,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if not isinstance(sparse, (bool, np.bool_)):
         raise TypeError(f"{who}: sparse must be a bool, got {sparse!r} (the arguments are torch's: "
                         f"embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse))")
-    ids = input.numpy() if isinstance(input, Tensor) else input
-    symbolic = getattr(ids, "_is_symbolic", False)
-    if not symbolic:
-        ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"{who}: input must hold integer ids (torch's order is embedding(input, weight)), "
-                            f"got dtype {ids.dtype}")
+    ids = as_operand(input)
+    if np.dtype(ids.dtype).kind not in "iu":
+        raise TypeError(f"{who}: input must hold integer ids (torch's order is embedding(input, weight)), "
+                        f"got dtype {ids.dtype}")
     n = weight.shape[0]
     if padding_idx is not None:
         if isinstance(padding_idx, (bool, np.bool_)) or not isinstance(padding_idx, (int, np.integer)) \
@@ -124,24 +123,25 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             raise ValueError(f"{who}: padding_idx must be an integer in [-{n}, {n}), got {padding_idx!r}")
         padding_idx = int(padding_idx) % n
     if max_norm is not None:
-        _renorm(who, weight, ids, symbolic, float(max_norm), float(norm_type))
+        _renorm(who, weight, ids, float(max_norm), float(norm_type))
     out = ops.embedding(weight, ids)
-    if padding_idx is None or symbolic or not out.requires_grad:
+    if padding_idx is None or (isinstance(out, Tensor) and not out.requires_grad):
         return out
-    is_pad = ids == padding_idx
-    if not is_pad.any():
-        return out
+    iv = concrete(ids)
+    if iv is not None and not (iv == padding_idx).any():
+        return out              # no padding id among ids known now: nothing to mask
     # where() passes the gradient only to non-padding positions; the padding
     # row's value enters as a constant, so forward values are unchanged
-    w = weight.numpy() if isinstance(weight, Tensor) else np.asarray(weight)
-    return ops.where(is_pad[..., None], w[padding_idx], out)
+    is_pad = ops.unsqueeze(ops.eq(ids, np.asarray(padding_idx, dtype=np.int64)), -1)
+    return ops.where(is_pad, _constant(ops.getitem(weight, padding_idx)), out)
 
 
-def _renorm(who, weight, ids, symbolic, max_norm, norm_type):
+def _renorm(who, weight, ids, max_norm, norm_type):
     """torch's ``embedding_renorm_``: rows looked up with a norm above
     ``max_norm`` scaled to ``max_norm / (norm + 1e-7)`` of themselves, in place."""
     w = weight.numpy() if isinstance(weight, Tensor) else weight
-    if symbolic or type(w) is not np.ndarray:
+    ids = concrete(ids)
+    if ids is None or type(w) is not np.ndarray:
         raise ValueError(f"{who}: max_norm rescales the weight's rows in place, which needs eager ids and an eager "
                          f"weight array")
     rows = np.unique(ids.reshape(-1))
@@ -377,8 +377,7 @@ def _float_arg(who, x, what="input"):
     """``x`` as a tensor (an array-like becomes one) after checking it is
     floating-point: torch's activations refuse integers ("not implemented
     for 'Long'")."""
-    if not isinstance(x, Tensor) and not getattr(x, "_is_symbolic", False):
-        x = wrap_array(np.asarray(x))
+    x = tensor_like(x)
     if x.dtype.kind != "f":
         raise TypeError(f"{who}: expected a floating-point {what}, got dtype {x.dtype}")
     return x
@@ -461,7 +460,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     hi = _number_arg("hardtanh", "max_val", max_val)
     if lo > hi:
         raise ValueError(f"hardtanh: min_val={lo} cannot be greater than max_val={hi}")
-    x = input if isinstance(input, Tensor) or getattr(input, "_is_symbolic", False) else Tensor(np.asarray(input))
+    x = tensor_like(input)
     if x.dtype.kind not in "fiu":
         raise TypeError(f"hardtanh: expected a real numeric input, got dtype {x.dtype}")
     inside = ops.logical_and(ops.gt(x, lo), ops.lt(x, hi))

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd.primitives import DTypeError
-from ..autograd.tensor import Tensor, wrap_array
+from ..autograd.tensor import Tensor, tensor_like
+from ..autograd.values import as_operand, as_value, concrete
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCELoss", "BCEWithLogitsLoss", "cross_entropy", "nll_loss",
@@ -58,15 +59,10 @@ def _reduction(who, size_average, reduce, reduction):
     return out
 
 
-def _symbolic(x):
-    return getattr(x, "_is_symbolic", False)
-
-
 def _float_input(who, x, what="input"):
     # a static Value (also what ds.trace records with) stays symbolic; only
     # plain arrays are wrapped
-    if not isinstance(x, Tensor) and not _symbolic(x):
-        x = wrap_array(np.asarray(x))
+    x = tensor_like(x)
     if x.dtype.kind != "f":
         raise TypeError(f"{who}: {what} must be floating-point, got dtype {x.dtype}")
     return x
@@ -118,22 +114,13 @@ def _rows(who, x, target, probabilities):
             t2 = target
         else:
             t2 = ops.reshape(ops.transpose(target, 0, *range(2, nd), 1), -1, C)
-    elif _symbolic(target):
-        t2 = ops.astype(ops.reshape(target, -1), np.int64)
     else:
-        t2 = np.asarray(target).reshape(-1).astype(np.int64, copy=False)
+        t2 = ops.astype(ops.reshape(target, -1), np.int64)
     return x2, t2, out_shape, C
 
 
-def _target_array(target):
-    """A target's array, or the symbolic value itself."""
-    if isinstance(target, Tensor):
-        return target.numpy()
-    return target if _symbolic(target) else np.asarray(target)
-
-
 def _class_targets(who, target):
-    t = _target_array(target)
+    t = as_operand(target)
     if np.dtype(t.dtype).kind not in "iu":
         raise TypeError(f"{who}: target must hold integer class indices (or, for CrossEntropyLoss, float class "
                         f"probabilities shaped as the input), got dtype {t.dtype}")
@@ -142,45 +129,35 @@ def _class_targets(who, target):
 
 def _kept(who, t, C, weight, ignore_index, dtype):
     """Targets with ignored rows set to class 0, each row's weight w[y_i] (0
-    if ignored), and which rows are kept."""
-    if _symbolic(t):
-        return _kept_symbolic(who, t, C, weight, ignore_index, dtype)
-    keep = t != ignore_index
-    t0 = np.where(keep, t, 0)
-    bad = (t0 < 0) | (t0 >= C)
-    if bad.any():
-        raise ValueError(f"{who}: target {int(t0[bad][0])} is out of range for {C} classes "
-                         f"(ignore_index={ignore_index})")
+    if ignored), and which rows are kept: ops, so that eager and static
+    targets take this one path. Targets whose values are known now are
+    checked now (an out-of-range one raises, naming the loss); a static
+    graph's are caught when it runs, by the ``take`` of their class weight
+    (a negative one is sent past the end first, since ``take`` accepts
+    negative indices)."""
     if weight is not None and weight.shape != (C,):
         raise ValueError(f"{who}: weight.shape={weight.shape} does not match the {C} classes of the input")
-    w = keep.astype(dtype) if weight is None else np.where(keep, weight[t0], 0).astype(dtype)
-    return t0, w, keep
-
-
-def _kept_symbolic(who, t, C, weight, ignore_index, dtype):
-    """:func:`_kept` of symbolic targets, as graph ops: the rows' weights and
-    kept flags are values of the graph. An out-of-range target is caught when
-    the graph runs, by the ``take`` of its class weight (a negative one is
-    sent past the end first, since ``take`` accepts negative indices)."""
-    if weight is not None and weight.shape != (C,):
-        raise ValueError(f"{who}: weight.shape={weight.shape} does not match the {C} classes of the input")
+    tv = concrete(t)
+    if tv is not None:
+        tv = np.where(tv != ignore_index, tv, 0)
+        bad = (tv < 0) | (tv >= C)
+        if bad.any():
+            raise ValueError(f"{who}: target {int(tv[bad][0])} is out of range for {C} classes "
+                             f"(ignore_index={ignore_index})")
+    zero = np.zeros((), dtype=np.int64)
     keep = ops.not_equal(t, np.asarray(ignore_index, dtype=np.int64))
-    t0 = ops.where(keep, t, np.zeros((), dtype=np.int64))
-    checked = ops.where(ops.less(t0, np.zeros((), dtype=np.int64)), np.asarray(C, dtype=np.int64), t0)
+    t0 = ops.where(keep, t, zero)
+    checked = ops.where(ops.less(t0, zero), np.asarray(C, dtype=np.int64), t0)
     cw = np.ones(C, dtype=dtype) if weight is None else weight.astype(dtype)
     w = ops.astype(keep, dtype) * ops.take(cw, checked)
     return t0, w, keep
 
 
-def _total(w):
-    """The total row weight: a float, or a graph value for symbolic weights."""
-    return ops.sum(w) if _symbolic(w) else float(w.sum())
-
-
 def _reduce(losses, reduction, out_shape, total):
-    """Per-row (already weighted) losses reduced; 'mean' divides by ``total``.
-    A total of 0 (every row ignored, or no rows) gives nan, PyTorch's 0/0,
-    with a zero gradient (every row's loss has weight 0)."""
+    """Per-row (already weighted) losses reduced; 'mean' divides by ``total``
+    (a number, or a 0-d value of the rows' total weight). A total of 0
+    (every row ignored, or no rows) gives nan, PyTorch's 0/0, with a zero
+    gradient (every row's loss has weight 0)."""
     if reduction == "none":
         if len(out_shape) == 1:
             return losses                   # (N,) already: N may be unknown in a static graph
@@ -191,13 +168,11 @@ def _reduce(losses, reduction, out_shape, total):
     s = ops.sum(losses)
     if reduction == "sum":
         return s
-    if _symbolic(total):
-        zero, one = np.zeros((), dtype=total.dtype), np.ones((), dtype=total.dtype)
-        has = ops.greater(total, zero)
-        return s / ops.where(has, total, one) + ops.where(has, zero, np.full((), np.nan, dtype=total.dtype))
-    if total > 0:
-        return s * (1.0 / total)
-    return s * 0.0 + np.nan
+    if isinstance(total, (int, np.integer)):
+        return s * (1.0 / total) if total > 0 else s * 0.0 + np.nan
+    zero, one = np.zeros((), dtype=total.dtype), np.ones((), dtype=total.dtype)
+    has = ops.greater(total, zero)
+    return s / ops.where(has, total, one) + ops.where(has, zero, np.full((), np.nan, dtype=total.dtype))
 
 
 def _ignore_index(who, ignore_index):
@@ -242,28 +217,29 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 def _cross_entropy(who, input, target, weight, ignore_index, reduction, eps):
     x = _float_input(who, input)
-    t_arr = _target_array(target)
+    t_arr = as_operand(target)
     if np.dtype(t_arr.dtype).kind == "f":
         return _probabilities(who, x, target, weight, reduction, eps)
     x2, t, out_shape, C = _rows(who, x, _class_targets(who, t_arr), False)
     t0, w, keep = _kept(who, t, C, weight, ignore_index, x.dtype)
     if eps == 0.0:
-        if weight is None and not _symbolic(keep) and keep.all() and len(t0):
+        kv = concrete(keep) if weight is None else None
+        if kv is not None and kv.all() and kv.size:
+            # every row kept, unweighted, values known: the one fused kernel gives the same result
             if reduction == "none":
                 return ops.reshape(ops.cross_entropy(x2, t0, reduction="none"), *out_shape)
             return ops.cross_entropy(x2, t0, reduction=reduction)
-        return _reduce(ops.cross_entropy(x2, t0, mask=w, reduction="none"), reduction, out_shape, _total(w))
+        return _reduce(ops.cross_entropy(x2, t0, mask=w, reduction="none"), reduction, out_shape, ops.sum(w))
     logp = ops.log_softmax(x2, axis=1)
     cw = np.ones(C, dtype=x.dtype) if weight is None else weight.astype(x.dtype)
-    kept = ops.astype(keep, x.dtype) if _symbolic(keep) else keep.astype(x.dtype)
-    smooth = ops.sum(logp * cw, axis=1) * (-kept)
+    smooth = ops.sum(logp * cw, axis=1) * (-ops.astype(keep, x.dtype))
     nll = ops.cross_entropy(x2, t0, mask=w, reduction="none")
     rows = nll * (1.0 - eps) + smooth * (eps / C)
-    return _reduce(rows, reduction, out_shape, _total(w))
+    return _reduce(rows, reduction, out_shape, ops.sum(w))
 
 
 def _probabilities(who, x, target, weight, reduction, eps):
-    p = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target, dtype=x.dtype)
+    p = as_value(target, x.dtype)
     x2, p2, out_shape, C = _rows(who, x, p, True)
     if weight is not None and weight.shape != (C,):
         raise ValueError(f"{who}: weight.shape={weight.shape} does not match the {C} classes of the input")
@@ -288,13 +264,8 @@ def _nll(who, input, target, weight, ignore_index, reduction):
     x = _float_input(who, input)
     x2, t, out_shape, C = _rows(who, x, _class_targets(who, target), False)
     t0, w, _ = _kept(who, t, C, weight, ignore_index, x.dtype)
-    if _symbolic(t0):
-        # a one-hot product picks x2[i, t0[i]] without knowing the targets
-        onehot = ops.astype(ops.eq(ops.reshape(t0, -1, 1), np.arange(C, dtype=np.int64)), x.dtype)
-        picked = ops.sum(x2 * onehot, axis=1)
-    else:
-        picked = ops.getitem(x2, (np.arange(len(t0)), t0))
-    return _reduce(picked * (-w), reduction, out_shape, _total(w))
+    picked = ops.reshape(ops.gather(x2, 1, ops.reshape(t0, -1, 1)), -1)      # x2[i, t0[i]]
+    return _reduce(picked * (-w), reduction, out_shape, ops.sum(w))
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -308,7 +279,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 
 def _same_shape_target(who, x, target):
-    y = target if isinstance(target, Tensor) or _symbolic(target) else np.asarray(target)
+    y = as_value(target)
     if tuple(x.shape) != tuple(y.shape):
         raise ValueError(f"{who}: target.shape={tuple(y.shape)} does not match input.shape={tuple(x.shape)}")
     return y
@@ -318,7 +289,7 @@ def _elementwise_weight(who, weight, x, what="weight"):
     """A weight that broadcasts to the input's shape, as an array or a value of the graph."""
     if weight is None:
         return None
-    w = weight if isinstance(weight, Tensor) or _symbolic(weight) else np.asarray(weight)
+    w = as_value(weight)
     ws, xs = tuple(w.shape), tuple(x.shape)
     # numpy's rule, a static graph's unknown (None) input dimensions matching anything
     if len(ws) > len(xs) or not all(a == 1 or b is None or a == b for a, b in zip(ws[::-1], xs[::-1])):
@@ -407,8 +378,8 @@ def _bce(who, input, target, weight, reduction):
         raise DTypeError(f"{who}: target has dtype {np.dtype(t.dtype)}, but input has dtype {np.dtype(x.dtype)}; "
                          f"they must be the same, as in torch: cast the target (target.to(input.dtype))")
     w = _elementwise_weight(who, weight, x)
-    if not _symbolic(x):
-        a = x.numpy() if isinstance(x, Tensor) else np.asarray(x)
+    a = concrete(x)
+    if a is not None:       # values known now: checked now, as PyTorch
         if a.size and not (np.all(a >= 0) and np.all(a <= 1)):
             bad = a[~((a >= 0) & (a <= 1))].reshape(-1)[0]
             raise ValueError(f"{who}: every element of input must be in [0, 1] (probabilities; for logits use "

@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 
 from ..autograd import ops
-from ..autograd.tensor import Tensor, wrap_array
+from ..autograd.tensor import Tensor, tensor_like
 from . import functional as F
 from .layers import as_generator, float_dtype, positive_int, uniform_
 from .module import Module, Parameter, check_device, check_float_input
@@ -166,8 +166,7 @@ class RNNBase(Module):
             packed, form = pack_sequence(list(input), enforce_sorted=False), "list"
         else:
             # a static Value (also what ds.trace records with) stays symbolic
-            x = input if isinstance(input, Tensor) or getattr(input, "_is_symbolic", False) \
-                else wrap_array(np.asarray(input))
+            x = tensor_like(input)
             nd = len(x.shape)
             if nd == 2:
                 if lengths is not None:

@@ -327,7 +327,7 @@ def _like(x, value, dtype, name):
     if not isinstance(x, Value):
         out = _tensor.zeros_like(x) if value == 0 else _tensor.ones_like(x)
         return out if dtype is None else _ops.astype(out, dtype)
-    out = x.graph._append(fill_like_p, (x.id,), {"value": value}, Aval(tuple(x.shape), x.dtype))
+    out = x.graph.append_equation(fill_like_p, (x.id,), {"value": value}, Aval(tuple(x.shape), x.dtype))
     if dtype is not None and np.dtype(dtype) != x.dtype:
         out = _ops.astype(out, dtype)
     return _named(out, name)

@@ -196,11 +196,11 @@ def _contribute(g, c, r, name):
         c.dense = r
     elif not c.owned:
         aval = Aval(tuple(r.shape), result_type(c.dense.dtype, r.dtype))
-        c.dense = g._append(add_n_p, (c.dense.id, r.id), {}, aval, name=name)
+        c.dense = g.append_equation(add_n_p, (c.dense.id, r.id), {}, aval, name=name)
         c.owned = True
     else:
-        c.dense = g._append(accumulate_p, (c.dense.id, r.id), {}, Aval(tuple(c.dense.shape), c.dense.dtype),
-                            name=name)
+        c.dense = g.append_equation(accumulate_p, (c.dense.id, r.id), {}, Aval(tuple(c.dense.shape), c.dense.dtype),
+                                    name=name)
 
 
 def _total(g, c, name):
@@ -211,7 +211,7 @@ def _total(g, c, name):
         else:
             sparse = c.dense is None
             aval = Aval(tuple(terms[0].shape), result_type(*[t.dtype for t in terms]))
-            c.total = g._append(add_n_p, tuple(t.id for t in terms), {}, aval, name=name, sparse=sparse)
+            c.total = g.append_equation(add_n_p, tuple(t.id for t in terms), {}, aval, name=name, sparse=sparse)
     return c.total
 
 
@@ -282,9 +282,10 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             if dtype_of(avals[y.id]).kind not in "fc":
                 raise TypeError(f"gradients: y '{y.name}' has dtype {y.dtype}; only floating-point values have gradients")
             if gy is None:
-                gy = g._append(ones_like_p, (y.id,), {}, Aval(tuple(y.shape), y.dtype), name=f"gradients/{y.name}/ones")
+                gy = g.append_equation(ones_like_p, (y.id,), {}, Aval(tuple(y.shape), y.dtype),
+                                       name=f"gradients/{y.name}/ones")
             elif not isinstance(gy, Value):
-                gy = g._const(np.asarray(gy, dtype=y.dtype))
+                gy = g.constant_value(np.asarray(gy, dtype=y.dtype))
             contribute(y.id, gy)
 
         for e in reversed(g.eqns[:len(g.eqns)]):

@@ -66,8 +66,8 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None):
     data = [_as_value(d) for d in (data if isinstance(data, (list, tuple)) else [data])]
     attrs = {"message": "" if message is None else str(message), "summarize": 3 if summarize is None else summarize,
              "first_n": first_n, "count": [0]}
-    out = g._append(print_p, (x.id, *[d.id for d in data]), attrs, Aval(tuple(g.avals[x.id].shape), x.dtype),
-                    name=name or "Print")
+    out = g.append_equation(print_p, (x.id, *[d.id for d in data]), attrs, Aval(tuple(g.avals[x.id].shape), x.dtype),
+                            name=name or "Print")
     return out
 
 
@@ -90,8 +90,8 @@ def _assert(op, test, what, args, names, data, summarize, message, name):
     attrs = {"test": test, "what": what, "message": "" if message is None else str(message),
              "summarize": 3 if summarize is None else summarize,
              "names": tuple(names) + tuple(f"data[{k}]" for k in range(len(extra)))}
-    return g._append(assert_p, tuple(v.id for v in vals + extra), attrs, Aval((), None), name=name or op,
-                     cls=Operation)
+    return g.append_equation(assert_p, tuple(v.id for v in vals + extra), attrs, Aval((), None), name=name or op,
+                             cls=Operation)
 
 
 def _binary_check(op, sym, np_test):

@@ -64,6 +64,7 @@ from .backward import gradients
 from .graph import (Graph, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p,
                     site_str)
 from .lower import lower
+from ..pytree import tree_flatten
 
 __all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats"]
 
@@ -276,74 +277,6 @@ def _run(entry, args):
 # --------------------------------------------------------------------------
 # building subgraphs
 # --------------------------------------------------------------------------
-
-
-def _flatten(x, leaves):
-    """Structure of ``x`` (lists, tuples, dicts; anything else is a leaf),
-    appending its leaves to ``leaves``."""
-    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
-        return (type(x), [_flatten(v, leaves) for v in x])
-    if isinstance(x, tuple):     # a namedtuple
-        return (type(x), [_flatten(v, leaves) for v in x], True)
-    if isinstance(x, dict):
-        return (dict, [(k, _flatten(v, leaves)) for k, v in x.items()])
-    leaves.append(x)
-    return None
-
-
-def _unflatten(struct, it):
-    if struct is None:
-        return next(it)
-    tp, items = struct[0], struct[1]
-    if tp is dict:
-        return {k: _unflatten(s, it) for k, s in items}
-    vals = [_unflatten(s, it) for s in items]
-    if len(struct) == 3:
-        return tp(*vals)
-    return tp(vals)
-
-
-def _flatten_like(struct, x, leaves):
-    """The leaves of ``x`` where ``struct`` has leaves (shape invariants are
-    tuples themselves, so they are split along the loop variables' structure)."""
-    if struct is None:
-        leaves.append(x)
-        return
-    tp, items = struct[0], struct[1]
-    if tp is dict:
-        if not isinstance(x, dict) or set(x) != {k for k, _ in items}:
-            raise ValueError(f"while_loop: shape_invariants must have the structure of loop_vars, {_describe(struct)}")
-        for k, s in items:
-            _flatten_like(s, x[k], leaves)
-        return
-    if not isinstance(x, (list, tuple)) or len(x) != len(items):
-        raise ValueError(f"while_loop: shape_invariants must have the structure of loop_vars, {_describe(struct)}; "
-                         f"got {x!r}")
-    for s, v in zip(items, x):
-        _flatten_like(s, v, leaves)
-
-
-def _same_structure(a, b):
-    """Whether two structures match (a list and a tuple count as the same, as
-    in TF1's loops)."""
-    if a is None or b is None:
-        return a is None and b is None
-    seq = (list, tuple)
-    if not (a[0] is b[0] or (a[0] in seq and b[0] in seq)) or len(a[1]) != len(b[1]):
-        return False
-    if a[0] is dict:
-        return all(ka == kb and _same_structure(sa, sb) for (ka, sa), (kb, sb) in zip(a[1], b[1]))
-    return all(_same_structure(x, y) for x, y in zip(a[1], b[1]))
-
-
-def _describe(struct):
-    if struct is None:
-        return "x"
-    tp, items = struct[0], struct[1]
-    if tp is dict:
-        return "{" + ", ".join(f"{k!r}: {_describe(s)}" for k, s in items) + "}"
-    inner = ", ".join(_describe(s) for s in items)
-    return f"[{inner}]" if tp is list else f"({inner}{',' if len(items) == 1 else ''})"
 
 
 def _leaf_value(x, graph, what):
@@ -615,8 +548,8 @@ def _body_vjp(a):
         gys = []
         for k in fl:
             o = outs[k]
-            gys.append(body._append(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
-                                    name=f"gradients/{o.name}/grad_y"))
+            gys.append(body.append_equation(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
+                                            name=f"gradients/{o.name}/grad_y"))
         xs = [ins[k] for k in fl] + [ins[n + c] for c in fc]
         grads = gradients([outs[k] for k in fl], xs, grad_ys=gys)
         slots, real = [], []
@@ -691,15 +624,17 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if not loop_vars:
         raise ValueError("while_loop: loop_vars is empty")
     outer = _enclosing_graph(loop_vars)
-    leaves = []
-    struct = _flatten(loop_vars, leaves)
+    leaves, struct = tree_flatten(loop_vars)
     tas = [x if isinstance(x, TensorArray) else None for x in leaves]
     entry = [_leaf_value(x, outer, "while_loop") for x in leaves]
     names = tuple(_var_name(x, k) for k, x in enumerate(leaves))
     free = []
     if shape_invariants is not None:
-        inv_leaves = []
-        _flatten_like(struct, shape_invariants, inv_leaves)
+        try:
+            inv_leaves = struct.flatten_up_to(shape_invariants)
+        except ValueError:
+            raise ValueError(f"while_loop: shape_invariants must have the structure of loop_vars, {struct}; "
+                             f"got {shape_invariants!r}") from None
     else:
         inv_leaves = [None] * len(leaves)
     for k, (v, inv, ta) in enumerate(zip(entry, inv_leaves, tas)):
@@ -721,11 +656,12 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         vals = []
         for ph, ta in zip(phs, tas):
             vals.append(ta._with_flow(ph) if ta is not None else ph)
-        return _unflatten(struct, iter(vals))
+        return struct.unflatten(vals)
 
     def params(graph, role):
         with graph.as_default():
-            return [graph._append(placeholder_p, (), {}, s, name=f"{role}/{names[k]}") for k, s in enumerate(specs)]
+            return [graph.append_equation(placeholder_p, (), {}, s, name=f"{role}/{names[k]}")
+                    for k, s in enumerate(specs)]
 
     cg = outer.subgraph()
     cphs = params(cg, "cond")
@@ -749,11 +685,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     r = _call_in(bg, body, wrap(bg, bphs, "body"), "while_loop body")
     if len(loop_vars) == 1 and not isinstance(r, (list, tuple)):
         r = [r]
-    rleaves = []
-    rstruct = _flatten(r, rleaves)
-    if not _same_structure(struct, rstruct):
-        raise ValueError(f"while_loop: body must return the structure of loop_vars, {_describe(struct)}; it returned "
-                         f"{_describe(rstruct)}")
+    rleaves, rstruct = tree_flatten(r)
+    if not struct.same_structure(rstruct, lists_as_tuples=True):
+        raise ValueError(f"while_loop: body must return the structure of loop_vars, {struct}; it returned "
+                         f"{rstruct}")
     outs = []
     out_tas = []
     for k, (x, ta) in enumerate(zip(rleaves, tas)):
@@ -797,7 +732,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     vals = []
     for v, ta, ota in zip(res, tas, out_tas):
         vals.append(ta._with_flow(v, ota.element_shape if ota is not None else None) if ta is not None else v)
-    out = _unflatten(struct, iter(vals))
+    out = struct.unflatten(vals)
     if not return_same_structure and len(loop_vars) == 1:
         return out[0]
     return out
@@ -886,8 +821,8 @@ def _cond_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
         vals = graph.values
         outs = [vals[o] for o in graph.outputs]
         merged = [a["out_avals"][k] for k in fo]
-        gys = [graph._append(placeholder_p, (), {}, Aval(tuple(m.shape), m.dtype),
-                             name=f"gradients/{outs[k].name}/grad_y") for k, m in zip(fo, merged)]
+        gys = [graph.append_equation(placeholder_p, (), {}, Aval(tuple(m.shape), m.dtype),
+                                     name=f"gradients/{outs[k].name}/grad_y") for k, m in zip(fo, merged)]
         grads = gradients([outs[k] for k in fo], [vals[graph.inputs[k]] for k in fi], grad_ys=gys)
         slots, real = [], []
         for gr in grads:
@@ -917,8 +852,7 @@ cond_p = StaticPrimitive("cond", _cond_impl, _cond_shape, multiple_results=True,
 def _trace_branch(fn, outer, what):
     g = outer.subgraph()
     r = _call_in(g, fn, (), what)
-    leaves = []
-    struct = _flatten(r, leaves)
+    leaves, struct = tree_flatten(r)
     tas = [x if isinstance(x, TensorArray) else None for x in leaves]
     vals = [_leaf_value(x, g, what) for x in leaves]
     g.inputs = tuple(ph.id for _, ph in g.captures)
@@ -954,9 +888,9 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
     outer = _enclosing_graph([pred])
     tg, ts, tv, ttas = _trace_branch(true_fn, outer, "cond true_fn")
     fg, fs, fv, ftas = _trace_branch(false_fn, outer, "cond false_fn")
-    if not _same_structure(ts, fs):
+    if not ts.same_structure(fs, lists_as_tuples=True):
         raise ValueError(f"cond: true_fn and false_fn must return the same structure; true_fn returned "
-                         f"{_describe(ts)}, false_fn {_describe(fs)}")
+                         f"{ts}, false_fn {fs}")
     if not tv:
         raise ValueError("cond: the branches return nothing")
     for k, (a, b, ta, fa) in enumerate(zip(tv, fv, ttas, ftas)):
@@ -975,7 +909,7 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
             vals.append(ta._with_flow(v, es))
         else:
             vals.append(v)
-    out = _unflatten(ts, iter(vals))
+    out = ts.unflatten(vals)
     if not strict and isinstance(out, (list, tuple)) and len(out) == 1 and not hasattr(out, "_fields"):
         return out[0]
     return out

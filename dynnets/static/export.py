@@ -911,7 +911,7 @@ class _Builder:
                 if attrs or rec["sparse"]:
                     self.fail("a placeholder has no attributes and is not sparse")
                 shape = None if rec["shape"] is None else tuple(rec["shape"])
-                res = g._append(placeholder_p, (), {}, Aval(shape, self.dtype(rec["dtype"])), name=name)
+                res = g.append_equation(placeholder_p, (), {}, Aval(shape, self.dtype(rec["dtype"])), name=name)
             elif p is variable_p:
                 if set(attrs) != {"initial_value", "trainable"} or type(attrs["trainable"]) is not bool:
                     self.fail("a variable has the attributes 'initial_value' (an array) and 'trainable' (a bool)")
@@ -931,7 +931,7 @@ class _Builder:
                     aval = Aval(tuple(np.shape(val)), val.dtype)
                 else:
                     self.fail(f"a constant's value must be a number, a boolean, null or an array, got {val!r:.60}")
-                res = g._append(constant_p, (), {"value": val}, aval, name=name)
+                res = g.append_equation(constant_p, (), {"value": val}, aval, name=name)
             else:
                 if any(v is None for v in ins):
                     self.fail("an input is not a value")
@@ -944,8 +944,8 @@ class _Builder:
                 if len(avals) != len(outs) or not all(isinstance(a, Aval) for a in avals):
                     self.fail(f"the op gives {len(avals)} results, the file lists {len(outs)} outputs")
                 self.check_avals(outs, avals)
-                res = g._append(p, tuple(v.id for v in ins), dec, aval, name=name,
-                                cls=Operation if nd.get("operation") is True else Value)
+                res = g.append_equation(p, tuple(v.id for v in ins), dec, aval, name=name,
+                                        cls=Operation if nd.get("operation") is True else Value)
                 if p.differentiable and "vjp" not in nd:
                     # a single-result primitive's VJP reads its one output; a multiple-result one's all
                     self.forward.add((p.name, tuple(nd["inputs"]), json.dumps(attrs, sort_keys=True),

@@ -15,50 +15,9 @@ from ..autograd.primitives import fmt_shape
 from .array_ops import check_same_size, shape
 from .control_flow import TensorArray, while_loop
 from .graph import Value, constant, get_default_graph
+from ..pytree import tree_flatten, tree_leaves
 
 __all__ = ["map_fn", "scan"]
-
-
-def _flatten(x, leaves):
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return (type(x), [_flatten(v, leaves) for v in x], True)
-    if isinstance(x, (list, tuple)):
-        return (type(x), [_flatten(v, leaves) for v in x])
-    if isinstance(x, dict):
-        return (dict, [(k, _flatten(x[k], leaves)) for k in sorted(x)])
-    leaves.append(x)
-    return None
-
-
-def _unflatten(struct, it):
-    if struct is None:
-        return next(it)
-    tp, items = struct[0], struct[1]
-    if tp is dict:
-        return {k: _unflatten(s, it) for k, s in items}
-    vals = [_unflatten(s, it) for s in items]
-    return tp(*vals) if len(struct) == 3 else tp(vals)
-
-
-def _same(a, b):
-    if a is None or b is None:
-        return a is None and b is None
-    seq = (list, tuple)
-    if not (a[0] is b[0] or (a[0] in seq and b[0] in seq)) or len(a[1]) != len(b[1]):
-        return False
-    if a[0] is dict:
-        return all(ka == kb and _same(sa, sb) for (ka, sa), (kb, sb) in zip(a[1], b[1]))
-    return all(_same(x, y) for x, y in zip(a[1], b[1]))
-
-
-def _describe(struct):
-    if struct is None:
-        return "x"
-    tp, items = struct[0], struct[1]
-    if tp is dict:
-        return "{" + ", ".join(f"{k!r}: {_describe(s)}" for k, s in items) + "}"
-    inner = ", ".join(_describe(s) for s in items)
-    return f"[{inner}]" if tp is list else f"({inner}{',' if len(items) == 1 else ''})"
 
 
 def _as_value(x, op, what, graph):
@@ -85,8 +44,7 @@ def _graph_of(leaves):
 def _sequences(op, elems, graph):
     """The leaves of ``elems`` as Values of rank >= 1, the first's run-time
     length, and the leaves checked to share it."""
-    leaves = []
-    struct = _flatten(elems, leaves)
+    leaves, struct = tree_flatten(elems)
     if not leaves:
         raise ValueError(f"{op}: elems is empty")
     vals = [_as_value(x, op, "elems", graph) for x in leaves]
@@ -102,11 +60,9 @@ def _sequences(op, elems, graph):
 
 
 def _leaves_of(op, result, struct, dtypes, what):
-    leaves = []
-    got = _flatten(result, leaves)
-    if not _same(got, struct):
-        raise ValueError(f"{op}: fn returned the structure {_describe(got)}, which does not match {what} "
-                         f"{_describe(struct)}")
+    leaves, got = tree_flatten(result)
+    if not got.same_structure(struct, lists_as_tuples=True):
+        raise ValueError(f"{op}: fn returned the structure {got}, which does not match {what} {struct}")
     return leaves
 
 
@@ -138,20 +94,19 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
     """
     if not callable(fn):
         raise TypeError(f"map_fn: fn must be callable, got {type(fn).__name__}")
-    g = _graph_of(_flatten_leaves(elems))
+    g = _graph_of(tree_leaves(elems))
     struct, vals, n = _sequences("map_fn", elems, g)
     if dtype is None:
         out_struct, out_dtypes = struct, [v.dtype for v in vals]
     else:
-        dleaves = []
-        out_struct = _flatten(dtype, dleaves)
+        dleaves, out_struct = tree_flatten(dtype)
         out_dtypes = [np.dtype(d) for d in dleaves]
     with g.as_default():
         ins = [TensorArray(v.dtype, size=n, element_shape=v.shape[1:], name="map_fn/elems").unstack(v) for v in vals]
         outs = [TensorArray(dt, size=n, name="map_fn/results") for dt in out_dtypes]
 
         def body(i, *tas):
-            x = _unflatten(struct, iter([ta.read(i) for ta in ins]))
+            x = struct.unflatten([ta.read(i) for ta in ins])
             ys = _leaves_of("map_fn", fn(x), out_struct, out_dtypes,
                             "dtype" if dtype is not None else "elems (pass dtype= when fn's result differs from elems)")
             new = []
@@ -166,13 +121,7 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
         res = while_loop(lambda i, *tas: ops.less(i, n), body, [constant(np.asarray(0, np.int64)), *outs],
                          back_prop=back_prop, name=name or "map_fn", return_same_structure=True)
         stacked = [ta.stack() for ta in res[1:]]
-    return _unflatten(out_struct, iter(stacked))
-
-
-def _flatten_leaves(x):
-    leaves = []
-    _flatten(x, leaves)
-    return leaves
+    return out_struct.unflatten(stacked)
 
 
 def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, infer_shape=True,
@@ -201,7 +150,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
     """
     if not callable(fn):
         raise TypeError(f"scan: fn must be callable, got {type(fn).__name__}")
-    g = _graph_of(_flatten_leaves(elems) + _flatten_leaves(initializer))
+    g = _graph_of(tree_leaves(elems) + tree_leaves(initializer))
     struct, vals, n = _sequences("scan", elems, g)
     with g.as_default():
         if initializer is None:
@@ -209,8 +158,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
             acc = [v[-1] if reverse else v[0] for v in vals]
             start = n - 2 if reverse else constant(np.asarray(1, np.int64))
         else:
-            aleaves = []
-            acc_struct = _flatten(initializer, aleaves)
+            aleaves, acc_struct = tree_flatten(initializer)
             acc = [_as_value(a, "scan", "initializer", g) for a in aleaves]
             start = n - 1 if reverse else constant(np.asarray(0, np.int64))
         ins = [TensorArray(v.dtype, size=n, element_shape=v.shape[1:], name="scan/elems").unstack(v) for v in vals]
@@ -221,8 +169,8 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
         m = len(acc)
 
         def body(i, *state):
-            a = _unflatten(acc_struct, iter(state[:m]))
-            x = _unflatten(struct, iter([ta.read(i) for ta in ins]))
+            a = acc_struct.unflatten(state[:m])
+            x = struct.unflatten([ta.read(i) for ta in ins])
             new = _leaves_of("scan", fn(a, x), acc_struct, None,
                              "initializer" if initializer is not None else "elems (the accumulator without an "
                                                                            "initializer)")
@@ -236,4 +184,4 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, sw
         res = while_loop(cond, body, [start, *acc, *outs], back_prop=back_prop, name=name or "scan",
                          return_same_structure=True)
         stacked = [ta.stack() for ta in res[1 + m:]]
-    return _unflatten(acc_struct, iter(stacked))
+    return acc_struct.unflatten(stacked)

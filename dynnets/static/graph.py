@@ -721,8 +721,36 @@ class Graph:
         self.producer.append(None)
         return obj
 
-    def _append(self, prim, ins, attrs, out_avals, name=None, cls=Value, obj=None, site=None, sparse=False):
-        """Append one equation; returns its Value (a tuple for multiple results)."""
+    def append_equation(self, prim, ins, attrs, out_avals, name=None, cls=Value, obj=None, site=None, sparse=False):
+        """Append one equation ``outs = prim(*ins, **attrs)``: the compiler
+        core's way to add an op whose result avals are already known (graph
+        building through ``bind`` computes them with the primitive's rule and
+        calls this; loops, gradients, importers and optimizers call it
+        directly).
+
+        Parameters
+        ----------
+        prim : Primitive
+        ins : tuple of int
+            The ids of the input values (``v.id``), of this graph.
+        attrs : dict
+        out_avals : Aval, or a tuple of Avals for a multiple-result primitive
+        name : str, optional
+            The op's name inside the open name scope (made unique); default the primitive's.
+        cls : type
+            The class of the result (:class:`Value`; :class:`Operation` for an op run for its effect).
+        obj : optional
+            The Python object the value stands for (a Variable's).
+        site : optional
+            The user's source line, for error messages.
+        sparse : bool
+            The run-time value is a row-sparse gradient.
+
+        Returns
+        -------
+        Value, or a tuple of Values for multiple results. Inside
+        ``control_dependencies`` the equation waits for the controls.
+        """
         if self is not self.root:
             raise GraphError("cannot add nodes to a derived (compiled) graph")
         if self._control and prim not in SOURCES and prim is not after_p and prim is not read_after_p:
@@ -733,6 +761,10 @@ class Graph:
                 out = self._append_eqn(prim, ins, attrs, out_avals, name, cls, obj, site, sparse)
                 return self._after_controls(out)
         return self._append_eqn(prim, ins, attrs, out_avals, name, cls, obj, site, sparse)
+
+    # the old private name, still called by branches written before append_equation (issue 24);
+    # tests/test_layout.py refuses it outside this module
+    _append = append_equation
 
     def _append_eqn(self, prim, ins, attrs, out_avals, name, cls, obj, site, sparse):
         name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
@@ -774,7 +806,7 @@ class Graph:
             v = self._scalar_consts.get(key)
             if v is None:
                 aval = Aval((), value) if value is not None else Aval((), np.dtype(object))
-                v = self._append(constant_p, (), {"value": value}, aval, name="Const")
+                v = self.append_equation(constant_p, (), {"value": value}, aval, name="Const")
                 self._scalar_consts[key] = v
             return v
         if gradtypes.is_lazy(value):
@@ -782,12 +814,12 @@ class Graph:
         arr = np.array(value, copy=True) if not isinstance(value, np.generic) else value
         if isinstance(arr, np.ndarray):
             arr.setflags(write=False)
-        return self._append(constant_p, (), {"value": arr}, Aval(tuple(np.shape(arr)), arr.dtype), name="Const")
+        return self.append_equation(constant_p, (), {"value": arr}, Aval(tuple(np.shape(arr)), arr.dtype), name="Const")
 
     def _add_variable(self, var, name):
         aval = Aval(tuple(var.initial_value.shape), var.initial_value.dtype)
         var.index = len(self.variables)
-        self._append(variable_p, (), {"var": var}, aval, name=name or "Variable", obj=var, site=user_site())
+        self.append_equation(variable_p, (), {"var": var}, aval, name=name or "Variable", obj=var, site=user_site())
         self.variables.append(var)
 
     def _param(self, p):
@@ -795,9 +827,20 @@ class Graph:
         v = self._params.get(id(p))
         if v is None:
             aval = Aval(tuple(p.shape), p.dtype)
-            v = self._append(param_p, (), {"param": p}, aval, name=p.name or "param")
+            v = self.append_equation(param_p, (), {"param": p}, aval, name=p.name or "param")
             self._params[id(p)] = v
         return v
+
+    def param_value(self, p):
+        """The graph's live source for eager Parameter ``p`` (made by a
+        trace when an op read it), or None: the value a trace's gradients
+        are taken with respect to."""
+        return self._params.get(id(p))
+
+    def constant_value(self, value):
+        """A constant node of ``value`` (an array or a Python number; one
+        node per distinct scalar, see :meth:`_const`)."""
+        return self._const(value)
 
     # --- control dependencies -------------------------------------------------------
     @contextlib.contextmanager
@@ -891,10 +934,10 @@ class Graph:
                 aval = self.avals[i]
                 if p is variable_p and i in written:
                     var = self.values[i]
-                    v = self._append(read_after_p, (i,) + ctrl, {"var": var}, Aval(tuple(aval.shape), aval.dtype),
-                                     name=f"{var.name}/read")
+                    v = self.append_equation(read_after_p, (i,) + ctrl, {"var": var},
+                                             Aval(tuple(aval.shape), aval.dtype), name=f"{var.name}/read")
                 else:
-                    v = self._append(after_p, (i,) + ctrl, {}, aval, name=f"{self.values[i].name}/after")
+                    v = self.append_equation(after_p, (i,) + ctrl, {}, aval, name=f"{self.values[i].name}/after")
                 self._after[key] = v
             out.append(v.id)
         return tuple(out)
@@ -903,7 +946,7 @@ class Graph:
         ctrl, _ = self._controls()
         if not ctrl:
             return v
-        return self._append(after_p, (v.id,) + ctrl, {}, self.avals[v.id], name=f"{v.name}/after")
+        return self.append_equation(after_p, (v.id,) + ctrl, {}, self.avals[v.id], name=f"{v.name}/after")
 
     # --- subgraphs ------------------------------------------------------------------
     def subgraph(self):
@@ -938,7 +981,7 @@ class Graph:
                                  f"shape=[...]), shape=[] for a scalar)")
             if v.sparse:
                 v = densified(v)
-            ph = self._append(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
+            ph = self.append_equation(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
             self.placeholders.append(ph)
             self._captured[v.id] = ph
             self.captures.append((v, ph))
@@ -1221,7 +1264,7 @@ def _input_id(g, a, i, prim):
             a = densified(a)
         return a.id
     if isinstance(a, Tensor):
-        if getattr(a, "_is_symbolic", False) or (a.requires_grad and a._node is None):
+        if a.requires_grad and a.is_leaf:
             if not _TRACE or _TRACE[-1] is not g:
                 raise GraphError(f"{prim.name}: input {i} is an eager Parameter, which can be captured only "
                                  f"while tracing (dynnets.static.trace)")
@@ -1256,7 +1299,7 @@ def _symbolic_bind(prim, args, attrs):
         out = run_rule(prim, [avals[i] for i in ins], attrs)
     except ShapeError as e:
         raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
-    return g._append(prim, ins, attrs, out, site=user_site())
+    return g.append_equation(prim, ins, attrs, out, site=user_site())
 
 
 def _unknown_origin(v):
@@ -1286,7 +1329,21 @@ def _unknown_hint(g, ins):
     return ""
 
 
-_engine.set_symbolic_handler(_symbolic_bind)
+class SymbolicInterpreter:
+    """The interpreter that builds graphs: it appends an op applied to
+    symbolic values to their graph (see the engine's "interpreters"). A
+    :class:`Value` names it in ``__dynnets_interpreter__``, so bind finds it
+    from the arguments, as JAX finds the interpreter from its tracers; a
+    trace's captured Parameters reach it through the engine's
+    ``capture_parameters``."""
+
+    __slots__ = ()
+    bind = staticmethod(_symbolic_bind)
+
+
+SYMBOLIC = SymbolicInterpreter()
+Value.__dynnets_interpreter__ = SYMBOLIC
+_engine.register_symbolic_interpreter(SYMBOLIC)
 
 
 def named(v, name):
@@ -1299,7 +1356,7 @@ def named(v, name):
         return v
     g = v.graph
     if g.producer[v.id].prim in SOURCES:
-        v = g._append(after_p, (v.id,), {}, g.avals[v.id])
+        v = g.append_equation(after_p, (v.id,), {}, g.avals[v.id])
     return g.rename(v, name)
 
 
@@ -1313,7 +1370,7 @@ def add_op(prim, *args, name=None, **attrs):
         out = run_rule(prim, [g.avals[i] for i in ins], attrs)
     except ShapeError as e:
         raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
-    return g._append(prim, ins, attrs, out, name=name, site=user_site())
+    return g.append_equation(prim, ins, attrs, out, name=name, site=user_site())
 
 
 # --------------------------------------------------------------------------
@@ -1326,7 +1383,8 @@ densify_p = StaticPrimitive("densify", gradtypes.densify, lambda x: Aval(tuple(x
 
 def densified(v):
     if v._dense is None:
-        v._dense = v.graph._append(densify_p, (v.id,), {}, Aval(tuple(v.shape), v.dtype), name=f"{v.name}/dense")
+        v._dense = v.graph.append_equation(densify_p, (v.id,), {}, Aval(tuple(v.shape), v.dtype),
+                                           name=f"{v.name}/dense")
     return v._dense
 
 
@@ -1375,7 +1433,7 @@ def placeholder(dtype=None, shape=None, name=None):
         if any(d is not None and d < 0 for d in shape):
             raise ValueError(f"placeholder: dimensions must be >= 0 or None, got {shape}")
     g = get_default_graph()
-    v = g._append(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=user_site())
+    v = g.append_equation(placeholder_p, (), {}, Aval(shape, dt), name=name or "Placeholder", site=user_site())
     g.placeholders.append(v)
     return v
 
@@ -1429,7 +1487,7 @@ def constant(value, dtype=None, shape=None, name=None, verify_shape=False):
                              f"({n} elements)")
     arr.setflags(write=False)
     g = get_default_graph()
-    return g._append(constant_p, (), {"value": arr}, Aval(arr.shape, arr.dtype), name=name or "Const")
+    return g.append_equation(constant_p, (), {"value": arr}, Aval(arr.shape, arr.dtype), name=name or "Const")
 
 
 def _scoped(vs, scope):
@@ -1486,7 +1544,7 @@ def variables_initializer(var_list, name="init"):
             raise TypeError(f"variables_initializer: {v!r} is not a Variable")
         if v.graph is not g:
             raise GraphError(f"variables_initializer: '{v.name}' belongs to another graph")
-    return g._append(init_p, (), {"vars": tuple(var_list)}, Aval((), None), name=name, cls=Operation)
+    return g.append_equation(init_p, (), {"vars": tuple(var_list)}, Aval((), None), name=name, cls=Operation)
 
 
 def global_variables_initializer(graph=None):
@@ -1535,7 +1593,7 @@ def group(*inputs, name="group"):
         elif x.graph is not g:
             raise GraphError(f"group: '{x.name}' belongs to another graph")
     g = g or get_default_graph()
-    return g._append(group_p, tuple(x.id for x in inputs), {}, Aval((), None), name=name, cls=Operation)
+    return g.append_equation(group_p, tuple(x.id for x in inputs), {}, Aval((), None), name=name, cls=Operation)
 
 
 def _after_impl(x, *controls):
@@ -1620,7 +1678,7 @@ def _assign(var, value, mode):
     vid = value.id if isinstance(value, Value) else g._const(np.asarray(value, dtype=var.dtype)).id
     attrs = {"var": var, "mode": mode}
     out = _assign_shape(g.avals[vid], var, mode)
-    return g._append(assign_p, (vid,), attrs, out, name=f"{var.name}/{mode}", site=user_site())
+    return g.append_equation(assign_p, (vid,), attrs, out, name=f"{var.name}/{mode}", site=user_site())
 
 
 def effect_variables(eqn):

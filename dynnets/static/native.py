@@ -135,7 +135,7 @@ def _translate(plan, uses):
             raise Unsupported(f"a feed of unknown shape {shp} (a loop variable whose shape may change)")
         if fdt not in FLOATS and not (shp == () and fdt in DT_NAME):
             raise Unsupported(f"a feed of dtype {fdt}")
-        gen._check_size(shp)
+        gen.check_size(shp)
         name = f"a{i}"
         # a 0-d feed is passed as a scalar (ndim None): a loop's counter comes back from the last
         # iteration as a numpy scalar, which a 0-d array argument would not take
@@ -173,7 +173,7 @@ def _translate(plan, uses):
             prm, shp, dt = ins.extra
             if dt not in FLOATS:
                 raise Unsupported(f"a parameter of dtype {dt}")
-            gen._check_size(shp)
+            gen.check_size(shp)
             o = ins.outs[0]
             name = f"p{k}"
             gen.args.append((name, ("param", k), (dt, len(shp), True)))

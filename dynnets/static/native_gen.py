@@ -315,7 +315,7 @@ class _Blocks:
         if name not in self.var_args:
             if dt not in DT_NAME:
                 raise Unsupported(f"a variable of dtype {dt}")
-            self._check_size(shape)
+            self.check_size(shape)
             self.args.append((name, ("var", var.index), (dt, len(shape), True)))
             self.var_args[name] = self.flat(name, shape) if shape != () else name
         return self.var_args[name], dt, shape
@@ -391,7 +391,7 @@ class Gen(_Blocks):
                 if np.ndim(c) == 0:
                     self.expr[s] = _lit(c[()] if isinstance(c, np.ndarray) else c, self.dtype[s])
                 else:
-                    self._check_size(self.shape[s])
+                    self.check_size(self.shape[s])
                     name = f"c{s}"
                     self.args.append((name, ("const", s), (self.dtype[s], len(self.shape[s]), False)))
                     self.expr[s] = self.flat(name, self.shape[s])
@@ -409,7 +409,7 @@ class Gen(_Blocks):
             raise Unsupported(f"dtype {dt}")
 
     @staticmethod
-    def _check_size(shape):
+    def check_size(shape):
         if math.prod(shape) > MAX_SIZE:
             raise Unsupported(f"an array of shape {shape} (more than {MAX_SIZE} elements)")
 
@@ -462,7 +462,7 @@ class Gen(_Blocks):
             raise Unsupported(f"a result of dtype {dt}")
         if o not in self.shape:
             raise Unsupported(f"output slot {o} has no shape")
-        self._check_size(self.shape[o])
+        self.check_size(self.shape[o])
         return dt
 
     def bind(self, o, name):

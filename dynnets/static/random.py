@@ -100,7 +100,7 @@ def _random_op(op, dist, shape, a, b, dtype, seed, name):
     attrs = {"dist": dist, "shape": _shape(op, shape), "dtype": np.dtype(dtype), "a": a, "b": b,
              "seed": get_seed(seed, g)}
     out = random_p.shape(**attrs)
-    return g._append(random_p, (), attrs, out, name=name or op, site=user_site())
+    return g.append_equation(random_p, (), attrs, out, name=name or op, site=user_site())
 
 
 def random_normal(shape, mean=0.0, stddev=1.0, dtype=np.float32, seed=None, name=None):

@@ -13,37 +13,22 @@ from .graph import Value, constant
 from .random import random_uniform
 from .rnn_cell import DropoutWrapper, LSTMStateTuple, MultiRNNCell
 from .variable_scope import VariableScope, variable_scope
+from ..pytree import tree_flatten
 
 __all__ = ["dynamic_rnn", "bidirectional_dynamic_rnn"]
 
 
 def _flatten(state):
-    """(the arrays of a state structure in order, its structure): one array,
-    an LSTMStateTuple, or a tuple of those (MultiRNNCell's)."""
-    if isinstance(state, LSTMStateTuple):
-        return [state.c, state.h], LSTMStateTuple
-    if isinstance(state, tuple):
-        flat, kinds = [], []
-        for s in state:
-            f, k = _flatten(s)
-            flat.extend(f)
-            kinds.append((k, len(f)))
-        return flat, tuple(kinds)
-    if isinstance(state, list):
+    """(the arrays of a state structure in order, its TreeDef): one array, an
+    LSTMStateTuple, or a tuple of those (MultiRNNCell's)."""
+    flat, kind = tree_flatten(state, is_leaf=_state_leaf)
+    if any(isinstance(s, list) for s in flat):
         raise TypeError(f"dynamic_rnn: a state must be an array, an LSTMStateTuple or a tuple of them, got a list")
-    return [state], None
+    return flat, kind
 
 
-def _pack(flat, kind):
-    if kind is LSTMStateTuple:
-        return LSTMStateTuple(*flat)
-    if isinstance(kind, tuple):
-        out, k = [], 0
-        for sub, n in kind:
-            out.append(_pack(flat[k:k + n], sub))
-            k += n
-        return tuple(out)
-    return flat[0]
+def _state_leaf(s):
+    return not isinstance(s, tuple)
 
 
 def _dropout_sites(cell):
@@ -143,7 +128,7 @@ def _dynamic_rnn(cell, inputs, sequence_length, initial_state, dtype, time_major
         return ops.less(time, steps)
 
     def body(time, out_ta, *state_flat):
-        old = _pack(list(state_flat), kind)
+        old = kind.unflatten(state_flat)
         for (w, site, _), ta in zip(sites, noise):
             w.step_noise[site] = ta.read(time)
         try:
@@ -162,7 +147,7 @@ def _dynamic_rnn(cell, inputs, sequence_length, initial_state, dtype, time_major
     time0 = constant(np.asarray(0, dtype=np.int32))
     res = while_loop(cond, body, [time0, output_ta, *flat], maximum_iterations=steps)
     outputs = res[1].stack()
-    final = _pack(list(res[2:2 + n_state]), kind)
+    final = kind.unflatten(res[2:2 + n_state])
     # the sizes the input's static shape knows (the time steps above all) are the outputs' too, as TF1's
     outputs = ensure_shape(outputs, [x.shape[0], x.shape[1], cell.output_size])
     if not time_major:

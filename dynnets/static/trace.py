@@ -57,6 +57,7 @@ from ..autograd.tensor import Parameter, Tensor, wrap_array
 from .backward import sparse_gradients
 from .graph import Graph, Value, placeholder, tracing
 from .session import Session
+from ..pytree import tree_flatten
 
 __all__ = ["trace", "TracedFunction"]
 
@@ -153,29 +154,24 @@ class TracedFunction:
         return outs, grads
 
     def _rebuild(self, t, res):
-        kind = t[0]
-        if kind == "v":
-            r = res[t[1]]
-            return wrap_array(r if isinstance(r, np.ndarray) else np.asarray(r))
-        if kind == "const":
-            return t[1]
-        if kind == "dict":
-            return {k: self._rebuild(s, res) for k, s in t[1]}
-        items = [self._rebuild(s, res) for s in t[1]]
-        return items if kind == "list" else tuple(items)
+        td, slots = t
+        return td.unflatten([s[1] if type(s) is tuple else _as_tensor(res[s]) for s in slots])
 
     def _template(self, out, flat):
-        if isinstance(out, Value):
-            flat.append(out)
-            return ("v", len(flat) - 1)
-        if isinstance(out, (list, tuple)):
-            return ("list" if isinstance(out, list) else "tuple", [self._template(o, flat) for o in out])
-        if isinstance(out, dict):
-            return ("dict", [(k, self._template(v, flat)) for k, v in out.items()])
-        if isinstance(out, Tensor):
-            raise TypeError("trace: fn returned an eager Tensor; traced functions must compute their outputs "
-                            "from their inputs or Parameters with dynnets ops")
-        return ("const", out)
+        """fn's result as (its TreeDef, per leaf the position of the Value in
+        ``flat`` (appended) or ``("const", leaf)`` for any other leaf)."""
+        leaves, td = tree_flatten(out)
+        slots = []
+        for x in leaves:
+            if isinstance(x, Value):
+                flat.append(x)
+                slots.append(len(flat) - 1)
+            elif isinstance(x, Tensor):
+                raise TypeError("trace: fn returned an eager Tensor; traced functions must compute their outputs "
+                                "from their inputs or Parameters with dynnets ops")
+            else:
+                slots.append(("const", x))
+        return td, slots
 
     def _trace(self, args, key):
         g = Graph()
@@ -199,11 +195,11 @@ class TracedFunction:
             if self.grads_of is not None:
                 if not flat:
                     raise ValueError("trace: grads_of needs fn to return a scalar loss (first output)")
-                loss = flat[0]
+                loss = _first_value(out)          # fn's first output as written (a dict's first key)
                 if tuple(loss.shape) not in ((), (1,)):
                     raise ValueError(f"trace: the gradient is of fn's first output, which must be a scalar; "
                                      f"got shape {fmt_shape(loss.shape)}")
-                xs = [g._params.get(id(p)) for p in self.grads_of]
+                xs = [g.param_value(p) for p in self.grads_of]
                 used = [(k, x) for k, x in enumerate(xs) if x is not None]
                 grads = sparse_gradients(loss, [x for _, x in used]) if used else []
                 for (k, _), gr in zip(used, grads):
@@ -250,3 +246,20 @@ def trace(fn=None, *, grads_of=None, params=None, accumulate=False, optimize=Tru
     if fn is None:
         return lambda f: TracedFunction(f, grads_of, params, accumulate, optimize)
     return TracedFunction(fn, grads_of, params, accumulate, optimize)
+
+
+def _as_tensor(r):
+    return wrap_array(r if isinstance(r, np.ndarray) else np.asarray(r))
+
+
+def _first_value(out):
+    """The first graph value of ``out`` in the order it was written (a
+    dict's keys in insertion order: the flattening order sorts them)."""
+    if isinstance(out, Value):
+        return out
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else ()
+    for x in items:
+        v = _first_value(x)
+        if v is not None:
+            return v
+    return None

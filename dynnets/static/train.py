@@ -239,7 +239,7 @@ class Optimizer:
             ins.append(self.learning_rate.id)
         attrs = {"opt": self, "vars": tuple(v for _, v in pairs), "slots": tuple(slots), "n": len(pairs)}
         out = _apply_shape(*[graph.avals[i] for i in ins], **attrs)
-        return graph._append(apply_p, tuple(ins), attrs, out, name=name or self.name, cls=Operation)
+        return graph.append_equation(apply_p, tuple(ins), attrs, out, name=name or self.name, cls=Operation)
 
     def _extra_slots(self, graph):
         return ()

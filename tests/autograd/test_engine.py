@@ -10,8 +10,9 @@ import dynnets as dn
 import pytest
 
 from dynnets.autograd import ops
-from dynnets.autograd.engine import (AnomalyError, _Mode, backward, bind, detect_anomaly, enable_grad,
-                                     is_grad_enabled, no_grad, set_symbolic_handler)
+from dynnets.autograd.backprop import backward
+from dynnets.autograd.engine import (AnomalyError, bind, detect_anomaly, enable_grad, is_anomaly_enabled,
+                                     is_grad_enabled, no_grad)
 from dynnets.autograd.primitives import PRIMITIVES, ShapeError
 from dynnets.autograd.tensor import Tensor
 
@@ -181,7 +182,7 @@ def test_detect_anomaly_forward_names_op():
         with detect_anomaly():
             with pytest.raises(AnomalyError, match="op 'log' produced NaN or inf in forward"):
                 ops.log(x)
-    assert not _Mode.anomaly
+    assert not is_anomaly_enabled()
 
 
 def test_detect_anomaly_backward_names_op():
@@ -280,18 +281,22 @@ def test_forward_error_is_explained_by_shape_rule():
         dn.tensor([1.0, 2.0])[7]
 
 
-def test_symbolic_handler_hook():
-    class Sym:
-        _is_symbolic = True
-
+def test_symbolic_interpreter_found_from_arguments():
+    """A value whose class names an interpreter (``__dynnets_interpreter__``,
+    as a static graph's values do) sends every op applied to it there, in
+    any thread and whatever the thread's interpreter stack."""
     seen = []
-    prev = _Mode.symbolic
-    set_symbolic_handler(lambda prim, args, attrs: seen.append((prim.name, len(args), attrs)) or "graph-node")
-    try:
-        out = bind(PRIMITIVES["add"], dn.tensor([1.0]), Sym())
-        out2 = bind(PRIMITIVES["sum"], Sym(), axis=0)
-    finally:
-        set_symbolic_handler(prev)          # for every thread (the handler is per process)
+
+    class Rec:
+        def bind(self, prim, args, attrs):
+            seen.append((prim.name, len(args), attrs))
+            return "graph-node"
+
+    class Sym:
+        __dynnets_interpreter__ = Rec()
+
+    out = bind(PRIMITIVES["add"], dn.tensor([1.0]), Sym())
+    out2 = bind(PRIMITIVES["sum"], Sym(), axis=0)
     assert out == "graph-node" and out2 == "graph-node"
     assert seen == [("add", 2, {}), ("sum", 1, {"axis": 0})]
 

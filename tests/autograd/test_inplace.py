@@ -12,7 +12,7 @@ import pytest
 import dynnets as dn
 import dynnets.static as tf
 from dynnets import nn
-from dynnets.autograd import engine
+from dynnets.autograd import backprop, engine
 from dynnets.autograd.primitives import PRIMITIVES, DTypeError, ShapeError, defprim
 
 
@@ -191,7 +191,7 @@ def test_a_view_given_a_history_without_its_base_is_reported_until_written_back(
     del t
     gc.collect()
     (v * 1).sum().backward()
-    assert not engine._ORPHANS
+    assert not backprop._ORPHANS
     # ... and so is one that only a reference cycle still holds, without waiting for the collector
     # (whether backward raises must not depend on when the cyclic collector last ran)
     gc.disable()
@@ -200,9 +200,9 @@ def test_a_view_given_a_history_without_its_base_is_reported_until_written_back(
         cyc.append(cyc)
         cyc[0] += v
         del cyc
-        assert engine._ORPHANS
+        assert backprop._ORPHANS
         (v * 1).sum().backward()
-        assert not engine._ORPHANS
+        assert not backprop._ORPHANS
     finally:
         gc.enable()
 
@@ -210,11 +210,11 @@ def test_a_view_given_a_history_without_its_base_is_reported_until_written_back(
 def test_write_logs_are_freed_with_the_memory():
     t = dn.tensor(np.zeros(4))
     t += 1
-    key = id(engine.memory_base(t.numpy()))
-    assert key in engine._WRITES
+    key = id(backprop.memory_base(t.numpy()))
+    assert key in backprop._WRITES
     del t
     gc.collect()
-    assert key not in engine._WRITES
+    assert key not in backprop._WRITES
 
 
 def test_defprim_checks_vjp_reads():

@@ -85,14 +85,14 @@ def test_a_new_thread_starts_with_grad_on_and_no_modes():
 
     def probe():
         s = engine.STATE
-        out["modes"] = (dn.is_grad_enabled(), s.anomaly, s.batch, s.captured, s.path,
-                        dn.is_inference_mode_enabled())
+        out["modes"] = (dn.is_grad_enabled(), engine.is_anomaly_enabled(), s.stack, engine.current_interpreter(),
+                        s.path, dn.is_inference_mode_enabled())
 
     with dn.no_grad(), dn.detect_anomaly(), dn.autobatch():
         t = threading.Thread(target=probe)
         t.start()
         t.join(TIMEOUT)
-    assert out["modes"] == (True, False, None, frozenset(), 0, False)
+    assert out["modes"] == (True, False, (), None, 0, False)
 
 
 def test_set_grad_enabled_in_one_thread_only():
@@ -143,11 +143,11 @@ def test_detect_anomaly_in_one_thread_only():
             _wait_inside(ready, go)
             with pytest.raises(dn.AnomalyError, match="op 'log'"), np.errstate(divide="ignore"):
                 ops.log(x)
-            return engine.STATE.anomaly
+            return engine.is_anomaly_enabled()
 
     def meanwhile():
         with np.errstate(divide="ignore"):
-            return ops.log(x).numpy().copy(), engine.STATE.anomaly
+            return ops.log(x).numpy().copy(), engine.is_anomaly_enabled()
 
     a, (yb, anomaly_b) = _interleaved(inside, meanwhile)
     assert a is True and anomaly_b is False

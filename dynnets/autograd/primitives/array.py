@@ -414,7 +414,7 @@ getitem_p = defprim("getitem", _getitem, _getitem_shape, vjp=(_getitem_vjp,), at
 def _setitem(x, v, index):
     """``x`` with ``x[index] = v`` (``v`` broadcast, cast to ``x``'s dtype),
     out of place. Eager ``x[index] = v`` writes into ``x`` itself and records
-    this primitive for the gradient (:func:`dynnets.autograd.engine.write_inplace`)."""
+    this primitive for the gradient (:func:`dynnets.autograd.backprop.write_inplace`)."""
     out = np.array(x, copy=True)
     out[index] = v
     return out

@@ -96,7 +96,7 @@ def _substituted(module, params):
         for name, value in params.items():
             owner_name, _, attr = name.rpartition(".")
             owner = lookup.get(owner_name)
-            if owner is None or attr not in owner._parameters:
+            if owner is None or attr not in dict(owner.named_parameters(recurse=False)):
                 raise KeyError(f"functional_call: {type(module).__name__} has no parameter {name!r}")
             saved.append((owner, attr, owner.__dict__[attr]))
             # bypass Module.__setattr__: the registered Parameter stays registered

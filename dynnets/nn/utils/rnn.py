@@ -18,6 +18,7 @@ import numpy as np
 
 from ...autograd import ops
 from ...autograd.tensor import Tensor, wrap_array
+from ...autograd.values import concrete, is_interpreted
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pack_sequence", "pad_packed_sequence", "pad_sequence",
            "PackedLayout", "packed_layout"]
@@ -86,7 +87,7 @@ def packed_layout(batch_sizes):
 
 
 def _data(x, who, what="input"):
-    if isinstance(x, Tensor) or getattr(x, "_is_symbolic", False):
+    if isinstance(x, Tensor) or is_interpreted(x):
         return x
     arr = np.asarray(x)
     if arr.dtype.kind not in "fc":
@@ -96,13 +97,11 @@ def _data(x, who, what="input"):
 
 def _lengths(lengths, B, T, who):
     """``lengths`` as an int64 array of B values in [1, T], checked."""
-    if isinstance(lengths, Tensor):
-        lengths = lengths.numpy()
-    if getattr(lengths, "_is_symbolic", False):
+    if is_interpreted(lengths):
         raise TypeError(f"{who}: lengths must be known when the graph is built (they fix the packed layout: the "
                         f"batch size of every step), got the symbolic value {lengths!r}; pass them as an array "
                         f"constant, or to ds.trace as a tuple (a static argument: one trace per distinct lengths)")
-    L = np.asarray(lengths)
+    L = concrete(lengths)
     if L.ndim != 1 or L.dtype.kind not in "iu" or len(L) != B:
         raise ValueError(f"{who}: lengths must be {B} integers (one per sequence of the batch), "
                          f"got shape {L.shape} and dtype {L.dtype}")
