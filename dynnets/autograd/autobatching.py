@@ -50,6 +50,7 @@ import numpy as np
 from . import engine as _engine
 from . import primitives as P
 from .engine import STATE as _Mode
+from .autobatch import schedule as _schedule
 from .primitives.core import Aval, ShapeError, run_rule
 from .tensor import Parameter, Tensor, wrap_array
 
@@ -68,9 +69,6 @@ _WEAK = (float, int, bool)
 _KEYED_ARGS = 16
 _VIEW = -1               # signature id of view nodes (no computation)
 _SINGLE = -2             # of nodes that run one at a time (no rule applies)
-# a (depth, signature) level of the agenda as one int: depth * _LEVEL_KEY + signature
-# (a tuple key would cost an allocation per node; signature ids stay far below it)
-_LEVEL_KEY = 1 << 32
 
 
 class ScheduledNode(NamedTuple):
@@ -95,11 +93,12 @@ class BatchedCall(NamedTuple):
 
 class _Node:
     """A pending application: its context, plan (primitive, output avals,
-    batching kind), inputs, attributes, signature id, depth, producers not yet
-    run (``left``), consumers (``succ``); ``call`` is None until it ran."""
+    batching kind), inputs, attributes, signature id, depth, its record
+    ``index`` (the pending list's, then the context's); ``call`` is None
+    until it ran. Its dependencies are in the context's record arrays."""
 
-    __slots__ = ("ab", "plan", "args", "attrs", "sid", "depth", "left", "succ", "tag", "call", "pos", "index",
-                 "locs", "concs", "where", "wait")
+    __slots__ = ("ab", "plan", "args", "attrs", "sid", "depth", "tag", "call", "pos", "index", "locs", "concs",
+                 "where")
 
 
 class _Plan:
@@ -343,8 +342,16 @@ class AutoBatch:
         self.debug = bool(debug)
         self.tag = None
         self._nodes = []            # pending nodes
+        self._rsid = []             # per pending node: signature id (or _VIEW, _SINGLE)
+        self._rdepth = []           # per pending node: depth
+        self._esrc = []             # dependency edges between pending nodes: producer index,
+        self._edst = []             # consumer index
         self._sigs = {}
+        self._sig_rows = []         # per signature: a "rows" rule (the agenda defers them on ties)
         self._sources = []          # tensors that pieces index
+        self._src_arena = []        # per source: (arena array, first row) when its rows lie in an arena, else None
+        self._arenas = {}           # this force's arenas: (trailing shape, dtype) -> [array, rows used]
+        self._caps = {}             # this force's arena capacities in rows, per (trailing shape, dtype)
         self._src_of = {}           # id(concrete tensor) -> source index
         self._keep = []
         self._protected = {}        # id(array) -> its desc id, id(tensor) -> (array, desc id, tensor): read by pending nodes
@@ -496,6 +503,7 @@ class AutoBatch:
                 sid = self._sigs.get(sk)
                 if sid is None:
                     sid = self._sigs[sk] = len(self._sigs)
+                    self._sig_rows.append(plan.prim.batch.kind == "rows")
                 # not for Python scalars: they are keyed by value, and a freed
                 # one's id may come back as another value
                 if len(sh) == 2 and type(args[sh[0]]) not in _WEAK and type(args[sh[1]]) not in _WEAK:
@@ -509,21 +517,24 @@ class AutoBatch:
         pn.tag = self.tag
         pn.where = _caller() if self.debug else None
         pn.call = None
-        pn.succ = None
-        # a computing node runs a step after its inputs; a view in the step
-        # of its last input, after that step's calls (see _run_depth)
+        # the record, in flat arrays: signature, depth, edges from pending
+        # producers. A computing node runs a step after its inputs; a view in
+        # the step of its last input, after that step's calls
+        nodes = self._nodes
+        i = len(nodes)
+        pn.index = i
         if deps is None:
-            pn.left = 0
             pn.depth = 0
         else:
-            pn.left = len(deps)
             pn.depth = dmax + 1 if sid != _VIEW else dmax
+            esrc = self._esrc
+            edst = self._edst
             for d in deps:
-                if d.succ is None:
-                    d.succ = [pn]
-                else:
-                    d.succ.append(pn)
-        self._nodes.append(pn)
+                esrc.append(d.index)
+                edst.append(i)
+        self._rsid.append(sid)
+        self._rdepth.append(pn.depth)
+        nodes.append(pn)
         rg = rg and plan.diff
         if plan.multi and not first:
             res = []
@@ -588,14 +599,14 @@ class AutoBatch:
         pn.tag = self.tag
         pn.where = _caller() if self.debug else None
         pn.call = None
-        pn.succ = None
-        pn.left = len(deps)
+        i = len(self._nodes)
+        pn.index = i
         pn.depth = 1 + max((d.depth for d in deps), default=-1)
         for d in deps:
-            if d.succ is None:
-                d.succ = [pn]
-            else:
-                d.succ.append(pn)
+            self._esrc.append(d.index)
+            self._edst.append(i)
+        self._rsid.append(_SINGLE)
+        self._rdepth.append(pn.depth)
         self._nodes.append(pn)
         rg = plan.diff and any(isinstance(a, Tensor) and a.requires_grad for a in targs)
         res = []
@@ -713,11 +724,12 @@ class AutoBatch:
         if self._forcing:
             raise RuntimeError("autobatch: a value was read while the batched calls ran")
         nodes = self._nodes
+        rec = self._take_records()
         self._nodes = []
         base = self._st["nodes"]
-        for pn in nodes:
-            pn.index = base
-            base += 1
+        if base:
+            for pn in nodes:
+                pn.index += base        # the record index across the context's forces
         self._forcing = True
         prev = _Mode.batch
         _Mode.batch = None
@@ -727,10 +739,8 @@ class AutoBatch:
         try:
             self._rebound(nodes)
             self._unprotect()
-            if self.strategy == "depth":
-                self._run_depth(nodes)
-            else:
-                self._run_agenda(nodes)
+            self._plan_arenas(nodes)
+            self._run(nodes, rec)
         except BaseException as exc:
             self._broken = (f"autobatch: running the pending nodes failed ({type(exc).__name__}: {exc}); the "
                             f"context's lazy tensors have no values")
@@ -753,8 +763,9 @@ class AutoBatch:
         if self._nodes:
             self._broken = f"autobatch: {len(self._nodes)} pending node(s) never ran: {why}"
         for pn in self._nodes:
-            pn.args = pn.succ = None        # no reference cycles left for the paused collector
+            pn.args = None        # no reference cycles left for the paused collector
         self._nodes = []
+        self._take_records()
 
     def _unprotect(self):
         for a in self._readonly:
@@ -763,165 +774,42 @@ class AutoBatch:
         self._protected = {}
         self._tensors = []
 
-    # --- schedulers -------------------------------------------------------------------
-    def _run_depth(self, nodes):
-        t0 = time.perf_counter()
+    # --- scheduling -----------------------------------------------------------------
+    def _take_records(self):
+        """The pending records as arrays (sid, depth, edge sources, edge
+        destinations), the lists emptied for the next region."""
+        rec = (np.array(self._rsid, dtype=np.int64), np.array(self._rdepth, dtype=np.int64),
+               np.array(self._esrc, dtype=np.int64), np.array(self._edst, dtype=np.int64))
+        self._rsid = []
+        self._rdepth = []
+        self._esrc = []
+        self._edst = []
+        return rec
+
+    def _run(self, nodes, rec):
+        """Schedule the records (a pure function of the arrays, see
+        :mod:`.autobatch.schedule`), then run the groups in order."""
         self._t_gather = 0.0
         self._t_compute = 0.0
-        by_depth = {}
-        for pn in nodes:
-            lv = by_depth.get(pn.depth)
-            if lv is None:
-                lv = by_depth[pn.depth] = ({}, [])
-            if pn.sid == _VIEW:
-                lv[1].append(pn)
-            elif pn.sid == _SINGLE:
-                lv[0][(_SINGLE, pn.index)] = [pn]
+        sid, depth, src, dst = rec
+        if self.strategy == "depth":
+            order, starts = _schedule.depth_schedule(sid, depth)
+        else:
+            order, starts = _schedule.agenda_schedule(sid, depth, src, dst, self._sig_rows)
+        order = order.tolist()
+        starts = starts.tolist()
+        for g in range(len(starts) - 1):
+            a = starts[g]
+            b = starts[g + 1]
+            i = order[a]
+            if b - a == 1:
+                pn = nodes[i]
+                if pn.sid == _VIEW:
+                    self._run_view(pn)
+                else:
+                    self._run_group([pn])
             else:
-                g = lv[0].get(pn.sid)
-                if g is None:
-                    lv[0][pn.sid] = [pn]
-                else:
-                    g.append(pn)
-        for d in sorted(by_depth):
-            groups, views = by_depth[d]
-            for g in groups.values():
-                self._run_group(g)
-            for pn in views:
-                self._run_view(pn)
-
-    def _run_agenda(self, nodes):
-        """DyNet's agenda (``exec.cc``): among the signatures with nodes
-        ready to run, the one whose pending nodes have the lowest average
-        depth runs next (all of its ready nodes, in one call), products
-        deferred on ties; with one condition, in the spirit of DyNet's
-        strategy 3: a signature runs only once some (depth, signature) level
-        of it is complete, every pending node of that signature at that
-        depth ready.
-
-        Without the condition a signature whose average depth is low ran
-        whenever a few of its nodes were ready, while the rest of the same
-        level still waited behind a signature of higher average depth (in
-        deep parts of the graph every signature's average is below the
-        current depth): it ran again and again in small groups. A child-sum
-        Tree-LSTM written from plain ops, where a per-node constant operand
-        makes one op a signature of its own per node, ran its 20 sample trees
-        in 2,927 calls against 746 for ``strategy="depth"``; with it, 746.
-        Ready nodes of incomplete levels still join the call (the agenda's
-        merging across depths, which the depth schedule cannot do).
-
-        It never stalls: the pending computing nodes of the lowest depth have
-        all their inputs computed (views and single nodes run as soon as they
-        are ready), so their levels are complete."""
-        self._t_gather = 0.0
-        self._t_compute = 0.0
-        K = _LEVEL_KEY
-        # average depth per signature over all pending nodes (DyNet's heuristic),
-        # and per level (depth * K + signature) the count of nodes not ready yet
-        tot = {}
-        cnt = {}
-        wait = {}
-        ready = {}
-        now = []                    # views and single nodes: run as soon as ready
-        for pn in nodes:
-            s = pn.sid
-            if s >= 0:
-                d = pn.depth
-                tot[s] = tot.get(s, 0) + d
-                cnt[s] = cnt.get(s, 0) + 1
-                if pn.left:
-                    # the count of its level's nodes not ready yet, shared by them
-                    k = d * K + s
-                    c = wait.get(k)
-                    if c is None:
-                        c = wait[k] = [1]
-                    else:
-                        c[0] += 1
-                    pn.wait = c
-                else:
-                    r = ready.get(s)
-                    if r is None:
-                        ready[s] = [pn]
-                    else:
-                        r.append(pn)
-            elif pn.left == 0:
-                now.append(pn)
-        # signatures with a complete level among their ready nodes: at first
-        # every ready one (a node without pending inputs has depth 0, and a
-        # waiting node has depth >= 1)
-        full = set(ready)
-        prio = {}
-        while True:
-            while now:
-                batch = now
-                now = []
-                for pn in batch:
-                    if pn.sid == _VIEW:
-                        self._run_view(pn)
-                    else:
-                        self._run_group([pn])
-                    self._release(pn, ready, full, now)
-            if not full:
-                if ready:
-                    raise AssertionError(f"autobatch: the agenda stalled with {len(ready)} signature(s) ready")
-                break
-            best = None
-            bkey = None
-            for s in full:
-                p = prio.get(s)
-                if p is None:
-                    pr = ready[s][0].plan.prim.batch
-                    p = prio[s] = (tot[s] / cnt[s], pr is not None and pr.kind == "rows")
-                if bkey is None or p < bkey:
-                    best, bkey = s, p
-            full.discard(best)
-            group = ready.pop(best)
-            self._run_group(group)
-            for pn in group:
-                # _release inline (once per node)
-                succ = pn.succ
-                if succ is None:
-                    continue
-                pn.succ = None
-                for q in succ:
-                    q.left -= 1
-                    if q.left == 0:
-                        s = q.sid
-                        if s >= 0:
-                            r = ready.get(s)
-                            if r is None:
-                                ready[s] = [q]
-                            else:
-                                r.append(q)
-                            c = q.wait
-                            c[0] -= 1
-                            if not c[0]:
-                                full.add(s)
-                        else:
-                            now.append(q)
-
-    @staticmethod
-    def _release(pn, ready, full, now):
-        succ = pn.succ
-        if succ is None:
-            return
-        pn.succ = None
-        for q in succ:
-            q.left -= 1
-            if q.left == 0:
-                s = q.sid
-                if s >= 0:
-                    r = ready.get(s)
-                    if r is None:
-                        ready[s] = [q]
-                    else:
-                        r.append(q)
-                    c = q.wait
-                    c[0] -= 1
-                    if not c[0]:
-                        full.add(s)
-                else:
-                    now.append(q)
+                self._run_group([nodes[j] for j in order[a:b]])
 
     # --- execution ----------------------------------------------------------------------
     def _new_call(self, group, fallback=False):
@@ -978,7 +866,56 @@ class AutoBatch:
         """Register tensor ``t`` (at least 1-D) as a source; its index."""
         i = len(self._sources)
         self._sources.append(t)
+        self._src_arena.append(None)
         return i
+
+    def _arena_source(self, o):
+        """Register a batched call's output ``o`` as a source, its rows copied
+        into this force's arena of its trailing shape and dtype (``o`` then
+        holds the arena's view): the gathers reading outputs of many calls
+        are then one ``take`` from one array (``arena_gather``). Outputs that
+        do not own their array (a view of an input) or do not fit stay where
+        they are."""
+        d = o._data
+        if d.base is None and d.ndim:
+            key = (d.shape[1:], d.dtype)
+            e = self._arenas.get(key)
+            if e is None:
+                cap = self._caps.get(key)
+                if cap:
+                    e = self._arenas[key] = [np.empty((cap,) + key[0], dtype=key[1]), 0]
+            if e is not None:
+                a = e[1]
+                b = a + d.shape[0]
+                if b <= e[0].shape[0]:
+                    v = e[0][a:b]
+                    v[...] = d
+                    _set_data(o, v)
+                    e[1] = b
+                    i = len(self._sources)
+                    self._sources.append(o)
+                    self._src_arena.append((e[0], a))
+                    return i
+        return self._source(o)
+
+    def _plan_arenas(self, nodes):
+        """The allocation phase: rows per (trailing shape, dtype) that this
+        force's batched calls output, from the plans' output avals (arrays are
+        made when first written: a key no call fills costs nothing)."""
+        cnt = {}
+        for pn in nodes:
+            p = pn.plan
+            cnt[p] = cnt.get(p, 0) + 1
+        caps = {}
+        for p, c in cnt.items():
+            if p.sid < 0:
+                continue
+            for av in (p.out if p.multi else (p.out,)):
+                shp = tuple(av.shape)
+                key = (shp[1:] if shp else (), np.dtype(av.dtype))
+                caps[key] = caps.get(key, 0) + c * _rows(shp)
+        self._caps = caps
+        self._arenas = {}
 
     def _source_of(self, t):
         """The source index of a concrete tensor used as per-instance rows."""
@@ -1083,7 +1020,7 @@ class AutoBatch:
         local = {s: i for i, s in enumerate(uniq)}
         w = np.repeat(np.array([local[s] for s in which], dtype=np.int64), lens)
         rows = _expand(starts, lens)
-        x = _engine.bind(P.gather_rows_p, w, rows, *[srcs[s] for s in uniq])
+        x = self._gather_uniq(uniq, w, rows)
         st = self._st
         st["gathers"] += 1
         st["bytes_gathered"] += x._data.nbytes
@@ -1190,12 +1127,30 @@ class AutoBatch:
         uniq = sorted(set(srcl))
         lut = np.empty(uniq[-1] + 1, dtype=np.int64)
         lut[uniq] = np.arange(len(uniq))
-        x = _engine.bind(P.gather_rows_p, lut[np.array(srcl)], np.array(rowl, dtype=np.int64),
-                         *[srcs[s] for s in uniq])
+        x = self._gather_uniq(uniq, lut[np.array(srcl)], np.array(rowl, dtype=np.int64))
         st = self._st
         st["gathers"] += 1
         st["bytes_gathered"] += x._data.nbytes
         return x
+
+    def _gather_uniq(self, uniq, which, rows):
+        """``gather_rows(which, rows, *sources uniq)``; one ``take`` from the
+        arena when every source lies in the same one."""
+        srcs = self._sources
+        ar = self._src_arena
+        e = ar[uniq[0]]
+        if e is not None:
+            arena = e[0]
+            offs = []
+            for s in uniq:
+                f = ar[s]
+                if f is None or f[0] is not arena:
+                    break
+                offs.append(f[1])
+            else:
+                return _engine.bind(P.arena_gather_p, arena, np.array(offs, dtype=np.int64), which, rows,
+                                    *[srcs[s] for s in uniq])
+        return _engine.bind(P.gather_rows_p, which, rows, *[srcs[s] for s in uniq])
 
     def _bind(self, pn0, prim, args, attrs):
         _Mode.grad_enabled = pn0.plan.gm
@@ -1209,7 +1164,7 @@ class AutoBatch:
         """Record where each node's outputs are: ``outs`` the call's output
         tensors, ``rows_of[k]`` None (one row per node) or (start, stop) per node."""
         c = _object_new(_Call)
-        c.srcs = [self._source(o) for o in outs]
+        c.srcs = [self._arena_source(o) for o in outs]
         c.rows = rows_of
         cid = self._new_call(group)
         i = 0
