@@ -365,8 +365,8 @@ class AutoBatch:
         self._calls = []
         self._t_gather = self._t_compute = 0.0
         self._st = dict(nodes=0, views=0, batched_calls=0, batched_nodes=0, fallbacks={}, gathers=0,
-                        views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, record_s=0.0,
-                        schedule_s=0.0, gather_s=0.0, compute_s=0.0)
+                        views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, arena_bytes=0,
+                        arena_gathers=0, record_s=0.0, schedule_s=0.0, gather_s=0.0, compute_s=0.0)
         self._prev = None
         self._serial = next(_SERIALS)
 
@@ -686,7 +686,9 @@ class AutoBatch:
         per primitive (nodes run alone), ``gathers`` and ``bytes_gathered``
         (rows copied into batched arguments), ``views_passed`` (arguments
         passed as slices, no copy), ``bytes_constants`` (constant arrays
-        concatenated), ``forces``, ``pending``, and seconds: ``record_s``
+        concatenated), ``forces``, ``pending``, ``arena_bytes`` (the arenas
+        allocated: batched outputs in one block per trailing shape and dtype),
+        ``arena_gathers`` (gathers read as one take from an arena), and seconds: ``record_s``
         (with ``profile=True``), ``schedule_s``, ``gather_s`` (building
         batched arguments), ``compute_s`` (the batched calls themselves)."""
         d = dict(self._st)
@@ -884,6 +886,7 @@ class AutoBatch:
                 cap = self._caps.get(key)
                 if cap:
                     e = self._arenas[key] = [np.empty((cap,) + key[0], dtype=key[1]), 0]
+                    self._st["arena_bytes"] += e[0].nbytes
             if e is not None:
                 a = e[1]
                 b = a + d.shape[0]
@@ -1148,6 +1151,7 @@ class AutoBatch:
                     break
                 offs.append(f[1])
             else:
+                self._st["arena_gathers"] += 1
                 return _engine.bind(P.arena_gather_p, arena, np.array(offs, dtype=np.int64), which, rows,
                                     *[srcs[s] for s in uniq])
         return _engine.bind(P.gather_rows_p, which, rows, *[srcs[s] for s in uniq])
