@@ -143,6 +143,7 @@ class AutoBatch(Storage):
         self._src_arena = []        # per source: (arena array, first row) when its rows lie in an arena, else None
         self._arenas = {}           # this force's arenas: (trailing shape, dtype) -> [array, rows used]
         self._caps = {}             # this force's arena capacities in rows, per (trailing shape, dtype)
+        self._arena_first = 0       # the first source of this force (earlier ones are not copied)
         self._src_of = {}           # id(concrete tensor) -> source index
         self._keep = []
         self._protected = {}        # id(array) -> its desc id, id(tensor) -> (array, desc id, tensor): read by pending nodes
@@ -483,8 +484,9 @@ class AutoBatch(Storage):
         per primitive (nodes run alone), ``gathers`` and ``bytes_gathered``
         (rows copied into batched arguments), ``views_passed`` (arguments
         passed as slices, no copy), ``bytes_constants`` (constant arrays
-        concatenated), ``forces``, ``pending``, ``arena_bytes`` (the arenas
-        allocated: batched outputs in one block per trailing shape and dtype),
+        concatenated), ``forces``, ``pending``, ``arena_bytes`` (batched
+        outputs copied into the arenas, one block per trailing shape and dtype,
+        when a gather first reads them),
         ``arena_gathers`` (gathers read as one take from an arena), and seconds: ``record_s``
         (with ``profile=True``), ``schedule_s``, ``gather_s`` (building
         batched arguments), ``compute_s`` (the batched calls themselves)."""

@@ -44,35 +44,41 @@ class Storage:
         self._src_arena.append(None)
         return i
 
-    def _arena_source(self, o):
-        """Register a batched call's output ``o`` as a source, its rows copied
-        into this force's arena of its trailing shape and dtype (``o`` then
-        holds the arena's view): the gathers reading outputs of many calls
-        are then one ``take`` from one array (``arena_gather``). Outputs that
-        do not own their array (a view of an input) or do not fit stay where
-        they are."""
+    def _to_arena(self, i):
+        """Copy source ``i`` (a batched call's output) into this force's arena
+        of its trailing shape and dtype, the source then holding the arena's
+        view; done when a gather first reads it, so outputs no gather reads
+        (a cell's saved gate activations) are never copied. Returns the
+        source's (arena, first row), or None: a source of an earlier force,
+        one that does not own its array (a view of an input), or no room."""
+        e = self._src_arena[i]
+        if e is not None:
+            return e
+        o = self._sources[i]
+        if i < self._arena_first:
+            return None
         d = o._data
-        if d.base is None and d.ndim:
-            key = (d.shape[1:], d.dtype)
-            e = self._arenas.get(key)
-            if e is None:
-                cap = self._caps.get(key)
-                if cap:
-                    e = self._arenas[key] = [np.empty((cap,) + key[0], dtype=key[1]), 0]
-                    self._st["arena_bytes"] += e[0].nbytes
-            if e is not None:
-                a = e[1]
-                b = a + d.shape[0]
-                if b <= e[0].shape[0]:
-                    v = e[0][a:b]
-                    v[...] = d
-                    _set_data(o, v)
-                    e[1] = b
-                    i = len(self._sources)
-                    self._sources.append(o)
-                    self._src_arena.append((e[0], a))
-                    return i
-        return self._source(o)
+        if d.base is not None or not d.ndim:
+            return None
+        key = (d.shape[1:], d.dtype)
+        a = self._arenas.get(key)
+        if a is None:
+            cap = self._caps.get(key)
+            if not cap:
+                return None
+            # np.empty: pages no row is written to are never touched
+            a = self._arenas[key] = [np.empty((cap,) + key[0], dtype=key[1]), 0]
+        r0 = a[1]
+        r1 = r0 + d.shape[0]
+        if r1 > a[0].shape[0]:
+            return None
+        v = a[0][r0:r1]
+        v[...] = d
+        _set_data(o, v)
+        a[1] = r1
+        self._st["arena_bytes"] += v.nbytes
+        e = self._src_arena[i] = (a[0], r0)
+        return e
 
     def _plan_arenas(self, nodes):
         """The allocation phase: rows per (trailing shape, dtype) that this
@@ -92,6 +98,7 @@ class Storage:
                 caps[key] = caps.get(key, 0) + c * nrows(shp)
         self._caps = caps
         self._arenas = {}
+        self._arena_first = len(self._sources)      # the sources of this force
 
     def _source_of(self, t):
         """The source index of a concrete tensor used as per-instance rows."""
@@ -313,27 +320,25 @@ class Storage:
         """``gather_rows(which, rows, *sources uniq)``; one ``take`` from the
         arena when every source lies in the same one."""
         srcs = self._sources
-        ar = self._src_arena
-        e = ar[uniq[0]]
-        if e is not None:
+        arena = None
+        offs = []
+        for s in uniq:
+            e = self._to_arena(s)
+            if e is None or (arena is not None and e[0] is not arena):
+                break
             arena = e[0]
-            offs = []
-            for s in uniq:
-                f = ar[s]
-                if f is None or f[0] is not arena:
-                    break
-                offs.append(f[1])
-            else:
-                self._st["arena_gathers"] += 1
-                return _engine.bind(P.arena_gather_p, arena, np.array(offs, dtype=np.int64), which, rows,
-                                    *[srcs[s] for s in uniq])
+            offs.append(e[1])
+        else:
+            self._st["arena_gathers"] += 1
+            return _engine.bind(P.arena_gather_p, arena, np.array(offs, dtype=np.int64), which, rows,
+                                *[srcs[s] for s in uniq])
         return _engine.bind(P.gather_rows_p, which, rows, *[srcs[s] for s in uniq])
 
     def assign_outputs(self, group, outs, rows_of):
         """Record where each node's outputs are: ``outs`` the call's output
         tensors, ``rows_of[k]`` None (one row per node) or (start, stop) per node."""
         c = _object_new(Call)
-        c.srcs = [self._arena_source(o) for o in outs]
+        c.srcs = [self._source(o) for o in outs]
         c.rows = rows_of
         cid = self._new_call(group)
         i = 0
