@@ -112,6 +112,11 @@ def test_arena_gather_equals_gather_rows_on_views_and_on_other_sources():
     np.testing.assert_array_equal(P.arena_gather_p.impl(arena, offs, which, rows, *srcs), want)
     copies = [s.copy() for s in srcs]
     np.testing.assert_array_equal(P.arena_gather_p.impl(arena * 0, offs, which, rows, *copies), want)
+    # views of the arena that are not row slices (strided rows) are read as gather_rows reads them
+    odd = [arena[0:4:2], arena[1:9:2]]
+    np.testing.assert_array_equal(P.arena_gather_p.impl(arena, np.array([0, 1]), np.array([1, 0, 1]),
+                                                        np.array([3, 1, 0]), *odd),
+                                  P.gather_rows_p.impl(np.array([1, 0, 1]), np.array([3, 1, 0]), *odd))
     with pytest.raises(P.IndexRangeError, match="arena_gather: row index 4 is out of range"):
         P.arena_gather_p.impl(arena, offs, which, np.array([2, 1, 4, 0, 0, 0]), *srcs)
 

@@ -320,10 +320,13 @@ class Storage:
         """``gather_rows(which, rows, *sources uniq)``; one ``take`` from the
         arena when every source lies in the same one."""
         srcs = self._sources
+        ar = self._src_arena
         arena = None
         offs = []
         for s in uniq:
-            e = self._to_arena(s)
+            e = ar[s]
+            if e is None:
+                e = self._to_arena(s)
             if e is None or (arena is not None and e[0] is not arena):
                 break
             arena = e[0]

@@ -763,11 +763,12 @@ def _arena_gather(arena, offs, which, rows, *srcs):
             i = int(np.flatnonzero(bad)[0])
             raise IndexRangeError(f"arena_gather: row index {int(rows[i])} is out of range for a source of "
                                   f"{int(lens[which[i]])} rows")
-    dt = np.result_type(*srcs)
-    if arena.dtype != dt or arena.shape[1:] != srcs[0].shape[1:]:
-        return _gather_rows(which, rows, *srcs)
+    # a row slice of the arena has its base, its strides and its trailing
+    # shape (and so its dtype); anything else takes gather_rows' path
+    st = arena.strides
+    tr = arena.shape[1:]
     for s in srcs:
-        if s.base is not arena:
+        if s.base is not arena or s.strides != st or s.shape[1:] != tr:
             return _gather_rows(which, rows, *srcs)
     idx = np.asarray(offs, dtype=np.int64)[which] + rows
     if idx.size and (idx.min() < 0 or idx.max() >= arena.shape[0]):
