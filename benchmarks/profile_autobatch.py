@@ -18,8 +18,10 @@ the same initial weights for every contender. Contenders run interleaved
   never run (the pending nodes are dropped): Python loop plus recording.
 
 Then one profiled pass per strategy (``profile=True``) gives per minibatch:
-nodes, batched calls, fallbacks, bytes gathered, and the microseconds per
-recorded op spent recording, scheduling and building batched arguments.
+nodes (records per tree node), batched calls, fallbacks, bytes gathered,
+arena bytes and the gathers read from it, and the microseconds per recorded
+op (and per tree node) spent recording, scheduling and building batched
+arguments; last, each mode's peak traced memory per minibatch.
 
     flock -x /tmp/dynnets-cpu.lock python benchmarks/profile_autobatch.py --data ../shared/data/sst
 
@@ -216,6 +218,28 @@ def main():
                   f"{1e6 * over / n:.2f} us/op ({1e6 * over / nodes:.2f} us per tree node); the batched calls "
                   f"{1e6 * tot['compute_s'] / n:.2f} us/op")
         m.autobatch_profile = False
+
+    # peak memory: tracemalloc's peak over one minibatch (median over the minibatches), per mode
+    import tracemalloc
+    for phase in ("train", "eval"):
+        peak = {}
+        for name in modes:
+            m, _, batches = models[name]
+            ps = []
+            for b in batches:
+                tracemalloc.start()
+                if phase == "train":
+                    m.train()
+                    m.loss(b).backward()
+                    m.zero_grad()
+                else:
+                    m.predict_proba(b)
+                ps.append(tracemalloc.get_traced_memory()[1])
+                tracemalloc.stop()
+            peak[name] = statistics.median(ps)
+        lv = peak.get("level")
+        print(f"\n## peak memory, {phase} (tracemalloc peak per minibatch, median): " + ", ".join(
+            f"{n} {v / 1e6:.2f} MB" + (f" ({v / lv:.2f}x level)" if lv else "") for n, v in peak.items()))
 
 
 if __name__ == "__main__":
