@@ -18,10 +18,14 @@ the same initial weights for every contender. Contenders run interleaved
   never run (the pending nodes are dropped): Python loop plus recording.
 
 Then one profiled pass per strategy (``profile=True``) gives per minibatch:
-nodes, batched calls, fallbacks, bytes gathered, and the microseconds per
-recorded op spent recording, scheduling and building batched arguments.
+nodes (records per tree node), batched calls, fallbacks, bytes gathered,
+arena bytes and the gathers read from it, and the microseconds per recorded
+op (and per tree node) spent recording, scheduling and building batched
+arguments; last, each mode's peak traced memory per minibatch.
 
     flock -x /tmp/dynnets-cpu.lock python benchmarks/profile_autobatch.py --data ../shared/data/sst
+
+On a loaded machine ``--clock cpu`` times with the thread's CPU time.
 """
 from __future__ import annotations
 
@@ -51,12 +55,18 @@ def parse():
     ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--no-eval", action="store_true")
     ap.add_argument("--modes", default="level,recursive,autobatch agenda,autobatch depth")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: time with this thread's CPU time (time.thread_time stands in for "
+                         "time.perf_counter everywhere in the process, the library's stats included): on a "
+                         "loaded shared machine the time spent waiting for a core is left out")
     return ap.parse_args()
 
 
 def main():
     args = parse()
     env = setup(__file__, blas_threads=args.blas_threads)
+    if args.clock == "cpu":
+        time.perf_counter = time.thread_time
     import numpy as np
 
     import dynnets as dn
@@ -195,15 +205,41 @@ def main():
                     else:
                         tot[k] = tot.get(k, 0) + v
             n = tot["nodes"]
+            nodes = sum(len(e.children) for b in batches for e in b.examples)
             over = tot["record_s"] + tot["schedule_s"] + tot["gather_s"]
             print(f"\n## {name}, {phase}: per minibatch {n / nb:.0f} ops ({tot['views'] / nb:.0f} views), "
                   f"{tot['batched_calls'] / nb:.1f} batched calls, fallbacks {tot['fallbacks']}, "
                   f"{tot['gathers'] / nb:.1f} gathers of {tot['bytes_gathered'] / nb / 1e3:.1f} kB, "
-                  f"{tot['views_passed'] / nb:.1f} arguments passed as slices")
+                  f"{tot['views_passed'] / nb:.1f} arguments passed as slices, {n / nodes:.2f} records per tree "
+                  f"node, arena {tot.get('arena_bytes', 0) / nb / 1e3:.1f} kB with "
+                  f"{tot.get('arena_gathers', 0) / nb:.1f} gathers from it")
             print(f"   per recorded op: record {1e6 * tot['record_s'] / n:.2f} us, schedule "
                   f"{1e6 * tot['schedule_s'] / n:.2f} us, gather {1e6 * tot['gather_s'] / n:.2f} us -> overhead "
-                  f"{1e6 * over / n:.2f} us/op; the batched calls {1e6 * tot['compute_s'] / n:.2f} us/op")
+                  f"{1e6 * over / n:.2f} us/op ({1e6 * over / nodes:.2f} us per tree node); the batched calls "
+                  f"{1e6 * tot['compute_s'] / n:.2f} us/op")
         m.autobatch_profile = False
+
+    # peak memory: tracemalloc's peak over one minibatch (median over the minibatches), per mode
+    import tracemalloc
+    for phase in ("train", "eval"):
+        peak = {}
+        for name in modes:
+            m, _, batches = models[name]
+            ps = []
+            for b in batches:
+                tracemalloc.start()
+                if phase == "train":
+                    m.train()
+                    m.loss(b).backward()
+                    m.zero_grad()
+                else:
+                    m.predict_proba(b)
+                ps.append(tracemalloc.get_traced_memory()[1])
+                tracemalloc.stop()
+            peak[name] = statistics.median(ps)
+        lv = peak.get("level")
+        print(f"\n## peak memory, {phase} (tracemalloc peak per minibatch, median): " + ", ".join(
+            f"{n} {v / 1e6:.2f} MB" + (f" ({v / lv:.2f}x level)" if lv else "") for n, v in peak.items()))
 
 
 if __name__ == "__main__":

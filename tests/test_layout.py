@@ -219,13 +219,19 @@ FRIENDS = {
     "dynnets/autograd/engine.py": {
         "dynnets/autograd/tensor.py": "bind creates tensors without __init__ and reads their _data on every op "
                                       "(a property costs ~25 ns per argument; Tensor's docstring)",
-        "dynnets/autograd/autobatching": "an eager op on a lazy tensor reads its view on the tape (_eager)",
+        "dynnets/autograd/autobatch/": "an eager op on a lazy tensor reads its view on the tape (_eager)",
     },
     "dynnets/autograd/backprop.py": {
         "dynnets/autograd/tensor.py": "backward and the in-place writes set tensors' _grad/_node/_data slots, as "
                                       "the engine it was split from (issue 24)",
-        "dynnets/autograd/autobatching": "an in-place write's operand may be a lazy tensor (_eager)",
+        "dynnets/autograd/autobatch/": "an in-place write's operand may be a lazy tensor (_eager)",
     },
+    # the autobatch package's phases share its lazy handles' slots (one data
+    # structure split by phase, issue 23) and read tensors' _data as bind does
+    **{f"dynnets/autograd/autobatch/{m}.py": {
+        "dynnets/autograd/autobatch/": "the phases of one package share the lazy handles' slots",
+        "dynnets/autograd/tensor.py": "lazy handles are Tensors whose _data slot the phases fill, as bind does"}
+       for m in ("context", "storage", "execute", "record", "lazy")},
 }
 
 #: Private attributes still read across modules, {(module, attribute): the issue that removes them}.
@@ -346,7 +352,6 @@ def test_no_module_reads_a_private_name_of_another_module():
 LONG_MODULES = {
     "dynnets/autograd/kernels_tree.py": "Numba's cache: kernels that call each other stay in one file "
                                         "(DESIGN.md rule 3)",
-    "dynnets/autograd/autobatching.py": "issue 23: becoming the autobatch/ package (i23-core)",
     "dynnets/static/control_flow.py": "issue 24: loop bodies through the one program cache (i24-loops)",
     "dynnets/static/graph.py": "issue 24: graph IR (compiler core) apart from the TF1 facade's sources",
     "dynnets/autograd/ops.py": "issue 24: every public op once; to split by domain as primitives/ is",

@@ -406,6 +406,16 @@ def _gather_rows(rng):
             Case("repeats-3d", np.array([0, 0, 0]), np.array([1, 1, 0]), r(2, 2, 2))]
 
 
+def _arena_gather(rng):
+    r = _r(rng)
+    arena = r(7, 3)
+    a, b = arena[0:2], arena[2:5]
+    return [Case("arena-views", arena, np.array([0, 2]), np.array([1, 0, 1, 0, 0]), np.array([2, 0, 0, 0, 1]),
+                 a, b, const=(0,)),
+            Case("not-views", r(5, 3), np.array([0, 2]), np.array([1, 0, 1]), np.array([2, 0, 1]), r(2, 3), r(3, 3),
+                 const=(0,))]
+
+
 def _random(rng):
     f64, f32 = np.dtype(np.float64), np.dtype(np.float32)
     return [Case("normal", dist="normal", shape=(3, 2), dtype=f64, a=0.5, b=2.0, seed=(1, 2)),
@@ -475,7 +485,7 @@ def _einsum(rng):
 SAMPLES = {
     "gelu": _gelu, "leaky_relu": _leaky_relu, "gather": _gather, "split": _split, "pad": _pad, "norm": _norm,
     "einsum": _einsum,
-    "segment_sum": _segment_sum, "gather_rows": _gather_rows,
+    "segment_sum": _segment_sum, "gather_rows": _gather_rows, "arena_gather": _arena_gather,
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"), "div": _binary("div", pos_y=True),
     "pow": _pow, "maximum": _maxmin, "minimum": _maxmin,
     "neg": _unary("normal"), "exp": _unary("normal"), "log": _unary("pos"), "tanh": _unary("normal"),
@@ -876,6 +886,10 @@ BAD = {
                     ((_z(3), _z(2)), {}, "segment_sum: starts must be a 1-D integer array")],
     "gather_rows": [((np.array([0]), np.array([0]), _z(2, 3), _z(2, 4)), {},
                      "gather_rows: source 1.shape=(2, 4) does not have the trailing shape (3,) of source 0")],
+    "arena_gather": [((_z(4, 2), np.array([0]), np.array([0]), np.array([0]), _z(2, 3)), {},
+                      "arena_gather: arena.shape=(4, 2) does not have the sources' trailing shape (3,)"),
+                     ((_z(4, 3), np.array([0, 1]), np.array([0]), np.array([0]), _z(2, 3)), {},
+                      "arena_gather: offs must be a 1-D integer array of one offset per source (1)")],
     "random": [((), dict(_RND, shape=(None, 3)), "random: shape must be a tuple of non-negative integers"),
                ((), dict(_RND, dtype=np.dtype(np.int64)), "random: normal draws float32 or float64"),
                ((), dict(_RND, dist="gamma"), "random: dist must be one of"),

@@ -511,6 +511,20 @@ def _gather_rows(g):
     return g.spoil([which, rows] + srcs, index_args=(0, 1)), {}
 
 
+def _arena_gather(g):
+    trail = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    dt = g.fdt()
+    lens = [g.dim(1, 4) for _ in range(g.dim(1, 3))]
+    arena = g.arr((sum(lens) + g.dim(0, 2),) + trail, dt)
+    offs = np.cumsum([0] + lens[:-1]).astype(np.int64)
+    # the sources as the arena's views (its fast path) or as arrays of their own
+    srcs = [arena[o:o + n] for o, n in zip(offs, lens)] if g.flag(0.5) else [g.arr((n,) + trail, dt) for n in lens]
+    R = g.dim(0, 4)
+    which = g.index((R,), 0 if g.flag(0.8) else -1, len(srcs) + (0 if g.flag(0.8) else 2))
+    rows = g.index((R,), -1 if g.flag(0.1) else 0, min(lens) + (1 if g.flag(0.1) else 0))
+    return g.spoil([arena, offs, which, rows] + srcs, index_args=(1, 2, 3)), {}
+
+
 def _random(g):
     dist = g.draw(st.sampled_from(["normal", "truncated_normal", "uniform", "gamma"]))
     shape = tuple(g.dim(0, 3) for _ in range(g.dim(0, 3)))
@@ -599,7 +613,7 @@ def _einsum(g):
 STRATEGIES = {
     "gelu": _gelu, "leaky_relu": _leaky_relu, "gather": _gather, "split": _split, "pad": _pad, "norm": _norm,
     "einsum": _einsum,
-    "segment_sum": _segment_sum, "gather_rows": _gather_rows,
+    "segment_sum": _segment_sum, "gather_rows": _gather_rows, "arena_gather": _arena_gather,
     "add": _binary, "sub": _binary, "mul": _binary, "div": _binary, "pow": _binary, "maximum": _binary,
     "minimum": _binary, "neg": _unary, "exp": _unary, "log": _unary, "tanh": _unary, "sigmoid": _unary,
     "relu": _unary, "sqrt": _unary, "abs": _unary, "clip": _clip, "where": _where, "astype": _astype,

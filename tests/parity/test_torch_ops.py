@@ -428,6 +428,7 @@ PRIMITIVES_ELSEWHERE = {
     "random": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
     "dropout_mask": ("test_torch_ops.py", "test_random_primitives_match_torch_distributions"),
     "gather_rows": ("test_torch_ops.py", "test_autobatch_row_primitives"),
+    "arena_gather": ("test_torch_ops.py", "test_autobatch_row_primitives"),
     "custom_function": ("test_torch_autograd_function.py", "test_custom_functions_match_torch"),
 }
 # the selection and layout primitives of primitives/select.py, through dynnets.static's TF1 names
@@ -1451,6 +1452,18 @@ def test_autobatch_row_primitives(dt):
     (ref * torch.tensor(g2)).sum().backward()
     np.testing.assert_allclose(got.data, ref.detach().numpy(), **tol)
     for a, b in zip(sd, st):      # a row read twice gets both gradients
+        np.testing.assert_allclose(np.asarray(a.grad), b.grad.numpy(), **tol)
+
+    # arena_gather: the same rows read from an arena the sources are row slices of
+    from dynnets.autograd.primitives import arena_gather_p
+    from dynnets.autograd.tensor import wrap_array
+    arena = np.concatenate(srcs)
+    sa = [wrap_array(arena[o:o + len(a)], requires_grad=True) for o, a in zip(offsets, srcs)]
+    assert all(np.shares_memory(t.numpy(), arena) for t in sa)
+    got = bind(arena_gather_p, arena, offsets.astype(np.int64), which, rows, *sa)
+    (got * dn.tensor(g2)).sum().backward()
+    np.testing.assert_allclose(got.data, ref.detach().numpy(), **tol)
+    for a, b in zip(sa, st):
         np.testing.assert_allclose(np.asarray(a.grad), b.grad.numpy(), **tol)
 
 

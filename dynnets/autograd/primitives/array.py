@@ -13,7 +13,7 @@ from .core import (BATCH_REDUCE, BATCH_VIEW, batch_rows, Aval, DTypeError, Index
                    ShapeError, defprim, dims_match, dtype_of, fits, fmt_shape, is_int, is_kernel_float, norm_axis,
                    shape_of, torch_promote, unbroadcast)
 
-__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "setitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "argmax_p",
+__all__ = ["sum_p", "mean_p", "max_p", "reshape_p", "transpose_p", "broadcast_to_p", "getitem_p", "setitem_p", "take_p", "concat_p", "stack_p", "split_rows_p", "segment_sum_p", "gather_rows_p", "arena_gather_p", "argmax_p",
            "gather_p", "split_p", "pad_p", "norm_p"]
 
 # --------------------------------------------------------------------------
@@ -757,6 +757,62 @@ def _gather_rows_vjp(g, ins, out):
 
 gather_rows_p = defprim("gather_rows", _gather_rows, _gather_rows_shape, joint_vjp=_gather_rows_vjp,
                         nondiff_args=(0, 1))
+
+
+def _arena_gather(arena, offs, which, rows, *srcs):
+    """``gather_rows(which, rows, *srcs)`` where the sources are row slices of
+    one array, ``srcs[k] is a view of arena[offs[k]:offs[k] + len(srcs[k])]``
+    (autobatch's arena: the outputs of a forced region in one block): one
+    ``take`` from the arena instead of two fancy-index copies per source
+    (measured ~4 us per source, ~25 sources per Tree-LSTM gather). Sources
+    that are not views of ``arena`` take gather_rows' path."""
+    which = np.asarray(which)
+    rows = np.asarray(rows)
+    S = len(srcs)
+    if rows.size:
+        if which.min() < 0 or which.max() >= S:
+            raise IndexRangeError(f"arena_gather: source index out of range for {S} sources")
+        if rows.min() < 0:
+            raise IndexRangeError(f"arena_gather: row index {rows.min()} is negative")
+        lens = np.array([s.shape[0] for s in srcs], dtype=np.int64)
+        bad = rows >= lens[which]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise IndexRangeError(f"arena_gather: row index {int(rows[i])} is out of range for a source of "
+                                  f"{int(lens[which[i]])} rows")
+    # a row slice of the arena has its base, its strides and its trailing
+    # shape (and so its dtype); anything else takes gather_rows' path
+    st = arena.strides
+    tr = arena.shape[1:]
+    for s in srcs:
+        if s.base is not arena or s.strides != st or s.shape[1:] != tr:
+            return _gather_rows(which, rows, *srcs)
+    idx = np.asarray(offs, dtype=np.int64)[which] + rows
+    if idx.size and (idx.min() < 0 or idx.max() >= arena.shape[0]):
+        raise IndexRangeError(f"arena_gather: an offset puts a row outside the arena of {arena.shape[0]} rows")
+    return np.take(arena, idx, axis=0)
+
+
+def _arena_gather_shape(arena, offs, which, rows, *srcs):
+    try:
+        out = _gather_rows_shape(which, rows, *srcs)
+    except (ShapeError, DTypeError) as e:
+        raise type(e)("arena_gather" + str(e)[len("gather_rows"):]) from None
+    if len(arena.shape) < 1 or not fits(tuple(arena.shape[1:]), tuple(out.shape[1:])):
+        raise ShapeError(f"arena_gather: arena.shape={fmt_shape(arena.shape)} does not have the sources' trailing "
+                         f"shape {fmt_shape(out.shape[1:])}")
+    if len(offs.shape) != 1 or dtype_of(offs).kind not in "iu" or not dims_match(offs.shape[0], len(srcs)):
+        raise ShapeError(f"arena_gather: offs must be a 1-D integer array of one offset per source ({len(srcs)}), "
+                         f"got shape {fmt_shape(offs.shape)} and dtype {dtype_of(offs)}")
+    return out
+
+
+def _arena_gather_vjp(g, ins, out):
+    return (None, None) + _gather_rows_vjp(g, ins[2:], out)
+
+
+arena_gather_p = defprim("arena_gather", _arena_gather, _arena_gather_shape, joint_vjp=_arena_gather_vjp,
+                         nondiff_args=(0, 1, 2, 3))
 
 
 def _argmax(x, axis=None):
