@@ -45,16 +45,29 @@ napoleon_use_rtype = False
 napoleon_use_ivar = True
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
-autodoc_default_options = {"members": True}
+autodoc_default_options = {"members": True, "undoc-members": True}
 
 # Cross-references to our own names must resolve; types from numpy, the
 # standard library and plain words in docstrings' type fields ("array of
 # int", "callable") are not ours, so they are not checked.
 nitpicky = True
-nitpick_ignore_regex = [(r"py:.*", r"(?!dynnets\.).*")]
+nitpick_ignore_regex = [
+    (r"py:.*", r"(?!dynnets\.).*"),
+    # the implementation modules behind the public names: docstrings may name
+    # them (dynnets.autograd.engine.Node), the reference documents the names
+    # users import (dynnets.Tensor; a reference to a public object by its
+    # defining module resolves to it, see _ext/publicapi.py)
+    (r"py:.*", r"dynnets\.(autograd|devices)(\..*)?"),
+    # the Numba kernel modules: implementation, each function twinned in numpy
+    (r"py:.*", r"dynnets\.[\w.]*kernels(\..*)?"),
+]
 
 # furo: a modern theme whose CSS, JavaScript and fonts ship inside the package
 # (system font stacks, no CDN), so the built site reads offline from file://
+# "more than one target found" for a bare attribute name in a type field
+# (``shape``, ``dtype``): ambiguous plain words, not broken references
+suppress_warnings = ["ref.python"]
+
 html_theme = "furo"
 html_title = f"dynnets {release}"
 html_static_path = []

@@ -32,6 +32,7 @@ An **eager** model (``model.is_static`` false; every model of
     parameters that get the embedding learning rate and no L2;
 ``kind``, ``config``
     the registry name and constructor keyword arguments (checkpoints);
+
 and ``state_dict()``, ``load_state_dict()``, ``parameters()``, ``train()``, ``eval()`` (:class:`dynnets.nn.Module`).
 
 A **static** model (``model.is_static = True``, e.g. the padded baseline)

@@ -44,6 +44,11 @@ def _check(app):
 def setup(app):
     app.connect("builder-inited", _check)
     app.connect("missing-reference", _same_object)
+    app.connect("autodoc-skip-member", _skip_aliases)
+    import logging as _logging
+    from pathlib import Path
+    _CanonicalDuplicates.documented = {p.stem for p in (Path(app.srcdir) / "api").glob("dynnets*.rst")}
+    _logging.getLogger("sphinx.sphinx.domains.python").addFilter(_CanonicalDuplicates())
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
@@ -89,3 +94,40 @@ def _same_object(app, env, node, contnode):
     from sphinx.util.nodes import make_refnode
     name, entry = hit
     return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
+
+
+class _CanonicalDuplicates:
+    """Drop "duplicate object description" of a *canonical* name only.
+
+    autodoc gives a class documented as ``dynnets.nn.Parameter`` the
+    canonical name of its defining module (``dynnets.autograd.tensor.Parameter``)
+    so that references by that name resolve; a class exported by two public
+    modules (``dynnets.Parameter`` and ``dynnets.nn.Parameter``) then notes
+    the canonical name twice. That is one object listed where users import
+    it from, not a duplicate; a real duplicate (a name of a documented module
+    described twice) still warns.
+    """
+
+    documented = set()
+
+    def filter(self, record):
+        msg = getattr(record, "msg", "")
+        if isinstance(msg, str) and msg.startswith("duplicate object description of") and record.args:
+            name = str(record.args[0])
+            return name.rsplit(".", 1)[0] in self.documented or not name.startswith("dynnets.")
+        return True
+
+
+def _skip_aliases(app, what, name, obj, skip, options):
+    """One entry per object of a module page: ``__all__`` may list a name
+    twice, and a class under two names (``MaxMin`` is ``SortResult``) would
+    be two descriptions of one canonical object."""
+    if what != "module" or skip:
+        return None
+    seen = app.env.temp_data.setdefault("publicapi_seen", {})
+    doc = seen.setdefault(app.env.docname, set())
+    key = id(obj) if isinstance(obj, type) else name
+    if key in doc:
+        return True
+    doc.add(key)
+    return None

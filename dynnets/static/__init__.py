@@ -1,5 +1,5 @@
 """Define-then-run static graphs in the TensorFlow 1.x manner, built from the
-same primitive table, kernels and VJPs as eager dynnets.
+same primitive table, kernels and VJPs as eager dynnets::
 
     import dynnets.static as tf
 
