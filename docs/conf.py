@@ -32,6 +32,8 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]
 root_doc = "index"
+# options and code words stay as typed: no "--help" turned into an en dash
+smartquotes = False
 
 # Markdown pages: ``{ref}`` roles, heading anchors for in-page links, fenced
 # ```python blocks stay code blocks (they run in tests/test_readme.py)

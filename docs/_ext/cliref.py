@@ -40,7 +40,10 @@ def _help(action):
 
 def _parser_lines(parser, level_char):
     lines = []
-    usage = parser.format_usage().strip()
+    # a fixed width: the page must not depend on the terminal of whoever builds it
+    fmt = parser.formatter_class(prog=parser.prog, width=100)
+    fmt.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups)
+    usage = fmt.format_help().strip()
     if parser.description:
         lines += [_escape(parser.description), ""]
     lines += ["::", "", *("   " + u for u in usage.splitlines()), ""]
