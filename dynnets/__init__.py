@@ -13,7 +13,7 @@ from .autograd.tensor import from_numpy
 from .io import load, save
 from .random import default_generator, initial_seed, manual_seed, seed
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"   # the one place: pyproject.toml reads it (CHANGELOG.md lists the changes)
 
 # PyTorch's dtype names, as numpy dtypes (every function that takes dtype= takes
 # them; x.dtype == dn.float32 and dn.long == np.int64 hold)

@@ -7,7 +7,7 @@ The models multiply small matrices (a minibatch's tree level, one node, one
 time step): splitting such a product over threads costs more than it saves,
 and on a loaded machine each multi-threaded product waits for a busy core.
 Measured from Python, a Tree-LSTM (300/150) on the samples, 200 steps:
-``benchmarks/bench_blas_threads.py`` (figures in the README).
+``benchmarks/bench_blas_threads.py`` (figures in docs/howto/installed-use.md).
 
 The BLAS in play is numpy's: the Numba kernels call no BLAS (they leave the
 products to numpy, see :mod:`dynnets.autograd.kernels`), so SciPy is not

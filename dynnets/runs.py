@@ -1,16 +1,16 @@
 """Runs of models: what ``dynnets demo``, ``dynnets compare``, ``dynnets
 train``/``eval``/``predict`` and the scripts in ``experiments/`` train and
-measure.
+measure::
 
-run_model(kind, splits, vocab, train_config)   one training run with speed,
-                                                padding and accuracy figures
-split_report(model, trees, vocab)               dynnets.train.evaluate's report +
-                                                the negation/contrast subset
-demo(...), demo_table(res)                      the four-model demo
-compare_padded_vs_dynamic(...), compare_markdown(res)
-                                                padded static LSTM vs dynamic models
-node_predictions(model, tree, vocab)            every node's prediction of a tree model
-train_tree_rnn(...)                             train a tree model, then list node predictions
+    run_model(kind, splits, vocab, train_config)   one training run with speed,
+                                                    padding and accuracy figures
+    split_report(model, trees, vocab)               dynnets.train.evaluate's report +
+                                                    the negation/contrast subset
+    demo(...), demo_table(res)                      the four-model demo
+    compare_padded_vs_dynamic(...), compare_markdown(res)
+                                                    padded static LSTM vs dynamic models
+    node_predictions(model, tree, vocab)            every node's prediction of a tree model
+    train_tree_rnn(...)                             train a tree model, then list node predictions
 
 One module rather than a package of runs: they share run_model, load_data,
 split_report and the result files, and each is a screenful. The command line
@@ -538,7 +538,7 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
 
 def run_compare(a):
     """``dynnets compare`` and experiments/compare_padded_vs_dynamic.py: the
-    comparison for options parsed by :func:`dynnets.options.add_compare_arguments`;
+    comparison for options parsed by ``dynnets.options.add_compare_arguments``;
     prints the tables and where the files went, returns 0."""
     from .sweep import check_engine_arguments
     check_engine_arguments(a)

@@ -32,6 +32,7 @@ An **eager** model (``model.is_static`` false; every model of
     parameters that get the embedding learning rate and no L2;
 ``kind``, ``config``
     the registry name and constructor keyword arguments (checkpoints);
+
 and ``state_dict()``, ``load_state_dict()``, ``parameters()``, ``train()``, ``eval()`` (:class:`dynnets.nn.Module`).
 
 A **static** model (``model.is_static = True``, e.g. the padded baseline)
@@ -64,7 +65,7 @@ With the same seed, the same data and the same config, two runs give the
 same metrics (initial weights, batch order and dropout masks all derive from
 the seed; ``max_seconds`` is the exception, as it depends on speed), with
 the same ``blas_threads``: the thread count changes the last bits of BLAS
-products and, over many steps, the metrics (README, "BLAS threads").
+products and, over many steps, the metrics (docs/howto/installed-use.md, "BLAS threads").
 """
 from __future__ import annotations
 
@@ -162,7 +163,7 @@ class TrainConfig:
         restored after (:func:`dynnets.blas.blas_threads`); 0 or None leaves
         them as they are. One by default: the models multiply small matrices,
         which gain nothing from more threads and, on a loaded machine, wait
-        for a busy core at every product (README, "BLAS threads"). The thread
+        for a busy core at every product (docs/howto/installed-use.md, "BLAS threads"). The thread
         count can change the last bits of BLAS results and so, over many
         steps, the metrics; the same seed and the same ``blas_threads`` give
         the same numbers.

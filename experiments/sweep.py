@@ -6,7 +6,7 @@ this process (--workers 0). The same code as ``dynnets sweep``::
         --set max_len=12,35,52 --set hidden=150 --data ../shared/data/sst --out results/sweep
     python experiments/sweep.py grid.toml --out results/grid       # a TOML or JSON grid file
 
-See :mod:`dynnets.sweep` and the README's "Sweeps" section for the grid
+See :mod:`dynnets.sweep` and the sweeps tutorial (docs/tutorials/sweeps.md) for the grid
 file, run keys, resuming and where the results go.
 """
 import argparse

@@ -78,8 +78,11 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5, seed=0, raise_exceptio
         Tensors or arrays. Floating-point inputs are converted to float64 and
         checked; integer inputs (indices, labels) are passed as constants.
 
-    Returns True, or raises :class:`GradcheckError` (returns False when
-    ``raise_exception=False``) with the worst mismatch.
+    Returns
+    -------
+    bool
+        True, or raises :class:`GradcheckError` (returns False when
+        ``raise_exception=False``) with the worst mismatch.
     """
     rng = np.random.default_rng(seed)
     ts = [_as64(x) for x in inputs]

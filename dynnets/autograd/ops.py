@@ -146,6 +146,7 @@ def sub(input, other, *, alpha=1):
 
 
 def mul(input, other):
+    """``input * other`` elementwise, broadcast, in torch's result dtype (as ``torch.mul``)."""
     try:
         return bind2(P.mul_p, input, other)
     except P.PromotionNeeded:
@@ -166,6 +167,8 @@ def div(input, other, *, rounding_mode=None):
 
 
 def pow(input, exponent):
+    """``input ** exponent`` elementwise, broadcast (as ``torch.pow``); the gradient of the base at 0
+    with exponent 0 is 0, as torch's."""
     try:
         return bind2(P.pow_p, input, exponent)
     except P.PromotionNeeded:
@@ -173,6 +176,7 @@ def pow(input, exponent):
 
 
 def neg(input):
+    """``-input`` elementwise (as ``torch.neg``)."""
     return bind1(P.neg_p, input)
 
 
@@ -185,6 +189,7 @@ def exp(input):
 
 
 def log(input):
+    """Natural logarithm elementwise (an integer input in float32, as torch's)."""
     try:
         return bind1(P.log_p, input)
     except P.PromotionNeeded:
@@ -192,6 +197,7 @@ def log(input):
 
 
 def tanh(input):
+    """Hyperbolic tangent elementwise (an integer input in float32, as torch's)."""
     try:
         return bind1(P.tanh_p, input)
     except P.PromotionNeeded:
@@ -199,6 +205,8 @@ def tanh(input):
 
 
 def sigmoid(input):
+    """``1 / (1 + exp(-input))`` elementwise, computed without overflow (an integer
+    input in float32, as torch's)."""
     try:
         return bind1(P.sigmoid_p, input)
     except P.PromotionNeeded:
@@ -206,10 +214,12 @@ def sigmoid(input):
 
 
 def relu(input):
+    """``max(input, 0)`` elementwise, in ``input``'s dtype; the gradient at 0 is 0, as torch's."""
     return bind1(P.relu_p, input)
 
 
 def sqrt(input):
+    """Square root elementwise (an integer input in float32, as torch's)."""
     try:
         return bind1(P.sqrt_p, input)
     except P.PromotionNeeded:
@@ -239,6 +249,7 @@ def sign(input):
 
 
 def abs(input):
+    """``|input|`` elementwise, in ``input``'s dtype; the gradient at 0 is 0, as torch's."""
     return bind1(P.abs_p, input)
 
 
@@ -254,6 +265,8 @@ def clip(input, min=None, max=None):
 
 
 def maximum(input, other):
+    """The larger of ``input`` and ``other`` elementwise, broadcast (as ``torch.maximum``;
+    NaN propagates); ties split the gradient evenly."""
     try:
         return bind2(P.maximum_p, input, other)
     except P.PromotionNeeded:
@@ -261,6 +274,8 @@ def maximum(input, other):
 
 
 def minimum(input, other):
+    """The smaller of ``input`` and ``other`` elementwise, broadcast (as ``torch.minimum``;
+    NaN propagates); ties split the gradient evenly."""
     try:
         return bind2(P.minimum_p, input, other)
     except P.PromotionNeeded:
@@ -288,6 +303,7 @@ _BOOL_DTYPE = np.dtype(np.bool_)         # numpy's one bool dtype object
 
 
 def square(input):
+    """``input * input`` elementwise (as ``torch.square``: a bool input gives int64)."""
     if getattr(input, "dtype", None) is _BOOL_DTYPE:      # (an identity test: dtype == costs ~0.15 us per call)
         # torch squares as pow(x, 2), which takes a bool tensor to int64 (True * True stays bool)
         input = astype(input, np.int64)
@@ -624,18 +640,22 @@ def numel(input):
 # --- comparisons (boolean results, no gradient) -------------------------------------
 
 def less(input, other):
+    """``input < other`` elementwise, broadcast (boolean, no gradient); ``lt`` is the same function."""
     return bind2(P.less_p, input, other)
 
 
 def less_equal(input, other):
+    """``input <= other`` elementwise, broadcast (boolean, no gradient); ``le`` is the same function."""
     return bind2(P.less_equal_p, input, other)
 
 
 def greater(input, other):
+    """``input > other`` elementwise, broadcast (boolean, no gradient); ``gt`` is the same function."""
     return bind2(P.greater_p, input, other)
 
 
 def greater_equal(input, other):
+    """``input >= other`` elementwise, broadcast (boolean, no gradient); ``ge`` is the same function."""
     return bind2(P.greater_equal_p, input, other)
 
 
@@ -645,6 +665,7 @@ def eq(input, other):
 
 
 def not_equal(input, other):
+    """``input != other`` elementwise, broadcast (boolean, no gradient); ``ne`` is the same function."""
     return bind2(P.not_equal_p, input, other)
 
 
@@ -1299,10 +1320,12 @@ def clamp(input, min=None, max=None):
 
 
 def clamp_min(input, min):
+    """``clamp(input, min=min)``: every element at least ``min`` (as ``torch.clamp_min``)."""
     return clamp(input, min=min)
 
 
 def clamp_max(input, max):
+    """``clamp(input, max=max)``: every element at most ``max`` (as ``torch.clamp_max``)."""
     return clamp(input, max=max)
 
 

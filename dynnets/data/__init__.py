@@ -1,17 +1,17 @@
 """Data layer: parse trees, the SST format, vocabularies, a compositional sample
 treebank, and minibatch layouts. Depends on numpy and networkx only.
 
-Modules
--------
-trees      Tree, parse_tree, read_trees, write_trees, networkx, binarize, collapse_unary,
-           binary_tree, first_nonbinary / node_position / tree_line (locating a node in its file)
-text       tokenize, sentence_tree (plain text -> binary tree), read_tree (user input: an SST
-           tree, an unlabelled bracketed tree or plain text)
-encoding   where a file stops being UTF-8 (line, column, byte offset)
-sst        load_sst, label views (fine / binary), the class names, PTB unescaping
-vocab      Vocabulary, load_embeddings
-synthetic  seeded generator of compositional sentiment trees; the labelling rules
-batching   BucketSampler, pad_batch, TreeArrays / merge / TreeBatch (level schedules)
+The modules::
+
+    trees      Tree, parse_tree, read_trees, write_trees, networkx, binarize, collapse_unary,
+               binary_tree, first_nonbinary / node_position / tree_line (locating a node in its file)
+    text       tokenize, sentence_tree (plain text -> binary tree), read_tree (user input: an SST
+               tree, an unlabelled bracketed tree or plain text)
+    encoding   where a file stops being UTF-8 (line, column, byte offset)
+    sst        load_sst, label views (fine / binary), the class names, PTB unescaping
+    vocab      Vocabulary, load_embeddings
+    synthetic  seeded generator of compositional sentiment trees; the labelling rules
+    batching   BucketSampler, pad_batch, TreeArrays / merge / TreeBatch (level schedules)
 """
 
 from __future__ import annotations

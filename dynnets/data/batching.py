@@ -72,6 +72,8 @@ class BucketSampler:
     drop_last : bool
         Drop the (single) batch smaller than ``batch_size``.
 
+    Notes
+    -----
     Iterating yields ``list[int]`` batches of the current ``epoch`` and then
     increments ``epoch``; :meth:`batches` gives any epoch without side effects.
     """

@@ -61,6 +61,8 @@ class SequenceClassifier(ModelBase, nn.Module):
     seed : int
     dtype : str
 
+    Notes
+    -----
     The methods that take a minibatch also take trees or prepared examples
     (:meth:`~dynnets.models.common.ModelBase.as_batch`).
     """

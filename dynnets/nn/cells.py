@@ -113,6 +113,8 @@ class RNNCell(_CellBase):
     Inputs and states must have the weights' dtype (DTypeError otherwise, as
     torch raises).
 
+    Notes
+    -----
     Attributes: ``weight_ih`` (H, input_size), ``weight_hh`` (H, H),
     ``bias_ih``, ``bias_hh`` (H,), all U(-1/sqrt(H), 1/sqrt(H)).
 

@@ -69,6 +69,8 @@ def linear(input, weight, bias=None):
     weight : (out_features, in_features)
     bias : (out_features,) or None
 
+    Notes
+    -----
     Returns (..., out_features). The input's (and bias's) dtype must be the
     weight's (:class:`~dynnets.autograd.primitives.DTypeError` otherwise, as
     torch raises; :func:`dynnets.linear` promotes as numpy does).
@@ -327,7 +329,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
     Parameters
     ----------
-    input : Tensor or static Value, shape (..., *normalized_shape)
+    input : Tensor or static Value, shape ``(..., *normalized_shape)``
     normalized_shape : int or sequence of int
     weight, bias : shape normalized_shape, or None
     eps : float

@@ -78,6 +78,8 @@ class Linear(Module):
     bias : Parameter, shape (out_features,), or None
         U(-1/sqrt(in_features), 1/sqrt(in_features)).
 
+    Notes
+    -----
     Shapes: input (..., in_features) -> output (..., out_features), of the
     layer's dtype: an input of another dtype (an integer array, float32 into
     a float64 layer) raises :class:`~dynnets.autograd.primitives.DTypeError`
@@ -748,7 +750,9 @@ class LayerNorm(Module):
     device : None or 'cpu'
     dtype : numpy float dtype, default float32
 
-    Shapes: input (..., *normalized_shape) -> output of the same shape, of the
+    Notes
+    -----
+    Shapes: input ``(..., *normalized_shape)`` -> output of the same shape, of the
     layer's dtype (another dtype raises, as :class:`Linear`).
     """
 

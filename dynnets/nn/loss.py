@@ -206,6 +206,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     reduction : {'mean', 'sum', 'none'}
     label_smoothing : float in [0, 1]
 
+    Notes
+    -----
     Without weight, ignored rows or smoothing, (N, C) scores with class
     indices run the one fused ``softmax_cross_entropy`` kernel
     (:func:`dynnets.cross_entropy`).
@@ -342,7 +344,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
     One primitive (``sigmoid_cross_entropy``) computes
     ``(1 - t) x + (1 + (pw - 1) t) log(1 + exp(-x))`` from ``exp(-|x|)`` and
-    ``log1p``: no overflow and no loss of tiny values for any |x|.
+    ``log1p``: no overflow and no loss of tiny values for any ``|x|``.
     """
     who = "binary_cross_entropy_with_logits"
     return _bce_logits(who, input, target, weight, _reduction(who, size_average, reduce, reduction), pos_weight)
@@ -474,6 +476,8 @@ class CrossEntropyLoss(_WeightedLoss):
         reduced as PyTorch does (the smoothing term of ``'mean'`` is divided
         by the kept rows' total weight too).
 
+    Notes
+    -----
     ``forward(input, target)``: ``input`` scores (N, C), (C,) or (N, C, d1, ...);
     ``target`` integer class indices (N,), () or (N, d1, ...), or class
     probabilities of the input's shape (then ``'mean'`` divides by the
@@ -514,6 +518,8 @@ class NLLLoss(_WeightedLoss):
     ignore_index : int, default -100
     reduction : {'mean', 'sum', 'none'}
 
+    Notes
+    -----
     ``forward(input, target)``: ``input`` (N, C), (C,) or (N, C, d1, ...)
     log-probabilities, ``target`` class indices (N,), () or (N, d1, ...).
     """
@@ -554,6 +560,8 @@ class BCEWithLogitsLoss(_Loss):
     pos_weight : array or None
         Weight of the positive term, broadcast to the input, e.g. (C,) (a buffer).
 
+    Notes
+    -----
     ``forward(input, target)``: logits and targets in [0, 1] of one shape.
     """
 

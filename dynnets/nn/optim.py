@@ -435,6 +435,8 @@ def adagrad_update(data, acc, g, clr, eps, weight_decay=0.0):
         This step's learning rate (after any decay).
     eps, weight_decay : float
 
+    Notes
+    -----
     C-contiguous float32/float64 arrays of one dtype take one Numba pass
     (:mod:`dynnets.nn.optim_kernels`); others the numpy rule, the kernels' twin.
     """

@@ -358,7 +358,7 @@ class RNN(RNNBase):
     nonlinearity : {'tanh', 'relu'}
     bias : bool
     batch_first : bool
-        Padded Tensor input and output are (B, T, *) instead of (T, B, *).
+        Padded Tensor input and output are ``(B, T, *)`` instead of ``(T, B, *)``.
     dropout : float
         Dropout on each layer's output except the last's (training mode).
     bidirectional : bool
@@ -368,6 +368,8 @@ class RNN(RNNBase):
         Initial weights, then the dropout masks; None: the default
         generator (:func:`dynnets.manual_seed`).
 
+    Notes
+    -----
     ``forward(input, hx=None, lengths=None) -> (output, h_n)``; see
     :meth:`RNNBase.forward`. The input and initial states must have the
     layer's dtype: an integer or float32 input to a float64 layer raises

@@ -3,13 +3,13 @@ drawn with the object-oriented API (no pyplot: no global figure state, no GUI
 backend) and written atomically as PNG.
 
 matplotlib is the optional ``plot`` extra: without it every figure function
-prints a note on stderr and returns no files.
+prints a note on stderr and returns no files. The figures::
 
-compare_figures(res, out)   accuracy by length, throughput and learning curves
-                            of a :func:`dynnets.runs.compare_padded_vs_dynamic` result
-overhead_figure(res, out)   one-time and per-op costs of experiments/graph_overhead.py
-sweep_figure(groups, ...)   dev/test accuracy per group of a sweep (:mod:`dynnets.sweep`)
-save_figure(fig, path)      PNG, atomically
+    compare_figures(res, out)   accuracy by length, throughput and learning curves
+                                of a :func:`dynnets.runs.compare_padded_vs_dynamic` result
+    overhead_figure(res, out)   one-time and per-op costs of experiments/graph_overhead.py
+    sweep_figure(groups, ...)   dev/test accuracy per group of a sweep (:mod:`dynnets.sweep`)
+    save_figure(fig, path)      PNG, atomically
 """
 from __future__ import annotations
 

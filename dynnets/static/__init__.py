@@ -1,5 +1,5 @@
 """Define-then-run static graphs in the TensorFlow 1.x manner, built from the
-same primitive table, kernels and VJPs as eager dynnets.
+same primitive table, kernels and VJPs as eager dynnets::
 
     import dynnets.static as tf
 
@@ -149,22 +149,27 @@ def equal(x, y, name=None):
 
 
 def not_equal(x, y, name=None):
+    """Elementwise ``x != y`` (a boolean Value), as ``tf.not_equal``."""
     return _named(_math.binary("not_equal", _ops.not_equal, x, y), name)
 
 
 def less(x, y, name=None):
+    """Elementwise ``x < y`` (a boolean Value), as ``tf.less``."""
     return _named(_math.binary("less", _ops.less, x, y), name)
 
 
 def less_equal(x, y, name=None):
+    """Elementwise ``x <= y`` (a boolean Value), as ``tf.less_equal``."""
     return _named(_math.binary("less_equal", _ops.less_equal, x, y), name)
 
 
 def greater(x, y, name=None):
+    """Elementwise ``x > y`` (a boolean Value), as ``tf.greater``."""
     return _named(_math.binary("greater", _ops.greater, x, y), name)
 
 
 def greater_equal(x, y, name=None):
+    """Elementwise ``x >= y`` (a boolean Value), as ``tf.greater_equal``."""
     return _named(_math.binary("greater_equal", _ops.greater_equal, x, y), name)
 
 
@@ -214,16 +219,21 @@ def reduce_mean(input_tensor, axis=None, keepdims=False, name=None, reduction_in
 
 
 def reduce_max(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    """Maximum over ``axis`` (all axes by default), as ``tf.reduce_max``; the gradient
+    goes to the maximal elements."""
     keepdims = keep_dims if keep_dims is not None else keepdims
     return _named(_ops.max(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
 
 
 def reduce_min(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None, keep_dims=None):
+    """Minimum over ``axis`` (all axes by default), as ``tf.reduce_min``; the gradient
+    goes to the minimal elements."""
     keepdims = keep_dims if keep_dims is not None else keepdims
     return _named(_ops.min(input_tensor, axis=_axis(axis, reduction_indices), keepdims=keepdims), name)
 
 
 def square(x, name=None):
+    """``x * x`` elementwise, as ``tf.square``."""
     return _named(_ops.square(x), name)
 
 
@@ -260,18 +270,22 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
 
 
 def add(x, y, name=None):
+    """``x + y`` elementwise, broadcast, as ``tf.add``."""
     return _named(_math.binary("add", _ops.add, x, y), name)
 
 
 def subtract(x, y, name=None):
+    """``x - y`` elementwise, broadcast, as ``tf.subtract``."""
     return _named(_math.binary("subtract", _ops.sub, x, y), name)
 
 
 def multiply(x, y, name=None):
+    """``x * y`` elementwise, broadcast, as ``tf.multiply``."""
     return _named(_math.binary("multiply", _ops.mul, x, y), name)
 
 
 def negative(x, name=None):
+    """``-x`` elementwise, as ``tf.negative``."""
     return _named(_ops.neg(x), name)
 
 
@@ -291,6 +305,7 @@ def identity(x, name=None):
 
 
 def cast(x, dtype, name=None):
+    """``x`` in ``dtype``, as ``tf.cast``; the gradient flows back through a float result only."""
     return _named(_ops.astype(x, dtype), name)
 
 
@@ -305,14 +320,17 @@ def concat(values, axis, name=None):
 
 
 def stack(values, axis=0, name=None):
+    """``values`` (equal shapes) stacked along a new axis ``axis``, as ``tf.stack``."""
     return _named(_ops.stack(list(values), axis=axis), name)
 
 
 def transpose(a, perm=None, name=None):
+    """``a`` with its axes permuted by ``perm`` (reversed by default), as ``tf.transpose``."""
     return _named(_ops.transpose(a, tuple(perm)) if perm is not None else _ops.transpose(a), name)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    """``t`` limited to ``[clip_value_min, clip_value_max]``, as ``tf.clip_by_value``."""
     return _named(_ops.clip(t, clip_value_min, clip_value_max), name)
 
 
@@ -370,6 +388,7 @@ pow, maximum, minimum = (_binary(f) for f in (_ops.pow, _ops.maximum, _ops.minim
 
 
 def broadcast_to(input, shape, name=None):
+    """``input`` broadcast to ``shape`` (numpy's rules), as ``tf.broadcast_to``."""
     return _named(_ops.broadcast_to(input, shape), name)
 
 
@@ -380,11 +399,13 @@ def logical_not(x, name=None):
 
 
 def logical_and(x, y, name=None):
+    """Elementwise and of two boolean values (``tf.logical_and``)."""
     _is_bool("logical_and", x, y)
     return _named(_ops.mul(x, y), name)       # numpy's product of booleans is their conjunction
 
 
 def logical_or(x, y, name=None):
+    """Elementwise or of two boolean values (``tf.logical_or``)."""
     _is_bool("logical_or", x, y)
     return _named(_ops.maximum(x, y), name)
 
@@ -585,14 +606,17 @@ def to_float(x, name="ToFloat"):
 
 
 def to_double(x, name="ToDouble"):
+    """``cast(x, float64)`` (TF1's ``tf.to_double``)."""
     return _named(_ops.astype(_math.as_graph_value(x), np.float64), None if name == "ToDouble" else name)
 
 
 def to_int32(x, name="ToInt32"):
+    """``cast(x, int32)`` (TF1's ``tf.to_int32``)."""
     return _named(_ops.astype(_math.as_graph_value(x), np.int32), None if name == "ToInt32" else name)
 
 
 def to_int64(x, name="ToInt64"):
+    """``cast(x, int64)`` (TF1's ``tf.to_int64``)."""
     return _named(_ops.astype(_math.as_graph_value(x), np.int64), None if name == "ToInt64" else name)
 
 

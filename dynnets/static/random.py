@@ -147,6 +147,8 @@ class _Initializer:
 
 
 class zeros_initializer(_Initializer):
+    """Zeros of the variable's shape (``tf.zeros_initializer``)."""
+
     def __init__(self, dtype=np.float32):
         self.dtype = dtype
 
@@ -155,6 +157,8 @@ class zeros_initializer(_Initializer):
 
 
 class ones_initializer(_Initializer):
+    """Ones of the variable's shape (``tf.ones_initializer``)."""
+
     def __init__(self, dtype=np.float32):
         self.dtype = dtype
 
@@ -183,6 +187,9 @@ class _Seeded(_Initializer):
 
 
 class random_normal_initializer(_Seeded):
+    """Draws from N(mean, stddev**2) (``tf.random_normal_initializer``); ``seed``
+    as the op-level seed of TF1's random ops."""
+
     def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=np.float32):
         self.mean, self.stddev, self.seed, self.dtype = float(mean), float(stddev), seed, dtype
 
@@ -191,6 +198,9 @@ class random_normal_initializer(_Seeded):
 
 
 class truncated_normal_initializer(_Seeded):
+    """Draws from N(mean, stddev**2), redrawn beyond two standard deviations
+    (``tf.truncated_normal_initializer``); ``seed`` as the op-level seed."""
+
     def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=np.float32):
         self.mean, self.stddev, self.seed, self.dtype = float(mean), float(stddev), seed, dtype
 
@@ -200,6 +210,9 @@ class truncated_normal_initializer(_Seeded):
 
 
 class random_uniform_initializer(_Seeded):
+    """Draws from U(minval, maxval), ``maxval`` 1 by default
+    (``tf.random_uniform_initializer``); ``seed`` as the op-level seed."""
+
     def __init__(self, minval=0.0, maxval=None, seed=None, dtype=np.float32):
         self.minval, self.maxval, self.seed, self.dtype = minval, 1.0 if maxval is None else maxval, seed, dtype
 

@@ -534,6 +534,8 @@ class DropoutWrapper(RNNCell):
     dropout_state_filter_visitor : None
         Not supported unless None (TF1's default).
 
+    Notes
+    -----
     Masks are TF1's: an element is kept where a uniform draw is ``>= 1 -
     keep_prob`` and scaled by ``1 / keep_prob``; new at every step and run.
     """

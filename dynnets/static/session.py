@@ -114,6 +114,8 @@ class Session:
         :mod:`dynnets.static.passes`); ``False`` compiles every plan from
         scratch, the reference the tests compare incremental plans with.
 
+    Notes
+    -----
     The loop bodies, loop conditions and ``cond`` branches a plan runs are
     compiled with the same options (:attr:`options`) and move through the
     same tiers, counting their iterations (or branch runs) as runs.

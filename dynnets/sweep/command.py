@@ -36,7 +36,7 @@ def _set_arg(s):
 def add_arguments(p):
     """The options of ``dynnets sweep`` (also ``experiments/sweep.py``)."""
     p.add_argument("grid", nargs="?", type=Path, default=None, metavar="GRID",
-                   help="a TOML or JSON grid file (see 'Sweeps' in the README); flags replace or extend it")
+                   help="a TOML or JSON grid file (see the sweeps tutorial of the docs); flags replace or extend it")
     p.add_argument("--models", nargs="+", default=None, metavar="NAME",
                    help="model kinds (treelstm, lstm, padded-lstm, ...) or names the grid file defines")
     seeds = p.add_mutually_exclusive_group()

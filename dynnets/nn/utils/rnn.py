@@ -29,7 +29,7 @@ class PackedSequence(NamedTuple):
 
     Attributes
     ----------
-    data : Tensor, (sum(lengths), *)
+    data : Tensor, ``(sum(lengths), *)``
         Row ``offsets[t] + j`` is step ``t`` of the ``j``-th longest sequence.
     batch_sizes : (T,) int64 ndarray
         Sequences running at step ``t`` (non-increasing, every entry >= 1).
@@ -137,7 +137,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
 
     Parameters
     ----------
-    input : Tensor or array, (T, B, *) or, with ``batch_first``, (B, T, *)
+    input : Tensor or array, ``(T, B, *)`` or, with ``batch_first``, ``(B, T, *)``
     lengths : (B,) ints in [1, T]
     batch_first : bool
     enforce_sorted : bool
@@ -170,7 +170,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
 
 
 def pack_sequence(sequences, enforce_sorted=True):
-    """Pack a list of sequences of shapes (L_i, *) (as ``torch.nn.utils.rnn.pack_sequence``).
+    """Pack a list of sequences of shapes ``(L_i, *)`` (as ``torch.nn.utils.rnn.pack_sequence``).
 
     ``enforce_sorted=True`` requires non-increasing lengths; False packs any order.
     """
@@ -224,7 +224,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
 
     Returns
     -------
-    padded : Tensor, (T, B, *) or (B, T, *)
+    padded : Tensor, ``(T, B, *)`` or ``(B, T, *)``
         In the caller's order (``unsorted_indices`` applied); positions past a
         sequence's length hold ``padding_value`` (a constant: no gradient).
         ``T`` is the longest length, or ``total_length`` if given.
@@ -248,7 +248,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
 
 
 def pad_sequence(sequences, batch_first=False, padding_value=0.0):
-    """Pad a list of (L_i, *) sequences to (T, B, *) or (B, T, *) (as
+    """Pad a list of ``(L_i, *)`` sequences to ``(T, B, *)`` or ``(B, T, *)`` (as
     ``torch.nn.utils.rnn.pad_sequence``); T is the longest length."""
     seqs = _sequences(sequences, "pad_sequence")
     L = np.fromiter((s.shape[0] for s in seqs), dtype=np.int64, count=len(seqs))
