@@ -77,3 +77,8 @@ __all__ += ["bernoulli", "multinomial", "normal"]
 from .autograd.ops import bincount, flip, index_add, nonzero, scatter, scatter_add, tril, triu, unique  # noqa: E402
 
 __all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"]
+
+# function-level recording under autobatch (issue 23)
+from .autograd.batchable import batchable  # noqa: E402
+
+__all__ += ["batchable"]
