@@ -42,6 +42,9 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "static", "models", "data", "train", "plots"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "batchable":
+        # (its module builds plans with dynnets.static, which imports this package)
+        return importlib.import_module(".autograd.batchable", __name__).batchable
     raise AttributeError(f"module 'dynnets' has no attribute {name!r}")
 
 # torch's scaffolding names (issue 22): devices, the CUDA and cuDNN queries
@@ -77,8 +80,3 @@ __all__ += ["bernoulli", "multinomial", "normal"]
 from .autograd.ops import bincount, flip, index_add, nonzero, scatter, scatter_add, tril, triu, unique  # noqa: E402
 
 __all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"]
-
-# function-level recording under autobatch (issue 23)
-from .autograd.batchable import batchable  # noqa: E402
-
-__all__ += ["batchable"]
