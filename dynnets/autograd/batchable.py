@@ -240,6 +240,9 @@ class Batchable:
 
     def _declared(self, args):
         ps = list(self.extra_params)
+        owner = self.fn if hasattr(self.fn, "parameters") else getattr(self.fn, "__self__", None)
+        if owner is not None and callable(getattr(owner, "parameters", None)):
+            ps.extend(owner.parameters())        # a Module or a bound method of one, as static.trace
         for a in args:
             if not isinstance(a, Tensor) and hasattr(a, "parameters") and callable(a.parameters):
                 ps.extend(a.parameters())

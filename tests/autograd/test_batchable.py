@@ -331,3 +331,71 @@ def test_lstm_cell_loop_over_random_lengths(dtype):
     for a, b in zip(ge, gd):
         np.testing.assert_allclose(b, a, **TOL[dtype])
     assert step.records == sum(len(s) for s in seqs) and step.traces == 1
+
+
+# --- the tree models: mode="autobatch" runs their decorated cells --------------------
+
+def _tree_text(rng, shape, words, max_children=2):
+    """A bracketed tree: "leaf", "chain-60", or a random tree of up to 9 leaves."""
+    def leaf():
+        return f"({int(rng.integers(0, 5))} {words[int(rng.integers(0, len(words)))]})"
+    if shape == "leaf":
+        return leaf()
+    if shape == "chain-60":
+        t = leaf()
+        for _ in range(59):
+            t = f"({int(rng.integers(0, 5))} {t} {leaf()})"
+        return t
+    items = [leaf() for _ in range(int(rng.integers(1, 10)))]
+    while len(items) > 1:
+        k = int(rng.integers(2, max_children + 1))
+        k = min(k, len(items))
+        i = int(rng.integers(0, len(items) - k + 1))
+        items[i:i + k] = [f"({int(rng.integers(0, 5))} {' '.join(items[i:i + k])})"]
+    return items[0]
+
+
+MODEL_FORESTS = {"single-leaf": ["leaf"], "chain-60": ["chain-60"], "minibatch-of-1": ["random"],
+                 "ragged": ["random"] * 5 + ["leaf", "chain-60"]}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("forest", sorted(MODEL_FORESTS))
+@pytest.mark.parametrize("kind", ["treelstm", "treernn", "childsum"])
+def test_tree_models_decorated_per_op_and_recursive_agree(kind, forest, dtype):
+    from dynnets.data.trees import parse_tree
+    from dynnets.data.vocab import Vocabulary
+    from dynnets.models import build_model
+    rng = np.random.default_rng(11)
+    words = ["a", "b", "c", "d", "e", "f"]
+    trees = [parse_tree(_tree_text(rng, s, words, 3 if kind == "childsum" else 2))
+             for s in MODEL_FORESTS[forest]]
+    vocab = Vocabulary.from_trees(trees)
+    tol = TOL[np.dtype(dtype).type]
+    res = {}
+    for mode, decorated in (("recursive", None), ("autobatch", True), ("autobatch", False)):
+        m = build_model(kind, len(vocab), embed_dim=5, hidden=4, seed=0, mode=mode, dtype=dtype)
+        if decorated is not None:
+            m.autobatch_decorated = decorated
+        batch = m.collate(m.prepare(trees, vocab))
+        loss = m.loss(batch)
+        loss.backward()
+        res[(mode, decorated)] = (loss.item(), [p.grad.numpy().copy() if p.grad is not None else np.zeros(p.shape)
+                                                for p in m.parameters()], m.predict_all(batch)[1])
+        if decorated:
+            leaf, node = m.batchable_cells()
+            n_nodes = sum(len(e.children) for e in batch.examples)
+            n_leaves = sum(len(e.leaves) for e in batch.examples)
+            # one record per call, twice (the loss's forward and predict_all's)
+            assert leaf.records == 2 * n_leaves and node.records == 2 * (n_nodes - n_leaves)
+            assert leaf.fallbacks == node.fallbacks == 0
+            arities = {len(k) for e in batch.examples for _, k in e.internal}
+            assert leaf.traces == 2 and node.traces == 2 * len(arities)      # grad and no-grad signatures
+            assert not m.last_autobatch.stats["fallbacks"]
+    l0, g0, p0 = res[("recursive", None)]
+    for key in (("autobatch", True), ("autobatch", False)):
+        l, g, p = res[key]
+        np.testing.assert_allclose(l, l0, **tol)
+        for a, b in zip(g, g0):
+            np.testing.assert_allclose(a, b, **tol)
+        np.testing.assert_allclose(p, p0, **tol)
