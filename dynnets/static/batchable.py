@@ -27,6 +27,10 @@ from .session import Session
 
 __all__ = ["BatchPlan", "build_plan"]
 
+# fuse the elementwise chains at any size: a batch of ready calls is often a
+# few rows (the top levels of a minibatch's trees)
+FUSE_MIN_ROWS_SIZE = 1
+
 
 class BatchPlan:
     """One traced signature: the graph, its input placeholders (the
@@ -77,7 +81,7 @@ class BatchPlan:
                 fetch.append(gr)
         self.grad_fetch = fetch
         self.grad_pos = pos
-        self.grad_session = Session(g, optimize=True)
+        self.grad_session = Session(g, optimize=True, fuse_min_size=FUSE_MIN_ROWS_SIZE)
 
 
 def _rowwise_reason(g, batched_ids, outs):
@@ -303,7 +307,7 @@ def build_plan(fn, name, args, key, declared, grad_enabled):
     plan.out_avals = [(tuple(v.shape[1:]), np.dtype(v.dtype)) for v in flat]
     plan.in_avals = in_avals
     plan.n_inst = len(phs)
-    plan.session = Session(g2, optimize=True)
+    plan.session = Session(g2, optimize=True, fuse_min_size=FUSE_MIN_ROWS_SIZE)
     plan.grad_session = None
     plan.grad_fetch = None
     plan.grad_pos = None
