@@ -19,8 +19,9 @@ words in order), last state to the classifier, minibatch 25:
 
 * ``packed``                  -- ``SequenceClassifier(cell="lstm")``: one packed
   sequence per minibatch (the fused sequence kernel);
-* ``LSTMCell loop decorated`` -- an ``nn.LSTMCell`` step loop written one
-  sentence at a time, the step decorated, under ``dn.autobatch()``.
+* ``LSTMCell loop decorated`` -- ``SequenceClassifier(cell="lstm",
+  mode="autobatch")``: the same weights run one sentence at a time, one
+  ``LSTMCell`` step call per token, the step decorated, under ``dn.autobatch()``.
 
 Contenders run interleaved in rounds (order rotated) after three untimed
 warm-up passes each (the warm-up traces and compiles every plan, and the
@@ -50,7 +51,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import dynnets as dn  # noqa: E402
-from dynnets import nn  # noqa: E402
 from dynnets.autograd import ops  # noqa: E402
 from dynnets.data.sst import load_sst  # noqa: E402
 from dynnets.data.vocab import Vocabulary  # noqa: E402
@@ -75,43 +75,6 @@ class PlainTreeLSTM(TreeLSTM):
         c = (ops.sigmoid(z[:, :H]) * ops.tanh(z[:, 4 * H:]) + ops.sigmoid(z[:, H:2 * H]) * left[:, H:]
              + ops.sigmoid(z[:, 2 * H:3 * H]) * right[:, H:])
         return ops.concat([ops.sigmoid(z[:, 3 * H:4 * H]) * ops.tanh(c), c], axis=1)
-
-
-class LoopLSTM(nn.Module):
-    """An LSTM classifier written one sentence at a time with an
-    ``nn.LSTMCell`` step loop; the step decorated with ``dn.batchable``.
-    Its weights are copied from a packed ``SequenceClassifier``."""
-
-    def __init__(self, packed):
-        super().__init__()
-        self.packed = packed
-        E, H = packed.embedding.weight.shape[1], packed.hidden
-        self.cell = nn.LSTMCell(E, H, dtype=packed.embedding.weight.dtype)
-        rnn = packed.rnn
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            getattr(self.cell, name).data = getattr(rnn, f"{name}_l0").numpy().copy()
-        self.step = dn.batchable(self._step)
-
-    def _step(self, x, h, c):
-        return self.cell(x, (h, c))
-
-    def final_states(self, examples):
-        H = self.packed.hidden
-        dt = self.packed.embedding.weight.dtype
-        finals = []
-        for ids in examples:
-            xs = ops.split_rows(self.packed.embedding(ids))
-            h = c = dn.zeros(1, H, dtype=dt)
-            for x in xs:
-                h, c = self.step(x, h, c)
-            finals.append(h)
-        return ops.concat(finals, axis=0)
-
-    def loss(self, examples, labels):
-        with dn.autobatch():
-            h = self.final_states(examples)
-            logits = self.packed.out(h)
-            return ops.cross_entropy(logits, labels)
 
 
 def _timed(fn):
@@ -206,47 +169,37 @@ def tree_bench(args, trees, vocab):
 
 def lstm_bench(args, trees, vocab):
     V, E, H, B = len(vocab), args.embed, args.hidden, args.batch_size
-    packed = SequenceClassifier(V, E, H, 5, cell="lstm", seed=args.seed)
     cfg = TrainConfig(optimizer="adagrad", lr=args.lr, embedding_lr=args.lr, weight_decay=0.0)
-    ex = packed.prepare(trees, vocab)
-    batches = [packed.collate(ex[i:i + B]) for i in range(0, len(ex), B)]
-    loop = LoopLSTM(packed)
-    loop_ids = [[e.word_ids for e in ex[i:i + B]] for i in range(0, len(ex), B)]
-    loop_labels = [np.array([e.label for e in ex[i:i + B]], dtype=np.int64) for i in range(0, len(ex), B)]
-    opt_p = make_optimizer(packed, cfg)
-    opt_l = dn.optim.Adagrad([p for p in loop.parameters()], lr=args.lr)
-    print(f"# packed: first minibatch loss {packed.loss(batches[0]).item():.6f}; "
-          f"LSTMCell loop: {loop.loss(loop_ids[0], loop_labels[0]).item():.6f}")
+    contenders, models = {}, {}
+    for name, mode in (("packed", "packed"), ("LSTMCell loop decorated", "autobatch")):
+        m = SequenceClassifier(V, E, H, 5, cell="lstm", seed=args.seed, mode=mode)
+        opt = make_optimizer(m, cfg)
+        ex = m.prepare(trees, vocab)
+        batches = [m.collate(ex[i:i + B]) for i in range(0, len(ex), B)]
+        print(f"# {name}: first minibatch loss {m.loss(batches[0]).item():.6f}")
+        models[name] = (m, batches)
 
-    def p_train():
-        for b in batches:
-            opt_p.zero_grad()
-            packed.loss(b).backward()
-            opt_p.step()
-
-    def p_eval():
-        with dn.no_grad():
+        def train(m=m, opt=opt, batches=batches):
+            m.train()
             for b in batches:
-                packed.logits_and_labels(b)
+                opt.zero_grad()
+                m.loss(b).backward()
+                opt.step()
 
-    def l_train():
-        for ids, y in zip(loop_ids, loop_labels):
-            opt_l.zero_grad()
-            loop.loss(ids, y).backward()
-            opt_l.step()
-
-    def l_eval():
-        with dn.no_grad():
-            for ids, y in zip(loop_ids, loop_labels):
-                loop.loss(ids, y)
-    med = run_rounds({"packed": (p_train, p_eval), "LSTMCell loop decorated": (l_train, l_eval)}, args.repeats)
+        def evaluate(m=m, batches=batches):
+            m.eval()
+            with dn.no_grad():
+                for b in batches:
+                    m.logits_and_labels(b)[0].numpy()
+        contenders[name] = (train, evaluate)
+    med = run_rounds(contenders, args.repeats)
     print_table(med, len(trees), "packed")
-    with dn.autobatch() as ab:
-        h = loop.final_states(loop_ids[0])
-    h.numpy()
-    n_steps = sum(len(i) for i in loop_ids[0])
-    print(f"# LSTMCell loop: {loop.step.traces} traces, {loop.step.fallbacks} calls per op; first minibatch: "
-          f"{n_steps} steps, {ab.stats['nodes']} records, {ab.stats['batched_calls']} batched calls")
+    m, batches = models["LSTMCell loop decorated"]
+    step = m.batchable_step()
+    m.loss(batches[0])
+    st = m.last_autobatch.stats
+    print(f"# LSTMCell loop decorated: {step.traces} traces, {step.fallbacks} calls per op; first minibatch: "
+          f"{int(batches[0].lengths.sum())} steps, {st['nodes']} records, {st['batched_calls']} batched calls")
 
 
 def main():

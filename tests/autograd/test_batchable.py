@@ -399,3 +399,32 @@ def test_tree_models_decorated_per_op_and_recursive_agree(kind, forest, dtype):
         for a, b in zip(g, g0):
             np.testing.assert_allclose(a, b, **tol)
         np.testing.assert_allclose(p, p0, **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn", "bilstm"])
+def test_sequence_models_decorated_steps_equal_packed(kind, dtype):
+    from dynnets.data.trees import parse_tree
+    from dynnets.data.vocab import Vocabulary
+    from dynnets.models import build_model
+    rng = np.random.default_rng(12)
+    words = ["a", "b", "c", "d", "e", "f"]
+    trees = [parse_tree(_tree_text(rng, "random", words)) for _ in range(6)] + \
+        [parse_tree(_tree_text(rng, "leaf", words))]
+    vocab = Vocabulary.from_trees(trees)
+    tol = TOL[np.dtype(dtype).type]
+    res = {}
+    for mode in ("packed", "autobatch"):
+        m = build_model(kind, len(vocab), embed_dim=5, hidden=4, seed=0, mode=mode, dtype=dtype)
+        batch = m.collate(m.prepare(trees, vocab))
+        loss = m.loss(batch)
+        loss.backward()
+        res[mode] = (loss.item(), [p.grad.numpy().copy() if p.grad is not None else np.zeros(p.shape)
+                                   for p in m.parameters()])
+    step = m.batchable_step()
+    n_tokens = int(batch.lengths.sum()) * (2 if kind == "bilstm" else 1)
+    assert step.records == n_tokens and step.fallbacks == 0
+    assert step.traces == (2 if kind == "bilstm" else 1)
+    np.testing.assert_allclose(res["autobatch"][0], res["packed"][0], **tol)
+    for a, b in zip(res["autobatch"][1], res["packed"][1]):
+        np.testing.assert_allclose(a, b, **tol)
