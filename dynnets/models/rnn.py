@@ -87,6 +87,7 @@ class SequenceClassifier(ModelBase, nn.Module):
     example_type = SentenceExample
     batch_type = PackedBatch
     last_autobatch = None
+    modes = MODES
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, cell="lstm", bidirectional=False,
                  dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, seed=0, dtype="float32",

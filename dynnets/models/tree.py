@@ -114,6 +114,7 @@ class TreeModel(ModelBase, nn.Module):
     """
 
     is_tree = True
+    modes = MODES
     needs_binary = True
     autobatch_strategy = "agenda"
     autobatch_profile = False
