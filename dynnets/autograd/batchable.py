@@ -47,21 +47,24 @@ the same number of rows (usually one).
 The primitive ``batchable_call(*per_instance, *params, plan=)``: impl runs
 the plan on the stacked rows; its shape rule gives the outputs' avals (the
 rows of the inputs, the plan's trailing shapes); its joint VJP runs the
-plan's symbolic gradient (:func:`~dynnets.static.backward.sparse_gradients`,
-compiled once, on its first backward; it recomputes the forward from the
-inputs, as a ``while_loop``'s gradient does); its batching rule stacks the
-per-instance inputs and shares the Parameters (``batch_rows`` with the
-per-instance positions taken from the plan).
+plan's symbolic gradient (:func:`~dynnets.static.backward.gradients`, split
+at the forward values it reads: a forward with gradients on keeps them, so
+the VJP runs the backward equations only, with the forward's dropout
+masks; see :class:`dynnets.static.batchable.BatchPlan`); its batching rule
+stacks the per-instance inputs and shares the Parameters (``batch_rows``
+with the per-instance positions taken from the plan).
+
+Dropout inside a body (``dynnets.dropout``, ``nn.Dropout``...) is a
+``dropout_mask`` node of the plan: each run draws a mask of the stacked
+rows, so every instance (row) gets its own mask.
 
 When a call cannot be one record
 --------------------------------
 Data-dependent Python control flow in the body (``if x.sum() > 0``,
 ``.item()``, ``float(x)``: a symbolic value has no value), an op that mixes
-rows, a per-instance argument without rows, or a random op (dropout) in a
-body that needs gradients (a recomputing gradient would draw another mask)
-make the signature fall back to per-op recording: the body runs as written
-under the autobatch context (every op recorded lazily, each dropout drawing
-its own mask per instance), with a one-time :class:`BatchableFallback`
+rows, or a per-instance argument without rows make the signature fall back
+to per-op recording: the body runs as written under the autobatch context
+(every op recorded lazily), with a one-time :class:`BatchableFallback`
 warning per function and reason. With ``@dn.batchable(strict=True)`` such a
 call raises :class:`BatchableError` naming the function, the file and line,
 and the reason. ``fn.traces`` counts traces, ``fn.fallbacks`` the calls that

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
+import weakref
 
 import numpy as np
 
@@ -35,53 +36,109 @@ FUSE_MIN_ROWS_SIZE = 1
 class BatchPlan:
     """One traced signature: the graph, its input placeholders (the
     per-instance inputs, then one per Parameter the body reads), the
-    Parameters, the output template, and the compiled forward and (on first
-    use) gradient sessions. The plan is a pure function of its inputs: a
-    Parameter's array comes in as an input of the call, as autobatch
-    recorded it."""
+    Parameters, the output template, and the compiled sessions. The plan is
+    a pure function of its inputs: a Parameter's array comes in as an input
+    of the call, as autobatch recorded it.
+
+    Gradients: the first run with gradients on builds the plan's symbolic
+    gradient (:func:`~dynnets.static.backward.gradients`, the table's VJPs)
+    and splits it at the forward values it reads (the *residuals*): from
+    then on a forward with gradients on also fetches the residuals, kept
+    beside its outputs until they are freed, and the VJP runs only the
+    backward equations on them (no second forward, and the same dropout
+    masks). A VJP whose forward left no residuals (a call from a static
+    graph, a forward run with gradients off) runs the gradient with the
+    forward recomputed from the inputs."""
 
     __slots__ = ("fn", "name", "graph", "phs", "params", "param_avals", "outs", "template", "out_avals",
-                 "in_avals", "session", "grad_session", "grad_fetch", "grad_pos", "cots", "n_inst")
+                 "in_avals", "session", "n_inst", "cots", "grad_ids", "grad_pos", "full_session", "res_ids",
+                 "res_session", "bwd_session", "bwd_feeds", "saved")
 
     def run(self, arrays):
         feed = dict(zip(self.phs, arrays))
-        res = self.session.run(self.outs, feed)
-        return tuple(np.asarray(r) for r in res)
+        if not _Mode.grad_enabled:
+            res = self.session.run(self.outs, feed)
+            return tuple(np.asarray(r) for r in res)
+        if self.cots is None:
+            self._build_gradients()
+        n = len(self.outs)
+        res = self.res_session.run(self.outs + [self.graph.values[i] for i in self.res_ids], feed)
+        outs = tuple(np.asarray(r) for r in res[:n])
+        key = id(outs[0])
+        # the residuals live as long as the first output (the tape's reference to this call)
+        self.saved[key] = (weakref.ref(outs[0], lambda _, k=key, d=self.saved: d.pop(k, None)), res[n:])
+        return outs
 
     def gradients(self, g, arrays, out):
-        if self.grad_session is None:
+        if self.cots is None:
             self._build_gradients()
-        feed = dict(zip(self.phs, arrays))
-        for c, gk, o in zip(self.cots, g, out):
-            feed[c] = np.zeros(np.shape(o), np.asarray(o).dtype) if gk is None else \
-                np.ascontiguousarray(gk, dtype=np.asarray(o).dtype)
-        res = self.session_grad_run(feed)
+        cots = []
+        for gk, o in zip(g, out):
+            cots.append(np.zeros(np.shape(o), np.asarray(o).dtype) if gk is None else
+                        np.ascontiguousarray(gk, dtype=np.asarray(o).dtype))
+        entry = self.saved.get(id(out[0]))
+        if entry is not None and entry[0]() is out[0]:
+            vals = list(arrays) + list(entry[1]) + cots
+            res = self.bwd_session.run(self.bwd_feeds[1], dict(zip(self.bwd_feeds[0], vals))) \
+                if self.bwd_feeds[1] else []
+        else:
+            if any(e.prim.random for e in self.graph.eqns):
+                raise RuntimeError(f"batchable_call: {self.name}: the gradient of a plan that draws random values "
+                                   f"(dropout) needs the residuals of its forward run with gradients on; this "
+                                   f"forward left none (a recomputed forward would draw other values)")
+            feed = dict(zip(self.phs, arrays))
+            feed.update(zip(self.cots, cots))
+            res = self.full_session.run([self.graph.values[i] for i in self.grad_ids], feed) \
+                if self.grad_ids else []
         grads = [None] * len(arrays)
         for k, pos in self.grad_pos:
             grads[k] = res[pos]
         return tuple(grads)
 
-    def session_grad_run(self, feed):
-        if not self.grad_fetch:
-            return []
-        return self.grad_session.run(self.grad_fetch, feed)
-
     def _build_gradients(self):
         g = self.graph
+        n_fwd = len(g.eqns)
         with g.as_default():
-            self.cots = [placeholder(dtype=o.dtype, shape=tuple(o.shape), name=f"grad_out{k}")
-                         for k, o in enumerate(self.outs)]
+            cots = [placeholder(dtype=o.dtype, shape=tuple(o.shape), name=f"grad_out{k}")
+                    for k, o in enumerate(self.outs)]
             xs = list(self.phs)
             diff = [k for k, x in enumerate(xs) if np.dtype(x.dtype).kind == "f"]
-            grads = gradients(list(self.outs), [xs[k] for k in diff], grad_ys=self.cots)
-        fetch, pos = [], []
+            grads = gradients(list(self.outs), [xs[k] for k in diff], grad_ys=cots)
+        grad_ids, pos = [], []
         for k, gr in zip(diff, grads):
             if gr is not None:
-                pos.append((k, len(fetch)))
-                fetch.append(gr)
-        self.grad_fetch = fetch
+                pos.append((k, len(grad_ids)))
+                grad_ids.append(gr.id)
+        # the residuals: every result of a forward equation (not an input) that a gradient equation reads
+        inputs = {p.id for p in self.phs}
+        made = {}
+        for e in g.eqns[:n_fwd]:
+            for o in e.outs:
+                made[o] = e
+        res = {}
+        for e in g.eqns[n_fwd:]:
+            for i in e.ins:
+                fe = made.get(i)
+                if fe is not None and fe.prim not in SOURCES:
+                    for o in fe.outs:
+                        res[o] = None
+        for i in grad_ids:          # a gradient that is a forward value (an identity's)
+            fe = made.get(i)
+            if fe is not None and fe.prim not in SOURCES:
+                res[i] = None
+        res_ids = [i for i in res if i not in inputs]
+        cot_ids = [c.id for c in cots]
+        gb, phs_b, outs_b = _replay(g, [p.id for p in self.phs] + res_ids + cot_ids, grad_ids)
+        opts = dict(optimize=True, fuse_min_size=FUSE_MIN_ROWS_SIZE)
+        self.bwd_session = Session(gb, **opts)
+        self.bwd_feeds = (phs_b, outs_b)
+        self.res_ids = res_ids
+        self.res_session = Session(g, **opts)
+        self.full_session = Session(g, **opts)
+        self.grad_ids = grad_ids
         self.grad_pos = pos
-        self.grad_session = Session(g, optimize=True, fuse_min_size=FUSE_MIN_ROWS_SIZE)
+        self.saved = {}
+        self.cots = cots
 
 
 def _rowwise_reason(g, batched_ids, outs):
@@ -283,12 +340,6 @@ def build_plan(fn, name, args, key, declared, grad_enabled):
     why = _rowwise_reason(g, [p.id for p in phs], flat)
     if why is not None:
         return Fallback(f"an op is not row-wise: {why}", None)
-    if grad_enabled:
-        for e in g.eqns:
-            if e.prim.random:
-                site = e.site
-                return Fallback(f"it draws random values ({e.prim.name}) and its gradient would "
-                                f"recompute them", site)
     pe = [e for e in g.eqns if e.prim is param_p]
     try:
         g2, phs2, outs2 = _replay(g, [p.id for p in phs] + [e.outs[0] for e in pe], [o.id for o in flat])
@@ -308,9 +359,6 @@ def build_plan(fn, name, args, key, declared, grad_enabled):
     plan.in_avals = in_avals
     plan.n_inst = len(phs)
     plan.session = Session(g2, optimize=True, fuse_min_size=FUSE_MIN_ROWS_SIZE)
-    plan.grad_session = None
-    plan.grad_fetch = None
-    plan.grad_pos = None
     plan.cots = None
     return plan
 

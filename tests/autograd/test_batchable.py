@@ -263,23 +263,22 @@ def test_rows_mixing_body_falls_back():
 
 
 def test_dropout_draws_a_mask_per_instance():
-    @dn.batchable
+    @dn.batchable(strict=True)
     def drop(x):
-        return dn.nn.functional.dropout(x, 0.5, True)
+        return dn.nn.functional.dropout(x * 1.0, 0.5, True)
 
     xs = [dn.tensor(np.ones((1, 64))) for _ in range(4)]
-    # without gradients: inside the plan, one row (instance) per draw
     with dn.no_grad(), dn.autobatch():
         ys = [drop(x) for x in xs]
-    assert drop.records == 4
     masks = [y.numpy()[0] for y in ys]
-    # with gradients: the body runs per op (a recomputing gradient would draw another mask)
+    # with gradients: the backward reads the forward's masks (not a second draw)
     xs2 = [dn.tensor(np.ones((1, 64)), requires_grad=True) for _ in range(4)]
-    with pytest.warns(BatchableFallback, match="random"):
-        with dn.autobatch():
-            zs = [drop(x) for x in xs2]
-            total = dn.cat(zs, 0).sum()
+    with dn.autobatch() as ab:
+        zs = [drop(x) for x in xs2]
+        total = dn.cat(zs, 0).sum()
     total.backward()
+    assert drop.records == 8 and drop.fallbacks == 0
+    assert [c.size for c in ab.calls if c.op == "batchable_call"] == [4]
     masks += [z.numpy()[0] for z in zs]
     for k, m in enumerate(masks):
         assert set(np.unique(m)) <= {0.0, 2.0}
