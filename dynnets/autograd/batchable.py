@@ -79,6 +79,7 @@ import warnings
 import numpy as np
 
 from . import engine as _engine
+from .autobatching import LazyTensor as _LAZY
 from .engine import STATE as _Mode
 from .primitives.call import batchable_call_p
 from .tensor import Tensor
@@ -178,14 +179,18 @@ class Batchable:
 
     def _key(self, args):
         """(signature, per-instance arguments), or (None, why not) for
-        arguments that cannot be one record."""
-        key = [self.fn, _Mode.grad_enabled]
+        arguments that cannot be one record. The signature is grad mode,
+        then per argument (shape, dtype) or ("static", value); the
+        decorated function is the plan table's own (``self._plans``)."""
+        key = [_Mode.grad_enabled]
         inst = []
         for a in args:
-            if isinstance(a, Tensor):
+            tp = type(a)
+            # (this runs once per recorded call: the common types first, without conversions)
+            if tp is _LAZY or tp is Tensor or isinstance(a, Tensor):
                 inst.append(a)
-                key.append((tuple(a.shape), np.dtype(a.dtype)))
-            elif type(a) is np.ndarray:
+                key.append((a.shape, a.dtype))
+            elif tp is np.ndarray:
                 inst.append(a)
                 key.append((a.shape, a.dtype))
             elif isinstance(a, _STATIC_OK) or (not isinstance(a, (list, dict, set)) and _hashable(a)):

@@ -315,7 +315,7 @@ def build_plan(fn, name, args, key, declared, grad_enabled):
     phs, sym, in_avals = [], [], []
     try:
         with _outside_batch(), g.as_default():
-            for i, (a, s) in enumerate(zip(args, key[2:])):
+            for i, (a, s) in enumerate(zip(args, key[1:])):
                 if s[0] == "static":
                     sym.append(a)
                     continue
