@@ -427,3 +427,13 @@ def test_sequence_models_decorated_steps_equal_packed(kind, dtype):
     np.testing.assert_allclose(res["autobatch"][0], res["packed"][0], **tol)
     for a, b in zip(res["autobatch"][1], res["packed"][1]):
         np.testing.assert_allclose(a, b, **tol)
+
+
+def test_backward_reads_the_forward_residuals_without_a_second_forward():
+    rng = np.random.default_rng(6)
+    cell = PlainTreeLSTM(3, 2, np.float64)
+    xs = [dn.tensor(rng.standard_normal((1, 3))) for _ in range(5)]
+    *_, (leaf, node) = _forest_loss(cell, [_random_tree(rng, 5)], [xs], "decorated")
+    for f, args in ((leaf, (xs[0],)), (node, (dn.zeros(1, 2, dtype=np.float64),) * 4)):
+        plan = f.plan(*args)
+        assert plan.bwd_session.stats and not plan.full_session.stats      # backward only, no recompute
