@@ -150,9 +150,13 @@ def tree_bench(args, trees, vocab):
         contenders[name] = (train, evaluate)
     med = run_rounds(contenders, args.repeats)
     print_table(med, len(trees), "level")
+    nb = len(models["level"][1]) if "level" in models else None
+    if nb:
+        print(f"# level per minibatch: train {med['level'][0] / nb * 1e3:.1f} ms, eval {med['level'][1] / nb * 1e3:.1f} ms")
     for name, (m, train_b, eval_b) in models.items():
         if m.mode != "autobatch":
             continue
+        breakdown(name, m, train_b, eval_b)
         leaf, node = m.batchable_cells()
         m.train()
         m.loss(train_b[0]).backward()
@@ -165,6 +169,33 @@ def tree_bench(args, trees, vocab):
               f"{len(node.signatures)} node signatures), {leaf.fallbacks + node.fallbacks} calls per op; first "
               f"minibatch ({n_nodes} tree nodes): {st_t['nodes']} records / {st_t['batched_calls']} batched calls "
               f"(train forward), {st_e['nodes']} records / {st_e['batched_calls']} batched calls (eval)")
+
+
+def breakdown(name, m, train_b, eval_b):
+    """Where an autobatched minibatch's time goes (the context's profile:
+    recording, scheduling, gathers, batched calls, each ms per minibatch,
+    means over the minibatches), training forward and evaluation."""
+    m.autobatch_profile = True
+    def evaluate(b):
+        if hasattr(m, "predict_all"):
+            return m.predict_all(b)
+        with dn.no_grad():
+            return m.logits_and_labels(b)[0].numpy()
+    for phase, run in (("train forward", lambda b: m.loss(b)), ("eval", evaluate)):
+        m.train() if phase.startswith("train") else m.eval()
+        tot, wall = {}, 0.0
+        for b in (train_b if phase.startswith("train") else eval_b):
+            t0 = time.perf_counter()
+            run(b)
+            wall += time.perf_counter() - t0
+            for k, v in m.last_autobatch.stats.items():
+                if k.endswith("_s"):
+                    tot[k] = tot.get(k, 0.0) + v
+        n = len(train_b)
+        parts = ", ".join(f"{k[:-2]} {v / n * 1e3:.1f}" for k, v in tot.items())
+        print(f"# {name}, {phase}, ms per minibatch: total {wall / n * 1e3:.1f} ({parts})")
+    m.autobatch_profile = False
+    m.zero_grad()
 
 
 def lstm_bench(args, trees, vocab):
@@ -194,7 +225,10 @@ def lstm_bench(args, trees, vocab):
         contenders[name] = (train, evaluate)
     med = run_rounds(contenders, args.repeats)
     print_table(med, len(trees), "packed")
+    print(f"# packed per minibatch: train {med['packed'][0] / len(batches) * 1e3:.1f} ms, eval "
+          f"{med['packed'][1] / len(batches) * 1e3:.1f} ms")
     m, batches = models["LSTMCell loop decorated"]
+    breakdown("LSTMCell loop decorated", m, batches, batches)
     step = m.batchable_step()
     m.loss(batches[0])
     st = m.last_autobatch.stats

@@ -87,6 +87,7 @@ class SequenceClassifier(ModelBase, nn.Module):
     example_type = SentenceExample
     batch_type = PackedBatch
     last_autobatch = None
+    autobatch_profile = False
     modes = MODES
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, cell="lstm", bidirectional=False,
@@ -202,7 +203,7 @@ class SequenceClassifier(ModelBase, nn.Module):
         dt = self.embedding.weight.dtype
         offs = np.zeros(len(batch.batch_sizes), dtype=np.int64)
         np.cumsum(batch.batch_sizes[:-1], out=offs[1:])
-        with autobatch() as ab:
+        with autobatch(profile=self.autobatch_profile) as ab:
             x = self.embed_drop(self.embedding(ids))                            # (total, E), packed order
             finals = []
             for i, L in enumerate(batch.lengths.tolist()):
