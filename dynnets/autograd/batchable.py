@@ -58,6 +58,11 @@ Dropout inside a body (``dynnets.dropout``, ``nn.Dropout``...) is a
 ``dropout_mask`` node of the plan: each run draws a mask of the stacked
 rows, so every instance (row) gets its own mask.
 
+A body that is one primitive application (a library cell such as
+``tree_lstm_node`` or ``lstm_cell``) needs no plan: the call runs the body,
+which records that one application, batched by the primitive's own rule
+(the same single record, without a session run around it).
+
 When a call cannot be one record
 --------------------------------
 Data-dependent Python control flow in the body (``if x.sum() > 0``,
@@ -84,7 +89,7 @@ from .engine import STATE as _Mode
 from .primitives.call import batchable_call_p
 from .tensor import Tensor
 
-__all__ = ["batchable", "Batchable", "BatchableError", "BatchableFallback", "Fallback", "NotRowwise",
+__all__ = ["batchable", "Batchable", "BatchableError", "BatchableFallback", "Fallback", "NotRowwise", "DIRECT",
            "set_plan_builder"]
 
 
@@ -108,6 +113,17 @@ class Fallback:
         self.reason = reason
         self.site = site
 
+
+class _Direct:
+    """A signature whose body is one primitive application: the call runs the
+    body, which records that one application (batched by its own rule)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "DIRECT"
+
+
+DIRECT = _Direct()
 
 _BUILDER = []
 
@@ -215,6 +231,8 @@ class Batchable:
         if type(plan) is Fallback:
             return self._fallback(args, plan.reason, plan.site)
         self.records += 1
+        if plan is DIRECT:
+            return self.fn(*args)
         res = _engine.bind(batchable_call_p, *inst, *plan.params, plan=plan)
         return _rebuild(plan.template, res)
 
@@ -233,6 +251,9 @@ class Batchable:
         if type(plan) is Fallback:
             where = f" ({plan.site[0]}:{plan.site[1]})" if plan.site else ""
             raise BatchableError(f"batchable: {self.__qualname__}{where} is recorded per op: {plan.reason}")
+        if plan is DIRECT:
+            raise BatchableError(f"batchable: {self.__qualname__}: its body is one primitive application, "
+                                 f"recorded as it is (no plan)")
         return plan
 
     def _fallback(self, args, reason, site):

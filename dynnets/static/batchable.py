@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from ..autograd import engine as _engine
-from ..autograd.batchable import Fallback, NotRowwise, set_plan_builder
+from ..autograd.batchable import DIRECT, Fallback, NotRowwise, set_plan_builder
 from ..autograd.engine import STATE as _Mode
 from ..autograd.primitives import ShapeError
 from ..autograd.tensor import Tensor
@@ -340,6 +340,11 @@ def build_plan(fn, name, args, key, declared, grad_enabled):
     why = _rowwise_reason(g, [p.id for p in phs], flat)
     if why is not None:
         return Fallback(f"an op is not row-wise: {why}", None)
+    ops_ = [e for e in g.eqns if e.prim not in SOURCES]
+    if len(ops_) == 1 and {v.id for v in flat} <= set(ops_[0].outs):
+        # one primitive (a library cell): recorded as it is, one record with its own batching rule,
+        # without a plan around it (a plan would add a session run and residual copies per call)
+        return DIRECT
     pe = [e for e in g.eqns if e.prim is param_p]
     try:
         g2, phs2, outs2 = _replay(g, [p.id for p in phs] + [e.outs[0] for e in pe], [o.id for o in flat])

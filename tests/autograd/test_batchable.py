@@ -293,7 +293,7 @@ def test_shape_rule_names_the_function():
 
     @dn.batchable
     def cell(x):
-        return x @ w
+        return dn.tanh(x @ w)
 
     plan = cell.plan(dn.tensor(np.ones((1, 3))))
     from dynnets.autograd.primitives.call import batchable_call_p
@@ -437,3 +437,16 @@ def test_backward_reads_the_forward_residuals_without_a_second_forward():
     for f, args in ((leaf, (xs[0],)), (node, (dn.zeros(1, 2, dtype=np.float64),) * 4)):
         plan = f.plan(*args)
         assert plan.bwd_session.stats and not plan.full_session.stats      # backward only, no recompute
+
+
+def test_a_one_primitive_body_is_recorded_as_that_primitive():
+    cell = nn.LSTMCell(3, 4, dtype=np.float64)
+    step = dn.batchable(lambda x, h, c: cell(x, (h, c)))
+    x, h = dn.tensor(np.ones((1, 3))), dn.zeros(1, 4, dtype=np.float64)
+    with dn.autobatch() as ab:
+        outs = [step(x, h, h) for _ in range(3)]
+    assert step.records == 3 and step.traces == 1 and step.fallbacks == 0
+    assert [(c.op, c.size) for c in ab.calls] == [("lstm_cell", 3)]
+    np.testing.assert_allclose(outs[2][0].numpy(), cell(x, (h, h))[0].numpy(), rtol=1e-12)
+    with pytest.raises(BatchableError, match="one primitive application"):
+        step.plan(x, h, h)
