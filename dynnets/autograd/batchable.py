@@ -217,8 +217,11 @@ class Batchable:
 
     def __call__(self, *args, **kwargs):
         ab = _Mode.batch
-        if ab is None or kwargs:
+        if ab is None:
             return self.fn(*args, **kwargs)
+        if kwargs:
+            return self._fallback(args, "it was called with keyword arguments (pass them positionally)", None,
+                                  kwargs)
         for a in args:
             if getattr(a, "_is_symbolic", False):
                 return self.fn(*args)
@@ -256,7 +259,7 @@ class Batchable:
                                  f"recorded as it is (no plan)")
         return plan
 
-    def _fallback(self, args, reason, site):
+    def _fallback(self, args, reason, site, kwargs=None):
         where = f" ({site[0]}:{site[1]})" if site else ""
         if self.strict:
             raise BatchableError(f"batchable: {self.__qualname__}{where} cannot be recorded as one call: {reason}")
@@ -265,7 +268,7 @@ class Batchable:
             warnings.warn(f"batchable: {self.__qualname__}{where} is recorded op by op: {reason}",
                           BatchableFallback, stacklevel=3)
         self.fallbacks += 1
-        return self.fn(*args)
+        return self.fn(*args, **(kwargs or {}))
 
     def _declared(self, args):
         ps = list(self.extra_params)

@@ -450,3 +450,12 @@ def test_a_one_primitive_body_is_recorded_as_that_primitive():
     np.testing.assert_allclose(outs[2][0].numpy(), cell(x, (h, h))[0].numpy(), rtol=1e-12)
     with pytest.raises(BatchableError, match="one primitive application"):
         step.plan(x, h, h)
+
+
+def test_keyword_arguments_are_recorded_per_op_with_a_warning():
+    f = dn.batchable(lambda x, scale=2.0: x * scale)
+    with pytest.warns(BatchableFallback, match="keyword arguments"):
+        with dn.autobatch():
+            y = f(dn.tensor(np.ones((1, 2))), scale=3.0)
+    np.testing.assert_allclose(y.numpy(), [[3.0, 3.0]])
+    assert f.fallbacks == 1 and f.records == 0
