@@ -42,6 +42,9 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "static", "models", "data", "train", "plots"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "batchable":
+        # (its module builds plans with dynnets.static, which imports this package)
+        return importlib.import_module(".autograd.batchable", __name__).batchable
     raise AttributeError(f"module 'dynnets' has no attribute {name!r}")
 
 # torch's scaffolding names (issue 22): devices, the CUDA and cuDNN queries

@@ -165,8 +165,9 @@ def build_parser():
     g.add_argument("--hidden", type=_positive_int, help="hidden state width (default 150)")
     g.add_argument("--dropout", type=_probability, help="dropout before the classifier (default 0)")
     g.add_argument("--embed-dropout", type=_probability, help="dropout on word vectors (default 0)")
-    g.add_argument("--mode", choices=("level", "recursive", "autobatch"),
-                   help="tree models: execution (default level; autobatch: the recursive code under dn.autobatch)")
+    g.add_argument("--mode", choices=("level", "recursive", "autobatch", "packed"),
+                   help="tree models: execution (default level; autobatch: the recursive code with its cells "
+                        "decorated, under dn.autobatch); sequence models: packed (default) or autobatch")
     g.add_argument("--classify", choices=("all", "root"), help="tree models: nodes in the loss (default all)")
     g.add_argument("--max-len", type=_max_len, help="padded-lstm: unrolled steps (default 50)")
     g.add_argument("--dtype", choices=("float32", "float64"), help="eager models: parameter dtype (default float32)")
@@ -332,6 +333,12 @@ def _model_options(a, kind, train_trees):
             continue
         if key not in accepted:
             raise _Exit(f"dynnets train: error: {flag} does not apply to --model {kind}", 2)
+        if key == "mode":
+            from .models import model_class
+            modes = getattr(model_class(kind), "modes", (v,))
+            if v not in modes:
+                raise _Exit(f"dynnets train: error: --mode {v} does not apply to --model {kind} (its modes: "
+                            f"{', '.join(modes)})", 2)
         cfg[key] = v
     ml = cfg.get("max_len")
     if isinstance(ml, str):

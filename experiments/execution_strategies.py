@@ -52,14 +52,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 ALL = ("dynnets recursive", "dynnets level", "dynnets static", "dynnets autobatch agenda", "dynnets autobatch depth",
        "torch recursive", "torch level", "dynet autobatch 1", "dynet autobatch 0")
 
+# the tree models' one recursive loop and the Tree-LSTM's two cells
+_RECURSIVE = [("dynnets/models/tree.py", "TreeModel._recursive"), ("dynnets/models/tree.py", "TreeLSTM._leaf_cell"),
+              ("dynnets/models/tree.py", "TreeLSTM._node_cell")]
 # (file, function path) of the model code each strategy needs, and lines outside any function
 CODE = {
-    "dynnets recursive": ([("dynnets/models/tree.py", "TreeLSTM._recursive")], 0),
+    "dynnets recursive": (_RECURSIVE, 0),
     "dynnets level": ([("dynnets/models/tree.py", "TreeLSTM._level"),
                        ("dynnets/models/tree.py", "TreeModel._leaf_level")], 0),
     "dynnets static": ([("dynnets/models/static_tree.py", "StaticTreeLSTM.forward")], 0),
-    "dynnets autobatch agenda": ([("dynnets/models/tree.py", "TreeLSTM._recursive")], 1),
-    "dynnets autobatch depth": ([("dynnets/models/tree.py", "TreeLSTM._recursive")], 1),
+    "dynnets autobatch agenda": (_RECURSIVE, 1),
+    "dynnets autobatch depth": (_RECURSIVE, 1),
     "torch recursive": ([("benchmarks/bench_treelstm.py", "torch_models.TorchTreeLSTM.tree_loss"),
                          ("benchmarks/bench_treelstm.py", "torch_models.TorchTreeLSTM.recursive_loss")], 0),
     "torch level": ([("benchmarks/bench_treelstm.py", "torch_models.TorchTreeLSTM.level_states"),

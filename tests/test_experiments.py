@@ -222,9 +222,9 @@ def test_execution_strategies_code_lines():
     assert mod["count_code_lines"](src, "M.g") == 2
     with pytest.raises(LookupError, match="M.nope not found"):
         mod["count_code_lines"](src, "M.nope")
-    for files, _ in mod["CODE"].values():      # every counted function exists
+    for files, _ in mod["CODE"].values():      # every counted function exists (a cell may be def + return)
         for f, q in files:
-            assert mod["code_lines"](f, q) > 2
+            assert mod["code_lines"](f, q) >= 2
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("*.py") if not p.name.startswith("_")))

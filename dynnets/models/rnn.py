@@ -12,6 +12,14 @@ direction reads the same packed rows in reverse token order (same lengths,
 so the same layout), and each sentence is classified from its final states.
 So every sentence gets exactly what it would get alone (tested).
 
+``mode="autobatch"`` runs the same parameters as the natural per-sentence
+code instead: one sentence at a time, one step at a time, each step a call
+of the cell (``torch.nn.LSTMCell`` / ``GRUCell`` / ``RNNCell`` maths)
+decorated with :func:`dynnets.batchable`, under :func:`dynnets.autobatch`:
+each step records one lazy call, and the ready steps of all sentences run as
+one call of the step's traced plan. The same loss and gradients as
+``"packed"`` (tests/autograd/test_batchable.py).
+
 Parameters follow ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` names and layouts
 (``weight_ih_l0`` (G*H, E), ``weight_hh_l0`` (G*H, H), ``bias_ih_l0``,
 ``bias_hh_l0``, and ``*_reverse`` for the backward direction).
@@ -19,11 +27,15 @@ Parameters follow ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` names and layouts
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
 from .. import nn
 from ..autograd import ops
+from ..autograd.autobatching import autobatch
+from ..autograd.batchable import batchable
+from ..autograd.tensor import zeros
 from ..data.vocab import UNK_ID
 from ..nn import functional as F
 from .common import ModelBase, PackedBatch, SentenceExample, pack_sentences, prepare_sentences, uniform_param
@@ -37,6 +49,10 @@ def _lstm_h(gx, w_hh, b_hh, batch_sizes):
 
 
 CELLS = {"lstm": (4, _lstm_h), "gru": (3, F.gru_seq), "rnn": (1, F.rnn_seq)}
+MODES = ("packed", "autobatch")
+
+# each model's decorated step (by identity; freed with the model)
+_DECORATED = weakref.WeakKeyDictionary()
 
 
 class SequenceClassifier(ModelBase, nn.Module):
@@ -60,6 +76,9 @@ class SequenceClassifier(ModelBase, nn.Module):
         In training, each word is replaced by ``<unk>`` (id 1) with this probability.
     seed : int
     dtype : str
+    mode : {"packed", "autobatch"}
+        The packed sequence primitives, or a decorated step loop per
+        sentence under autobatch (see the module docstring).
 
     Notes
     -----
@@ -69,17 +88,25 @@ class SequenceClassifier(ModelBase, nn.Module):
 
     example_type = SentenceExample
     batch_type = PackedBatch
+    last_autobatch = None
+    autobatch_profile = False
+    modes = MODES
 
     def __init__(self, vocab_size, embed_dim=300, hidden=150, num_classes=5, cell="lstm", bidirectional=False,
-                 dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, seed=0, dtype="float32"):
+                 dropout=0.0, embed_dropout=0.0, embed_init=None, word_dropout=0.0, seed=0, dtype="float32",
+                 mode="packed"):
         nn.Module.__init__(self)
         if cell not in CELLS:
             raise ValueError(f"SequenceClassifier: cell must be one of {sorted(CELLS)}, got {cell!r}")
+        if mode not in MODES:
+            raise ValueError(f"SequenceClassifier: mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
         self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
                            num_classes=int(num_classes), cell=cell, bidirectional=bool(bidirectional),
                            dropout=float(dropout), embed_dropout=float(embed_dropout),
                            embed_init=None if embed_init is None else float(embed_init),
-                           word_dropout=float(word_dropout), seed=int(seed), dtype=str(np.dtype(dtype)))
+                           word_dropout=float(word_dropout), seed=int(seed), dtype=str(np.dtype(dtype)),
+                           mode=mode)
         if not 0.0 <= word_dropout < 1.0:
             raise ValueError(f"SequenceClassifier: word_dropout must be in [0, 1), got {word_dropout!r}")
         self.word_dropout = float(word_dropout)
@@ -124,6 +151,8 @@ class SequenceClassifier(ModelBase, nn.Module):
         dropped = self.training and self.word_dropout > 0.0
         if dropped:
             ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
+        if self.mode == "autobatch":
+            return self._stepwise_states(batch, ids)
         if self.training and self.embed_drop.p > 0.0:
             # a dropout mask per token: project every token's vector
             x, rows = self.embed_drop(self.embedding(ids)), None          # (total, E)
@@ -146,6 +175,52 @@ class SequenceClassifier(ModelBase, nn.Module):
             h = self._seq(gx, getattr(self, f"weight_hh_{d}"), getattr(self, f"bias_hh_{d}"), batch.batch_sizes)
             outs.append(ops.take(h, batch.last))
         return outs[0] if len(outs) == 1 else ops.concat(outs, axis=1)
+
+    def batchable_step(self):
+        """The cell step ``step(x, h, c, direction)`` decorated with
+        :func:`dynnets.batchable` (made once per model; its ``traces``,
+        ``records`` and ``fallbacks`` count what ``mode="autobatch"`` did)."""
+        step = _DECORATED.get(self)
+        if step is None:
+            step = _DECORATED[self] = batchable(self._step)
+        return step
+
+    def _step(self, x, h, c, d):
+        """One step of direction ``d`` for rows ``x`` (n, E), ``h``, ``c``
+        (n, H): (h', c') (``c`` is unused, and returned, by GRU and RNN)."""
+        w_ih, w_hh = getattr(self, f"weight_ih_{d}"), getattr(self, f"weight_hh_{d}")
+        b_ih, b_hh = getattr(self, f"bias_ih_{d}"), getattr(self, f"bias_hh_{d}")
+        if self.cell == "lstm":
+            return ops.lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh)
+        if self.cell == "gru":
+            return ops.gru_cell(x, h, w_ih, w_hh, b_ih, b_hh), c
+        return ops.tanh(ops.linear(x, w_ih, b_ih) + ops.linear(h, w_hh, b_hh)), c
+
+    def _stepwise_states(self, batch, ids):
+        """``final_states`` as the natural per-sentence code under autobatch:
+        each sentence's tokens in order (and reversed for the backward
+        direction), one decorated step call per token."""
+        step = self.batchable_step()
+        H = self.hidden
+        dt = self.embedding.weight.dtype
+        offs = np.zeros(len(batch.batch_sizes), dtype=np.int64)
+        np.cumsum(batch.batch_sizes[:-1], out=offs[1:])
+        with autobatch(profile=self.autobatch_profile) as ab:
+            x = self.embed_drop(self.embedding(ids))                            # (total, E), packed order
+            finals = []
+            for i, L in enumerate(batch.lengths.tolist()):
+                rank = int(batch.last[i] - offs[L - 1])
+                xs = ops.split_rows(ops.take(x, offs[:L] + rank))
+                outs = []
+                for d in self._dirs:
+                    h = c = zeros(1, H, dtype=dt)
+                    for xt in (xs if d == "l0" else xs[::-1]):
+                        h, c = step(xt, h, c, d)
+                    outs.append(h)
+                finals.append(outs[0] if len(outs) == 1 else ops.concat(outs, axis=1))
+            out = ops.concat(finals, axis=0)
+        self.last_autobatch = ab
+        return out
 
     def logits_and_labels(self, batch, which="loss", vocab=None):
         """Logits (B, C) and labels of the sentences (``which`` is accepted for

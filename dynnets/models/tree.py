@@ -20,12 +20,16 @@ are the same):
     kernel call per level, from the :class:`~dynnets.data.batching.TreeBatch`
     schedule;
 ``"autobatch"``
-    the recursive code run under :func:`dynnets.autobatch`: recorded lazily,
-    nodes of the same signature across the minibatch run as one call (the
-    scheduler is ``model.autobatch_strategy``, "agenda" or "depth"; the last
-    forward's context, with its stats and schedule, is ``model.last_autobatch``).
-    Every leaf is computed (level mode computes a leaf once per distinct word
-    when no dropout applies).
+    the same recursive code run under :func:`dynnets.autobatch` with its two
+    cells (a leaf, a node) decorated with :func:`dynnets.batchable`: each
+    call records one lazy call, and the ready calls of one cell across the
+    minibatch run as one call of its traced plan (the scheduler is
+    ``model.autobatch_strategy``, "agenda" or "depth"; the last forward's
+    context, with its stats and schedule, is ``model.last_autobatch``; the
+    decorated cells, with their trace and record counts, are
+    ``model.batchable_cells()``). ``autobatch_decorated = False`` records
+    the cells op by op instead. Every leaf is computed (level mode computes
+    a leaf once per distinct word when no dropout applies).
 
 All give the same loss and gradients (tests/models/test_tree.py). A softmax
 classifier reads every node (``classify="all"``, as SST is trained on all
@@ -47,12 +51,14 @@ words looked up in ``vocab=``, else in ``model.vocab``, which
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
 from .. import nn
 from ..autograd import ops
 from ..autograd.autobatching import autobatch
+from ..autograd.batchable import batchable
 from ..data.vocab import UNK_ID
 from ..data.batching import TreeBatch
 from ..autograd.ops import (childsum_levels, split_rows, tree_lstm_leaf_node, tree_lstm_levels_packed,
@@ -62,6 +68,10 @@ from .common import (ModelBase, TreeExample, TreeMiniBatch, collate_trees, minib
 from .registry import register
 
 __all__ = ["TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTreeLSTM"]
+
+# each model's decorated cells (by identity; freed with the model): a plan
+# holds compiled sessions, which are no state of the model's to save or copy
+_DECORATED = weakref.WeakKeyDictionary()
 
 MODES = ("recursive", "level", "autobatch")
 
@@ -104,9 +114,11 @@ class TreeModel(ModelBase, nn.Module):
     """
 
     is_tree = True
+    modes = MODES
     needs_binary = True
     autobatch_strategy = "agenda"
     autobatch_profile = False
+    autobatch_decorated = True
     last_autobatch = None
     example_type = TreeExample
     batch_type = TreeMiniBatch
@@ -252,6 +264,51 @@ class TreeModel(ModelBase, nn.Module):
             ids = np.where(self._word_rng.random(len(ids)) < self.word_dropout, UNK_ID, ids)
         return self.embed_drop(self.embedding(ids))
 
+    def batchable_cells(self):
+        """The model's leaf and node cells decorated with
+        :func:`dynnets.batchable` (made once per model): what
+        ``mode="autobatch"`` calls; their ``traces``, ``records`` and
+        ``fallbacks`` count what the forwards did."""
+        cells = _DECORATED.get(self)
+        if cells is None:
+            cells = _DECORATED[self] = (batchable(self._leaf_cell), batchable(self._node_cell))
+        return cells
+
+    def _recursive(self, examples, ab=None):
+        """The natural define-by-run code, shared by every tree model: one
+        tree at a time, its leaves then its internal nodes in postorder (no
+        Python recursion, so any depth works), each a call of the model's
+        leaf or node cell (decorated under autobatch: one record per call)."""
+        if ab is not None and self.autobatch_decorated:
+            leaf, node = self.batchable_cells()
+        else:
+            leaf, node = self._leaf_cell, self._node_cell
+        states = []
+        for k, e in enumerate(examples):
+            if ab is not None:
+                ab.tag = (k, None)
+            xs = split_rows(self._embed(e.leaf_ids))
+            mine = [None] * len(e.children)
+            # the leaves first, then the internal nodes in postorder: the leaf
+            # weights (E x 3H) and U (2H x 5H) do not fit in L2 together, and
+            # alternating them made each per-node product 18% slower (measured)
+            for i, x in zip(e.leaves, xs):
+                if ab is not None:
+                    ab.tag = (k, i)
+                mine[i] = leaf(x)
+            for i, kids in e.internal:
+                if ab is not None:
+                    ab.tag = (k, i)
+                mine[i] = node(*[mine[j] for j in kids])
+            states.extend(mine)
+        if ab is not None:
+            ab.tag = None
+        return self._states(ops.concat(states, axis=0))
+
+    def _states(self, h):
+        """The hidden states among the nodes' stacked cell outputs."""
+        return h
+
     def _leaf_states(self, s, leaf):
         """``leaf(word vectors)`` for the leaves of a whole minibatch (level
         mode) and the row of the result each leaf reads. Without embedding
@@ -327,29 +384,14 @@ class TreeLSTM(TreeModel):
         h, _ = tree_lstm_levels_packed(s0, rows, self.U, self.b, s.left, s.right, s.level_offsets)
         return h
 
-    def _recursive(self, examples, ab=None):
-        U, b, w_leaf, b_leaf = self.U, self.b, self.w_leaf, self.b_leaf
-        states = []
-        for k, e in enumerate(examples):
-            if ab is not None:
-                ab.tag = (k, None)
-            xs = split_rows(self._embed(e.leaf_ids))
-            mine = [None] * len(e.children)
-            # the leaves first, then the internal nodes in postorder: the leaf
-            # weights (E x 3H) and U (2H x 5H) do not fit in L2 together, and
-            # alternating them made each per-node product 18% slower (measured)
-            for i, x in zip(e.leaves, xs):
-                if ab is not None:
-                    ab.tag = (k, i)
-                mine[i] = tree_lstm_leaf_node(x, w_leaf, b_leaf)
-            for i, (l, r) in e.internal:
-                if ab is not None:
-                    ab.tag = (k, i)
-                mine[i] = tree_lstm_node(mine[l], mine[r], U, b)
-            states.extend(mine)
-        if ab is not None:
-            ab.tag = None
-        return ops.concat(states, axis=0)[:, :self.hidden]
+    def _leaf_cell(self, x):
+        return tree_lstm_leaf_node(x, self.w_leaf, self.b_leaf)
+
+    def _node_cell(self, left, right):
+        return tree_lstm_node(left, right, self.U, self.b)
+
+    def _states(self, h):
+        return h[:, :self.hidden]
 
 
 @register("treernn")
@@ -372,26 +414,11 @@ class TreeRNN(TreeModel):
         h0 = self._leaf_level(s, lambda x: ops.tanh(ops.matmul(x, self.w_leaf) + self.b_leaf))
         return tree_rnn_levels(h0, self.W, self.b, s.left, s.right, s.level_offsets)
 
-    def _recursive(self, examples, ab=None):
-        W, b, w_leaf, b_leaf = self.W, self.b, self.w_leaf, self.b_leaf
-        states = []
-        for k, e in enumerate(examples):
-            if ab is not None:
-                ab.tag = (k, None)
-            xs = split_rows(self._embed(e.leaf_ids))
-            mine = [None] * len(e.children)
-            for i, x in zip(e.leaves, xs):
-                if ab is not None:
-                    ab.tag = (k, i)
-                mine[i] = ops.tanh(x @ w_leaf + b_leaf)
-            for i, (l, r) in e.internal:
-                if ab is not None:
-                    ab.tag = (k, i)
-                mine[i] = ops.tanh(ops.concat([mine[l], mine[r]], axis=1) @ W + b)
-            states.extend(mine)
-        if ab is not None:
-            ab.tag = None
-        return ops.concat(states, axis=0)
+    def _leaf_cell(self, x):
+        return ops.tanh(x @ self.w_leaf + self.b_leaf)
+
+    def _node_cell(self, left, right):
+        return ops.tanh(ops.concat([left, right], axis=1) @ self.W + self.b)
 
 
 @register("childsum")
@@ -424,33 +451,24 @@ class ChildSumTreeLSTM(TreeModel):
                                s.child_ptr, s.child_idx, s.level_offsets)
         return h
 
-    def _node(self, kids):
-        """One internal node from its children's packed states, with plain ops."""
+    def _leaf_cell(self, x):
+        return tree_lstm_leaf_node(x, self.w_iou, self.b_iou)
+
+    def _node_cell(self, *kids):
+        """One internal node from its children's packed states (each (1, 2H)),
+        with plain ops, child by child (so every op is row-wise and the
+        decorated cell is one plan per number of children)."""
         H = self.hidden
-        hc = kids[0] if len(kids) == 1 else ops.concat(kids, axis=0)      # (k, 2H)
-        hk, ck = hc[:, :H], hc[:, H:]
-        iou = ops.sum(hk, axis=0, keepdims=True) @ self.u_iou + self.b_iou
+        hs = [k[:, :H] for k in kids]
+        h_sum = hs[0]
+        for h in hs[1:]:
+            h_sum = h_sum + h
+        iou = h_sum @ self.u_iou + self.b_iou
         i, o, u = ops.sigmoid(iou[:, :H]), ops.sigmoid(iou[:, H:2 * H]), ops.tanh(iou[:, 2 * H:])
-        f = ops.sigmoid(hk @ self.u_f + self.b_f)
-        c = i * u + ops.sum(f * ck, axis=0, keepdims=True)
+        c = i * u
+        for h, k in zip(hs, kids):
+            c = c + ops.sigmoid(h @ self.u_f + self.b_f) * k[:, H:]
         return ops.concat([o * ops.tanh(c), c], axis=1)
 
-    def _recursive(self, examples, ab=None):
-        states = []
-        for k, e in enumerate(examples):
-            if ab is not None:
-                ab.tag = (k, None)
-            xs = split_rows(self._embed(e.leaf_ids))
-            mine = [None] * len(e.children)
-            for i, x in zip(e.leaves, xs):
-                if ab is not None:
-                    ab.tag = (k, i)
-                mine[i] = tree_lstm_leaf_node(x, self.w_iou, self.b_iou)
-            for i, kids in e.internal:
-                if ab is not None:
-                    ab.tag = (k, i)
-                mine[i] = self._node([mine[j] for j in kids])
-            states.extend(mine)
-        if ab is not None:
-            ab.tag = None
-        return ops.concat(states, axis=0)[:, :self.hidden]
+    def _states(self, h):
+        return h[:, :self.hidden]

@@ -915,6 +915,29 @@ def _custom_function(g):
 STRATEGIES["custom_function"] = _custom_function
 
 
+def _batchable_plan():
+    w = dn.Parameter(np.linspace(-1, 1, 6).reshape(3, 2))
+
+    @dn.batchable
+    def cell(x, y):
+        return dn.tanh(x @ w) * y, x[:, 1:]
+    return cell.plan(np.zeros((1, 3)), np.zeros((1, 2))), w
+
+
+_BATCHABLE = []
+
+
+def _batchable_call(g):
+    if not _BATCHABLE:
+        _BATCHABLE.append(_batchable_plan())
+    plan, w = _BATCHABLE[0]
+    n = g.dim(0, 4)
+    return g.spoil([g.arr((n, 3), np.float64), g.arr((n, 2), np.float64), w.numpy().copy()]), {"plan": plan}
+
+
+STRATEGIES["batchable_call"] = _batchable_call
+
+
 def _random_shuffle(g):      # i22-tf1-gaps
     dt = np.dtype(g.draw(st.sampled_from(FLOATS + OTHER))) if g.flag(0.3) else g.fdt()
     x = g.arr(tuple(g.dim(0, 3) for _ in range(g.dim(0, 3))), dt)

@@ -461,6 +461,7 @@ PRIMITIVES_ELSEWHERE.update({
     "bincount": ("test_torch_scatter_index.py", "test_bincount"),
 })
 
+PRIMITIVES_ELSEWHERE["batchable_call"] = ("test_torch_batchable.py", "test_decorated_plain_tree_lstm_matches_torch")
 PRIMITIVES_ELSEWHERE["random_shuffle"] = ("test_torch_ops.py", "test_random_shuffle_permutes_rows_as_torch_randperm")
 
 

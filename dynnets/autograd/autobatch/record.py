@@ -23,6 +23,8 @@ def _cls_rows(rule, prim, args, avals, out, attrs):
     if rule.when is not None and not rule.when(*avals, **attrs):
         return None
     b = rule.batched
+    if callable(b):
+        b = b(**attrs)          # positions that depend on the attributes (a batchable_call's plan)
     parts = []
     kinds = []
     for i, a in enumerate(args):

@@ -137,7 +137,9 @@ class BatchRule(NamedTuple):
         every output's rows are the instances' rows in order (matmul, the
         cells, tree nodes, row-wise softmax, embedding, a getitem keeping
         axis 0 whole). ``when(*avals, **attrs)``, if given, says whether an
-        application is row-wise (e.g. softmax not over axis 0).
+        application is row-wise (e.g. softmax not over axis 0). ``batched``
+        may be a callable ``batched(**attrs) -> tuple`` where the positions
+        depend on the attributes (``batchable_call``: its plan's inputs).
     ``"elementwise"``
         inputs of the output's shape are per-instance (stacked along axis 0,
         0-d ones as one row each); broadcast operands and scalars are shared.
