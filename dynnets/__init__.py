@@ -42,14 +42,14 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "static", "models", "data", "train", "plots"):
         return importlib.import_module(f".{name}", __name__)
-    if name == "batchable":
-        # (its module builds plans with dynnets.static, which imports this package)
-        return importlib.import_module(".autograd.batchable", __name__).batchable
     raise AttributeError(f"module 'dynnets' has no attribute {name!r}")
 
 # torch's scaffolding names (issue 22): devices, the CUDA and cuDNN queries
 # a CPU library answers, generator objects, data loading
 from . import backends, cuda, utils  # noqa: E402
+# the decorator itself is light; the plans it builds load dynnets.static on first use
+from .autograd.batchable import batchable  # noqa: E402
+__all__.append("batchable")
 from .devices import device  # noqa: E402
 from .generator import Generator  # noqa: E402
 
