@@ -674,6 +674,39 @@ def _random_shuffle(rng):
 SAMPLES["random_shuffle"] = _random_shuffle       # i22-tf1-gaps
 
 
+# issue 25: layer norm, 1-D convolution and pooling
+def _layer_norm(rng):
+    r = _r(rng)
+    return [Case("plain", r(3, 5), ndim=1, eps=1e-5), Case("affine", r(2, 3, 4), r(4), r(4), ndim=1, eps=1e-5),
+            Case("weight-only-2d", r(2, 3, 4), r(3, 4), ndim=2, eps=1e-3),
+            Case("1d-all", r(6), r(6), r(6), ndim=1, eps=0.1)]
+
+
+def _conv1d(rng):
+    r = _r(rng)
+    return [Case("plain", r(2, 3, 7), r(4, 3, 3), stride=1, padding=(0, 0), dilation=1),
+            Case("bias-pad-stride", r(2, 2, 8), r(3, 2, 3), r(3), stride=2, padding=(1, 2), dilation=1),
+            Case("dilated", r(1, 2, 9), r(2, 2, 2), r(2), stride=1, padding=(1, 1), dilation=3),
+            Case("k1", r(3, 2, 4), r(5, 2, 1), stride=3, padding=(0, 0), dilation=1)]
+
+
+def _pool1d(rng):
+    def distinct(*shape):
+        # distinct values: a tie moves the kink of max's gradient onto the sample
+        return rng.permutation(int(np.prod(shape))).reshape(shape) * 0.1 + rng.uniform(0, 0.01, shape)
+    r = _r(rng)
+    return [Case("max", distinct(2, 3, 7), kernel_size=3, stride=2, padding=(1, 1), dilation=1, ceil_mode=False,
+                 mode="max"),
+            Case("max-ceil-dilated", distinct(1, 2, 8), kernel_size=2, stride=2, padding=(0, 0), dilation=2,
+                 ceil_mode=True, mode="max"),
+            Case("avg", r(2, 2, 6), kernel_size=3, stride=1, padding=(1, 1), dilation=1, ceil_mode=False, mode="avg"),
+            Case("avg-exclude-ceil", r(2, 2, 7), kernel_size=4, stride=3, padding=(2, 2), dilation=1, ceil_mode=True,
+                 mode="avg_exclude_pad")]
+
+
+SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -1083,6 +1116,22 @@ BAD.update({
 
 BAD["random_shuffle"] = [((_z(3),), {"seed": (1, -1)}, "random_shuffle: seed must be a pair")]   # i22-tf1-gaps
 
+BAD.update({
+    "layer_norm": [((_z(2, 3), _z(4)), {"ndim": 1}, "layer_norm: weight.shape=(4,) does not match"),
+                   ((_z(2, 3).astype(np.int64),), {"ndim": 1}, "layer_norm: expected a floating-point input"),
+                   ((_z(3),), {"ndim": 2}, "layer_norm: input.shape=(3,) has fewer than ndim=2")],
+    "conv1d": [((_z(2, 3, 5), _z(4, 2, 3)), {}, "conv1d: input.shape[1]=3 (channels) does not match weight.shape[1]=2"),
+               ((_z(3, 5), _z(4, 3, 3)), {}, "conv1d: input must be 3-D (N, C_in, L)"),
+               ((_z(1, 3, 2), _z(4, 3, 3)), {}, "conv1d: the padded input length 2 + 0 + 0 is shorter than the "
+                                                "kernel span 3"),
+               ((_z(1, 3, 5), _z(4, 3, 3), _z(3)), {}, "conv1d: bias.shape=(3,) does not match weight.shape[0]=4"),
+               ((_z(1, 3, 5), _z(4, 3, 3)), {"stride": 0}, "conv1d: stride must be a positive integer")],
+    "pool1d": [((_z(2, 3),), {"kernel_size": 2}, "max_pool1d: input must be 3-D (N, C, L)"),
+               ((_z(1, 1, 2),), {"kernel_size": 3}, "max_pool1d: input.shape=(1, 1, 2) is too short"),
+               ((_z(1, 1, 5),), {"kernel_size": 2, "padding": (2, 2), "mode": "avg"},
+                "avg_pool1d: pad should be at most half of effective kernel size")],
+})  # issue 25
+
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]
 
@@ -1393,3 +1442,4 @@ def test_binary_broadcasting_hypothesis(shapes, name, seed):
 def test_python_scalar_matmul_is_shape_error():
     with pytest.raises(ShapeError, match="matmul: inputs must have at least one dimension"):
         bind(PRIMITIVES["matmul"], 2.0, np.ones(3))
+

@@ -980,7 +980,6 @@ def test_gap_tf_losses():
 _MISSING_TORCH = {
     "nn.Conv1d / Conv2d / MaxPool2d": lambda: (dnn.Conv1d, dnn.Conv2d, dnn.MaxPool2d),
     "nn.MultiheadAttention / TransformerEncoderLayer": lambda: (dnn.MultiheadAttention, dnn.TransformerEncoderLayer),
-    "F.max_pool1d / avg_pool1d": lambda: (dF.max_pool1d, dF.avg_pool1d),
 }
 
 _MISSING_TF = {

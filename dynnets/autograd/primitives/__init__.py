@@ -22,3 +22,5 @@ from .seq import *  # noqa: F401,F403
 from .select import *  # noqa: F401,F403
 from .tree import *  # noqa: F401,F403
 from .scatter import *  # noqa: F401,F403
+from .norm import *  # noqa: F401,F403  (issue 25)
+from .conv import *  # noqa: F401,F403  (issue 25)

@@ -1,0 +1,228 @@
+"""1-D convolution and pooling over the last axis, PyTorch's layout: input
+(N, C, L), weight (C_out, C_in, K) (``torch.nn.functional.conv1d``,
+``max_pool1d``, ``avg_pool1d``).
+
+The convolution is im2col + one matrix product: the windows are a strided
+view of the padded input (no copy until the product's reshape), and the
+product runs in BLAS (see ``benchmarks/bench_conv.py`` for the comparison
+with a loop over the K taps)."""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .core import Aval, DTypeError, ShapeError, batch_rows, defprim, dims_match, dtype_of, fmt_shape, is_int
+
+__all__ = ["conv1d_p", "pool1d_p", "conv_out_len"]
+
+
+def conv_out_len(length, k, stride, padding, dilation, ceil_mode=False):
+    """Output length of a window of ``k`` taps, ``dilation`` apart, every
+    ``stride`` steps over ``length`` plus ``padding = (left, right)``;
+    ``ceil_mode`` as torch's pooling (a last partial window that starts inside
+    the input or the left padding)."""
+    span = dilation * (k - 1) + 1
+    total = length + padding[0] + padding[1] - span
+    if total < 0:
+        return 0
+    if not ceil_mode:
+        return total // stride + 1
+    n = -(-total // stride) + 1
+    if (n - 1) * stride >= length + padding[0]:
+        n -= 1
+    return n
+
+
+def _windows(xp, k, stride, dilation, n_out):
+    """(N, C, K, T) strided view: ``[n, c, j, t] = xp[n, c, t * stride + j * dilation]``."""
+    sn, sc, sl = xp.strides
+    return as_strided(xp, (xp.shape[0], xp.shape[1], k, n_out), (sn, sc, dilation * sl, stride * sl),
+                      writeable=False)
+
+
+def _pad_last(x, left, right, value=0.0):
+    if not left and not right:
+        return x
+    out = np.full(x.shape[:-1] + (x.shape[-1] + left + right,), value, dtype=x.dtype)
+    out[..., left:left + x.shape[-1]] = x
+    return out
+
+
+def _taps_back(gw, shape, k, stride, dilation, n_out, left, length):
+    """The adjoint of :func:`_windows` then unpadding: sum window gradients
+    ``gw`` (N, C, K, T) into an input gradient of ``shape`` (N, C, L)."""
+    gxp = np.zeros(shape, dtype=gw.dtype)
+    # taps, not positions: K strided additions (K is a filter width, small)
+    for j in range(k):
+        start = j * dilation
+        stop = start + stride * (n_out - 1) + 1
+        gxp[..., start:stop:stride] += gw[:, :, j, :]
+    return gxp[..., left:left + length]
+
+
+def _check_window(name, k, stride, padding, dilation):
+    for what, v in (("kernel_size", k), ("stride", stride), ("dilation", dilation)):
+        if isinstance(v, bool) or not is_int(v) or v < 1:
+            raise ShapeError(f"{name}: {what} must be a positive integer, got {v!r}")
+    if (not isinstance(padding, tuple) or len(padding) != 2
+            or not all(is_int(p) and not isinstance(p, bool) and p >= 0 for p in padding)):
+        raise ShapeError(f"{name}: padding must be a pair (left, right) of non-negative integers, got {padding!r}")
+
+
+# --------------------------------------------------------------------------
+# conv1d
+# --------------------------------------------------------------------------
+
+def _conv1d(x, w, b=None, stride=1, padding=(0, 0), dilation=1):
+    """Cross-correlation of ``x`` (N, C_in, L) with ``w`` (C_out, C_in, K),
+    plus ``b`` (C_out,): (N, C_out, T), ``T = (L + pl + pr - dilation (K - 1) - 1) // stride + 1``."""
+    n, c, length = x.shape
+    o, _, k = w.shape
+    t = conv_out_len(length, k, stride, padding, dilation)
+    xp = np.ascontiguousarray(_pad_last(x, padding[0], padding[1]))
+    cols = _windows(xp, k, stride, dilation, t).reshape(n, c * k, t)
+    out = np.matmul(w.reshape(o, c * k), cols)
+    if b is not None:
+        out += b[:, None]
+    return out.astype(x.dtype, copy=False)
+
+
+def _conv1d_shape(x, w, b=None, stride=1, padding=(0, 0), dilation=1):
+    name = "conv1d"
+    _check_window(name, 1, stride, padding, dilation)
+    dt = dtype_of(x)
+    if dt.kind != "f":
+        raise DTypeError(f"conv1d: expected a floating-point input, got input.dtype={dt}")
+    for what, p in (("weight", w), ("bias", b)):
+        if p is not None and dtype_of(p) != dt:
+            raise DTypeError(f"conv1d: {what}.dtype={dtype_of(p)} does not match input.dtype={dt}")
+    if len(x.shape) != 3:
+        raise ShapeError(f"conv1d: input must be 3-D (N, C_in, L), got input.shape={fmt_shape(x.shape)}")
+    if len(w.shape) != 3:
+        raise ShapeError(f"conv1d: weight must be 3-D (C_out, C_in, K), got weight.shape={fmt_shape(w.shape)}")
+    if not dims_match(x.shape[1], w.shape[1]):
+        raise ShapeError(f"conv1d: input.shape[1]={x.shape[1]} (channels) does not match weight.shape[1]="
+                         f"{w.shape[1]} (input.shape={fmt_shape(x.shape)}, weight.shape={fmt_shape(w.shape)})")
+    if w.shape[2] is not None and w.shape[2] < 1:
+        raise ShapeError(f"conv1d: weight.shape[2] (kernel size) must be positive, got weight.shape="
+                         f"{fmt_shape(w.shape)}")
+    if b is not None and (len(b.shape) != 1 or not dims_match(b.shape[0], w.shape[0])):
+        raise ShapeError(f"conv1d: bias.shape={fmt_shape(b.shape)} does not match weight.shape[0]={w.shape[0]} "
+                         f"(weight.shape={fmt_shape(w.shape)})")
+    t = None
+    if x.shape[2] is not None and w.shape[2] is not None:
+        span = dilation * (w.shape[2] - 1) + 1
+        if x.shape[2] + padding[0] + padding[1] < span:
+            raise ShapeError(f"conv1d: the padded input length {x.shape[2]} + {padding[0]} + {padding[1]} is "
+                             f"shorter than the kernel span {span} (weight.shape={fmt_shape(w.shape)}, dilation="
+                             f"{dilation}; input.shape={fmt_shape(x.shape)})")
+        t = conv_out_len(x.shape[2], w.shape[2], stride, padding, dilation)
+    return Aval((x.shape[0], w.shape[0], t), dt)
+
+
+def _conv1d_vjp(g, ins, out, stride=1, padding=(0, 0), dilation=1):
+    x, w = ins[0], ins[1]
+    n, c, length = x.shape
+    o, _, k = w.shape
+    t = out.shape[2]
+    g = np.ascontiguousarray(np.broadcast_to(g, out.shape))
+    xp = np.ascontiguousarray(_pad_last(x, padding[0], padding[1]))
+    cols = _windows(xp, k, stride, dilation, t).reshape(n, c * k, t)
+    # dW = sum_n g_n cols_n^T, one product over the (N, T) pairs
+    gw = np.tensordot(g, cols, axes=([0, 2], [0, 2])).reshape(w.shape)
+    gcols = np.matmul(w.reshape(o, c * k).T, g).reshape(n, c, k, t)
+    gx = _taps_back(gcols, xp.shape, k, stride, dilation, t, padding[0], length)
+    res = (gx.astype(x.dtype, copy=False), gw.astype(w.dtype, copy=False))
+    if len(ins) > 2:
+        res += (None if ins[2] is None else g.sum(axis=(0, 2)).astype(x.dtype, copy=False),)
+    return res
+
+
+conv1d_p = defprim("conv1d", _conv1d, _conv1d_shape, joint_vjp=_conv1d_vjp, batch=batch_rows(0))
+
+
+# --------------------------------------------------------------------------
+# pooling
+# --------------------------------------------------------------------------
+
+_POOL_MODES = ("max", "avg", "avg_exclude_pad")
+
+
+def _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode):
+    length = x.shape[-1]
+    t = conv_out_len(length, kernel_size, stride, padding, dilation, ceil_mode)
+    # the right padding a ceil-mode last window may reach past the declared padding
+    need = (t - 1) * stride + dilation * (kernel_size - 1) + 1 if t else 0
+    right = max(need - length - padding[0], padding[1])
+    return t, right
+
+
+def _pool1d(x, kernel_size=1, stride=1, padding=(0, 0), dilation=1, ceil_mode=False, mode="max"):
+    """Max or average pooling of ``x`` (N, C, L) over windows of the last
+    axis: (N, C, T). ``mode`` 'avg' divides by the window size counting the
+    declared padding, 'avg_exclude_pad' by the input positions only
+    (torch's ``count_include_pad=False``); a ceil-mode overhang past the
+    padding never counts."""
+    t, right = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode)
+    fill = -np.inf if mode == "max" else 0.0
+    xp = np.ascontiguousarray(_pad_last(x, padding[0], right, fill))
+    win = _windows(xp, kernel_size, stride, dilation, t)
+    if mode == "max":
+        return win.max(axis=2).astype(x.dtype, copy=False)
+    return (win.sum(axis=2) / _pool_counts(x.shape[-1], kernel_size, stride, padding, dilation, t, mode)
+            ).astype(x.dtype, copy=False)
+
+
+def _pool_counts(length, k, stride, padding, dilation, t, mode):
+    """Per output position, the divisor of an average window (T,)."""
+    starts = np.arange(t) * stride - padding[0]
+    taps = starts[:, None] + dilation * np.arange(k)[None, :]
+    hi = length + padding[1] if mode == "avg" else length
+    lo = -padding[0] if mode == "avg" else 0
+    return np.maximum(((taps >= lo) & (taps < hi)).sum(axis=1), 1)
+
+
+def _pool1d_shape(x, kernel_size=1, stride=1, padding=(0, 0), dilation=1, ceil_mode=False, mode="max"):
+    name = "max_pool1d" if mode == "max" else "avg_pool1d"
+    if mode not in _POOL_MODES:
+        raise ShapeError(f"pool1d: mode must be one of {_POOL_MODES}, got {mode!r}")
+    _check_window(name, kernel_size, stride, padding, dilation)
+    if not isinstance(ceil_mode, (bool, np.bool_)):
+        raise ShapeError(f"{name}: ceil_mode must be a bool, got {ceil_mode!r}")
+    if max(padding) * 2 > kernel_size:
+        raise ShapeError(f"{name}: pad should be at most half of effective kernel size, but got padding="
+                         f"{max(padding)} and kernel_size={kernel_size}")
+    dt = dtype_of(x)
+    if dt.kind != "f":
+        raise DTypeError(f"{name}: expected a floating-point input, got input.dtype={dt}")
+    if len(x.shape) != 3:
+        raise ShapeError(f"{name}: input must be 3-D (N, C, L), got input.shape={fmt_shape(x.shape)}")
+    t = None
+    if x.shape[2] is not None:
+        t = conv_out_len(x.shape[2], kernel_size, stride, padding, dilation, ceil_mode)
+        if t < 1:
+            raise ShapeError(f"{name}: input.shape={fmt_shape(x.shape)} is too short for kernel_size={kernel_size}, "
+                             f"dilation={dilation}, padding={padding}: output length {t}")
+    return Aval((x.shape[0], x.shape[1], t), dt)
+
+
+def _pool1d_vjp(g, ins, out, kernel_size=1, stride=1, padding=(0, 0), dilation=1, ceil_mode=False, mode="max"):
+    x = ins[0]
+    t, right = _pool_args(x, kernel_size, stride, padding, dilation, ceil_mode)
+    g = np.broadcast_to(g, out.shape)
+    shape = x.shape[:-1] + (x.shape[-1] + padding[0] + right,)
+    if mode == "max":
+        xp = np.ascontiguousarray(_pad_last(x, padding[0], right, -np.inf))
+        win = _windows(xp, kernel_size, stride, dilation, t)
+        # the first maximum of each window takes the gradient, as torch's max_pool1d (its argmax)
+        idx = win.argmax(axis=2)
+        gw = np.zeros(win.shape, dtype=x.dtype)
+        np.put_along_axis(gw, idx[:, :, None, :], g[:, :, None, :], axis=2)
+    else:
+        cnt = _pool_counts(x.shape[-1], kernel_size, stride, padding, dilation, t, mode)
+        gw = np.broadcast_to((g / cnt)[:, :, None, :], x.shape[:2] + (kernel_size, t))
+    gx = _taps_back(gw, shape, kernel_size, stride, dilation, t, padding[0], x.shape[-1])
+    return (gx.astype(x.dtype, copy=False),)
+
+
+pool1d_p = defprim("pool1d", _pool1d, _pool1d_shape, joint_vjp=_pool1d_vjp, batch=batch_rows(0))
