@@ -704,7 +704,27 @@ def _pool1d(rng):
                  mode="avg_exclude_pad")]
 
 
-SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d})
+def _attention_probs(rng):
+    r = _r(rng)
+    mask = np.where(rng.random((2, 1, 3, 4)) < 0.3, -np.inf, 0.0)
+    mask[..., 0] = 0.0                      # no fully masked row: its NaNs have no finite difference
+    return [Case("2-heads", r(2, 3, 4), r(2, 4, 4), num_heads=2, scale=0.5),
+            Case("masked", r(2, 3, 6), r(2, 4, 6), mask, num_heads=3, scale=0.7),
+            Case("float-mask", r(3, 2), r(4, 2), r(1, 3, 4), num_heads=1, scale=1.0),
+            Case("4d", r(2, 2, 3, 2), r(2, 2, 1, 2), num_heads=2, scale=1.3),
+            Case("safe-masked", r(2, 3, 4), r(2, 2, 4), np.where([[[[False, True]]], [[[True, True]]]], -np.inf, 0.0),
+                 num_heads=1, scale=0.5, safe=True)]
+
+
+def _attention_apply(rng):
+    r = _r(rng)
+    p = rng.dirichlet(np.ones(4), (2, 2, 3))
+    return [Case("2-heads", p, r(2, 4, 6)), Case("unbatched", rng.dirichlet(np.ones(3), (1, 2)), r(3, 5)),
+            Case("4d", rng.dirichlet(np.ones(2), (2, 3, 1, 4)), r(2, 3, 2, 2))]
+
+
+SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
+                "attention_probs": _attention_probs, "attention_apply": _attention_apply})
 
 
 def _cases():
@@ -1130,6 +1150,17 @@ BAD.update({
                ((_z(1, 1, 2),), {"kernel_size": 3}, "max_pool1d: input.shape=(1, 1, 2) is too short"),
                ((_z(1, 1, 5),), {"kernel_size": 2, "padding": (2, 2), "mode": "avg"},
                 "avg_pool1d: pad should be at most half of effective kernel size")],
+    "attention_probs": [((_z(2, 3, 4), _z(2, 5, 3)), {"num_heads": 1}, "attention_probs: query.shape=(2, 3, 4) and "
+                                                                        "key.shape=(2, 5, 3) must agree"),
+                        ((_z(2, 3, 4), _z(2, 5, 4)), {"num_heads": 3}, "attention_probs: query.shape[-1]=4 is not "
+                                                                        "divisible by num_heads=3"),
+                        ((_z(2, 3, 4), _z(2, 5, 4), _z(2, 1, 3, 4)), {"num_heads": 2},
+                         "attention_probs: shapes cannot be broadcast together: scores.shape=(2, 2, 3, 5), mask.shape"),
+                        ((_z(2, 3, 4), _z(2, 5, 4), _z(2, 1, 1, 5).astype(bool)), {"num_heads": 2},
+                         "attention_probs: mask.dtype=bool does not match")],
+    "attention_apply": [((_z(2, 2, 3, 4), _z(2, 5, 4)), {}, "attention_apply: probs.shape=(2, 2, 3, 4) does not match "
+                                                            "value.shape=(2, 5, 4)"),
+                        ((_z(2, 2, 3, 4), _z(2, 4, 3)), {}, "attention_apply: value.shape[-1]=3 is not divisible")],
 })  # issue 25
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")

@@ -953,7 +953,30 @@ def _pool1d(g):
         "mode": g.draw(st.sampled_from(["max", "avg", "avg_exclude_pad", "min"]))}
 
 
-STRATEGIES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d})
+def _attention_probs(g):
+    h = g.draw(st.sampled_from([1, 2, 3, 0]))
+    lead = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    e = g.dim(0, 3) * max(h, 1)
+    dt = g.fdt()
+    lq, lk = g.dim(0, 3), g.dim(0, 3)
+    args = [g.arr(lead + (lq, e), dt), g.arr(lead + (lk, e if g.flag(0.9) else g.dim(0, 4)), dt)]
+    if g.flag(0.4):
+        args.append(np.where(g.arr((1, 1, lq, lk) if g.flag(0.8) else (lk,), np.bool_), -np.inf, 0.0).astype(dt))
+    return g.spoil(args, p=0.3), {"num_heads": h, "scale": g.draw(st.sampled_from([0.5, 1, "a"]))}
+
+
+def _attention_apply(g):
+    h = g.dim(1, 3)
+    lead = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    lq, lk = g.dim(0, 3), g.dim(0, 3)
+    dt = g.fdt()
+    p = g.arr(lead + (h, lq, lk), dt)
+    v = g.arr(lead + (lk if g.flag(0.9) else g.dim(0, 4), g.dim(0, 3) * h), dt)
+    return g.spoil([p, v], p=0.3), {}
+
+
+STRATEGIES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
+                   "attention_probs": _attention_probs, "attention_apply": _attention_apply})
 
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}

@@ -24,3 +24,4 @@ from .tree import *  # noqa: F401,F403
 from .scatter import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403  (issue 25)
 from .conv import *  # noqa: F401,F403  (issue 25)
+from .attention import *  # noqa: F401,F403  (issue 25)
