@@ -62,3 +62,7 @@ __all__ += ["Conv1d", "MaxPool1d", "AvgPool1d", "AdaptiveMaxPool1d", "AdaptiveAv
 from .attention import MultiheadAttention  # noqa: E402
 
 __all__ += ["MultiheadAttention"]
+from .transformer import (LearnedPositionalEmbedding, PositionalEncoding, TransformerEncoder,  # noqa: E402
+                          TransformerEncoderLayer)
+
+__all__ += ["TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding", "LearnedPositionalEmbedding"]

@@ -724,7 +724,10 @@ def _attention_apply(rng):
 
 
 SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
-                "attention_probs": _attention_probs, "attention_apply": _attention_apply})
+                "attention_probs": _attention_probs, "attention_apply": _attention_apply,
+                "rows_like": lambda rng: [Case("seq-first", _r(rng)(6, 1, 4), np.zeros((3, 2, 4)), axis=0),
+                                          Case("batch-first", _r(rng)(5, 3), np.zeros((2, 4, 3)), axis=1),
+                                          Case("all", _r(rng)(2), np.zeros(2, bool), axis=-1)]})
 
 
 def _cases():
@@ -1161,6 +1164,9 @@ BAD.update({
     "attention_apply": [((_z(2, 2, 3, 4), _z(2, 5, 4)), {}, "attention_apply: probs.shape=(2, 2, 3, 4) does not match "
                                                             "value.shape=(2, 5, 4)"),
                         ((_z(2, 2, 3, 4), _z(2, 4, 3)), {}, "attention_apply: value.shape[-1]=3 is not divisible")],
+    "rows_like": [((_z(4, 3), _z(2, 5)), {"axis": 1}, "rows_like: the sequence length ref.shape[1]=5 exceeds the "
+                                                       "table's table.shape[0]=4 positions"),
+                  ((_z(4, 3), _z(2, 5)), {"axis": 2}, "rows_like: axis 2 is out of range")],
 })  # issue 25
 
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")

@@ -965,6 +965,12 @@ def _attention_probs(g):
     return g.spoil(args, p=0.3), {"num_heads": h, "scale": g.draw(st.sampled_from([0.5, 1, "a"]))}
 
 
+def _rows_like(g):
+    table = g.arr((g.dim(0, 4) + g.dim(0, 4),) + tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))), g.fdt())
+    ref = g.arr(tuple(g.dim(0, 4) for _ in range(g.dim(0, 3))), g.draw(st.sampled_from(FLOATS + OTHER)))
+    return g.spoil([table, ref], p=0.2), {"axis": g.draw(st.sampled_from([0, 1, -1, 2, 1.0]))}
+
+
 def _attention_apply(g):
     h = g.dim(1, 3)
     lead = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
@@ -976,7 +982,8 @@ def _attention_apply(g):
 
 
 STRATEGIES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
-                   "attention_probs": _attention_probs, "attention_apply": _attention_apply})
+                   "attention_probs": _attention_probs, "attention_apply": _attention_apply,
+                   "rows_like": _rows_like})
 
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}

@@ -979,7 +979,6 @@ def test_gap_tf_losses():
 
 _MISSING_TORCH = {
     "nn.Conv1d / Conv2d / MaxPool2d": lambda: (dnn.Conv1d, dnn.Conv2d, dnn.MaxPool2d),
-    "nn.MultiheadAttention / TransformerEncoderLayer": lambda: (dnn.MultiheadAttention, dnn.TransformerEncoderLayer),
 }
 
 _MISSING_TF = {

@@ -22,6 +22,8 @@ import dynnets as dn  # noqa: E402
 import dynnets.nn as dnn  # noqa: E402
 import dynnets.nn.functional as DF  # noqa: E402
 import dynnets.static as ds  # noqa: E402
+from dynnets.autograd import primitives as P  # noqa: E402
+from dynnets.autograd.engine import bind  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_parity_common", os.path.join(os.path.dirname(__file__), "_common.py"))
 C = sys.modules.get("_parity_common") or importlib.util.module_from_spec(_spec)
@@ -320,3 +322,204 @@ def test_multihead_attention_traced_against_eager():
     C.assert_close(np.asarray(got), np.asarray(want), np.float64, "traced loss")
     for g, (name, p) in zip(grads, dm.named_parameters()):
         C.assert_close(np.asarray(g), np.asarray(p.grad), np.float64, f"traced gradient of {name}")
+
+
+# --------------------------------------------------------------------------
+# TransformerEncoderLayer / TransformerEncoder
+# --------------------------------------------------------------------------
+
+def _randomise(tm):
+    """Non-trivial layer-norm weights and biases (torch's ones and zeros would hide a misplaced one)."""
+    with torch.no_grad():
+        for name, p in tm.named_parameters():
+            if p.ndim == 1:
+                p.copy_(torch.randn(p.shape, dtype=p.dtype) * 0.5 + (1.0 if "norm" in name and "weight" in name
+                                                                     else 0.0))
+    return tm
+
+
+TEL = [  # (id, constructor kwargs, forward kwargs spec)
+    ("post-norm-relu", {}, {}),
+    ("pre-norm-gelu", {"norm_first": True, "activation": "gelu"}, {}),
+    ("batch-first-padding", {"batch_first": True}, {"src_key_padding_mask": "pad"}),
+    ("padding-seq-first", {}, {"src_key_padding_mask": "pad"}),
+    ("causal", {"batch_first": True}, {"src_mask": "causal-bool", "is_causal": True}),
+    ("float-mask-and-padding", {"norm_first": True}, {"src_mask": "float", "src_key_padding_mask": "pad"}),
+    ("no-bias-eps", {"bias": False, "layer_norm_eps": 1e-3}, {}),
+    ("callable-activation", {"activation": "tanh-callable", "batch_first": True}, {"src_key_padding_mask": "pad"}),
+]
+
+
+def _tel_kwargs(ckw, lib):
+    kw = dict(ckw)
+    if kw.get("activation") == "tanh-callable":
+        kw["activation"] = torch.tanh if lib == "torch" else dn.tanh
+    return kw
+
+
+@pytest.mark.parametrize("tid,ckw,fspec", TEL, ids=[t[0] for t in TEL])
+def test_transformer_encoder_layer(tid, ckw, fspec):
+    n, t, e, h = 3, 5, 8, 2
+    torch.manual_seed(1)
+    tm = _randomise(torch.nn.TransformerEncoderLayer(e, h, 16, dropout=0.0, dtype=torch.float64,
+                                                     **_tel_kwargs(ckw, "torch")))
+    dm = dnn.TransformerEncoderLayer(e, h, 16, dropout=0.0, dtype=np.float64, **_tel_kwargs(ckw, "dn"))
+    assert list(dm.state_dict()) == list(tm.state_dict())
+    spec = {k: ("pad" if v == "pad" else v) for k, v in fspec.items()}
+    fkw = _mha_kwargs(spec, n, t, h)
+    tkw = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in fkw.items()}
+    x = _x(*((n, t, e) if ckw.get("batch_first") else (t, n, e)))
+    module_check(dm, tm, [x], call=lambda m, x: m(x, **fkw), tcall=lambda m, x: m(x, **tkw))
+
+
+@pytest.mark.parametrize("norm", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_transformer_encoder(batch_first, norm):
+    n, t, e, h = 3, 5, 8, 4
+    torch.manual_seed(2)
+    tl = _randomise(torch.nn.TransformerEncoderLayer(e, h, 12, dropout=0.0, batch_first=batch_first,
+                                                     dtype=torch.float64))
+    tm = torch.nn.TransformerEncoder(tl, 2, norm=torch.nn.LayerNorm(e, dtype=torch.float64) if norm else None,
+                                     enable_nested_tensor=False)
+    with torch.no_grad():                       # the two layers differ (deep copies start equal)
+        for p in tm.layers[1].parameters():
+            p.add_(torch.randn(p.shape, dtype=p.dtype) * 0.1)
+    dl = dnn.TransformerEncoderLayer(e, h, 12, dropout=0.0, batch_first=batch_first, dtype=np.float64)
+    dm = dnn.TransformerEncoder(dl, 2, norm=dnn.LayerNorm(e, dtype=np.float64) if norm else None,
+                                enable_nested_tensor=False)
+    assert list(dm.state_dict()) == list(tm.state_dict())
+    pad = _padding_mask(LENGTHS)
+    x = _x(*((n, t, e) if batch_first else (t, n, e)))
+    module_check(dm, tm, [x], call=lambda m, x: m(x, src_key_padding_mask=pad),
+                 tcall=lambda m, x: m(x, src_key_padding_mask=torch.tensor(pad)))
+
+
+def test_transformer_encoder_layers_are_deep_copies_as_torch():
+    layer = dnn.TransformerEncoderLayer(4, 2, 8, dtype=np.float64)
+    enc = dnn.TransformerEncoder(layer, 3)
+    w = [np.asarray(m.linear1.weight) for m in enc.layers]
+    assert all(np.array_equal(w[0], x) for x in w[1:])
+    assert enc.layers[0].linear1.weight is not enc.layers[1].linear1.weight
+    assert enc.layers[0].linear1.weight is not layer.linear1.weight
+
+
+def test_transformer_encoder_eval_fast_path_agrees_on_real_tokens():
+    """torch's evaluation fast path (nested tensors) returns zeros at padded positions; the real tokens agree."""
+    torch.manual_seed(3)
+    tl = _randomise(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True, dtype=torch.float64))
+    tm = torch.nn.TransformerEncoder(tl, 2, enable_nested_tensor=True).eval()
+    dm = dnn.TransformerEncoder(dnn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dtype=np.float64), 2).eval()
+    dm.load_state_dict(tm.state_dict())
+    x, pad = _x(3, 5, 8), _padding_mask(LENGTHS)
+    with torch.no_grad():
+        want = tm(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).numpy()
+    with dn.no_grad():
+        got = np.asarray(dm(dn.tensor(x), src_key_padding_mask=pad))
+    C.assert_close(got[~pad], want[~pad], np.float64, "real tokens")
+
+
+def test_transformer_encoder_layer_dropout_in_training_and_errors():
+    m = dnn.TransformerEncoderLayer(8, 2, 16, dropout=0.5, dtype=np.float64, rng=0)
+    x = dn.tensor(_x(4, 2, 8))
+    a, b = np.asarray(m(x)), np.asarray(m(x))
+    assert not np.allclose(a, b)                      # a new mask per call
+    m.eval()
+    np.testing.assert_array_equal(np.asarray(m(x)), np.asarray(m(x)))
+    with pytest.raises(RuntimeError, match="activation should be relu/gelu, not swish"):
+        dnn.TransformerEncoderLayer(8, 2, activation="swish")
+
+
+def test_transformer_encoder_layer_traced_against_eager():
+    """Traced into a static plan (dynnets.static.trace: the parameters graph inputs, the padding mask an input):
+    values and parameter gradients as eager, for two padding patterns through one trace."""
+    dm = dnn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=np.float64, rng=4)
+    cot = _x(3, 5, 8, seed=6)
+
+    def loss(x, m):
+        return (dm(x, src_key_padding_mask=m) * cot).sum()
+    step = ds.trace(loss, grads_of=dm)
+    for lengths in (LENGTHS, [2, 2, 5]):
+        x, pad = _x(3, 5, 8, seed=len(lengths)), _padding_mask(lengths)
+        got, grads = step(x, pad)
+        dm.zero_grad()
+        want = loss(dn.tensor(x), pad)
+        want.backward()
+        C.assert_close(np.asarray(got), np.asarray(want), np.float64, "traced loss")
+        for g, (name, p) in zip(grads, dm.named_parameters()):
+            C.assert_close(np.asarray(g), np.asarray(p.grad), np.float64, f"traced gradient of {name}")
+
+
+# --------------------------------------------------------------------------
+# positional encodings
+# --------------------------------------------------------------------------
+
+class _TutorialPositionalEncoding(torch.nn.Module):
+    """The PyTorch tutorial's module, verbatim."""
+
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        import math
+        self.dropout = torch.nn.Dropout(p=dropout)
+        position = torch.arange(max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, 1, d_model)
+        pe[:, 0, 0::2] = torch.sin(position * div_term)
+        pe[:, 0, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe)
+
+    def forward(self, x):
+        x = x + self.pe[:x.size(0)]
+        return self.dropout(x)
+
+
+def test_positional_encoding_is_the_tutorials():
+    tm = _TutorialPositionalEncoding(8, dropout=0.0, max_len=50)
+    dm = dnn.PositionalEncoding(8, dropout=0.0, max_len=50)
+    assert list(dm.state_dict()) == ["pe"]
+    np.testing.assert_allclose(dm.state_dict()["pe"], tm.pe.numpy(), rtol=2e-6, atol=2e-6)
+    dm.load_state_dict(tm.state_dict())
+    x = _x(7, 3, 8).astype(np.float32)
+    C.check(dm, tm, [x], diff=(0,))
+    bf = dnn.PositionalEncoding(8, dropout=0.0, max_len=50, batch_first=True)
+    bf.load_state_dict(tm.state_dict())
+    C.check(bf, lambda x: tm(x.transpose(0, 1)).transpose(0, 1), [x.transpose(1, 0, 2).copy()], diff=(0,))
+    with pytest.raises(ValueError, match="rows_like: the sequence length ref.shape\\[0\\]=51 exceeds"):
+        dm(dn.tensor(_x(51, 1, 8).astype(np.float32)))
+
+
+class _TorchLearned(torch.nn.Module):
+    def __init__(self, max_len, d, batch_first):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(max_len, d, dtype=torch.float64))
+        self.batch_first = batch_first
+
+    def forward(self, x):
+        pos = self.weight[:x.size(1 if self.batch_first else 0)]
+        return x + (pos[None] if self.batch_first else pos[:, None])
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_learned_positional_embedding(batch_first):
+    torch.manual_seed(5)
+    tm = _TorchLearned(10, 4, batch_first)
+    dm = dnn.LearnedPositionalEmbedding(10, 4, batch_first=batch_first, dtype=np.float64)
+    assert list(dm.state_dict()) == ["weight"]
+    module_check(dm, tm, [_x(*((2, 6, 4) if batch_first else (6, 2, 4)))])
+
+
+def test_positional_embeddings_traced_with_varying_lengths():
+    """The table is cut when the plan runs: one trace serves every length (unknown-length placeholders)."""
+    dm = dnn.LearnedPositionalEmbedding(10, 4, batch_first=True, dtype=np.float64, rng=0)
+    pe = dnn.PositionalEncoding(4, dropout=0.0, max_len=10, batch_first=True, dtype=np.float64)
+    g = ds.Graph()
+    with g.as_default():
+        xp = ds.placeholder(np.float64, (None, None, 4))
+        tab = ds.placeholder(np.float64, (10, 4))
+        out = pe(xp)
+        learned = xp + bind(P.rows_like_p, tab, xp, axis=1)
+        for t in (1, 6):
+            x = _x(2, t, 4, seed=t)
+            with ds.Session(g) as sess:
+                got, got2 = sess.run([out, learned], {xp: x, tab: np.asarray(dm.weight)})
+            C.assert_close(got, x + pe.pe[:t, 0][None], np.float64, "sinusoidal")
+            C.assert_close(got2, x + np.asarray(dm.weight)[:t][None], np.float64, "learned")

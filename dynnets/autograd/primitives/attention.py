@@ -162,3 +162,38 @@ def _attention_apply_vjp(g, ins, out):
 attention_apply_p = defprim("attention_apply", _attention_apply, _attention_apply_shape,
                             joint_vjp=_attention_apply_vjp, vjp_reads=(0, 1),
                             batch=batch_rows(0, 1, when=lambda p, v: len(v.shape) >= 3))
+
+
+def _rows_like(table, ref, axis=0):
+    """The first ``ref.shape[axis]`` rows of ``table`` (max_len, ...): a
+    positional table cut to a sequence's length, also where that length is
+    known only when a static graph runs."""
+    return table[:ref.shape[axis]]
+
+
+def _rows_like_shape(table, ref, axis=0):
+    name = "rows_like"
+    if isinstance(axis, bool) or not is_int(axis):
+        raise ShapeError(f"{name}: axis must be an integer, got {axis!r}")
+    if len(table.shape) < 1:
+        raise ShapeError(f"{name}: table must be at least 1-D (max_len, ...), got table.shape={fmt_shape(table.shape)}")
+    nd = len(ref.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"{name}: axis {axis} is out of range for ref.shape={fmt_shape(ref.shape)}")
+    n = ref.shape[axis]
+    if n is not None and table.shape[0] is not None and n > table.shape[0]:
+        raise ShapeError(f"{name}: the sequence length ref.shape[{axis}]={n} exceeds the table's table.shape[0]="
+                         f"{table.shape[0]} positions (table.shape={fmt_shape(table.shape)}; raise max_len)")
+    return Aval((n,) + tuple(table.shape[1:]), dtype_of(table))
+
+
+def _rows_like_vjp(g, ins, out, axis=0):
+    table = ins[0]
+    gt = np.zeros(np.shape(table), dtype=table.dtype)
+    gt[:out.shape[0]] = g
+    return gt
+
+
+rows_like_p = defprim("rows_like", _rows_like, _rows_like_shape, vjp=(_rows_like_vjp, None), nondiff_args=(1,),
+                      vjp_reads=((), ()))
+__all__ += ["rows_like_p"]
