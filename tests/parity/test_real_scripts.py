@@ -982,7 +982,6 @@ _MISSING_TORCH = {
 }
 
 _MISSING_TF = {
-    "tf.layers.conv1d": lambda: tf.layers.conv1d,
     "tf.nn.conv2d": lambda: tf.nn.conv2d,
 }
 
