@@ -3,9 +3,9 @@
 ``max_pool1d``, ``avg_pool1d``).
 
 The convolution is im2col + one matrix product: the windows are a strided
-view of the padded input (no copy until the product's reshape), and the
-product runs in BLAS (see ``benchmarks/bench_conv.py`` for the comparison
-with a loop over the K taps)."""
+view of the padded input, copied once into (C K, N T) columns, and the whole
+batch is one BLAS product (``benchmarks/bench_layers.py`` compares it with a
+loop over the K taps)."""
 from __future__ import annotations
 
 import numpy as np
@@ -73,18 +73,29 @@ def _check_window(name, k, stride, padding, dilation):
 # conv1d
 # --------------------------------------------------------------------------
 
+def _cols(xp, k, stride, dilation, n_out):
+    """im2col of the padded input (N, C, Lp): (C K, N T), ``[c K + j, n T + t] =
+    xp[n, c, t stride + j dilation]`` (one copy, from a strided view)."""
+    n, c = xp.shape[:2]
+    sn, sc, sl = xp.strides
+    win = as_strided(xp, (c, k, n, n_out), (sc, dilation * sl, sn, stride * sl), writeable=False)
+    return win.reshape(c * k, n * n_out)
+
+
 def _conv1d(x, w, b=None, stride=1, padding=(0, 0), dilation=1):
     """Cross-correlation of ``x`` (N, C_in, L) with ``w`` (C_out, C_in, K),
-    plus ``b`` (C_out,): (N, C_out, T), ``T = (L + pl + pr - dilation (K - 1) - 1) // stride + 1``."""
+    plus ``b`` (C_out,): (N, C_out, T), ``T = (L + pl + pr - dilation (K - 1) - 1) // stride + 1``.
+
+    One (C_out, C_in K) x (C_in K, N T) product over the whole batch: one
+    large GEMM beats N small ones (see ``benchmarks/bench_layers.py``)."""
     n, c, length = x.shape
     o, _, k = w.shape
     t = conv_out_len(length, k, stride, padding, dilation)
     xp = np.ascontiguousarray(_pad_last(x, padding[0], padding[1]))
-    cols = _windows(xp, k, stride, dilation, t).reshape(n, c * k, t)
-    out = np.matmul(w.reshape(o, c * k), cols)
+    out = (w.reshape(o, c * k) @ _cols(xp, k, stride, dilation, t)).reshape(o, n, t)
     if b is not None:
-        out += b[:, None]
-    return out.astype(x.dtype, copy=False)
+        out += b[:, None, None]
+    return np.ascontiguousarray(out.transpose(1, 0, 2)).astype(x.dtype, copy=False)
 
 
 def _conv1d_shape(x, w, b=None, stride=1, padding=(0, 0), dilation=1):
@@ -125,14 +136,18 @@ def _conv1d_vjp(g, ins, out, stride=1, padding=(0, 0), dilation=1):
     n, c, length = x.shape
     o, _, k = w.shape
     t = out.shape[2]
-    g = np.ascontiguousarray(np.broadcast_to(g, out.shape))
+    g = np.broadcast_to(g, out.shape)
+    g2 = np.ascontiguousarray(g.transpose(1, 0, 2)).reshape(o, n * t)
     xp = np.ascontiguousarray(_pad_last(x, padding[0], padding[1]))
-    cols = _windows(xp, k, stride, dilation, t).reshape(n, c * k, t)
-    # dW = sum_n g_n cols_n^T, one product over the (N, T) pairs
-    gw = np.tensordot(g, cols, axes=([0, 2], [0, 2])).reshape(w.shape)
-    gcols = np.matmul(w.reshape(o, c * k).T, g).reshape(n, c, k, t)
-    gx = _taps_back(gcols, xp.shape, k, stride, dilation, t, padding[0], length)
-    res = (gx.astype(x.dtype, copy=False), gw.astype(w.dtype, copy=False))
+    gw = (g2 @ _cols(xp, k, stride, dilation, t).T).reshape(w.shape)
+    gc = (w.reshape(o, c * k).T @ g2).reshape(c, k, n, t)
+    # the adjoint of im2col: K strided additions (K is a filter width, small)
+    gxp = np.zeros((c, n, xp.shape[2]), dtype=gc.dtype)
+    for j in range(k):
+        start = j * dilation
+        gxp[:, :, start:start + stride * (t - 1) + 1:stride] += gc[:, j]
+    gx = gxp[:, :, padding[0]:padding[0] + length].transpose(1, 0, 2)
+    res = (np.ascontiguousarray(gx).astype(x.dtype, copy=False), gw.astype(w.dtype, copy=False))
     if len(ins) > 2:
         res += (None if ins[2] is None else g.sum(axis=(0, 2)).astype(x.dtype, copy=False),)
     return res
