@@ -5,10 +5,8 @@ for their primitives, measured.
    primitive ``layer_norm_p`` (``F.layer_norm`` today) vs the composite of
    mean / sub / mul / sqrt / div / mul / add it replaced (``F.layer_norm``
    before issue 25, kept here verbatim) vs ``torch.nn.functional.layer_norm``.
-   A reference pass, ``numba row kernel (reference)``, times a Numba
-   one-pass-per-row forward + backward on plain arrays (no autograd): whether
-   a kernel would pay over the numpy implementation (``numpy impl+vjp``,
-   the primitive's own functions on plain arrays).
+   The primitive's Numba kernels (``layer_norm_fwd`` / ``_bwd``) and their
+   numpy twins on plain arrays (no autograd) show what the kernel pays.
 2. ``conv1d`` (Kim 2014's sizes: embeddings 300, 100 maps, widths 3/4/5,
    sentence length 20; batch 50 and 1; float32): ``F.conv1d`` (im2col + one
    matmul, the primitive) vs the same maths as a loop over the K taps
@@ -66,51 +64,12 @@ def _composite_layer_norm(ops, x, ns, weight, bias, eps):
     return ops.add(out, bias)
 
 
-def _numba_layer_norm():
-    import numpy as np
-    from numba import njit
-
-    @njit(cache=False)
-    def fwd_bwd(x, w, b, g, eps):
-        n, d = x.shape
-        out = np.empty_like(x)
-        dx = np.empty_like(x)
-        dw = np.zeros(d, x.dtype)
-        db = np.zeros(d, x.dtype)
-        for i in range(n):
-            mu = 0.0
-            for j in range(d):
-                mu += x[i, j]
-            mu /= d
-            var = 0.0
-            for j in range(d):
-                var += (x[i, j] - mu) ** 2
-            rstd = 1.0 / np.sqrt(var / d + eps)
-            s1 = 0.0
-            s2 = 0.0
-            for j in range(d):
-                xh = (x[i, j] - mu) * rstd
-                out[i, j] = xh * w[j] + b[j]
-                gh = g[i, j] * w[j]
-                s1 += gh
-                s2 += gh * xh
-                dw[j] += g[i, j] * xh
-                db[j] += g[i, j]
-            s1 /= d
-            s2 /= d
-            for j in range(d):
-                xh = (x[i, j] - mu) * rstd
-                dx[i, j] = rstd * (g[i, j] * w[j] - s1 - xh * s2)
-        return out, dx, dw, db
-    return fwd_bwd
-
-
 def case_layer_norm(args, dn, torch, np_):
     import dynnets.nn.functional as F
     from dynnets.autograd import ops
-    from dynnets.autograd.primitives import norm as N
+    from dynnets.autograd import kernels as K
+    from dynnets.autograd import reference as R
     rng = np_.random.default_rng(args.seed)
-    kernel = _numba_layer_norm()
     for b in (1, 32):
         x = rng.standard_normal((b, 20, 128)).astype(np_.float32)
         w0, b0 = rng.standard_normal(128).astype(np_.float32), rng.standard_normal(128).astype(np_.float32)
@@ -128,15 +87,17 @@ def case_layer_norm(args, dn, torch, np_):
             reset()
             (_composite_layer_norm(ops, xt, (128,), wt, bt, 1e-5) * g).sum().backward()
 
-        def numpy_impl():
-            out = N._layer_norm(x, w0, b0, ndim=1, eps=1e-5)
-            N._layer_norm_vjp(g, (x, w0, b0), out, ndim=1, eps=1e-5)
         x2, g2 = x.reshape(-1, 128), g.reshape(-1, 128)
 
-        def numba_ref():
-            kernel(x2, w0, b0, g2, np_.float32(1e-5))
+        def kernels():
+            K.layer_norm_fwd(x2, w0, b0, 1e-5)
+            K.layer_norm_bwd(x2, w0, g2, 1e-5)
+
+        def twins():
+            R.layer_norm_fwd(x2, w0, b0, 1e-5)
+            R.layer_norm_bwd(x2, w0, g2, 1e-5)
         cs = {"dynnets layer_norm primitive": prim, "dynnets composite (before)": composite,
-              "numpy impl+vjp (no autograd)": numpy_impl, "numba row kernel (reference)": numba_ref}
+              "Numba kernels fwd+bwd (no autograd)": kernels, "their numpy twins (no autograd)": twins}
         if torch is not None:
             tx = torch.tensor(x, requires_grad=True)
             tw, tb = torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True)
