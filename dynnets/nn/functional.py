@@ -598,12 +598,12 @@ from .loss import huber_loss, l1_loss, smooth_l1_loss  # noqa: E402  (branch i22
 
 __all__ += ["l1_loss", "smooth_l1_loss", "huber_loss"]
 
-# 1-D convolution and pooling (issue 25): their home is dynnets.nn.conv
-from .conv import adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, max_pool1d  # noqa: E402
+# 1-D convolution and pooling (issue 25): their home is dynnets.nn.functional_conv
+from .functional_conv import adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, max_pool1d  # noqa: E402
 
 __all__ += ["conv1d", "max_pool1d", "avg_pool1d", "adaptive_max_pool1d", "adaptive_avg_pool1d"]
 
-# attention (issue 25): its home is dynnets.nn.attention
-from .attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
+# attention (issue 25): its home is dynnets.nn.functional_attention
+from .functional_attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
 
 __all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]
