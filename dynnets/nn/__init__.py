@@ -57,6 +57,9 @@ __all__ += ["Softplus", "ELU", "SELU", "SiLU", "Mish", "Hardtanh", "ReLU6", "Sof
 from .conv import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AvgPool1d, Conv1d, MaxPool1d  # noqa: E402
 
 __all__ += ["Conv1d", "MaxPool1d", "AvgPool1d", "AdaptiveMaxPool1d", "AdaptiveAvgPool1d"]
+from .conv import Conv2d, MaxPool2d  # noqa: E402
+
+__all__ += ["Conv2d", "MaxPool2d"]
 
 # attention (issue 25)
 from .attention import MultiheadAttention  # noqa: E402

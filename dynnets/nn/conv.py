@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from .functional_conv import (adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, conv_padding, max_pool1d,
-                              single)
+from .functional_conv import (adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, conv2d, conv2d_padding,
+                              conv_padding, max_pool1d, max_pool2d, pair, single)
 from .layers import as_generator, float_dtype, positive_int, uniform_
 from .module import Module, Parameter, check_device, check_float_input
 
@@ -156,3 +156,69 @@ class AdaptiveAvgPool1d(Module):
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class Conv2d(Module):
+    """2-D convolution, as ``torch.nn.Conv2d`` (see :func:`conv2d`): weight
+    (out_channels, in_channels, KH, KW) and bias (out_channels,), both
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels KH KW; ``groups=1``
+    and ``padding_mode='zeros'`` only. ``rng=`` (keyword-only) draws them."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None, *, rng=None):
+        super().__init__()
+        op = "Conv2d"
+        self.in_channels = positive_int(op, "in_channels", in_channels)
+        self.out_channels = positive_int(op, "out_channels", out_channels)
+        self.kernel_size = pair(op, "kernel_size", kernel_size)
+        self.stride = pair(op, "stride", stride)
+        self.dilation = pair(op, "dilation", dilation)
+        if groups != 1:
+            raise NotImplementedError(f"{op}: groups={groups!r} is not supported (only groups=1)")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{op}: padding_mode={padding_mode!r} is not supported (only 'zeros')")
+        self.groups = 1
+        self.padding_mode = padding_mode
+        conv2d_padding(op, padding, self.kernel_size, self.stride, self.dilation)
+        self.padding = padding if isinstance(padding, str) else pair(op, "padding", padding, allow_zero=True)
+        check_device(op, device)
+        dt = float_dtype(op, dtype)
+        gen = as_generator(rng)
+        bound = 1.0 / math.sqrt(self.in_channels * self.kernel_size[0] * self.kernel_size[1])
+        self.weight = Parameter(uniform_(gen, (self.out_channels, self.in_channels) + self.kernel_size, bound, dt))
+        self.bias = Parameter(uniform_(gen, (self.out_channels,), bound, dt)) if bias else None
+
+    def forward(self, input):
+        w = self.weight
+        if getattr(input, "dtype", None) is not w.dtype:
+            input = check_float_input("Conv2d", input, w)
+        return conv2d(input, w, self.bias, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding!r}, dilation={self.dilation}, bias={self.bias is not None}")
+
+
+class MaxPool2d(Module):
+    """Max pooling over (KH, KW) windows, as ``torch.nn.MaxPool2d`` (see :func:`max_pool2d`)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = False
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+__all__ += ["Conv2d", "MaxPool2d"]

@@ -602,6 +602,9 @@ __all__ += ["l1_loss", "smooth_l1_loss", "huber_loss"]
 from .functional_conv import adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, max_pool1d  # noqa: E402
 
 __all__ += ["conv1d", "max_pool1d", "avg_pool1d", "adaptive_max_pool1d", "adaptive_avg_pool1d"]
+from .functional_conv import conv2d, max_pool2d  # noqa: E402
+
+__all__ += ["conv2d", "max_pool2d"]
 
 # attention (issue 25): its home is dynnets.nn.functional_attention
 from .functional_attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402

@@ -163,3 +163,76 @@ def adaptive_avg_pool1d(input, output_size):
     return _adaptive("adaptive_avg_pool1d", input, output_size, lambda x, d: ops.mean(x, d, keepdim=True))
 
 
+
+
+# --- 2-D: conv2d and max_pool2d -----------------------------------------------------
+
+def pair(op, name, v, allow_zero=False):
+    """An int (both dimensions) or a pair of ints (torch's ``_pair``), checked."""
+    vals = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    if len(vals) != 2:
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    return tuple(single(op, name, a, allow_zero) for a in vals)
+
+
+def conv2d_padding(op, padding, kernel_size, stride, dilation):
+    """((top, bottom), (left, right)) of torch's ``padding``: an int or pair
+    (both sides), 'valid' or 'same' (stride 1; an odd total puts the extra row
+    or column at the end, as torch)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding == "same":
+            if stride != (1, 1):
+                raise ValueError(f"{op}: padding='same' is not supported for strided convolutions (stride={stride}), "
+                                 f"as in torch")
+            totals = [d * (k - 1) for d, k in zip(dilation, kernel_size)]
+            return tuple((t // 2, t - t // 2) for t in totals)
+        raise ValueError(f"{op}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
+    ph, pw = pair(op, "padding", padding, allow_zero=True)
+    return (ph, ph), (pw, pw)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation, as ``torch.nn.functional.conv2d``: input
+    (N, C_in, H, W) or (C_in, H, W), weight (C_out, C_in, KH, KW), bias
+    (C_out,); ``stride``, ``padding`` (or 'same' / 'valid'), ``dilation`` ints
+    or pairs; ``groups=1`` only. Returns (N, C_out, OH, OW)."""
+    op = "conv2d"
+    if groups != 1:
+        raise NotImplementedError(f"{op}: groups={groups!r} is not supported (only groups=1)")
+    stride, dilation = pair(op, "stride", stride), pair(op, "dilation", dilation)
+    if len(weight.shape) != 4:
+        raise P.ShapeError(f"{op}: weight must be 4-D (C_out, C_in, KH, KW), got weight.shape={tuple(weight.shape)}")
+    pads = conv2d_padding(op, padding, tuple(weight.shape[2:]), stride, dilation)
+    nd = len(input.shape)
+    if nd not in (3, 4):
+        raise P.ShapeError(f"{op}: expected a 3-D (unbatched) or 4-D (batched) input, got input.shape="
+                           f"{tuple(input.shape)}")
+    x = ops.unsqueeze(input, 0) if nd == 3 else input
+    args = (x, weight) if bias is None else (x, weight, bias)
+    out = bind(P.conv2d_p, *args, stride=stride, padding=pads, dilation=dilation)
+    return ops.squeeze(out, 0) if nd == 3 else out
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max pooling over (KH, KW) windows, as ``torch.nn.functional.max_pool2d``
+    (``stride`` defaults to ``kernel_size``; implicit padding -inf). Input
+    (N, C, H, W) or (C, H, W)."""
+    op = "max_pool2d"
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+    k = pair(op, "kernel_size", kernel_size)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else pair(op, "stride", stride)
+    ph, pw = pair(op, "padding", padding, allow_zero=True)
+    nd = len(input.shape)
+    if nd not in (3, 4):
+        raise P.ShapeError(f"{op}: expected a 3-D (unbatched) or 4-D (batched) input, got input.shape="
+                           f"{tuple(input.shape)}")
+    x = ops.unsqueeze(input, 0) if nd == 3 else input
+    out = bind(P.max_pool2d_p, x, kernel_size=k, stride=s, padding=((ph, ph), (pw, pw)),
+               dilation=pair(op, "dilation", dilation), ceil_mode=bool(ceil_mode))
+    return ops.squeeze(out, 0) if nd == 3 else out
+
+
+__all__ += ["conv2d", "max_pool2d", "pair", "conv2d_padding"]

@@ -63,7 +63,7 @@ class TransformerEncoderLayer(Module):
     src (L, N, E) / (N, L, E) / unbatched (L, E) -> the same shape.
     """
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu, layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None, *, rng=None):
         super().__init__()
         op = "TransformerEncoderLayer"

@@ -723,6 +723,23 @@ def _attention_apply(rng):
             Case("4d", rng.dirichlet(np.ones(2), (2, 3, 1, 4)), r(2, 3, 2, 2))]
 
 
+def _conv2d(rng):
+    r = _r(rng)
+    return [Case("plain", r(2, 2, 4, 5), r(3, 2, 2, 3), stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1)),
+            Case("bias-pad-stride-dilated", r(1, 2, 6, 5), r(2, 2, 3, 2), r(2), stride=(2, 1),
+                 padding=((1, 2), (0, 1)), dilation=(1, 2))]
+
+
+def _max_pool2d(rng):
+    def distinct(*shape):
+        return rng.permutation(int(np.prod(shape))).reshape(shape) * 0.1 + rng.uniform(0, 0.01, shape)
+    return [Case("2x2", distinct(2, 2, 4, 5), kernel_size=(2, 2), stride=(2, 2), padding=((0, 0), (0, 0)),
+                 dilation=(1, 1), ceil_mode=False),
+            Case("pad-ceil-dilated", distinct(1, 2, 7, 6), kernel_size=(3, 2), stride=(2, 1), padding=((1, 1), (1, 1)),
+                 dilation=(1, 2), ceil_mode=True)]
+
+
+SAMPLES.update({"conv2d": _conv2d, "max_pool2d": _max_pool2d})
 SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
                 "attention_probs": _attention_probs, "attention_apply": _attention_apply,
                 "rows_like": lambda rng: [Case("seq-first", _r(rng)(6, 1, 4), np.zeros((3, 2, 4)), axis=0),
@@ -1164,6 +1181,12 @@ BAD.update({
     "attention_apply": [((_z(2, 2, 3, 4), _z(2, 5, 4)), {}, "attention_apply: probs.shape=(2, 2, 3, 4) does not match "
                                                             "value.shape=(2, 5, 4)"),
                         ((_z(2, 2, 3, 4), _z(2, 4, 3)), {}, "attention_apply: value.shape[-1]=3 is not divisible")],
+    "conv2d": [((_z(1, 3, 4, 4), _z(2, 2, 2, 2)), {}, "conv2d: input.shape[1]=3 (channels) does not match"),
+               ((_z(3, 4, 4), _z(2, 3, 2, 2)), {}, "conv2d: input must be 4-D (N, C_in, H, W)"),
+               ((_z(1, 3, 1, 4), _z(2, 3, 2, 2)), {}, "conv2d: the padded input size 1 + 0 + 0 along dimension 2")],
+    "max_pool2d": [((_z(2, 3, 4),), {"kernel_size": (2, 2)}, "max_pool2d: input must be 4-D (N, C, H, W)"),
+                   ((_z(1, 1, 4, 4),), {"kernel_size": (2, 2), "padding": ((2, 2), (0, 0))},
+                    "max_pool2d: pad should be at most half of effective kernel size")],
     "rows_like": [((_z(4, 3), _z(2, 5)), {"axis": 1}, "rows_like: the sequence length ref.shape[1]=5 exceeds the "
                                                        "table's table.shape[0]=4 positions"),
                   ((_z(4, 3), _z(2, 5)), {"axis": 2}, "rows_like: axis 2 is out of range")],

@@ -965,6 +965,30 @@ def _attention_probs(g):
     return g.spoil(args, p=0.3), {"num_heads": h, "scale": g.draw(st.sampled_from([0.5, 1, "a"]))}
 
 
+def _conv2d(g):
+    n, c, o = g.dim(0, 3), g.dim(0, 3), g.dim(0, 3)
+    kh, kw = g.dim(0, 3), g.dim(1, 3)
+    dt = g.fdt()
+    args = [g.arr((n, c, g.dim(0, 4) + g.dim(0, 3), g.dim(1, 4) + 1), dt),
+            g.arr((o, c if g.flag(0.85) else g.dim(0, 3), kh, kw), dt)]
+    if g.flag(0.5):
+        args.append(g.arr((o if g.flag(0.85) else g.dim(0, 4),), dt))
+    pads = g.draw(st.sampled_from([((0, 0), (0, 0)), ((1, 1), (0, 2)), ((2, 0), (1, 1)), ((-1, 0), (0, 0)), (1, 1)]))
+    return g.spoil(args, p=0.3), {"stride": g.draw(st.sampled_from([(1, 1), (2, 1), (1, 3), (0, 1), 1])),
+                                  "padding": pads, "dilation": g.draw(st.sampled_from([(1, 1), (2, 1), (1, 0)]))}
+
+
+def _max_pool2d(g):
+    shape = (g.dim(0, 3), g.dim(0, 3), g.dim(0, 4) + g.dim(0, 3), g.dim(0, 4) + g.dim(0, 3))
+    if g.flag(0.1):
+        shape = g.shape_near(shape)
+    return g.spoil([g.arr(shape, g.fdt())], p=0.2), {
+        "kernel_size": g.draw(st.sampled_from([(1, 1), (2, 2), (3, 2), (0, 2)])),
+        "stride": g.draw(st.sampled_from([(1, 1), (2, 2), (1, 3), (-1, 1)])),
+        "padding": g.draw(st.sampled_from([((0, 0), (0, 0)), ((1, 1), (1, 0)), ((2, 2), (0, 0)), (1, 1)])),
+        "dilation": g.draw(st.sampled_from([(1, 1), (2, 1)])), "ceil_mode": g.draw(st.sampled_from([False, True, 1]))}
+
+
 def _rows_like(g):
     table = g.arr((g.dim(0, 4) + g.dim(0, 4),) + tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))), g.fdt())
     ref = g.arr(tuple(g.dim(0, 4) for _ in range(g.dim(0, 3))), g.draw(st.sampled_from(FLOATS + OTHER)))
@@ -983,7 +1007,7 @@ def _attention_apply(g):
 
 STRATEGIES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
                    "attention_probs": _attention_probs, "attention_apply": _attention_apply,
-                   "rows_like": _rows_like})
+                   "rows_like": _rows_like, "conv2d": _conv2d, "max_pool2d": _max_pool2d})
 
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}

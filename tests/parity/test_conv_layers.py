@@ -238,3 +238,61 @@ def test_kim_cnn_block_against_torch():
     module_check(dconvs, tconvs, [_x(3, 6, 9)],
                  call=lambda m, x: run(m, x, DF, lambda xs, d: dn.cat(xs, d)),
                  tcall=lambda m, x: run(m, x, TF, torch.cat))
+
+
+# --------------------------------------------------------------------------
+# 2-D: conv2d, max_pool2d
+# --------------------------------------------------------------------------
+
+CONV2D = [
+    ("plain", (2, 3, 6, 7), (4, 3, 3, 2), True, {}),
+    ("stride-pad", (2, 2, 7, 6), (3, 2, 3, 3), True, {"stride": 2, "padding": 1}),
+    ("pairs-dilated", (1, 2, 8, 7), (2, 2, 2, 3), False, {"stride": (1, 2), "padding": (2, 1), "dilation": (2, 1)}),
+    ("same", (2, 3, 5, 6), (2, 3, 4, 3), True, {"padding": "same"}),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("cid,xs,ws,bias,kw", CONV2D, ids=[c[0] for c in CONV2D])
+def test_conv2d(cid, xs, ws, bias, kw, mode):
+    ins = [_x(*xs), _x(*ws, seed=1)] + ([_x(ws[0], seed=2)] if bias else [])
+    C.check(lambda x, w, *b: DF.conv2d(x, w, *b, **kw), lambda x, w, *b: TF.conv2d(x, w, *b, **kw), ins,
+            diff=tuple(range(len(ins))), mode=mode, unknown=[(True, False, True, True)] + [None] * (len(ins) - 1))
+
+
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": (1, 0), "bias": False}], ids=["default", "stride-pad"])
+def test_conv2d_module_state_dict_values_and_parameter_gradients(kw):
+    torch.manual_seed(3)
+    tm = torch.nn.Conv2d(3, 4, (3, 2), dtype=torch.float64, **kw)
+    dm = dnn.Conv2d(3, 4, (3, 2), dtype=np.float64, **kw)
+    assert {k: tuple(v.shape) for k, v in dm.state_dict().items()} == \
+        {k: tuple(v.shape) for k, v in tm.state_dict().items()}
+    module_check(dm, tm, [_x(2, 3, 7, 6)])
+    module_check(dm, tm, [_x(3, 7, 6)])                  # unbatched (C, H, W)
+
+
+MAXPOOL2D = [
+    ("2x2", (2, 3, 6, 8), dict(kernel_size=2)),
+    ("k3-s1-p1", (2, 2, 6, 5), dict(kernel_size=3, stride=1, padding=1)),
+    ("pairs-ceil", (1, 2, 7, 8), dict(kernel_size=(3, 2), stride=(2, 3), ceil_mode=True)),
+    ("dilated", (1, 2, 8, 8), dict(kernel_size=2, stride=1, dilation=(2, 3))),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pid,xs,kw", MAXPOOL2D, ids=[p[0] for p in MAXPOOL2D])
+def test_max_pool2d(pid, xs, kw, mode):
+    C.check(lambda x: DF.max_pool2d(x, **kw), lambda x: TF.max_pool2d(x, **kw), [_distinct(*xs)], diff=(0,),
+            mode=mode, unknown=[(True, False, False, False)])
+    if mode == "eager":
+        C.check(dnn.MaxPool2d(**kw), torch.nn.MaxPool2d(**kw), [_distinct(*xs)], diff=(0,))
+
+
+def test_lenet_block_against_torch():
+    """Conv2d -> ReLU -> MaxPool2d -> flatten -> Linear, as the everyday torch CNN."""
+    torch.manual_seed(4)
+    tm = torch.nn.Sequential(torch.nn.Conv2d(1, 3, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                             torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5)).double()
+    dm = dnn.Sequential(dnn.Conv2d(1, 3, 3, padding=1), dnn.ReLU(), dnn.MaxPool2d(2), dnn.Flatten(),
+                        dnn.Linear(3 * 4 * 4, 5)).double()
+    module_check(dm, tm, [_x(2, 1, 8, 8)])

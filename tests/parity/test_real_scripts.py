@@ -978,11 +978,9 @@ def test_gap_tf_losses():
 
 
 _MISSING_TORCH = {
-    "nn.Conv1d / Conv2d / MaxPool2d": lambda: (dnn.Conv1d, dnn.Conv2d, dnn.MaxPool2d),
 }
 
 _MISSING_TF = {
-    "tf.nn.conv2d": lambda: tf.nn.conv2d,
 }
 
 

@@ -175,3 +175,43 @@ def test_contrib_layer_norm_equals_eager_layer_norm_and_options():
             got = sess.run(y)
     eager = F.relu(F.layer_norm(dn.tensor(x), (6,), eps=1e-12)).numpy()
     np.testing.assert_allclose(got, eager, rtol=1e-13)
+
+
+def _ref_conv2d(x, w, strides, padding):
+    """TF1's conv2d in loops: x (N, H, W, C), w (KH, KW, C, O)."""
+    n, h, wd, c = x.shape
+    kh, kw, _, o = w.shape
+    outs, lefts = [], []
+    for size, k, s in ((h, kh, strides[0]), (wd, kw, strides[1])):
+        if padding == "VALID":
+            outs.append((size - k) // s + 1)
+            lefts.append(0)
+        else:
+            out = -(-size // s)
+            outs.append(out)
+            lefts.append(max((out - 1) * s + k - size, 0) // 2)
+    y = np.zeros((n, outs[0], outs[1], o))
+    for i in range(outs[0]):
+        for j in range(outs[1]):
+            for a in range(kh):
+                for b in range(kw):
+                    r, q = i * strides[0] - lefts[0] + a, j * strides[1] - lefts[1] + b
+                    if 0 <= r < h and 0 <= q < wd:
+                        y[:, i, j] += x[:, r, q] @ w[a, b]
+    return y
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("strides", [[1, 1, 1, 1], [1, 2, 3, 1]])
+def test_nn_conv2d_against_tf1_semantics(strides, padding):
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((2, 7, 8, 3)), rng.standard_normal((3, 2, 3, 4))
+    with tf.Graph().as_default():
+        y = tf.nn.conv2d(tf.constant(x), tf.constant(w), strides, padding)
+        with tf.Session() as sess:
+            got = sess.run(y)
+    np.testing.assert_allclose(got, _ref_conv2d(x, w, strides[1:3], padding), rtol=1e-12, atol=1e-12)
+    if padding == "VALID":
+        eager = F.conv2d(dn.tensor(x.transpose(0, 3, 1, 2)), dn.tensor(w.transpose(3, 2, 0, 1)),
+                         stride=strides[1:3]).numpy()
+        np.testing.assert_allclose(got, eager.transpose(0, 2, 3, 1), rtol=1e-13)

@@ -241,3 +241,197 @@ def _pool1d_vjp(g, ins, out, kernel_size=1, stride=1, padding=(0, 0), dilation=1
 
 
 pool1d_p = defprim("pool1d", _pool1d, _pool1d_shape, joint_vjp=_pool1d_vjp, batch=batch_rows(0))
+
+
+# --------------------------------------------------------------------------
+# 2-D convolution and max pooling (torch's (N, C, H, W) layout)
+# --------------------------------------------------------------------------
+
+def _pad_hw(x, pads, value=0.0):
+    (t, b), (l, r) = pads
+    if not (t or b or l or r):
+        return np.ascontiguousarray(x)
+    out = np.full(x.shape[:2] + (x.shape[2] + t + b, x.shape[3] + l + r), value, dtype=x.dtype)
+    out[:, :, t:t + x.shape[2], l:l + x.shape[3]] = x
+    return out
+
+
+def _win2d(xp, k, stride, dilation, out_hw, channel_first):
+    """Strided view of the taps of xp (N, C, Hp, Wp): (C, KH, KW, N, OH, OW)
+    (``channel_first``, the im2col order) or (N, C, KH, KW, OH, OW)."""
+    sn, sc, sh, sw = xp.strides
+    n, c = xp.shape[:2]
+    taps = (k[0], k[1])
+    tstr = (dilation[0] * sh, dilation[1] * sw)
+    ostr = (stride[0] * sh, stride[1] * sw)
+    if channel_first:
+        return as_strided(xp, (c,) + taps + (n,) + out_hw, (sc,) + tstr + (sn,) + ostr, writeable=False)
+    return as_strided(xp, (n, c) + taps + out_hw, (sn, sc) + tstr + ostr, writeable=False)
+
+
+def _taps_back2d(gw, shape, k, stride, dilation, out_hw, channel_first):
+    """Adjoint of :func:`_win2d`: sum tap gradients into (N, C, Hp, Wp)."""
+    gxp = np.zeros(shape if not channel_first else (shape[1], shape[0]) + shape[2:], dtype=gw.dtype)
+    oh, ow = out_hw
+    for i in range(k[0]):
+        hs = i * dilation[0]
+        for j in range(k[1]):
+            ws = j * dilation[1]
+            tap = gw[:, i, j] if channel_first else gw[:, :, i, j]
+            gxp[..., hs:hs + stride[0] * (oh - 1) + 1:stride[0], ws:ws + stride[1] * (ow - 1) + 1:stride[1]] += tap
+    return gxp.transpose(1, 0, 2, 3) if channel_first else gxp
+
+
+def _check_window2d(name, k, stride, padding, dilation):
+    for what, v in (("kernel_size", k), ("stride", stride), ("dilation", dilation)):
+        if (not isinstance(v, tuple) or len(v) != 2
+                or not all(is_int(a) and not isinstance(a, bool) and a >= 1 for a in v)):
+            raise ShapeError(f"{name}: {what} must be a pair of positive integers, got {v!r}")
+    if (not isinstance(padding, tuple) or len(padding) != 2
+            or not all(isinstance(p, tuple) and len(p) == 2 and all(is_int(a) and not isinstance(a, bool) and a >= 0
+                                                                    for a in p) for p in padding)):
+        raise ShapeError(f"{name}: padding must be ((top, bottom), (left, right)) of non-negative integers, got "
+                         f"{padding!r}")
+
+
+def _conv2d(x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1)):
+    """Cross-correlation of ``x`` (N, C_in, H, W) with ``w`` (C_out, C_in, KH, KW)
+    plus ``b`` (C_out,): (N, C_out, OH, OW), as im2col and one product."""
+    n, c = x.shape[:2]
+    o, _, kh, kw = w.shape
+    ohw = tuple(conv_out_len(x.shape[2 + a], w.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+    xp = _pad_hw(x, padding)
+    cols = _win2d(xp, (kh, kw), stride, dilation, ohw, True).reshape(c * kh * kw, n * ohw[0] * ohw[1])
+    out = (w.reshape(o, c * kh * kw) @ cols).reshape((o, n) + ohw)
+    if b is not None:
+        out += b[:, None, None, None]
+    return np.ascontiguousarray(out.transpose(1, 0, 2, 3)).astype(x.dtype, copy=False)
+
+
+def _conv2d_shape(x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1)):
+    name = "conv2d"
+    _check_window2d(name, (1, 1), stride, padding, dilation)
+    dt = dtype_of(x)
+    if dt.kind != "f":
+        raise DTypeError(f"conv2d: expected a floating-point input, got input.dtype={dt}")
+    for what, p in (("weight", w), ("bias", b)):
+        if p is not None and dtype_of(p) != dt:
+            raise DTypeError(f"conv2d: {what}.dtype={dtype_of(p)} does not match input.dtype={dt}")
+    if len(x.shape) != 4:
+        raise ShapeError(f"conv2d: input must be 4-D (N, C_in, H, W), got input.shape={fmt_shape(x.shape)}")
+    if len(w.shape) != 4:
+        raise ShapeError(f"conv2d: weight must be 4-D (C_out, C_in, KH, KW), got weight.shape={fmt_shape(w.shape)}")
+    if not dims_match(x.shape[1], w.shape[1]):
+        raise ShapeError(f"conv2d: input.shape[1]={x.shape[1]} (channels) does not match weight.shape[1]="
+                         f"{w.shape[1]} (input.shape={fmt_shape(x.shape)}, weight.shape={fmt_shape(w.shape)})")
+    if b is not None and (len(b.shape) != 1 or not dims_match(b.shape[0], w.shape[0])):
+        raise ShapeError(f"conv2d: bias.shape={fmt_shape(b.shape)} does not match weight.shape[0]={w.shape[0]} "
+                         f"(weight.shape={fmt_shape(w.shape)})")
+    out = []
+    for a in (0, 1):
+        length, k = x.shape[2 + a], w.shape[2 + a]
+        if k is not None and k < 1:
+            raise ShapeError(f"conv2d: the kernel size must be positive, got weight.shape={fmt_shape(w.shape)}")
+        if length is None or k is None:
+            out.append(None)
+            continue
+        span = dilation[a] * (k - 1) + 1
+        if length + sum(padding[a]) < span:
+            raise ShapeError(f"conv2d: the padded input size {length} + {padding[a][0]} + {padding[a][1]} along "
+                             f"dimension {2 + a} is smaller than the kernel span {span} (input.shape="
+                             f"{fmt_shape(x.shape)}, weight.shape={fmt_shape(w.shape)})")
+        out.append(conv_out_len(length, k, stride[a], padding[a], dilation[a]))
+    return Aval((x.shape[0], w.shape[0]) + tuple(out), dt)
+
+
+def _conv2d_vjp(g, ins, out, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1)):
+    x, w = ins[0], ins[1]
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ohw = out.shape[2:]
+    g = np.broadcast_to(g, out.shape)
+    m = n * ohw[0] * ohw[1]
+    g2 = np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(o, m)
+    xp = _pad_hw(x, padding)
+    cols = _win2d(xp, (kh, kw), stride, dilation, ohw, True).reshape(c * kh * kw, m)
+    gw = (g2 @ cols.T).reshape(w.shape)
+    gc = (w.reshape(o, c * kh * kw).T @ g2).reshape((c, kh, kw, n) + tuple(ohw))
+    gxp = _taps_back2d(gc, xp.shape, (kh, kw), stride, dilation, ohw, True)
+    (t, _), (l, _) = padding
+    gx = np.ascontiguousarray(gxp[:, :, t:t + h, l:l + wd])
+    res = (gx.astype(x.dtype, copy=False), gw.astype(w.dtype, copy=False))
+    if len(ins) > 2:
+        res += (None if ins[2] is None else g.sum(axis=(0, 2, 3)).astype(x.dtype, copy=False),)
+    return res
+
+
+conv2d_p = defprim("conv2d", _conv2d, _conv2d_shape, joint_vjp=_conv2d_vjp, batch=batch_rows(0))
+
+
+def _max_pool2d_args(x, kernel_size, stride, padding, dilation, ceil_mode):
+    ohw, pads = [], []
+    for a in (0, 1):
+        length = x.shape[2 + a]
+        t = conv_out_len(length, kernel_size[a], stride[a], padding[a], dilation[a], ceil_mode)
+        need = (t - 1) * stride[a] + dilation[a] * (kernel_size[a] - 1) + 1 if t else 0
+        ohw.append(t)
+        pads.append((padding[a][0], max(need - length - padding[a][0], padding[a][1])))
+    return tuple(ohw), tuple(pads)
+
+
+def _max_pool2d(x, kernel_size=(1, 1), stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), ceil_mode=False):
+    """Max pooling of ``x`` (N, C, H, W) over (KH, KW) windows: (N, C, OH, OW);
+    implicit padding is -inf, as torch's ``max_pool2d``."""
+    ohw, pads = _max_pool2d_args(x, kernel_size, stride, padding, dilation, ceil_mode)
+    win = _win2d(_pad_hw(x, pads, -np.inf), kernel_size, stride, dilation, ohw, False)
+    return win.max(axis=(2, 3)).astype(x.dtype, copy=False)
+
+
+def _max_pool2d_shape(x, kernel_size=(1, 1), stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1),
+                      ceil_mode=False):
+    name = "max_pool2d"
+    _check_window2d(name, kernel_size, stride, padding, dilation)
+    if not isinstance(ceil_mode, (bool, np.bool_)):
+        raise ShapeError(f"{name}: ceil_mode must be a bool, got {ceil_mode!r}")
+    if any(max(padding[a]) * 2 > kernel_size[a] for a in (0, 1)):
+        raise ShapeError(f"{name}: pad should be at most half of effective kernel size, but got padding={padding} "
+                         f"and kernel_size={kernel_size}")
+    dt = dtype_of(x)
+    if dt.kind != "f":
+        raise DTypeError(f"{name}: expected a floating-point input, got input.dtype={dt}")
+    if len(x.shape) != 4:
+        raise ShapeError(f"{name}: input must be 4-D (N, C, H, W), got input.shape={fmt_shape(x.shape)}")
+    out = []
+    for a in (0, 1):
+        if x.shape[2 + a] is None:
+            out.append(None)
+            continue
+        t = conv_out_len(x.shape[2 + a], kernel_size[a], stride[a], padding[a], dilation[a], ceil_mode)
+        if t < 1:
+            raise ShapeError(f"{name}: input.shape={fmt_shape(x.shape)} is too small for kernel_size={kernel_size}, "
+                             f"dilation={dilation}, padding={padding}: output size {t} along dimension {2 + a}")
+        out.append(t)
+    return Aval((x.shape[0], x.shape[1]) + tuple(out), dt)
+
+
+def _max_pool2d_vjp(g, ins, out, kernel_size=(1, 1), stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1),
+                    ceil_mode=False):
+    x = ins[0]
+    ohw, pads = _max_pool2d_args(x, kernel_size, stride, padding, dilation, ceil_mode)
+    xp = _pad_hw(x, pads, -np.inf)
+    n, c = x.shape[:2]
+    kk = kernel_size[0] * kernel_size[1]
+    win = _win2d(xp, kernel_size, stride, dilation, ohw, False).reshape((n, c, kk) + ohw)
+    # the first maximum of each window (row-major over the taps) takes the gradient, as torch's argmax
+    idx = win.argmax(axis=2)
+    gw = np.zeros((n, c, kk) + ohw, dtype=x.dtype)
+    np.put_along_axis(gw, idx[:, :, None], np.broadcast_to(g, out.shape)[:, :, None], axis=2)
+    gw = gw.reshape((n, c) + tuple(kernel_size) + ohw)
+    gxp = _taps_back2d(gw, xp.shape, kernel_size, stride, dilation, ohw, False)
+    (t, _), (l, _) = pads
+    return (np.ascontiguousarray(gxp[:, :, t:t + x.shape[2], l:l + x.shape[3]]).astype(x.dtype, copy=False),)
+
+
+max_pool2d_p = defprim("max_pool2d", _max_pool2d, _max_pool2d_shape, joint_vjp=_max_pool2d_vjp,
+                       batch=batch_rows(0))
+__all__ += ["conv2d_p", "max_pool2d_p"]
