@@ -20,7 +20,7 @@ import numpy as np
 
 from ..autograd import ops
 from ..autograd import primitives as P
-from ..autograd.engine import bind
+from ..autograd.engine import bind, is_grad_enabled
 from . import functional as F
 from .attention import MultiheadAttention
 from .layers import Dropout, LayerNorm, Linear, ModuleList, as_generator, float_dtype, positive_int
@@ -89,6 +89,8 @@ class TransformerEncoderLayer(Module):
             activation = _ACTIVATIONS[activation]
         elif not callable(activation):
             raise TypeError(f"{op}: activation must be 'relu', 'gelu' or a callable, got {activation!r}")
+        # torch's flag for its fast path (see TransformerEncoder)
+        self.activation_relu_or_gelu = activation is F.relu or activation is F.gelu
         self.activation = activation
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
@@ -113,12 +115,16 @@ class TransformerEncoderLayer(Module):
 class TransformerEncoder(Module):
     """A stack of ``num_layers`` copies of ``encoder_layer`` (deep copies, so
     every layer starts from the same weights, as torch's), then ``norm``, as
-    ``torch.nn.TransformerEncoder``. ``enable_nested_tensor`` and
-    ``mask_check`` are accepted; the padded positions' outputs are computed
-    (torch's evaluation fast path returns zeros there: mask or drop them, as
-    any pooling over a padded batch must).
+    ``torch.nn.TransformerEncoder``.
 
     ``forward(src, mask=None, src_key_padding_mask=None, is_causal=None)``.
+
+    Padded positions, as torch 2.13: where torch takes its nested-tensor fast
+    path (``enable_nested_tensor``, evaluation mode, no gradients recorded,
+    batch_first, post-norm, relu/gelu, an even number of heads, a padding
+    mask and no ``mask``) the outputs at padded positions are 0 before
+    ``norm``; otherwise they are computed like any other position. The real
+    tokens' outputs are the same either way.
     """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
@@ -129,14 +135,38 @@ class TransformerEncoder(Module):
         self.norm = norm
         self.enable_nested_tensor = bool(enable_nested_tensor)
         self.mask_check = bool(mask_check)
+        el = encoder_layer
+        self.use_nested_tensor = bool(
+            enable_nested_tensor and isinstance(el, TransformerEncoderLayer) and not el.norm_first
+            and el.self_attn.batch_first and el.self_attn.in_proj_bias is not None and el.activation_relu_or_gelu
+            and el.norm1.eps == el.norm2.eps and el.self_attn.num_heads % 2 == 0)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self._fast_path(src, mask, src_key_padding_mask):
+            x = ops.masked_fill(x, ops.unsqueeze(src_key_padding_mask, -1) if getattr(
+                src_key_padding_mask, "_is_symbolic", False) else np.asarray(src_key_padding_mask)[..., None], 0.0)
         if self.norm is not None:
             x = self.norm(x)
         return x
+
+    def _fast_path(self, src, mask, pad):
+        """Whether torch 2.13 would run its nested-tensor fast path (its padded outputs are then 0)."""
+        if not self.use_nested_tensor or self.layers[0].training or len(src.shape) != 3 or pad is None \
+                or mask is not None:
+            return False
+        if is_grad_enabled() and (getattr(src, "requires_grad", False)
+                                  or any(p.requires_grad for p in self.parameters())):
+            return False
+        if getattr(pad, "_is_symbolic", False):
+            return True
+        m = np.asarray(getattr(pad, "data", pad))
+        if m.dtype != np.bool_:
+            return False
+        # torch checks that every row's padding is a suffix (left-aligned tokens)
+        return not self.mask_check or bool((np.diff(m.astype(np.int8), axis=-1) >= 0).all())
 
 
 def sinusoidal_table(max_len, d_model, dtype=np.float32):

@@ -403,19 +403,29 @@ def test_transformer_encoder_layers_are_deep_copies_as_torch():
     assert enc.layers[0].linear1.weight is not layer.linear1.weight
 
 
-def test_transformer_encoder_eval_fast_path_agrees_on_real_tokens():
-    """torch's evaluation fast path (nested tensors) returns zeros at padded positions; the real tokens agree."""
+@pytest.mark.parametrize("norm", [False, True])
+def test_transformer_encoder_eval_fast_path_as_torch(norm):
+    """torch's evaluation fast path (nested tensors) returns zeros at padded positions (before the final norm):
+    the same here; with gradients recorded torch computes them, as here."""
     torch.manual_seed(3)
     tl = _randomise(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True, dtype=torch.float64))
-    tm = torch.nn.TransformerEncoder(tl, 2, enable_nested_tensor=True).eval()
-    dm = dnn.TransformerEncoder(dnn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dtype=np.float64), 2).eval()
+    tnorm = torch.nn.LayerNorm(8, dtype=torch.float64) if norm else None
+    tm = torch.nn.TransformerEncoder(tl, 2, norm=tnorm, enable_nested_tensor=True).eval()
+    dm = dnn.TransformerEncoder(dnn.TransformerEncoderLayer(8, 2, 16, batch_first=True, dtype=np.float64), 2,
+                                norm=dnn.LayerNorm(8, dtype=np.float64) if norm else None).eval()
     dm.load_state_dict(tm.state_dict())
     x, pad = _x(3, 5, 8), _padding_mask(LENGTHS)
     with torch.no_grad():
         want = tm(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).numpy()
     with dn.no_grad():
         got = np.asarray(dm(dn.tensor(x), src_key_padding_mask=pad))
-    C.assert_close(got[~pad], want[~pad], np.float64, "real tokens")
+    C.assert_close(got, want, np.float64, "fast path")
+    if not norm:
+        assert not got[pad].any()
+    want_g = tm(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).detach().numpy()   # gradients on: no fast path
+    got_g = np.asarray(dm(dn.tensor(x), src_key_padding_mask=pad))
+    C.assert_close(got_g, want_g, np.float64, "with gradients")
+    assert np.abs(got_g[pad]).min() > 0
 
 
 def test_transformer_encoder_layer_dropout_in_training_and_errors():
