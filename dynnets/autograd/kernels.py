@@ -325,11 +325,12 @@ def gelu_bwd(x, dy):
 __all__ += ["layer_norm_fwd", "layer_norm_bwd"]
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def layer_norm_fwd(x, w, b, eps):
     """Rows of x (N, D) normalised, ``(x - mean) / sqrt(var + eps) * w + b``
     (biased variance; w, b (D,)): (N, D). Two passes per row, statistics in
-    float64 (Ba et al. 2016, eq. 4)."""
+    float64 (Ba et al. 2016, eq. 4). numpy's error model: a constant row with
+    eps 0 gives NaN, as torch, not a ZeroDivisionError."""
     n, d = x.shape
     out = np.empty_like(x)
     for i in range(n):
@@ -346,7 +347,7 @@ def layer_norm_fwd(x, w, b, eps):
     return out
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, error_model="numpy")
 def layer_norm_bwd(x, w, dy, eps):
     """The VJP of :func:`layer_norm_fwd` for dy (N, D): (dx (N, D), dw (D,),
     db (D,)), ``dx = rstd (gh - mean(gh) - xhat mean(gh xhat))`` with
