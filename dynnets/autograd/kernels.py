@@ -316,3 +316,67 @@ def gelu_bwd(x, dy):
         pdf = 0.3989422804014327 * math.exp(-0.5 * v * v)
         out[i] = dy[i] * (cdf + v * pdf)
     return out
+
+
+# --------------------------------------------------------------------------
+# Layer normalisation over the last axis (issue 25)
+# --------------------------------------------------------------------------
+
+__all__ += ["layer_norm_fwd", "layer_norm_bwd"]
+
+
+@njit(cache=True, fastmath=False, error_model="numpy")
+def layer_norm_fwd(x, w, b, eps):
+    """Rows of x (N, D) normalised, ``(x - mean) / sqrt(var + eps) * w + b``
+    (biased variance; w, b (D,)): (N, D). Two passes per row, statistics in
+    float64 (Ba et al. 2016, eq. 4). numpy's error model: a constant row with
+    eps 0 gives NaN, as torch, not a ZeroDivisionError."""
+    n, d = x.shape
+    out = np.empty_like(x)
+    for i in range(n):
+        mu = 0.0
+        for j in range(d):
+            mu += x[i, j]
+        mu /= d
+        var = 0.0
+        for j in range(d):
+            var += (x[i, j] - mu) ** 2
+        rstd = 1.0 / math.sqrt(var / d + eps)
+        for j in range(d):
+            out[i, j] = (x[i, j] - mu) * rstd * w[j] + b[j]
+    return out
+
+
+@njit(cache=True, fastmath=False, error_model="numpy")
+def layer_norm_bwd(x, w, dy, eps):
+    """The VJP of :func:`layer_norm_fwd` for dy (N, D): (dx (N, D), dw (D,),
+    db (D,)), ``dx = rstd (gh - mean(gh) - xhat mean(gh xhat))`` with
+    ``gh = dy * w``; the statistics are recomputed (nothing saved)."""
+    n, d = x.shape
+    dx = np.empty_like(x)
+    dw = np.zeros(d, dtype=x.dtype)
+    db = np.zeros(d, dtype=x.dtype)
+    for i in range(n):
+        mu = 0.0
+        for j in range(d):
+            mu += x[i, j]
+        mu /= d
+        var = 0.0
+        for j in range(d):
+            var += (x[i, j] - mu) ** 2
+        rstd = 1.0 / math.sqrt(var / d + eps)
+        s1 = 0.0
+        s2 = 0.0
+        for j in range(d):
+            xh = (x[i, j] - mu) * rstd
+            gh = dy[i, j] * w[j]
+            s1 += gh
+            s2 += gh * xh
+            dw[j] += dy[i, j] * xh
+            db[j] += dy[i, j]
+        s1 /= d
+        s2 /= d
+        for j in range(d):
+            xh = (x[i, j] - mu) * rstd
+            dx[i, j] = rstd * (dy[i, j] * w[j] - s1 - xh * s2)
+    return dx, dw, db

@@ -79,3 +79,24 @@ def gelu_bwd(x, dy):
     cdf = 0.5 * (1.0 + _erf(x / np.sqrt(2.0)))
     pdf = np.exp(-0.5 * x.astype(np.float64) ** 2) / np.sqrt(2.0 * np.pi)
     return (dy * (cdf + x * pdf)).astype(x.dtype)
+
+
+__all__ += ["layer_norm_fwd", "layer_norm_bwd"]
+
+
+def layer_norm_fwd(x, w, b, eps):
+    """Twin of the kernel: x (N, D), w, b (D,) -> (N, D)."""
+    mu = x.mean(axis=1, keepdims=True, dtype=np.float64)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    return ((x - mu) / np.sqrt(var + eps) * w + b).astype(x.dtype)
+
+
+def layer_norm_bwd(x, w, dy, eps):
+    """Twin of the kernel: -> dx (N, D), dw (D,), db (D,)."""
+    mu = x.mean(axis=1, keepdims=True, dtype=np.float64)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xh = (x - mu) * rstd
+    gh = dy * w
+    dx = rstd * (gh - gh.mean(axis=1, keepdims=True) - xh * (gh * xh).mean(axis=1, keepdims=True))
+    return dx.astype(x.dtype), (dy * xh).sum(axis=0).astype(x.dtype), dy.sum(axis=0).astype(x.dtype)

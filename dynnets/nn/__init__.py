@@ -52,3 +52,20 @@ from .loss import HuberLoss, L1Loss, SmoothL1Loss  # noqa: E402
 
 __all__ += ["Softplus", "ELU", "SELU", "SiLU", "Mish", "Hardtanh", "ReLU6", "Softsign", "LogSigmoid",
             "CosineSimilarity", "PairwiseDistance", "BatchNorm1d", "L1Loss", "SmoothL1Loss", "HuberLoss"]
+
+# 1-D convolution and pooling (issue 25)
+from .conv import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AvgPool1d, Conv1d, MaxPool1d  # noqa: E402
+
+__all__ += ["Conv1d", "MaxPool1d", "AvgPool1d", "AdaptiveMaxPool1d", "AdaptiveAvgPool1d"]
+from .conv import Conv2d, MaxPool2d  # noqa: E402
+
+__all__ += ["Conv2d", "MaxPool2d"]
+
+# attention (issue 25)
+from .attention import MultiheadAttention  # noqa: E402
+
+__all__ += ["MultiheadAttention"]
+from .transformer import (LearnedPositionalEmbedding, PositionalEncoding, TransformerEncoder,  # noqa: E402
+                          TransformerEncoderLayer)
+
+__all__ += ["TransformerEncoderLayer", "TransformerEncoder", "PositionalEncoding", "LearnedPositionalEmbedding"]

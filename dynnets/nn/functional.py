@@ -324,8 +324,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     ``(x - mean) / sqrt(var + eps) * weight + bias`` with the biased
     variance.
 
-    A composite of mean / sub / mul / sqrt: each already has its gradient in
-    the primitive table, so a fused primitive would only pay on speed.
+    One primitive (``layer_norm_p``, the affine transform fused in): its
+    VJP forms the three gradients in one pass instead of a chain of eight
+    recorded ops (see ``benchmarks/bench_layers.py``).
 
     Parameters
     ----------
@@ -341,21 +342,19 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     ns = (int(normalized_shape),) if isinstance(normalized_shape, (int, np.integer)) else \
         tuple(int(d) for d in normalized_shape)
     shape = tuple(input.shape)
-    if len(ns) == 0 or len(shape) < len(ns) or shape[len(shape) - len(ns):] != ns:
+    if len(ns) == 0 or len(shape) < len(ns) or (None not in shape and shape[len(shape) - len(ns):] != ns):
         raise ValueError(f"layer_norm: normalized_shape={ns} must be the trailing dimensions of input.shape="
                          f"{shape}")
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != ns:
             raise ValueError(f"layer_norm: {name}.shape={tuple(p.shape)} does not match normalized_shape={ns}")
-    dims = tuple(range(-len(ns), 0))
-    centred = ops.sub(input, ops.mean(input, dims, keepdim=True))
-    var = ops.mean(ops.mul(centred, centred), dims, keepdim=True)
-    out = ops.div(centred, ops.sqrt(ops.add(var, eps)))
-    if weight is not None:
-        out = ops.mul(out, weight)
+    args = (input,)
+    if weight is not None or bias is not None:
+        # a bias without a weight scales by a constant 1 (its gradient is formed and dropped)
+        args += (weight if weight is not None else np.ones(ns, dtype=np.dtype(input.dtype)),)
     if bias is not None:
-        out = ops.add(out, bias)
-    return out
+        args += (bias,)
+    return ops.bind(P.layer_norm_p, *args, ndim=len(ns), eps=float(eps))
 
 
 __all__ += ["layer_norm"]
@@ -599,3 +598,16 @@ __all__ += ["batch_norm"]
 from .loss import huber_loss, l1_loss, smooth_l1_loss  # noqa: E402  (branch i22-torch-b)
 
 __all__ += ["l1_loss", "smooth_l1_loss", "huber_loss"]
+
+# 1-D convolution and pooling (issue 25): their home is dynnets.nn.functional_conv
+from .functional_conv import adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, max_pool1d  # noqa: E402
+
+__all__ += ["conv1d", "max_pool1d", "avg_pool1d", "adaptive_max_pool1d", "adaptive_avg_pool1d"]
+from .functional_conv import conv2d, max_pool2d  # noqa: E402
+
+__all__ += ["conv2d", "max_pool2d"]
+
+# attention (issue 25): its home is dynnets.nn.functional_attention
+from .functional_attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
+
+__all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]

@@ -186,3 +186,66 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
             g.add_to_collection(GraphKeys.UPDATE_OPS,
                                 var_.assign_sub(_ops.mul(_ops.sub(var_, _stop_gradient(new)), decay)))
     return out
+
+
+# --- issue 25: layers.conv1d -------------------------------------------------------------------------------
+
+def conv1d(inputs, filters, kernel_size, strides=1, padding="valid", data_format="channels_last", dilation_rate=1,
+           activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None, kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+           trainable=True, name=None, reuse=None):
+    """1-D convolution layer, as ``tf.layers.conv1d``: ``inputs`` (N, W, C)
+    ('channels_last'; 'channels_first': (N, C, W)), ``filters`` output
+    channels, ``padding`` 'valid' or 'same' (TF's: output ceil(W / strides)).
+
+    The variables are ``<scope>/kernel`` (kernel_size, C, filters), Glorot-uniform
+    by default (fans include the kernel width, as TF1), and ``<scope>/bias``
+    (filters,) of zeros, in the variable scope ``name`` (default ``"conv1d"``,
+    made unique); ``reuse`` shares them. Constraints and the activity
+    regularizer are not supported (an error unless None).
+    """
+    for arg, v in (("activity_regularizer", activity_regularizer), ("kernel_constraint", kernel_constraint),
+                   ("bias_constraint", bias_constraint)):
+        if v is not None:
+            raise ValueError(f"conv1d: {arg}= is not supported, got {v!r}")
+
+    def one(what, v):
+        if isinstance(v, (list, tuple)):
+            if len(v) != 1:
+                raise ValueError(f"conv1d: {what} must be an int or a 1-tuple, got {v!r}")
+            v = v[0]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"conv1d: {what} must be a positive integer, got {v!r}")
+        return int(v)
+    filters = one("filters", filters)
+    k, s, d = one("kernel_size", kernel_size), one("strides", strides), one("dilation_rate", dilation_rate)
+    if s > 1 and d > 1:
+        raise ValueError(f"conv1d: strides > 1 not supported in conjunction with dilation_rate > 1 (TF1's rule), got "
+                         f"strides={s}, dilation_rate={d}")
+    if data_format not in ("channels_last", "channels_first"):
+        raise ValueError(f"conv1d: data_format must be 'channels_last' or 'channels_first', got {data_format!r}")
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise ValueError(f"conv1d: padding must be 'valid' or 'same', got {padding!r}")
+    shape = tuple(inputs.shape)
+    if len(shape) != 3:
+        raise ValueError(f"conv1d: Input 0 of layer conv1d is incompatible with the layer: expected ndim=3, found "
+                         f"ndim={len(shape)} (shape {shape})")
+    c = shape[2] if data_format == "channels_last" else shape[1]
+    if c is None:
+        raise ValueError(f"conv1d: the channel dimension of the inputs should be defined, got shape {shape}")
+    with variable_scope(name, default_name="conv1d", reuse=reuse):
+        kernel = get_variable("kernel", (k, c, filters), dtype=inputs.dtype, initializer=kernel_initializer,
+                              regularizer=kernel_regularizer, trainable=trainable)
+        out = _nn.conv1d(inputs, kernel, s, padding.upper(), data_format="NWC" if data_format == "channels_last"
+                         else "NCW", dilations=d)
+        if use_bias:
+            bias = get_variable("bias", (filters,), dtype=inputs.dtype,
+                                initializer=bias_initializer if bias_initializer is not None else zeros_initializer(),
+                                regularizer=bias_regularizer, trainable=trainable)
+            out = _ops.add(out, bias if data_format == "channels_last" else _ops.reshape(bias, filters, 1))
+        if activation is not None:
+            out = activation(out)
+    return out
+
+
+__all__ += ["conv1d"]

@@ -14,6 +14,8 @@ import numpy as np
 
 from ..autograd import ops as _ops
 from ..autograd.engine import bind as _bind
+from ..autograd.primitives import conv1d_p as _conv1d_p
+from ..autograd.primitives import conv2d_p as _conv2d_p
 from ..autograd.primitives import dropout_mask_p as _dropout_mask_p
 from ..autograd.primitives import make_rng as _make_rng
 from ..autograd.primitives import top_k_p as _top_k_p
@@ -361,3 +363,139 @@ def relu6(features, name=None):
 
 
 __all__ += ["l2_normalize", "relu6"]
+
+
+# --- issue 25: conv1d (TF1's NWC layout and SAME / VALID padding) ----------------------------------------
+
+def tf_same_padding(op, length, k, stride, dilation):
+    """(left, right) of TF's 'SAME' padding: output ceil(length / stride),
+    the extra element on the right. Needs the length unless stride is 1."""
+    span = dilation * (k - 1) + 1
+    if stride == 1:
+        total = span - 1
+    elif length is None:
+        raise ValueError(f"{op}: padding='SAME' with stride {stride} needs a known input width (the padding "
+                         f"depends on it), got an unknown one")
+    else:
+        out = -(-length // stride)
+        total = max((out - 1) * stride + span - length, 0)
+    return total // 2, total - total // 2
+
+
+def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu=None, data_format=None, name=None,
+           input=None, dilations=None):
+    """1-D convolution, as ``tf.nn.conv1d``: ``value`` (N, W, C_in) ('NWC',
+    the default; 'NCW': (N, C_in, W)), ``filters`` (K, C_in, C_out), an
+    integer ``stride``, ``padding`` 'SAME' or 'VALID', ``dilations`` an
+    integer (default 1). Returns (N, W_out, C_out) ('NCW': (N, C_out, W_out)).
+    The ``conv1d`` primitive of ``torch.nn.functional.conv1d``."""
+    op = "conv1d"
+    if value is not None and input is not None:
+        raise ValueError(f"{op}: pass value= or input=, not both")
+    x = _as_graph_value(value if value is not None else input)
+    if filters is None or stride is None or padding is None:
+        raise TypeError(f"{op}: filters, stride and padding are required (TF1's signature conv1d(value, filters, "
+                        f"stride, padding))")
+    fmt = data_format or "NWC"
+    if fmt not in ("NWC", "NCW"):
+        raise ValueError(f"{op}: data_format must be 'NWC' or 'NCW', got {data_format!r}")
+
+    def one(what, v):
+        if isinstance(v, (list, tuple)):
+            vals = [int(s) for s in v]
+            if len(vals) != 3 or vals[0] != 1 or vals[-1] != 1:
+                if len(vals) != 1:
+                    raise ValueError(f"{op}: {what} must be an int, or [1, s, 1], got {v!r}")
+                return vals[0]
+            return vals[1]
+        return int(v)
+    stride = one("stride", stride)
+    dil = 1 if dilations is None else one("dilations", dilations)
+    if stride < 1 or dil < 1:
+        raise ValueError(f"{op}: stride and dilations must be positive, got stride={stride}, dilations={dil}")
+    fshape = tuple(filters.shape)
+    if len(fshape) != 3 or fshape[0] is None:
+        raise ValueError(f"{op}: filters must be 3-D (width, in_channels, out_channels) of known width, got shape "
+                         f"{fshape}")
+    xs = tuple(x.shape)
+    if len(xs) != 3:
+        raise ValueError(f"{op}: value must be 3-D ({'N, W, C' if fmt == 'NWC' else 'N, C, W'}), got shape {xs}")
+    c = xs[2] if fmt == "NWC" else xs[1]
+    if c is not None and fshape[1] is not None and c != fshape[1]:
+        raise ValueError(f"{op}: the input's channels {c} (value shape {xs}, {fmt}) do not match filters.shape[1]="
+                         f"{fshape[1]} (filters shape {fshape}, (width, in_channels, out_channels))")
+    pad_name = padding.upper() if isinstance(padding, str) else padding
+    if pad_name == "VALID":
+        pads = (0, 0)
+    elif pad_name == "SAME":
+        pads = tf_same_padding(op, xs[1] if fmt == "NWC" else xs[2], fshape[0], stride, dil)
+    else:
+        raise ValueError(f"{op}: padding must be 'SAME' or 'VALID', got {padding!r}")
+    with _name_scope(name or "conv1d"):
+        xt = _ops.transpose(x, 0, 2, 1) if fmt == "NWC" else x
+        w = _ops.transpose(filters, 2, 1, 0)
+        out = _bind(_conv1d_p, xt, w, stride=stride, padding=pads, dilation=dil)
+        return _ops.transpose(out, 0, 2, 1) if fmt == "NWC" else out
+
+
+__all__ += ["conv1d"]
+
+
+def conv2d(input=None, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True, data_format="NHWC",
+           dilations=None, name=None, filters=None):
+    """2-D convolution, as ``tf.nn.conv2d``: ``input`` (N, H, W, C_in)
+    ('NHWC'; 'NCHW': (N, C_in, H, W)), ``filter`` (KH, KW, C_in, C_out),
+    ``strides`` an int or [1, sh, sw, 1], ``padding`` 'SAME' (output
+    ceil(size / stride), the extra row/column at the end) or 'VALID',
+    ``dilations`` an int or [1, dh, dw, 1]. The ``conv2d`` primitive of
+    ``torch.nn.functional.conv2d``."""
+    op = "conv2d"
+    if filter is not None and filters is not None:
+        raise ValueError(f"{op}: pass filter= or filters=, not both")
+    w = filter if filter is not None else filters
+    x = _as_graph_value(input)
+    if w is None or strides is None or padding is None:
+        raise TypeError(f"{op}: input, filter, strides and padding are required")
+    if data_format not in ("NHWC", "NCHW"):
+        raise ValueError(f"{op}: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+
+    def hw(what, v):
+        if v is None:
+            return 1, 1
+        vals = [int(a) for a in v] if isinstance(v, (list, tuple)) else [int(v)]
+        if len(vals) == 1:
+            return vals[0], vals[0]
+        if len(vals) == 2:
+            return tuple(vals)
+        if len(vals) == 4:
+            return (vals[1], vals[2]) if data_format == "NHWC" else (vals[2], vals[3])
+        raise ValueError(f"{op}: {what} must be an int or a list of 1, 2 or 4 ints, got {v!r}")
+    st, dil = hw("strides", strides), hw("dilations", dilations)
+    if min(st + dil) < 1:
+        raise ValueError(f"{op}: strides and dilations must be positive, got {strides!r}, {dilations!r}")
+    fshape, xs = tuple(w.shape), tuple(x.shape)
+    if len(fshape) != 4 or None in fshape[:2]:
+        raise ValueError(f"{op}: filter must be 4-D (height, width, in_channels, out_channels) of known height and "
+                         f"width, got shape {fshape}")
+    if len(xs) != 4:
+        raise ValueError(f"{op}: input must be 4-D ({'N, H, W, C' if data_format == 'NHWC' else 'N, C, H, W'}), got "
+                         f"shape {xs}")
+    spatial = xs[1:3] if data_format == "NHWC" else xs[2:4]
+    c = xs[3] if data_format == "NHWC" else xs[1]
+    if c is not None and fshape[2] is not None and c != fshape[2]:
+        raise ValueError(f"{op}: the input's channels {c} (input shape {xs}, {data_format}) do not match "
+                         f"filter.shape[2]={fshape[2]} (filter shape {fshape})")
+    pad_name = padding.upper() if isinstance(padding, str) else padding
+    if pad_name == "VALID":
+        pads = ((0, 0), (0, 0))
+    elif pad_name == "SAME":
+        pads = tuple(tf_same_padding(op, spatial[a], fshape[a], st[a], dil[a]) for a in (0, 1))
+    else:
+        raise ValueError(f"{op}: padding must be 'SAME' or 'VALID', got {padding!r}")
+    with _name_scope(name or "Conv2D"):
+        xt = _ops.transpose(x, 0, 3, 1, 2) if data_format == "NHWC" else x
+        out = _bind(_conv2d_p, xt, _ops.transpose(w, 3, 2, 0, 1), stride=st, padding=pads, dilation=dil)
+        return _ops.transpose(out, 0, 2, 3, 1) if data_format == "NHWC" else out
+
+
+__all__ += ["conv2d"]

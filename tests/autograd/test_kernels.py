@@ -82,6 +82,10 @@ def make_args(name, rng, B, H, dtype, edge=False):
         return (draw(B * H),)
     if name == "gelu_bwd":
         return draw(B * H), cot(B * H)
+    if name == "layer_norm_fwd":
+        return draw(B, H), cot(H), cot(H), 1e-5
+    if name == "layer_norm_bwd":
+        return draw(B, H), cot(H), cot(B, H), 1e-5
     raise KeyError(f"make_args: no inputs for kernel {name!r}; add a case")
 
 
@@ -265,6 +269,14 @@ def _vjp_case(bwd_name, rng):
         xs = [2 * n(7)]
         cots = {0: n(7)}
         return K.gelu_fwd, xs, cots, lambda cots: {0: K.gelu_bwd(xs[0], cots[0])}
+    if bwd_name == "layer_norm_bwd":
+        xs = [n(4, 5), n(5), n(5)]
+        cots = {0: n(4, 5)}
+
+        def grads(cots):
+            dx, dw, db = K.layer_norm_bwd(xs[0], xs[1], cots[0], 1e-5)
+            return {0: dx, 1: dw, 2: db}
+        return lambda x, w, b: K.layer_norm_fwd(x, w, b, 1e-5), xs, cots, grads
     raise KeyError(f"_vjp_case: no finite-difference case for {bwd_name!r}; add one")
 
 

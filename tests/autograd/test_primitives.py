@@ -705,6 +705,79 @@ def _random_shuffle(rng):
 SAMPLES["random_shuffle"] = _random_shuffle       # i22-tf1-gaps
 
 
+# issue 25: layer norm, 1-D convolution and pooling
+def _layer_norm(rng):
+    r = _r(rng)
+    return [Case("plain", r(3, 5), ndim=1, eps=1e-5), Case("affine", r(2, 3, 4), r(4), r(4), ndim=1, eps=1e-5),
+            Case("weight-only-2d", r(2, 3, 4), r(3, 4), ndim=2, eps=1e-3),
+            Case("1d-all", r(6), r(6), r(6), ndim=1, eps=0.1)]
+
+
+def _conv1d(rng):
+    r = _r(rng)
+    return [Case("plain", r(2, 3, 7), r(4, 3, 3), stride=1, padding=(0, 0), dilation=1),
+            Case("bias-pad-stride", r(2, 2, 8), r(3, 2, 3), r(3), stride=2, padding=(1, 2), dilation=1),
+            Case("dilated", r(1, 2, 9), r(2, 2, 2), r(2), stride=1, padding=(1, 1), dilation=3),
+            Case("k1", r(3, 2, 4), r(5, 2, 1), stride=3, padding=(0, 0), dilation=1)]
+
+
+def _pool1d(rng):
+    def distinct(*shape):
+        # distinct values: a tie moves the kink of max's gradient onto the sample
+        return rng.permutation(int(np.prod(shape))).reshape(shape) * 0.1 + rng.uniform(0, 0.01, shape)
+    r = _r(rng)
+    return [Case("max", distinct(2, 3, 7), kernel_size=3, stride=2, padding=(1, 1), dilation=1, ceil_mode=False,
+                 mode="max"),
+            Case("max-ceil-dilated", distinct(1, 2, 8), kernel_size=2, stride=2, padding=(0, 0), dilation=2,
+                 ceil_mode=True, mode="max"),
+            Case("avg", r(2, 2, 6), kernel_size=3, stride=1, padding=(1, 1), dilation=1, ceil_mode=False, mode="avg"),
+            Case("avg-exclude-ceil", r(2, 2, 7), kernel_size=4, stride=3, padding=(2, 2), dilation=1, ceil_mode=True,
+                 mode="avg_exclude_pad")]
+
+
+def _attention_probs(rng):
+    r = _r(rng)
+    mask = np.where(rng.random((2, 1, 3, 4)) < 0.3, -np.inf, 0.0)
+    mask[..., 0] = 0.0                      # no fully masked row: its NaNs have no finite difference
+    return [Case("2-heads", r(2, 3, 4), r(2, 4, 4), num_heads=2, scale=0.5),
+            Case("masked", r(2, 3, 6), r(2, 4, 6), mask, num_heads=3, scale=0.7),
+            Case("float-mask", r(3, 2), r(4, 2), r(1, 3, 4), num_heads=1, scale=1.0),
+            Case("4d", r(2, 2, 3, 2), r(2, 2, 1, 2), num_heads=2, scale=1.3),
+            Case("safe-masked", r(2, 3, 4), r(2, 2, 4), np.where([[[[False, True]]], [[[True, True]]]], -np.inf, 0.0),
+                 num_heads=1, scale=0.5, safe=True)]
+
+
+def _attention_apply(rng):
+    r = _r(rng)
+    p = rng.dirichlet(np.ones(4), (2, 2, 3))
+    return [Case("2-heads", p, r(2, 4, 6)), Case("unbatched", rng.dirichlet(np.ones(3), (1, 2)), r(3, 5)),
+            Case("4d", rng.dirichlet(np.ones(2), (2, 3, 1, 4)), r(2, 3, 2, 2))]
+
+
+def _conv2d(rng):
+    r = _r(rng)
+    return [Case("plain", r(2, 2, 4, 5), r(3, 2, 2, 3), stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1)),
+            Case("bias-pad-stride-dilated", r(1, 2, 6, 5), r(2, 2, 3, 2), r(2), stride=(2, 1),
+                 padding=((1, 2), (0, 1)), dilation=(1, 2))]
+
+
+def _max_pool2d(rng):
+    def distinct(*shape):
+        return rng.permutation(int(np.prod(shape))).reshape(shape) * 0.1 + rng.uniform(0, 0.01, shape)
+    return [Case("2x2", distinct(2, 2, 4, 5), kernel_size=(2, 2), stride=(2, 2), padding=((0, 0), (0, 0)),
+                 dilation=(1, 1), ceil_mode=False),
+            Case("pad-ceil-dilated", distinct(1, 2, 7, 6), kernel_size=(3, 2), stride=(2, 1), padding=((1, 1), (1, 1)),
+                 dilation=(1, 2), ceil_mode=True)]
+
+
+SAMPLES.update({"conv2d": _conv2d, "max_pool2d": _max_pool2d})
+SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
+                "attention_probs": _attention_probs, "attention_apply": _attention_apply,
+                "rows_like": lambda rng: [Case("seq-first", _r(rng)(6, 1, 4), np.zeros((3, 2, 4)), axis=0),
+                                          Case("batch-first", _r(rng)(5, 3), np.zeros((2, 4, 3)), axis=1),
+                                          Case("all", _r(rng)(2), np.zeros(2, bool), axis=-1)]})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -1124,6 +1197,42 @@ BAD.update({
 
 BAD["random_shuffle"] = [((_z(3),), {"seed": (1, -1)}, "random_shuffle: seed must be a pair")]   # i22-tf1-gaps
 
+BAD.update({
+    "layer_norm": [((_z(2, 3), _z(4)), {"ndim": 1}, "layer_norm: weight.shape=(4,) does not match"),
+                   ((_z(2, 3).astype(np.int64),), {"ndim": 1}, "layer_norm: expected a floating-point input"),
+                   ((_z(3),), {"ndim": 2}, "layer_norm: input.shape=(3,) has fewer than ndim=2")],
+    "conv1d": [((_z(2, 3, 5), _z(4, 2, 3)), {}, "conv1d: input.shape[1]=3 (channels) does not match weight.shape[1]=2"),
+               ((_z(3, 5), _z(4, 3, 3)), {}, "conv1d: input must be 3-D (N, C_in, L)"),
+               ((_z(1, 3, 2), _z(4, 3, 3)), {}, "conv1d: the padded input length 2 + 0 + 0 is shorter than the "
+                                                "kernel span 3"),
+               ((_z(1, 3, 5), _z(4, 3, 3), _z(3)), {}, "conv1d: bias.shape=(3,) does not match weight.shape[0]=4"),
+               ((_z(1, 3, 5), _z(4, 3, 3)), {"stride": 0}, "conv1d: stride must be a positive integer")],
+    "pool1d": [((_z(2, 3),), {"kernel_size": 2}, "max_pool1d: input must be 3-D (N, C, L)"),
+               ((_z(1, 1, 2),), {"kernel_size": 3}, "max_pool1d: input.shape=(1, 1, 2) is too short"),
+               ((_z(1, 1, 5),), {"kernel_size": 2, "padding": (2, 2), "mode": "avg"},
+                "avg_pool1d: pad should be at most half of effective kernel size")],
+    "attention_probs": [((_z(2, 3, 4), _z(2, 5, 3)), {"num_heads": 1}, "attention_probs: query.shape=(2, 3, 4) and "
+                                                                        "key.shape=(2, 5, 3) must agree"),
+                        ((_z(2, 3, 4), _z(2, 5, 4)), {"num_heads": 3}, "attention_probs: query.shape[-1]=4 is not "
+                                                                        "divisible by num_heads=3"),
+                        ((_z(2, 3, 4), _z(2, 5, 4), _z(2, 1, 3, 4)), {"num_heads": 2},
+                         "attention_probs: shapes cannot be broadcast together: scores.shape=(2, 2, 3, 5), mask.shape"),
+                        ((_z(2, 3, 4), _z(2, 5, 4), _z(2, 1, 1, 5).astype(bool)), {"num_heads": 2},
+                         "attention_probs: mask.dtype=bool does not match")],
+    "attention_apply": [((_z(2, 2, 3, 4), _z(2, 5, 4)), {}, "attention_apply: probs.shape=(2, 2, 3, 4) does not match "
+                                                            "value.shape=(2, 5, 4)"),
+                        ((_z(2, 2, 3, 4), _z(2, 4, 3)), {}, "attention_apply: value.shape[-1]=3 is not divisible")],
+    "conv2d": [((_z(1, 3, 4, 4), _z(2, 2, 2, 2)), {}, "conv2d: input.shape[1]=3 (channels) does not match"),
+               ((_z(3, 4, 4), _z(2, 3, 2, 2)), {}, "conv2d: input must be 4-D (N, C_in, H, W)"),
+               ((_z(1, 3, 1, 4), _z(2, 3, 2, 2)), {}, "conv2d: the padded input size 1 + 0 + 0 along dimension 2")],
+    "max_pool2d": [((_z(2, 3, 4),), {"kernel_size": (2, 2)}, "max_pool2d: input must be 4-D (N, C, H, W)"),
+                   ((_z(1, 1, 4, 4),), {"kernel_size": (2, 2), "padding": ((2, 2), (0, 0))},
+                    "max_pool2d: pad should be at most half of effective kernel size")],
+    "rows_like": [((_z(4, 3), _z(2, 5)), {"axis": 1}, "rows_like: the sequence length ref.shape[1]=5 exceeds the "
+                                                       "table's table.shape[0]=4 positions"),
+                  ((_z(4, 3), _z(2, 5)), {"axis": 2}, "rows_like: axis 2 is out of range")],
+})  # issue 25
+
 BAD_CASES = [pytest.param(name, args, attrs, msg, id=f"{name}-{k}")
              for name, lst in BAD.items() for k, (args, attrs, msg) in enumerate(lst)]
 
@@ -1434,3 +1543,4 @@ def test_binary_broadcasting_hypothesis(shapes, name, seed):
 def test_python_scalar_matmul_is_shape_error():
     with pytest.raises(ShapeError, match="matmul: inputs must have at least one dimension"):
         bind(PRIMITIVES["matmul"], 2.0, np.ones(3))
+

@@ -946,6 +946,106 @@ def _random_shuffle(g):      # i22-tf1-gaps
 
 
 STRATEGIES["random_shuffle"] = _random_shuffle
+
+# issue 25: layer norm, 1-D convolution and pooling
+def _layer_norm(g):
+    nd = g.dim(1, 3)
+    shape = tuple(g.dim(0, 3) for _ in range(nd))
+    k = g.draw(st.integers(1, nd + 1)) if g.flag(0.9) else g.draw(st.sampled_from([0, 1.0, True]))
+    dt = g.fdt()
+    tail = shape[len(shape) - k:] if is_intlike(k) and 1 <= k <= nd else shape[-1:]
+    args = [g.arr(shape, dt)]
+    if g.flag(0.6):
+        args.append(g.arr(tail if g.flag(0.85) else g.shape_near(tail), dt))
+        if g.flag(0.6):
+            args.append(g.arr(tail, dt))
+    return g.spoil(args, p=0.3), {"ndim": k, "eps": g.draw(st.sampled_from([1e-5, 0.0, 0.1, -1.0]))}
+
+
+def is_intlike(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _conv1d(g):
+    n, c, o, k = g.dim(0, 3), g.dim(0, 3), g.dim(0, 3), g.dim(0, 4)
+    length = g.dim(0, 4) + g.dim(0, 4)
+    dt = g.fdt()
+    args = [g.arr((n, c, length), dt), g.arr((o, c if g.flag(0.85) else g.dim(0, 3), k), dt)]
+    if g.flag(0.5):
+        args.append(g.arr((o if g.flag(0.85) else g.dim(0, 4),), dt))
+    pads = g.draw(st.sampled_from([(0, 0), (1, 1), (0, 2), (2, 1), (-1, 0), 1]))
+    return g.spoil(args, p=0.3), {"stride": g.draw(st.sampled_from([1, 2, 3, 0])), "padding": pads,
+                                  "dilation": g.draw(st.sampled_from([1, 2, 0]))}
+
+
+def _pool1d(g):
+    shape = (g.dim(0, 3), g.dim(0, 3), g.dim(0, 4) + g.dim(0, 4))
+    if g.flag(0.1):
+        shape = g.shape_near(shape)
+    k = g.draw(st.sampled_from([1, 2, 3, 0]))
+    return g.spoil([g.arr(shape, g.fdt())], p=0.2), {
+        "kernel_size": k, "stride": g.draw(st.sampled_from([1, 2, 3, -1])),
+        "padding": g.draw(st.sampled_from([(0, 0), (1, 1), (1, 0), (2, 2), 1])),
+        "dilation": g.draw(st.sampled_from([1, 2])), "ceil_mode": g.draw(st.sampled_from([False, True, 1])),
+        "mode": g.draw(st.sampled_from(["max", "avg", "avg_exclude_pad", "min"]))}
+
+
+def _attention_probs(g):
+    h = g.draw(st.sampled_from([1, 2, 3, 0]))
+    lead = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    e = g.dim(0, 3) * max(h, 1)
+    dt = g.fdt()
+    lq, lk = g.dim(0, 3), g.dim(0, 3)
+    args = [g.arr(lead + (lq, e), dt), g.arr(lead + (lk, e if g.flag(0.9) else g.dim(0, 4)), dt)]
+    if g.flag(0.4):
+        args.append(np.where(g.arr((1, 1, lq, lk) if g.flag(0.8) else (lk,), np.bool_), -np.inf, 0.0).astype(dt))
+    return g.spoil(args, p=0.3), {"num_heads": h, "scale": g.draw(st.sampled_from([0.5, 1, "a"]))}
+
+
+def _conv2d(g):
+    n, c, o = g.dim(0, 3), g.dim(0, 3), g.dim(0, 3)
+    kh, kw = g.dim(0, 3), g.dim(1, 3)
+    dt = g.fdt()
+    args = [g.arr((n, c, g.dim(0, 4) + g.dim(0, 3), g.dim(1, 4) + 1), dt),
+            g.arr((o, c if g.flag(0.85) else g.dim(0, 3), kh, kw), dt)]
+    if g.flag(0.5):
+        args.append(g.arr((o if g.flag(0.85) else g.dim(0, 4),), dt))
+    pads = g.draw(st.sampled_from([((0, 0), (0, 0)), ((1, 1), (0, 2)), ((2, 0), (1, 1)), ((-1, 0), (0, 0)), (1, 1)]))
+    return g.spoil(args, p=0.3), {"stride": g.draw(st.sampled_from([(1, 1), (2, 1), (1, 3), (0, 1), 1])),
+                                  "padding": pads, "dilation": g.draw(st.sampled_from([(1, 1), (2, 1), (1, 0)]))}
+
+
+def _max_pool2d(g):
+    shape = (g.dim(0, 3), g.dim(0, 3), g.dim(0, 4) + g.dim(0, 3), g.dim(0, 4) + g.dim(0, 3))
+    if g.flag(0.1):
+        shape = g.shape_near(shape)
+    return g.spoil([g.arr(shape, g.fdt())], p=0.2), {
+        "kernel_size": g.draw(st.sampled_from([(1, 1), (2, 2), (3, 2), (0, 2)])),
+        "stride": g.draw(st.sampled_from([(1, 1), (2, 2), (1, 3), (-1, 1)])),
+        "padding": g.draw(st.sampled_from([((0, 0), (0, 0)), ((1, 1), (1, 0)), ((2, 2), (0, 0)), (1, 1)])),
+        "dilation": g.draw(st.sampled_from([(1, 1), (2, 1)])), "ceil_mode": g.draw(st.sampled_from([False, True, 1]))}
+
+
+def _rows_like(g):
+    table = g.arr((g.dim(0, 4) + g.dim(0, 4),) + tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))), g.fdt())
+    ref = g.arr(tuple(g.dim(0, 4) for _ in range(g.dim(0, 3))), g.draw(st.sampled_from(FLOATS + OTHER)))
+    return g.spoil([table, ref], p=0.2), {"axis": g.draw(st.sampled_from([0, 1, -1, 2, 1.0]))}
+
+
+def _attention_apply(g):
+    h = g.dim(1, 3)
+    lead = tuple(g.dim(0, 3) for _ in range(g.dim(0, 2)))
+    lq, lk = g.dim(0, 3), g.dim(0, 3)
+    dt = g.fdt()
+    p = g.arr(lead + (h, lq, lk), dt)
+    v = g.arr(lead + (lk if g.flag(0.9) else g.dim(0, 4), g.dim(0, 3) * h), dt)
+    return g.spoil([p, v], p=0.3), {}
+
+
+STRATEGIES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
+                   "attention_probs": _attention_probs, "attention_apply": _attention_apply,
+                   "rows_like": _rows_like, "conv2d": _conv2d, "max_pool2d": _max_pool2d})
+
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}
 

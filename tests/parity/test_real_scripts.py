@@ -978,14 +978,9 @@ def test_gap_tf_losses():
 
 
 _MISSING_TORCH = {
-    "nn.Conv1d / Conv2d / MaxPool2d": lambda: (dnn.Conv1d, dnn.Conv2d, dnn.MaxPool2d),
-    "nn.MultiheadAttention / TransformerEncoderLayer": lambda: (dnn.MultiheadAttention, dnn.TransformerEncoderLayer),
-    "F.max_pool1d / avg_pool1d": lambda: (dF.max_pool1d, dF.avg_pool1d),
 }
 
 _MISSING_TF = {
-    "tf.layers.conv1d": lambda: tf.layers.conv1d,
-    "tf.nn.conv2d": lambda: tf.nn.conv2d,
 }
 
 

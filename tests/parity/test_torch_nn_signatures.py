@@ -61,6 +61,9 @@ NOT_TORCH = {
     "F.rnn_seq": "dynnets' packed Elman recurrence; not in torch",
     "nn.RNNBase": "dynnets' internal base of RNN/GRU/LSTM (use those); torch's takes the mode string first, which "
                   "dynnets rejects as input_size (ValueError)",
+    "nn.PositionalEncoding": "not in torch: the PyTorch tutorial's module of that name (d_model, dropout=0.1, "
+                             "max_len=5000), tested against it in test_transformer_layers.py",
+    "nn.LearnedPositionalEmbedding": "not in torch: a learned position table (max_len, d_model), issue 25",
 }
 
 #: positional arguments dynnets takes past torch's last, with the reason
@@ -251,3 +254,15 @@ DOCUMENTED.update({
     "F.cosine_similarity": "x1, x2, dim=1, eps=1e-8",
     "F.pairwise_distance": "x1, x2, p=2.0, eps=1e-6, keepdim=False",
 })
+
+# issue 25: builtins without an inspectable signature, as torch documents them
+DOCUMENTED.update({
+    "F.conv1d": "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1",
+    "F.conv2d": "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1",
+    "F.avg_pool1d": "input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True",
+    "F.adaptive_avg_pool1d": "input, output_size",
+    "F.scaled_dot_product_attention": "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, "
+                                      "scale=None, enable_gqa=False",
+})
+DEFAULTS_DIFFER[("nn.TransformerEncoderLayer", "activation")] = \
+    "torch's default is its own F.relu function, here dynnets' F.relu: the same activation"

@@ -1538,3 +1538,15 @@ def test_item_float_int_len_iter_bool():
     with pytest.raises((ValueError, RuntimeError)):
         bool(d)
     np.testing.assert_array_equal(d.tolist(), t.tolist())
+
+# issue 25: the layer primitives' parity tests (against torch's functional and module forms)
+PRIMITIVES_ELSEWHERE.update({
+    "layer_norm": ("test_transformer_layers.py", "test_layer_norm_primitive"),
+    "conv1d": ("test_conv_layers.py", "test_conv1d"),
+    "pool1d": ("test_conv_layers.py", "test_max_pool1d"),
+    "conv2d": ("test_conv_layers.py", "test_conv2d"),
+    "max_pool2d": ("test_conv_layers.py", "test_max_pool2d"),
+    "attention_probs": ("test_transformer_layers.py", "test_scaled_dot_product_attention"),
+    "attention_apply": ("test_transformer_layers.py", "test_multi_head_attention_forward_with_a_padding_mask_placeholder"),
+    "rows_like": ("test_transformer_layers.py", "test_learned_positional_embedding"),
+})

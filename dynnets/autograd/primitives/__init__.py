@@ -23,3 +23,6 @@ from .select import *  # noqa: F401,F403
 from .tree import *  # noqa: F401,F403
 from .scatter import *  # noqa: F401,F403
 from .call import *  # noqa: F401,F403
+from .norm import *  # noqa: F401,F403  (issue 25)
+from .conv import *  # noqa: F401,F403  (issue 25)
+from .attention import *  # noqa: F401,F403  (issue 25)
