@@ -27,7 +27,7 @@ from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, r
 from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified, gc_paused
 
 __all__ = ["gradients", "sparse_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p",
-           "ones_like_p"]
+           "ones_like_p", "on_gradient"]
 
 
 def _ones_like(y):
@@ -156,6 +156,16 @@ def vjp_primitive(prim, i=None, sparse=False):
     p.forward = prim
     _VJP_PRIMS[key] = p
     return p
+
+
+_ON_GRADIENT: dict = {}    # primitive -> fn(attrs), called when a gradient through its equation is built
+
+
+def on_gradient(prim, fn):
+    """Call ``fn(eqn.attrs)`` whenever :func:`gradients` builds the gradient
+    of an equation of ``prim`` (a loop makes its body's gradient then, so its
+    forward knows from its first run which values the gradient reads)."""
+    _ON_GRADIENT[prim] = fn
 
 
 class _Cot:
@@ -293,6 +303,9 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             else:
                 head = gs[:1]
                 tail = outs[:1]
+            hook = _ON_GRADIENT.get(p)
+            if hook is not None:
+                hook(e.attrs)
             if p.joint_vjp is not None:
                 res = bind(vjp_primitive(p, None), *head, *ins, *tail, _n_in=n_in, **e.attrs)
                 for k in need:

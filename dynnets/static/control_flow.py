@@ -58,17 +58,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd import gradtypes
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
+from ..autograd.primitives.array import concat_p, take_p
 from . import execute, passes
-from .backward import gradients
-from .graph import (Graph, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p,
-                    site_str)
+from .backward import gradients, on_gradient
+from .graph import (SOURCES, Eqn, Graph, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph,
+                    placeholder_p, site_str)
 from .lower import lower
 
 __all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats"]
 
 # the options of a loop or cond run outside a session (passes.evaluate, a constant folded): a default session's
 _DEFAULT_OPTIONS = passes.CompileOptions()
+_OBJECT = np.dtype(object)
 
 
 # --------------------------------------------------------------------------
@@ -140,6 +143,9 @@ def _signature(a, free):
     if type(a) is TensorArrayValue:
         # no plan depends on an array's length: one plan serves every trip count
         return (None,), a.dtype
+    if type(a) is LoopTrace:
+        # an inner loop's trace, kept by the outer loop for its gradient
+        return (), _OBJECT
     else:
         shape, dt = np.shape(a), np.result_type(a)
     if free:
@@ -185,8 +191,9 @@ class _Program:
     compiled program and returns the results whose shape it must verify at
     run time."""
 
-    def __init__(self, graph, inputs, outputs, free, check=None):
+    def __init__(self, graph, inputs, outputs, free, check=None, program=None):
         self.graph = graph
+        self.program = program
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.free = tuple(free)
@@ -203,7 +210,7 @@ class _Program:
     def _compile(self, key):
         options, sig = key[0], key[1:]
         g = self.graph
-        prog = g.with_outputs(self.outputs)
+        prog = self.program if self.program is not None else g.with_outputs(self.outputs)
         input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, sig)}
         opt = passes.optimize(prog, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
                               memory_min_size=options.memory_min_size)
@@ -252,6 +259,8 @@ def subprogram_stats(program, options, seen=None):
                         continue
                     st = entry.plan.stats()
                     st["role"] = name if role == "fwd" else f"{name}/{role}"
+                    if role == "vjp/stashed":
+                        st["stashed"] = [sub.values[i].name for i in sub.programs["vjp"].stash]
                     st["mean_run_us"] = None        # iterations are not timed
                     out.append(st)
                     out += subprogram_stats(entry.plan.program, options, seen)
@@ -423,42 +432,113 @@ def _forward(g):
 
 
 class LoopTrace:
-    """The loop variables at the start of every iteration of one execution
-    of a loop (what its gradient runs backwards over)."""
+    """What one execution of a loop keeps for its gradient: the loop
+    variables at the start of every iteration (references: an iteration's
+    results are fresh arrays, and the rows of an appended variable are never
+    written again) and, once the loop's gradient has been built, the forward
+    values its VJPs read, per iteration (``stashes``: TF1's stacks)."""
 
-    __slots__ = ("states",)
+    __slots__ = ("states", "stashes")
 
-    def __init__(self, states):
+    def __init__(self, states, stashes=None):
         self.states = states
+        self.stashes = stashes
+
+    @property
+    def stash_nbytes(self):
+        """Bytes of the stashed forward values (the memory the gradient
+        loop's not recomputing the body costs)."""
+        return sum(x.nbytes for st in (self.stashes or ()) for x in st if type(x) is np.ndarray)
 
 
-def _loop_programs(a):
-    """The condition and body programs of a ``while`` equation's attributes."""
+def _find_appends(bg, n, free, specs):
+    """The loop variables the body only extends by rows and reads by row:
+    ``v' = concat([v, rows], axis=0)`` with ``v`` read otherwise only by
+    ``take(v, indices)`` (a Fold-style loop over tree levels: the states so
+    far, the level's new states appended). Such a variable lives in one
+    growing buffer: an iteration writes its new rows in place (amortised
+    O(rows), where the concat copied all the rows so far) and its gradient
+    is one buffer the gradient loop adds the read rows' gradients into
+    (O(rows read), where a dense gradient of every row so far was built per
+    iteration). The values are the same: rows once written never change, so
+    every earlier iteration's view of the buffer still holds its value.
+    Returns ``((k, rows id, ((take output id, indices id), ...)), ...)``."""
+    prod = {}
+    readers = {}
+    for e in bg.eqns:
+        for o in e.outs:
+            prod[o] = e
+        for j, i in enumerate(e.ins):
+            readers.setdefault(i, []).append((e, j))
+    found = []
+    outputs = list(bg.outputs)
+    for k in range(n):
+        spec = specs[k]
+        if 0 not in free[k] or len(spec.shape) < 1:
+            continue
+        vin, vout = bg.inputs[k], bg.outputs[k]
+        e = prod.get(vout)
+        if (e is None or e.prim is not concat_p or len(e.ins) != 2 or e.ins[0] != vin or e.ins[1] == vin
+                or e.attrs.get("axis", 0) not in (0, -len(spec.shape)) or vout in readers
+                or outputs.count(vout) != 1 or vin in outputs):
+            continue
+        x = bg.avals[e.ins[1]]
+        if dtype_of(x) != dtype_of(spec) or len(x.shape) != len(spec.shape):
+            continue
+        reads = []
+        for r, j in readers.get(vin, ()):
+            if r is e:
+                continue
+            if r.prim is take_p and j == 0 and r.ins[1] != vin and len(bg.avals[r.ins[1]].shape) == 1:
+                reads.append((r.outs[0], r.ins[1]))
+            else:
+                break
+        else:
+            found.append((k, e.ins[1], tuple(reads)))
+    return tuple(found)
+
+
+def _appended(a):
+    """{loop variable: (rows id, reads)} of a ``while`` equation's attributes."""
+    return {k: (x, reads) for k, x, reads in a["appends"]}
+
+
+def _loop_programs(a, stash=()):
+    """The condition and body programs of a ``while`` equation's attributes;
+    the body's results are the loop variables (an appended variable's new
+    rows in its place) and then the values in ``stash``."""
     n, free = a["n_vars"], a["free"]
     cg, bg = a["cond"], a["body"]
     names = a["names"]
+    app = _appended(a)
 
     def check(opt, key):
         # a result the shape rules cannot pin down (a TensorArray element's shape is not part of the
         # body's input signature, so read(t) + h with h of shape (1, 5) infers (?, 5)) is checked
         # after each iteration instead
         verify = []
-        for k, o in enumerate(opt.outputs):
+        for k, o in enumerate(opt.outputs[:n]):
             got = opt.avals[o]
             want_shape, want_dt = key[k]
             if dtype_of(got) != want_dt:
                 raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {want_dt} "
                                 f"but has dtype {dtype_of(got)} after one iteration")
-            if not _compatible(tuple(got.shape), want_shape):
-                raise _shape_change(names[k], want_shape, got.shape, "(with the fed shapes)")
-            if not _fits(tuple(got.shape), want_shape):
+            got_shape = tuple(got.shape)
+            if k in app:
+                # the appended rows: the variable after them has the rows' shape past the first dimension
+                got_shape = (None,) + got_shape[1:]
+            if not _compatible(got_shape, want_shape):
+                raise _shape_change(names[k], want_shape, got_shape, "(with the fed shapes)")
+            if not _fits(got_shape, want_shape):
                 verify.append((k, tuple(want_shape)))
         return verify
 
     n_cc = len(cg.inputs) - n
     n_bc = len(bg.inputs) - n
     cprog = _program(cg, "fwd", lambda: _Program(cg, cg.inputs, cg.outputs, free + ((),) * n_cc))
-    bprog = _program(bg, "fwd", lambda: _Program(bg, bg.inputs, bg.outputs, free + ((),) * n_bc, check))
+    outs = tuple(app[k][0] if k in app else o for k, o in enumerate(bg.outputs)) + tuple(stash)
+    bprog = _program(bg, "fwd+stash" if stash else "fwd",
+                     lambda: _Program(bg, bg.inputs, outs, free + ((),) * n_bc, check))
     return cprog, bprog
 
 
@@ -468,15 +548,58 @@ def _split(args, a):
     return args[:n], args[n:n + ncc], args[n + ncc:end], (args[end] if a["has_max"] else None)
 
 
+def _start_buffers(vars_, a):
+    """Each appended variable copied into a buffer with room to grow; the
+    loop variable becomes a view of its filled rows."""
+    vars_ = list(vars_)
+    bufs = {}
+    for k, _, _ in a["appends"]:
+        v = np.asarray(vars_[k])
+        buf = np.empty((max(2 * v.shape[0], 16),) + v.shape[1:], v.dtype)
+        buf[:v.shape[0]] = v
+        bufs[k] = buf
+        vars_[k] = buf[:v.shape[0]]
+    return tuple(vars_), bufs
+
+
+def _append_rows(r, old, bufs, a):
+    """The loop variables after an iteration whose results ``r`` hold the
+    new rows of the appended variables: written after the rows of ``old``
+    (doubling a full buffer: an earlier view keeps the old one)."""
+    r = list(r)
+    for k, buf in bufs.items():
+        x = r[k]
+        n0 = old[k].shape[0]
+        if x.shape[1:] != buf.shape[1:]:
+            raise ShapeError(f"while_loop: loop variable '{a['names'][k]}' has rows of shape "
+                             f"{fmt_shape(buf.shape[1:])}, the body appends rows of shape {fmt_shape(x.shape[1:])}")
+        n1 = n0 + x.shape[0]
+        if n1 > buf.shape[0]:
+            grown = np.empty((2 * n1,) + buf.shape[1:], buf.dtype)
+            grown[:n0] = buf[:n0]
+            bufs[k] = buf = grown
+        buf[n0:n1] = x
+        r[k] = buf[:n1]
+    return tuple(r)
+
+
 def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
     vars_, ccaps, bcaps, limit = _split(args, a)
-    cprog, bprog = _loop_programs(a)
+    keep = a["back_prop"]
+    n = a["n_vars"]
+    # once the loop's gradient exists, the forward keeps the values its VJPs read
+    vjp = a["body"].programs.get("vjp") if keep else None
+    stash = vjp.stash if vjp is not None else ()
+    cprog, bprog = _loop_programs(a, stash)
     if limit is not None:
         limit = int(limit)
+    bufs = None
+    if a["appends"]:
+        vars_, bufs = _start_buffers(vars_, a)
     ce = cprog.entry(vars_ + ccaps, options)
     be = None
-    keep = a["back_prop"]
     states = []
+    stashes = [] if stash else None
     k = 0
     cfn = ce.fn
     while limit is None or k < limit:
@@ -490,7 +613,11 @@ def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
             be = bprog.entry(vars_ + bcaps, options)
         if keep:
             states.append(vars_)
-        vars_ = _run(be, vars_ + bcaps)
+        r = _run(be, vars_ + bcaps)
+        if stash:
+            stashes.append(r[n:])
+            r = r[:n]
+        vars_ = r if bufs is None else _append_rows(r, vars_, bufs, a)
         if be.verify:
             for j, want in be.verify:
                 if not _fits(np.shape(vars_[j]), want):
@@ -500,7 +627,7 @@ def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
     if be is not None:
         be.ran(k)
     if keep:
-        return (*vars_, LoopTrace(states))
+        return (*vars_, LoopTrace(states, stashes))
     return tuple(vars_)
 
 
@@ -552,30 +679,73 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
     vars_, ccaps, bcaps, _ = _split(ins, a)
     trace = out[n]
     result = [_zeros_like(x) if _is_float(x) else None for x in ins]
-    gv = [g[k] if g[k] is not None else _zeros_like(out[k]) for k in fl]
+    app = _appended(a)
+    # an appended variable's gradient: one buffer for all its rows, the read rows' gradients added in place
+    whole = {}
+    gv = []
+    for k in fl:
+        gk = g[k]
+        if k in app:
+            like = out[k]
+            whole[k] = (np.array(gradtypes.dense_like(gk, like), dtype=np.result_type(like), copy=True)
+                        if gk is not None else np.zeros(np.shape(like), np.result_type(like)))
+            gv.append(None)
+        else:
+            gv.append(gk if gk is not None else _zeros_like(out[k]))
     gc = [None] * len(fc)
-    if trace.states and fl:
-        prog, slots = _body_vjp(a)
-        e = prog.entry(list(trace.states[-1]) + list(bcaps) + gv, options)
-        nv = len(fl)
-        for state in reversed(trace.states):
-            r = _run(e, tuple(state) + tuple(bcaps) + tuple(gv))
-            new = []
+    states = trace.states
+    if states and fl:
+        vjp = _body_vjp(a)
+        stashes = trace.stashes
+        if not (stashes and vjp.stash_ok):
+            _refuse_random(a["body"], "while_loop")
+        prog = vjp.stashed if stashes else vjp
+        e = None
+        last = len(states) - 1
+        for it in range(last, -1, -1):
+            state = states[it]
+            after = states[it + 1] if it < last else out
             for j, k in enumerate(fl):
-                s = slots[j]
-                new.append(r[s] if s is not None else _zeros_like(state[k]))
-            gv = new
+                if k in app:
+                    gv[j] = whole[k][state[k].shape[0]:after[k].shape[0]]
+            args = tuple(state) + tuple(bcaps) + (tuple(stashes[it]) if stashes else ()) + tuple(gv)
+            if e is None:
+                e = prog.entry(args, options)
+            r = _run(e, args)
+            for j, k in enumerate(fl):
+                if k in app:
+                    for gs, ix in vjp.read_slots[k]:
+                        if gs is not None:
+                            _add_rows(whole[k], r[ix], r[gs], state[k].shape[0])
+                else:
+                    s = vjp.var_slots[j]
+                    gv[j] = r[s] if s is not None else _zeros_like(state[k])
             for j in range(len(fc)):
-                s = slots[nv + j]
+                s = vjp.cap_slots[j]
                 if s is not None:
                     gc[j] = _acc(gc[j], r[s])
-        e.ran(len(trace.states))
+        e.ran(len(states))
     for j, k in enumerate(fl):
-        result[k] = gv[j]
+        result[k] = whole[k][:np.shape(vars_[k])[0]] if k in app else gv[j]
     base = n + a["n_cond_caps"]
     for j, c in enumerate(fc):
         result[base + c] = gc[j] if gc[j] is not None else _zeros_like(bcaps[c])
     return tuple(result)
+
+
+def _add_rows(whole, idx, rows, n):
+    """``whole[idx] += rows`` in place (``idx`` indexed an array of ``n`` rows)."""
+    idx = np.asarray(idx).reshape(-1)
+    if not idx.size:
+        return
+    if idx.min() < 0:
+        idx = np.where(idx < 0, idx + n, idx)
+    s = np.sort(idx)
+    if (s[1:] != s[:-1]).all():
+        # distinct rows (a tree level's children): fancy-index addition, ~7x faster than np.add.at
+        whole[idx] += rows
+    else:
+        np.add.at(whole, idx, rows)
 
 
 def _acc(acc, x):
@@ -589,8 +759,9 @@ def _acc(acc, x):
 
 
 def _refuse_random(graph, what):
-    """The gradient recomputes the subgraph, so a random op in it would draw
-    other values than the forward did: such a gradient is refused."""
+    """A gradient that recomputes the subgraph would draw other random values
+    than the forward did: such a gradient is refused (a loop whose forward
+    kept the values its gradient reads recomputes nothing, and is not)."""
     for e in graph.eqns:
         if e.prim.random:
             raise ValueError(f"gradients through a {what} whose subgraph draws random values ({e.prim.name} "
@@ -599,46 +770,112 @@ def _refuse_random(graph, what):
                              f"TensorArray or a loop input) and pass them in")
 
 
+def _stash_set(body, n_fwd, outputs):
+    """The forward values (of the body's first ``n_fwd`` equations) the
+    gradient equations read, and the derived program computing ``outputs``
+    with those values fed instead of computed. Every value the VJPs read is
+    kept: the forward computed it anyway, and keeping it costs a reference
+    per iteration (its memory: :attr:`LoopTrace.stash_nbytes`)."""
+    fwd = body.eqns[:n_fwd]
+    made = {o for e in fwd if e.prim not in SOURCES for o in e.outs}
+    grad_eqns = {id(e) for e in body.eqns[n_fwd:]}
+    full = passes.prune(body.with_outputs(outputs))
+    stash = {i for e in full.eqns if id(e) in grad_eqns for i in e.ins if i in made}
+    stash.update(o for o in outputs if o in made)
+    while True:
+        eqns, cut = [], []
+        for e in full.eqns:
+            if any(o in stash for o in e.outs):
+                cut.append(e)
+                eqns.extend(Eqn(placeholder_p, (), (o,), {}, f"{body.values[o].name}/stashed")
+                            for o in e.outs if o in stash)
+            else:
+                eqns.append(e)
+        prog = passes.prune(body.derive(eqns, outputs))
+        needed = {i for e in prog.eqns for i in e.ins} | set(outputs)
+        missing = {o for e in cut for o in e.outs if o not in stash and o in needed}
+        if not missing:
+            return tuple(sorted(stash)), prog
+        stash |= missing
+
+
+def _free_dims(aval):
+    return tuple(d for d, s in enumerate(aval.shape) if s is None)
+
+
 def _body_vjp(a):
-    """The program (body inputs, output gradients) -> gradients of the float
-    loop variables and captures, and where each gradient sits in its results
-    (None: no gradient)."""
+    """The body's gradient program (role "vjp", made on first use), of (body
+    inputs, output gradients): it runs the body again from an iteration's
+    inputs. Its ``stashed`` twin (role "vjp/stashed") is fed the forward
+    values its VJPs read (``stash``, ids of the body's values) from what the
+    forward kept instead. ``var_slots[j]``: where the gradient of float loop
+    variable ``j`` sits in the results (None: none); ``read_slots[k]``:
+    (gradient, indices) result positions of each row read of appended
+    variable ``k``; ``cap_slots``: the float captures' gradients (the same
+    in both programs)."""
     body = a["body"]
     n = a["n_vars"]
     fl, fc = a["float_vars"], a["float_caps"]
+    app = _appended(a)
 
     def make():
-        _refuse_random(body, "while_loop")
+        n_fwd = len(body.eqns)
         vals = body.values
         ins = [vals[i] for i in body.inputs]
         outs = [vals[o] for o in body.outputs]
-        gys = []
+        gys, ys, xs = [], [], []
         for k in fl:
-            o = outs[k]
-            gys.append(body._append(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
-                                    name=f"gradients/{o.name}/grad_y"))
-        xs = [ins[k] for k in fl] + [ins[n + c] for c in fc]
-        grads = gradients([outs[k] for k in fl], xs, grad_ys=gys)
-        slots, real = [], []
-        for gr in grads:
-            if gr is None:
-                slots.append(None)
+            # an appended variable's output gradient is that of the rows the iteration appended; its
+            # input's gradient is that of the rows the iteration read (the takes' outputs)
+            y = vals[app[k][0]] if k in app else outs[k]
+            gys.append(body._append(placeholder_p, (), {}, Aval(tuple(y.shape), y.dtype),
+                                    name=f"gradients/{y.name}/grad_y"))
+            ys.append(y)
+            if k in app:
+                xs += [vals[t] for t, _ in app[k][1]]
             else:
-                slots.append(len(real))
-                real.append(gr.id)
+                xs.append(ins[k])
+        xs += [ins[n + c] for c in fc]
+        grads = iter(gradients(ys, xs, grad_ys=gys))
+        real = []
+
+        def slot(gr):
+            if gr is None:
+                return None
+            real.append(gr.id)
+            return len(real) - 1
+        var_slots, read_slots = [], {}
+        for k in fl:
+            if k in app:
+                read_slots[k] = [(slot(next(grads)), ix) for _, ix in app[k][1]]
+                var_slots.append(None)
+            else:
+                var_slots.append(slot(next(grads)))
+        cap_slots = [slot(next(grads)) for _ in fc]
+        for k, rs in read_slots.items():
+            # the indices of each read come back with its gradient (the stashed program is fed them)
+            read_slots[k] = [(gs, None if gs is None else slot(vals[ix])) for gs, ix in rs]
         free = a["free"]
-        prog = _Program(body, tuple(body.inputs) + tuple(x.id for x in gys), real,
-                        tuple(free) + ((),) * (len(body.inputs) - n) + tuple(free[k] for k in fl))
-        prog.slots = slots
-        return prog
-    prog = _program(body, "vjp", make)
-    return prog, prog.slots
+        free_in = tuple(free) + ((),) * (len(body.inputs) - n)
+        free_gy = tuple(_free_dims(gy) if k in app else free[k] for k, gy in zip(fl, gys))
+        gy_ids = tuple(x.id for x in gys)
+        v = _Program(body, tuple(body.inputs) + gy_ids, real, free_in + free_gy)
+        v.var_slots, v.read_slots, v.cap_slots = var_slots, read_slots, cap_slots
+        v.stash, derived = _stash_set(body, n_fwd, real)
+        # the stashed program recomputes nothing random: the forward's draws are what it reads
+        v.stash_ok = not any(e.prim.random for e in derived.eqns)
+        v.stashed = body.programs["vjp/stashed"] = _Program(
+            body, tuple(body.inputs) + v.stash + gy_ids, real,
+            free_in + tuple(_free_dims(body.avals[i]) for i in v.stash) + free_gy, program=derived)
+        return v
+    return _program(body, "vjp", make)
 
 
 while_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, joint_vjp=_while_vjp,
                           retains_inputs=True, options_arg=True)
 while_nograd_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, retains_inputs=True,
                                  options_arg=True)
+on_gradient(while_p, _body_vjp)
 
 
 def _var_name(x, k):
@@ -775,6 +1012,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     bg.inputs = tuple(p.id for p in bphs) + tuple(ph.id for _, ph in bg.captures)
     bg.outputs = tuple(v.id for v in outs)
     _check_pure(bg, "while_loop body")
+    appends = _find_appends(bg, len(leaves), free, specs)
 
     ins = list(entry) + [v for v, _ in cg.captures] + [v for v, _ in bg.captures]
     has_max = maximum_iterations is not None
@@ -790,6 +1028,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         "free": free, "names": names, "back_prop": bool(back_prop),
         "float_vars": tuple(k for k, s in enumerate(specs) if dtype_of(s).kind in "fc"),
         "float_caps": tuple(j for j, v in enumerate(bcap_avals) if v.dtype.kind in "fc"),
+        "appends": appends,
     }
     with outer.as_default():
         res = add_op(while_p if back_prop else while_nograd_p, *ins, name=name or "while", **attrs)
