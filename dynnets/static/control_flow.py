@@ -240,6 +240,43 @@ class _Program:
         return e
 
 
+# how subprogram_stats names a subgraph's programs ({}: "body", "cond", "true_graph", ...): one forward and one
+# gradient run per loop, whether the forward keeps the values the gradient reads or not
+_ROLES = {"fwd": "{}", "fwd+stash": "{}", "vjp/stashed": "{}/vjp"}
+
+
+class _StashedProgram(_Program):
+    """A loop body's gradient fed the forward values in ``stash`` (which
+    follow ``inputs[:n_body]``, the body's inputs): keyed, like the forward,
+    by the signature of the other inputs; the stashed values' shapes are
+    inferred from it, so one plan serves every iteration (a value whose
+    size changes from one iteration to the next has that dimension unknown)
+    and the others keep their dimensions (which the native tier needs)."""
+
+    def __init__(self, graph, inputs, outputs, free, n_body, stash, program):
+        super().__init__(graph, inputs, outputs, free, program=program)
+        self.n_body = n_body
+        self.stash = stash
+
+    def entry(self, args, options):
+        nb, m = self.n_body, self.n_body + len(self.stash)
+        free = self.free
+        key = (options,) + tuple([_signature(a, f) for a, f in zip(args[:nb], free[:nb])]) \
+            + tuple([_signature(a, f) for a, f in zip(args[m:], free[m:])])
+        e = self.plans.get(key)
+        if e is None:
+            e = self.plans[key] = self._compile(key)
+        return e
+
+    def _compile(self, key):
+        nb = self.n_body
+        options, sig = key[0], key[1:]
+        fwd = passes.prune(self.graph.with_outputs(self.stash))
+        got = passes.infer_shapes(fwd, {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs[:nb], sig[:nb])})
+        stashed = tuple((tuple(got.avals[i].shape), dtype_of(got.avals[i])) for i in self.stash)
+        return super()._compile((options,) + sig[:nb] + stashed + sig[nb:])
+
+
 def subprogram_stats(program, options, seen=None):
     """Statistics (:meth:`~.lower.Plan.stats` with ``role``) of the compiled
     plans of the loops and conds in ``program`` (a derived graph: a plan's
@@ -258,7 +295,8 @@ def subprogram_stats(program, options, seen=None):
                     if key[0] != options:
                         continue
                     st = entry.plan.stats()
-                    st["role"] = name if role == "fwd" else f"{name}/{role}"
+                    label = "vjp-recompute" if role == "vjp" and hasattr(prog, "stashed") else role
+                    st["role"] = _ROLES.get(label, "{}/" + label).format(name)
                     if role == "vjp/stashed":
                         st["stashed"] = [sub.values[i].name for i in sub.programs["vjp"].stash]
                     st["mean_run_us"] = None        # iterations are not timed
@@ -772,16 +810,31 @@ def _refuse_random(graph, what):
 
 def _stash_set(body, n_fwd, outputs):
     """The forward values (of the body's first ``n_fwd`` equations) the
-    gradient equations read, and the derived program computing ``outputs``
-    with those values fed instead of computed. Every value the VJPs read is
-    kept: the forward computed it anyway, and keeping it costs a reference
+    gradient loop is fed, and the derived program computing ``outputs``
+    with those values fed instead of computed. Chosen per value: a value
+    the VJPs read is kept, unless its primitive is cheap elementwise
+    arithmetic (a ``scalar=`` template, what the fusion pass fuses): that
+    one is computed again from its own inputs (kept in turn by the same
+    rule), so the forward still fuses such chains into one kernel instead
+    of writing out every intermediate. Keeping a value costs a reference
     per iteration (its memory: :attr:`LoopTrace.stash_nbytes`)."""
     fwd = body.eqns[:n_fwd]
-    made = {o for e in fwd if e.prim not in SOURCES for o in e.outs}
+    made = {o: e for e in fwd if e.prim not in SOURCES for o in e.outs}
     grad_eqns = {id(e) for e in body.eqns[n_fwd:]}
     full = passes.prune(body.with_outputs(outputs))
-    stash = {i for e in full.eqns if id(e) in grad_eqns for i in e.ins if i in made}
-    stash.update(o for o in outputs if o in made)
+    want = [i for e in full.eqns if id(e) in grad_eqns for i in e.ins if i in made]
+    want += [o for o in outputs if o in made]
+    stash, seen = set(), set()
+    while want:
+        v = want.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        e = made[v]
+        if e.prim.scalar is not None and not e.prim.random:
+            want.extend(i for i in e.ins if i in made)
+        else:
+            stash.add(v)
     while True:
         eqns, cut = [], []
         for e in full.eqns:
@@ -864,9 +917,9 @@ def _body_vjp(a):
         v.stash, derived = _stash_set(body, n_fwd, real)
         # the stashed program recomputes nothing random: the forward's draws are what it reads
         v.stash_ok = not any(e.prim.random for e in derived.eqns)
-        v.stashed = body.programs["vjp/stashed"] = _Program(
-            body, tuple(body.inputs) + v.stash + gy_ids, real,
-            free_in + tuple(_free_dims(body.avals[i]) for i in v.stash) + free_gy, program=derived)
+        v.stashed = body.programs["vjp/stashed"] = _StashedProgram(
+            body, tuple(body.inputs) + v.stash + gy_ids, real, free_in + ((),) * len(v.stash) + free_gy,
+            len(body.inputs), v.stash, derived)
         return v
     return _program(body, "vjp", make)
 
