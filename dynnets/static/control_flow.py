@@ -316,7 +316,8 @@ def _append_rows(r, old, bufs, a):
 
 def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
     vars_, ccaps, bcaps, limit = _split(args, a)
-    keep = a["back_prop"]
+    # keep=False: the program running the loop does not read its trace (lower)
+    keep = a["back_prop"] and a.get("keep", True)
     n = a["n_vars"]
     # once the loop's gradient exists, the forward keeps the values its VJPs read
     vjp = a["body"].programs.get("vjp") if keep else None
@@ -359,6 +360,8 @@ def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
         be.ran(k)
     if keep:
         return (*vars_, LoopTrace(states, stashes))
+    if a["back_prop"]:
+        return (*vars_, None)
     return tuple(vars_)
 
 
