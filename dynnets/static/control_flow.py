@@ -463,7 +463,7 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
         result[k] = whole[k][:np.shape(vars_[k])[0]] if k in app else gv[j]
     base = n + a["n_cond_caps"]
     for j, c in enumerate(fc):
-        result[base + c] = gc[j] if gc[j] is not None else zeros_like(bcaps[c])
+        result[base + c] = gradtypes.dense_like(gc[j], bcaps[c]) if gc[j] is not None else zeros_like(bcaps[c])
     return tuple(result)
 
 
@@ -483,9 +483,19 @@ def _add_rows(whole, idx, rows, n):
 
 
 def _acc(acc, x):
-    """``acc + x``, in place once ``acc`` is a sum this loop made."""
+    """``acc + x``, in place once ``acc`` is a sum this loop made; factored
+    terms (:class:`~dynnets.autograd.gradtypes.OuterSum`) are collected and
+    multiplied out once, by :func:`~dynnets.autograd.gradtypes.dense_like`."""
+    if type(x) is gradtypes.OuterSum:
+        if acc is None:
+            return gradtypes.OuterSum(x.lhs, x.rhs, x.shape, x.base)
+        if type(acc) is gradtypes.OuterSum:
+            return acc.add(x)
+        return gradtypes.OuterSum(x.lhs, x.rhs, x.shape, x.base).add(acc)
     if acc is None:
         return x.copy() if type(x) is np.ndarray else x
+    if type(acc) is gradtypes.OuterSum:
+        return acc.add(x.copy() if type(x) is np.ndarray else x)
     if type(acc) is np.ndarray and acc.shape == np.shape(x) and np.result_type(acc, x) == acc.dtype:
         acc += x
         return acc
@@ -585,7 +595,9 @@ def _body_vjp(a):
             else:
                 xs.append(ins[k])
         xs += [ins[n + c] for c in fc]
-        grads = iter(gradients(ys, xs, grad_ys=gys))
+        # the captures' (weights') gradients may stay factored: the loop adds them over its iterations
+        # and densifies the sum once (one product over every iteration's rows, not one per iteration)
+        grads = iter(gradients(ys, xs, grad_ys=gys, lazy={ins[n + c].id for c in fc}))
         real = []
 
         def slot(gr):
@@ -608,14 +620,15 @@ def _body_vjp(a):
         free_in = tuple(free) + ((),) * (len(body.inputs) - n)
         free_gy = tuple(_free_dims(gy) if k in app else free[k] for k, gy in zip(fl, gys))
         gy_ids = tuple(x.id for x in gys)
-        v = Program(body, tuple(body.inputs) + gy_ids, real, free_in + free_gy)
+        # no reused buffers: a factored gradient kept across iterations holds the arrays it was made of
+        v = Program(body, tuple(body.inputs) + gy_ids, real, free_in + free_gy, buffers=False)
         v.var_slots, v.read_slots, v.cap_slots = var_slots, read_slots, cap_slots
         v.stash, derived = _stash_set(body, n_fwd, real)
         # the stashed program recomputes nothing random: the forward's draws are what it reads
         v.stash_ok = not any(e.prim.random for e in derived.eqns)
         v.stashed = body.programs["vjp/stashed"] = StashedProgram(
             body, tuple(body.inputs) + v.stash + gy_ids, real, free_in + ((),) * len(v.stash) + free_gy,
-            len(body.inputs), v.stash, derived)
+            len(body.inputs), v.stash, derived, buffers=False)
         return v
     return program(body, "vjp", make)
 

@@ -81,9 +81,10 @@ class Program:
     compiled program and returns the results whose shape it must verify at
     run time."""
 
-    def __init__(self, graph, inputs, outputs, free, check=None, program=None):
+    def __init__(self, graph, inputs, outputs, free, check=None, program=None, buffers=True):
         self.graph = graph
         self.program = program
+        self.buffers = buffers
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.free = tuple(free)
@@ -103,7 +104,7 @@ class Program:
         prog = self.program if self.program is not None else g.with_outputs(self.outputs)
         input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, sig)}
         opt = passes.optimize(prog, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
-                              memory_min_size=options.memory_min_size)
+                              memory_min_size=options.memory_min_size if self.buffers else None)
         verify = self.check(opt, sig) if self.check is not None else None
         flat = [g.values[o] for o in self.outputs]
         # a body's results need no copies for the caller: its inputs are the loop's own values,
@@ -143,8 +144,8 @@ class StashedProgram(Program):
     size changes from one iteration to the next has that dimension unknown)
     and the others keep their dimensions (which the native tier needs)."""
 
-    def __init__(self, graph, inputs, outputs, free, n_body, stash, program):
-        super().__init__(graph, inputs, outputs, free, program=program)
+    def __init__(self, graph, inputs, outputs, free, n_body, stash, program, buffers=True):
+        super().__init__(graph, inputs, outputs, free, program=program, buffers=buffers)
         self.n_body = n_body
         self.stash = stash
 
