@@ -506,3 +506,41 @@ def test_loop_stats_name_the_stashed_values():
         sess.run(grads, {x: np.ones((2, 3)), w: np.eye(3)})
         subs = {st["role"]: st for st in sess.stats[-1]["subprograms"]}
     assert "body/vjp" in subs and "matmul" in " ".join(subs["body/vjp"]["stashed"])
+
+
+def test_a_loops_weight_gradient_is_multiplied_out_once_per_run(monkeypatch):
+    # a Tree-LSTM level per iteration: its joint VJP gives the weight gradient as factors
+    from dynnets.autograd import gradtypes, ops
+    k = 6
+
+    def grow(s, i, u, b):
+        return ops.concat([s, ops.tree_lstm_node(ops.take(s, i), ops.take(s, i * 0), u, b)], axis=0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 4), np.float64)
+        u = tf.placeholder((4, 10), np.float64)
+        b = tf.placeholder((10,), np.float64)
+        _, s = tf.while_loop(lambda t, s: t < k, lambda t, s: (t + 1, grow(s, dn.reshape(t, (1,)), u, b)), [0, x],
+                             shape_invariants=[(), (None, 4)])
+        grads = tf.gradients(dn.sum(s * s), [x, u, b])
+    rng = np.random.default_rng(1)
+    feed = {x: rng.normal(size=(2, 4)), u: rng.normal(size=(4, 10)) * 0.5, b: rng.normal(size=10) * 0.1}
+    calls = []
+    real = gradtypes.OuterSum.to_dense
+
+    def counted(self, dtype=None):
+        calls.append(len(self.rhs))
+        return real(self, dtype)
+    with tf.Session(g) as sess:
+        sess.run(grads, feed)
+        monkeypatch.setattr(gradtypes.OuterSum, "to_dense", counted)
+        got = sess.run(grads, feed)
+    # one product per weight over the k iterations' factors, not one per iteration
+    assert sorted(calls) == [k, k]
+    xs, us, bs = (dn.tensor(feed[v], requires_grad=True) for v in (x, u, b))
+    st = xs
+    for t in range(k):
+        st = grow(st, np.array([t]), us, bs)
+    dn.sum(st * st).backward()
+    for a, want in zip(got, (xs, us, bs)):
+        np.testing.assert_allclose(a, want.grad.numpy(), rtol=1e-12, atol=1e-14)
