@@ -11,11 +11,14 @@ Process CPU time, minimum over ``--repeats`` interleaved rounds after one
 untimed round: on a machine shared with other work, wall-clock medians
 measure the load as much as the code, while the CPU time a process spends
 is nearly independent of it. To compare two checkouts, run this script with
-each on ``PYTHONPATH`` in turn.
+each on ``PYTHONPATH`` in turn. Like the other benchmarks it runs without the
+machine's ``OPENBLAS_CORETYPE`` (faster BLAS products, which helps the
+level-batched model most); ``--keep-env`` keeps it, as the experiments do.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from types import SimpleNamespace
 
@@ -23,12 +26,15 @@ from _common import ROOT, setup
 
 
 def main():
-    setup(__file__)
+    # --keep-env: the machine's OpenBLAS settings, as experiments/execution_strategies.py runs with
+    setup(__file__, keep_env="--keep-env" in sys.argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "sst"))
     ap.add_argument("--trees", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep-env", action="store_true",
+                    help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (the benchmarks scrub them; the experiments do not)")
     a = ap.parse_args()
     import numpy as np
     from bench_treelstm import static_treelstm
