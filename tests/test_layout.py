@@ -352,7 +352,6 @@ def test_no_module_reads_a_private_name_of_another_module():
 LONG_MODULES = {
     "dynnets/autograd/kernels_tree.py": "Numba's cache: kernels that call each other stay in one file "
                                         "(DESIGN.md rule 3)",
-    "dynnets/static/control_flow.py": "issue 24: loop bodies through the one program cache (i24-loops)",
     "dynnets/static/graph.py": "issue 24: graph IR (compiler core) apart from the TF1 facade's sources",
     "dynnets/autograd/ops.py": "issue 24: every public op once; to split by domain as primitives/ is",
     "dynnets/autograd/tensor.py": "issue 24: Tensor's methods are declared in its class (DESIGN.md); the "

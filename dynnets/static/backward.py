@@ -27,7 +27,10 @@ from ..autograd.primitives import Aval, ShapeError, dtype_of, fits, fmt_shape, r
 from .graph import SOURCES, GraphError, StaticPrimitive, Value, densified, gc_paused
 
 __all__ = ["gradients", "sparse_gradients", "vjp_primitive", "VjpPrimitive", "add_n_p", "accumulate_p",
-           "ones_like_p"]
+           "ones_like_p", "on_gradient"]
+
+
+_OuterSum = gradtypes.OuterSum
 
 
 def _ones_like(y):
@@ -49,6 +52,9 @@ def _add_n(*xs, out=None):
     concatenated (all sparse) or scattered into the dense sum."""
     if gradtypes.any_row_sparse(xs):
         return gradtypes.add_n(xs)
+    if type(xs[0]) is _OuterSum or type(xs[1]) is _OuterSum or any(type(x) is _OuterSum for x in xs[2:]):
+        # a loop body's weight gradient left factored (gradients(lazy=)) that another contribution joins
+        xs = [x.to_dense() if type(x) is _OuterSum else x for x in xs]
     if out is not None and all(np.shape(x) == out.shape for x in xs[:2]):
         acc = np.add(xs[0], xs[1], out=out)
     else:
@@ -63,6 +69,9 @@ def _accumulate(acc, x):
     shape and dtype. ``acc`` is always a sum this plan created (``add_n``'s
     result or an earlier ``_accumulate``'s), read by nothing else, so writing
     over it is safe; a read-only array (a folded constant) gets a fresh sum."""
+    if type(x) is _OuterSum or type(acc) is _OuterSum:
+        acc = acc.to_dense() if type(acc) is _OuterSum else acc
+        x = x.to_dense() if type(x) is _OuterSum else x
     if (type(acc) is np.ndarray and acc.flags.writeable and np.shape(x) == acc.shape
             and np.result_type(acc, x) == acc.dtype):
         acc += x
@@ -111,7 +120,7 @@ class VjpPrimitive(StaticPrimitive):
 _VJP_PRIMS: dict = {}     # (primitive, input index or None, sparse) -> VjpPrimitive
 
 
-def vjp_primitive(prim, i=None, sparse=False):
+def vjp_primitive(prim, i=None, sparse=False, lazy=frozenset()):
     """A primitive whose forward *is* ``prim``'s VJP for input ``i`` (or the
     joint VJP when ``i`` is None). Inputs: (g, *prim_inputs, out) where ``g``
     and ``out`` are tuples packed as separate arguments for multiple-result
@@ -119,13 +128,22 @@ def vjp_primitive(prim, i=None, sparse=False):
     each input's dtype (where a VJP returns factors, the primitive's
     ``dense_vjp`` twin is bound), except with ``sparse`` (an input in
     ``prim.sparse_grads``): the table VJP's RowSparse result as it is. Not
-    itself differentiable (no second-order gradients)."""
-    key = (prim, i, sparse)
+    itself differentiable (no second-order gradients). ``lazy`` (joint VJPs
+    only): the input positions whose gradient stays as the VJP returns it
+    (an :class:`~dynnets.autograd.gradtypes.OuterSum` of a weight), for a
+    caller that adds many of them and densifies once (a loop's gradient)."""
+    key = (prim, i, sparse, lazy)
     p = _VJP_PRIMS.get(key)
     if p is not None:
         return p
-    fn = prim.vjp_fn(i, dense=not sparse)
+    fn = prim.vjp_fn(i, dense=not (sparse or lazy))
     dense_like = gradtypes.dense_like
+    if lazy:
+        raw = fn
+
+        def fn(g, ins, out, **attrs):
+            r = raw(g, ins, out, **attrs)
+            return tuple(a if k in lazy else dense_like(a, x) for k, (a, x) in enumerate(zip(r, ins)))
 
     def impl(*args, _n_in, **attrs):
         if prim.multiple_results:
@@ -136,7 +154,7 @@ def vjp_primitive(prim, i=None, sparse=False):
         else:
             g, ins, out = args[0], args[1:1 + _n_in], args[1 + _n_in]
         r = fn(g, ins, out, **attrs)
-        if sparse:
+        if sparse or lazy:
             return r
         # dense, in each input's dtype (the static graph declares that)
         if i is None:
@@ -161,7 +179,7 @@ def vjp_primitive(prim, i=None, sparse=False):
             return tuple(Aval(same_shape(a.shape), dtype_of(a)) for a in ins)
         return Aval(same_shape(ins[i].shape), dtype_of(ins[i]))
 
-    name = ("sparse_vjp_" if sparse else "vjp_") + prim.name + ("" if i is None else f"_{i}")
+    name = ("sparse_vjp_" if sparse else "lazy_vjp_" if lazy else "vjp_") + prim.name + ("" if i is None else f"_{i}")
     # a static primitive's gradient (control flow, TensorArrays) is a TensorArray or a loop's
     # gradient holding the output gradients it was given, and a loop's or cond's gradient
     # compiles the body's gradient with the session's options, as the forward did
@@ -169,10 +187,20 @@ def vjp_primitive(prim, i=None, sparse=False):
     p = VjpPrimitive(name, impl, shape, multiple_results=(i is None), retains_inputs=static,
                      options_arg=static and prim.options_arg)
     # a joint VJP may return factored (OuterSum) or row-sparse parts: the plan densifies them
-    p.vjp_call = (fn, prim.multiple_results, i is None, i is None)
+    p.vjp_call = (fn, prim.multiple_results, i is None, i is None and not lazy)
     p.forward = prim
     _VJP_PRIMS[key] = p
     return p
+
+
+_ON_GRADIENT: dict = {}    # primitive -> fn(attrs), called when a gradient through its equation is built
+
+
+def on_gradient(prim, fn):
+    """Call ``fn(eqn.attrs)`` whenever :func:`gradients` builds the gradient
+    of an equation of ``prim`` (a loop makes its body's gradient then, so its
+    forward knows from its first run which values the gradient reads)."""
+    _ON_GRADIENT[prim] = fn
 
 
 class _Cot:
@@ -219,7 +247,7 @@ def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
-def _gradients_nogc(ys, xs, grad_ys=None):
+def _gradients_nogc(ys, xs, grad_ys=None, lazy=None):
     """Gradients of sum(ys) w.r.t. each of ``xs``, as Values that may be
     row-sparse (``.sparse``); ``None`` where an x does not reach the ys."""
     ys = _as_list(ys)
@@ -311,8 +339,12 @@ def _gradients_nogc(ys, xs, grad_ys=None):
             else:
                 head = gs[:1]
                 tail = outs[:1]
+            hook = _ON_GRADIENT.get(p)
+            if hook is not None:
+                hook(e.attrs)
             if p.joint_vjp is not None:
-                res = bind(vjp_primitive(p, None), *head, *ins, *tail, _n_in=n_in, **e.attrs)
+                keep = frozenset(k for k in need if e.ins[k] in lazy) if lazy else frozenset()
+                res = bind(vjp_primitive(p, None, lazy=keep), *head, *ins, *tail, _n_in=n_in, **e.attrs)
                 for k in need:
                     contribute(e.ins[k], res[k])
             else:
@@ -333,9 +365,14 @@ def sparse_gradients(ys, xs, grad_ys=None):
         return _gradients_nogc(ys, xs, grad_ys)
 
 
-def gradients(ys, xs, grad_ys=None):
+def gradients(ys, xs, grad_ys=None, lazy=None):
     """Symbolic gradients of ``sum(ys)`` with respect to each of ``xs``
     (as ``tf.gradients``): a list of Values, ``None`` for an x that ``ys`` do
     not depend on. Row-sparse gradients are returned densified; optimizers use
-    the sparse form."""
-    return [None if r is None else (densified(r) if r.sparse else r) for r in sparse_gradients(ys, xs, grad_ys)]
+    the sparse form. ``lazy`` (ids of some ``xs``): their gradients may stay
+    factored at run time (:class:`~dynnets.autograd.gradtypes.OuterSum`,
+    where a VJP makes one and it is their only contribution), for a loop that
+    adds them over its iterations and densifies the sum once."""
+    with gc_paused():
+        rs = _gradients_nogc(ys, xs, grad_ys, lazy)
+    return [None if r is None else (densified(r) if r.sparse else r) for r in rs]

@@ -32,246 +32,52 @@ shape is not part of a body's input signature), the loop checks the result
 after each iteration instead.
 
 Gradients (``gradients``, ``minimize``) flow through loops, conds and
-TensorArrays. Strategy: a loop keeps the values of its loop variables at the
-start of every iteration (a stack of references, as TF1 keeps its stacks: no
-copies, since every iteration's results are fresh arrays), and the gradient
-loop runs backwards over that stack with one plan per iteration that
-recomputes that iteration's body from its saved inputs and applies the body's
-VJPs (built by :func:`~.backward.gradients` on the body graph). Why recompute
-the inside of an iteration rather than stack every intermediate as TF1 does:
-the forward graph is append-only and already built when ``gradients`` is
-called, so the loop cannot learn later which of its body's intermediates the
-VJPs will need; what it can keep without knowing is its loop state. The cost
-is one more evaluation of the body per iteration in the backward pass (about
-one forward more); the memory is one loop state per iteration instead of all
-of the body's intermediates. ``back_prop=False`` keeps nothing.
+TensorArrays. Strategy, as TF1's stacks: when :func:`~.backward.gradients`
+builds a loop's gradient it also builds the body's (``on_gradient``), which
+names the forward values the body's VJPs read, chosen per value
+(:func:`_stash_set`: cheap elementwise arithmetic, what the fusion pass fuses,
+is computed again from its inputs; everything else is kept). From then on
+each forward iteration returns those values beside the loop variables (a
+stack of references: no copies, since every iteration's results are fresh
+arrays), and the gradient loop runs backwards over the stack with one plan
+for every iteration, fed the kept values instead of computing the body again
+(the memory: :attr:`LoopTrace.stash_nbytes`; before the gradient exists, a
+loop keeps its loop variables only and its gradient would recompute each
+body). ``back_prop=False`` keeps nothing.
 
-TensorArray values at run time are :class:`TensorArrayValue` objects: an
-immutable list of element arrays (``write`` copies the list, which is cheap:
-pointers, not data). Their gradients are TensorArrayValues too (``None``
-elements are zeros), added with ``+`` or ``np.add``. The copies make a loop
-of ``n`` writes cost O(n^2) pointer copies, and its gradient stack O(n^2)
-pointers (8 MB at n = 1000): right for sequences and tree levels, not for
-loops of millions of steps.
+Loop variables grown by rows: a variable the body only extends
+(``v = concat([v, rows], axis=0)``) and reads by row (``take(v, i)``), the
+states of a Fold-style loop over tree levels, lives in one buffer with room
+to grow; an iteration writes its new rows in place (O(rows), where the
+concat copied every row so far), every iteration's value is a view of the
+buffer (rows once written never change), and its gradient is one buffer
+that the gradients of the rows each iteration read are added into
+(O(rows read), where a dense gradient of every row so far was built per
+iteration). :func:`_find_appends` says which variables qualify.
+
+Subgraph programs and their cache: :mod:`.subprogram`; TensorArrays:
+:mod:`.tensor_array`; nested structures: :mod:`dynnets.pytree`.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..autograd import gradtypes
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
+from ..autograd.primitives.array import concat_p, take_p
 from . import execute, passes
-from .backward import gradients
-from .graph import (Graph, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph, placeholder_p,
-                    site_str)
-from .lower import lower
+from .backward import gradients, on_gradient
+from .graph import (SOURCES, Eqn, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph,
+                    placeholder_p, site_str)
 from ..pytree import tree_flatten
+from .subprogram import Program, StashedProgram, is_float, program, run, subprogram_stats, zeros_like
+from .tensor_array import TensorArray, TensorArrayValue
 
-__all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats"]
+__all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats",
+           "LoopTrace"]
 
 # the options of a loop or cond run outside a session (passes.evaluate, a constant folded): a default session's
 _DEFAULT_OPTIONS = passes.CompileOptions()
-
-
-# --------------------------------------------------------------------------
-# TensorArray values at run time
-# --------------------------------------------------------------------------
-
-
-class TensorArrayValue:
-    """The run-time value of a :class:`TensorArray` (or of its gradient):
-    ``items`` is a list of arrays, ``None`` for an element not written (in a
-    gradient: zero). Never changed once made: every write makes a new one."""
-
-    __slots__ = ("items", "dtype", "element_shape")
-
-    def __init__(self, items, dtype, element_shape=None):
-        self.items = items
-        self.dtype = np.dtype(dtype)
-        self.element_shape = element_shape     # of the elements written so far (None: none yet)
-
-    @property
-    def shape(self):
-        return (len(self.items),)
-
-    def __len__(self):
-        return len(self.items)
-
-    def __add__(self, other):
-        if other is None:
-            return self
-        a, b = self.items, other.items
-        n = max(len(a), len(b))
-        out = []
-        for k in range(n):
-            x = a[k] if k < len(a) else None
-            y = b[k] if k < len(b) else None
-            out.append(y if x is None else x if y is None else x + y)
-        return TensorArrayValue(out, self.dtype, self.element_shape or other.element_shape)
-
-    __radd__ = __add__
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        # gradient sums (add_n) call np.add on their terms
-        if ufunc is np.add and method == "__call__" and len(inputs) == 2 and not kwargs.get("out"):
-            return inputs[0] + inputs[1] if isinstance(inputs[0], TensorArrayValue) else inputs[1] + inputs[0]
-        return NotImplemented
-
-    def zeros(self):
-        """The zero gradient of this value."""
-        return TensorArrayValue([None] * len(self.items), self.dtype, self.element_shape)
-
-    def __repr__(self):
-        return f"TensorArrayValue(size={len(self.items)}, dtype={self.dtype}, element_shape={self.element_shape})"
-
-
-def _zeros_like(x):
-    if type(x) is TensorArrayValue:
-        return x.zeros()
-    return np.zeros(np.shape(x), dtype=np.result_type(x))
-
-
-def _is_float(x):
-    dt = x.dtype if type(x) is TensorArrayValue else np.result_type(x)
-    return dt.kind in "fc"
-
-
-def _signature(a, free):
-    """(shape, dtype) of run-time value ``a``, with the dimensions in ``free``
-    (those a loop may change) left unknown, and a TensorArray's length."""
-    if type(a) is TensorArrayValue:
-        # no plan depends on an array's length: one plan serves every trip count
-        return (None,), a.dtype
-    else:
-        shape, dt = np.shape(a), np.result_type(a)
-    if free:
-        shape = tuple(None if d in free else s for d, s in enumerate(shape))
-    return shape, dt
-
-
-# --------------------------------------------------------------------------
-# subgraphs compiled per input signature
-# --------------------------------------------------------------------------
-
-
-class _Entry:
-    """One compiled plan of a subprogram; ``fn(*args)`` returns a tuple.
-    ``verify`` lists the results (index, shape) whose shape the compiler
-    could not prove (a loop variable computed from a TensorArray element of
-    unknown shape): the loop checks them after each iteration."""
-
-    __slots__ = ("plan", "fn", "runs", "options", "verify")
-
-    def ran(self, n):
-        """Count ``n`` calls (iterations, branch runs); the plan moves to
-        tier 2 after ``options.jit_after`` of them and to the native tier
-        after ``options.native_after``, as a session's plans do."""
-        self.runs += n
-        plan = self.plan
-        plan.runs = self.runs
-        if plan.tier == 1 and self.runs >= self.options.jit_after:
-            execute.tier2(plan, {})
-            self.fn = plan.fn
-        na = self.options.native_after
-        if plan.tier == 2 and na is not None and self.runs >= na and plan.native is None:
-            if execute.tier3(plan, {}):
-                self.fn = plan.fn
-
-
-class _Program:
-    """A subgraph as a function of its input placeholders ``inputs`` (ids),
-    returning ``outputs`` (ids): optimised and lowered once per input
-    signature and compile options (a session's: each session's loops run
-    with its passes and tiers). ``free[k]`` are the dimensions of input
-    ``k`` left unknown in the signature; ``check(opt, key)`` validates a
-    compiled program and returns the results whose shape it must verify at
-    run time."""
-
-    def __init__(self, graph, inputs, outputs, free, check=None):
-        self.graph = graph
-        self.inputs = tuple(inputs)
-        self.outputs = tuple(outputs)
-        self.free = tuple(free)
-        self.check = check
-        self.plans = {}
-
-    def entry(self, args, options):
-        key = (options,) + tuple([_signature(a, f) for a, f in zip(args, self.free)])
-        e = self.plans.get(key)
-        if e is None:
-            e = self.plans[key] = self._compile(key)
-        return e
-
-    def _compile(self, key):
-        options, sig = key[0], key[1:]
-        g = self.graph
-        prog = g.with_outputs(self.outputs)
-        input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, sig)}
-        opt = passes.optimize(prog, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
-                              memory_min_size=options.memory_min_size)
-        verify = self.check(opt, sig) if self.check is not None else None
-        flat = [g.values[o] for o in self.outputs]
-        # a body's results need no copies for the caller: its inputs are the loop's own values,
-        # which nothing writes
-        plan = lower(opt, flat, (tuple, list(range(len(flat)))), list(self.inputs), {}, False, options=options,
-                     own_fetches=False)
-        # the key a session gives its plans (fetches, then id, shape, dtype per input): the native tier
-        # reads the fed shapes and dtypes from it
-        plan.key = (self.outputs,) + tuple(x for i, (shape, dt) in zip(self.inputs, sig) for x in (i, shape, dt))
-        execute.tier1(plan, {})
-        plan.nodes_graph = len(g.eqns)
-        plan.nodes_pruned = len(prog.eqns)
-        plan.nodes_after = len(opt.eqns)
-        plan.compile_time = plan.codegen_time = 0.0
-        plan.pass_times = {}
-        plan.fetch_names = [v.name for v in flat]
-        plan.feed_names = [g.values[i].name for i in self.inputs]
-        e = _Entry()
-        e.plan = plan
-        e.fn = plan.fn
-        e.runs = 0
-        e.options = options
-        e.verify = verify or None
-        return e
-
-
-def subprogram_stats(program, options, seen=None):
-    """Statistics (:meth:`~.lower.Plan.stats` with ``role``) of the compiled
-    plans of the loops and conds in ``program`` (a derived graph: a plan's
-    program) for ``options``, nested ones included, each once."""
-    seen = set() if seen is None else seen
-    out = []
-    for e in program.eqns:
-        a = e.attrs if isinstance(e.attrs, dict) else {}
-        for name in ("cond", "body", "true_graph", "false_graph"):
-            sub = a.get(name)
-            if not isinstance(sub, Graph) or id(sub) in seen:
-                continue
-            seen.add(id(sub))
-            for role, prog in sub.programs.items():
-                for key, entry in prog.plans.items():
-                    if key[0] != options:
-                        continue
-                    st = entry.plan.stats()
-                    st["role"] = name if role == "fwd" else f"{name}/{role}"
-                    st["mean_run_us"] = None        # iterations are not timed
-                    out.append(st)
-                    out += subprogram_stats(entry.plan.program, options, seen)
-    return out
-
-
-def _program(graph, role, make):
-    """The subgraph's program for ``role`` ("fwd", "vjp"), made on first use."""
-    p = graph.programs.get(role)
-    if p is None:
-        p = graph.programs[role] = make()
-    return p
-
-
-def _run(entry, args):
-    try:
-        return entry.fn(*args)
-    except Exception as exc:
-        raise execute.explain(entry.plan, exc, {}) from exc
 
 
 # --------------------------------------------------------------------------
@@ -356,42 +162,114 @@ def _forward(g):
 
 
 class LoopTrace:
-    """The loop variables at the start of every iteration of one execution
-    of a loop (what its gradient runs backwards over)."""
+    """What one execution of a loop keeps for its gradient: the loop
+    variables at the start of every iteration (references: an iteration's
+    results are fresh arrays, and the rows of an appended variable are never
+    written again) and, once the loop's gradient has been built, the forward
+    values its VJPs read, per iteration (``stashes``: TF1's stacks)."""
 
-    __slots__ = ("states",)
+    __slots__ = ("states", "stashes")
+    plan_signature = ((), np.dtype(object))   # what a program fed a trace (an outer loop's gradient) keys it by
 
-    def __init__(self, states):
+    def __init__(self, states, stashes=None):
         self.states = states
+        self.stashes = stashes
+
+    @property
+    def stash_nbytes(self):
+        """Bytes of the stashed forward values (the memory the gradient
+        loop's not recomputing the body costs)."""
+        return sum(x.nbytes for st in (self.stashes or ()) for x in st if type(x) is np.ndarray)
 
 
-def _loop_programs(a):
-    """The condition and body programs of a ``while`` equation's attributes."""
+def _find_appends(bg, n, free, specs):
+    """The loop variables the body only extends by rows and reads by row:
+    ``v' = concat([v, rows], axis=0)`` with ``v`` read otherwise only by
+    ``take(v, indices)`` (a Fold-style loop over tree levels: the states so
+    far, the level's new states appended). Such a variable lives in one
+    growing buffer: an iteration writes its new rows in place (amortised
+    O(rows), where the concat copied all the rows so far) and its gradient
+    is one buffer the gradient loop adds the read rows' gradients into
+    (O(rows read), where a dense gradient of every row so far was built per
+    iteration). The values are the same: rows once written never change, so
+    every earlier iteration's view of the buffer still holds its value.
+    Returns ``((k, rows id, ((take output id, indices id), ...)), ...)``."""
+    prod = {}
+    readers = {}
+    for e in bg.eqns:
+        for o in e.outs:
+            prod[o] = e
+        for j, i in enumerate(e.ins):
+            readers.setdefault(i, []).append((e, j))
+    found = []
+    outputs = list(bg.outputs)
+    for k in range(n):
+        spec = specs[k]
+        if 0 not in free[k] or len(spec.shape) < 1:
+            continue
+        vin, vout = bg.inputs[k], bg.outputs[k]
+        e = prod.get(vout)
+        if (e is None or e.prim is not concat_p or len(e.ins) != 2 or e.ins[0] != vin or e.ins[1] == vin
+                or e.attrs.get("axis", 0) not in (0, -len(spec.shape)) or vout in readers
+                or outputs.count(vout) != 1 or vin in outputs):
+            continue
+        x = bg.avals[e.ins[1]]
+        if dtype_of(x) != dtype_of(spec) or len(x.shape) != len(spec.shape):
+            continue
+        reads = []
+        for r, j in readers.get(vin, ()):
+            if r is e:
+                continue
+            if r.prim is take_p and j == 0 and r.ins[1] != vin and len(bg.avals[r.ins[1]].shape) == 1:
+                reads.append((r.outs[0], r.ins[1]))
+            else:
+                break
+        else:
+            found.append((k, e.ins[1], tuple(reads)))
+    return tuple(found)
+
+
+def _appended(a):
+    """{loop variable: (rows id, reads)} of a ``while`` equation's attributes."""
+    return {k: (x, reads) for k, x, reads in a["appends"]}
+
+
+def _loop_programs(a, stash=()):
+    """The condition and body programs of a ``while`` equation's attributes;
+    the body's results are the loop variables (an appended variable's new
+    rows in its place) and then the values in ``stash``."""
     n, free = a["n_vars"], a["free"]
     cg, bg = a["cond"], a["body"]
     names = a["names"]
+    app = _appended(a)
 
     def check(opt, key):
         # a result the shape rules cannot pin down (a TensorArray element's shape is not part of the
         # body's input signature, so read(t) + h with h of shape (1, 5) infers (?, 5)) is checked
         # after each iteration instead
         verify = []
-        for k, o in enumerate(opt.outputs):
+        for k, o in enumerate(opt.outputs[:n]):
             got = opt.avals[o]
             want_shape, want_dt = key[k]
             if dtype_of(got) != want_dt:
                 raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {want_dt} "
                                 f"but has dtype {dtype_of(got)} after one iteration")
-            if not _compatible(tuple(got.shape), want_shape):
-                raise _shape_change(names[k], want_shape, got.shape, "(with the fed shapes)")
-            if not _fits(tuple(got.shape), want_shape):
+            got_shape = tuple(got.shape)
+            if k in app:
+                # the appended rows: the variable after them has the rows' shape past the first dimension
+                got_shape = (None,) + got_shape[1:]
+            if not _compatible(got_shape, want_shape):
+                raise _shape_change(names[k], want_shape, got_shape, "(with the fed shapes)")
+            if not _fits(got_shape, want_shape):
                 verify.append((k, tuple(want_shape)))
         return verify
 
     n_cc = len(cg.inputs) - n
     n_bc = len(bg.inputs) - n
-    cprog = _program(cg, "fwd", lambda: _Program(cg, cg.inputs, cg.outputs, free + ((),) * n_cc))
-    bprog = _program(bg, "fwd", lambda: _Program(bg, bg.inputs, bg.outputs, free + ((),) * n_bc, check))
+    cprog = program(cg, "fwd", lambda: Program(cg, cg.inputs, cg.outputs, free + ((),) * n_cc))
+    outs = tuple(app[k][0] if k in app else o for k, o in enumerate(bg.outputs)) + tuple(stash)
+    bprog = program(bg, "fwd+stash" if stash else "fwd",
+                     lambda: Program(bg, bg.inputs, outs, free + ((),) * n_bc, check))
     return cprog, bprog
 
 
@@ -401,15 +279,59 @@ def _split(args, a):
     return args[:n], args[n:n + ncc], args[n + ncc:end], (args[end] if a["has_max"] else None)
 
 
+def _start_buffers(vars_, a):
+    """Each appended variable copied into a buffer with room to grow; the
+    loop variable becomes a view of its filled rows."""
+    vars_ = list(vars_)
+    bufs = {}
+    for k, _, _ in a["appends"]:
+        v = np.asarray(vars_[k])
+        buf = np.empty((max(2 * v.shape[0], 16),) + v.shape[1:], v.dtype)
+        buf[:v.shape[0]] = v
+        bufs[k] = buf
+        vars_[k] = buf[:v.shape[0]]
+    return tuple(vars_), bufs
+
+
+def _append_rows(r, old, bufs, a):
+    """The loop variables after an iteration whose results ``r`` hold the
+    new rows of the appended variables: written after the rows of ``old``
+    (doubling a full buffer: an earlier view keeps the old one)."""
+    r = list(r)
+    for k, buf in bufs.items():
+        x = r[k]
+        n0 = old[k].shape[0]
+        if x.shape[1:] != buf.shape[1:]:
+            raise ShapeError(f"while_loop: loop variable '{a['names'][k]}' has rows of shape "
+                             f"{fmt_shape(buf.shape[1:])}, the body appends rows of shape {fmt_shape(x.shape[1:])}")
+        n1 = n0 + x.shape[0]
+        if n1 > buf.shape[0]:
+            grown = np.empty((2 * n1,) + buf.shape[1:], buf.dtype)
+            grown[:n0] = buf[:n0]
+            bufs[k] = buf = grown
+        buf[n0:n1] = x
+        r[k] = buf[:n1]
+    return tuple(r)
+
+
 def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
     vars_, ccaps, bcaps, limit = _split(args, a)
-    cprog, bprog = _loop_programs(a)
+    # keep=False: the program running the loop does not read its trace (lower)
+    keep = a["back_prop"] and a.get("keep", True)
+    n = a["n_vars"]
+    # once the loop's gradient exists, the forward keeps the values its VJPs read
+    vjp = a["body"].programs.get("vjp") if keep else None
+    stash = vjp.stash if vjp is not None else ()
+    cprog, bprog = _loop_programs(a, stash)
     if limit is not None:
         limit = int(limit)
+    bufs = None
+    if a["appends"]:
+        vars_, bufs = _start_buffers(vars_, a)
     ce = cprog.entry(vars_ + ccaps, options)
     be = None
-    keep = a["back_prop"]
     states = []
+    stashes = [] if stash else None
     k = 0
     cfn = ce.fn
     while limit is None or k < limit:
@@ -423,7 +345,11 @@ def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
             be = bprog.entry(vars_ + bcaps, options)
         if keep:
             states.append(vars_)
-        vars_ = _run(be, vars_ + bcaps)
+        r = run(be, vars_ + bcaps)
+        if stash:
+            stashes.append(r[n:])
+            r = r[:n]
+        vars_ = r if bufs is None else _append_rows(r, vars_, bufs, a)
         if be.verify:
             for j, want in be.verify:
                 if not _fits(np.shape(vars_[j]), want):
@@ -433,7 +359,9 @@ def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
     if be is not None:
         be.ran(k)
     if keep:
-        return (*vars_, LoopTrace(states))
+        return (*vars_, LoopTrace(states, stashes))
+    if a["back_prop"]:
+        return (*vars_, None)
     return tuple(vars_)
 
 
@@ -484,37 +412,90 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
     fl, fc = a["float_vars"], a["float_caps"]
     vars_, ccaps, bcaps, _ = _split(ins, a)
     trace = out[n]
-    result = [_zeros_like(x) if _is_float(x) else None for x in ins]
-    gv = [g[k] if g[k] is not None else _zeros_like(out[k]) for k in fl]
+    result = [zeros_like(x) if is_float(x) else None for x in ins]
+    app = _appended(a)
+    # an appended variable's gradient: one buffer for all its rows, the read rows' gradients added in place
+    whole = {}
+    gv = []
+    for k in fl:
+        gk = g[k]
+        if k in app:
+            like = out[k]
+            whole[k] = (np.array(gradtypes.dense_like(gk, like), dtype=np.result_type(like), copy=True)
+                        if gk is not None else np.zeros(np.shape(like), np.result_type(like)))
+            gv.append(None)
+        else:
+            gv.append(gk if gk is not None else zeros_like(out[k]))
     gc = [None] * len(fc)
-    if trace.states and fl:
-        prog, slots = _body_vjp(a)
-        e = prog.entry(list(trace.states[-1]) + list(bcaps) + gv, options)
-        nv = len(fl)
-        for state in reversed(trace.states):
-            r = _run(e, tuple(state) + tuple(bcaps) + tuple(gv))
-            new = []
+    states = trace.states
+    if states and fl:
+        vjp = _body_vjp(a)
+        stashes = trace.stashes
+        if not (stashes and vjp.stash_ok):
+            _refuse_random(a["body"], "while_loop")
+        prog = vjp.stashed if stashes else vjp
+        e = None
+        last = len(states) - 1
+        for it in range(last, -1, -1):
+            state = states[it]
+            after = states[it + 1] if it < last else out
             for j, k in enumerate(fl):
-                s = slots[j]
-                new.append(r[s] if s is not None else _zeros_like(state[k]))
-            gv = new
+                if k in app:
+                    gv[j] = whole[k][state[k].shape[0]:after[k].shape[0]]
+            args = tuple(state) + tuple(bcaps) + (tuple(stashes[it]) if stashes else ()) + tuple(gv)
+            if e is None:
+                e = prog.entry(args, options)
+            r = run(e, args)
+            for j, k in enumerate(fl):
+                if k in app:
+                    for gs, ix in vjp.read_slots[k]:
+                        if gs is not None:
+                            _add_rows(whole[k], r[ix], r[gs], state[k].shape[0])
+                else:
+                    s = vjp.var_slots[j]
+                    gv[j] = r[s] if s is not None else zeros_like(state[k])
             for j in range(len(fc)):
-                s = slots[nv + j]
+                s = vjp.cap_slots[j]
                 if s is not None:
                     gc[j] = _acc(gc[j], r[s])
-        e.ran(len(trace.states))
+        e.ran(len(states))
     for j, k in enumerate(fl):
-        result[k] = gv[j]
+        result[k] = whole[k][:np.shape(vars_[k])[0]] if k in app else gv[j]
     base = n + a["n_cond_caps"]
     for j, c in enumerate(fc):
-        result[base + c] = gc[j] if gc[j] is not None else _zeros_like(bcaps[c])
+        result[base + c] = gradtypes.dense_like(gc[j], bcaps[c]) if gc[j] is not None else zeros_like(bcaps[c])
     return tuple(result)
 
 
+def _add_rows(whole, idx, rows, n):
+    """``whole[idx] += rows`` in place (``idx`` indexed an array of ``n`` rows)."""
+    idx = np.asarray(idx).reshape(-1)
+    if not idx.size:
+        return
+    if idx.min() < 0:
+        idx = np.where(idx < 0, idx + n, idx)
+    s = np.sort(idx)
+    if (s[1:] != s[:-1]).all():
+        # distinct rows (a tree level's children): fancy-index addition, ~7x faster than np.add.at
+        whole[idx] += rows
+    else:
+        np.add.at(whole, idx, rows)
+
+
 def _acc(acc, x):
-    """``acc + x``, in place once ``acc`` is a sum this loop made."""
+    """``acc + x``, in place once ``acc`` is a sum this loop made; factored
+    terms (:class:`~dynnets.autograd.gradtypes.OuterSum`) are collected and
+    multiplied out once, by :func:`~dynnets.autograd.gradtypes.dense_like`."""
+    if type(x) is gradtypes.OuterSum:
+        if acc is None:
+            return gradtypes.OuterSum(x.lhs, x.rhs, x.shape, x.base)
+        if type(acc) is gradtypes.OuterSum:
+            return acc.add(x)
+        return gradtypes.OuterSum(x.lhs, x.rhs, x.shape, x.base).add(acc)
     if acc is None:
         return x.copy() if type(x) is np.ndarray else x
+    if type(acc) is gradtypes.OuterSum:
+        return acc.add(x.copy() if type(x) is np.ndarray else x)
     if type(acc) is np.ndarray and acc.shape == np.shape(x) and np.result_type(acc, x) == acc.dtype:
         acc += x
         return acc
@@ -522,8 +503,9 @@ def _acc(acc, x):
 
 
 def _refuse_random(graph, what):
-    """The gradient recomputes the subgraph, so a random op in it would draw
-    other values than the forward did: such a gradient is refused."""
+    """A gradient that recomputes the subgraph would draw other random values
+    than the forward did: such a gradient is refused (a loop whose forward
+    kept the values its gradient reads recomputes nothing, and is not)."""
     for e in graph.eqns:
         if e.prim.random:
             raise ValueError(f"gradients through a {what} whose subgraph draws random values ({e.prim.name} "
@@ -532,46 +514,130 @@ def _refuse_random(graph, what):
                              f"TensorArray or a loop input) and pass them in")
 
 
+def _stash_set(body, n_fwd, outputs):
+    """The forward values (of the body's first ``n_fwd`` equations) the
+    gradient loop is fed, and the derived program computing ``outputs``
+    with those values fed instead of computed. Chosen per value: a value
+    the VJPs read is kept, unless its primitive is cheap elementwise
+    arithmetic (a ``scalar=`` template, what the fusion pass fuses): that
+    one is computed again from its own inputs (kept in turn by the same
+    rule), so the forward still fuses such chains into one kernel instead
+    of writing out every intermediate. Keeping a value costs a reference
+    per iteration (its memory: :attr:`LoopTrace.stash_nbytes`)."""
+    fwd = body.eqns[:n_fwd]
+    made = {o: e for e in fwd if e.prim not in SOURCES for o in e.outs}
+    grad_eqns = {id(e) for e in body.eqns[n_fwd:]}
+    full = passes.prune(body.with_outputs(outputs))
+    want = [i for e in full.eqns if id(e) in grad_eqns for i in e.ins if i in made]
+    want += [o for o in outputs if o in made]
+    stash, seen = set(), set()
+    while want:
+        v = want.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        e = made[v]
+        if e.prim.scalar is not None and not e.prim.random:
+            want.extend(i for i in e.ins if i in made)
+        else:
+            stash.add(v)
+    while True:
+        eqns, cut = [], []
+        for e in full.eqns:
+            if any(o in stash for o in e.outs):
+                cut.append(e)
+                eqns.extend(Eqn(placeholder_p, (), (o,), {}, f"{body.values[o].name}/stashed")
+                            for o in e.outs if o in stash)
+            else:
+                eqns.append(e)
+        prog = passes.prune(body.derive(eqns, outputs))
+        needed = {i for e in prog.eqns for i in e.ins} | set(outputs)
+        missing = {o for e in cut for o in e.outs if o not in stash and o in needed}
+        if not missing:
+            return tuple(sorted(stash)), prog
+        stash |= missing
+
+
+def _free_dims(aval):
+    return tuple(d for d, s in enumerate(aval.shape) if s is None)
+
+
 def _body_vjp(a):
-    """The program (body inputs, output gradients) -> gradients of the float
-    loop variables and captures, and where each gradient sits in its results
-    (None: no gradient)."""
+    """The body's gradient program (role "vjp", made on first use), of (body
+    inputs, output gradients): it runs the body again from an iteration's
+    inputs. Its ``stashed`` twin (role "vjp/stashed") is fed the forward
+    values its VJPs read (``stash``, ids of the body's values) from what the
+    forward kept instead. ``var_slots[j]``: where the gradient of float loop
+    variable ``j`` sits in the results (None: none); ``read_slots[k]``:
+    (gradient, indices) result positions of each row read of appended
+    variable ``k``; ``cap_slots``: the float captures' gradients (the same
+    in both programs)."""
     body = a["body"]
     n = a["n_vars"]
     fl, fc = a["float_vars"], a["float_caps"]
+    app = _appended(a)
 
     def make():
-        _refuse_random(body, "while_loop")
+        n_fwd = len(body.eqns)
         vals = body.values
         ins = [vals[i] for i in body.inputs]
         outs = [vals[o] for o in body.outputs]
-        gys = []
+        gys, ys, xs = [], [], []
         for k in fl:
-            o = outs[k]
-            gys.append(body.append_equation(placeholder_p, (), {}, Aval(tuple(ins[k].shape), ins[k].dtype),
-                                            name=f"gradients/{o.name}/grad_y"))
-        xs = [ins[k] for k in fl] + [ins[n + c] for c in fc]
-        grads = gradients([outs[k] for k in fl], xs, grad_ys=gys)
-        slots, real = [], []
-        for gr in grads:
-            if gr is None:
-                slots.append(None)
+            # an appended variable's output gradient is that of the rows the iteration appended; its
+            # input's gradient is that of the rows the iteration read (the takes' outputs)
+            y = vals[app[k][0]] if k in app else outs[k]
+            gys.append(body.append_equation(placeholder_p, (), {}, Aval(tuple(y.shape), y.dtype),
+                                    name=f"gradients/{y.name}/grad_y"))
+            ys.append(y)
+            if k in app:
+                xs += [vals[t] for t, _ in app[k][1]]
             else:
-                slots.append(len(real))
-                real.append(gr.id)
+                xs.append(ins[k])
+        xs += [ins[n + c] for c in fc]
+        # the captures' (weights') gradients may stay factored: the loop adds them over its iterations
+        # and densifies the sum once (one product over every iteration's rows, not one per iteration)
+        grads = iter(gradients(ys, xs, grad_ys=gys, lazy={ins[n + c].id for c in fc}))
+        real = []
+
+        def slot(gr):
+            if gr is None:
+                return None
+            real.append(gr.id)
+            return len(real) - 1
+        var_slots, read_slots = [], {}
+        for k in fl:
+            if k in app:
+                read_slots[k] = [(slot(next(grads)), ix) for _, ix in app[k][1]]
+                var_slots.append(None)
+            else:
+                var_slots.append(slot(next(grads)))
+        cap_slots = [slot(next(grads)) for _ in fc]
+        for k, rs in read_slots.items():
+            # the indices of each read come back with its gradient (the stashed program is fed them)
+            read_slots[k] = [(gs, None if gs is None else slot(vals[ix])) for gs, ix in rs]
         free = a["free"]
-        prog = _Program(body, tuple(body.inputs) + tuple(x.id for x in gys), real,
-                        tuple(free) + ((),) * (len(body.inputs) - n) + tuple(free[k] for k in fl))
-        prog.slots = slots
-        return prog
-    prog = _program(body, "vjp", make)
-    return prog, prog.slots
+        free_in = tuple(free) + ((),) * (len(body.inputs) - n)
+        free_gy = tuple(_free_dims(gy) if k in app else free[k] for k, gy in zip(fl, gys))
+        gy_ids = tuple(x.id for x in gys)
+        # no reused buffers: a factored gradient kept across iterations holds the arrays it was made of
+        v = Program(body, tuple(body.inputs) + gy_ids, real, free_in + free_gy, buffers=False)
+        v.var_slots, v.read_slots, v.cap_slots = var_slots, read_slots, cap_slots
+        v.stash, derived = _stash_set(body, n_fwd, real)
+        # the stashed program recomputes nothing random: the forward's draws are what it reads
+        v.stash_ok = not any(e.prim.random for e in derived.eqns)
+        v.stashed = body.programs["vjp/stashed"] = StashedProgram(
+            body, tuple(body.inputs) + v.stash + gy_ids, real, free_in + ((),) * len(v.stash) + free_gy,
+            len(body.inputs), v.stash, derived, buffers=False)
+        return v
+    return program(body, "vjp", make)
 
 
 while_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, joint_vjp=_while_vjp,
                           retains_inputs=True, options_arg=True)
 while_nograd_p = StaticPrimitive("while", _while_impl, _while_shape, multiple_results=True, retains_inputs=True,
                                  options_arg=True)
+on_gradient(while_p, _body_vjp)
 
 
 def _var_name(x, k):
@@ -655,7 +721,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     def wrap(graph, phs, what):
         vals = []
         for ph, ta in zip(phs, tas):
-            vals.append(ta._with_flow(ph) if ta is not None else ph)
+            vals.append(ta.with_flow(ph) if ta is not None else ph)
         return struct.unflatten(vals)
 
     def params(graph, role):
@@ -710,6 +776,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     bg.inputs = tuple(p.id for p in bphs) + tuple(ph.id for _, ph in bg.captures)
     bg.outputs = tuple(v.id for v in outs)
     _check_pure(bg, "while_loop body")
+    appends = _find_appends(bg, len(leaves), free, specs)
 
     ins = list(entry) + [v for v, _ in cg.captures] + [v for v, _ in bg.captures]
     has_max = maximum_iterations is not None
@@ -725,13 +792,14 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         "free": free, "names": names, "back_prop": bool(back_prop),
         "float_vars": tuple(k for k, s in enumerate(specs) if dtype_of(s).kind in "fc"),
         "float_caps": tuple(j for j, v in enumerate(bcap_avals) if v.dtype.kind in "fc"),
+        "appends": appends,
     }
     with outer.as_default():
         res = add_op(while_p if back_prop else while_nograd_p, *ins, name=name or "while", **attrs)
     res = res[:len(leaves)]
     vals = []
     for v, ta, ota in zip(res, tas, out_tas):
-        vals.append(ta._with_flow(v, ota.element_shape if ota is not None else None) if ta is not None else v)
+        vals.append(ta.with_flow(v, ota.element_shape if ota is not None else None) if ta is not None else v)
     out = struct.unflatten(vals)
     if not return_same_structure and len(loop_vars) == 1:
         return out[0]
@@ -765,7 +833,7 @@ def _enclosing_graph(xs):
 
 
 def _branch_program(g, role):
-    return _program(g, role, lambda: _Program(g, g.inputs, g.outputs, ((),) * len(g.inputs)))
+    return program(g, role, lambda: Program(g, g.inputs, g.outputs, ((),) * len(g.inputs)))
 
 
 def _cond_split(args, a):
@@ -777,7 +845,7 @@ def _cond_impl(pred, *caps, options=_DEFAULT_OPTIONS, **a):
     _, tc, fc = _cond_split((pred,) + caps, a)
     g, c = (a["true_graph"], tc) if pred else (a["false_graph"], fc)
     e = _branch_program(g, "fwd").entry(c, options)
-    r = _run(e, c)
+    r = run(e, c)
     e.ran(1)
     return r
 
@@ -806,7 +874,7 @@ def _merge(x, y, k):
 def _cond_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
     pred, tc, fc = _cond_split(ins, a)
     # every float input gets a gradient (zeros from the branch not taken): the sums it joins expect arrays
-    result = [None] + [_zeros_like(x) if _is_float(x) else None for x in ins[1:]]
+    result = [None] + [zeros_like(x) if is_float(x) else None for x in ins[1:]]
     role = "true" if pred else "false"
     graph = a[f"{role}_graph"]
     caps = tc if pred else fc
@@ -829,19 +897,19 @@ def _cond_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
             slots.append(None if gr is None else len(real))
             if gr is not None:
                 real.append(gr.id)
-        prog = _Program(graph, tuple(graph.inputs) + tuple(x.id for x in gys), real,
+        prog = Program(graph, tuple(graph.inputs) + tuple(x.id for x in gys), real,
                         ((),) * (len(graph.inputs) + len(gys)))
         prog.slots = slots
         return prog
-    prog = _program(graph, "vjp", make)
-    gs = tuple(g[k] if g[k] is not None else _zeros_like(out[k]) for k in fo)
+    prog = program(graph, "vjp", make)
+    gs = tuple(g[k] if g[k] is not None else zeros_like(out[k]) for k in fo)
     args = tuple(caps) + gs
     e = prog.entry(args, options)
-    r = _run(e, args)
+    r = run(e, args)
     e.ran(1)
     for j, k in enumerate(fi):
         s = prog.slots[j]
-        result[base + k] = r[s] if s is not None else _zeros_like(caps[k])
+        result[base + k] = r[s] if s is not None else zeros_like(caps[k])
     return tuple(result)
 
 
@@ -906,447 +974,10 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
     for v, ta, fa in zip(res, ttas, ftas):
         if ta is not None:
             es = ta.element_shape if ta.element_shape == fa.element_shape else None
-            vals.append(ta._with_flow(v, es))
+            vals.append(ta.with_flow(v, es))
         else:
             vals.append(v)
     out = ts.unflatten(vals)
     if not strict and isinstance(out, (list, tuple)) and len(out) == 1 and not hasattr(out, "_fields"):
         return out[0]
     return out
-
-
-# --------------------------------------------------------------------------
-# TensorArray
-# --------------------------------------------------------------------------
-
-
-def _ta_name(a):
-    return f"TensorArray '{a.get('ta_name') or 'TensorArray'}'"
-
-
-def _index(i, n, a, op):
-    i = int(i)
-    if i < 0 or (i >= n and not a["dynamic_size"] and op != "read"):
-        raise IndexError(f"{_ta_name(a)}: {op} index {i} is out of range for its size {n}"
-                         f"{' (the array is not dynamic_size)' if op != 'read' else ''}")
-    if op == "read" and i >= n:
-        raise IndexError(f"{_ta_name(a)}: read index {i} is out of range for its size {n}")
-    return i
-
-
-def _check_elem(ta, value, a):
-    shp = np.shape(value)
-    es = ta.element_shape
-    if es is not None and es != shp:
-        raise ShapeError(f"{_ta_name(a)}: cannot write a value of shape {fmt_shape(shp)}: the elements written so "
-                         f"far have shape {fmt_shape(es)}")
-    return shp
-
-
-def _ta_new(*size, dtype, n, **a):
-    k = int(size[0]) if size else n
-    if k < 0:
-        raise ValueError(f"{_ta_name(a)}: size must be >= 0, got {k}")
-    return TensorArrayValue([None] * k, dtype)
-
-
-def _ta_new_shape(*size, dtype, n, **a):
-    if size:
-        s = size[0]
-        if tuple(s.shape) != () or dtype_of(s).kind not in "iu":
-            raise ShapeError(f"{_ta_name(a)}: size must be an integer scalar, got shape {fmt_shape(s.shape)} dtype "
-                             f"{dtype_of(s)}")
-        return Aval((None,), np.dtype(dtype))
-    return Aval((None,) if a["dynamic_size"] else (n,), np.dtype(dtype))
-
-
-def _ta_write(ta, index, value, **a):
-    n = len(ta.items)
-    i = _index(index, n, a, "write")
-    es = _check_elem(ta, value, a)
-    items = list(ta.items)
-    if i >= n:
-        items.extend([None] * (i + 1 - n))
-    elif items[i] is not None:
-        raise ValueError(f"{_ta_name(a)}: could not write to index {i}: it has already been written to")
-    items[i] = value
-    return TensorArrayValue(items, ta.dtype, es)
-
-
-def _flow_shape(flow, a):
-    return Aval((None,) if a["dynamic_size"] else tuple(flow.shape), dtype_of(flow))
-
-
-def _ta_write_shape(flow, index, value, **a):
-    _check_index(index, a, "write")
-    _check_value(flow, value, a, "write", 0)
-    return _flow_shape(flow, a)
-
-
-def _check_index(index, a, op):
-    if tuple(index.shape) != () or dtype_of(index).kind not in "iu":
-        raise ShapeError(f"{_ta_name(a)}.{op}: index must be an integer scalar, got shape {fmt_shape(index.shape)} "
-                         f"dtype {dtype_of(index)}")
-
-
-def _check_value(flow, value, a, op, lead):
-    if dtype_of(value) != dtype_of(flow):
-        raise TypeError(f"{_ta_name(a)}.{op}: the array holds {dtype_of(flow)}, given a value of dtype "
-                        f"{dtype_of(value)}")
-    es = a.get("element_shape")
-    got = tuple(value.shape)[lead:]
-    if es is not None and not (len(got) == len(es) and all(x is None or y is None or x == y
-                                                            for x, y in zip(got, es))):
-        raise ShapeError(f"{_ta_name(a)}.{op}: value elements have shape {fmt_shape(got)}, the array's elements "
-                         f"{fmt_shape(es)}")
-
-
-def _ta_write_vjp(g, ins, out, **a):
-    ta, index, value = ins
-    i = int(index)
-    gi = g.items[i] if g is not None and i < len(g.items) else None
-    gflow = None
-    if g is not None:
-        items = list(g.items[:len(ta.items)])
-        items.extend([None] * (len(ta.items) - len(items)))
-        if i < len(items):
-            items[i] = None
-        gflow = TensorArrayValue(items, ta.dtype, ta.element_shape)
-    return gflow, None, (gi if gi is not None else np.zeros(np.shape(value), np.result_type(value)))
-
-
-def _ta_read(ta, index, **a):
-    i = _index(index, len(ta.items), a, "read")
-    x = ta.items[i]
-    if x is None:
-        raise ValueError(f"{_ta_name(a)}: could not read from index {i}: it has not yet been written to")
-    return x
-
-
-def _elem_aval(flow, a, op):
-    es = a.get("element_shape")
-    if es is None:
-        raise ShapeError(f"{_ta_name(a)}.{op}: the element shape is unknown; write to the array first or give "
-                         f"TensorArray(..., element_shape=)")
-    return tuple(es)
-
-
-def _ta_read_shape(flow, index, **a):
-    _check_index(index, a, "read")
-    return Aval(_elem_aval(flow, a, "read"), dtype_of(flow))
-
-
-def _ta_read_vjp(g, ins, out, **a):
-    ta, index = ins
-    items = [None] * len(ta.items)
-    items[int(index)] = g
-    return TensorArrayValue(items, ta.dtype, ta.element_shape), None
-
-
-def _filled(ta, a, op):
-    es = ta.element_shape
-    if es is None:
-        decl = a.get("element_shape")
-        if decl is not None and all(d is not None for d in decl):
-            es = tuple(decl)
-    items = ta.items
-    if any(x is None for x in items) or not items:
-        if es is None:
-            raise ValueError(f"{_ta_name(a)}.{op}: some elements were never written and the element shape is unknown")
-        z = np.zeros(es, ta.dtype)
-        items = [z if x is None else x for x in items]
-    return items, es
-
-
-def _ta_stack(ta, **a):
-    items, es = _filled(ta, a, "stack")
-    if not items:
-        return np.zeros((0,) + tuple(es), ta.dtype)
-    return np.stack(items)
-
-
-def _ta_stack_shape(flow, **a):
-    return Aval((flow.shape[0],) + _elem_aval(flow, a, "stack"), dtype_of(flow))
-
-
-def _ta_stack_vjp(g, ins, out, **a):
-    ta, = ins
-    return (TensorArrayValue(list(g), ta.dtype, tuple(np.shape(g))[1:]),)
-
-
-def _scatter(ta, indices, value, a, op):
-    n = len(ta.items)
-    items = list(ta.items)
-    es = None
-    for j, i in enumerate(np.asarray(indices).reshape(-1)):
-        i = _index(i, n, a, op)
-        v = value[j]
-        es = _check_elem(TensorArrayValue([], ta.dtype, es or ta.element_shape), v, a)
-        if i >= len(items):
-            items.extend([None] * (i + 1 - len(items)))
-        elif items[i] is not None:
-            raise ValueError(f"{_ta_name(a)}: could not write to index {i}: it has already been written to")
-        items[i] = v
-    return TensorArrayValue(items, ta.dtype, es or ta.element_shape)
-
-
-def _ta_unstack(ta, value, **a):
-    return _scatter(ta, np.arange(np.shape(value)[0]), value, a, "unstack")
-
-
-def _ta_unstack_shape(flow, value, **a):
-    if len(value.shape) < 1:
-        raise ShapeError(f"{_ta_name(a)}.unstack: value must have at least one dimension, got a scalar")
-    _check_value(flow, value, a, "unstack", 1)
-    if flow.shape[0] is not None and value.shape[0] is not None and value.shape[0] > flow.shape[0] \
-            and not a["dynamic_size"]:
-        raise ShapeError(f"{_ta_name(a)}.unstack: value has {value.shape[0]} rows, more than the array's size "
-                         f"{flow.shape[0]}")
-    if a["dynamic_size"] or flow.shape[0] is None:
-        return Aval((None,), dtype_of(flow))
-    return Aval(tuple(flow.shape), dtype_of(flow))
-
-
-def _gather_items(g, indices, like, a):
-    rows = []
-    for i in np.asarray(indices).reshape(-1):
-        x = g.items[int(i)] if g is not None and int(i) < len(g.items) else None
-        rows.append(np.zeros(np.shape(like)[1:], np.result_type(like)) if x is None else x)
-    if not rows:
-        return np.zeros(np.shape(like), np.result_type(like))
-    return np.stack(rows)
-
-
-def _cleared(g, indices, ta):
-    items = list(g.items[:len(ta.items)]) if g is not None else [None] * len(ta.items)
-    items.extend([None] * (len(ta.items) - len(items)))
-    for i in np.asarray(indices).reshape(-1):
-        if int(i) < len(items):
-            items[int(i)] = None
-    return TensorArrayValue(items, ta.dtype, ta.element_shape)
-
-
-def _ta_unstack_vjp(g, ins, out, **a):
-    ta, value = ins
-    idx = np.arange(np.shape(value)[0])
-    return _cleared(g, idx, ta), _gather_items(g, idx, value, a)
-
-
-def _ta_scatter(ta, indices, value, **a):
-    if np.shape(value)[0] != np.size(indices):
-        raise ShapeError(f"{_ta_name(a)}.scatter: {np.size(indices)} indices for a value with "
-                         f"{np.shape(value)[0]} rows")
-    return _scatter(ta, indices, value, a, "scatter")
-
-
-def _ta_scatter_shape(flow, indices, value, **a):
-    if len(indices.shape) != 1 or dtype_of(indices).kind not in "iu":
-        raise ShapeError(f"{_ta_name(a)}.scatter: indices must be a vector of integers, got shape "
-                         f"{fmt_shape(indices.shape)} dtype {dtype_of(indices)}")
-    if len(value.shape) < 1:
-        raise ShapeError(f"{_ta_name(a)}.scatter: value must have at least one dimension, got a scalar")
-    _check_value(flow, value, a, "scatter", 1)
-    return _flow_shape(flow, a)
-
-
-def _ta_scatter_vjp(g, ins, out, **a):
-    ta, indices, value = ins
-    return _cleared(g, indices, ta), None, _gather_items(g, indices, value, a)
-
-
-def _ta_gather(ta, indices, **a):
-    idx = np.asarray(indices).reshape(-1)
-    n = len(ta.items)
-    for i in idx:
-        _index(i, n, a, "read")
-    items, es = _filled(TensorArrayValue([ta.items[int(i)] for i in idx], ta.dtype, ta.element_shape), a, "gather")
-    if not items:
-        return np.zeros((0,) + tuple(es), ta.dtype)
-    return np.stack(items)
-
-
-def _ta_gather_shape(flow, indices, **a):
-    if len(indices.shape) != 1 or dtype_of(indices).kind not in "iu":
-        raise ShapeError(f"{_ta_name(a)}.gather: indices must be a vector of integers, got shape "
-                         f"{fmt_shape(indices.shape)} dtype {dtype_of(indices)}")
-    return Aval((indices.shape[0],) + _elem_aval(flow, a, "gather"), dtype_of(flow))
-
-
-def _ta_gather_vjp(g, ins, out, **a):
-    ta, indices = ins
-    items = [None] * len(ta.items)
-    for j, i in enumerate(np.asarray(indices).reshape(-1)):
-        i = int(i)
-        items[i] = g[j] if items[i] is None else items[i] + g[j]
-    return TensorArrayValue(items, ta.dtype, ta.element_shape), None
-
-
-def _ta_size(ta, **a):
-    return np.asarray(len(ta.items), dtype=np.int32)
-
-
-# a TensorArray holds the arrays written to it (retains_inputs): the memory plan gives them no buffer
-ta_new_p = StaticPrimitive("tensor_array", _ta_new, _ta_new_shape, retains_inputs=True)
-ta_write_p = StaticPrimitive("tensor_array_write", _ta_write, _ta_write_shape, joint_vjp=_ta_write_vjp,
-                             retains_inputs=True)
-ta_read_p = StaticPrimitive("tensor_array_read", _ta_read, _ta_read_shape, joint_vjp=_ta_read_vjp)
-ta_stack_p = StaticPrimitive("tensor_array_stack", _ta_stack, _ta_stack_shape, joint_vjp=_ta_stack_vjp)
-ta_unstack_p = StaticPrimitive("tensor_array_unstack", _ta_unstack, _ta_unstack_shape, joint_vjp=_ta_unstack_vjp,
-                               retains_inputs=True)
-ta_scatter_p = StaticPrimitive("tensor_array_scatter", _ta_scatter, _ta_scatter_shape, joint_vjp=_ta_scatter_vjp,
-                               retains_inputs=True)
-ta_gather_p = StaticPrimitive("tensor_array_gather", _ta_gather, _ta_gather_shape, joint_vjp=_ta_gather_vjp)
-ta_size_p = StaticPrimitive("tensor_array_size", _ta_size, lambda flow, **a: Aval((), np.dtype(np.int32)))
-
-
-def _as_value(x, dtype=None):
-    if isinstance(x, Value):
-        return x
-    arr = np.asarray(x, dtype=dtype)
-    return constant(arr)
-
-
-class TensorArray:
-    """A list of tensors written and read inside a graph (TF1's
-    ``tf.TensorArray``), usable as a ``while_loop`` variable.
-
-    Writes are functional: ``ta.write(i, v)`` returns a new TensorArray (use
-    it, as in TF1: ``ta = ta.write(i, v)``); each index may be written once.
-
-    The arguments are TF1's, in TF1's order: ``TensorArray(dtype, size,
-    dynamic_size, clear_after_read, tensor_array_name, handle, flow,
-    infer_shape, element_shape, colocate_with_first_write_call, name)``.
-
-    Parameters
-    ----------
-    dtype : numpy dtype
-    size : int or integer scalar Value
-        The number of elements (0 when omitted).
-    dynamic_size : bool
-        Writes past the end grow the array.
-    clear_after_read : bool, optional
-        Accepted; elements are never cleared here, so reading an index twice
-        works (TF1's default, True, makes a second read an error).
-    tensor_array_name : str, optional
-        The array's name (``name`` when omitted).
-    handle
-        Not supported (an error unless None): ``flow`` alone rebuilds an array.
-    flow : Value, optional
-        The ``flow`` of another TensorArray: this array then holds its elements.
-    infer_shape : bool
-        Accepted; the element shape is always taken from ``element_shape`` or
-        the first write or unstack, and a write of another shape is an error
-        (TF1 with ``infer_shape=False`` accepts elements of different shapes).
-    element_shape : tuple, optional
-        The shape of every element (``None`` dimensions allowed); otherwise
-        taken from the first write or unstack.
-    colocate_with_first_write_call : bool
-        Accepted; no effect on the CPU.
-    name : str, optional
-    """
-
-    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
-                 handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
-                 name=None):
-        # dynnets' own order had element_shape, name, flow in 4th-6th place: a call in that order lands in
-        # clear_after_read / tensor_array_name / handle, so those are checked (never silently taken)
-        for arg, pos, v in (("dynamic_size", 3, dynamic_size), ("clear_after_read", 4, clear_after_read),
-                            ("infer_shape", 8, infer_shape),
-                            ("colocate_with_first_write_call", 10, colocate_with_first_write_call)):
-            if v is not None and not isinstance(v, (bool, np.bool_)):
-                raise TypeError(f"TensorArray: {arg} (TF1's argument {pos}) must be a bool or None, got {v!r} "
-                                f"(element_shape is TF1's ninth argument: pass it by keyword)")
-        if tensor_array_name is not None and not isinstance(tensor_array_name, str):
-            raise TypeError(f"TensorArray: tensor_array_name (TF1's argument 5) must be a string, got "
-                            f"{tensor_array_name!r}")
-        if handle is not None:
-            raise ValueError(f"TensorArray: handle= is not supported, got {handle!r} (pass the other array's "
-                             f"flow= to rebuild it)")
-        self.dtype = np.dtype(dtype)
-        self.dynamic_size = bool(dynamic_size)
-        self.element_shape = None if element_shape is None else tuple(
-            element_shape.as_list() if hasattr(element_shape, "as_list") else element_shape)
-        self.name = tensor_array_name or name or "TensorArray"
-        if flow is not None:
-            if not isinstance(flow, Value):
-                raise TypeError(f"TensorArray: flow must be the flow of another TensorArray, got {flow!r}")
-            self.flow = flow
-            return
-        attrs = {"dtype": self.dtype, "n": 0, "dynamic_size": self.dynamic_size, "ta_name": self.name}
-        if isinstance(size, Value):
-            self.flow = add_op(ta_new_p, size, name=self.name, **attrs)
-        else:
-            n = 0 if size is None else int(size)
-            if n < 0:
-                raise ValueError(f"TensorArray '{self.name}': size must be >= 0, got {n}")
-            attrs["n"] = n
-            self.flow = add_op(ta_new_p, name=self.name, **attrs)
-
-    def _with_flow(self, flow, element_shape=None):
-        return TensorArray(self.dtype, dynamic_size=self.dynamic_size,
-                           element_shape=element_shape if element_shape is not None else self.element_shape,
-                           name=self.name, flow=flow)
-
-    def _attrs(self):
-        return {"dynamic_size": self.dynamic_size, "ta_name": self.name, "element_shape": self.element_shape}
-
-    def _merge_shape(self, shape, op):
-        shape = tuple(shape)
-        es = self.element_shape
-        if es is None:
-            return shape
-        if len(es) != len(shape) or any(a is not None and b is not None and a != b for a, b in zip(es, shape)):
-            raise ShapeError(f"TensorArray '{self.name}'.{op}: value elements have shape {fmt_shape(shape)}, the "
-                             f"array's elements {fmt_shape(es)}")
-        return tuple(a if a is not None else b for a, b in zip(es, shape))
-
-    def write(self, index, value, name=None):
-        """A TensorArray with ``value`` at ``index``."""
-        v = _as_value(value, self.dtype if not isinstance(value, Value) else None)
-        es = self._merge_shape(v.shape, "write")
-        i = _as_value(index, np.int32)
-        flow = add_op(ta_write_p, self.flow, i, v, name=name or f"{self.name}/write", **self._attrs())
-        return self._with_flow(flow, es)
-
-    def read(self, index, name=None):
-        """The element at ``index``."""
-        return add_op(ta_read_p, self.flow, _as_value(index, np.int32), name=name or f"{self.name}/read",
-                      **self._attrs())
-
-    def stack(self, name=None):
-        """All elements stacked along a new first axis (unwritten ones are
-        zeros when the element shape is known)."""
-        return add_op(ta_stack_p, self.flow, name=name or f"{self.name}/stack", **self._attrs())
-
-    def unstack(self, value, name=None):
-        """A TensorArray whose element ``i`` is ``value[i]``."""
-        v = _as_value(value, self.dtype if not isinstance(value, Value) else None)
-        if len(v.shape) < 1:
-            raise ShapeError(f"TensorArray '{self.name}'.unstack: value must have at least one dimension")
-        es = self._merge_shape(v.shape[1:], "unstack")
-        flow = add_op(ta_unstack_p, self.flow, v, name=name or f"{self.name}/unstack", **self._attrs())
-        return self._with_flow(flow, es)
-
-    def scatter(self, indices, value, name=None):
-        """A TensorArray with ``value[j]`` at index ``indices[j]``."""
-        v = _as_value(value, self.dtype if not isinstance(value, Value) else None)
-        es = self._merge_shape(v.shape[1:], "scatter") if len(v.shape) >= 1 else None
-        flow = add_op(ta_scatter_p, self.flow, _as_value(indices, np.int32), v,
-                      name=name or f"{self.name}/scatter", **self._attrs())
-        return self._with_flow(flow, es)
-
-    def gather(self, indices, name=None):
-        """The elements at ``indices``, stacked."""
-        return add_op(ta_gather_p, self.flow, _as_value(indices, np.int32), name=name or f"{self.name}/gather",
-                      **self._attrs())
-
-    def size(self, name=None):
-        """The number of elements (int32 scalar)."""
-        return add_op(ta_size_p, self.flow, name=name or f"{self.name}/size", **self._attrs())
-
-    def identity(self):
-        return self
-
-    def __repr__(self):
-        return (f"<TensorArray '{self.name}' dtype={self.dtype} element_shape="
-                f"{None if self.element_shape is None else fmt_shape(self.element_shape)}>")

@@ -68,6 +68,16 @@ class Instr:
 
 
 
+def _unread(g):
+    """The values of program ``g`` that no equation reads and no output is."""
+    read = set(g.outputs)
+    made = set()
+    for e in g.eqns:
+        read.update(e.ins)
+        made.update(e.outs)
+    return made - read
+
+
 def _instr_of(g, e, rng_of, options):
     """What lowering makes of a computing equation ``e``, apart from slots:
     (kind, fn, kw, extra, fresh), ``fresh`` when its result never shares
@@ -207,6 +217,7 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
         variables = []
         n_fused = 0
         parts = (eqns,)
+    unread = None             # values nothing reads (made on first need: a loop's unread trace)
     # which variables an effect of this plan writes, and which values run after an effect
     effects = [e for e in parts[0] if getattr(e.prim, "effect", False)]
     if not effects and checkpoints is not None and ck is None:
@@ -289,7 +300,16 @@ def lower(g, flat, template, feed_ids, casts, keep_sparse=False, rng_of=None, me
                     for x, sl in zip(e.outs, outs):
                         slot[x] = sl
                     counter += len(e.outs)
-                if memo is None or e.buf is not None or (p.random and rng_of is None):
+                if e.attrs and e.attrs.get("back_prop") and "appends" in e.attrs:
+                    # a while loop: it keeps what its gradient reads only where this program reads its
+                    # trace (an evaluation run of a trained graph keeps nothing); not memoised, since
+                    # that depends on the program
+                    kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of, options)
+                    if unread is None:
+                        unread = _unread(g)
+                    if e.outs[-1] in unread:
+                        kw = {**kw, "keep": False}
+                elif memo is None or e.buf is not None or (p.random and rng_of is None):
                     kind, fn, kw, extra, fresh = _instr_of(g, e, rng_of, options)
                 else:
                     r = memo.get(o)

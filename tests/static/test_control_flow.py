@@ -89,8 +89,12 @@ def test_rnn_loop_matches_eager_values_and_gradients_with_fed_trip_counts(optimi
         # one plan per fed signature (three shapes of xs), and one body plan for every trip count
         assert len(sess.stats) == 3
     loop = [e for e in g.eqns if e.prim is control_flow.while_p][0]
-    assert len(loop.attrs["body"].programs["fwd"].plans) == 1
-    assert len(loop.attrs["body"].programs["vjp"].plans) == 1
+    body = loop.attrs["body"].programs
+    # the gradient was built with the graph: the forward keeps the values the gradient reads (fwd+stash)
+    # and the gradient reads them (vjp/stashed) instead of running the body again (vjp)
+    assert "fwd" not in body and not body["vjp"].plans
+    assert len(body["fwd+stash"].plans) == 1
+    assert len(body["vjp/stashed"].plans) == 1
 
 
 def test_rnn_loop_gradient_matches_finite_differences():
@@ -433,3 +437,110 @@ def test_back_prop_false_stops_the_gradient_and_graphs_with_loops_draw():
     with tf.Session(g) as sess:
         np.testing.assert_allclose(sess.run(gz, {x: [1.0, 2.0]}), [4.0, 32.0])
     assert "while" in g.to_dot()
+
+
+# --------------------------------------------------------------------------
+# loop variables grown by rows, kept values instead of recomputing the body
+# --------------------------------------------------------------------------
+
+
+def _grow(s, i, w):
+    # a Fold-style level: rows read from what came before (row i and row 0: the same row twice at i = 0)
+    from dynnets.autograd import ops
+    return ops.concat([s, dn.tanh(dn.matmul(ops.take(s, i), w)) + ops.take(s, i * 0)], axis=0)
+
+
+def _appended_graph(k):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 3), np.float64, name="x")
+        w = tf.placeholder((3, 3), np.float64, name="w")
+        _, s = tf.while_loop(lambda t, s: t < k, lambda t, s: (t + 1, _grow(s, dn.reshape(t, (1,)), w)), [0, x],
+                             shape_invariants=[(), (None, 3)])
+        loss = dn.sum(s * s)
+        grads = tf.gradients(loss, [x, w])
+    return g, x, w, s, loss, grads
+
+
+def _appended_eager(xv, wv, k):
+    x, w = dn.tensor(xv, requires_grad=True), dn.tensor(wv, requires_grad=True)
+    s = x
+    for t in range(k):
+        s = _grow(s, np.array([t]), w)
+    loss = dn.sum(s * s)
+    loss.backward()
+    return s.numpy(), loss.item(), x.grad.numpy(), w.grad.numpy()
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_a_variable_grown_by_rows_is_written_in_place_and_its_gradient_matches_eager(optimize):
+    k = 5
+    g, x, w, s, loss, grads = _appended_graph(k)
+    loop = [e for e in g.eqns if e.prim is control_flow.while_p][0]
+    # the states variable (loop variable 1) is appended to, read by two takes
+    (var, _, reads), = loop.attrs["appends"]
+    assert var == 1 and len(reads) == 2
+    rng = np.random.default_rng(0)
+    wv = rng.normal(size=(3, 3)) * 0.5
+    with tf.Session(g, optimize=optimize) as sess:
+        for n in (2, 1, 2):
+            xv = rng.normal(size=(n, 3))
+            got = sess.run([s, loss] + grads, {x: xv, w: wv})
+            want = _appended_eager(xv, wv, k)
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    # every iteration's state is a view of one buffer (no copy of the rows so far per iteration)
+    body = loop.attrs["body"]
+    ins = [np.full((2, 3), 0.5), None]
+    out = control_flow._while_impl(np.int32(0), ins[0], wv, **loop.attrs)
+    states = out[-1].states
+    assert len(states) == k and all(np.shares_memory(st[1], out[1]) for st in states)
+    # the forward kept what the gradient reads: the body's gradient never ran the body again
+    assert not body.programs["vjp"].plans and body.programs["vjp/stashed"].plans
+    assert out[-1].stash_nbytes > 0
+
+
+def test_loop_stats_name_the_stashed_values():
+    g, x, w, s, loss, grads = _appended_graph(3)
+    with tf.Session(g) as sess:
+        sess.run(grads, {x: np.ones((2, 3)), w: np.eye(3)})
+        subs = {st["role"]: st for st in sess.stats[-1]["subprograms"]}
+    assert "body/vjp" in subs and "matmul" in " ".join(subs["body/vjp"]["stashed"])
+
+
+def test_a_loops_weight_gradient_is_multiplied_out_once_per_run(monkeypatch):
+    # a Tree-LSTM level per iteration: its joint VJP gives the weight gradient as factors
+    from dynnets.autograd import gradtypes, ops
+    k = 6
+
+    def grow(s, i, u, b):
+        return ops.concat([s, ops.tree_lstm_node(ops.take(s, i), ops.take(s, i * 0), u, b)], axis=0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 4), np.float64)
+        u = tf.placeholder((4, 10), np.float64)
+        b = tf.placeholder((10,), np.float64)
+        _, s = tf.while_loop(lambda t, s: t < k, lambda t, s: (t + 1, grow(s, dn.reshape(t, (1,)), u, b)), [0, x],
+                             shape_invariants=[(), (None, 4)])
+        grads = tf.gradients(dn.sum(s * s), [x, u, b])
+    rng = np.random.default_rng(1)
+    feed = {x: rng.normal(size=(2, 4)), u: rng.normal(size=(4, 10)) * 0.5, b: rng.normal(size=10) * 0.1}
+    calls = []
+    real = gradtypes.OuterSum.to_dense
+
+    def counted(self, dtype=None):
+        calls.append(len(self.rhs))
+        return real(self, dtype)
+    with tf.Session(g) as sess:
+        sess.run(grads, feed)
+        monkeypatch.setattr(gradtypes.OuterSum, "to_dense", counted)
+        got = sess.run(grads, feed)
+    # one product per weight over the k iterations' factors, not one per iteration
+    assert sorted(calls) == [k, k]
+    xs, us, bs = (dn.tensor(feed[v], requires_grad=True) for v in (x, u, b))
+    st = xs
+    for t in range(k):
+        st = grow(st, np.array([t]), us, bs)
+    dn.sum(st * st).backward()
+    for a, want in zip(got, (xs, us, bs)):
+        np.testing.assert_allclose(a, want.grad.numpy(), rtol=1e-12, atol=1e-14)

@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 
 import dynnets as dn
 import dynnets.static as ds
+from dynnets.autograd import ops
 from dynnets.static import execute
 
 EXAMPLES = int(os.environ.get("DYNNETS_DIFF_EXAMPLES", "0")) or None
@@ -345,6 +346,39 @@ class Builder:
             self.fetch.append(s)
             self.full.append(self.apply(lambda x: dn.sum(x, axis=0), (s,), f"sum({self.ref(s)}, axis=0)"))
 
+    def appended_loop(self):
+        """A while_loop whose variable grows by rows (``s = concat([s, rows])``) and is read by row
+        (``take``): the loop keeps it in one buffer written in place, the forward keeps what the
+        gradient reads, and the gradient is one buffer the read rows' gradients are added into (a
+        row read twice in one iteration, at t = 0, takes the path for repeated rows)."""
+        self.loops += 1
+        h0 = self.draw(st.sampled_from(self.full))
+        k = self.draw(st.integers(1, 3))
+        twice = self.draw(st.booleans())
+        self.log.append(f"{'  ' * self.depth}while_loop appending rows to reshape({self.ref(h0)}, (1, -1)): "
+                        f"{k} steps, row t{' and row 0' if twice else ''} read")
+
+        def grow(s, i):
+            new = dn.tanh(ops.take(s, i) * 2.0)
+            if twice:
+                new = new + ops.take(s, i * 0)
+            return ops.concat([s, new], axis=0)
+
+        def static(x):
+            s0 = dn.reshape(x, (1, -1))
+            _, s = ds.while_loop(lambda t, s: t < k, lambda t, s: (t + 1, grow(s, dn.reshape(t, (1,)))), [0, s0],
+                                 shape_invariants=[(), (None, s0.shape[1])])
+            return s
+
+        def eager(x):
+            s = dn.reshape(x, (1, -1))
+            for t in range(k):
+                s = grow(s, np.array([t], dtype=np.int32))
+            return s
+        s = self.apply(static, (h0,), "while: rows", eager=(eager, (h0,)))
+        self.fetch.append(s)
+        self.full.append(self.apply(lambda x, r: x * 0.0 + dn.sum(r), (h0, s), f"{self.ref(h0)} * 0.0 + sum(rows)"))
+
     def tensor_array(self):
         """A TensorArray of one element per column (4096 of them for rows of 4096), read twice."""
         a = self.draw(st.sampled_from(self.full))
@@ -375,7 +409,7 @@ class Builder:
                   ds.Variable(np.linspace(0.6, -0.4, 2 * m).reshape(2, m), dtype=np.float64, name="V")]
         ops = ["unary", "binary", "binary", "reduce", "view"] + (["matmul"] if ws else [])
         if control_flow_ops:
-            ops += ["loop", "cond"] * self.weights + (["tensor_array"] if self.row else [])
+            ops += ["loop", "cond", "appended_loop"] * self.weights + (["tensor_array"] if self.row else [])
         for _ in range(self.draw(st.integers(2, 7))):
             op = self.draw(st.sampled_from(ops))
             if op in ("unary", "binary"):
@@ -387,9 +421,11 @@ class Builder:
                                             f"{self.ref(a)} @ U @ V"))
             elif op == "loop" and self.loops < 2:
                 self.loop()
+            elif op == "appended_loop" and self.loops < 2:
+                self.appended_loop()
             elif op == "cond":
                 self.full.append(self.cond())
-            elif op != "loop":
+            elif op not in ("loop", "appended_loop"):
                 getattr(self, op)()
         outs = self.draw(st.lists(st.sampled_from(self.full), min_size=1, max_size=3, unique_by=id))
         if train and ws:

@@ -356,7 +356,7 @@ def test_get_tensor_and_operation_by_name():
         assert s.run("train") is None and s.run("w:0") == 2.0
 
 
-def test_random_ops_in_a_while_loop_draw_per_iteration_and_refuse_gradients():
+def test_random_ops_in_a_while_loop_draw_per_iteration_and_their_gradient_uses_the_forward_draws():
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder((64,), name="x")
@@ -372,9 +372,12 @@ def test_random_ops_in_a_while_loop_draw_per_iteration_and_refuse_gradients():
         assert not np.array_equal(a, b)
         # three iterations, each a fresh mask: the survivors of all three keep 1, the others are 0
         assert set(np.unique(a)) <= {0.0, 1.0} and 0 < a.mean() < 0.5
-        with pytest.raises(ValueError, match="gradients through a while_loop whose subgraph draws random values "
-                                             r"\(dropout_mask 'dropout/dropout_mask'"):
-            s.run(gx, {x: xv})
+        # the forward keeps what the gradient reads (the masks among it), so the gradient uses the masks the
+        # forward drew, as TF1's does: h3 = m3 h2 + x, h2 = m2 h1 + x, h1 = m1 + x (dropout scales by 2), so
+        # d sum(h3) / dx = 1 + m3 + m3 m2, and 3 exactly where h3 = m3 m2 m1 = 1
+        hv, gv = s.run([h, gx], {x: xv})
+        assert set(np.unique(gv)) <= {1.0, 2.0, 3.0}
+        np.testing.assert_array_equal(gv[hv == 1.0], 3.0)
 
 
 # --------------------------------------------------------------------------
