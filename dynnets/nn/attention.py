@@ -41,6 +41,8 @@ class MultiheadAttention(Module):
     in_proj_bias : Parameter (3 embed_dim,) of zeros, or None
     out_proj : Linear(embed_dim, embed_dim), bias zeros
 
+    Notes
+    -----
     ``forward(query, key, value, key_padding_mask=None, need_weights=True,
     attn_mask=None, average_attn_weights=True, is_causal=False)`` returns
     ``(attn_output, attn_weights)``: output as the query, weights (N, L, S)

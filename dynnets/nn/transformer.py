@@ -56,6 +56,8 @@ class TransformerEncoderLayer(Module):
     dtype : numpy float dtype, default float32
     rng : int, Generator or None (keyword-only)
 
+    Notes
+    -----
     Submodules (torch's names): ``self_attn``, ``linear1``, ``dropout``,
     ``linear2``, ``norm1``, ``norm2``, ``dropout1``, ``dropout2``.
 
