@@ -22,3 +22,4 @@ from .seq import *  # noqa: F401,F403
 from .select import *  # noqa: F401,F403
 from .tree import *  # noqa: F401,F403
 from .scatter import *  # noqa: F401,F403
+from .ragged import *  # noqa: F401,F403

@@ -1,0 +1,81 @@
+"""The ragged attention primitive: kernel against its numpy twin, against
+padded masked attention in torch, and its value checks."""
+import numpy as np
+import pytest
+import torch
+
+import dynnets as dn
+from dynnets.autograd import kernels_ragged as KR
+from dynnets.autograd import reference_ragged as RR
+from dynnets.autograd.primitives import ShapeError
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("lens, heads", [([1, 4, 0, 7, 7], 2), ([12], 1), ([2, 3], 4)])
+def test_kernels_match_numpy_twins(lens, heads, dtype, tol):
+    rng = np.random.default_rng(len(lens) + heads)
+    off = dn.ragged_offsets(lens)
+    N, Ed = int(off[-1]), 4 * heads
+    q, k, v, g = (rng.standard_normal((N, Ed)).astype(dtype) for _ in range(4))
+    glse = rng.standard_normal((N, heads)).astype(dtype)
+    out, lse = KR.ragged_attention_fwd(q, k, v, off, heads, 0.5)
+    out2, lse2 = RR.ragged_attention_fwd(q, k, v, off, heads, 0.5)
+    assert out.dtype == out2.dtype == dtype and lse.dtype == dtype
+    np.testing.assert_allclose(out, out2, rtol=tol, atol=tol)
+    np.testing.assert_allclose(lse, lse2, rtol=tol, atol=tol)
+    for a, b in zip(KR.ragged_attention_bwd(q, k, v, off, heads, 0.5, out, lse, g, glse),
+                    RR.ragged_attention_bwd(q, k, v, off, heads, 0.5, out2, lse2, g, glse)):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_matches_torch_padded_scaled_dot_product_attention_with_mask():
+    rng = np.random.default_rng(5)
+    lens, heads, D = [4, 1, 6, 3], 3, 5
+    off = dn.ragged_offsets(lens)
+    N = int(off[-1])
+    Q, K, V, G = (rng.standard_normal((N, heads * D)) for _ in range(4))
+    q, k, v = (dn.tensor(a, requires_grad=True) for a in (Q, K, V))
+    y = dn.ragged_attention(q, k, v, off, num_heads=heads)
+    (y * dn.tensor(G)).sum().backward()
+
+    B, T = len(lens), max(lens)
+    mask = np.arange(T)[None] < np.array(lens)[:, None]              # True at real tokens (SDPA's convention)
+
+    def padded(a):
+        p = np.zeros((B, T, heads * D))
+        p[mask] = a
+        return torch.tensor(p.reshape(B, T, heads, D).transpose(0, 2, 1, 3).copy(), requires_grad=True)
+    qt, kt, vt = padded(Q), padded(K), padded(V)
+    yt = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=torch.tensor(mask)[:, None, None, :])
+    yt = yt.permute(0, 2, 1, 3).reshape(B, T, heads * D)
+    gp = np.zeros((B, T, heads * D))
+    gp[mask] = G
+    (yt * torch.tensor(gp)).sum().backward()
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy()[mask], rtol=1e-10, atol=1e-12)
+    for a, t in ((q, qt), (k, kt), (v, vt)):
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy().transpose(0, 2, 1, 3).reshape(B, T, -1)[mask],
+                                   rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("offsets, msg", [
+    ([0, 2, 3], "offsets must start at 0 and end at the number of packed rows 4, got offsets[0]=0, offsets[-1]=3"),
+    ([1, 4], "offsets must start at 0"),
+    ([0, 3, 2, 4], "offsets must not decrease, got offsets[1]=3 > offsets[2]=2"),
+])
+def test_bad_offsets_are_named(offsets, msg):
+    x = dn.tensor(np.zeros((4, 2)))
+    with pytest.raises(ShapeError, match="ragged_attention: " + msg.replace("[", r"\[").replace("]", r"\]")):
+        dn.ragged_attention(x, x, x, np.array(offsets))
+
+
+def test_pack_and_unpack_sequences_round_trip_with_gradients():
+    xs = [dn.tensor(np.full((n, 2), float(n)), requires_grad=True) for n in (2, 1, 3)]
+    packed, off = dn.pack_sequences(xs)
+    assert packed.shape == (6, 2) and off.tolist() == [0, 2, 3, 6]
+    parts = dn.unpack_sequences(packed, off)
+    assert [p.shape[0] for p in parts] == [2, 1, 3] and all((p.numpy() == x.numpy()).all() for p, x in zip(parts, xs))
+    (packed * 2.0).sum().backward()
+    assert all((x.grad.numpy() == 2.0).all() for x in xs)
+    with pytest.raises(ShapeError, match="ragged_offsets: lengths must be non-negative"):
+        dn.ragged_offsets([2, -1])
