@@ -37,7 +37,7 @@ from .. import nn
 from ..autograd import ops
 from ..nn import functional as F
 from ..nn.module import Parameter
-from .common import ModelBase, SentenceExample, prepare_sentences
+from .common import ModelBase, RaggedBatch, SentenceExample, collate_ragged, prepare_sentences
 from .registry import register
 
 __all__ = ["TransformerEncoder", "EncoderLayer", "SelfAttention", "sinusoidal_positions", "pad_batch",
@@ -289,3 +289,144 @@ class StaticEncoderGraph:
         sess = self.tf.Session(graph=self.graph)
         sess.run(self.init)
         return sess
+
+
+# --------------------------------------------------------------------------
+# the ``transformer`` model kind
+# --------------------------------------------------------------------------
+
+TransformerBatch = RaggedBatch
+_EXECUTIONS = ("packed", "padded", "sentence", "autobatch")
+
+
+@register("transformer")
+class TransformerClassifier(ModelBase, nn.Module):
+    """A small Transformer encoder sentence classifier: word vectors plus
+    sinusoidal positions, :class:`TransformerEncoder`, mean or first-token
+    pooling, dropout, a linear classifier.
+
+    Parameters
+    ----------
+    vocab_size : int
+    embed_dim : int, default 128
+        ``d_model``.
+    hidden : int, default 256
+        ``dim_feedforward``.
+    num_layers : int, default 2
+    nhead : int, default 4
+    num_classes : int, default 5
+    dropout : float, default 0.1
+        In the encoder layers (torch's places) and before the classifier.
+    pooling : 'mean' or 'first'
+    execution : 'packed', 'padded', 'sentence' or 'autobatch'
+        How a minibatch runs (same function, same gradients): packed tokens
+        with ragged attention; padded to the batch maximum (or ``max_len``)
+        with a key-padding mask (length bucketing is the batch order's:
+        ``TrainConfig.bucket_batches``, ``--bucket-batches``); one sentence at
+        a time; one sentence at a time under ``dn.autobatch()``.
+    max_len : int or None
+        ``padded`` only: pad every batch to this length (longer sentences
+        are cut, as the static padded models); None pads to the batch maximum.
+    activation : 'relu' or 'gelu'
+    seed : int
+    dtype : str
+    """
+
+    kind = "transformer"
+    example_type = SentenceExample
+    batch_type = RaggedBatch
+
+    def __init__(self, vocab_size, embed_dim=128, hidden=256, num_layers=2, nhead=4, num_classes=5, dropout=0.1,
+                 pooling="mean", execution="packed", max_len=None, activation="relu", seed=0, dtype="float32"):
+        nn.Module.__init__(self)
+        if pooling not in ("mean", "first"):
+            raise ValueError(f"TransformerClassifier: pooling must be 'mean' or 'first', got {pooling!r}")
+        if execution not in _EXECUTIONS:
+            raise ValueError(f"TransformerClassifier: execution must be one of {', '.join(_EXECUTIONS)}, got "
+                             f"{execution!r}")
+        if int(embed_dim) % int(nhead):
+            raise ValueError(f"TransformerClassifier: embed_dim={embed_dim} (d_model) is not divisible by "
+                             f"nhead={nhead}")
+        if max_len is not None and int(max_len) < 1:
+            raise ValueError(f"TransformerClassifier: max_len must be a positive integer or None, got {max_len}")
+        dt = np.dtype(dtype)
+        self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
+                           num_layers=int(num_layers), nhead=int(nhead), num_classes=int(num_classes),
+                           dropout=float(dropout), pooling=pooling, execution=execution,
+                           max_len=None if max_len is None else int(max_len), activation=activation, seed=int(seed),
+                           dtype=str(dt))
+        self._dtype = dt
+        self.pooling, self.execution, self.max_len = pooling, execution, self.config["max_len"]
+        rng = np.random.default_rng([seed, 0])
+        self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
+        self.encoder = TransformerEncoder(embed_dim, nhead, num_layers, hidden, dropout, activation, seed, dt)
+        self.out = nn.Linear(embed_dim, num_classes, rng=rng, dtype=dt)
+        self.drop = nn.Dropout(dropout, rng=np.random.default_rng([seed, 2]))
+        self._pe = sinusoidal_positions(64, int(embed_dim), dt)
+
+    def _positions(self, n):
+        if n > len(self._pe):
+            self._pe = sinusoidal_positions(max(n, 2 * len(self._pe)), self.config["embed_dim"], self._dtype)
+        return self._pe
+
+    def prepare(self, trees, vocab):
+        return prepare_sentences(trees, vocab)
+
+    def collate(self, examples):
+        return collate_ragged("TransformerClassifier", examples)
+
+    def sentence_vectors(self, batch, vocab=None):
+        """Pooled encoder output of each sentence, (B, E)."""
+        b = self.as_batch(batch, vocab)
+        ex = "packed" if self.execution == "padded" and self.max_len is None and len(b.lengths) == 1 \
+            else self.execution
+        if ex == "packed":
+            pos = np.arange(len(b.ids)) - np.repeat(b.offsets[:-1], b.lengths)
+            x = self.embedding(b.ids) + self._positions(int(b.lengths.max()))[pos]
+            y = self.encoder.forward_packed(x, b.offsets)
+            if self.pooling == "first":
+                return y[b.offsets[:-1]]
+            rows = np.repeat(np.arange(len(b.lengths)), b.lengths)
+            avg = np.zeros((len(b.lengths), len(b.ids)), dtype=self._dtype)
+            avg[rows, np.arange(len(b.ids))] = (1.0 / b.lengths)[rows]
+            return ops.matmul(avg, y)
+        if ex == "padded":
+            T = int(b.lengths.max()) if self.max_len is None else self.max_len
+            ids = b.padded_ids(T, fill=0)
+            lens = np.minimum(b.lengths, T)
+            mask = np.arange(T)[None, :] >= lens[:, None]
+            x = self.embedding(ids) + self._positions(T)[:T]
+            y = self.encoder.forward_padded(x, mask)
+            if self.pooling == "first":
+                return y[:, 0]
+            w = (~mask / lens[:, None]).astype(self._dtype)
+            return ops.sum(y * w[:, :, None], 1)
+        pe = self._positions(int(b.lengths.max()))
+
+        def one(ids):
+            y = self.encoder.forward_sentence(self.embedding(ids) + pe[:len(ids)])
+            return y[0] if self.pooling == "first" else ops.mean(y, 0)
+
+        parts = np.split(b.ids, b.offsets[1:-1])
+        if ex == "autobatch":
+            from ..autograd.autobatching import autobatch
+            with autobatch():
+                return ops.stack([one(ids) for ids in parts])
+        return ops.stack([one(ids) for ids in parts])
+
+    def logits_and_labels(self, batch, which="loss", vocab=None):
+        """Logits (B, C) and labels (one output per sentence)."""
+        b = self.as_batch(batch, vocab)
+        return self.out(self.drop(self.sentence_vectors(b))), b.labels
+
+    def loss(self, batch, vocab=None):
+        logits, labels = self.logits_and_labels(batch, vocab=vocab)
+        return ops.cross_entropy(logits, labels)
+
+    def forward(self, batch, vocab=None):
+        return self.loss(batch, vocab)
+
+    def extra_repr(self):
+        c = self.config
+        return (f"vocab={c['vocab_size']}, d_model={c['embed_dim']}, ff={c['hidden']}, layers={c['num_layers']}, "
+                f"heads={c['nhead']}, {c['pooling']} pooling, {c['execution']}")

@@ -123,3 +123,46 @@ def test_a_sentence_does_not_see_its_neighbours():
     y2 = enc.forward_packed(dn.tensor(X2), off).numpy()
     changed = np.abs(y2 - y).max(1) > 0
     assert changed[off[2]:off[3]].all() and not changed[:off[2]].any() and not changed[off[3]:].any()
+
+
+# --------------------------------------------------------------------------
+# the ``transformer`` model kind
+# --------------------------------------------------------------------------
+
+def _examples():
+    from dynnets.models.common import SentenceExample
+    rng = np.random.default_rng(1)
+    return [SentenceExample(rng.integers(0, 30, n), int(rng.integers(5))) for n in (4, 1, 7, 2, 7)]
+
+
+def _model_run(execution, pooling, max_len=None):
+    from dynnets.models import build_model
+    m = build_model("transformer", 30, embed_dim=8, hidden=12, nhead=2, dropout=0.0, pooling=pooling,
+                    execution=execution, max_len=max_len, dtype="float64", seed=4)
+    b = m.collate(_examples())
+    v = m.sentence_vectors(b).numpy()
+    m.loss(b).backward()
+    g = {n: np.array(p.grad.to_dense() if hasattr(p.grad, "to_dense") else p.grad.numpy())
+         for n, p in m.named_parameters()}
+    return v, g
+
+
+@pytest.mark.parametrize("pooling", ["mean", "first"])
+@pytest.mark.parametrize("execution, max_len", [("padded", None), ("padded", 10), ("sentence", None),
+                                                ("autobatch", None)])
+def test_model_executions_agree_with_packed(execution, max_len, pooling):
+    v0, g0 = _model_run("packed", pooling)
+    v, g = _model_run(execution, pooling, max_len)
+    np.testing.assert_allclose(v, v0, rtol=1e-10, atol=1e-12)
+    for name in g0:
+        np.testing.assert_allclose(g[name], g0[name], rtol=1e-9, atol=1e-11, err_msg=name)
+
+
+def test_model_bad_arguments_are_named():
+    from dynnets.models.transformer import TransformerClassifier
+    with pytest.raises(ValueError, match="TransformerClassifier: embed_dim=10 .* not divisible by nhead=4"):
+        TransformerClassifier(5, embed_dim=10)
+    with pytest.raises(ValueError, match="TransformerClassifier: pooling must be 'mean' or 'first'"):
+        TransformerClassifier(5, embed_dim=8, pooling="max")
+    with pytest.raises(ValueError, match="TransformerClassifier: execution must be one of"):
+        TransformerClassifier(5, embed_dim=8, execution="ragged")
