@@ -228,6 +228,15 @@ class StaticEncoderGraph:
     built once from a :class:`TransformerEncoder`'s weights (copied into
     ``tf.Variable``s of the same names).
 
+    Parameters
+    ----------
+    encoder : TransformerEncoder
+    dtype : float dtype or None
+        The graph's (default: the encoder's).
+    graph, x, lengths : optional
+        Build into this graph on these values (padded inputs (B, T, E) and
+        int32 lengths (B,)) instead of a new graph with placeholders.
+
     Attributes
     ----------
     graph : dynnets.static.Graph
@@ -242,16 +251,17 @@ class StaticEncoderGraph:
         The encoder's parameter names -> ``tf.Variable``.
     """
 
-    def __init__(self, encoder, dtype=None):
+    def __init__(self, encoder, dtype=None, graph=None, x=None, lengths=None):
         from .. import static as tf
         self.tf = tf
         dt = encoder.layers[0].self_attn.in_proj_weight.numpy().dtype if dtype is None else np.dtype(dtype)
         E, H = encoder.d_model, encoder.nhead
         D = E // H
-        self.graph = tf.Graph()
+        self.graph = tf.Graph() if graph is None else graph
         with self.graph.as_default():
-            self.x = tf.placeholder(dt, [None, None, E], name="x")
-            self.lengths = tf.placeholder(np.int32, [None], name="lengths")
+            # x and lengths may be values of a larger graph (ids -> embeddings, a classifier on top)
+            self.x = tf.placeholder(dt, [None, None, E], name="x") if x is None else x
+            self.lengths = tf.placeholder(np.int32, [None], name="lengths") if lengths is None else lengths
             self.variables = {name: tf.Variable(p.numpy().astype(dt), name=name.replace(".", "/"))
                               for name, p in encoder.named_parameters()}
             v = self.variables
