@@ -104,13 +104,18 @@ def main():
     lengths = [e.n_tokens for e in examples]
     n_tokens = sum(lengths)
     B = args.batch_size
-    batches = BucketSampler(lengths, B, seed=args.seed, bucket_batches=1).batches(0)
+    bucketed = BucketSampler(lengths, B, seed=args.seed, bucket_batches=1).batches(0)
+    perm = np.random.default_rng(args.seed).permutation(len(examples)).tolist()
+    shuffled = [perm[i:i + B] for i in range(0, len(perm), B)]
+    batches = {"shuffled": shuffled, "bucketed": bucketed}
     max_len = max(lengths)
-    pad_b = sum(max(lengths[i] for i in b) * len(b) for b in batches)
+    pad_b = sum(max(lengths[i] for i in b) * len(b) for b in bucketed)
+    pad_s = sum(max(lengths[i] for i in b) * len(b) for b in shuffled)
     pad_m = max_len * len(lengths)
     print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads; {len(examples)} SST training sentences, "
-          f"{n_tokens} tokens, {len(batches)} bucketed batches of {B}; padding fraction: bucketed "
-          f"{1 - n_tokens / pad_b:.3f}, to the global max {max_len}: {1 - n_tokens / pad_m:.3f}")
+          f"{n_tokens} tokens, {len(bucketed)} batches of {B}; padding fraction (padded tokens / tokens computed): "
+          f"shuffled batches {1 - n_tokens / pad_s:.3f}, bucketed {1 - n_tokens / pad_b:.3f}, to the global max "
+          f"{max_len}: {1 - n_tokens / pad_m:.3f}")
     results = []
     if args.only in (None, "transformer"):
         results += bench_transformer(args, np, torch, dn, build_model, examples, batches, lengths, n_tokens, V,
@@ -118,7 +123,7 @@ def main():
     if args.only in (None, "cnn"):
         results += bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_tokens, V)
     print()
-    print(markdown_table(["model", "contender", "train tok/s", "eval tok/s", "train vs torch padded",
+    print(markdown_table(["model", "contender", "batches", "train tok/s", "eval tok/s", "train vs torch padded",
                           "eval vs torch padded", "eval vs torch nested"], results))
 
 
@@ -137,7 +142,7 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
     ref = build_model("transformer", V, **cfg)
     weights = {k: np.array(v) for k, v in ref.state_dict().items()}
     tcfg = TrainConfig(optimizer="sgd", lr=lr, embedding_lr=lr, weight_decay=0.0)
-    ab_batches = batches[:args.autobatch_batches]
+    ab_batches = batches["shuffled"][:args.autobatch_batches]
     ab_tokens = sum(lengths[i] for b in ab_batches for i in b)
     print(f"# transformer: d_model {E}, {H} heads, {L} layers, ff {FF}; autobatch on {len(ab_batches)} batches "
           f"({ab_tokens} tokens)")
@@ -197,10 +202,11 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
                         torch.tensor([examples[i].label for i in b])))
         return out
 
-    tb = torch_batches(batches)
+    tbs = {k: torch_batches(v) for k, v in batches.items()}
 
-    def torch_contender(nested):
+    def torch_contender(nested, which):
         m = TorchModel(nested)
+        tb = tbs[which]
         opt = torch.optim.SGD(m.parameters(), lr=lr)
 
         def train():
@@ -241,7 +247,8 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
             init = tf.global_variables_initializer()
         sess = tf.Session(graph=g)
         sess.run(init)
-        feeds = [{ids: i.numpy(), lens: lz.numpy().astype(np.int32), labels: y.numpy()} for i, _, lz, y in tb]
+        feeds = [{ids: i.numpy(), lens: lz.numpy().astype(np.int32), labels: y.numpy()}
+                 for i, _, lz, y in tbs["bucketed"]]
 
         def train():
             for f in feeds:
@@ -258,7 +265,7 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
         Ws = [np.ones(s, dtype=np.float32) * 0.01 for s in shapes]
         Wc = np.ones((E, 5), dtype=np.float32)
         bufs = []
-        for b in batches:
+        for b in batches["shuffled"]:
             n = sum(lengths[i] for i in b)
             xs = [np.ones((n, s[0]), dtype=np.float32) for s in shapes]
             ys = [np.empty((n, s[1]), dtype=np.float32) for s in shapes]
@@ -283,41 +290,44 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
                     np.matmul(x.T, y, out=gw)
         return train, fwd
 
-    contenders = {
-        "dynnets packed": dyn("packed", batches),
-        "dynnets padded-bucketed": dyn("padded", batches),
-        "dynnets padded-to-max": dyn("padded", batches, max_len=max_len),
-        "dynnets static graph": static_contender(),
-        "dynnets autobatch": dyn("autobatch", ab_batches),
+    S, K = "shuffled", "bucketed"
+    contenders = {            # name -> (batch set, train, evaluate)
+        "dynnets packed": (S, *dyn("packed", batches[S])),
+        "dynnets packed ": (K, *dyn("packed", batches[K])),
+        "dynnets padded-bucketed": (K, *dyn("padded", batches[K])),
+        "dynnets padded-to-max": (S, *dyn("padded", batches[S], max_len=max_len)),
+        "dynnets static graph": (K, *static_contender()),
+        "dynnets autobatch": (S, *dyn("autobatch", ab_batches)),
+        "torch padded": (S, *torch_contender(False, S)[:2]),
+        "torch padded ": (K, *torch_contender(False, K)[:2]),
+        "torch nested (eval)": (S, None, torch_contender(True, S)[1]),
+        "torch nested (eval) ": (K, None, torch_contender(True, K)[1]),
+        "floor: products on real tokens": (S, *floor_contender()),
     }
-    tp_train, tp_eval, tmodel = torch_contender(False)
-    _, tn_eval, _ = torch_contender(True)
-    contenders["torch padded"] = (tp_train, tp_eval)
-    contenders["torch nested (eval)"] = (None, tn_eval)
-    contenders["floor: products on real tokens"] = floor_contender()
 
     # same weights, same function: the first batch's logits agree
     check = build_model("transformer", V, **cfg)
     check.load_state_dict({k: v.copy() for k, v in weights.items()})
-    ids, mask, lz, _ = tb[0]
+    ids, mask, lz, _ = tbs[S][0]
     with torch.inference_mode():
         lt = TorchModel(False).eval()(ids, mask, lz).numpy()
         ln = TorchModel(True).eval()(ids, mask, lz).numpy()
-    ld = check._eval(check.logits_and_labels, check.collate([examples[i] for i in batches[0]]))[0].numpy()
+    ld = check._eval(check.logits_and_labels, check.collate([examples[i] for i in batches[S][0]]))[0].numpy()
     print(f"# first batch's logits: |dynnets - torch padded| {np.abs(ld - lt).max():.2e}, |dynnets - torch "
           f"nested| {np.abs(ld - ln).max():.2e}")
 
     tok = {k: (ab_tokens if k == "dynnets autobatch" else n_tokens) for k in contenders}
-    train_t = interleaved({k: v[0] for k, v in contenders.items() if v[0] is not None}, args.repeats, 1)
-    eval_t = interleaved({k: v[1] for k, v in contenders.items()}, args.repeats, 1)
+    train_t = interleaved({k: v[1] for k, v in contenders.items() if v[1] is not None}, args.repeats, 1)
+    eval_t = interleaved({k: v[2] for k, v in contenders.items()}, args.repeats, 1)
     tr = {k: _rate(tok[k], s) for k, s in train_t.items()}
     ev = {k: _rate(tok[k], s) for k, s in eval_t.items()}
     rows = []
-    for k in contenders:
+    for k, (which, _, _) in contenders.items():
         t, e = tr.get(k), ev.get(k)
-        rows.append(["transformer", k, f"{t:,.0f}" if t else "-", f"{e:,.0f}",
-                     f"{t / tr['torch padded']:.2f}x" if t else "-", f"{e / ev['torch padded']:.2f}x",
-                     f"{e / ev['torch nested (eval)']:.2f}x"])
+        tp = "torch padded" + ("" if which == S else " ")
+        tn = "torch nested (eval)" + ("" if which == S else " ")
+        rows.append(["transformer", k.strip(), which, f"{t:,.0f}" if t else "-", f"{e:,.0f}",
+                     f"{t / tr[tp]:.2f}x" if t else "-", f"{e / ev[tp]:.2f}x", f"{e / ev[tn]:.2f}x"])
     return rows
 
 
@@ -330,7 +340,7 @@ def bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_to
     ref = build_model("cnn", V, **cfg)
     weights = {k: np.array(v) for k, v in ref.state_dict().items()}
     tcfg = TrainConfig(optimizer="sgd", lr=lr, embedding_lr=lr, weight_decay=0.0)
-    ab_batches = batches[:args.autobatch_batches]
+    ab_batches = batches["shuffled"][:args.autobatch_batches]
     ab_tokens = sum(lengths[i] for b in ab_batches for i in b)
     M = max(widths) - 1
     print(f"# cnn: embedding {Ec}, widths {widths} x {maps} maps")
@@ -373,23 +383,23 @@ def bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_to
                 feats.append(h.amax(-1))
             return self.out(torch.cat(feats, 1))
 
-    tb = []
-    for b in batches:
-        Ls = np.array([lengths[i] for i in b])
-        T = int(Ls.max())
-        ids = np.zeros((len(b), T + 2 * M), dtype=np.int64)
-        for r, i in enumerate(b):
-            ids[r, M:M + Ls[r]] = examples[i].ids
-        pad = ids * 0 == 0
-        pad[:, :] = True
-        for r in range(len(b)):
-            pad[r, M:M + Ls[r]] = False
-        s = np.arange(T + M)[None]
-        valid = [torch.from_numpy(pad)] + [torch.from_numpy(((s >= M - (w - 1)) & (s <= M - 1 + Ls[:, None]))
-                                                            .astype(np.float32)) for w in widths]
-        tb.append((torch.from_numpy(ids), valid, torch.tensor([examples[i].label for i in b])))
+    def torch_batches(bl):
+        tb = []
+        for b in bl:
+            Ls = np.array([lengths[i] for i in b])
+            T = int(Ls.max())
+            ids = np.zeros((len(b), T + 2 * M), dtype=np.int64)
+            pad = np.ones((len(b), T + 2 * M), dtype=bool)
+            for r, i in enumerate(b):
+                ids[r, M:M + Ls[r]] = examples[i].ids
+                pad[r, M:M + Ls[r]] = False
+            s = np.arange(T + M)[None]
+            valid = [torch.from_numpy(pad)] + [torch.from_numpy(((s >= M - (w - 1)) & (s <= M - 1 + Ls[:, None]))
+                                                                .astype(np.float32)) for w in widths]
+            tb.append((torch.from_numpy(ids), valid, torch.tensor([examples[i].label for i in b])))
+        return tb
 
-    def torch_contender():
+    def torch_contender(tb):
         m = TorchCNN()
         opt = torch.optim.SGD(m.parameters(), lr=lr)
 
@@ -407,13 +417,14 @@ def bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_to
                     m(ids, valid)
         return train, evaluate, m
 
-    def floor_contender():
+    def floor_contender(bl):
         C = sum(widths) * maps
         W = np.ones((Ec, C), dtype=np.float32) * 0.01
-        bufs = [(np.ones((sum(lengths[i] for i in b), Ec), dtype=np.float32),
-                 np.empty((sum(lengths[i] for i in b), C), dtype=np.float32),
-                 np.empty((sum(lengths[i] for i in b), Ec), dtype=np.float32), np.empty((Ec, C), dtype=np.float32))
-                for b in batches]
+        bufs = []
+        for b in bl:
+            n = sum(lengths[i] for i in b)
+            bufs.append((np.ones((n, Ec), dtype=np.float32), np.empty((n, C), dtype=np.float32),
+                         np.empty((n, Ec), dtype=np.float32), np.empty((Ec, C), dtype=np.float32)))
 
         def fwd():
             for x, y, _, _ in bufs:
@@ -426,25 +437,35 @@ def bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_to
                 np.matmul(x.T, y, out=gw)
         return train, fwd
 
-    t_train, t_eval, tm = torch_contender()
+    S, K = "shuffled", "bucketed"
+    tbs = {k: torch_batches(v) for k, v in batches.items()}
+    ts_train, ts_eval, tm = torch_contender(tbs[S])
+    tk_train, tk_eval, _ = torch_contender(tbs[K])
     check = build_model("cnn", V, **cfg)
     check.load_state_dict({k: v.copy() for k, v in weights.items()})
-    ids, valid, _ = tb[0]
+    ids, valid, _ = tbs[S][0]
     with torch.inference_mode():
         lt = tm.eval()(ids, valid).numpy()
-    ld = check._eval(check.logits_and_labels, check.collate([examples[i] for i in batches[0]]))[0].numpy()
+    ld = check._eval(check.logits_and_labels, check.collate([examples[i] for i in batches[S][0]]))[0].numpy()
     print(f"# cnn first batch's logits: |dynnets - torch| {np.abs(ld - lt).max():.2e}")
-    contenders = {"dynnets cnn packed": dyn("packed", batches), "dynnets cnn padded": dyn("padded", batches),
-                  "dynnets cnn autobatch": dyn("autobatch", ab_batches),
-                  "torch Conv1d padded": (t_train, t_eval),
-                  "floor: tap products on real tokens": floor_contender()}
+    contenders = {"dynnets cnn packed": (S, *dyn("packed", batches[S])),
+                  "dynnets cnn padded": (S, *dyn("padded", batches[S])),
+                  "dynnets cnn padded ": (K, *dyn("padded", batches[K])),
+                  "dynnets cnn autobatch": (S, *dyn("autobatch", ab_batches)),
+                  "torch Conv1d padded": (S, ts_train, ts_eval),
+                  "torch Conv1d padded ": (K, tk_train, tk_eval),
+                  "floor: tap products on real tokens": (S, *floor_contender(batches[S]))}
     tok = {k: (ab_tokens if "autobatch" in k else n_tokens) for k in contenders}
-    train_t = interleaved({k: v[0] for k, v in contenders.items()}, args.repeats, 1)
-    eval_t = interleaved({k: v[1] for k, v in contenders.items()}, args.repeats, 1)
+    train_t = interleaved({k: v[1] for k, v in contenders.items()}, args.repeats, 1)
+    eval_t = interleaved({k: v[2] for k, v in contenders.items()}, args.repeats, 1)
     tr = {k: _rate(tok[k], s) for k, s in train_t.items()}
     ev = {k: _rate(tok[k], s) for k, s in eval_t.items()}
-    return [["cnn", k, f"{tr[k]:,.0f}", f"{ev[k]:,.0f}", f"{tr[k] / tr['torch Conv1d padded']:.2f}x",
-             f"{ev[k] / ev['torch Conv1d padded']:.2f}x", "-"] for k in contenders]
+    rows = []
+    for k, (which, _, _) in contenders.items():
+        tp = "torch Conv1d padded" + ("" if which == S else " ")
+        rows.append(["cnn", k.strip(), which, f"{tr[k]:,.0f}", f"{ev[k]:,.0f}", f"{tr[k] / tr[tp]:.2f}x",
+                     f"{ev[k] / ev[tp]:.2f}x", "-"])
+    return rows
 
 
 if __name__ == "__main__":

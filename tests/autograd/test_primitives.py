@@ -680,7 +680,9 @@ def _ragged_attention(rng):
     r = _r(rng)
     return [Case("heads", r(7, 6), r(7, 6), r(7, 6), np.array([0, 1, 1, 4, 7]), num_heads=2),
             Case("one-head-scale", r(5, 4), r(5, 4), r(5, 4), np.array([0, 5]), num_heads=1, scale=0.3),
-            Case("twin", r(4, 6), r(4, 6), r(4, 6), np.array([0, 3, 4]), num_heads=3, use_kernel=False)]
+            Case("twin", r(4, 6), r(4, 6), r(4, 6), np.array([0, 3, 4]), num_heads=3, method="twin"),
+            Case("grouped", r(9, 4), r(9, 4), r(9, 4), np.array([0, 3, 3, 6, 7, 9]), num_heads=2, method="grouped"),
+            Case("kernel", r(6, 4), r(6, 4), r(6, 4), np.array([0, 2, 6]), num_heads=2, method="kernel")]
 
 
 SAMPLES["ragged_attention"] = _ragged_attention        # i25-models

@@ -79,3 +79,29 @@ def test_pack_and_unpack_sequences_round_trip_with_gradients():
     assert all((x.grad.numpy() == 2.0).all() for x in xs)
     with pytest.raises(ShapeError, match="ragged_offsets: lengths must be non-negative"):
         dn.ragged_offsets([2, -1])
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_grouped_blas_method_matches_the_twin(dtype, tol):
+    from dynnets.autograd.primitives import ragged as R
+    rng = np.random.default_rng(9)
+    lens = [3, 0, 3, 1, 5, 3, 5]                      # repeated lengths (stacks), an empty and a single sentence
+    off = dn.ragged_offsets(lens)
+    N, heads = int(off[-1]), 2
+    q, k, v, g = (rng.standard_normal((N, 6)).astype(dtype) for _ in range(4))
+    glse = rng.standard_normal((N, heads)).astype(dtype)
+    a = R._grouped_fwd(q, k, v, off, heads, 0.4)
+    b = RR.ragged_attention_fwd(q, k, v, off, heads, 0.4)
+    for x, y in zip(a, b):
+        assert x.dtype == dtype
+        np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+    for x, y in zip(R._grouped_bwd(q, k, v, off, heads, 0.4, *b, g, glse),
+                    RR.ragged_attention_bwd(q, k, v, off, heads, 0.4, *b, g, glse)):
+        assert x.dtype == dtype
+        np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+
+
+def test_auto_method_picks_blas_stacks_for_few_lengths_and_the_kernel_for_many():
+    from dynnets.autograd.primitives import ragged as R
+    assert R._method(None, dn.ragged_offsets([4] * 20 + [5] * 5))[0] is R._grouped_fwd
+    assert R._method(None, dn.ragged_offsets(list(range(1, 26))))[0] is KR.ragged_attention_fwd

@@ -44,7 +44,99 @@ def _scale(scale, E, num_heads):
     return 1.0 / math.sqrt(E // num_heads) if scale is None else float(scale)
 
 
-def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, use_kernel=True):
+def _length_groups(offsets):
+    """The sentences grouped by length: ``(L, n, rows)`` per distinct
+    length ``L > 0``, ``rows`` the packed rows of its ``n`` sentences in
+    order ((n * L,) int64)."""
+    lens = np.diff(offsets)
+    out = []
+    for L in np.unique(lens).tolist():
+        if L == 0:
+            continue
+        sel = np.flatnonzero(lens == L)
+        if len(sel) == 1:
+            a = int(offsets[sel[0]])
+            out.append((L, 1, slice(a, a + L)))
+        else:
+            out.append((L, len(sel), (offsets[sel][:, None] + np.arange(L)[None]).reshape(-1)))
+    return out
+
+
+def _split_heads(x, rows, n, L, H, D, order):
+    return x[rows].reshape(n, L, H, D).transpose(order)
+
+
+def _grouped_fwd(q, k, v, offsets, num_heads, scale):
+    """:func:`kernels_ragged.ragged_attention_fwd` with BLAS: the sentences
+    of each distinct length as one stack of ``(n * H)`` small products
+    (``numpy.matmul`` calls BLAS per matrix). Each sentence still attends to
+    itself only, with no padding."""
+    N, E = q.shape
+    H = num_heads
+    D = E // H
+    out = np.empty_like(q)
+    lse = np.empty((N, H), dtype=q.dtype)
+    for L, n, rows in _length_groups(offsets):
+        qs = _split_heads(q, rows, n, L, H, D, (0, 2, 1, 3))
+        s = np.matmul(qs, _split_heads(k, rows, n, L, H, D, (0, 2, 3, 1)))        # (n, H, L, L)
+        s *= scale
+        m = s.max(-1, keepdims=True)
+        s -= m
+        np.exp(s, out=s)
+        tot = s.sum(-1, keepdims=True)
+        s /= tot
+        o = np.matmul(s, _split_heads(v, rows, n, L, H, D, (0, 2, 1, 3)))
+        out[rows] = o.transpose(0, 2, 1, 3).reshape(n * L, E)
+        np.log(tot, out=tot)
+        tot += m
+        lse[rows] = tot[..., 0].transpose(0, 2, 1).reshape(n * L, H)
+    return out, lse
+
+
+def _grouped_bwd(q, k, v, offsets, num_heads, scale, out, lse, g, glse):
+    """:func:`kernels_ragged.ragged_attention_bwd` with BLAS, grouped by length as :func:`_grouped_fwd`."""
+    N, E = q.shape
+    H = num_heads
+    D = E // H
+    dq, dk, dv = np.empty_like(q), np.empty_like(q), np.empty_like(q)
+    heads = (0, 2, 1, 3)
+    for L, n, rows in _length_groups(offsets):
+        qs = _split_heads(q, rows, n, L, H, D, heads)
+        ks = _split_heads(k, rows, n, L, H, D, heads)
+        vs = _split_heads(v, rows, n, L, H, D, heads)
+        gs = _split_heads(g, rows, n, L, H, D, heads)
+        p = np.matmul(qs, ks.transpose(0, 1, 3, 2))
+        p *= scale
+        p -= lse[rows].reshape(n, L, H).transpose(0, 2, 1)[..., None]
+        np.exp(p, out=p)                                                         # (n, H, L, L)
+        dv[rows] = np.matmul(p.transpose(0, 1, 3, 2), gs).transpose(heads).reshape(n * L, E)
+        di = (g[rows] * out[rows]).reshape(n * L, H, D).sum(-1) - glse[rows]
+        ds = np.matmul(gs, vs.transpose(0, 1, 3, 2))
+        ds -= di.reshape(n, L, H).transpose(0, 2, 1)[..., None]
+        ds *= p
+        ds *= scale
+        dq[rows] = np.matmul(ds, ks).transpose(heads).reshape(n * L, E)
+        dk[rows] = np.matmul(ds.transpose(0, 1, 3, 2), qs).transpose(heads).reshape(n * L, E)
+    return dq, dk, dv
+
+
+_METHODS = {"kernel": (KR.ragged_attention_fwd, KR.ragged_attention_bwd),
+            "grouped": (_grouped_fwd, _grouped_bwd),
+            "twin": (RR.ragged_attention_fwd, RR.ragged_attention_bwd)}
+
+
+def _method(method, offsets):
+    if method is not None:
+        return _METHODS[method]
+    # BLAS on the stacks of equal-length sentences wins while the groups are
+    # few (bucketed batches: ~2 lengths per batch of 25); with every length
+    # different, one kernel pass beats ~25 groups of numpy calls (measured in
+    # benchmarks/bench_transformer.py's attention rows)
+    lens = np.diff(offsets)
+    return _METHODS["grouped" if len(np.unique(lens)) * ragged_attention_p.twin_min <= len(lens) else "kernel"]
+
+
+def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, method=None):
     """Multi-head softmax attention of each packed sentence over itself.
 
     Parameters
@@ -58,8 +150,12 @@ def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, use_kernel=True
     num_heads : int
     scale : float or None
         Factor of the scores; None gives ``1 / sqrt(D)``.
-    use_kernel : bool
-        False runs the numpy twin (:mod:`..reference_ragged`).
+    method : None, 'kernel', 'grouped' or 'twin'
+        ``kernel``: the Numba kernel (one pass over the offsets);
+        ``grouped``: BLAS products on stacks of the sentences of each
+        distinct length (no padding either); ``twin``: the kernel's numpy
+        specification (:mod:`..reference_ragged`); None chooses ``grouped``
+        when the batch has few distinct lengths, else ``kernel``.
 
     Returns
     -------
@@ -72,11 +168,10 @@ def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, use_kernel=True
     o = ragged_offsets("ragged_attention", offsets, q.shape[0])
     dt = np.result_type(q, k, v)
     q, k, v = (np.ascontiguousarray(a, dtype=dt) for a in (q, k, v))
-    impl = KR if use_kernel else RR
-    return impl.ragged_attention_fwd(q, k, v, o, int(num_heads), _scale(scale, q.shape[1], num_heads))
+    return _method(method, o)[0](q, k, v, o, int(num_heads), _scale(scale, q.shape[1], num_heads))
 
 
-def _ragged_attention_shape(q, k, v, offsets, num_heads=1, scale=None, use_kernel=True):
+def _ragged_attention_shape(q, k, v, offsets, num_heads=1, scale=None, method=None):
     op = "ragged_attention"
     dt = kernel_floats(op, q=q, k=k, v=v)
     for name, a in (("q", q), ("k", k), ("v", v)):
@@ -94,12 +189,14 @@ def _ragged_attention_shape(q, k, v, offsets, num_heads=1, scale=None, use_kerne
         raise ShapeError(f"{op}: embed_dim={E} (q.shape[1]) is not divisible by num_heads={num_heads}")
     if scale is not None and not isinstance(scale, (int, float, np.floating, np.integer)):
         raise ShapeError(f"{op}: scale must be a number or None, got {scale!r}")
+    if method not in (None, "kernel", "grouped", "twin"):
+        raise ShapeError(f"{op}: method must be None, 'kernel', 'grouped' or 'twin', got {method!r}")
     check_index(op, "offsets", offsets)
     n = q.shape[0]
     return Aval((n, E), dt), Aval((n, num_heads), dt)
 
 
-def _ragged_attention_vjp(g, ins, out, num_heads=1, scale=None, use_kernel=True):
+def _ragged_attention_vjp(g, ins, out, num_heads=1, scale=None, method=None):
     q, k, v, offsets = ins
     o, lse = out
     off = ragged_offsets("ragged_attention", offsets, o.shape[0])
@@ -107,8 +204,7 @@ def _ragged_attention_vjp(g, ins, out, num_heads=1, scale=None, use_kernel=True)
     go = np.zeros_like(o) if g[0] is None else np.ascontiguousarray(g[0], dtype=dt)
     gl = np.zeros_like(lse) if g[1] is None else np.ascontiguousarray(g[1], dtype=dt)
     q, k, v = (np.ascontiguousarray(a, dtype=dt) for a in (q, k, v))
-    impl = KR if use_kernel else RR
-    dq, dk, dv = impl.ragged_attention_bwd(q, k, v, off, int(num_heads), _scale(scale, q.shape[1], num_heads),
+    dq, dk, dv = _method(method, off)[1](q, k, v, off, int(num_heads), _scale(scale, q.shape[1], num_heads),
                                            o, lse, go, gl)
     return (dq.astype(ins[0].dtype, copy=False), dk.astype(ins[1].dtype, copy=False),
             dv.astype(ins[2].dtype, copy=False), None)
@@ -118,4 +214,5 @@ def _ragged_attention_vjp(g, ins, out, num_heads=1, scale=None, use_kernel=True)
 # and joined, which no BatchRule kind expresses; under autobatch each call runs
 # on its own (its projections around it still batch)
 ragged_attention_p = defprim("ragged_attention", _ragged_attention, _ragged_attention_shape,
-                             joint_vjp=_ragged_attention_vjp, multiple_results=True, nondiff_args=(3,))
+                             joint_vjp=_ragged_attention_vjp, multiple_results=True, nondiff_args=(3,),
+                             twin_min=4)
