@@ -20,9 +20,10 @@ i)] + b_w`` (shifted slices added), which equals ``torch.nn.Conv1d``
 Executions, the same function and gradients:
 
 ``packed``
-    the product on the real tokens only (``n`` rows); the shifted sums run
-    over the sentences laid end to end with ``max(w) - 1`` zero rows between
-    them, and each sentence's windows are gathered for the max;
+    no padding to a common length: the sentences laid end to end with
+    ``max(w) - 1`` zero rows between them (the wide convolution's margins,
+    ``n + (max(w) - 1)(B + 1)`` rows), one product, the shifted sums, and
+    each sentence's windows gathered for the max;
 ``padded``
     ``(B, T + 2 (max(w) - 1), E)`` padded to the batch maximum, the product on
     every padded row, windows past a sentence masked before the max;
@@ -144,31 +145,34 @@ class KimCNN(ModelBase, nn.Module):
         ex = self.execution
         if ex == "packed":
             n = len(b.ids)
-            P = ops.matmul(self.embedding(b.ids), self._filters())                  # real tokens only
-            P0 = ops.concat([P, np.zeros((1, P.shape[1]), dtype=self._dtype)])
             starts = M * np.arange(1, B + 1) + b.offsets[:-1]                      # first token of each sentence
             L = n + M * (B + 1)
-            layout = np.full(L, n, dtype=np.int64)                                  # n: the zero row
-            layout[np.repeat(starts - b.offsets[:-1], b.lengths) + np.arange(n)] = np.arange(n)
-            X = P0[layout]
+            pos = np.repeat(starts - b.offsets[:-1], b.lengths) + np.arange(n)
+            layout = np.zeros(L, dtype=np.int64)
+            layout[pos] = b.ids
+            keep = np.zeros((L, 1), dtype=self._dtype)
+            keep[pos] = 1
+            # the embedding primitive's row-sparse VJP, then zero rows between
+            # the sentences (a gather from an extra zero row scatters its
+            # gradient back with np.add.at: 30% of a training step, measured)
+            P = ops.matmul(self.embedding(layout) * keep, self._filters())
             feats = []
-            for c, conv in zip(self.convs, self._conv(X, 0, L - self.margin)):
+            for c, conv in zip(self.convs, self._conv(P, 0, L - self.margin)):
                 w = c.width
                 R = ops.concat([ops.relu(conv), np.zeros((1, m), dtype=self._dtype)])
                 span = int(b.lengths.max()) + w - 1
                 j = np.arange(span)[None, :]
                 idx = np.where(j < (b.lengths + w - 1)[:, None], starts[:, None] - (w - 1) + j, R.shape[0] - 1)
-                feats.append(ops.max(R[idx], axis=1))
+                # the embedding primitive: its VJP is a Numba scatter-add (np.add.at for a
+                # getitem cost as much as the products, measured)
+                feats.append(ops.max(ops.embedding(R, idx), axis=1))
             return ops.concat(feats, 1)
         if ex == "padded":
             T = int(b.lengths.max())
             Tp = T + 2 * M
             ids = b.padded_ids(Tp, left=M, fill=-1)
-            e = self.embedding(b.ids)
-            e0 = ops.concat([e, np.zeros((1, e.shape[1]), dtype=self._dtype)])
-            rows = np.where(ids < 0, len(b.ids), 0)
-            rows[ids >= 0] = np.arange(len(b.ids))
-            P = ops.matmul(e0[rows], self._filters())                               # (B, Tp, C): padding too
+            keep = (ids >= 0).astype(self._dtype)[:, :, None]
+            P = ops.matmul(self.embedding(np.maximum(ids, 0)) * keep, self._filters())   # (B, Tp, C): padding too
             feats = []
             s = np.arange(T + M)[None, :]
             for c, conv in zip(self.convs, self._conv(P, 1, T + M)):
