@@ -204,6 +204,25 @@ class KimCNN(ModelBase, nn.Module):
         b = self.as_batch(batch, vocab)
         return self.out(self.drop(self.features(b))), b.labels
 
+    def epoch_padding(self, trees, batches):
+        """Rows the convolution's product computes in an epoch of ``batches``
+        and how many are padding (zero rows): the wide convolution's
+        ``max(w) - 1`` margins per sentence (shared between neighbours when
+        packed), plus the padding to the batch maximum when padded. The keys
+        of :func:`dynnets.runs.padding_waste`."""
+        lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+        real = int(lengths.sum())
+        M = self.margin
+        if self.execution == "packed":
+            steps = real + sum(M * (len(b) + 1) for b in batches if len(b))
+        elif self.execution == "padded":
+            steps = sum(len(b) * (int(lengths[b].max()) + 2 * M) for b in batches if len(b))
+        else:
+            steps = real + 2 * M * len(lengths)
+        return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
+                "pad_fraction": (steps - real) / steps if steps else 0.0, "truncated": 0, "n": len(lengths),
+                "max_len": None}
+
     def loss(self, batch, vocab=None):
         logits, labels = self.logits_and_labels(batch, vocab=vocab)
         return ops.cross_entropy(logits, labels)

@@ -335,8 +335,9 @@ class TransformerClassifier(ModelBase, nn.Module):
         ``TrainConfig.bucket_batches``, ``--bucket-batches``); one sentence at
         a time; one sentence at a time under ``dn.autobatch()``.
     max_len : int or None
-        ``padded`` only: pad every batch to this length (longer sentences
-        are cut, as the static padded models); None pads to the batch maximum.
+        ``padded`` only: pad every batch to this length (the TF1 habit of
+        one fixed length; a batch holding a longer sentence is padded to
+        that one: nothing is cut); None pads to the batch maximum.
     activation : 'relu' or 'gelu'
     seed : int
     dtype : str
@@ -366,7 +367,7 @@ class TransformerClassifier(ModelBase, nn.Module):
                            max_len=None if max_len is None else int(max_len), activation=activation, seed=int(seed),
                            dtype=str(dt))
         self._dtype = dt
-        self.pooling, self.execution, self.max_len = pooling, execution, self.config["max_len"]
+        self.pooling, self.execution, self.pad_to = pooling, execution, self.config["max_len"]
         rng = np.random.default_rng([seed, 0])
         self.embedding = nn.Embedding(vocab_size, embed_dim, rng=rng, dtype=dt)
         self.encoder = TransformerEncoder(embed_dim, nhead, num_layers, hidden, dropout, activation, seed, dt)
@@ -388,8 +389,7 @@ class TransformerClassifier(ModelBase, nn.Module):
     def sentence_vectors(self, batch, vocab=None):
         """Pooled encoder output of each sentence, (B, E)."""
         b = self.as_batch(batch, vocab)
-        ex = "packed" if self.execution == "padded" and self.max_len is None and len(b.lengths) == 1 \
-            else self.execution
+        ex = self.execution
         if ex == "packed":
             pos = np.arange(len(b.ids)) - np.repeat(b.offsets[:-1], b.lengths)
             x = self.embedding(b.ids) + self._positions(int(b.lengths.max()))[pos]
@@ -401,9 +401,9 @@ class TransformerClassifier(ModelBase, nn.Module):
             avg[rows, np.arange(len(b.ids))] = (1.0 / b.lengths)[rows]
             return ops.matmul(avg, y)
         if ex == "padded":
-            T = int(b.lengths.max()) if self.max_len is None else self.max_len
+            T = max(int(b.lengths.max()), self.pad_to or 0)
             ids = b.padded_ids(T, fill=0)
-            lens = np.minimum(b.lengths, T)
+            lens = b.lengths
             mask = np.arange(T)[None, :] >= lens[:, None]
             x = self.embedding(ids) + self._positions(T)[:T]
             y = self.encoder.forward_padded(x, mask)
@@ -428,6 +428,20 @@ class TransformerClassifier(ModelBase, nn.Module):
         """Logits (B, C) and labels (one output per sentence)."""
         b = self.as_batch(batch, vocab)
         return self.out(self.drop(self.sentence_vectors(b))), b.labels
+
+    def epoch_padding(self, trees, batches):
+        """Token rows the encoder computes in an epoch of ``batches`` (lists
+        of indices into ``trees``) and how many are padding: ``steps``,
+        ``real_steps``, ``pad_steps``, ``pad_fraction``, ``truncated`` (0),
+        ``n``, ``max_len`` (as :func:`dynnets.runs.padding_waste`)."""
+        lengths = np.fromiter((len(t.leaves()) for t in trees), dtype=np.int64, count=len(trees))
+        real = int(lengths.sum())
+        steps = real
+        if self.execution == "padded":
+            steps = sum(len(b) * max(int(lengths[b].max()), self.pad_to or 0) for b in batches if len(b))
+        return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
+                "pad_fraction": (steps - real) / steps if steps else 0.0, "truncated": 0, "n": len(lengths),
+                "max_len": self.pad_to}
 
     def loss(self, batch, vocab=None):
         logits, labels = self.logits_and_labels(batch, vocab=vocab)
