@@ -75,7 +75,7 @@ def parse():
     ap.add_argument("--autobatch-batches", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blas-threads", type=int, default=1, choices=(1, 2))
-    ap.add_argument("--only", choices=("transformer", "cnn"), default=None)
+    ap.add_argument("--only", choices=("transformer", "cnn", "attention"), default=None)
     return ap.parse_args()
 
 
@@ -122,9 +122,43 @@ def main():
                                      max_len)
     if args.only in (None, "cnn"):
         results += bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_tokens, V)
+    if args.only in (None, "attention"):
+        bench_attention(args, np, batches, lengths)
+    if results:
+        print()
+        print(markdown_table(["model", "contender", "batches", "train tok/s", "eval tok/s", "train vs torch padded",
+                              "eval vs torch padded", "eval vs torch nested"], results))
+
+
+def bench_attention(args, np, batches, lengths):
+    """The ragged attention primitive's methods alone (forward + backward,
+    float32, d_model heads as the transformer rows) on each batch set."""
+    import statistics
+
+    from dynnets.autograd import kernels_ragged as KR
+    from dynnets.autograd import reference_ragged as RR
+    from dynnets.autograd.primitives import ragged as R
+    methods = {"grouped (BLAS stacks, default)": (R._grouped_fwd, R._grouped_bwd),
+               "kernel (Numba, one pass)": (KR.ragged_attention_fwd, KR.ragged_attention_bwd),
+               "twin (numpy, per sentence)": (RR.ragged_attention_fwd, RR.ragged_attention_bwd)}
+    rng = np.random.default_rng(args.seed)
+    E, H = args.d_model, args.nhead
+    rows = []
+    for name, bl in batches.items():
+        offs = [np.concatenate([[0], np.cumsum([lengths[i] for i in b])]).astype(np.int64) for b in bl]
+        data = [[rng.standard_normal((int(o[-1]), E)).astype(np.float32) for _ in range(4)] for o in offs]
+
+        def make(fwd, bwd):
+            def run():
+                for o, (q, k, v, g) in zip(offs, data):
+                    out, lse = fwd(q, k, v, o, H, 1.0 / np.sqrt(E // H))
+                    bwd(q, k, v, o, H, 1.0 / np.sqrt(E // H), out, lse, g, np.zeros_like(lse))
+            return run
+        t = interleaved({m: make(*f) for m, f in methods.items()}, args.repeats, 1)
+        for m in methods:
+            rows.append([name, m, f"{statistics.median(t[m]) * 1e3:.0f}"])
     print()
-    print(markdown_table(["model", "contender", "batches", "train tok/s", "eval tok/s", "train vs torch padded",
-                          "eval vs torch padded", "eval vs torch nested"], results))
+    print(markdown_table(["batches", "ragged_attention method", "forward + backward ms per pass"], rows))
 
 
 def _rate(tokens, samples):

@@ -2223,7 +2223,7 @@ def unpack_sequences(packed, offsets):
     return [packed[int(a):int(b)] for a, b in zip(o[:-1], o[1:])]
 
 
-def ragged_attention(query, key, value, offsets, num_heads=1, scale=None, return_lse=False):
+def ragged_attention(query, key, value, offsets, num_heads=1, scale=None, return_lse=False, method=None):
     """Multi-head softmax attention of packed sentences, each over itself
     only (the ``ragged_attention`` primitive: one kernel pass that reads the
     offsets, no padding, no mask, no ``(B, T, T)`` score tensor).
@@ -2241,6 +2241,10 @@ def ragged_attention(query, key, value, offsets, num_heads=1, scale=None, return
         Default ``1 / sqrt(E / num_heads)``.
     return_lse : bool
         Also return each row's log-sum-exp of its scores, (N, num_heads).
+    method : None, 'grouped', 'kernel' or 'twin'
+        How the primitive computes (the same values): BLAS products on
+        stacks of equal-length sentences (None, the fastest measured), the
+        Numba kernel's one pass over the offsets, or its numpy twin.
 
     Returns
     -------
@@ -2249,6 +2253,8 @@ def ragged_attention(query, key, value, offsets, num_heads=1, scale=None, return
     attrs = {"num_heads": num_heads}
     if scale is not None:
         attrs["scale"] = scale
+    if method is not None:
+        attrs["method"] = method
     out, lse = bind(P.ragged_attention_p, query, key, value, offsets, **attrs)
     return (out, lse) if return_lse else out
 

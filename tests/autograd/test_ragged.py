@@ -101,7 +101,16 @@ def test_grouped_blas_method_matches_the_twin(dtype, tol):
         np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
 
 
-def test_auto_method_picks_blas_stacks_for_few_lengths_and_the_kernel_for_many():
-    from dynnets.autograd.primitives import ragged as R
-    assert R._method(None, dn.ragged_offsets([4] * 20 + [5] * 5))[0] is R._grouped_fwd
-    assert R._method(None, dn.ragged_offsets(list(range(1, 26))))[0] is KR.ragged_attention_fwd
+@pytest.mark.parametrize("method", [None, "kernel", "grouped", "twin"])
+def test_every_method_gives_the_same_values_and_gradients(method):
+    rng = np.random.default_rng(3)
+    off = dn.ragged_offsets([2, 5, 1, 5, 3])
+    X = [rng.standard_normal((int(off[-1]), 8)) for _ in range(4)]
+    q, k, v = (dn.tensor(a, requires_grad=True) for a in X[:3])
+    y = dn.ragged_attention(q, k, v, off, num_heads=2, method=method)
+    (y * dn.tensor(X[3])).sum().backward()
+    out, lse = RR.ragged_attention_fwd(*X[:3], off, 2, 0.5)
+    grads = RR.ragged_attention_bwd(*X[:3], off, 2, 0.5, out, lse, X[3], np.zeros_like(lse))
+    np.testing.assert_allclose(y.numpy(), out, rtol=1e-12, atol=1e-13)
+    for t, g in zip((q, k, v), grads):
+        np.testing.assert_allclose(t.grad.numpy(), g, rtol=1e-11, atol=1e-13)

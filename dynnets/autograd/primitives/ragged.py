@@ -126,14 +126,15 @@ _METHODS = {"kernel": (KR.ragged_attention_fwd, KR.ragged_attention_bwd),
 
 
 def _method(method, offsets):
-    if method is not None:
-        return _METHODS[method]
-    # BLAS on the stacks of equal-length sentences wins while the groups are
-    # few (bucketed batches: ~2 lengths per batch of 25); with every length
-    # different, one kernel pass beats ~25 groups of numpy calls (measured in
-    # benchmarks/bench_transformer.py's attention rows)
-    lens = np.diff(offsets)
-    return _METHODS["grouped" if len(np.unique(lens)) * ragged_attention_p.twin_min <= len(lens) else "kernel"]
+    # None: the BLAS stacks. Measured on SST minibatches of 25 (1000 training
+    # sentences, d_model 128, 4 heads, float32, forward + backward, one
+    # thread): shuffled batches (~20 distinct lengths each) kernel 0.61 s,
+    # grouped 0.41-0.52 s; length-bucketed batches (~2 lengths) kernel
+    # 0.33-0.46 s, grouped 0.16-0.20 s (benchmarks/bench_transformer.py
+    # --only attention prints these rows). The Numba kernel's products are
+    # loops (no BLAS inside njit without scipy) over rows of ~20 keys, which
+    # do not reach BLAS's speed.
+    return _METHODS["grouped" if method is None else method]
 
 
 def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, method=None):
@@ -155,7 +156,7 @@ def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, method=None):
         ``grouped``: BLAS products on stacks of the sentences of each
         distinct length (no padding either); ``twin``: the kernel's numpy
         specification (:mod:`..reference_ragged`); None chooses ``grouped``
-        when the batch has few distinct lengths, else ``kernel``.
+        (the fastest, measured: see :func:`_method`).
 
     Returns
     -------
@@ -214,5 +215,4 @@ def _ragged_attention_vjp(g, ins, out, num_heads=1, scale=None, method=None):
 # and joined, which no BatchRule kind expresses; under autobatch each call runs
 # on its own (its projections around it still batch)
 ragged_attention_p = defprim("ragged_attention", _ragged_attention, _ragged_attention_shape,
-                             joint_vjp=_ragged_attention_vjp, multiple_results=True, nondiff_args=(3,),
-                             twin_min=4)
+                             joint_vjp=_ragged_attention_vjp, multiple_results=True, nondiff_args=(3,))
