@@ -288,7 +288,7 @@ class StaticEncoderGraph:
                 h = F.layer_norm(h + lin(a, "self_attn.out_proj"), (E,), v[p + "norm1.weight"], v[p + "norm1.bias"],
                                  layer.norm1.eps)
                 f = lin(h, "linear1")
-                f = tf.nn.relu(f) if layer.activation == "relu" else tf.nn.gelu(f)
+                f = tf.nn.relu(f) if layer.activation == "relu" else ops.gelu(f)      # TF1 has no gelu
                 h = F.layer_norm(h + lin(f, "linear2"), (E,), v[p + "norm2.weight"], v[p + "norm2.bias"],
                                  layer.norm2.eps)
             self.out = h
