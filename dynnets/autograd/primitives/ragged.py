@@ -41,7 +41,8 @@ def ragged_offsets(op, offsets, n):
 
 
 def _scale(scale, E, num_heads):
-    return 1.0 / math.sqrt(E // num_heads) if scale is None else float(scale)
+    # a head width of 0 has all-zero scores: any scale (no division by zero)
+    return 1.0 / math.sqrt(max(E // num_heads, 1)) if scale is None else float(scale)
 
 
 def _length_groups(offsets):
