@@ -1,8 +1,7 @@
-"""The ragged attention primitive: kernel against its numpy twin, against
-padded masked attention in torch, and its value checks."""
+"""The ragged attention primitive: kernel and BLAS-stack methods against the
+numpy twin, and its value checks (torch parity: tests/parity/test_ragged_attention.py)."""
 import numpy as np
 import pytest
-import torch
 
 import dynnets as dn
 from dynnets.autograd import kernels_ragged as KR
@@ -27,35 +26,6 @@ def test_kernels_match_numpy_twins(lens, heads, dtype, tol):
                     RR.ragged_attention_bwd(q, k, v, off, heads, 0.5, out2, lse2, g, glse)):
         assert a.dtype == dtype
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-
-
-def test_matches_torch_padded_scaled_dot_product_attention_with_mask():
-    rng = np.random.default_rng(5)
-    lens, heads, D = [4, 1, 6, 3], 3, 5
-    off = dn.ragged_offsets(lens)
-    N = int(off[-1])
-    Q, K, V, G = (rng.standard_normal((N, heads * D)) for _ in range(4))
-    q, k, v = (dn.tensor(a, requires_grad=True) for a in (Q, K, V))
-    y = dn.ragged_attention(q, k, v, off, num_heads=heads)
-    (y * dn.tensor(G)).sum().backward()
-
-    B, T = len(lens), max(lens)
-    mask = np.arange(T)[None] < np.array(lens)[:, None]              # True at real tokens (SDPA's convention)
-
-    def padded(a):
-        p = np.zeros((B, T, heads * D))
-        p[mask] = a
-        return torch.tensor(p.reshape(B, T, heads, D).transpose(0, 2, 1, 3).copy(), requires_grad=True)
-    qt, kt, vt = padded(Q), padded(K), padded(V)
-    yt = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=torch.tensor(mask)[:, None, None, :])
-    yt = yt.permute(0, 2, 1, 3).reshape(B, T, heads * D)
-    gp = np.zeros((B, T, heads * D))
-    gp[mask] = G
-    (yt * torch.tensor(gp)).sum().backward()
-    np.testing.assert_allclose(y.numpy(), yt.detach().numpy()[mask], rtol=1e-10, atol=1e-12)
-    for a, t in ((q, qt), (k, kt), (v, vt)):
-        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy().transpose(0, 2, 1, 3).reshape(B, T, -1)[mask],
-                                   rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("offsets, msg", [
