@@ -117,6 +117,12 @@ def add_binarize_option(p):
 COMPARE_VARIANTS = ("padded-max", "padded-p95", "padded-median", "padded-bucketed", "lstm", "treelstm",
                     "static-treelstm")
 
+#: More models ``dynnets compare --models`` takes (issue 25): Kim's CNN padded
+#: to the batch maximum or packed, and the Transformer encoder padded to the
+#: training maximum, padded to the batch maximum with length buckets, or
+#: packed (ragged attention, no padding).
+COMPARE_EXTRA = ("cnn-padded", "cnn", "transformer-padded-max", "transformer-bucketed", "transformer")
+
 COMPARE_DESCRIPTION = ("The padded-vs-dynamic experiment: the padded static LSTM unrolled to the training maximum, "
                        "the 95th percentile and the median length, the static LSTM padded to each batch's maximum "
                        "with length buckets (dynamic_rnn), the dynamic (packed) LSTM, the Tree-LSTM and the static "
@@ -143,8 +149,9 @@ def add_compare_arguments(c):
     c.add_argument("--optimizer", choices=("adagrad", "adam", "sgd"), default="adam", help="default adam")
     c.add_argument("--lr", type=positive_float, default=0.01, help="learning rate (default 0.01)")
     c.add_argument("--models", nargs="+", default=list(COMPARE_VARIANTS), metavar="NAME",
-                   choices=list(COMPARE_VARIANTS) + ["bow"],
-                   help="subset of: " + ", ".join(COMPARE_VARIANTS) + ", bow (default: all but bow)")
+                   choices=list(COMPARE_VARIANTS) + ["bow"] + list(COMPARE_EXTRA),
+                   help="subset of: " + ", ".join(COMPARE_VARIANTS + ("bow",) + COMPARE_EXTRA)
+                   + " (default: " + ", ".join(COMPARE_VARIANTS) + ")")
     c.add_argument("--max-sentences", type=positive_int, default=None, metavar="N",
                    help="use the first N sentences of each split (quick runs)")
     c.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

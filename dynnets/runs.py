@@ -46,7 +46,7 @@ import numpy as np
 from . import io as dio
 from .data.sst import class_names
 from .data.text import read_tree
-from .options import COMPARE_VARIANTS
+from .options import COMPARE_EXTRA, COMPARE_VARIANTS
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 from .plots.figures import compare_figures
 # the one data loader, shared with sweeps (unpacks as (splits, name))
@@ -228,8 +228,12 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
     hist = result.history
     epoch_s = [h["train_seconds"] for h in hist]
     rates = [h["train_sent_per_s"] for h in hist if h["train_sent_per_s"]]
-    padded = getattr(model, "max_len", None) is not None      # a static graph of fixed shape: padding
-    if padded:
+    # a static graph of fixed shape: padding (the cnn and transformer kinds count their own, per execution)
+    padded = getattr(model, "max_len", None) is not None and not hasattr(model, "epoch_padding")
+    if hasattr(model, "epoch_padding"):
+        waste = model.epoch_padding(splits["train"], batch_order(len(splits["train"]), [
+            len(t.leaves()) for t in splits["train"]], train_config, 1))
+    elif padded:
         waste = padding_waste(splits["train"], model.max_len, model.batch_size)
         waste["max_len"] = model.max_len
     elif hasattr(model, "padding_stats"):                       # padded to each batch's own maximum
@@ -372,7 +376,20 @@ def _variant(name, train_trees):
         return "Tree-LSTM (level-batched)", "treelstm", {}
     if name == "bow":
         return "bag of words", "bow", {}
-    raise ValueError(f"compare: unknown model {name!r}; expected some of {', '.join(COMPARE_VARIANTS + ('bow',))}")
+    if name == "cnn-padded":
+        return "CNN (Kim 2014), padded to the batch max", "cnn", {"execution": "padded"}
+    if name == "cnn":
+        return "CNN (Kim 2014), packed (no padding)", "cnn", {"execution": "packed"}
+    if name == "transformer-padded-max":
+        return (f"Transformer, padded to max_len={max(lengths)} (max)", "transformer",
+                {"execution": "padded", "max_len": max(lengths)})
+    if name == "transformer-bucketed":
+        return (f"Transformer, padded to the batch max, buckets of {BUCKET_BATCHES} batches", "transformer",
+                {"execution": "padded", "bucket_batches": BUCKET_BATCHES})
+    if name == "transformer":
+        return "Transformer, packed (ragged attention)", "transformer", {"execution": "packed"}
+    raise ValueError(f"compare: unknown model {name!r}; expected some of "
+                     f"{', '.join(COMPARE_VARIANTS + ('bow',) + COMPARE_EXTRA)}")
 
 
 def _mean_std(xs):

@@ -87,6 +87,21 @@ MODELS = {
         "model": {"embed_dim": 300, "hidden": 150, **_REG},
         "train": {"epochs": 6, "lr": 0.02, "weight_decay": 0.0, **_TRAIN},
     },
+    # issue 25: Kim (2014)'s CNN-rand (widths 3/4/5 x 100 maps, dropout 0.5,
+    # vectors ~ U(-0.25, 0.25); Adagrad here, not his Adadelta or l2 max-norm)
+    # and a small Transformer encoder (2 layers, d_model 128, 4 heads, ff 256,
+    # mean pooling, Adam), both run packed (no padding)
+    "cnn": {
+        "label": "CNN (Kim 2014, packed)",
+        "model": {"embed_dim": 300, "hidden": 100, "dropout": 0.5, "embed_init": 0.25, "execution": "packed"},
+        "train": {"epochs": 8, "lr": 0.02, "weight_decay": 0.0, **_TRAIN},
+    },
+    "transformer": {
+        "label": "Transformer (2 layers, packed)",
+        "model": {"embed_dim": 128, "hidden": 256, "num_layers": 2, "nhead": 4, "dropout": 0.1, "pooling": "mean",
+                  "execution": "packed"},
+        "train": {"epochs": 8, **dict(_TRAIN, optimizer="adam", lr=5e-4, embedding_lr=5e-4), "weight_decay": 0.0},
+    },
 }
 DEFAULT_SEEDS = [0, 1, 2, 3, 4]
 

@@ -259,3 +259,21 @@ def test_train_tree_rnn_max_sentences_zero_names_the_flag(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == ("train_tree_rnn.py: error: argument --max-sentences: expected a "
                                                  "positive integer, got '0'")
+
+
+def test_compare_script_cnn_and_transformer_rows(tmp_path):
+    """issue 25: the CNN padded and packed compute the same function (same
+    batches: the same accuracy); padding is counted per execution."""
+    out = tmp_path / "cmp"
+    script("compare_padded_vs_dynamic.py", "--out", str(out), "--max-sentences", "40", "--epochs", "1",
+           "--seeds", "1", "--hidden", "8", "--embed-dim", "8", "--no-progress", "--no-plots", "--workers", "0",
+           "--models", "cnn-padded", "cnn", "transformer-padded-max", "transformer-bucketed", "transformer")
+    res = json.loads((out / "results.json").read_text())
+    runs = {r["label"]: r for r in res["runs"]}
+    assert len(runs) == 5
+    cnn_pad, cnn = (runs[k] for k in runs if k.startswith("CNN"))
+    assert cnn_pad["test"]["root_fine"] == cnn["test"]["root_fine"]
+    assert cnn_pad["padding"]["pad_fraction"] > cnn["padding"]["pad_fraction"] > 0      # margins only when packed
+    tmax, tbuck, tpack = (runs[k]["padding"]["pad_fraction"] for k in runs if k.startswith("Transformer"))
+    assert tmax > tbuck > tpack == 0
+    assert all(r["padding"]["real_steps"] == cnn["padding"]["real_steps"] for r in runs.values())

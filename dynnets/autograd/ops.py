@@ -2187,3 +2187,76 @@ def bincount(input, weights=None, minlength=0):
 
 
 __all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount"]
+
+
+# --- ragged (packed, variable-length) attention (issue 25, branch i25-models) --------
+
+def ragged_offsets(lengths):
+    """Offsets ``(B + 1,)`` int64 of sentences of the given ``lengths``
+    packed one after another (FlashAttention's ``cu_seqlens``): sentence
+    ``b`` is rows ``offsets[b]:offsets[b+1]``."""
+    lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    if lens.size and lens.min() < 0:
+        raise P.ShapeError(f"ragged_offsets: lengths must be non-negative, got {int(lens.min())} at position "
+                           f"{int(np.argmin(lens))}")
+    out = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=out[1:])
+    return out
+
+
+def pack_sequences(sequences):
+    """Sentences ``(T_b, ...)`` (tensors or arrays of one trailing shape)
+    concatenated into the packed layout: ``(packed, offsets)`` with
+    ``packed`` ``(sum T_b, ...)`` and ``offsets`` ``(B + 1,)`` int64 (see
+    :func:`ragged_offsets`). Gradients flow back to each sentence."""
+    seqs = list(sequences)
+    if not seqs:
+        raise ValueError("pack_sequences: expected at least one sequence, got none")
+    offsets = ragged_offsets([len(s) for s in seqs])
+    return concat(seqs, 0), offsets
+
+
+def unpack_sequences(packed, offsets):
+    """The inverse of :func:`pack_sequences`: the list of ``packed``'s row
+    ranges ``packed[offsets[b]:offsets[b+1]]``."""
+    o = np.asarray(offsets, dtype=np.int64)
+    return [packed[int(a):int(b)] for a, b in zip(o[:-1], o[1:])]
+
+
+def ragged_attention(query, key, value, offsets, num_heads=1, scale=None, return_lse=False, method=None):
+    """Multi-head softmax attention of packed sentences, each over itself
+    only (the ``ragged_attention`` primitive: one kernel pass that reads the
+    offsets, no padding, no mask, no ``(B, T, T)`` score tensor).
+
+    Parameters
+    ----------
+    query, key, value : (N, E)
+        Packed token rows of all sentences (see :func:`pack_sequences`);
+        head ``h`` is columns ``h*E/num_heads:(h+1)*E/num_heads``, as in
+        ``torch.nn.MultiheadAttention``.
+    offsets : (B + 1,) int
+        Sentence boundaries (``cu_seqlens``).
+    num_heads : int
+    scale : float or None
+        Default ``1 / sqrt(E / num_heads)``.
+    return_lse : bool
+        Also return each row's log-sum-exp of its scores, (N, num_heads).
+    method : None, 'grouped', 'kernel' or 'twin'
+        How the primitive computes (the same values): BLAS products on
+        stacks of equal-length sentences (None, the fastest measured), the
+        Numba kernel's one pass over the offsets, or its numpy twin.
+
+    Returns
+    -------
+    (N, E), and the log-sum-exp with ``return_lse``.
+    """
+    attrs = {"num_heads": num_heads}
+    if scale is not None:
+        attrs["scale"] = scale
+    if method is not None:
+        attrs["method"] = method
+    out, lse = bind(P.ragged_attention_p, query, key, value, offsets, **attrs)
+    return (out, lse) if return_lse else out
+
+
+__all__ += ["ragged_offsets", "pack_sequences", "unpack_sequences", "ragged_attention"]

@@ -22,3 +22,10 @@ __all__ = ["SequenceClassifier", "TreeModel", "TreeLSTM", "TreeRNN", "ChildSumTr
 
 #: Every registered kind, tree models first (the order of ``dynnets train --help``).
 MODEL_KINDS = model_kinds()
+
+# issue 25 (branch i25-models): registered after the others, so appended to MODEL_KINDS
+from .cnn import KimCNN  # noqa: E402
+from .transformer import TransformerClassifier  # noqa: E402
+
+__all__ += ["KimCNN", "TransformerClassifier"]
+MODEL_KINDS = model_kinds()

@@ -354,3 +354,60 @@ class ModelBase:
     def embedding_parameters(self):
         """Parameters that get the embedding learning rate (and no L2)."""
         return [self.embedding.weight]
+
+
+# --------------------------------------------------------------------------
+# ragged sentences (issue 25: the cnn and transformer kinds)
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class RaggedBatch:
+    """Sentences concatenated in the caller's order, with offsets.
+
+    Attributes
+    ----------
+    ids : (n,) int64
+        Word ids of every token, sentence after sentence.
+    offsets : (B + 1,) int64
+        Sentence ``b`` is tokens ``offsets[b]:offsets[b+1]`` (``cu_seqlens``).
+    lengths : (B,) int64
+    labels : (B,) int64
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def n_trees(self):
+        return len(self.labels)
+
+    def padded_ids(self, width, left=0, fill=-1):
+        """(B, width) ids with sentence ``b`` at columns ``left:left+len``
+        and ``fill`` elsewhere (a sentence longer than fits is cut)."""
+        B = len(self.lengths)
+        out = np.full((B, width), fill, dtype=np.int64)
+        pos = np.arange(len(self.ids)) - np.repeat(self.offsets[:-1], self.lengths) + left
+        keep = pos < width
+        out[np.repeat(np.arange(B), self.lengths)[keep], pos[keep]] = self.ids[keep]
+        return out
+
+
+def collate_ragged(owner, examples):
+    """A :class:`RaggedBatch` of :class:`SentenceExample` s (each with >= 1 token)."""
+    if not examples:
+        raise ValueError(f"{owner}.collate: expected at least one sentence, got an empty batch")
+    lengths = np.fromiter((len(e.ids) for e in examples), dtype=np.int64, count=len(examples))
+    if lengths.min() < 1:
+        raise ValueError(f"{owner}.collate: sentence {int(np.argmin(lengths))} of the batch is empty; every "
+                         f"sentence needs a token")
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    labels = np.fromiter((e.label for e in examples), dtype=np.int64, count=len(examples))
+    return RaggedBatch(np.concatenate([e.ids for e in examples]).astype(np.int64, copy=False), offsets, lengths,
+                       labels)
+
+
+__all__ += ["RaggedBatch", "collate_ragged"]

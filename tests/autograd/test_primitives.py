@@ -776,6 +776,18 @@ SAMPLES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool1d,
                 "rows_like": lambda rng: [Case("seq-first", _r(rng)(6, 1, 4), np.zeros((3, 2, 4)), axis=0),
                                           Case("batch-first", _r(rng)(5, 3), np.zeros((2, 4, 3)), axis=1),
                                           Case("all", _r(rng)(2), np.zeros(2, bool), axis=-1)]})
+def _ragged_attention(rng):
+    # lengths 1 (a row attending to itself only), 0 (an empty sentence) and the
+    # maximum; the log-sum-exp output is differentiated too
+    r = _r(rng)
+    return [Case("heads", r(7, 6), r(7, 6), r(7, 6), np.array([0, 1, 1, 4, 7]), num_heads=2),
+            Case("one-head-scale", r(5, 4), r(5, 4), r(5, 4), np.array([0, 5]), num_heads=1, scale=0.3),
+            Case("twin", r(4, 6), r(4, 6), r(4, 6), np.array([0, 3, 4]), num_heads=3, method="twin"),
+            Case("grouped", r(9, 4), r(9, 4), r(9, 4), np.array([0, 3, 3, 6, 7, 9]), num_heads=2, method="grouped"),
+            Case("kernel", r(6, 4), r(6, 4), r(6, 4), np.array([0, 2, 6]), num_heads=2, method="kernel")]
+
+
+SAMPLES["ragged_attention"] = _ragged_attention        # i25-models
 
 
 def _cases():
@@ -1196,6 +1208,16 @@ BAD.update({
 })
 
 BAD["random_shuffle"] = [((_z(3),), {"seed": (1, -1)}, "random_shuffle: seed must be a pair")]   # i22-tf1-gaps
+BAD["ragged_attention"] = [                                                                  # i25-models
+    ((_z(4, 6), _z(3, 6), _z(4, 6), np.array([0, 4])), {"num_heads": 2},
+     "ragged_attention: k.shape=(3, 6) does not match q.shape=(4, 6)"),
+    ((_z(4, 6), _z(4, 6), _z(4, 6), np.array([0, 4])), {"num_heads": 4},
+     "ragged_attention: embed_dim=6 (q.shape[1]) is not divisible by num_heads=4"),
+    ((_z(4, 6), _z(4, 6), _z(4, 6), _z(2)), {"num_heads": 1}, "ragged_attention: offsets must be a 1-D integer"),
+    ((_z(4, 6), _z(4, 6), _z(4, 6, dtype=np.float32), np.array([0, 4])), {"num_heads": 1},
+     "ragged_attention: expected inputs of one dtype"),
+    ((_z(2, 4, 6), _z(2, 4, 6), _z(2, 4, 6), np.array([0, 4])), {"num_heads": 1},
+     "ragged_attention: q must be 2-D (total_tokens, embed_dim)")]
 
 BAD.update({
     "layer_norm": [((_z(2, 3), _z(4)), {"ndim": 1}, "layer_norm: weight.shape=(4,) does not match"),

@@ -1046,6 +1046,34 @@ STRATEGIES.update({"layer_norm": _layer_norm, "conv1d": _conv1d, "pool1d": _pool
                    "attention_probs": _attention_probs, "attention_apply": _attention_apply,
                    "rows_like": _rows_like, "conv2d": _conv2d, "max_pool2d": _max_pool2d})
 
+
+def _ragged_attention(g):                      # i25-models
+    lengths = [g.dim(0, 4) for _ in range(g.dim(0, 4))]
+    off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    how = g.draw(st.sampled_from(["ok"] * 5 + ["short", "long", "start", "falling", "float", "2d"]))
+    if how == "short" and len(off) > 1:
+        off[-1] -= 1
+    elif how == "long":
+        off[-1] += 1
+    elif how == "start":
+        off[0] = 1
+    elif how == "falling" and len(off) > 2:
+        off[1] = off[-1] + 1
+    elif how == "float":
+        off = off.astype(np.float64)
+    elif how == "2d":
+        off = off[None]
+    heads, D = g.dim(1, 3), g.dim(0, 3)
+    dt = g.fdt()
+    N = int(sum(lengths))
+    args = [g.arr((N, heads * D), dt) for _ in range(3)] + [off]
+    attrs = {"num_heads": heads}
+    if g.flag(0.3):
+        attrs["method"] = g.draw(st.sampled_from(["kernel", "grouped", "twin"]))
+    return g.spoil(args, p=0.25, index_args=(3,)), attrs
+
+
+STRATEGIES["ragged_attention"] = _ragged_attention
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}
 
@@ -1157,3 +1185,4 @@ if __name__ == "__main__" and "--child" in sys.argv:
         n = int(argv[i + 1])
         del argv[i:i + 2]
     sys.exit(child(argv or sorted(PRIMITIVES), n))
+

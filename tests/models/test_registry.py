@@ -10,7 +10,7 @@ from dynnets.models import (MODEL_KINDS, SequenceClassifier, TreeRNN, build_mode
                             model_parameters, register, registry)
 
 BUILT_IN = ("treelstm", "treernn", "childsum", "lstm", "gru", "rnn", "bilstm", "bigru", "birnn", "bow",
-            "padded-lstm", "padded-bucketed", "static-treelstm")
+            "padded-lstm", "padded-bucketed", "static-treelstm", "cnn", "transformer")
 
 
 def test_the_built_in_kinds_in_order():

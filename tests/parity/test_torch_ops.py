@@ -463,6 +463,10 @@ PRIMITIVES_ELSEWHERE.update({
 
 PRIMITIVES_ELSEWHERE["batchable_call"] = ("test_torch_batchable.py", "test_decorated_plain_tree_lstm_matches_torch")
 PRIMITIVES_ELSEWHERE["random_shuffle"] = ("test_torch_ops.py", "test_random_shuffle_permutes_rows_as_torch_randperm")
+# tests/parity/test_ragged_attention.py (branch i25-models)
+COVERED_ELSEWHERE |= {"ragged_attention", "pack_sequences", "unpack_sequences", "ragged_offsets"}
+PRIMITIVES_ELSEWHERE["ragged_attention"] = ("test_ragged_attention.py",
+                                            "test_matches_torch_padded_scaled_dot_product_attention_with_mask")
 
 
 def test_every_primitive_has_a_parity_test():

@@ -26,3 +26,4 @@ from .call import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403  (issue 25)
 from .conv import *  # noqa: F401,F403  (issue 25)
 from .attention import *  # noqa: F401,F403  (issue 25)
+from .ragged import *  # noqa: F401,F403

@@ -1,0 +1,86 @@
+"""The ragged attention primitive: kernel and BLAS-stack methods against the
+numpy twin, and its value checks (torch parity: tests/parity/test_ragged_attention.py)."""
+import numpy as np
+import pytest
+
+import dynnets as dn
+from dynnets.autograd import kernels_ragged as KR
+from dynnets.autograd import reference_ragged as RR
+from dynnets.autograd.primitives import ShapeError
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("lens, heads", [([1, 4, 0, 7, 7], 2), ([12], 1), ([2, 3], 4)])
+def test_kernels_match_numpy_twins(lens, heads, dtype, tol):
+    rng = np.random.default_rng(len(lens) + heads)
+    off = dn.ragged_offsets(lens)
+    N, Ed = int(off[-1]), 4 * heads
+    q, k, v, g = (rng.standard_normal((N, Ed)).astype(dtype) for _ in range(4))
+    glse = rng.standard_normal((N, heads)).astype(dtype)
+    out, lse = KR.ragged_attention_fwd(q, k, v, off, heads, 0.5)
+    out2, lse2 = RR.ragged_attention_fwd(q, k, v, off, heads, 0.5)
+    assert out.dtype == out2.dtype == dtype and lse.dtype == dtype
+    np.testing.assert_allclose(out, out2, rtol=tol, atol=tol)
+    np.testing.assert_allclose(lse, lse2, rtol=tol, atol=tol)
+    for a, b in zip(KR.ragged_attention_bwd(q, k, v, off, heads, 0.5, out, lse, g, glse),
+                    RR.ragged_attention_bwd(q, k, v, off, heads, 0.5, out2, lse2, g, glse)):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("offsets, msg", [
+    ([0, 2, 3], "offsets must start at 0 and end at the number of packed rows 4, got offsets[0]=0, offsets[-1]=3"),
+    ([1, 4], "offsets must start at 0"),
+    ([0, 3, 2, 4], "offsets must not decrease, got offsets[1]=3 > offsets[2]=2"),
+])
+def test_bad_offsets_are_named(offsets, msg):
+    x = dn.tensor(np.zeros((4, 2)))
+    with pytest.raises(ShapeError, match="ragged_attention: " + msg.replace("[", r"\[").replace("]", r"\]")):
+        dn.ragged_attention(x, x, x, np.array(offsets))
+
+
+def test_pack_and_unpack_sequences_round_trip_with_gradients():
+    xs = [dn.tensor(np.full((n, 2), float(n)), requires_grad=True) for n in (2, 1, 3)]
+    packed, off = dn.pack_sequences(xs)
+    assert packed.shape == (6, 2) and off.tolist() == [0, 2, 3, 6]
+    parts = dn.unpack_sequences(packed, off)
+    assert [p.shape[0] for p in parts] == [2, 1, 3] and all((p.numpy() == x.numpy()).all() for p, x in zip(parts, xs))
+    (packed * 2.0).sum().backward()
+    assert all((x.grad.numpy() == 2.0).all() for x in xs)
+    with pytest.raises(ShapeError, match="ragged_offsets: lengths must be non-negative"):
+        dn.ragged_offsets([2, -1])
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_grouped_blas_method_matches_the_twin(dtype, tol):
+    from dynnets.autograd.primitives import ragged as R
+    rng = np.random.default_rng(9)
+    lens = [3, 0, 3, 1, 5, 3, 5]                      # repeated lengths (stacks), an empty and a single sentence
+    off = dn.ragged_offsets(lens)
+    N, heads = int(off[-1]), 2
+    q, k, v, g = (rng.standard_normal((N, 6)).astype(dtype) for _ in range(4))
+    glse = rng.standard_normal((N, heads)).astype(dtype)
+    a = R._grouped_fwd(q, k, v, off, heads, 0.4)
+    b = RR.ragged_attention_fwd(q, k, v, off, heads, 0.4)
+    for x, y in zip(a, b):
+        assert x.dtype == dtype
+        np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+    for x, y in zip(R._grouped_bwd(q, k, v, off, heads, 0.4, *b, g, glse),
+                    RR.ragged_attention_bwd(q, k, v, off, heads, 0.4, *b, g, glse)):
+        assert x.dtype == dtype
+        np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("method", [None, "kernel", "grouped", "twin"])
+def test_every_method_gives_the_same_values_and_gradients(method):
+    rng = np.random.default_rng(3)
+    off = dn.ragged_offsets([2, 5, 1, 5, 3])
+    X = [rng.standard_normal((int(off[-1]), 8)) for _ in range(4)]
+    q, k, v = (dn.tensor(a, requires_grad=True) for a in X[:3])
+    y = dn.ragged_attention(q, k, v, off, num_heads=2, method=method)
+    (y * dn.tensor(X[3])).sum().backward()
+    out, lse = RR.ragged_attention_fwd(*X[:3], off, 2, 0.5)
+    grads = RR.ragged_attention_bwd(*X[:3], off, 2, 0.5, out, lse, X[3], np.zeros_like(lse))
+    np.testing.assert_allclose(y.numpy(), out, rtol=1e-12, atol=1e-13)
+    for t, g in zip((q, k, v), grads):
+        np.testing.assert_allclose(t.grad.numpy(), g, rtol=1e-11, atol=1e-13)

@@ -1,0 +1,110 @@
+"""Kim (2014)'s CNN: every execution gives the same features and gradients,
+torch's conv1d agrees, and the kind trains, evaluates and predicts through
+the ``dynnets`` command."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dynnets.cli import main
+from dynnets.data import Vocabulary, parse_tree
+from dynnets.models import build_model
+from dynnets.models.cnn import KimCNN
+from dynnets.models.common import SentenceExample
+from dynnets.train import load_checkpoint, save_checkpoint
+
+EXECUTIONS = ["packed", "padded", "sentence", "autobatch"]
+
+
+def _examples():
+    rng = np.random.default_rng(0)
+    # lengths 1 (shorter than every filter) and the batch maximum, twice
+    return [SentenceExample(rng.integers(0, 20, n), int(rng.integers(5))) for n in (3, 1, 6, 2, 6)]
+
+
+def _dense(g):
+    return np.array(g.to_dense() if hasattr(g, "to_dense") else g.numpy())
+
+
+def _run(execution, seed=1):
+    m = build_model("cnn", 20, embed_dim=6, hidden=4, dropout=0.0, execution=execution, dtype="float64", seed=seed)
+    b = m.collate(_examples())
+    f = m.features(b).numpy()
+    m.loss(b).backward()
+    return m, f, {n: _dense(p.grad) for n, p in m.named_parameters()}
+
+
+@pytest.mark.parametrize("execution", EXECUTIONS[1:])
+def test_every_execution_gives_the_packed_features_and_gradients(execution):
+    _, f0, g0 = _run("packed")
+    _, f, g = _run(execution)
+    np.testing.assert_allclose(f, f0, rtol=1e-12, atol=1e-14)
+    for name in g0:
+        np.testing.assert_allclose(g[name], g0[name], rtol=1e-10, atol=1e-13, err_msg=name)
+
+
+def test_features_and_gradients_match_torch_conv1d():
+    m, f, g = _run("packed")
+    W = torch.tensor(m.embedding.weight.numpy(), requires_grad=True)
+    convs = [(torch.tensor(c.weight.numpy(), requires_grad=True), torch.tensor(c.bias.numpy(), requires_grad=True))
+             for c in m.convs]
+    rows = []
+    for s in _examples():
+        x = W[torch.tensor(s.ids)].T[None]                                   # (1, E, T)
+        rows.append(torch.cat([torch.relu(torch.nn.functional.conv1d(x, w, b, padding=w.shape[2] - 1)).amax(-1)[0]
+                               for w, b in convs]))
+    ft = torch.stack(rows)
+    np.testing.assert_allclose(f, ft.detach().numpy(), rtol=1e-12, atol=1e-14)
+    out = torch.nn.functional.linear(ft, torch.tensor(m.out.weight.numpy()), torch.tensor(m.out.bias.numpy()))
+    torch.nn.functional.cross_entropy(out, torch.tensor([s.label for s in _examples()])).backward()
+    np.testing.assert_allclose(g["embedding.weight"], W.grad.numpy(), rtol=1e-10, atol=1e-13)
+    for k, (w, b) in enumerate(convs):
+        np.testing.assert_allclose(g[f"convs.{k}.weight"], w.grad.numpy(), rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(g[f"convs.{k}.bias"], b.grad.numpy(), rtol=1e-10, atol=1e-13)
+
+
+def test_defaults_are_kims_and_bad_arguments_are_named(tmp_path):
+    m = KimCNN(30)
+    assert m.widths == (3, 4, 5) and m.maps == 100 and m.drop.p == 0.5 and m.config["embed_dim"] == 300
+    assert [tuple(c.weight.shape) for c in m.convs] == [(100, 300, 3), (100, 300, 4), (100, 300, 5)]
+    assert np.abs(m.embedding.weight.numpy()).max() <= 0.25
+    with pytest.raises(ValueError, match="KimCNN: execution must be one of packed, padded"):
+        KimCNN(10, execution="ragged")
+    with pytest.raises(ValueError, match="KimCNN: widths must be positive"):
+        KimCNN(10, widths=(0, 3))
+    with pytest.raises(ValueError, match="empty batch"):
+        m.collate([])
+    small = KimCNN(20, embed_dim=4, hidden=3, execution="padded", seed=2)
+    vocab = Vocabulary.from_trees([parse_tree("(2 (2 a) (2 b))")])
+    save_checkpoint(tmp_path / "m.npz", small, vocab)
+    back = load_checkpoint(tmp_path / "m.npz")
+    assert back.execution == "padded"
+    b = small.collate(_examples())
+    np.testing.assert_allclose(back.predict_proba(b), small.predict_proba(b))
+
+
+@pytest.mark.parametrize("kind, extra", [("cnn", ["--dropout", "0.5"]), ("transformer", ["--dropout", "0.1"])])
+def test_train_eval_predict_and_sweep_through_the_command(kind, extra, tmp_path, capsys):
+    tiny = ["--epochs", "1", "--hidden", "8", "--embed-dim", "8", "--no-progress"]
+    code = main(["train", "--model", kind, "--out", str(tmp_path / "r"), "--optimizer", "adam", "--lr", "0.01"]
+                + tiny + extra)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert m["config"]["hidden"] == 8 and m["config"]["embed_dim"] == 8
+    code = main(["eval", "--checkpoint", str(tmp_path / "r" / "best.npz"), "--split", "dev", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    res = json.loads(out)["dev"]
+    assert res["n"] == 150 and 0.0 <= res["root_fine"] <= 1.0 and 0.0 <= res["root_binary"] <= 1.0
+    code = main(["predict", "--checkpoint", str(tmp_path / "r" / "best.npz"), "--nodes", "it is not good"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "predicted: " in out
+    code = main(["sweep", "--models", kind, "--seeds", "0", "--set", "epochs=1", "--set", "hidden=4",
+                 "--set", "embed_dim=4", "--max-sentences", "20", "--workers", "0", "--out", str(tmp_path / "s"),
+                 "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "1 runs: 0 finished earlier, 1 ran now (0 failed)" in out and f"| {kind} " in out
