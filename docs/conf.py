@@ -62,6 +62,10 @@ nitpick_ignore_regex = [
     (r"py:.*", r"dynnets\.(autograd|devices)(\..*)?"),
     # the Numba kernel modules: implementation, each function twinned in numpy
     (r"py:.*", r"dynnets\.[\w.]*kernels(\..*)?"),
+    # the static compiler's modules that dynnets.autograd.batchable's
+    # docstrings name (its plan is built by them); their public names are
+    # documented under dynnets.static
+    (r"py:.*", r"dynnets\.static\.(graph|backward|batchable)(\..*)?"),
 ]
 
 # furo: a modern theme whose CSS, JavaScript and fonts ship inside the package
