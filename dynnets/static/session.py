@@ -52,7 +52,7 @@ from ..autograd.primitives import Aval, fmt_shape, make_rng
 from . import control_flow, execute, passes
 from .graph import (FeedError, GraphError, OpInfo, Value, Variable, get_default_graph, placeholder_p,
                     variables_initializer, UninitializedVariableError, default_sessions)
-from .program import CompiledProgram, tier_up
+from .core.program import CompiledProgram, tier_up
 
 __all__ = ["Session", "InteractiveSession", "NATIVE_AFTER"]
 

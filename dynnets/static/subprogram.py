@@ -12,7 +12,7 @@ import numpy as np
 from ..autograd.primitives import Aval, dtype_of
 from . import execute, passes
 from .graph import Graph
-from .program import CompiledProgram
+from .core.program import CompiledProgram
 from .tensor_array import TensorArrayValue
 
 __all__ = ["subprogram_stats", "Program", "StashedProgram", "program", "run", "signature", "zeros_like", "is_float"]

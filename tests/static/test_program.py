@@ -5,7 +5,7 @@ import numpy as np
 
 import dynnets.static as tf
 from dynnets.static import control_flow
-from dynnets.static.program import CompiledProgram
+from dynnets.static.core.program import CompiledProgram
 
 
 def _loop_graph():
