@@ -122,6 +122,34 @@ def _module_graph():
     return graph
 
 
+CORE = "dynnets.static.core"
+
+
+def test_the_compiler_core_never_imports_the_tf1_facade():
+    """``dynnets.static.core`` (graph IR, passes, lowering, executors, native
+    tier, the compiled-program object) imports nothing of ``dynnets.static``
+    outside itself, nor the eager front ends: new passes and tiers never touch
+    TF1 names. Every import counts, those inside functions too."""
+    facade = ("dynnets.static", "dynnets.nn", "dynnets.models", "dynnets.train", "dynnets.cli")
+    bad = []
+    files = _files(PACKAGE / "static" / "core")
+    assert len(files) >= 8, files
+    for f in files:
+        for line, mod, names in _imports(f):
+            targets = [mod] if mod != "dynnets.static" else [f"{mod}.{n}" for n in names]
+            for t in targets:
+                if t.startswith(facade) and not (t == CORE or t.startswith(CORE + ".")):
+                    bad.append(f"{f.relative_to(ROOT)}:{line}: {t}")
+    assert not bad, bad
+
+
+def test_the_old_paths_of_the_core_modules_are_the_core_modules():
+    import importlib
+    for m in ("passes", "fusion", "lower", "execute", "native", "native_gen"):
+        old = importlib.import_module(f"dynnets.static.{m}")
+        assert old is importlib.import_module(f"{CORE}.{m}"), m
+
+
 def test_imports_have_no_cycles():
     graph = _module_graph()
     index, low, stack, on, cycles = {}, {}, [], set(), []
@@ -352,7 +380,8 @@ def test_no_module_reads_a_private_name_of_another_module():
 LONG_MODULES = {
     "dynnets/autograd/kernels_tree.py": "Numba's cache: kernels that call each other stay in one file "
                                         "(DESIGN.md rule 3)",
-    "dynnets/static/graph.py": "issue 24: graph IR (compiler core) apart from the TF1 facade's sources",
+    "dynnets/static/graph.py": "issue 24: the equation IR is in static/core/ir.py; Graph and Value still hold "
+                               "both the IR's tables and TF1's API (scopes, collections, operators)",
     "dynnets/autograd/ops.py": "issue 24: every public op once; to split by domain as primitives/ is",
     "dynnets/autograd/tensor.py": "issue 24: Tensor's methods are declared in its class (DESIGN.md); the "
                                   "creation functions can move out",

@@ -50,9 +50,9 @@ import numpy as np
 
 from ..autograd.primitives import Aval, fmt_shape, make_rng
 from . import control_flow, execute, passes
-from .graph import (FeedError, GraphError, OpInfo, Value, Variable, gc_paused, get_default_graph, placeholder_p,
+from .graph import (FeedError, GraphError, OpInfo, Value, Variable, get_default_graph, placeholder_p,
                     variables_initializer, UninitializedVariableError, default_sessions)
-from .lower import lower
+from .core.program import CompiledProgram, tier_up
 
 __all__ = ["Session", "InteractiveSession", "NATIVE_AFTER"]
 
@@ -62,7 +62,6 @@ _ndarray = np.ndarray
 _asarray = np.asarray
 _OPTION_NAMES = frozenset(passes.CompileOptions._fields)
 _perf = time.perf_counter
-_NEVER = float("inf")
 
 
 def _struct_key(f):
@@ -139,8 +138,11 @@ class Session:
         self.fuse_min_size = fuse_min_size
         self.memory_min_size = memory_min_size
         self._storage = {}
-        self._plans = {}
-        self._plan_list = []
+        # the compiled-program object (.program) keyed by (fetches, fed placeholder, shape, dtype...):
+        # its dict read directly, run() being the hot path
+        self._program = CompiledProgram(self.graph)
+        self._plans = self._program.plans
+        self._plan_list = self._program.order
         self._closed = False
         self._init_op = None
         self._init_count = -1
@@ -195,7 +197,7 @@ class Session:
         plan.total += _perf() - t0
         plan.runs += 1
         if plan.runs >= plan.next_tier:
-            self._tier_up(plan)
+            tier_up(plan, self._storage, self.options)
         return out
 
     @property
@@ -214,19 +216,10 @@ class Session:
             # made once, not per compile (a first run after adding an op is ~60 us)
             object.__setattr__(self, "_options", None)
 
-    def _tier_up(self, plan):
-        with gc_paused():
-            if plan.tier == 1:
-                execute.tier2(plan, self._storage)
-                plan.next_tier = self.native_after if self.native_after is not None else _NEVER
-            if plan.tier == 2 and plan.runs >= plan.next_tier:
-                execute.tier3(plan, self._storage)
-                plan.next_tier = _NEVER
-
     def close(self):
         """Free the variables' values and the compiled plans."""
         self._closed = True
-        self._plans.clear()
+        self._plans.clear()         # their statistics stay (stats after the with block)
         self._storage.clear()
         self._rngs.clear()
         self._caches.clear()
@@ -382,23 +375,10 @@ class Session:
             cache = self._caches.get(ckey)
             if cache is None:
                 self._caches[ckey] = passes.PassCache(ckey)
-        opt = passes.optimize(pruned, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
-                              memory_min_size=options.memory_min_size, timings=timings, pruned=True, cache=cache)
-        plan = lower(opt, flat, template, feed_ids, casts, self._raw_sparse, rng_of=self._rng,
-                     memo=None if cache is None else cache.memo("lower"),
-                     checkpoints=None if cache is None else cache.memo("lower_checkpoints"), options=options)
-        execute.interpret(plan, self._storage)
-        plan.next_tier = self.jit_after
-        plan.key = key
-        plan.compile_time = _perf() - t0
-        plan.pass_times = timings
-        plan.nodes_graph = len(g.eqns)
-        plan.nodes_pruned = len(pruned.eqns)
-        plan.nodes_after = len(opt.eqns)
-        plan.fetch_names = [v.name for v in flat]
-        plan.feed_names = [g.values[i].name for i in feed_ids]
+        plan = self._program.build(prog, flat, template, feed_ids, input_avals, options, self._storage, key=key,
+                                   casts=casts, raw_sparse=self._raw_sparse, rng_of=self._rng, cache=cache,
+                                   pruned=pruned, timings=timings, t0=t0)
         self._plans[key] = plan
-        self._plan_list.append(plan)
         return plan
 
     def _late_variables(self, flat):

@@ -12,7 +12,7 @@ import numpy as np
 from ..autograd.primitives import Aval, dtype_of
 from . import execute, passes
 from .graph import Graph
-from .lower import lower
+from .core.program import CompiledProgram
 from .tensor_array import TensorArrayValue
 
 __all__ = ["subprogram_stats", "Program", "StashedProgram", "program", "run", "signature", "zeros_like", "is_float"]
@@ -49,47 +49,43 @@ def signature(a, free):
 
 
 class _Entry:
-    """One compiled plan of a subprogram; ``fn(*args)`` returns a tuple.
-    ``verify`` lists the results (index, shape) whose shape the compiler
-    could not prove (a loop variable computed from a TensorArray element of
-    unknown shape): the loop checks them after each iteration."""
+    """One compiled plan of a subprogram, as a loop runs it: ``fn(*args)``
+    returns a tuple (``plan.fn``, read once per tier change rather than per
+    iteration). ``verify`` lists the results (index, shape) whose shape the
+    compiler could not prove (a loop variable computed from a TensorArray
+    element of unknown shape): the loop checks them after each iteration."""
 
-    __slots__ = ("plan", "fn", "runs", "options", "verify")
+    __slots__ = ("plan", "fn", "options", "verify", "owner")
+
+    @property
+    def runs(self):
+        return self.plan.runs
 
     def ran(self, n):
-        """Count ``n`` calls (iterations, branch runs); the plan moves to
-        tier 2 after ``options.jit_after`` of them and to the native tier
-        after ``options.native_after``, as a session's plans do."""
-        self.runs += n
+        """Count ``n`` calls (iterations, branch runs): the plan moves up
+        the tiers as a session's plans do (:func:`.program.tier_up`)."""
         plan = self.plan
-        plan.runs = self.runs
-        if plan.tier == 1 and self.runs >= self.options.jit_after:
-            execute.tier2(plan, {})
-            self.fn = plan.fn
-        na = self.options.native_after
-        if plan.tier == 2 and na is not None and self.runs >= na and plan.native is None:
-            if execute.tier3(plan, {}):
-                self.fn = plan.fn
+        self.owner.ran(plan, n, {}, self.options)
+        self.fn = plan.fn
 
 
-class Program:
+class Program(CompiledProgram):
     """A subgraph as a function of its input placeholders ``inputs`` (ids),
-    returning ``outputs`` (ids): optimised and lowered once per input
-    signature and compile options (a session's: each session's loops run
-    with its passes and tiers). ``free[k]`` are the dimensions of input
-    ``k`` left unknown in the signature; ``check(opt, key)`` validates a
-    compiled program and returns the results whose shape it must verify at
-    run time."""
+    returning ``outputs`` (ids): a :class:`~.program.CompiledProgram` whose
+    key is the compile options (a session's: each session's loops run with
+    its passes and tiers) and the inputs' signature. ``free[k]`` are the
+    dimensions of input ``k`` left unknown in the signature;
+    ``check(opt, key)`` validates a compiled program and returns the results
+    whose shape it must verify at run time."""
 
     def __init__(self, graph, inputs, outputs, free, check=None, program=None, buffers=True):
-        self.graph = graph
+        super().__init__(graph)
         self.program = program
         self.buffers = buffers
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         self.free = tuple(free)
         self.check = check
-        self.plans = {}
 
     def entry(self, args, options):
         key = (options,) + tuple([signature(a, f) for a, f in zip(args, self.free)])
@@ -103,30 +99,25 @@ class Program:
         g = self.graph
         prog = self.program if self.program is not None else g.with_outputs(self.outputs)
         input_avals = {i: Aval(shape, dt) for i, (shape, dt) in zip(self.inputs, sig)}
-        opt = passes.optimize(prog, input_avals, fold=options.optimize, fuse_min_size=options.fuse_min_size,
-                              memory_min_size=options.memory_min_size if self.buffers else None)
-        verify = self.check(opt, sig) if self.check is not None else None
+        verify = []
+        check = self.check
+        if check is not None:
+            def check_then(opt):
+                verify.extend(check(opt, sig) or ())
         flat = [g.values[o] for o in self.outputs]
-        # a body's results need no copies for the caller: its inputs are the loop's own values,
-        # which nothing writes
-        plan = lower(opt, flat, (tuple, list(range(len(flat)))), list(self.inputs), {}, False, options=options,
-                     own_fetches=False)
-        # the key a session gives its plans (fetches, then id, shape, dtype per input): the native tier
-        # reads the fed shapes and dtypes from it
-        plan.key = (self.outputs,) + tuple(x for i, (shape, dt) in zip(self.inputs, sig) for x in (i, shape, dt))
-        execute.tier1(plan, {})
-        plan.nodes_graph = len(g.eqns)
-        plan.nodes_pruned = len(prog.eqns)
-        plan.nodes_after = len(opt.eqns)
-        plan.compile_time = plan.codegen_time = 0.0
-        plan.pass_times = {}
-        plan.fetch_names = [v.name for v in flat]
-        plan.feed_names = [g.values[i].name for i in self.inputs]
+        # a body's results need no copies for the caller: its inputs are the loop's own values, which
+        # nothing writes. The key is a session's (fetches, then id, shape, dtype per input): the native
+        # tier reads the fed shapes and dtypes from it
+        plan = self.build(prog, flat, (tuple, list(range(len(flat)))), list(self.inputs), input_avals, options, {},
+                          key=(self.outputs,) + tuple(x for i, (shape, dt) in zip(self.inputs, sig)
+                                                      for x in (i, shape, dt)),
+                          buffers=self.buffers, own_fetches=False, many_runs=True,
+                          checked=check_then if check is not None else None)
         e = _Entry()
         e.plan = plan
         e.fn = plan.fn
-        e.runs = 0
         e.options = options
+        e.owner = self
         e.verify = verify or None
         return e
 
