@@ -153,3 +153,45 @@ def test_levels_off_is_one_call_per_depth():
     m, _, _ = _run("treelstm", trees, "autobatch", levels=False, strategy="depth")
     node_calls = [c for c in m.last_autobatch.calls if c.op == "tree_lstm_node"]
     assert len(node_calls) == max(_height(t) for t in trees) and m.last_autobatch.stats["chains"] == 0
+
+
+
+def _few_words(rng, n_leaves, words="abc"):
+    """A random binary tree over a three-word vocabulary (most leaves share a word)."""
+    ts = [Tree.leaf(int(rng.integers(5)), words[int(rng.integers(len(words)))]) for _ in range(n_leaves)]
+    while len(ts) > 1:
+        k = int(rng.integers(len(ts) - 1))
+        ts[k:k + 2] = [Tree.node(int(rng.integers(5)), (ts[k], ts[k + 1]))]
+    return ts[0]
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_leaves_once_per_distinct_word(dropout):
+    """Without embedding dropout the embedding looks each word up once and the
+    leaf cell runs once per distinct word (as level mode); with it every leaf
+    draws its own mask and runs on its own row. Loss and gradients equal the
+    recursive code either way, and every leaf keeps its node and tag."""
+    rng = np.random.default_rng(4)
+    trees = [_few_words(rng, int(rng.integers(1, 12))) for _ in range(8)]
+    vocab = Vocabulary.from_trees(trees)
+    res = {}
+    for mode in ("recursive", "autobatch"):
+        m = build_model("treelstm", len(vocab), embed_dim=5, hidden=4, seed=0, mode=mode, dtype="float64",
+                        embed_dropout=dropout)
+        m.train()
+        ex = m.prepare(trees, vocab)
+        loss = m.loss(m.collate(ex))
+        loss.backward()
+        res[mode] = (loss.item(), [p.grad.numpy().copy() for p in m.parameters()], m)
+    assert _rel(res["autobatch"][0], res["recursive"][0]) <= TOL
+    for a, b in zip(res["autobatch"][1], res["recursive"][1]):
+        assert _rel(a, b) <= TOL
+    ab = res["autobatch"][2].last_autobatch
+    n_leaves = sum((t.size + 1) // 2 for t in trees)
+    distinct = len({w for e in ex for w in e.leaf_ids.tolist()})
+    assert distinct <= 3 < n_leaves
+    leaf_calls = [c for c in ab.calls if c.op == "tree_lstm_leaf_node"]
+    assert len(leaf_calls) == 1 and leaf_calls[0].size == n_leaves
+    # the rows the leaf call ran: one per distinct word, or one per leaf with dropout
+    assert ab.stats["rows_shared"].get("tree_lstm_leaf_node", 0) == (n_leaves - distinct if dropout == 0.0 else 0)
+    assert len({s.tag for s in ab.schedule if s.op == "tree_lstm_leaf_node"}) == n_leaves

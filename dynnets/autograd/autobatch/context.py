@@ -160,7 +160,7 @@ class AutoBatch(Storage):
         self._t_gather = self._t_compute = 0.0
         self._st = dict(nodes=0, views=0, batched_calls=0, batched_nodes=0, fallbacks={}, gathers=0,
                         views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, arena_bytes=0,
-                        arena_gathers=0, chains=0, record_s=0.0, schedule_s=0.0, gather_s=0.0, compute_s=0.0)
+                        arena_gathers=0, chains=0, rows_shared={}, record_s=0.0, schedule_s=0.0, gather_s=0.0, compute_s=0.0)
         self._prev = None
         self._serial = next(_SERIALS)
 
@@ -495,11 +495,15 @@ class AutoBatch(Storage):
         when a gather first reads them),
         ``arena_gathers`` (gathers read as one take from an arena), ``chains``
         (chains of groups run as one levels call, each counted once in
-        ``batched_calls``), and seconds: ``record_s``
+        ``batched_calls``), ``rows_shared`` per primitive (output rows
+        computed once and read by several nodes: an embedding's repeated ids
+        and the calls on their rows, e.g. a Tree-LSTM leaf per distinct word),
+        and seconds: ``record_s``
         (with ``profile=True``), ``schedule_s``, ``gather_s`` (building
         batched arguments), ``compute_s`` (the batched calls themselves)."""
         d = dict(self._st)
         d["fallbacks"] = dict(d["fallbacks"])
+        d["rows_shared"] = dict(d["rows_shared"])
         d["pending"] = len(self._nodes)
         return d
 

@@ -183,14 +183,21 @@ class BatchRule(NamedTuple):
         no computation: concat/stack along axis 0, reshape, split_rows, a
         getitem/take selecting rows. The result is a list of row ranges of
         already computed batch outputs.
+
+    ``by_id`` (``"rows"`` only): the batched inputs are integer ids, one per
+    output row, and each output row a function of its id alone (an
+    embedding lookup): the batched call looks up each distinct id once and
+    every instance reads its ids' rows, so a later deterministic call on those
+    rows also runs once per distinct id (see :mod:`dynnets.autograd.autobatch.execute`).
     """
     kind: str
     batched: tuple = ()
     when: object = None
+    by_id: bool = False
 
 
-def batch_rows(*batched, when=None):
-    return BatchRule("rows", tuple(batched), when)
+def batch_rows(*batched, when=None, by_id=False):
+    return BatchRule("rows", tuple(batched), when, by_id)
 
 
 BATCH_ELEMENTWISE = BatchRule("elementwise")
