@@ -195,3 +195,32 @@ def test_leaves_once_per_distinct_word(dropout):
     # the rows the leaf call ran: one per distinct word, or one per leaf with dropout
     assert ab.stats["rows_shared"].get("tree_lstm_leaf_node", 0) == (n_leaves - distinct if dropout == 0.0 else 0)
     assert len({s.tag for s in ab.schedule if s.op == "tree_lstm_leaf_node"}) == n_leaves
+
+
+def test_levels_rule_outputs_equal_the_node_primitive():
+    """Every output of a lowered chain (states, gate activations, children's
+    hidden states) equals the node primitive's own, node by node."""
+    from dynnets.autograd import engine
+    from dynnets.autograd import primitives as P
+    rng = np.random.default_rng(9)
+    H = 3
+    U = rng.normal(size=(2 * H, 5 * H)) * 0.5
+    b = rng.normal(size=(5 * H,)) * 0.1
+    leaves = [rng.normal(size=(1, 2 * H)) for _ in range(6)]
+    shape = [(0, 1), (2, 3), (6, 4), (7, 8), (9, 5)]      # children of nodes 6..10 (0..5 leaves)
+
+    def run():
+        st = [dn.tensor(x, dtype="float64") for x in leaves]
+        outs = []
+        for l, r in shape:
+            o = engine.bind(P.tree_lstm_node_p, st[l], st[r], U, b)
+            st.append(o[0])
+            outs.append(o)
+        return outs
+    ref = [[t.numpy().copy() for t in o] for o in run()]
+    with dn.autobatch() as ab:
+        got = run()
+    assert ab.stats["chains"] == 1
+    for o, r in zip(got, ref):
+        for a, e in zip(o, r):
+            np.testing.assert_allclose(a.numpy(), e, rtol=1e-12, atol=1e-14)
