@@ -224,3 +224,33 @@ def test_levels_rule_outputs_equal_the_node_primitive():
     for o, r in zip(got, ref):
         for a, e in zip(o, r):
             np.testing.assert_allclose(a.numpy(), e, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_levels_node_reading_one_state_twice(twice):
+    """A DAG: a node whose two children are the same state (the kernel then
+    reads and scatters one row twice); equals eager either way."""
+    rng = np.random.default_rng(1)
+    H = 3
+    U = dn.tensor(rng.normal(size=(2 * H, 5 * H)) * 0.5, dtype="float64", requires_grad=True)
+    b = dn.tensor(rng.normal(size=(5 * H,)) * 0.1, dtype="float64", requires_grad=True)
+    xs = dn.tensor(rng.normal(size=(4, 2 * H)), dtype="float64", requires_grad=True)
+
+    def loss():
+        l = dn.split_rows(xs)
+        s1 = tree_lstm_node(l[0], l[1], U, b)
+        s2 = tree_lstm_node(s1, s1 if twice else l[2], U, b)
+        s3 = tree_lstm_node(s2, l[3], U, b)
+        return dn.sum(s3 ** 2)
+    l0 = loss()
+    l0.backward()
+    g0 = [p.grad.numpy().copy() for p in (U, b, xs)]
+    for p in (U, b, xs):
+        p.grad = None
+    with dn.autobatch() as ab:
+        l = loss()
+    l.backward()
+    assert _rel(l.item(), l0.item()) <= TOL
+    for p, g in zip((U, b, xs), g0):
+        assert _rel(p.grad.numpy(), g) <= TOL
+    assert len([c for c in ab.calls if c.op == "tree_lstm_node"]) == (1 if ab.stats["chains"] else 3)

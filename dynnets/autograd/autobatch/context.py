@@ -616,7 +616,7 @@ class AutoBatch(Storage):
             if chains and g in chains:
                 chain = chains[g]
                 if chain is not None:
-                    self._run_chain([[nodes[j] for j in grp] for grp in chain])
+                    self._run_chain([[nodes[j] for j in grp] for grp in chain[0]], chain[1])
                 continue
             a = starts[g]
             b = starts[g + 1]
@@ -658,13 +658,17 @@ class AutoBatch(Storage):
             blame(self, group, exc)
             raise
 
-    def _run_chain(self, chain):
+    def _run_chain(self, chain, inner):
         try:
-            run_chain(self, chain)
+            done = run_chain(self, chain, inner)
         except (ValueError, IndexError, TypeError, FloatingPointError) as exc:
             blame(self, [pn for grp in chain for pn in grp], exc)
             raise
-        self._st["chains"] += 1
+        if done:
+            self._st["chains"] += 1
+            return
+        for grp in chain:
+            self._run_group(grp)
 
     def run_call(self, pn0, prim, args, attrs):
         _Mode.grad_enabled = pn0.plan.gm

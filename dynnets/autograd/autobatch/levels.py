@@ -35,17 +35,21 @@ def find_chains(nodes, order, starts, src, dst):
     Returns
     -------
     dict
-        Group index -> the chain's groups (lists of record indices), at the
-        chain's last group; every other group of a chain maps to None. Empty
+        Group index -> (the chain's groups as lists of record indices, the
+        number of dependency edges inside the chain), at the chain's last
+        group; every other group of a chain maps to None. Empty
         when no primitive of the schedule declares a levels rule or no chain
         holds its conditions (the groups then run one call each).
 
     A chain is every group of one signature whose primitive has a levels
     rule, when there are at least two such groups, every node is one row,
-    each node's children are chain nodes' first outputs or values from
-    outside the chain, and no record outside the chain that reads a chain
-    node's output is scheduled before the chain's last group (the chain
-    runs there: the groups between do not need its outputs).
+    no record outside the chain that reads a chain node's output is
+    scheduled before the chain's last group (the chain runs there: the
+    groups between do not need its outputs). :func:`run_chain` checks the
+    rest as it reads the nodes (each node's children are chain nodes' first
+    outputs or values from outside the chain, and nothing else inside the
+    chain reads a chain node); where that fails, the groups run one call
+    each at the chain's last group, which the same edge condition allows.
     """
     by_sig = {}
     for g in range(len(starts) - 1):
@@ -72,53 +76,23 @@ def find_chains(nodes, order, starts, src, dst):
         member = np.zeros(n, dtype=bool)
         for grp in groups:
             member[grp] = True
-        if not _children_ok(nodes, groups, rule.children):
-            continue
         # readers outside the chain must run after its last group
         out = member[src] & ~member[dst]
         if out.any() and gpos[dst[out]].min() <= gs[-1]:
             continue
-        # inside the chain, only children may read chain outputs (not a shared input)
-        inner = int((member[src] & member[dst]).sum())
-        if inner > sum(_n_inner(nodes, grp, rule.children) for grp in groups):
-            continue
         for g in gs[:-1]:
             res[g] = None
-        res[gs[-1]] = groups
+        # the edges inside the chain: run_chain checks they are all children's reads
+        res[gs[-1]] = (groups, int((member[src] & member[dst]).sum()))
     return res
 
 
-def _children_ok(nodes, groups, children):
-    """Every child of a chain node that is a chain node's output is its first."""
-    sid = nodes[groups[0][0]].sid
-    for grp in groups:
-        for i in grp:
-            args = nodes[i].args
-            for p in children:
-                a = args[p]
-                if type(a) is LazyTensor and a._pn.call is None and a._pn.sid == sid and a._k != 0:
-                    return False
-    return True
-
-
-def _n_inner(nodes, grp, children):
-    sid = nodes[grp[0]].sid
-    cnt = 0
-    for i in grp:
-        args = nodes[i].args
-        seen = set()
-        for p in children:
-            a = args[p]
-            if type(a) is LazyTensor and a._pn.call is None and a._pn.sid == sid and id(a._pn) not in seen:
-                seen.add(id(a._pn))
-                cnt += 1
-    return cnt
-
-
-def run_chain(ab, chain):
-    """Run a chain (its groups' nodes, depth by depth) as one call of the
-    levels rule and assign each node its rows of the outputs."""
-    pns = [ab_node for grp in chain for ab_node in grp]
+def run_chain(ab, chain, inner):
+    """Run a chain (its groups' nodes, depth by depth; ``inner`` dependency
+    edges inside it) as one call of the levels rule and assign each node its
+    rows of the outputs. False, having run nothing, when a node reads a chain
+    node other than as a child's first output."""
+    pns = [pn for grp in chain for pn in grp]
     pn0 = pns[0]
     rule = pn0.plan.prim.levels
     pos = {}
@@ -129,20 +103,28 @@ def run_chain(ab, chain):
     ext = []
     ext_row = {}
     internal = []
+    reads = 0
     for i, pn in enumerate(pns):
         args = pn.args
+        prev = -1
         for j, p in enumerate(rule.children):
             a = args[p]
             q = pos.get(id(a._pn)) if type(a) is LazyTensor else None
             if q is not None:
+                if a._k != 0:
+                    return False
                 kids[j][i] = q
                 internal.append((j, i))
+                reads += q != prev
+                prev = q
             else:
                 r = ext_row.get(id(a))
                 if r is None:
                     r = ext_row[id(a)] = len(ext)
                     ext.append(a)
                 kids[j][i] = r
+    if reads != inner or not ext:
+        return False
     n0 = len(ext)
     for j, i in internal:
         kids[j][i] += n0
@@ -161,4 +143,4 @@ def run_chain(ab, chain):
     outs, first = rule.run(bind, s0, np.arange(n0, dtype=np.int64), shared, *kids, offsets)
     rows_of = [None if f == 0 else [(f + i, f + i + 1) for i in range(n)] for f in first]
     ab.assign_outputs(pns, outs, rows_of)
-    return pns
+    return True
