@@ -95,35 +95,38 @@ def run_chain(ab, chain, inner):
     pns = [pn for grp in chain for pn in grp]
     pn0 = pns[0]
     rule = pn0.plan.prim.levels
-    pos = {}
+    # chain nodes are marked through their own slots (pending: call is None),
+    # cheaper than a dict keyed by id in this loop over every node
+    mark = object()
     for i, pn in enumerate(pns):
-        pos[id(pn)] = i
+        pn.call = mark
+        pn.pos = i
     n = len(pns)
     kids = [np.empty(n, dtype=np.int64) for _ in rule.children]
     ext = []
-    ext_row = {}
     internal = []
     reads = 0
+    ok = True
     for i, pn in enumerate(pns):
         args = pn.args
-        prev = -1
+        prev = None
         for j, p in enumerate(rule.children):
             a = args[p]
-            q = pos.get(id(a._pn)) if type(a) is LazyTensor else None
-            if q is not None:
+            if type(a) is LazyTensor and a._pn.call is mark:
+                q = a._pn
                 if a._k != 0:
-                    return False
-                kids[j][i] = q
+                    ok = False
+                kids[j][i] = q.pos
                 internal.append((j, i))
-                reads += q != prev
+                reads += q is not prev
                 prev = q
             else:
-                r = ext_row.get(id(a))
-                if r is None:
-                    r = ext_row[id(a)] = len(ext)
-                    ext.append(a)
-                kids[j][i] = r
-    if reads != inner or not ext:
+                # each read its own row of s0 (a state read twice is gathered twice)
+                kids[j][i] = len(ext)
+                ext.append(a)
+    for pn in pns:
+        pn.call = None
+    if not ok or reads != inner or not ext:
         return False
     n0 = len(ext)
     for j, i in internal:
