@@ -254,3 +254,24 @@ def test_levels_node_reading_one_state_twice(twice):
     for p, g in zip((U, b, xs), g0):
         assert _rel(p.grad.numpy(), g) <= TOL
     assert len([c for c in ab.calls if c.op == "tree_lstm_node"]) == (1 if ab.stats["chains"] else 3)
+
+
+def test_decorated_body_with_dropout_on_shared_rows_draws_per_instance():
+    """Leaves of one word read one row of the embedding, but a decorated cell
+    whose body draws (dropout) still runs once per instance: each its own mask."""
+    import dynnets.nn.functional as F
+    rng = np.random.default_rng(0)
+    emb = dn.tensor(rng.normal(size=(3, 64)) + 3.0, dtype="float64")
+
+    @dn.batchable
+    def cell(x):
+        return F.dropout(x, p=0.5, training=True) * 1.0
+
+    with dn.autobatch() as ab:
+        # two lookups (one batched call) of one word, twice each
+        xs = [x for _ in range(2) for x in dn.split_rows(F.embedding(np.array([1, 1]), emb))]
+        outs = [cell(x) for x in xs]
+        vals = [o.numpy() for o in outs]
+    masks = {tuple((v != 0).ravel().tolist()) for v in vals}
+    assert len(masks) == 4
+    assert ab.stats["rows_shared"].get("embedding", 0) == 3

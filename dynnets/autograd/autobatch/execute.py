@@ -17,8 +17,10 @@ from .record import reduce_axes
 def _run_rows(ab, group):
     pn0 = group[0]
     kinds = pn0.plan.kinds
-    if len(group) > 1 and not pn0.plan.prim.random and kinds.count(1) == 1:
-        if pn0.plan.prim.batch.by_id:
+    prim = pn0.plan.prim
+    # not a random draw, nor a traced plan (batchable_call: its body may draw)
+    if len(group) > 1 and not prim.random and kinds.count(1) == 1 and not callable(prim.batch.batched):
+        if prim.batch.by_id:
             if _run_by_id(ab, group, kinds.index(1)):
                 return
         elif _run_distinct(ab, group, kinds.index(1)):
