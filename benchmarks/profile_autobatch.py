@@ -54,7 +54,7 @@ def parse():
     ap.add_argument("--blas-threads", type=int, default=1)
     ap.add_argument("--no-train", action="store_true")
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--modes", default="level,recursive,autobatch agenda,autobatch depth")
+    ap.add_argument("--modes", default="level,recursive,autobatch agenda,autobatch depth,autobatch agenda nolevels")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: time with this thread's CPU time (time.thread_time stands in for "
                          "time.perf_counter everywhere in the process, the library's stats included): on a "
@@ -85,10 +85,13 @@ def main():
     modes = [m.strip() for m in args.modes.split(",")]
     models = {}
     for name in modes:
-        mode, _, strategy = name.partition(" ")
+        # "autobatch agenda nolevels": the strategy, then "nolevels" to run
+        # without the levels lowering (one batched call per depth)
+        mode, *opts = name.split()
         m = TreeLSTM(V, E, H, C, mode=mode, classify="all", seed=args.seed)
-        if strategy:
-            m.autobatch_strategy = strategy
+        if opts and opts[0] != "nolevels":
+            m.autobatch_strategy = opts[0]
+        m.autobatch_levels = "nolevels" not in opts
         ex = m.prepare(trees, vocab)
         batches = [m.collate(ex[i:i + B]) for i in range(0, len(ex), B)]
         models[name] = (m, make_optimizer(m, cfg), batches)
@@ -208,7 +211,7 @@ def main():
             nodes = sum(len(e.children) for b in batches for e in b.examples)
             over = tot["record_s"] + tot["schedule_s"] + tot["gather_s"]
             print(f"\n## {name}, {phase}: per minibatch {n / nb:.0f} ops ({tot['views'] / nb:.0f} views), "
-                  f"{tot['batched_calls'] / nb:.1f} batched calls, fallbacks {tot['fallbacks']}, "
+                  f"{tot['batched_calls'] / nb:.1f} batched calls ({tot.get('chains', 0) / nb:.1f} levels chains), fallbacks {tot['fallbacks']}, "
                   f"{tot['gathers'] / nb:.1f} gathers of {tot['bytes_gathered'] / nb / 1e3:.1f} kB, "
                   f"{tot['views_passed'] / nb:.1f} arguments passed as slices, {n / nodes:.2f} records per tree "
                   f"node, arena {tot.get('arena_bytes', 0) / nb / 1e3:.1f} kB with "

@@ -259,7 +259,7 @@ FRIENDS = {
     **{f"dynnets/autograd/autobatch/{m}.py": {
         "dynnets/autograd/autobatch/": "the phases of one package share the lazy handles' slots",
         "dynnets/autograd/tensor.py": "lazy handles are Tensors whose _data slot the phases fill, as bind does"}
-       for m in ("context", "storage", "execute", "record", "lazy")},
+       for m in ("context", "storage", "execute", "record", "lazy", "levels")},
 }
 
 #: Private attributes still read across modules, {(module, attribute): the issue that removes them}.

@@ -119,6 +119,7 @@ class TreeModel(ModelBase, nn.Module):
     autobatch_strategy = "agenda"
     autobatch_profile = False
     autobatch_decorated = True
+    autobatch_levels = True
     last_autobatch = None
     example_type = TreeExample
     batch_type = TreeMiniBatch
@@ -202,7 +203,8 @@ class TreeModel(ModelBase, nn.Module):
             s = batch.schedule
             return self._level(s), s.labels, s.root_index
         if self.mode == "autobatch":
-            with autobatch(self.autobatch_strategy, profile=self.autobatch_profile) as ab:
+            with autobatch(self.autobatch_strategy, profile=self.autobatch_profile,
+                           levels=self.autobatch_levels) as ab:
                 h = self._recursive(batch.examples, ab)
             self.last_autobatch = ab
             return h, batch.postorder_labels, batch.postorder_roots

@@ -196,7 +196,7 @@ def write_schedule_svg(path, trees, calls, **kwargs):
     return path
 
 
-def tree_node_calls(model, trees, vocab, strategy="agenda"):
+def tree_node_calls(model, trees, vocab, strategy="agenda", levels=False):
     """The batched call that computed each tree node's state, for a minibatch
     of trees run through a tree model's per-node code under ``dynnets.autobatch``.
 
@@ -209,6 +209,10 @@ def tree_node_calls(model, trees, vocab, strategy="agenda"):
         The minibatch.
     vocab : Vocabulary
     strategy : {"agenda", "depth"}
+    levels : bool
+        Let the levels lowering run a chain of node groups as one call (the
+        model's ``autobatch_levels``); the default draws the per-depth
+        schedule, one call per group of nodes.
 
     Returns
     -------
@@ -224,13 +228,13 @@ def tree_node_calls(model, trees, vocab, strategy="agenda"):
     from ..autograd import no_grad
 
     trees = list(trees)
-    was = model.mode, model.autobatch_strategy
-    model.mode, model.autobatch_strategy = "autobatch", strategy
+    was = model.mode, model.autobatch_strategy, model.autobatch_levels
+    model.mode, model.autobatch_strategy, model.autobatch_levels = "autobatch", strategy, levels
     try:
         with no_grad():
             model.node_states(trees, vocab)
     finally:
-        model.mode, model.autobatch_strategy = was
+        model.mode, model.autobatch_strategy, model.autobatch_levels = was
     ab = model.last_autobatch
     post = [[None] * t.size for t in trees]
     for s in ab.schedule:

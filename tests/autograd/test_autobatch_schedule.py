@@ -125,21 +125,25 @@ def _trees(rng, n, leaves=(1, 12)):
     return [random_tree(rng, int(rng.integers(*leaves))) for _ in range(n)]
 
 
+@pytest.mark.parametrize("levels", [True, False])
 @pytest.mark.parametrize("strategy", ["agenda", "depth"])
-def test_tree_lstm_counts(strategy):
+def test_tree_lstm_counts(strategy, levels):
     """Guards on counts: one record per tree node (plus the embedding and
     split per tree, the concat and slice of the states), one batched call per
-    depth (embedding, leaves, one per internal height, the final slice), and
-    every gather one read from the arena."""
+    depth (embedding, leaves, one per internal height, the final slice) or,
+    with the levels lowering, one call for every internal node, and every
+    gather one read from the arena."""
     rng = np.random.default_rng(3)
     trees = _trees(rng, 7)
     vocab = Vocabulary.from_trees(trees)
     m = build_model("treelstm", len(vocab), embed_dim=5, hidden=4, seed=0, mode="autobatch", dtype="float64")
     m.autobatch_strategy = strategy
+    m.autobatch_levels = levels
     m.loss(m.collate(m.prepare(trees, vocab))).backward()
     s = m.last_autobatch.stats
     assert s["nodes"] == sum(t.size for t in trees) + 2 * len(trees) + 2
-    assert s["batched_calls"] == 3 + max(t.height for t in trees)
+    assert s["batched_calls"] == 3 + (1 if levels else max(t.height for t in trees))
+    assert s["chains"] == int(levels)
     assert s["fallbacks"] == {} and s["forces"] == 1
     assert s["gathers"] > 0 and s["arena_gathers"] == s["gathers"]
     assert s["arena_bytes"] > 0

@@ -59,6 +59,7 @@ from . import schedule as _schedule
 from .blame import blame, caller
 from .execute import RUN
 from .lazy import WEAK, LazyTensor, Node, desc_id
+from .levels import find_chains, run_chain
 from .record import PLANS, make_plan
 from .schedule import SINGLE, VIEW
 from .storage import Storage
@@ -125,10 +126,11 @@ class AutoBatch(Storage):
         shown in :attr:`schedule`.
     """
 
-    def __init__(self, strategy="agenda", profile=False, debug=False):
+    def __init__(self, strategy="agenda", profile=False, debug=False, levels=True):
         if strategy not in ("agenda", "depth"):
             raise ValueError(f"autobatch: strategy must be 'agenda' or 'depth', got {strategy!r}")
         self.strategy = strategy
+        self.levels = bool(levels)
         self.profile = bool(profile)
         self.debug = bool(debug)
         self.tag = None
@@ -158,7 +160,7 @@ class AutoBatch(Storage):
         self._t_gather = self._t_compute = 0.0
         self._st = dict(nodes=0, views=0, batched_calls=0, batched_nodes=0, fallbacks={}, gathers=0,
                         views_passed=0, bytes_gathered=0, bytes_constants=0, forces=0, arena_bytes=0,
-                        arena_gathers=0, record_s=0.0, schedule_s=0.0, gather_s=0.0, compute_s=0.0)
+                        arena_gathers=0, chains=0, rows_shared={}, record_s=0.0, schedule_s=0.0, gather_s=0.0, compute_s=0.0)
         self._prev = None
         self._serial = next(_SERIALS)
 
@@ -491,11 +493,17 @@ class AutoBatch(Storage):
         concatenated), ``forces``, ``pending``, ``arena_bytes`` (batched
         outputs copied into the arenas, one block per trailing shape and dtype,
         when a gather first reads them),
-        ``arena_gathers`` (gathers read as one take from an arena), and seconds: ``record_s``
+        ``arena_gathers`` (gathers read as one take from an arena), ``chains``
+        (chains of groups run as one levels call, each counted once in
+        ``batched_calls``), ``rows_shared`` per primitive (output rows
+        computed once and read by several nodes: an embedding's repeated ids
+        and the calls on their rows, e.g. a Tree-LSTM leaf per distinct word),
+        and seconds: ``record_s``
         (with ``profile=True``), ``schedule_s``, ``gather_s`` (building
         batched arguments), ``compute_s`` (the batched calls themselves)."""
         d = dict(self._st)
         d["fallbacks"] = dict(d["fallbacks"])
+        d["rows_shared"] = dict(d["rows_shared"])
         d["pending"] = len(self._nodes)
         return d
 
@@ -603,7 +611,13 @@ class AutoBatch(Storage):
             order, starts = _schedule.agenda_schedule(sid, depth, src, dst, self._sig_rows)
         order = order.tolist()
         starts = starts.tolist()
+        chains = find_chains(nodes, order, starts, src, dst) if self.levels else {}
         for g in range(len(starts) - 1):
+            if chains and g in chains:
+                chain = chains[g]
+                if chain is not None:
+                    self._run_chain([[nodes[j] for j in grp] for grp in chain[0]], chain[1])
+                continue
             a = starts[g]
             b = starts[g + 1]
             i = order[a]
@@ -644,6 +658,18 @@ class AutoBatch(Storage):
             blame(self, group, exc)
             raise
 
+    def _run_chain(self, chain, inner):
+        try:
+            done = run_chain(self, chain, inner)
+        except (ValueError, IndexError, TypeError, FloatingPointError) as exc:
+            blame(self, [pn for grp in chain for pn in grp], exc)
+            raise
+        if done:
+            self._st["chains"] += 1
+            return
+        for grp in chain:
+            self._run_group(grp)
+
     def run_call(self, pn0, prim, args, attrs):
         _Mode.grad_enabled = pn0.plan.gm
         t0 = time.perf_counter()
@@ -669,7 +695,7 @@ class AutoBatch(Storage):
 
 
 
-def autobatch(strategy="agenda", profile=False, debug=False):
+def autobatch(strategy="agenda", profile=False, debug=False, levels=True):
     """Context in which ops record lazily and run batched (see the module docstring).
 
     The context is the calling thread's: other threads' ops run eagerly
@@ -684,5 +710,9 @@ def autobatch(strategy="agenda", profile=False, debug=False):
     only the values show (an embedding id, a class out of range) is raised
     when the batch runs, naming the op, the node and its tag, and with
     ``debug`` the file and line that recorded it (~1 us more per op).
+    ``levels`` runs a chain of same-signature groups of a primitive with a
+    levels rule (``tree_lstm_node``, depth by depth) as one call of its
+    per-level kernel where the schedule allows it (``stats["chains"]``
+    counts them; see :mod:`.autobatch.levels`); ``False``: one call per group.
     """
-    return AutoBatch(strategy, profile, debug)
+    return AutoBatch(strategy, profile, debug, levels)

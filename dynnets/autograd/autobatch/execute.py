@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+_NDARRAY = np.ndarray
+
 from .. import primitives as P
 from ..tensor import Tensor
 from .lazy import nrows, shape_of, trail_of
@@ -15,6 +17,14 @@ from .record import reduce_axes
 def _run_rows(ab, group):
     pn0 = group[0]
     kinds = pn0.plan.kinds
+    prim = pn0.plan.prim
+    # not a random draw, nor a traced plan (batchable_call: its body may draw)
+    if len(group) > 1 and not prim.random and kinds.count(1) == 1 and not callable(prim.batch.batched):
+        if prim.batch.by_id:
+            if _run_by_id(ab, group, kinds.index(1)):
+                return
+        elif _run_distinct(ab, group, kinds.index(1)):
+            return
     bargs = []
     for i, k in enumerate(kinds):
         if k == 0:
@@ -34,6 +44,63 @@ def _run_rows(ab, group):
     for k, o in enumerate(outs):
         rows_of.append(_rows_per_node(group, k, o, same))
     ab.assign_outputs(group, outs, rows_of)
+
+
+def _run_by_id(ab, group, bi):
+    """A lookup by ids (``BatchRule.by_id``: an embedding) run once per
+    distinct id; each node's rows are its ids' rows of the result (one piece
+    per row), so a later call on them can see which rows are the same word.
+    False (nothing ran) when the ids are not 1-D integer arrays or all distinct."""
+    if group[0].plan.multi:
+        return False
+    ids = []
+    for pn in group:
+        a = pn.args[bi]
+        if type(a) is not _NDARRAY or a.ndim != 1 or a.dtype.kind not in "iu":
+            return False
+        ids.append(a)
+    allids = np.concatenate(ids)
+    uniq, inv = np.unique(allids, return_inverse=True)
+    if len(uniq) == len(allids):
+        return False
+    pn0 = group[0]
+    args = [ab.shared_arg(a) if k == 0 else uniq for a, k in zip(pn0.args, pn0.plan.kinds)]
+    out = ab.run_call(pn0, pn0.plan.prim, args, pn0.attrs)
+    ab.assign_row_pieces(group, out, inv, [len(a) for a in ids])
+    ab.count_shared(pn0.plan.prim.name, len(allids) - len(uniq))
+    return True
+
+
+def _run_distinct(ab, group, bi):
+    """A deterministic call whose one per-instance input is one row per node,
+    run once per distinct row when several nodes read the same row of the
+    same source (the leaves of one word, after :func:`_run_by_id`): the same
+    numbers, as level-batched models compute a leaf once per word. False
+    (nothing ran) when the rows are all distinct or not single rows."""
+    pn0 = group[0]
+    av = pn0.plan.out[0] if pn0.plan.multi else pn0.plan.out
+    if not av.shape or av.shape[0] != 1:
+        return False
+    refs = ab.row_refs([pn.args[bi] for pn in group])
+    if refs is None:
+        return False
+    srcl, rowl = refs
+    key = np.array(srcl, dtype=np.int64) * (1 << 32) + np.array(rowl, dtype=np.int64)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    if len(first) == len(group):
+        return False
+    x = ab.gather_refs([srcl[j] for j in first.tolist()], [rowl[j] for j in first.tolist()],
+                       trail_of(tuple(shape_of(pn0.args[bi]))))
+    if x is None:
+        return False
+    args = [ab.shared_arg(a) if k == 0 else x for a, k in zip(pn0.args, pn0.plan.kinds)]
+    outs = ab.run_call(pn0, pn0.plan.prim, args, pn0.attrs)
+    if not pn0.plan.multi:
+        outs = (outs,)
+    rows = [(u, u + 1) for u in inv.tolist()]
+    ab.assign_outputs(group, outs, [rows] * len(outs))
+    ab.count_shared(pn0.plan.prim.name, len(group) - len(first))
+    return True
 
 
 def _rows_per_node(group, k, o, same):

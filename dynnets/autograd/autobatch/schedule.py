@@ -60,7 +60,9 @@ def depth_schedule(sid, depth):
     # a single node is a group of its own (a key no other record has); views
     # sort after the calls of their depth, by record index (a view may read
     # a view of the same depth recorded before it)
-    key = np.where(sid >= 0, sid, n + idx)
+    # (above every signature id: ``n + idx`` could equal one, merging a
+    # single node into a signature's group)
+    key = np.where(sid >= 0, sid, max(int(sid.max()), 0) + 1 + idx)
     key[view] = -1
     order = np.lexsort((idx, key, view, depth))
     d = depth[order]

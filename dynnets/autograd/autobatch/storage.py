@@ -337,6 +337,65 @@ class Storage:
                                 *[srcs[s] for s in uniq])
         return _engine.bind(P.gather_rows_p, which, rows, *[srcs[s] for s in uniq])
 
+    def row_refs(self, items):
+        """(sources, rows) of per-instance ``items`` when each is one row of
+        a computed lazy tensor, else None."""
+        srcl = []
+        rowl = []
+        for a in items:
+            if type(a) is not LazyTensor:
+                return None
+            pn = a._pn
+            c = pn.call
+            k = a._k
+            if type(c) is Call:
+                r = c.rows[k]
+                if r is None:
+                    srcl.append(c.srcs[k])
+                    rowl.append(pn.pos)
+                    continue
+                r0, r1 = r[pn.pos]
+            else:
+                loc = pn.locs[k]
+                if len(loc) != 1:
+                    return None
+                s, r0, r1 = loc[0]
+                if r1 - r0 != 1:
+                    return None
+                srcl.append(s)
+                rowl.append(r0)
+                continue
+            if r1 - r0 != 1:
+                return None
+            srcl.append(c.srcs[k])
+            rowl.append(r0)
+        return srcl, rowl
+
+    def gather_refs(self, srcl, rowl, trail):
+        """Rows ``rowl[i]`` of sources ``srcl[i]`` as one tensor (see :meth:`gather_arg`)."""
+        t0 = time.perf_counter()
+        x = self._gather_rows(srcl, rowl, trail)
+        self._t_gather += time.perf_counter() - t0
+        return x
+
+    def count_shared(self, name, n):
+        """``n`` output rows of a ``name`` call computed once for several nodes."""
+        d = self._st["rows_shared"]
+        d[name] = d.get(name, 0) + n
+
+    def assign_row_pieces(self, group, out, inv, lens):
+        """Node ``i`` of ``group`` holds rows ``inv[sum(lens[:i]):sum(lens[:i+1])]``
+        of ``out`` (a call's only output), one piece per row."""
+        src = self._source(out)
+        self._new_call(group)
+        pos = 0
+        for pn, n in zip(group, lens):
+            pn.locs = [[(src, r, r + 1) for r in inv[pos:pos + n].tolist()]]
+            pn.concs = None
+            pn.call = True
+            pos += n
+        return True
+
     def assign_outputs(self, group, outs, rows_of):
         """Record where each node's outputs are: ``outs`` the call's output
         tensors, ``rows_of[k]`` None (one row per node) or (start, stop) per node."""

@@ -29,12 +29,12 @@ Every primitive is declared once with :func:`defprim`:
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ..dtypes import F32, F64, is_kernel_float, same_float
-__all__ = ["BatchRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "same_shape", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
+__all__ = ["BatchRule", "LevelsRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "same_shape", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
            "DEFAULT_FLOAT", "torch_promote", "torch_result_type", "check_promotion", "NativeUnsupported"]
 
 class ShapeError(ValueError):
@@ -81,12 +81,12 @@ class Primitive:
 
     __slots__ = ("name", "impl", "shape", "vjps", "joint_vjp", "multiple_results", "differentiable",
                  "nondiff_args", "doc", "scalar", "lazy_grads", "dense_vjp", "sparse_grads", "twin_min",
-                 "attr_key", "batch", "random", "vjp_reads", "native", "native_vjp", "checked")
+                 "attr_key", "batch", "random", "vjp_reads", "native", "native_vjp", "levels", "checked")
 
     def __init__(self, name, impl, shape, vjps=None, joint_vjp=None, multiple_results=False,
                  differentiable=True, nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None,
                  sparse_grads=(), twin_min=None, attr_key=None, batch=None, random=False, vjp_reads=None,
-                 native=None, native_vjp=None):
+                 native=None, native_vjp=None, levels=None):
         self.name = name
         self.impl = impl
         self.shape = shape
@@ -107,6 +107,7 @@ class Primitive:
         self.vjp_reads = vjp_reads
         self.native = native
         self.native_vjp = native_vjp
+        self.levels = levels
         self.checked = {}
 
     def vjp_fn(self, i=None, dense=False):
@@ -123,6 +124,35 @@ class Primitive:
 
 
 PRIMITIVES: dict[str, Primitive] = {}
+
+
+class LevelsRule(NamedTuple):
+    """A primitive's levels lowering (read by :mod:`dynnets.autograd.autobatch`).
+
+    A tree-node primitive applied once per node (each application one row)
+    is batched per depth: one call per (depth, signature) group. When the
+    groups of one signature form a chain (each node's children are earlier
+    nodes of the chain or values computed before it, and nothing outside the
+    chain reads a chain node's output before the last group), the chain runs
+    as one call of the primitive's per-level kernel, as level-batched models
+    call it: buffers allocated once, weight gradients formed once.
+
+    ``children``: the input positions of the per-instance child states
+    (each one row of trailing shape ``S``); ``shared``: the positions of the
+    shared inputs (weights), identical in every application;
+    ``run(bind, s0, rows, shared, left, right, offsets) -> (outs, first)``
+    makes the call with ``bind(prim, *args, **attrs)``: ``s0`` (n0, *S) the
+    chain's inputs from outside, ``rows`` (n0,) the row of ``s0`` each level-0
+    state reads, ``shared`` the shared inputs in ``shared``'s order, ``left``,
+    ``right`` (or one child array per position) and ``offsets`` a level
+    schedule over the states (the ``n0`` inputs first, then the chain's nodes
+    level by level); ``outs`` holds one tensor per output of the primitive and
+    ``first[k]`` the row of ``outs[k]`` holding the chain's first node, the
+    others following in the schedule's order.
+    """
+    children: tuple
+    shared: tuple
+    run: Callable
 
 
 class BatchRule(NamedTuple):
@@ -153,14 +183,21 @@ class BatchRule(NamedTuple):
         no computation: concat/stack along axis 0, reshape, split_rows, a
         getitem/take selecting rows. The result is a list of row ranges of
         already computed batch outputs.
+
+    ``by_id`` (``"rows"`` only): the batched inputs are integer ids, one per
+    output row, and each output row a function of its id alone (an
+    embedding lookup): the batched call looks up each distinct id once and
+    every instance reads its ids' rows, so a later deterministic call on those
+    rows also runs once per distinct id (see :mod:`dynnets.autograd.autobatch.execute`).
     """
     kind: str
     batched: tuple = ()
     when: object = None
+    by_id: bool = False
 
 
-def batch_rows(*batched, when=None):
-    return BatchRule("rows", tuple(batched), when)
+def batch_rows(*batched, when=None, by_id=False):
+    return BatchRule("rows", tuple(batched), when, by_id)
 
 
 BATCH_ELEMENTWISE = BatchRule("elementwise")
@@ -170,7 +207,8 @@ BATCH_VIEW = BatchRule("view")
 
 def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=False, differentiable=True,
             nondiff_args=(), scalar=None, lazy_grads=False, dense_vjp=None, sparse_grads=(), twin_min=None,
-            attr_key=None, batch=None, random=False, vjp_reads=None, native=None, native_vjp=None):
+            attr_key=None, batch=None, random=False, vjp_reads=None, native=None, native_vjp=None,
+            levels=None):
     """Declare a primitive: every fact about it, in one call.
 
     Parameters
@@ -255,6 +293,11 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
         ``{x1}``..., ``{out}`` and the constants above (summed to the input's
         shape where it was broadcast), a callable ``(gen, ins, attrs)``, or
         ``None``; with ``joint_vjp=``, one callable.
+    levels : LevelsRule or None
+        How a chain of same-signature groups across depths (every group of a
+        tree-node primitive in a forced region, depth by depth) runs under
+        :func:`dynnets.autobatch` as one call of the primitive's per-level
+        kernel (see :class:`LevelsRule`); ``None``: one batched call per group.
     """
     if name in PRIMITIVES:
         raise ValueError(f"defprim: primitive {name!r} is already defined")
@@ -275,7 +318,8 @@ def defprim(name, impl, shape, vjp=None, joint_vjp=None, *, multiple_results=Fal
     p = Primitive(name, impl, shape, vjp, joint_vjp, multiple_results=multiple_results,
                   differentiable=differentiable, nondiff_args=nondiff_args, scalar=scalar, lazy_grads=lazy_grads,
                   dense_vjp=dense_vjp, sparse_grads=sparse_grads, twin_min=twin_min, attr_key=attr_key,
-                  batch=batch, random=random, vjp_reads=vjp_reads, native=native, native_vjp=native_vjp)
+                  batch=batch, random=random, vjp_reads=vjp_reads, native=native, native_vjp=native_vjp,
+                  levels=levels)
     PRIMITIVES[name] = p
     return p
 

@@ -301,7 +301,7 @@ def _embedding_vjp(g, ins, out):
 
 embedding_p = defprim("embedding", _embedding, _embedding_shape, vjp=(_embedding_vjp, None), vjp_reads=((1,), ()),
                       nondiff_args=(1,), lazy_grads=True, sparse_grads=(0,),
-    batch=batch_rows(1, when=lambda w, ids: len(ids.shape) >= 1))
+    batch=batch_rows(1, when=lambda w, ids: len(ids.shape) >= 1, by_id=True))
 
 
 

@@ -12,7 +12,8 @@ import numpy as np
 from .. import kernels as K
 from .. import kernels_tree as KT
 from ..gradtypes import OuterSum, factored_matmul_t
-from .core import (col_sums, batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
+from .array import concat_p, getitem_p
+from .core import (LevelsRule, col_sums, batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
                    fits, fmt_shape, grad_buffer, grad_or_zeros, kernel_args, kernel_floats, mul_dim,
                    transposed_float)
 
@@ -571,9 +572,27 @@ def _tree_lstm_node_vjp(g, ins, out):
     return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), OuterSum((None,), (dz,), b.shape)
 
 
+def _tree_lstm_node_levels(bind, s0, rows, shared, left, right, offsets):
+    """The levels lowering of ``tree_lstm_node`` (see :class:`.core.LevelsRule`):
+    a chain of node groups as one ``tree_lstm_levels_packed`` call, whose
+    weight gradient is one product over every node; the packed states
+    ``[h | c]`` the nodes output are its ``h`` and ``c`` side by side.
+
+    Returns ``((s, acts, hcat), first)``: ``s`` (n, 2H), ``acts`` (n, 5H)
+    and ``hcat`` (n, 2H) as :func:`_tree_lstm_node`'s (the same chunk
+    order), the chain's nodes from row 0."""
+    w, b = shared
+    h, c, hcat, acts = bind(tree_lstm_levels_packed_p, s0, rows, w, b, left, right, offsets)
+    # the nodes' rows only: outputs the size of the nodes' own fit the arena
+    # the force planned for them (so later reads stay one take)
+    n0 = int(offsets[1])
+    s = bind(concat_p, bind(getitem_p, h, index=slice(n0, None)), bind(getitem_p, c, index=slice(n0, None)), axis=1)
+    return (s, acts, hcat), (0, 0, 0)
+
+
 tree_lstm_node_p = defprim("tree_lstm_node", _tree_lstm_node, _tree_lstm_node_shape,
                            joint_vjp=_tree_lstm_node_vjp, multiple_results=True,
-    batch=batch_rows(0, 1))
+    batch=batch_rows(0, 1), levels=LevelsRule((0, 1), (2, 3), _tree_lstm_node_levels))
 
 
 def _tree_lstm_leaf_node(x, w, b):
