@@ -30,6 +30,9 @@ An **eager** model (``model.is_static`` false; every model of
     tree models only: roots and every node from one forward (all-node accuracy);
 ``embedding_parameters() -> list``
     parameters that get the embedding learning rate and no L2;
+``after_step()`` (optional)
+    called after every optimizer step, before the weight average reads the
+    weights: a constraint such as KimCNN's max-norm;
 ``kind``, ``config``
     the registry name and constructor keyword arguments (checkpoints);
 
@@ -651,6 +654,8 @@ def _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, leng
                 if config.clip_norm:
                     clip_grad_norm_(params, config.clip_norm)
                 opt.step()
+                if hasattr(model, "after_step"):
+                    model.after_step()      # a weight constraint (KimCNN's max-norm), before the average reads it
                 if average is not None:
                     average.update()
             watch.updates += 1
