@@ -9,8 +9,10 @@ max-pooled over time, and the ``3 * maps`` features go through dropout
 (0.5) to a linear softmax classifier (Kim 2014, §2; CNN-rand: random word
 vectors ~ U(-0.25, 0.25)). ``max_norm=3`` is Kim's l2 constraint on the
 classifier's rows (applied by :meth:`KimCNN.after_step`, which the trainer
-calls after every optimizer step); Adadelta is not reproduced: the trainer's
-optimizers are used.
+calls after every optimizer step); ``phrases=True`` trains, as Kim did on
+SST, on every distinct phrase of the training trees (each subtree with its
+own label; :meth:`KimCNN.training_trees`), and evaluation stays on
+sentences. Adadelta is not reproduced: the trainer's optimizers are used.
 
 The convolution is one matrix product per batch: ``P = x @ W_all`` with the
 filters of every width and tap side by side (``W_all`` (E, sum(w) * maps)),
@@ -81,6 +83,9 @@ class KimCNN(ModelBase, nn.Module):
     max_norm : float or None, default None
         Kim's l2 max-norm on the classifier's rows (he used 3); None: no
         constraint. See :meth:`after_step`.
+    phrases : bool, default False
+        Train on every distinct phrase of the training trees, not only the
+        sentences (Kim's SST protocol). See :meth:`training_trees`.
     seed : int
     dtype : str
     """
@@ -90,7 +95,7 @@ class KimCNN(ModelBase, nn.Module):
     batch_type = RaggedBatch
 
     def __init__(self, vocab_size, embed_dim=300, hidden=100, widths=(3, 4, 5), num_classes=5, dropout=0.5,
-                 execution="packed", embed_init=0.25, max_norm=None, seed=0, dtype="float32"):
+                 execution="packed", embed_init=0.25, max_norm=None, phrases=False, seed=0, dtype="float32"):
         nn.Module.__init__(self)
         if max_norm is not None and not float(max_norm) > 0:
             raise ValueError(f"KimCNN: max_norm must be positive or None, got {max_norm!r}")
@@ -105,7 +110,8 @@ class KimCNN(ModelBase, nn.Module):
         self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
                            widths=list(widths), num_classes=int(num_classes), dropout=float(dropout),
                            execution=execution, embed_init=None if embed_init is None else float(embed_init),
-                           max_norm=None if max_norm is None else float(max_norm), seed=int(seed), dtype=str(dt))
+                           max_norm=None if max_norm is None else float(max_norm), phrases=bool(phrases),
+                           seed=int(seed), dtype=str(dt))
         self._dtype = dt
         self.execution = execution
         self.widths = widths
@@ -229,6 +235,23 @@ class KimCNN(ModelBase, nn.Module):
         return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
                 "pad_fraction": (steps - real) / steps if steps else 0.0, "truncated": 0, "n": len(lengths),
                 "max_len": None}
+
+    def training_trees(self, trees):
+        """The trees the trainer trains on: ``trees`` unchanged, or with
+        ``phrases=True`` every subtree of every tree (a phrase with its own
+        SST label), each distinct word sequence once (its first occurrence,
+        tree by tree, each in preorder), as Kim (2014) trained on SST's
+        phrases. Dev and test stay sentences."""
+        if not self.config["phrases"]:
+            return trees
+        seen, out = set(), []
+        for t in trees:
+            for node in t.preorder():
+                key = tuple(node.words())
+                if key not in seen:
+                    seen.add(key)
+                    out.append(node)
+        return out
 
     def after_step(self):
         """Kim's max-norm constraint: each row of the classifier's weight

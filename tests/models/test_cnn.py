@@ -135,3 +135,20 @@ def test_max_norm_is_kims_row_constraint_applied_by_the_trainer():
     norms = np.linalg.norm(m.out.weight.numpy(), axis=1)
     assert norms.max() <= 0.1 * (1 + 1e-5) and norms.max() >= 0.1 * (1 - 1e-5)
     assert np.linalg.norm(free.out.weight.numpy(), axis=1).max() > 1.0
+
+
+def test_phrases_trains_on_every_distinct_phrase_and_evaluates_sentences():
+    from dynnets.train import TrainConfig, train
+    trees = [parse_tree("(3 (2 the) (4 (3 good) (2 film)))"), parse_tree("(1 (2 the) (1 film))")]
+    m = KimCNN(20, embed_dim=4, hidden=3, phrases=True)
+    got = [(" ".join(t.words()), int(t.label)) for t in m.training_trees(trees)]
+    assert got == [("the good film", 3), ("the", 2), ("good film", 4), ("good", 3), ("film", 2), ("the film", 1)]
+    assert KimCNN(20, embed_dim=4, hidden=3).training_trees(trees) is trees
+    # the trainer trains on the phrases: 6 examples in batches of 4 are 2 steps; dev is the 2 sentences
+    vocab = Vocabulary.from_trees(trees)
+    m = KimCNN(len(vocab), embed_dim=4, hidden=3, phrases=True, dropout=0.0)
+    prepared = []
+    m.prepare = lambda ts, v: prepared.append(len(ts)) or KimCNN.prepare(m, ts, v)
+    res = train(m, trees, trees, vocab, TrainConfig(epochs=1, batch_size=4, optimizer="adam", lr=0.01,
+                                                  progress=False))
+    assert prepared[0] == 6 and res.history[0]["dev"]["n"] == 2      # trained on 6 phrases, selected on 2 sentences
