@@ -280,7 +280,10 @@ def test_compare_script_cnn_and_transformer_rows(tmp_path):
 
 
 def test_bench_transformer_plot_labels_padding_and_writes_atomically(tmp_path, monkeypatch):
+    # benchmarks/_common, not tests/parity/_common (the same module name) if a parity test ran first
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.delitem(sys.modules, "_common", raising=False)
+    monkeypatch.delitem(sys.modules, "bench_transformer", raising=False)
     import bench_transformer as bt
     rows = [["transformer", "dynnets packed", "bucketed", "42,451", "99,571", "1.49x", "1.39x", "1.52x"],
             ["transformer", "dynnets padded-to-max", "shuffled", "13,893", "39,565", "0.76x", "0.89x", "0.74x"],
