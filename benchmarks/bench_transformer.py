@@ -76,6 +76,9 @@ def parse():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blas-threads", type=int, default=1, choices=(1, 2))
     ap.add_argument("--only", choices=("transformer", "cnn", "attention"), default=None)
+    ap.add_argument("--plot", default=None, metavar="OUT.svg",
+                    help="also write a bar chart of train and eval tokens/s of the packed and padded contenders, "
+                         "each labelled with its padding fraction (SVG, written directly, replaced atomically)")
     return ap.parse_args()
 
 
@@ -128,6 +131,10 @@ def main():
         print()
         print(markdown_table(["model", "contender", "batches", "train tok/s", "eval tok/s", "train vs torch padded",
                               "eval vs torch padded", "eval vs torch nested"], results))
+    if results and args.plot:
+        padding = {"shuffled": 1 - n_tokens / pad_s, "bucketed": 1 - n_tokens / pad_b, "max": 1 - n_tokens / pad_m}
+        write_plot(args.plot, results, padding, n_tokens, B)
+        print(f"# plot: {args.plot}")
 
 
 def bench_attention(args, np, batches, lengths):
@@ -500,6 +507,45 @@ def bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_to
         rows.append(["cnn", k.strip(), which, f"{tr[k]:,.0f}", f"{ev[k]:,.0f}", f"{tr[k] / tr[tp]:.2f}x",
                      f"{ev[k] / ev[tp]:.2f}x", "-"])
     return rows
+
+
+#: the contenders the plot shows: packed against padded, for both models
+_PLOTTED = ("dynnets packed", "dynnets padded-bucketed", "dynnets padded-to-max", "dynnets static graph",
+            "torch padded", "dynnets cnn packed", "dynnets cnn padded", "torch Conv1d padded")
+
+
+def plot_rows(results, padding):
+    """``(labels, train tok/s, eval tok/s)`` of the plotted rows of
+    ``results`` (the printed table's rows), each label with the fraction of
+    the computed tokens that are padding to a common length (``padding``:
+    ``shuffled``, ``bucketed`` and ``max`` -> fraction; packed runs pad 0)."""
+    labels, train, evals = [], [], []
+    for model, name, batches, t, e, *_ in results:
+        if name not in _PLOTTED:
+            continue
+        pad = 0.0 if "packed" in name else padding["max" if name.endswith("to-max") else batches]
+        kind = "Transformer" if model == "transformer" else "CNN"
+        labels.append(f"{kind}: {name.replace('dynnets cnn ', 'dynnets ')}, {batches} batches, "
+                      f"{100 * pad:.0f}% padding")
+        train.append(None if t == "-" else float(t.replace(",", "")))
+        evals.append(None if e == "-" else float(e.replace(",", "")))
+    return labels, train, evals
+
+
+def write_plot(path, results, padding, n_tokens, batch_size):
+    """Write :func:`plot_rows` as a grouped bar chart (train and eval tokens/s)
+    to ``path``: an SVG written directly (:func:`dynnets.plots.bars.bars_svg`,
+    no plotting library), to a temporary file then renamed over ``path``, so a
+    reader never sees half a file."""
+    from dynnets.plots.bars import bars_svg
+    labels, train, evals = plot_rows(results, padding)
+    svg = bars_svg(labels, {"train": train, "eval": evals}, unit="tok/s",
+                   title=f"Real tokens per second, packed vs padded ({n_tokens:,} SST tokens, batches of "
+                         f"{batch_size}; one thread)")
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(svg)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,12 @@ An **eager** model (``model.is_static`` false; every model of
     tree models only: roots and every node from one forward (all-node accuracy);
 ``embedding_parameters() -> list``
     parameters that get the embedding learning rate and no L2;
+``training_trees(trees) -> list`` (optional)
+    the trees the trainer trains on instead of ``train_trees`` (KimCNN's
+    phrase-level training);
+``after_step()`` (optional)
+    called after every optimizer step, before the weight average reads the
+    weights: a constraint such as KimCNN's max-norm;
 ``kind``, ``config``
     the registry name and constructor keyword arguments (checkpoints);
 
@@ -594,6 +600,8 @@ def train(model, train_trees, dev_trees, vocab, config=None):
                                                    "config": getattr(model, "config", None)}}, indent=1,
             sort_keys=True))
     static = bool(getattr(model, "is_static", False))
+    if hasattr(model, "training_trees"):        # e.g. KimCNN(phrases=True): every phrase a training example
+        train_trees = model.training_trees(train_trees)
     train_ex = None if static else model.prepare(train_trees, vocab)
     dev_ex = None if static else _prepared(model, dev_trees, vocab)
     lengths = [len(t.leaves()) for t in train_trees]
@@ -651,6 +659,8 @@ def _epochs(model, config, train_trees, dev_trees, vocab, train_ex, dev_ex, leng
                 if config.clip_norm:
                     clip_grad_norm_(params, config.clip_norm)
                 opt.step()
+                if hasattr(model, "after_step"):
+                    model.after_step()      # a weight constraint (KimCNN's max-norm), before the average reads it
                 if average is not None:
                     average.update()
             watch.updates += 1

@@ -108,7 +108,7 @@ def site(tmp_path_factory):
 
 def test_site_has_every_section(site):
     for page in ("index", "getting-started", "tutorials/eager", "tutorials/tree", "tutorials/static",
-                 "tutorials/autobatch", "tutorials/padded-vs-dynamic", "tutorials/sweeps", "howto/add-primitive",
+                 "tutorials/autobatch", "tutorials/padded-vs-dynamic", "tutorials/cnn-transformer", "tutorials/sweeps", "howto/add-primitive",
                  "howto/add-model-kind", "howto/add-compile-pass", "howto/dask-cluster", "howto/reproduce-figures",
                  "howto/installed-use", "cli", "api/index", "api/dynnets", "api/dynnets.nn", "api/dynnets.static",
                  "api/dynnets.data", "api/dynnets.models", "api/dynnets.plots", "results", "benchmarks", "design",

@@ -277,3 +277,29 @@ def test_compare_script_cnn_and_transformer_rows(tmp_path):
     tmax, tbuck, tpack = (runs[k]["padding"]["pad_fraction"] for k in runs if k.startswith("Transformer"))
     assert tmax > tbuck > tpack == 0
     assert all(r["padding"]["real_steps"] == cnn["padding"]["real_steps"] for r in runs.values())
+
+
+def test_bench_transformer_plot_labels_padding_and_writes_atomically(tmp_path, monkeypatch):
+    # benchmarks/_common, not tests/parity/_common (the same module name) if a parity test ran first
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.delitem(sys.modules, "_common", raising=False)
+    monkeypatch.delitem(sys.modules, "bench_transformer", raising=False)
+    import bench_transformer as bt
+    rows = [["transformer", "dynnets packed", "bucketed", "42,451", "99,571", "1.49x", "1.39x", "1.52x"],
+            ["transformer", "dynnets padded-to-max", "shuffled", "13,893", "39,565", "0.76x", "0.89x", "0.74x"],
+            ["transformer", "torch padded", "shuffled", "18,342", "44,229", "1.00x", "1.00x", "-"],
+            ["transformer", "torch nested (eval)", "shuffled", "-", "53,778", "-", "-", "1.00x"],
+            ["cnn", "dynnets cnn padded", "bucketed", "25,093", "121,458", "0.60x", "0.81x", "-"]]
+    padding = {"shuffled": 0.509, "bucketed": 0.029, "max": 0.612}
+    labels, train, evals = bt.plot_rows(rows, padding)
+    assert labels == ["Transformer: dynnets packed, bucketed batches, 0% padding",
+                      "Transformer: dynnets padded-to-max, shuffled batches, 61% padding",
+                      "Transformer: torch padded, shuffled batches, 51% padding",
+                      "CNN: dynnets padded, bucketed batches, 3% padding"]       # nested (eval only) left out
+    assert train == [42451.0, 13893.0, 18342.0, 25093.0] and evals == [99571.0, 39565.0, 44229.0, 121458.0]
+    out = tmp_path / "tok.svg"
+    out.write_text("old")
+    bt.write_plot(str(out), rows, padding, 20187, 25)
+    svg = out.read_text()
+    assert svg.startswith("<svg") and svg.count('class="bar"') == 8 and 'data-value="121458"' in svg
+    assert [p.name for p in tmp_path.iterdir()] == ["tok.svg"]             # no temporary file left behind

@@ -92,7 +92,8 @@ def test_every_site_page_with_code_is_run():
     # the pages with code blocks: a guard against a runner that silently finds none
     names = {str(p.relative_to(ROOT)) for p in pages()}
     assert {"README.md", "docs/getting-started.md", "docs/tutorials/eager.md", "docs/tutorials/static.md",
-            "docs/tutorials/autobatch.md", "docs/howto/add-primitive.md"} <= names
+            "docs/tutorials/autobatch.md", "docs/howto/add-primitive.md",
+            "docs/tutorials/cnn-transformer.md"} <= names
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))

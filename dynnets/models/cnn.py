@@ -7,8 +7,12 @@ window that holds at least one word, with zero vectors beyond the sentence,
 so a one-word sentence has ``w`` windows), each map is rectified and
 max-pooled over time, and the ``3 * maps`` features go through dropout
 (0.5) to a linear softmax classifier (Kim 2014, §2; CNN-rand: random word
-vectors ~ U(-0.25, 0.25)). Kim's l2 max-norm constraint on the classifier's
-rows and Adadelta are not reproduced: the trainer's optimizers are used.
+vectors ~ U(-0.25, 0.25)). ``max_norm=3`` is Kim's l2 constraint on the
+classifier's rows (applied by :meth:`KimCNN.after_step`, which the trainer
+calls after every optimizer step); ``phrases=True`` trains, as Kim did on
+SST, on every distinct phrase of the training trees (each subtree with its
+own label; :meth:`KimCNN.training_trees`), and evaluation stays on
+sentences. Adadelta is not reproduced: the trainer's optimizers are used.
 
 The convolution is one matrix product per batch: ``P = x @ W_all`` with the
 filters of every width and tap side by side (``W_all`` (E, sum(w) * maps)),
@@ -76,6 +80,12 @@ class KimCNN(ModelBase, nn.Module):
     execution : 'packed', 'padded', 'sentence' or 'autobatch'
     embed_init : float or None, default 0.25
         Word vectors ~ U(-embed_init, embed_init); None: N(0, 1).
+    max_norm : float or None, default None
+        Kim's l2 max-norm on the classifier's rows (he used 3); None: no
+        constraint. See :meth:`after_step`.
+    phrases : bool, default False
+        Train on every distinct phrase of the training trees, not only the
+        sentences (Kim's SST protocol). See :meth:`training_trees`.
     seed : int
     dtype : str
     """
@@ -85,8 +95,10 @@ class KimCNN(ModelBase, nn.Module):
     batch_type = RaggedBatch
 
     def __init__(self, vocab_size, embed_dim=300, hidden=100, widths=(3, 4, 5), num_classes=5, dropout=0.5,
-                 execution="packed", embed_init=0.25, seed=0, dtype="float32"):
+                 execution="packed", embed_init=0.25, max_norm=None, phrases=False, seed=0, dtype="float32"):
         nn.Module.__init__(self)
+        if max_norm is not None and not float(max_norm) > 0:
+            raise ValueError(f"KimCNN: max_norm must be positive or None, got {max_norm!r}")
         widths = tuple(int(w) for w in widths)
         if not widths or min(widths) < 1:
             raise ValueError(f"KimCNN: widths must be positive integers, got {widths}")
@@ -98,6 +110,7 @@ class KimCNN(ModelBase, nn.Module):
         self.config = dict(vocab_size=int(vocab_size), embed_dim=int(embed_dim), hidden=int(hidden),
                            widths=list(widths), num_classes=int(num_classes), dropout=float(dropout),
                            execution=execution, embed_init=None if embed_init is None else float(embed_init),
+                           max_norm=None if max_norm is None else float(max_norm), phrases=bool(phrases),
                            seed=int(seed), dtype=str(dt))
         self._dtype = dt
         self.execution = execution
@@ -222,6 +235,37 @@ class KimCNN(ModelBase, nn.Module):
         return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
                 "pad_fraction": (steps - real) / steps if steps else 0.0, "truncated": 0, "n": len(lengths),
                 "max_len": None}
+
+    def training_trees(self, trees):
+        """The trees the trainer trains on: ``trees`` unchanged, or with
+        ``phrases=True`` every subtree of every tree (a phrase with its own
+        SST label), each distinct word sequence once (its first occurrence,
+        tree by tree, each in preorder), as Kim (2014) trained on SST's
+        phrases. Dev and test stay sentences."""
+        if not self.config["phrases"]:
+            return trees
+        seen, out = set(), []
+        for t in trees:
+            for node in t.preorder():
+                key = tuple(node.words())
+                if key not in seen:
+                    seen.add(key)
+                    out.append(node)
+        return out
+
+    def after_step(self):
+        """Kim's max-norm constraint: each row of the classifier's weight
+        (C, 3 * maps), one class's weight vector, whose l2 norm exceeds
+        ``max_norm`` is scaled back to norm ``max_norm`` (in place, after the
+        optimizer step, as Kim's update does). No-op when ``max_norm`` is None."""
+        s = self.config["max_norm"]
+        if s is None:
+            return
+        w = self.out.weight.numpy()
+        norms = np.sqrt(np.einsum("ij,ij->i", w, w))
+        over = norms > s
+        if over.any():
+            w[over] *= (s / norms[over])[:, None].astype(w.dtype)
 
     def loss(self, batch, vocab=None):
         logits, labels = self.logits_and_labels(batch, vocab=vocab)

@@ -108,3 +108,47 @@ def test_train_eval_predict_and_sweep_through_the_command(kind, extra, tmp_path,
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "1 runs: 0 finished earlier, 1 ran now (0 failed)" in out and f"| {kind} " in out
+
+
+def test_max_norm_is_kims_row_constraint_applied_by_the_trainer():
+    from dynnets.data import load_samples
+    from dynnets.train import TrainConfig, train
+    m = KimCNN(20, embed_dim=4, hidden=3, max_norm=0.5, seed=1)
+    w = m.out.weight.numpy()
+    w[...] = 0.0
+    w[0, :] = 1.0        # norm 3: scaled back to 0.5, its direction kept
+    w[1, 0] = 0.25       # under the limit: untouched
+    m.after_step()
+    np.testing.assert_allclose(w[0], np.full(9, 0.5 / 3.0), rtol=1e-6)
+    assert w[1, 0] == np.float32(0.25) and not w[2:].any()
+    with pytest.raises(ValueError, match="KimCNN: max_norm must be positive or None, got 0"):
+        KimCNN(10, max_norm=0)
+    # the trainer calls after_step after every step: Adam at lr 0.5 pushes the
+    # rows far past 0.1 within one step, and they end on the sphere
+    data = load_samples()
+    vocab = Vocabulary.from_trees(data["train"])
+    m = build_model("cnn", len(vocab), embed_dim=8, hidden=4, max_norm=0.1, seed=0)
+    free = build_model("cnn", len(vocab), embed_dim=8, hidden=4, seed=0)
+    for model in (m, free):
+        train(model, data["train"][:50], data["dev"][:20], vocab,
+              TrainConfig(epochs=1, batch_size=25, optimizer="adam", lr=0.5, embedding_lr=0.5, progress=False))
+    norms = np.linalg.norm(m.out.weight.numpy(), axis=1)
+    assert norms.max() <= 0.1 * (1 + 1e-5) and norms.max() >= 0.1 * (1 - 1e-5)
+    assert np.linalg.norm(free.out.weight.numpy(), axis=1).max() > 1.0
+
+
+def test_phrases_trains_on_every_distinct_phrase_and_evaluates_sentences():
+    from dynnets.train import TrainConfig, train
+    trees = [parse_tree("(3 (2 the) (4 (3 good) (2 film)))"), parse_tree("(1 (2 the) (1 film))")]
+    m = KimCNN(20, embed_dim=4, hidden=3, phrases=True)
+    got = [(" ".join(t.words()), int(t.label)) for t in m.training_trees(trees)]
+    assert got == [("the good film", 3), ("the", 2), ("good film", 4), ("good", 3), ("film", 2), ("the film", 1)]
+    assert KimCNN(20, embed_dim=4, hidden=3).training_trees(trees) is trees
+    # the trainer trains on the phrases: 6 examples in batches of 4 are 2 steps; dev is the 2 sentences
+    vocab = Vocabulary.from_trees(trees)
+    m = KimCNN(len(vocab), embed_dim=4, hidden=3, phrases=True, dropout=0.0)
+    prepared = []
+    m.prepare = lambda ts, v: prepared.append(len(ts)) or KimCNN.prepare(m, ts, v)
+    res = train(m, trees, trees, vocab, TrainConfig(epochs=1, batch_size=4, optimizer="adam", lr=0.01,
+                                                  progress=False))
+    assert prepared[0] == 6 and res.history[0]["dev"]["n"] == 2      # trained on 6 phrases, selected on 2 sentences
