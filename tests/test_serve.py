@@ -192,8 +192,11 @@ def test_concurrent_requests_get_their_own_answers(server, checkpoint):
 
 def test_ctrl_c_stops_the_server_cleanly(checkpoint):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # as a terminal starts it: SIGINT at its default. A test run started in the background of a
+    # non-interactive shell (`cmd &`) inherits SIGINT ignored, and Python then keeps it ignored
     p = subprocess.Popen([sys.executable, "-m", "dynnets", "serve", "--checkpoint", str(checkpoint), "--port", "0",
-                          "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+                          "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = p.stdout.readline()
         assert line.startswith("dynnets serve: treelstm on http://127.0.0.1:"), line
