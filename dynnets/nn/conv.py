@@ -85,13 +85,15 @@ class Conv1d(Module):
         return s
 
 
-class MaxPool1d(Module):
-    """Max pooling over the last axis, as ``torch.nn.MaxPool1d`` (see :func:`max_pool1d`)."""
+class _MaxPoolNd(Module):
+    """torch's ``_MaxPoolNd``: the options of max pooling; ``_pool`` is the functional form."""
+
+    _pool = None
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         if return_indices:
-            raise NotImplementedError("MaxPool1d: return_indices=True is not supported")
+            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not supported")
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
@@ -100,11 +102,17 @@ class MaxPool1d(Module):
         self.ceil_mode = ceil_mode
 
     def forward(self, input):
-        return max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        return self._pool(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_MaxPoolNd):
+    """Max pooling over the last axis, as ``torch.nn.MaxPool1d`` (see :func:`max_pool1d`)."""
+
+    _pool = staticmethod(max_pool1d)
 
 
 class AvgPool1d(Module):
@@ -199,26 +207,7 @@ class Conv2d(Module):
                 f"padding={self.padding!r}, dilation={self.dilation}, bias={self.bias is not None}")
 
 
-class MaxPool2d(Module):
+class MaxPool2d(_MaxPoolNd):
     """Max pooling over (KH, KW) windows, as ``torch.nn.MaxPool2d`` (see :func:`max_pool2d`)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.dilation = dilation
-        self.return_indices = False
-        self.ceil_mode = ceil_mode
-
-    def forward(self, input):
-        return max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-__all__ += ["Conv2d", "MaxPool2d"]
+    _pool = staticmethod(max_pool2d)
