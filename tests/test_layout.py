@@ -386,7 +386,6 @@ LONG_MODULES = {
     "dynnets/autograd/tensor.py": "issue 24: Tensor's methods are declared in its class (DESIGN.md); the "
                                   "creation functions can move out",
     "dynnets/static/export.py": "issue 24: export and import of graphs, to split",
-    "dynnets/data/trees.py": "issue 24: tree type, reader and checks, to split",
 }
 MAX_LINES = 1000
 

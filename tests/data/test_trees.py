@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from dynnets.data import samples_dir
 from dynnets.data.synthetic import random_tree
-from dynnets.data.trees import (Tree, TreeParseError, TreeParseWarning, _Labels, _parse_careful, _parse_fast,
-                                binarize, collapse_unary, from_networkx, parse_tree, read_trees, to_networkx,
-                                write_trees)
+from dynnets.data.ptb import _Labels, _parse_careful, _parse_fast
+from dynnets.data.trees import (Tree, TreeParseError, TreeParseWarning, binarize, collapse_unary, from_networkx,
+                                parse_tree, read_trees, to_networkx, write_trees)
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
