@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
 
     from dynnets.data import BucketSampler, Vocabulary, merge, parse_tree, read_trees, tree_arrays
-    from dynnets.data.trees import _Labels, _parse_careful, _parse_fast
+    from dynnets.data.ptb import _Labels, _parse_careful, _parse_fast
 
     train = a.data / "train.txt"
     if not train.is_file():

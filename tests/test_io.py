@@ -522,7 +522,7 @@ def test_objects_are_pickled_and_refused_by_default(tmp_path):
     unpickles (a file you trust)."""
     import pickle
     model, opt = _model_and_optimizer()
-    cases = [(model, r"dynnets.nn.layers.Sequential \(at top level\)"),
+    cases = [(model, r"dynnets.nn.container.Sequential \(at top level\)"),
              ({"a": [1, opt]}, r"dynnets.nn.optim.Adam \(at a.1\)"),
              ({"x": np.array([object()])}, r"numpy.ndarray \(at x\)"),
              ({frozenset(): 1}, r"dict \(at top level\)")]

@@ -385,10 +385,7 @@ LONG_MODULES = {
     "dynnets/autograd/ops.py": "issue 24: every public op once; to split by domain as primitives/ is",
     "dynnets/autograd/tensor.py": "issue 24: Tensor's methods are declared in its class (DESIGN.md); the "
                                   "creation functions can move out",
-    "dynnets/autograd/primitives/array.py": "issue 24: to split as the other primitive domains",
     "dynnets/static/export.py": "issue 24: export and import of graphs, to split",
-    "dynnets/nn/layers.py": "issue 24: torch's layers, to split by kind",
-    "dynnets/data/trees.py": "issue 24: tree type, reader and checks, to split",
 }
 MAX_LINES = 1000
 

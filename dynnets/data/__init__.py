@@ -4,7 +4,10 @@ treebank, and minibatch layouts. Depends on numpy and networkx only.
 The modules::
 
     trees      Tree, parse_tree, read_trees, write_trees, networkx, binarize, collapse_unary,
-               binary_tree, first_nonbinary / node_position / tree_line (locating a node in its file)
+               binary_tree, first_nonbinary / node_position / tree_line (locating a node in its file),
+               from the two modules that define them:
+    tree       the immutable Tree, networkx, the binary rewrites and first_nonbinary
+    ptb        the bracket format: parse_tree, read_trees, write_trees, node_position, tree_line
     text       tokenize, sentence_tree (plain text -> binary tree), read_tree (user input: an SST
                tree, an unlabelled bracketed tree or plain text)
     encoding   where a file stops being UTF-8 (line, column, byte offset)

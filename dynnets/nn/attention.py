@@ -9,8 +9,8 @@ import numpy as np
 
 from .functional_attention import mha
 from .init import xavier_uniform_
-from .layers import Linear, as_generator, float_dtype, positive_int
-from .module import Module, Parameter, check_device, check_float_input
+from .linear import Linear
+from .module import Module, Parameter, as_generator, check_device, check_float_input, float_dtype, positive_int
 
 __all__ = ["MultiheadAttention"]
 

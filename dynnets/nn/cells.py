@@ -18,8 +18,8 @@ import math
 import numpy as np
 
 from ..autograd import ops
-from .layers import as_generator, float_dtype, positive_int, uniform_
-from .module import Module, Parameter, check_device, check_float_input
+from .module import (Module, Parameter, as_generator, check_device, check_float_input, float_dtype, positive_int,
+                     uniform_)
 
 __all__ = ["RNNCell", "GRUCell", "LSTMCell"]
 

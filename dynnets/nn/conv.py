@@ -9,8 +9,8 @@ import math
 
 from .functional_conv import (adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, conv1d, conv2d, conv2d_padding,
                               conv_padding, max_pool1d, max_pool2d, pair, single)
-from .layers import as_generator, float_dtype, positive_int, uniform_
-from .module import Module, Parameter, check_device, check_float_input
+from .module import (Module, Parameter, as_generator, check_device, check_float_input, float_dtype, positive_int,
+                     uniform_)
 
 __all__ = ["Conv1d", "MaxPool1d", "AvgPool1d", "AdaptiveMaxPool1d", "AdaptiveAvgPool1d"]
 

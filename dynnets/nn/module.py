@@ -22,8 +22,10 @@ from ..autograd.primitives import DTypeError
 from ..autograd.engine import no_grad
 from ..autograd.tensor import Parameter, Tensor, wrap_array
 from ..devices import DeviceUnavailableError
+from ..random import generator
 
-__all__ = ["Module", "Parameter", "check_device", "check_float_input", "IncompatibleKeys", "StateDictError"]
+__all__ = ["Module", "Parameter", "check_device", "check_float_input", "IncompatibleKeys", "StateDictError",
+           "as_generator", "float_dtype", "positive_int", "uniform_"]
 
 
 class IncompatibleKeys(NamedTuple):
@@ -90,6 +92,38 @@ def check_float_input(owner, x, like, what="input", like_what="the layer's param
         raise DTypeError(f"{owner}: {what} has dtype {dt}, but {like_what} dtype {want}; they must be the same, as "
                          f"in torch (no silent promotion): {fix}")
     return x
+
+
+# the checks of constructor arguments and the initialisation that every layer shares (the layers,
+# cells, RNNs, convolutions and attention import them from here)
+def as_generator(rng):
+    """``rng`` if it is a ``numpy.random.Generator``, the default generator
+    (:func:`dynnets.manual_seed`) for None, else ``default_rng(rng)`` (a seed
+    or a ``SeedSequence``)."""
+    return generator(rng)
+
+
+def float_dtype(owner, dtype):
+    """``np.dtype(dtype)`` (float32 for None, PyTorch's default dtype),
+    checked to be a floating-point type (the error names ``owner``)."""
+    dt = np.dtype(np.float32 if dtype is None else dtype)
+    if dt.kind != "f":
+        raise TypeError(f"{owner}: dtype must be a floating-point type, got {dt}")
+    return dt
+
+
+def positive_int(owner, name, value, allow_zero=False):
+    """``value`` as an int, checked to be a positive (or, with ``allow_zero``,
+    non-negative) integer; the error names ``owner`` and the argument ``name``."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (0 if allow_zero else 1):
+        want = "a non-negative" if allow_zero else "a positive"
+        raise ValueError(f"{owner}: {name} must be {want} integer, got {value!r}")
+    return int(value)
+
+
+def uniform_(gen, shape, bound, dtype):
+    """U(-bound, bound) samples of ``shape`` as a new array of ``dtype``."""
+    return gen.uniform(-bound, bound, shape).astype(dtype)
 
 
 class Module:

@@ -34,8 +34,8 @@ import numpy as np
 from ..autograd import ops
 from ..autograd.tensor import Tensor, tensor_like
 from . import functional as F
-from .layers import as_generator, float_dtype, positive_int, uniform_
-from .module import Module, Parameter, check_device, check_float_input
+from .module import (Module, Parameter, as_generator, check_device, check_float_input, float_dtype, positive_int,
+                     uniform_)
 from .utils.rnn import PackedSequence, pack_padded_sequence, pack_sequence, packed_layout, pad_packed_sequence
 
 __all__ = ["RNNBase", "RNN", "GRU", "LSTM"]

@@ -64,7 +64,8 @@ import numpy as np
 
 from ..autograd import gradtypes
 from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
-from ..autograd.primitives.array import concat_p, take_p
+from ..autograd.primitives.array import concat_p
+from ..autograd.primitives.index import take_p
 from . import execute, passes
 from .backward import gradients, on_gradient
 from .graph import (SOURCES, Eqn, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph,

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from dynnets.data import samples_dir
 from dynnets.data.synthetic import random_tree
-from dynnets.data.trees import (Tree, TreeParseError, TreeParseWarning, _Labels, _parse_careful, _parse_fast,
-                                binarize, collapse_unary, from_networkx, parse_tree, read_trees, to_networkx,
-                                write_trees)
+from dynnets.data.ptb import _Labels, _parse_careful, _parse_fast
+from dynnets.data.trees import (Tree, TreeParseError, TreeParseWarning, binarize, collapse_unary, from_networkx,
+                                parse_tree, read_trees, to_networkx, write_trees)
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -473,3 +473,22 @@ def test_write_trees_leaves_no_temp_file_and_sweeps_stale_ones(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["out.txt"]
     atomic_write_bytes(p, b"")
     assert p.read_bytes() == b""
+
+
+def test_the_trees_module_keeps_its_names_after_its_split():
+    """Issue 24 split data/trees.py into the tree type (data/tree.py) and the
+    bracket format (data/ptb.py): ``dynnets.data.trees`` keeps every name of
+    its ``__all__`` as the same objects, and a pickled tree round-trips
+    (deep trees too: the flat postorder reduction)."""
+    import dynnets.data.ptb as ptb
+    import dynnets.data.tree as tree_mod
+    import dynnets.data.trees as trees
+    assert trees.__all__ == ["Tree", "TreeParseError", "TreeParseWarning", "TreeReader", "parse_tree", "read_trees",
+                             "write_trees", "to_networkx", "from_networkx", "binarize", "collapse_unary",
+                             "binary_tree", "first_nonbinary", "node_position", "tree_line"]
+    for n in trees.__all__:
+        home = ptb if n in ptb.__all__ else tree_mod
+        assert getattr(trees, n) is getattr(home, n), n
+    assert pickle.loads(b"cdynnets.data.trees\nTree\n.") is Tree
+    deep = parse_tree("(1 " * 3000 + "(1 w)" + ")" * 3000)
+    assert pickle.loads(pickle.dumps(deep)) == deep

@@ -186,3 +186,30 @@ def test_layer_input_dtype_must_be_the_layers():
                      (nn.GRU(3, 2, rng=0), [np.ones((4, 3), np.float64)])):
         with pytest.raises(DTypeError, match=f"{type(layer).__name__}: input has dtype"):
             layer(x)
+
+
+def test_the_layers_module_still_offers_every_layer_after_its_split():
+    """Issue 24 split nn/layers.py by kind (linear, dropout, flatten,
+    activation, container, normalization, distance): ``dynnets.nn.layers``
+    keeps every name it defined, as the same objects, with the same
+    ``__all__``; and a model pickled under the old path loads."""
+    import pickle
+
+    from dynnets.nn import layers
+    names = ["Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity", "Tanh", "ReLU", "Sigmoid",
+             "GELU", "LeakyReLU", "Flatten", "Unflatten", "Softmax", "LogSoftmax", "LayerNorm", "ModuleDict",
+             "ParameterList", "ParameterDict", "Softplus", "ELU", "SELU", "SiLU", "Mish", "Hardtanh", "ReLU6",
+             "Softsign", "LogSigmoid", "CosineSimilarity", "PairwiseDistance", "BatchNorm1d"]
+    for n in names:
+        assert getattr(layers, n) is getattr(nn, n), n
+    assert layers.__all__ == ["Linear", "Embedding", "Dropout", "Sequential", "ModuleList", "Identity", "Tanh",
+                              "ReLU", "Sigmoid", "as_generator", "GELU", "LeakyReLU", "Flatten", "Unflatten",
+                              "Softmax", "LogSoftmax", "LayerNorm"]
+    for helper in ("as_generator", "float_dtype", "positive_int", "uniform_", "check_device", "check_float_input"):
+        assert callable(getattr(layers, helper)), helper
+    assert pickle.loads(b"cdynnets.nn.layers\nSequential\n.") is nn.Sequential
+    lin = nn.Linear(3, 2, rng=0)
+    old = pickle.dumps(lin, protocol=0).replace(b"dynnets.nn.linear", b"dynnets.nn.layers")
+    assert b"dynnets.nn.layers" in old
+    back = pickle.loads(old)
+    assert type(back) is nn.Linear and np.array_equal(back.weight.numpy(), lin.weight.numpy())

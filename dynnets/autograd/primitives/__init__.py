@@ -3,8 +3,9 @@
 A package split by domain (as JAX splits its rules and chainer its
 ``functions/``): :mod:`.core` holds :class:`Primitive`, :func:`defprim`,
 :data:`PRIMITIVES`, :class:`Aval`, the errors and the shape/dtype helpers;
-:mod:`.elementwise`, :mod:`.array`, :mod:`.linalg`, :mod:`.nn`, :mod:`.cells`,
-:mod:`.tree`, :mod:`.seq` and :mod:`.random` declare the primitives. Importing this package
+:mod:`.elementwise`, :mod:`.reduce`, :mod:`.shape`, :mod:`.index`, :mod:`.array`,
+:mod:`.linalg`, :mod:`.nn`, :mod:`.cells`, :mod:`.tree`, :mod:`.seq`, :mod:`.random`
+and the others below declare the primitives. Importing this package
 imports them all, so :data:`PRIMITIVES` is complete, and
 ``grep -rn "vjp=" dynnets`` lists every gradient in the project.
 """
@@ -27,3 +28,6 @@ from .norm import *  # noqa: F401,F403  (issue 25)
 from .conv import *  # noqa: F401,F403  (issue 25)
 from .attention import *  # noqa: F401,F403  (issue 25)
 from .ragged import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403  (issue 24: split from array)
+from .shape import *  # noqa: F401,F403  (issue 24: split from array)
+from .index import *  # noqa: F401,F403  (issue 24: split from array)

@@ -188,7 +188,7 @@ top_k_p = defprim("top_k", _top_k, _top_k_shape, joint_vjp=_top_k_vjp, multiple_
 
 
 # --------------------------------------------------------------------------
-# tile (pad: primitives.array's pad_p serves tf.pad too)
+# tile (pad: primitives.shape's pad_p serves tf.pad too)
 # --------------------------------------------------------------------------
 
 def _tile(x, multiples):

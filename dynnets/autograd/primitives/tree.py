@@ -12,7 +12,8 @@ import numpy as np
 from .. import kernels as K
 from .. import kernels_tree as KT
 from ..gradtypes import OuterSum, factored_matmul_t
-from .array import concat_p, getitem_p
+from .array import concat_p
+from .index import getitem_p
 from .core import (LevelsRule, col_sums, batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
                    fits, fmt_shape, grad_buffer, grad_or_zeros, kernel_args, kernel_floats, mul_dim,
                    transposed_float)
