@@ -268,8 +268,6 @@ PENDING_ATTRS = {
     # the TF1 facade reaching into the graph's name scopes and variable store (issue 24 section 2)
     **{("dynnets/static/variable_scope.py", a): 24
        for a in ("_prefix", "_scope_counts", "_scopes", "_unique_name", "_var_sites", "_var_store")},
-    # optimizer state read by the exporter and the native tier (issue 24: one optimizer definition, i24-table)
-    **{("dynnets/static/graphdef/optimizers.py", a): 24 for a in ("_slot_names", "_slots", "_step")},
     # the importer naming values (issue 24: TF1's public Graph.unique_name, i24-graph)
     ("dynnets/static/graphdef/build.py", "_unique_name"): 24,
     # Variable.load setting the session's variable store (issue 24: one compiled-program object, i24-loops)

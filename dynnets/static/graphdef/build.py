@@ -146,7 +146,7 @@ class _Builder:
         opts = self.doc.get("optimizers", [])
         if not is_id(k, len(opts)):
             self.fail(f"optimizer {k!r} is not in 'optimizers'")
-        opt = build_optimizer(opts[k], k, self.g, lambda i: self.new[i] if is_id(i, len(self.new)) else None,
+        opt = build_optimizer(opts[k], k, lambda i: self.new[i] if is_id(i, len(self.new)) else None,
                               self.variable, self.attr, self.prefix, self.fail)
         opts_built[k] = opt
         return opt

@@ -17,8 +17,10 @@ _OPTIMIZERS: dict = {}      # class name -> (class, the constructor arguments th
 def register_optimizer(cls, fields):
     """Let files hold optimizers of class ``cls`` (exactly; not subclasses):
     ``fields`` are its constructor's arguments, read back as attributes of
-    an instance; its slot variables are its ``_slots`` (and Adam's
-    ``_step``). :mod:`.train` registers its optimizers."""
+    an instance; its state is read with ``get_slot_names``, ``get_slot`` and
+    ``get_step_counter`` and restored with ``set_slots`` and
+    ``set_step_counter`` (:class:`dynnets.static.train.Optimizer`'s public
+    API). :mod:`dynnets.static.train` registers its optimizers."""
     _OPTIMIZERS[cls.__name__] = (cls, tuple(fields))
 
 
@@ -43,15 +45,19 @@ def optimizer_record(opt, g, value_id, attr, where):
             cfg[f] = {"value": value_id(v)}
         else:
             cfg[f] = attr(v, f"{where}: optimizer {f}")
-    slots = [[value_id(var), {s: value_id(sv) for s, sv in d.items()}]
-             for var, d in opt._slots.items() if var.graph is g]
-    step = getattr(opt, "_step", {}).get(g)
+    names = opt.get_slot_names()
+    slots = []
+    for var in g.variables:
+        d = {s: opt.get_slot(var, s) for s in names}
+        if names and all(sv is not None for sv in d.values()):
+            slots.append([value_id(var), {s: value_id(sv) for s, sv in d.items()}])
+    step = opt.get_step_counter(g)
     return {"class": cname, "config": cfg, "slots": slots, "step": None if step is None else value_id(step)}
 
 
-def build_optimizer(rec, k, g, value, variable, attr, prefix, fail):
-    """The optimizer of entry ``rec`` (the file's optimizer ``k``) of graph
-    ``g``, its slot variables and step counter those the file names.
+def build_optimizer(rec, k, value, variable, attr, prefix, fail):
+    """The optimizer of entry ``rec`` (the file's optimizer ``k``), its slot
+    variables and step counter those the file names.
 
     ``value(i)``: the Value built for the file's value ``i`` (None if not
     built yet); ``variable(i)``: the same, a Variable (else it fails);
@@ -82,26 +88,19 @@ def build_optimizer(rec, k, g, value, variable, attr, prefix, fail):
     if not isinstance(slots, list):
         fail(f"optimizer {k}: 'slots' must be a list")
     for item in slots:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)
-                and set(item[1]) == set(opt._slot_names)):
-            fail(f"optimizer {k}: a slot entry must be [variable id, {{{', '.join(opt._slot_names)}: "
-                 f"variable id}}], got {item!r:.80}")
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], dict)):
+            fail(f"optimizer {k}: a slot entry must be [variable id, {{slot name: variable id}}], got {item!r:.80}")
         var = variable(item[0])
-        d = {}
-        for s, sid in item[1].items():
-            sv = variable(sid)
-            # the update kernels write a slot as if it had its variable's layout
-            if tuple(sv.shape) != tuple(var.shape) or sv.dtype != var.dtype:
-                fail(f"optimizer {k}: slot {s!r} '{sv.name}' {sv.shape} {sv.dtype} does not match its "
-                     f"variable '{var.name}' {var.shape} {var.dtype}")
-            d[s] = sv
-        opt._slots[var] = d
+        named = {s: variable(sid) for s, sid in item[1].items()}
+        try:
+            opt.set_slots(var, named)
+        except ValueError as e:
+            fail(f"optimizer {k}: {e}")
     step = rec.get("step")
     if step is not None:
-        if not hasattr(opt, "_step"):
-            fail(f"optimizer {k} ({rec['class']}) has no step variable")
-        sv = variable(step)
-        if tuple(sv.shape) != () or sv.dtype.kind not in "iu":
-            fail(f"optimizer {k}: step variable '{sv.name}' must be an integer scalar")
-        opt._step[g] = sv
+        counter = variable(step)
+        try:
+            opt.set_step_counter(counter)
+        except ValueError as e:
+            fail(f"optimizer {k}: {e}")
     return opt
