@@ -46,7 +46,11 @@ the eager optimizers; otherwise they are densified first.
 
 Slot variables (accumulators, moments, Adam's step) are Variables of the
 graph created by ``minimize``/``apply_gradients``, so, as in TF1, create the
-train op before ``global_variables_initializer()``.
+train op before ``global_variables_initializer()``. Read them as in TF1,
+``opt.get_slot(var, "m")``, ``opt.get_slot_names()``, ``opt.variables()``
+(Adam's step counter: ``opt.get_step_counter(graph)``); the graph importer
+gives a rebuilt optimizer the file's slot variables with ``set_slots`` and
+``set_step_counter``.
 
 The rest of ``tf.train`` lives beside: ``Saver``, ``latest_checkpoint``,
 ``get_checkpoint_state``, ``import_meta_graph`` (:mod:`.saver`),
@@ -255,7 +259,95 @@ class Optimizer:
         return self.apply_gradients(grads, global_step=global_step, name=name)
 
     def get_slot(self, var, name):
-        return self._slots[var][name]
+        """The slot variable ``name`` this optimizer made for ``var``, or None
+        when there is none (``var`` not updated by it yet, or ``name`` not one
+        of its slots), as TF1's ``Optimizer.get_slot``.
+
+        Parameters
+        ----------
+        var : Variable
+        name : str
+            one of :meth:`get_slot_names` (Adam: ``"m"``, ``"v"``)
+
+        Returns
+        -------
+        Variable or None
+            of ``var``'s shape and dtype, not trainable
+        """
+        slots = self._slots.get(var)
+        return None if slots is None else slots.get(name)
+
+    def get_slot_names(self):
+        """The names of the slots this optimizer has made, sorted (TF1's
+        ``Optimizer.get_slot_names``): ``[]`` before its first
+        ``minimize``/``apply_gradients``, then e.g. Adam's ``["m", "v"]``."""
+        return sorted({s for slots in self._slots.values() for s in slots})
+
+    def variables(self):
+        """The Variables that hold this optimizer's state in the default graph
+        (its slot variables and step counter), sorted by name, as TF1's
+        ``Optimizer.variables``: what to pass to ``variables_initializer``
+        to reset the optimizer, or to a ``Saver`` to keep it."""
+        g = get_default_graph()
+        out = [v for slots in self._slots.values() for v in slots.values() if v.graph is g]
+        step = self.get_step_counter(g)
+        if step is not None:
+            out.append(step)
+        return sorted(out, key=lambda v: v.name)
+
+    def get_step_counter(self, graph=None):
+        """The integer scalar Variable counting this optimizer's updates in
+        ``graph`` (default: the default graph), or None: an optimizer whose
+        rule needs no step count has none (all but Adam, whose bias
+        correction reads it)."""
+        return None
+
+    def set_slots(self, var, slots):
+        """Make existing Variables the slot variables of ``var``: for the graph
+        importer (:func:`~dynnets.static.export.import_graph_def`,
+        :func:`import_meta_graph`) and other code that
+        rebuilds an optimizer whose state is already in the graph, so that its
+        train ops update those Variables instead of new ones. Training code
+        never needs it: ``apply_gradients`` makes the slots it needs (dynnets'
+        own; TF1 has no public equivalent).
+
+        Parameters
+        ----------
+        var : Variable
+            a variable this optimizer has no slots for yet
+        slots : dict
+            ``{name: Variable}`` with exactly this optimizer's slot names
+            (Adam: ``m`` and ``v``), each of ``var``'s graph, shape and dtype
+            (the update kernels write a slot with its variable's layout)
+
+        Raises
+        ------
+        ValueError
+            naming the slot and what does not match
+        """
+        who = f"{self.name}.set_slots"
+        if not isinstance(var, Variable):
+            raise ValueError(f"{who}: var must be a Variable, got {type(var).__name__}")
+        if var in self._slots:
+            raise ValueError(f"{who}: '{var.name}' already has slot variables")
+        if not isinstance(slots, dict) or set(slots) != set(self._slot_names):
+            got = sorted(slots) if isinstance(slots, dict) else type(slots).__name__
+            raise ValueError(f"{who}: the slots of '{var.name}' must be named {list(self._slot_names)}, got {got}")
+        for s, sv in slots.items():
+            if not isinstance(sv, Variable) or sv.graph is not var.graph:
+                raise ValueError(f"{who}: slot {s!r} of '{var.name}' must be a Variable of its graph, got {sv!r:.60}")
+            if tuple(sv.shape) != tuple(var.shape) or sv.dtype != var.dtype:
+                raise ValueError(f"{who}: slot {s!r} '{sv.name}' {fmt_shape(sv.shape)} {sv.dtype} does not match its "
+                                 f"variable '{var.name}' {fmt_shape(var.shape)} {var.dtype}")
+        self._slots[var] = {s: slots[s] for s in self._slot_names}
+
+    def set_step_counter(self, var):
+        """Make Variable ``var`` this optimizer's step counter in its graph (for
+        the graph importer, as :meth:`set_slots`); optimizers without a step
+        counter (:meth:`get_step_counter` is None: all but Adam) raise
+        ValueError."""
+        got = f"'{var.name}'" if isinstance(var, Value) else type(var).__name__
+        raise ValueError(f"{self.name}.set_step_counter: {type(self).__name__} keeps no step counter, got {got}")
 
     def _apply(self, S, grads, vars, lr):
         raise NotImplementedError
@@ -346,6 +438,30 @@ class AdamOptimizer(Optimizer):
         self.lazy = bool(lazy)
         self.torch_epsilon = bool(torch_epsilon)
         self._step = {}
+
+    def get_step_counter(self, graph=None):
+        """The int64 scalar Variable counting this optimizer's updates in
+        ``graph`` (default: the default graph): the ``t`` of its bias
+        correction, made by its first ``apply_gradients`` there (None before)."""
+        return self._step.get(graph if graph is not None else get_default_graph())
+
+    def set_step_counter(self, var):
+        """Make Variable ``var`` (an integer scalar) this optimizer's step counter
+        in ``var``'s graph: for the graph importer, as :meth:`Optimizer.set_slots`.
+
+        Raises
+        ------
+        ValueError
+            ``var`` not an integer scalar Variable, or the graph has a counter already
+        """
+        who = f"{self.name}.set_step_counter"
+        if not isinstance(var, Variable) or tuple(var.shape) != () or var.dtype.kind not in "iu":
+            got = f"'{var.name}' {fmt_shape(var.shape)} {var.dtype}" if isinstance(var, Value) else type(var).__name__
+            raise ValueError(f"{who}: the step counter must be an integer scalar Variable, got {got}")
+        if var.graph in self._step:
+            raise ValueError(f"{who}: the graph of '{var.name}' has a step counter already, "
+                             f"'{self._step[var.graph].name}'")
+        self._step[var.graph] = var
 
     def _extra_slots(self, graph):
         st = self._step.get(graph)

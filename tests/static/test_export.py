@@ -446,3 +446,33 @@ def test_a_subgraph_that_lies_is_refused(tmp_path):
     bad = _rewrite(good, tmp_path / "bad.graph", edit)
     with pytest.raises(GraphFormatError, match="is nested in 'g.*', not in this node's graph"):
         tf.import_graph_def(bad, graph=tf.Graph())
+
+
+def test_the_public_names_stay_where_they_were():
+    """export.py is TF1's API over dynnets.static.graphdef (issue 24): every
+    public name is still importable from it and the ``tf.`` paths are the same objects."""
+    from dynnets.static import export, graph_util, saver
+    for name in export.__all__:
+        assert getattr(export, name) is not None, name
+    assert tf.import_graph_def is export.import_graph_def and tf.GraphDef is export.GraphDef
+    assert tf.train.write_graph is export.write_graph and tf.train.export_meta_graph is export.export_meta_graph
+    assert tf.GraphFormatError is export.GraphFormatError and tf.ExportError is export.ExportError
+    assert saver.to_graph_def is export.to_graph_def and graph_util.value_ids is export.value_ids
+    g, *_ = _many_attrs_graph()
+    assert isinstance(g.as_graph_def(), export.GraphDef)
+
+
+def test_exporting_gradients_does_not_rescan_the_modules(monkeypatch):
+    """A gradient node is named by its forward primitive: exporting it looks
+    up that name only. Looking up the other reading of its name ("matmul_1"
+    for vjp_matmul_1) missed the table and rescanned every loaded module, one
+    scan per gradient node (97% of an export's time)."""
+    from dynnets.static.graphdef import names
+    g, *_ = _many_attrs_graph()
+    g.as_graph_def()                     # the first export may scan, to learn the static primitives
+    scans = []
+    real = names._scan
+    monkeypatch.setattr(names, "_scan", lambda: scans.append(1) or real())
+    gd = g.as_graph_def()
+    assert sum(1 for n in gd.node if "vjp" in n) >= 10
+    assert scans == []
