@@ -264,13 +264,8 @@ FRIENDS = {
 
 #: Private attributes still read across modules, {(module, attribute): the issue that removes them}.
 PENDING_ATTRS = {
-    # the TF1 facade reaching into the graph's name scopes and variable store (issue 24 section 2)
-    **{("dynnets/static/variable_scope.py", a): 24
-       for a in ("_prefix", "_scope_counts", "_scopes", "_unique_name", "_var_sites", "_var_store")},
     # optimizer state read by the exporter and the native tier (issue 24: one optimizer definition, i24-table)
     **{("dynnets/static/export.py", a): 24 for a in ("_slot_names", "_slots", "_step", "_unique_name")},
-    # Variable.load setting the session's variable store (issue 24: one compiled-program object, i24-loops)
-    ("dynnets/static/graph.py", "_load_variable"): 24,
 }
 
 

@@ -480,7 +480,7 @@ class Variable(Value):
 
     def load(self, value, session):
         """Set this variable's value in ``session`` without building an op."""
-        session._load_variable(self, value)
+        session.load_variable(self, value)
 
     def __repr__(self):
         return f"<Variable '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
@@ -869,6 +869,84 @@ class Graph:
             yield self
         finally:
             _DEFAULT.pop()
+
+    # --- names and scopes (TF1's Graph API) -------------------------------------------
+    def unique_name(self, name, mark_as_used=True):
+        """``name`` inside the open name scope, made unique in this graph
+        (``"scope/name"``, then ``"scope/name_1"``...), as TF1's
+        ``Graph.unique_name``; ``mark_as_used=False`` returns the name the
+        next call would give without reserving it."""
+        full = self._prefix + name if self._prefix else name
+        if mark_as_used:
+            return self._unique_name(full)
+        n = self._names.get(full)
+        if n is None:
+            return full
+        while f"{full}_{n}" in self._names:
+            n += 1
+        return f"{full}_{n}"
+
+    def get_name_scope(self):
+        """The open name scope without its trailing slash (``"outer/inner"``,
+        ``""`` at the top), as TF1's ``Graph.get_name_scope``."""
+        return self._prefix[:-1]
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        """A name scope for the ops created inside, as TF1's
+        ``Graph.name_scope``: ``name`` nests in the open scope and is made
+        unique (a second ``"block"`` is ``"block_1"``); a name ending in
+        ``"/"`` is taken as the full scope, unchanged (TF1's way to re-enter a
+        scope); ``None`` or ``""`` leaves every scope (the top level). Yields
+        the scope with its trailing slash (``""`` at the top)."""
+        old = self._prefix
+        if not name:
+            self._prefix = ""
+        elif name.endswith("/"):
+            self._prefix = name
+        else:
+            self._prefix = self.unique_name(name) + "/"
+        try:
+            yield self._prefix
+        finally:
+            self._prefix = old
+
+    # --- get_variable's store (read by :mod:`.variable_scope`) ------------------------
+    def current_variable_scope(self):
+        """The innermost open variable scope (a
+        :class:`~dynnets.static.variable_scope.VariableScope`), or None."""
+        return self._scopes[-1] if self._scopes else None
+
+    @contextlib.contextmanager
+    def variable_scope_block(self, scope):
+        """Open variable scope ``scope`` (its ``name`` is the full name) and
+        its name scope (``scope.name`` made unique) for the block."""
+        self._scopes.append(scope)
+        try:
+            with self.name_scope(None):
+                prefix = self.unique_name(scope.name)
+            with self.name_scope(prefix + "/"):
+                yield scope
+        finally:
+            self._scopes.pop()
+
+    def default_scope_name(self, base):
+        """``base`` for the first variable scope made from default name
+        ``base``, then ``base_1``, ``base_2``... (TF1's ``default_name``)."""
+        n = self._scope_counts.get(base, 0)
+        self._scope_counts[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    def stored_variable(self, name):
+        """(variable, (file, line) where it was created) of ``get_variable``'s
+        variable of full name ``name``, or (None, None)."""
+        v = self._var_store.get(name)
+        return (v, self._var_sites.get(name)) if v is not None else (None, None)
+
+    def store_variable(self, name, var, site):
+        """Record ``var`` as ``get_variable``'s variable of full name ``name``."""
+        self._var_store[name] = var
+        self._var_sites[name] = site
 
     # --- inspection --------------------------------------------------------------
     def __len__(self):
