@@ -145,7 +145,7 @@ def test_the_compiler_core_never_imports_the_tf1_facade():
 
 def test_the_old_paths_of_the_core_modules_are_the_core_modules():
     import importlib
-    for m in ("passes", "fusion", "lower", "execute", "native", "native_gen"):
+    for m in ("passes", "fusion", "lower", "execute", "native", "native_gen", "backward", "subprogram"):
         old = importlib.import_module(f"dynnets.static.{m}")
         assert old is importlib.import_module(f"{CORE}.{m}"), m
 

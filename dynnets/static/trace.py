@@ -54,7 +54,7 @@ import numpy as np
 from ..autograd.engine import accumulate_grad, capture_parameters
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor, wrap_array
-from .backward import sparse_gradients
+from .core.backward import sparse_gradients
 from .graph import Graph, Value, placeholder, tracing
 from .session import Session
 from ..pytree import tree_flatten
