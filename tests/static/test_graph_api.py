@@ -21,6 +21,8 @@ def test_unique_name_follows_tf1_inside_and_outside_name_scopes():
         with tf.name_scope("outer"):
             assert g.get_name_scope() == "outer"
             assert g.unique_name("a") == "outer/a"
+            assert g.fresh_name("outer/a") == "outer/a_1"               # a full name: no scope added
+            assert g.fresh_name("top") == "top"
             y = x * 2.0
             assert y.name.startswith("outer/")
         assert g.get_name_scope() == ""
@@ -68,3 +70,42 @@ def test_variable_load_goes_through_the_public_session_method():
         np.testing.assert_array_equal(sess.run(v), np.array([4.0, 5.0, 6.0], np.float32))
         with pytest.raises(ValueError, match="load: variable 'v' has shape \\(3,\\), given \\(2,\\)"):
             sess.load_variable(v, [1.0, 2.0])
+
+
+def test_the_tf1_graph_is_the_core_ir_with_tf1_api_and_every_old_path_works():
+    import dynnets.static.graph as graph_mod
+    from dynnets.static import value as value_mod
+    from dynnets.static.core import graph as core_graph
+
+    assert issubclass(tf.Graph, core_graph.GraphIR) and tf.Graph.value_class is tf.Value
+    assert issubclass(tf.Value, core_graph.Value) and issubclass(tf.Variable, tf.Value)
+    for name in ("Graph", "Value", "Variable", "Operation", "GraphKeys", "placeholder", "constant",
+                 "get_default_session"):
+        assert getattr(graph_mod, name) is getattr(tf, name), name
+    assert graph_mod.Value is value_mod.Value and graph_mod.Operation is value_mod.Operation
+    assert graph_mod.densified is core_graph.densified and graph_mod.after_p is core_graph.after_p
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float64, [2], name="x")
+        y = tf.tanh(x * 3.0)
+    sub = g.subgraph()
+    assert type(sub) is tf.Graph and sub.parent is g and type(sub.capture(y)) is tf.Value
+    d = g.with_outputs([y])
+    assert type(d) is tf.Graph and d.root is g and d.outputs == (y.id,)
+    with tf.Session(graph=g) as sess:
+        np.testing.assert_allclose(sess.run(y, {x: [0.1, -0.2]}), np.tanh(3.0 * np.array([0.1, -0.2])))
+
+
+def test_a_bare_core_graph_makes_core_values():
+    from dynnets.autograd.primitives import PRIMITIVES, Aval
+    from dynnets.static.core import graph as core_graph
+    from dynnets.static.core.ir import placeholder_p
+
+    g = core_graph.GraphIR()
+    av = Aval((3,), np.dtype(np.float64))
+    x = g.append_equation(placeholder_p, (), {}, av, name="x")
+    y = g.append_equation(PRIMITIVES["tanh"], (x.id,), {}, av)
+    c = g.constant_value(2.0)
+    assert type(y) is core_graph.Value and (y.name, y.shape, y.dtype) == ("tanh", (3,), np.float64)
+    assert g.constant_value(2.0) is c and g.producer[y.id].ins == (x.id,)
+    assert [e.prim.name for e in g.with_outputs([y]).eqns] == ["placeholder", "tanh", "constant"]

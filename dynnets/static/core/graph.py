@@ -208,6 +208,13 @@ class GraphIR:
                 self._names[name] = 1
                 return name
 
+    def fresh_name(self, full):
+        """``full``, a complete op name (no name scope is added), made unique
+        in this graph (``"a/b"``, then ``"a/b_1"``...) and reserved: for code
+        that names ops itself, as an importer giving a file's names back.
+        TF1's scoped form is the facade's ``Graph.unique_name``."""
+        return self._unique_name(full)
+
     def _new_value(self, aval, name, cls, obj=None, sparse=False):
         vid = len(self.avals)
         self.avals.append(aval)
