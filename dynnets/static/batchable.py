@@ -22,7 +22,7 @@ from ..autograd.batchable import DIRECT, Fallback, NotRowwise, set_plan_builder
 from ..autograd.engine import STATE as _Mode
 from ..autograd.primitives import ShapeError
 from ..autograd.tensor import Tensor
-from .backward import gradients
+from .core.backward import gradients
 from .graph import SOURCES, Graph, Value, constant_p, param_p, placeholder, tracing
 from .session import Session
 

@@ -1,12 +1,14 @@
-"""Static (define-then-run) graphs: an append-only list of SSA equations.
+"""TF1's graph over the compiler core's IR: :class:`Graph` (name scopes,
+collections, lookups by name, ``as_default``, ``GraphKeys``), its tensors
+(:class:`Value` with TF1's operators and shapes, :class:`Variable`,
+:class:`Operation`, :class:`OpInfo`), the default graph and session, and the
+constructors (``placeholder``, ``constant``, the initialisers, ``group``,
+``assign``).
 
-A :class:`Graph` holds equations ``outs = prim(ins, **attrs)`` in creation
-order (which is a topological order). ``ins`` and ``outs`` are integer value
-ids; every value is produced exactly once (SSA) and an equation is never
-changed after it was added, so a compiled plan stays valid however many nodes
-are added later. Sources are equations too: placeholders, Variables,
-constants and *live parameters* (eager Parameters captured by
-:func:`dynnets.static.trace`, read from ``param.numpy()`` at every run).
+The equations, values, constants, control dependencies and captures are the
+core's (:mod:`dynnets.static.core.graph`, :class:`GraphIR`), which
+:class:`Graph` subclasses; this module adds TF1's API and nothing the
+compiler reads.
 
 Ops are the eager ops: every function of :mod:`dynnets.autograd.ops` and every
 operator works on a symbolic :class:`Value`, because ``bind`` hands any call
@@ -22,23 +24,22 @@ storage as first argument. Variables' values live in the :class:`Session`
 from __future__ import annotations
 
 import contextlib
-import math
 import re
-import threading
 
 import numpy as np
 
 from ..autograd import engine as _engine
-from ..autograd import gradtypes
-from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape, run_rule
-from ..autograd.tensor import Tensor, TensorOps
-from . import operands as _operands
+from ..autograd.primitives import Aval, ShapeError, fmt_shape, run_rule
+from ..autograd.tensor import Tensor
+from .core.graph import GraphIR, after_p, densified, densify_p, read_after_p, unknown_origin  # noqa: F401
+from .value import (OpInfo, Operation, ThreadStack, UnknownShape, Value, active_traces,  # noqa: F401
+                    default_sessions, get_default_session, is_symbolic)
 from .core.ir import (SOURCES, Eqn, FeedError, GraphError, OpError, OpIndexError, OpTypeError,  # noqa: F401
                       OpValueError, StaticPrimitive, UninitializedVariableError, constant_p, effect_variables,
                       gc_paused, op_error, param_p, placeholder_p, site_str, user_site, variable_p,
                       RunForEffect)
 from .dot import to_dot
-from .tensor_shape import TensorShape, TF1TensorShape
+
 
 __all__ = [
     "Graph", "Value", "Variable", "Operation", "Eqn", "StaticPrimitive", "placeholder", "constant",
@@ -47,342 +48,6 @@ __all__ = [
     "UninitializedVariableError", "OpError", "is_symbolic", "site_str", "densified", "tracing", "gc_paused", "add_op",
     "user_site", "default_sessions", "OpInfo", "get_default_session", "named", "GraphKeys", "UnknownShape",
 ]
-
-
-class OpInfo:
-    """A pure op of a graph as TF1's ``Operation`` shows it: ``name``, ``type``
-    (the primitive), ``inputs`` and ``outputs`` (Values). Fetch its outputs for
-    their values; fetching the op itself runs it and gives ``None``, as TF1's
-    ``sess.run(op)``. Two OpInfos of the same op are equal (the session's plan
-    cache keys on them)."""
-
-    __slots__ = ("graph", "eqn")
-
-    def __init__(self, graph, eqn):
-        self.graph = graph
-        self.eqn = eqn
-
-    def __eq__(self, other):
-        return type(other) is OpInfo and other.graph is self.graph and other.eqn is self.eqn
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    def __hash__(self):
-        return hash((id(self.graph), id(self.eqn)))
-
-    def run(self, feed_dict=None, session=None):
-        """Run this op in ``session`` or the default session (TF1's ``Operation.run``): ``None``."""
-        return _default_session_for(self, session, "execute operation", "run").run(self, feed_dict)
-
-    @property
-    def name(self):
-        return self.eqn.name
-
-    @property
-    def type(self):
-        return self.eqn.prim.name
-
-    @property
-    def inputs(self):
-        return [self.graph.values[i] for i in self.eqn.ins]
-
-    @property
-    def outputs(self):
-        return [self.graph.values[o] for o in self.eqn.outs]
-
-    def __repr__(self):
-        return f"<OpInfo '{self.name}' type={self.type}>"
-
-
-# --------------------------------------------------------------------------
-# symbolic values
-# --------------------------------------------------------------------------
-
-
-class UnknownShape:
-    """The shape of a value of unknown rank (a placeholder made without a
-    shape, and the elementwise ops on it), as TF1's ``TensorShape(None)``:
-    ``ndims`` is None, an index gives an unknown dimension (None), and
-    ``len``, iteration and ``as_list`` raise, naming the value."""
-
-    __slots__ = ("name",)
-    ndims = None
-    rank = None
-    dims = None
-
-    def __init__(self, name):
-        self.name = name
-
-    def _unknown(self, what):
-        return ValueError(f"Value '{self.name}' has an unknown rank (it comes from a placeholder made without a "
-                          f"shape): cannot {what}; give the placeholder a shape (tf.placeholder(dtype, shape=[...]), "
-                          f"shape=[] for a scalar)")
-
-    def __len__(self):
-        raise self._unknown("take the length of its shape")
-
-    def __iter__(self):
-        raise self._unknown("iterate over its shape")
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return self
-        return None
-
-    def __bool__(self):
-        return True
-
-    def as_list(self):
-        raise self._unknown("list its shape (as_list() is not defined on an unknown TensorShape)")
-
-    def is_fully_defined(self):
-        return False
-
-    def num_elements(self):
-        return None
-
-    def __eq__(self, other):
-        return isinstance(other, UnknownShape)
-
-    def __hash__(self):
-        return hash(UnknownShape)
-
-    def __repr__(self):
-        return "<unknown>"
-
-
-def _tf1_operator(op, method, tf1=None, reflected=False):
-    """Value's operator ``method``: TF1's rule (the non-tensor operand converted
-    to the value's dtype, see :mod:`.math_ops`; ``tf1(x, y)`` where TF1's op
-    differs from eager dynnets'), or the eager operator inside a trace
-    (traced code is eager code, with PyTorch's semantics)."""
-    eager = getattr(TensorOps, method)
-
-    def f(self, o):
-        if _TRACE:
-            return eager(self, o)
-        o = _operands.convert_operand(op, "x" if reflected else "y", o, dtype_of(self.graph.avals[self.id]))
-        if tf1 is None:
-            return eager(self, o)
-        return getattr(_operands, tf1)(o, self) if reflected else getattr(_operands, tf1)(self, o)
-    f.__name__ = method
-    return f
-
-
-class Value(TensorOps):
-    """A symbolic value of a :class:`Graph` (TF1's ``Tensor``): it has a
-    shape (dimensions may be ``None``) and a dtype, and supports every dynnets
-    op and operator (:class:`~dynnets.autograd.tensor.TensorOps`, shared with
-    eager tensors). Its value exists only inside :meth:`Session.run`."""
-
-    __slots__ = ("graph", "id", "name", "sparse", "_dense")
-    _is_symbolic = True
-    __array_ufunc__ = None          # ndarray (op) Value -> Value's reflected operator
-    __array_priority__ = 2000
-
-    def __init__(self, graph, vid, name, sparse=False):
-        self.graph = graph
-        self.id = vid
-        self.name = name
-        self.sparse = sparse        # the runtime value is a RowSparse gradient
-        self._dense = None
-
-    @property
-    def shape(self):
-        s = self.graph.avals[self.id].shape
-        return TensorShape(s) if s is not None else UnknownShape(self.name)
-
-    @property
-    def dtype(self):
-        return dtype_of(self.graph.avals[self.id])
-
-    @property
-    def ndim(self):
-        s = self.graph.avals[self.id].shape
-        return None if s is None else len(s)
-
-    @property
-    def op(self):
-        """The equation that produces this value."""
-        return self.graph.producer[self.id]
-
-    def get_shape(self):
-        """TF1's TensorShape (see :mod:`.tensor_shape`): an index gives a
-        Dimension (``.value``), ``Dimension(None)`` where unknown."""
-        s = self.graph.avals[self.id].shape
-        return TF1TensorShape(s) if s is not None else UnknownShape(self.name)
-
-    def __bool__(self):
-        raise TypeError(
-            f"Value '{self.name}' has no value while the graph is built, so it cannot be used as a Python "
-            f"bool: Python control flow in a static graph or a traced function may depend on shapes "
-            f"(x.shape), not on values")
-
-    def __len__(self):
-        d = self.shape[0] if self.ndim else None
-        if d is None:
-            raise TypeError(f"len() of Value '{self.name}' with shape {fmt_shape(self.shape)}: first dimension unknown")
-        return d
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
-
-    def __index__(self):
-        raise TypeError(f"Value '{self.name}' cannot be used as a Python index while the graph is built")
-
-    def __repr__(self):
-        return f"<{type(self).__name__} '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
-
-    # TF1's tensors are immutable: torch's in-place ops raise (``v += 1``
-    # rebinds v to a new value, as in TF1: Value defines no __iadd__)
-    def _immutable(self, op, *args, **kwargs):
-        raise TypeError(
-            f"{op}: Value '{self.name}' is a static-graph value, which is immutable (TF1's tensors are): build a "
-            f"new value (y = y + x, or tf.where for an item assignment), or update a Variable with "
-            f"v.assign(...) / v.assign_add(...) / v.assign_sub(...) (tf.assign, tf.assign_add)")
-
-    def add_(self, *args, **kwargs):
-        self._immutable("add_")
-
-    def sub_(self, *args, **kwargs):
-        self._immutable("sub_")
-
-    def mul_(self, *args, **kwargs):
-        self._immutable("mul_")
-
-    def div_(self, *args, **kwargs):
-        self._immutable("div_")
-
-    def pow_(self, *args, **kwargs):
-        self._immutable("pow_")
-
-    def clamp_(self, *args, **kwargs):
-        self._immutable("clamp_")
-
-    clip_ = clamp_
-
-    # TF1's binary operators (graph building only: a few extra calls per node, never per run)
-    __add__ = _tf1_operator("add", "__add__")
-    __radd__ = _tf1_operator("add", "__radd__", reflected=True)
-    __sub__ = _tf1_operator("sub", "__sub__")
-    __rsub__ = _tf1_operator("sub", "__rsub__", reflected=True)
-    __mul__ = _tf1_operator("mul", "__mul__")
-    __rmul__ = _tf1_operator("mul", "__rmul__", reflected=True)
-    __pow__ = _tf1_operator("pow", "__pow__")
-    __rpow__ = _tf1_operator("pow", "__rpow__", reflected=True)
-    __matmul__ = _tf1_operator("matmul", "__matmul__")
-    __rmatmul__ = _tf1_operator("matmul", "__rmatmul__", reflected=True)
-    __truediv__ = _tf1_operator("truediv", "__truediv__", "truediv")
-    __rtruediv__ = _tf1_operator("truediv", "__rtruediv__", "truediv", reflected=True)
-    __floordiv__ = _tf1_operator("floordiv", "__floordiv__", "floordiv")
-    __rfloordiv__ = _tf1_operator("floordiv", "__rfloordiv__", "floordiv", reflected=True)
-    __mod__ = _tf1_operator("floormod", "__mod__", "floormod")
-    __rmod__ = _tf1_operator("floormod", "__rmod__", "floormod", reflected=True)
-    __lt__ = _tf1_operator("less", "__lt__")
-    __le__ = _tf1_operator("less_equal", "__le__")
-    __gt__ = _tf1_operator("greater", "__gt__")
-    __ge__ = _tf1_operator("greater_equal", "__ge__")
-
-    def fill_(self, *args, **kwargs):
-        self._immutable("fill_")
-
-    def zero_(self):
-        self._immutable("zero_")
-
-    def copy_(self, *args, **kwargs):
-        self._immutable("copy_")
-
-    def __setitem__(self, index, value):
-        self._immutable("setitem")
-
-    def eval(self, feed_dict=None, session=None):
-        """``session.run(self, feed_dict)`` in ``session`` or the default session
-        (inside ``with Session():``, ``sess.as_default()``, or an
-        :class:`InteractiveSession`), as TF1's ``Tensor.eval``."""
-        return _default_session_for(self, session, "evaluate tensor", "eval").run(self, feed_dict)
-
-
-def is_symbolic(x):
-    return getattr(x, "_is_symbolic", False) and isinstance(x, Value)
-
-
-class _ThreadStack(threading.local):
-    """A stack with one list per thread, as TF1's default-graph and
-    default-session stacks: ``graph.as_default()``, ``with Session()`` and a
-    trace in one thread leave every other thread's defaults as they were
-    (the global default graph is shared, as in TF1). A list's operations on
-    the calling thread's list."""
-
-    def __init__(self):
-        self.items = []
-
-    def append(self, x):
-        self.items.append(x)
-
-    def pop(self):
-        return self.items.pop()
-
-    def remove(self, x):
-        self.items.remove(x)
-
-    def __getitem__(self, i):
-        return self.items[i]
-
-    def __len__(self):
-        return len(self.items)
-
-    def __iter__(self):
-        return iter(self.items)
-
-    def __contains__(self, x):
-        return x in self.items
-
-    def __repr__(self):
-        return repr(self.items)
-
-
-# default sessions of the calling thread (innermost last): with Session(), as_default(), InteractiveSession
-default_sessions = _ThreadStack()
-
-
-def get_default_session():
-    """The innermost default session, or None (as ``tf.get_default_session``)."""
-    return default_sessions[-1] if default_sessions else None
-
-
-def _default_session_for(v, session, what, method):
-    if session is None:
-        session = get_default_session()
-        if session is None:
-            raise ValueError(f"Cannot {what} '{v.name}' using `{method}()`: No default session is registered. "
-                             f"Use `with sess.as_default()` or pass an explicit session to "
-                             f"`{method}(session=sess)`")
-    if session.graph is not v.graph:
-        raise ValueError(f"Cannot use the given session to {what} '{v.name}': its graph is different from the "
-                         f"session's graph.")
-    return session
-
-
-class Operation(Value, RunForEffect):
-    """A node run for its effect (a train op, an initialiser, ``group``):
-    fetching it returns ``None``."""
-
-    __slots__ = ()
-
-    # an operation has no value to compare: equality and hashing by identity,
-    # as TF's Operation (values compare elementwise)
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
-
-    def run(self, feed_dict=None, session=None):
-        """Run this op in ``session`` or the default session (as TF1's ``Operation.run``)."""
-        return _default_session_for(self, session, "execute operation", "run").run(self, feed_dict)
-
-    def __repr__(self):
-        return f"<Operation '{self.name}'>"
 
 
 class Variable(Value):
@@ -445,7 +110,7 @@ class Variable(Value):
         # global_variables_initializer nor a default Saver sees it (local_variables_initializer initialises it)
         self.local = collections is not None and not isinstance(collections, str) \
             and GraphKeys.LOCAL_VARIABLES in collections and GraphKeys.GLOBAL_VARIABLES not in collections
-        g._add_variable(self, name)
+        g.add_variable(self, name)
         if collections is not None:
             if isinstance(collections, str) or not isinstance(collections, (list, tuple, set)):
                 raise TypeError(f"Variable '{self.name}': collections must be a list of collection names, got "
@@ -466,7 +131,7 @@ class Variable(Value):
     def read_value(self):
         """This variable's value; inside a ``control_dependencies`` block, as
         it is after the controls ran (TF1's idiom for reading after an update)."""
-        return self.graph.values[self.graph._controlled((self.id,))[0]]
+        return self.graph.values[self.graph.controlled_inputs((self.id,))[0]]
 
     def assign(self, value):
         """An op setting this variable to ``value``; fetching it gives the new value."""
@@ -480,7 +145,7 @@ class Variable(Value):
 
     def load(self, value, session):
         """Set this variable's value in ``session`` without building an op."""
-        session._load_variable(self, value)
+        session.load_variable(self, value)
 
     def __repr__(self):
         return f"<Variable '{self.name}' shape={fmt_shape(self.shape)} dtype={self.dtype}>"
@@ -515,350 +180,26 @@ def _evaluate_initial(v, name):
 # the graph
 # --------------------------------------------------------------------------
 
-class Graph:
-    """An append-only SSA graph of equations.
-
-    ``eqns`` lists the equations in creation order; ``avals[i]`` is value
-    ``i``'s abstract value (shape with ``None`` for unknown dims, dtype);
-    ``producer[i]`` its equation and ``values[i]`` its symbolic handle.
-
-    The compiler's passes produce *derived* graphs (``root`` is the user's
-    graph, ``outputs`` the value ids the program must compute); a pass never
-    modifies its input.
-
-    A *subgraph* (a ``while_loop`` body or condition, a ``cond`` branch) is a
-    Graph of its own with a ``parent``: ``inputs`` are its placeholder ids in
-    argument order and ``outputs`` its results, so it is a function; a value
-    of an enclosing graph used inside it is *captured* (:meth:`capture`) as
-    one more input placeholder, and ``captures`` lists the (outer value,
-    placeholder) pairs in order. ``programs`` caches a subgraph's compiled
-    plans (filled by :mod:`.control_flow` when it first runs; not part of
-    what the graph computes).
-
-    ``meta`` holds what a pass tells lowering about a derived graph:
-    ``"buffers"`` (buffer slot -> (shape, dtype), from the memory plan) and
-    ``"copy_outputs"`` (output ids that may alias a buffer, so the plan copies
-    them out). A fresh graph, and every graph a pass derives, starts with both
-    empty.
+class Graph(GraphIR):
+    """TF1's graph (``tf.Graph``): the compiler core's :class:`GraphIR`
+    (equations, values, ``append_equation``, constants, control
+    dependencies, subgraphs and captures, derived graphs) with TF1's API:
+    ``as_default``, name scopes (:meth:`name_scope`, :meth:`unique_name`,
+    :meth:`get_name_scope`), collections, lookups by name
+    (:meth:`get_tensor_by_name`, :meth:`get_operation_by_name`) and the store
+    of ``get_variable``'s variables. Its values are TF1's :class:`Value`.
     """
 
+    value_class = Value
+
     def __init__(self):
-        self.eqns = []
-        self.avals = []
-        self.values = []
-        self.producer = []
-        self.outputs = ()
-        self.root = self
-        self.variables = []
-        self.placeholders = []
-        self._names = {}
-        self._scalar_consts = {}
-        self._params = {}
+        super().__init__()
         self._collections = {}
-        self.meta = _empty_meta()
         self.seed = None            # the graph-level seed (set_random_seed)
-        self._prefix = ""           # the name scope of new nodes ("outer/inner/")
         self._var_store = {}        # get_variable's variables by full name
         self._var_sites = {}
         self._scopes = []           # the open variable scopes (innermost last)
         self._scope_counts = {}
-        self.parent = None
-        self.inputs = ()
-        self.captures = []
-        self._captured = {}
-        self.programs = {}
-        self._control = []          # the open control_dependencies blocks: (control ids, written variables)
-        self._after = {}            # (value id, control ids) -> the value read after those controls
-
-    # --- construction -----------------------------------------------------------
-    def _unique_name(self, base):
-        n = self._names.get(base)
-        if n is None:
-            self._names[base] = 1
-            return base
-        while True:
-            name = f"{base}_{n}"
-            n += 1
-            if name not in self._names:
-                self._names[base] = n
-                self._names[name] = 1
-                return name
-
-    def _new_value(self, aval, name, cls=Value, obj=None, sparse=False):
-        vid = len(self.avals)
-        self.avals.append(aval)
-        if obj is None:
-            obj = cls.__new__(cls)
-        Value.__init__(obj, self, vid, name, sparse)
-        self.values.append(obj)
-        self.producer.append(None)
-        return obj
-
-    def append_equation(self, prim, ins, attrs, out_avals, name=None, cls=Value, obj=None, site=None, sparse=False):
-        """Append one equation ``outs = prim(*ins, **attrs)``: the compiler
-        core's way to add an op whose result avals are already known (graph
-        building through ``bind`` computes them with the primitive's rule and
-        calls this; loops, gradients, importers and optimizers call it
-        directly).
-
-        Parameters
-        ----------
-        prim : Primitive
-        ins : tuple of int
-            The ids of the input values (``v.id``), of this graph.
-        attrs : dict
-        out_avals : Aval, or a tuple of Avals for a multiple-result primitive
-        name : str, optional
-            The op's name inside the open name scope (made unique); default the primitive's.
-        cls : type
-            The class of the result (:class:`Value`; :class:`Operation` for an op run for its effect).
-        obj : optional
-            The Python object the value stands for (a Variable's).
-        site : optional
-            The user's source line, for error messages.
-        sparse : bool
-            The run-time value is a row-sparse gradient.
-
-        Returns
-        -------
-        Value, or a tuple of Values for multiple results. Inside
-        ``control_dependencies`` the equation waits for the controls.
-        """
-        if self is not self.root:
-            raise GraphError("cannot add nodes to a derived (compiled) graph")
-        if self._control and prim not in SOURCES and prim is not after_p and prim is not read_after_p:
-            if ins:
-                ins = self._controlled(ins)
-            elif not getattr(prim, "effect", False) and not prim.multiple_results:
-                # an op without inputs (a fill, a random draw) waits for the controls through its result
-                out = self._append_eqn(prim, ins, attrs, out_avals, name, cls, obj, site, sparse)
-                return self._after_controls(out)
-        return self._append_eqn(prim, ins, attrs, out_avals, name, cls, obj, site, sparse)
-
-    # the old private name, still called by branches written before append_equation (issue 24);
-    # tests/test_layout.py refuses it outside this module
-    _append = append_equation
-
-    def _append_eqn(self, prim, ins, attrs, out_avals, name, cls, obj, site, sparse):
-        name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
-        if prim.multiple_results:
-            outs = tuple(self._new_value(a, f"{name}:{k}") for k, a in enumerate(out_avals))
-        else:
-            outs = (self._new_value(out_avals, name, cls, obj, sparse),)
-        eqn = Eqn(prim, tuple(ins), tuple(v.id for v in outs), attrs, name, site)
-        for v in outs:
-            self.producer[v.id] = eqn
-        self.eqns.append(eqn)
-        return outs if prim.multiple_results else outs[0]
-
-    def rename(self, v, name):
-        """Name value ``v`` (and the op that makes it) ``name`` inside the
-        open name scope, made unique (``"output/predictions"``,
-        ``"output/predictions_1"``...): what TF1 calls an op made with
-        ``name=``, so ``get_tensor_by_name`` / ``get_operation_by_name`` find
-        it, also after ``import_meta_graph``. Returns ``v``."""
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"name must be a non-empty string, got {name!r}")
-        full = self._prefix + name
-        if v.name != full:          # (the op's generated name may already be this one: reduce_mean's "mean")
-            full = self._unique_name(full)
-        v.name = full
-        e = self.producer[v.id] if self.producer is not None else None
-        if e is not None and len(e.outs) == 1:
-            e.name = full
-        return v
-
-    def _const(self, value):
-        """A constant node; Python scalars are kept weak (as numpy does), and
-        each distinct scalar is one node per graph (a float by its sign as
-        well: -0.0 == 0.0, yet ``1 / (x * -0.0)`` is ``-inf``; a NaN equals
-        no other, so each is its own node)."""
-        tp = type(value)
-        if tp is float or tp is int or tp is bool or value is None:
-            key = (tp, value, math.copysign(1.0, value)) if tp is float else (tp, value)
-            v = self._scalar_consts.get(key)
-            if v is None:
-                aval = Aval((), value) if value is not None else Aval((), np.dtype(object))
-                v = self.append_equation(constant_p, (), {"value": value}, aval, name="Const")
-                self._scalar_consts[key] = v
-            return v
-        if gradtypes.is_lazy(value):
-            raise TypeError(f"a {type(value).__name__} gradient cannot be a graph constant")
-        arr = np.array(value, copy=True) if not isinstance(value, np.generic) else value
-        if isinstance(arr, np.ndarray):
-            arr.setflags(write=False)
-        return self.append_equation(constant_p, (), {"value": arr}, Aval(tuple(np.shape(arr)), arr.dtype), name="Const")
-
-    def _add_variable(self, var, name):
-        aval = Aval(tuple(var.initial_value.shape), var.initial_value.dtype)
-        var.index = len(self.variables)
-        self.append_equation(variable_p, (), {"var": var}, aval, name=name or "Variable", obj=var, site=user_site())
-        self.variables.append(var)
-
-    def _param(self, p):
-        """The live-parameter source for eager tensor ``p`` (one per tensor)."""
-        v = self._params.get(id(p))
-        if v is None:
-            aval = Aval(tuple(p.shape), p.dtype)
-            v = self.append_equation(param_p, (), {"param": p}, aval, name=p.name or "param")
-            self._params[id(p)] = v
-        return v
-
-    def param_value(self, p):
-        """The graph's live source for eager Parameter ``p`` (made by a
-        trace when an op read it), or None: the value a trace's gradients
-        are taken with respect to."""
-        return self._params.get(id(p))
-
-    def constant_value(self, value):
-        """A constant node of ``value`` (an array or a Python number; one
-        node per distinct scalar, see :meth:`_const`)."""
-        return self._const(value)
-
-    # --- control dependencies -------------------------------------------------------
-    @contextlib.contextmanager
-    def control_dependencies(self, control_inputs):
-        """Inside the block, every new op of this graph runs after the ops and
-        values in ``control_inputs`` (which then run whenever it runs), as
-        TF1's ``Graph.control_dependencies``: its inputs are taken after the
-        controls, and a Variable that a control writes (an ``assign``, a train
-        op) is read after that write. ``None`` clears the enclosing blocks'
-        controls; blocks nest (their controls add up).
-
-        Ops created before the block are not affected: a run still computes
-        them from the variables as they were when it started."""
-        if control_inputs is None:
-            frame = None
-        else:
-            if isinstance(control_inputs, Value) or not isinstance(control_inputs, (list, tuple)):
-                raise TypeError(f"control_dependencies: control_inputs must be a list of graph values or None, got "
-                                f"{type(control_inputs).__name__}")
-            ids, written = [], set()
-            for c in control_inputs:
-                if not isinstance(c, Value):
-                    raise TypeError(f"control_dependencies: {c!r} is not a graph value (an op or a tensor)")
-                if c.graph is not self:
-                    raise GraphError(f"control_dependencies: '{c.name}' belongs to another graph")
-                ids.append(c.id)
-                written |= self._written_by(c.id)
-            frame = (tuple(ids), frozenset(written))
-        self._control.append(frame)
-        try:
-            yield
-        finally:
-            self._control.pop()
-
-    def control_inputs(self):
-        """The control inputs of the open ``control_dependencies`` blocks, as Values."""
-        return [self.values[i] for i in self._controls()[0]]
-
-    @property
-    def in_control_block(self):
-        """Whether new ops of this graph get control dependencies (inside
-        :meth:`control_dependencies` with at least one control)."""
-        return bool(self._controls()[0])
-
-    def _controls(self):
-        """(control ids, ids of the variables they write) of the open blocks."""
-        ids, written = [], set()
-        for frame in self._control:
-            if frame is None:
-                ids, written = [], set()
-            else:
-                ids.extend(i for i in frame[0] if i not in ids)
-                written |= frame[1]
-        return tuple(ids), written
-
-    def writes(self, v):
-        """The ids of the variables that running ``v`` (an op or a value)
-        writes: those the effects among its ancestors write."""
-        return self._written_by(v.id)
-
-    def _written_by(self, vid):
-        """Ids of the variables the effects among ``vid``'s ancestors write."""
-        out, seen, stack = set(), set(), [vid]
-        while stack:
-            i = stack.pop()
-            if i in seen:
-                continue
-            seen.add(i)
-            e = self.producer[i]
-            if getattr(e.prim, "effect", False) and e.prim is not read_after_p:
-                vs = e.attrs.get("vars", ()) if e.prim is init_p else effect_variables(e)
-                out.update(v.id for v in vs)
-            stack.extend(e.ins)
-        return out
-
-    def _controlled(self, ins):
-        """``ins`` as the open control blocks see them: each non-constant
-        input taken after the controls (a variable they write read after the write)."""
-        ctrl, written = self._controls()
-        if not ctrl:
-            return ins
-        out = []
-        for i in ins:
-            p = self.producer[i].prim
-            if p is constant_p or i in ctrl:
-                out.append(i)
-                continue
-            key = (i, ctrl)
-            v = self._after.get(key)
-            if v is None:
-                aval = self.avals[i]
-                if p is variable_p and i in written:
-                    var = self.values[i]
-                    v = self.append_equation(read_after_p, (i,) + ctrl, {"var": var},
-                                             Aval(tuple(aval.shape), aval.dtype), name=f"{var.name}/read")
-                else:
-                    v = self.append_equation(after_p, (i,) + ctrl, {}, aval, name=f"{self.values[i].name}/after")
-                self._after[key] = v
-            out.append(v.id)
-        return tuple(out)
-
-    def _after_controls(self, v):
-        ctrl, _ = self._controls()
-        if not ctrl:
-            return v
-        return self.append_equation(after_p, (v.id,) + ctrl, {}, self.avals[v.id], name=f"{v.name}/after")
-
-    # --- subgraphs ------------------------------------------------------------------
-    def subgraph(self):
-        """A new empty graph nested in this one (see :meth:`capture`)."""
-        g = Graph()
-        g.parent = self.root
-        return g
-
-    def encloses(self, other):
-        """Whether ``other`` is nested (at any depth) inside this graph."""
-        p = other.parent
-        while p is not None:
-            if p is self:
-                return True
-            p = p.parent
-        return False
-
-    def capture(self, v):
-        """The placeholder of this subgraph standing for ``v``, a value of an
-        enclosing graph (created on first use; through every graph between)."""
-        if v.graph is self:
-            return v
-        if self.parent is None or not v.graph.encloses(self):
-            raise GraphError(f"'{v.name}' belongs to a graph that does not enclose this one")
-        if v.graph is not self.parent:
-            v = self.parent.capture(v)
-        ph = self._captured.get(v.id)
-        if ph is None:
-            if v.graph.avals[v.id].shape is None:
-                raise ShapeError(f"'{v.name}' has an unknown rank{_unknown_origin(v)}: a while_loop body or cond "
-                                 f"branch cannot use it; give the placeholder a shape (tf.placeholder(dtype, "
-                                 f"shape=[...]), shape=[] for a scalar)")
-            if v.sparse:
-                v = densified(v)
-            ph = self.append_equation(placeholder_p, (), {}, Aval(tuple(v.shape), v.dtype), name=f"capture/{v.name}")
-            self.placeholders.append(ph)
-            self._captured[v.id] = ph
-            self.captures.append((v, ph))
-        return ph
 
     # --- defaults -----------------------------------------------------------------
     @contextlib.contextmanager
@@ -870,10 +211,85 @@ class Graph:
         finally:
             _DEFAULT.pop()
 
-    # --- inspection --------------------------------------------------------------
-    def __len__(self):
-        return len(self.eqns)
+    # --- names and scopes (TF1's Graph API) -------------------------------------------
+    def unique_name(self, name, mark_as_used=True):
+        """``name`` inside the open name scope, made unique in this graph
+        (``"scope/name"``, then ``"scope/name_1"``...), as TF1's
+        ``Graph.unique_name``; ``mark_as_used=False`` returns the name the
+        next call would give without reserving it."""
+        full = self._prefix + name if self._prefix else name
+        if mark_as_used:
+            return self._unique_name(full)
+        n = self._names.get(full)
+        if n is None:
+            return full
+        while f"{full}_{n}" in self._names:
+            n += 1
+        return f"{full}_{n}"
 
+    def get_name_scope(self):
+        """The open name scope without its trailing slash (``"outer/inner"``,
+        ``""`` at the top), as TF1's ``Graph.get_name_scope``."""
+        return self._prefix[:-1]
+
+    @contextlib.contextmanager
+    def name_scope(self, name):
+        """A name scope for the ops created inside, as TF1's
+        ``Graph.name_scope``: ``name`` nests in the open scope and is made
+        unique (a second ``"block"`` is ``"block_1"``); a name ending in
+        ``"/"`` is taken as the full scope, unchanged (TF1's way to re-enter a
+        scope); ``None`` or ``""`` leaves every scope (the top level). Yields
+        the scope with its trailing slash (``""`` at the top)."""
+        old = self._prefix
+        if not name:
+            self._prefix = ""
+        elif name.endswith("/"):
+            self._prefix = name
+        else:
+            self._prefix = self.unique_name(name) + "/"
+        try:
+            yield self._prefix
+        finally:
+            self._prefix = old
+
+    # --- get_variable's store (read by :mod:`.variable_scope`) ------------------------
+    def current_variable_scope(self):
+        """The innermost open variable scope (a
+        :class:`~dynnets.static.variable_scope.VariableScope`), or None."""
+        return self._scopes[-1] if self._scopes else None
+
+    @contextlib.contextmanager
+    def variable_scope_block(self, scope):
+        """Open variable scope ``scope`` (its ``name`` is the full name) and
+        its name scope (``scope.name`` made unique) for the block."""
+        self._scopes.append(scope)
+        try:
+            with self.name_scope(None):
+                prefix = self.unique_name(scope.name)
+            with self.name_scope(prefix + "/"):
+                yield scope
+        finally:
+            self._scopes.pop()
+
+    def default_scope_name(self, base):
+        """``base`` for the first variable scope made from default name
+        ``base``, then ``base_1``, ``base_2``... (TF1's ``default_name``)."""
+        n = self._scope_counts.get(base, 0)
+        self._scope_counts[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+    def stored_variable(self, name):
+        """(variable, (file, line) where it was created) of ``get_variable``'s
+        variable of full name ``name``, or (None, None)."""
+        v = self._var_store.get(name)
+        return (v, self._var_sites.get(name)) if v is not None else (None, None)
+
+    def store_variable(self, name, var, site):
+        """Record ``var`` as ``get_variable``'s variable of full name ``name``."""
+        self._var_store[name] = var
+        self._var_sites[name] = site
+
+    # --- inspection --------------------------------------------------------------
     def get_operations(self):
         return list(self.eqns)
 
@@ -963,57 +379,10 @@ class Graph:
     def get_all_collection_keys(self):
         return list(self._collections)
 
-    # --- derived graphs (the compiler's) ------------------------------------------
-    def derive(self, eqns, outputs=None, avals=None):
-        """A derived graph with other equations (same value ids)."""
-        g = Graph.__new__(Graph)
-        g.root = self.root
-        g.eqns = eqns
-        g.outputs = self.outputs if outputs is None else tuple(outputs)
-        g.avals = self.avals if avals is None else avals
-        g.values = self.root.values
-        g.producer = None
-        g.variables = self.root.variables
-        g.placeholders = self.root.placeholders
-        g.meta = _empty_meta()
-        g.parent = self.root.parent
-        g.inputs = self.root.inputs
-        g.captures = self.root.captures
-        g.programs = self.root.programs
-        return g
-
-    def with_outputs(self, outputs):
-        """The program 'compute ``outputs`` (Values or ids)' over this graph."""
-        ids = []
-        for o in outputs:
-            if isinstance(o, Value):
-                if o.graph is not self.root:
-                    raise GraphError(f"with_outputs: '{o.name}' belongs to another graph")
-                ids.append(o.id)
-            else:
-                ids.append(int(o))
-        d = self.derive(list(self.eqns), ids)
-        if self is self.root:
-            d.producer = self.producer      # a full view: the root's value -> equation list applies
-        return d
-
-    def producers(self):
-        """value id -> equation (the root's list, or a dict for a derived graph)."""
-        if self.producer is not None:
-            return self.producer
-        return {o: e for e in self.eqns for o in e.outs}
-
     def to_dot(self, **kwargs):
         """This graph as Graphviz DOT text (see :func:`dynnets.static.dot.to_dot` for the options);
         :func:`dynnets.plots.render_dot` turns it into SVG."""
         return to_dot(self, **kwargs)
-
-    def __repr__(self):
-        lines = [f"Graph({len(self.eqns)} equations, outputs={['v%d' % o for o in self.outputs]})"]
-        lines += ["  " + repr(e) for e in self.eqns[:200]]
-        if len(self.eqns) > 200:
-            lines.append(f"  ... {len(self.eqns) - 200} more")
-        return "\n".join(lines)
 
 
 class GraphKeys:
@@ -1051,11 +420,7 @@ class GraphKeys:
     EVAL_STEP = "eval_step"
 
 
-def _empty_meta():
-    return {"buffers": {}, "copy_outputs": set()}
-
-
-_DEFAULT = _ThreadStack()     # graph.as_default() blocks of the calling thread (innermost last)
+_DEFAULT = ThreadStack()     # graph.as_default() blocks of the calling thread (innermost last)
 _GLOBAL = [Graph()]
 
 
@@ -1076,7 +441,7 @@ def reset_default_graph():
 # binding primitives to symbolic values
 # --------------------------------------------------------------------------
 
-_TRACE = _ThreadStack()     # graphs of the calling thread's active traces (innermost last)
+_TRACE = active_traces     # graphs of the calling thread's active traces (innermost last)
 
 
 @contextlib.contextmanager
@@ -1126,13 +491,13 @@ def _input_id(g, a, i, prim):
             if not _TRACE or _TRACE[-1] is not g:
                 raise GraphError(f"{prim.name}: input {i} is an eager Parameter, which can be captured only "
                                  f"while tracing (dynnets.static.trace)")
-            return g._param(a).id
+            return g.live_param(a).id
         if a.requires_grad:
             raise GraphError(
                 f"{prim.name}: input {i} is an eager tensor computed from Parameters that the trace was not "
                 f"told about; pass them to trace(..., params=) or grads_of= so they are traced live")
-        return g._const(a.numpy()).id
-    return g._const(a).id
+        return g.constant_value(a.numpy()).id
+    return g.constant_value(a).id
 
 
 def _has_symbolic(v):
@@ -1160,21 +525,6 @@ def _symbolic_bind(prim, args, attrs):
     return g.append_equation(prim, ins, attrs, out, site=user_site())
 
 
-def _unknown_origin(v):
-    """`` (from placeholder 'p', made without a shape)`` for a value of
-    unknown rank: the placeholder it comes from."""
-    g, stack, seen = v.graph, [v.id], set()
-    while stack:
-        i = stack.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        e = g.producer[i]
-        if e.prim is placeholder_p and g.avals[i].shape is None:
-            return "" if i == v.id else f" (from placeholder '{g.values[i].name}', made without a shape)"
-        stack.extend(j for j in e.ins if g.avals[j].shape is None)
-    return ""
-
 
 def _unknown_hint(g, ins):
     """What a shape error of an op with an input of unknown rank adds: which
@@ -1182,7 +532,7 @@ def _unknown_hint(g, ins):
     for k, i in enumerate(ins):
         if g.avals[i].shape is None:
             v = g.values[i]
-            return (f" ['{v.name}' has an unknown rank{_unknown_origin(v)}: give the placeholder a shape, "
+            return (f" ['{v.name}' has an unknown rank{unknown_origin(v)}: give the placeholder a shape, "
                     f"tf.placeholder(dtype, shape=[...]) (shape=[] for a scalar)]")
     return ""
 
@@ -1229,23 +579,6 @@ def add_op(prim, *args, name=None, **attrs):
     except ShapeError as e:
         raise type(e)(f"{e}{_unknown_hint(g, ins)}{site_str(user_site())}").with_traceback(None) from None
     return g.append_equation(prim, ins, attrs, out, name=name, site=user_site())
-
-
-# --------------------------------------------------------------------------
-# helper primitives of the static graph
-# --------------------------------------------------------------------------
-
-
-densify_p = StaticPrimitive("densify", gradtypes.densify, lambda x: Aval(tuple(x.shape), dtype_of(x)))
-
-
-def densified(v):
-    if v._dense is None:
-        v._dense = v.graph.append_equation(densify_p, (v.id,), {}, Aval(tuple(v.shape), v.dtype),
-                                           name=f"{v.name}/dense")
-    return v._dense
-
-
 
 
 # --------------------------------------------------------------------------
@@ -1455,31 +788,6 @@ def group(*inputs, name="group"):
     return g.append_equation(group_p, tuple(x.id for x in inputs), {}, Aval((), None), name=name, cls=Operation)
 
 
-def _after_impl(x, *controls):
-    return x
-
-
-def _after_vjp(g, ins, out):
-    return (g,) + (None,) * (len(ins) - 1)
-
-
-# x, taken once the control inputs ran (an op made inside a control_dependencies block)
-after_p = StaticPrimitive("control_after", _after_impl, lambda x, *controls: Aval(tuple(x.shape), x.dtype),
-                          joint_vjp=_after_vjp)
-
-
-def _read_after_impl(S, snapshot, *controls, var):
-    # an effect, so it runs in creation order among the run's effects, after the controls' writes
-    return np.array(S[var.index], copy=True)
-
-
-def _read_after_shape(snapshot, *controls, var):
-    return Aval(tuple(snapshot.shape), snapshot.dtype)
-
-
-read_after_p = StaticPrimitive("read_after", _read_after_impl, _read_after_shape, effect=True,
-                               joint_vjp=_after_vjp)
-
 
 def _assign_impl(S, value, var, mode):
     cur = S[var.index]
@@ -1534,7 +842,8 @@ def _assign(var, value, mode):
     g = var.graph
     if isinstance(value, Value) and value.graph is not g:
         raise GraphError(f"{mode}: value '{value.name}' belongs to another graph than variable '{var.name}'")
-    vid = value.id if isinstance(value, Value) else g._const(np.asarray(value, dtype=var.dtype)).id
+    vid = value.id if isinstance(value, Value) else g.constant_value(np.asarray(value, dtype=var.dtype)).id
     attrs = {"var": var, "mode": mode}
     out = _assign_shape(g.avals[vid], var, mode)
     return g.append_equation(assign_p, (vid,), attrs, out, name=f"{var.name}/{mode}", site=user_site())
+

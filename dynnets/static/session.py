@@ -269,7 +269,10 @@ class Session:
             self._init_count = n
         self.run(self._init_op)
 
-    def _load_variable(self, var, value):
+    def load_variable(self, var, value):
+        """Set ``var``'s value in this session to ``value`` (an array of its
+        shape) without building an op: what TF1's ``Variable.load(value,
+        session)`` calls."""
         if var.graph is not self.graph:
             raise GraphError(f"load: variable '{var.name}' belongs to another graph than this session's")
         arr = np.asarray(value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value)

@@ -14,7 +14,10 @@ arguments, and the values of the other arguments), ``fn`` runs once on
 placeholders of those shapes; every dynnets op it calls appends to a fresh
 graph instead of computing. The graph is compiled to one plan (see
 :class:`Session`) and cached under the signature; a call with a known
-signature only runs the plan. ``traces`` counts the traces and ``retraces``
+signature only runs the plan. What is cached per signature is the trace
+(static arguments change the graph itself, not only its input shapes); its
+compiled plans are the session's, in the compiled-program object every
+static path shares (:class:`~dynnets.static.core.program.CompiledProgram`). ``traces`` counts the traces and ``retraces``
 the ones after the first (each new signature costs one).
 
 Rules (the same as ``jax.jit``'s):
@@ -54,7 +57,7 @@ import numpy as np
 from ..autograd.engine import accumulate_grad, capture_parameters
 from ..autograd.primitives import fmt_shape
 from ..autograd.tensor import Parameter, Tensor, wrap_array
-from .backward import sparse_gradients
+from .core.backward import sparse_gradients
 from .graph import Graph, Value, placeholder, tracing
 from .session import Session
 from ..pytree import tree_flatten

@@ -53,8 +53,7 @@ _TOP = VariableScope("")
 
 def get_variable_scope():
     """The innermost open variable scope of the default graph."""
-    g = get_default_graph()
-    return g._scopes[-1] if g._scopes else _TOP
+    return get_default_graph().current_variable_scope() or _TOP
 
 
 @contextlib.contextmanager
@@ -66,13 +65,11 @@ def name_scope(name, default_name=None, values=None):
     if name is None:
         name = default_name
     g = get_default_graph()
-    old = g._prefix
-    if name:
-        g._prefix = g._unique_name(old + name) + "/"
-    try:
-        yield g._prefix[:-1]
-    finally:
-        g._prefix = old
+    if not name:
+        yield g.get_name_scope()
+        return
+    with g.name_scope(name) as scope:
+        yield scope[:-1]
 
 
 @contextlib.contextmanager
@@ -107,7 +104,7 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
     if reuse not in (None, True, False) and reuse is not AUTO_REUSE:
         raise ValueError(f"variable_scope: reuse must be None, True, False or AUTO_REUSE, got {reuse!r}")
     g = get_default_graph()
-    parent = g._scopes[-1] if g._scopes else _TOP
+    parent = g.current_variable_scope() or _TOP
     if isinstance(name_or_scope, VariableScope):
         full = name_or_scope.name
         inherit = name_or_scope
@@ -120,9 +117,7 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
         if default_name is None:
             raise TypeError("variable_scope: if name_or_scope is None, default_name must be given")
         base = f"{parent.name}/{default_name}" if parent.name else default_name
-        n = g._scope_counts.get(base, 0)
-        g._scope_counts[base] = n + 1
-        full = base if n == 0 else f"{base}_{n}"
+        full = g.default_scope_name(base)
         inherit = parent
     if reuse is None or reuse is False:
         reuse = inherit.reuse if inherit.reuse is not False else None
@@ -131,14 +126,8 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
     scope = VariableScope(full, reuse, initializer if initializer is not None else inherit.initializer,
                           dtype if dtype is not None else inherit.dtype,
                           regularizer if regularizer is not None else inherit.regularizer)
-    g._scopes.append(scope)
-    old = g._prefix
-    g._prefix = g._unique_name(full) + "/"
-    try:
+    with g.variable_scope_block(scope):
         yield scope
-    finally:
-        g._prefix = old
-        g._scopes.pop()
 
 
 def _where(site):
@@ -168,17 +157,17 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     if not isinstance(name, str) or not name:
         raise ValueError(f"get_variable: name must be a non-empty string, got {name!r}")
     g = get_default_graph()
-    scope = g._scopes[-1] if g._scopes else _TOP
+    scope = g.current_variable_scope() or _TOP
     full = f"{scope.name}/{name}" if scope.name else name
     if dtype is None:
         dtype = scope.dtype
     if shape is not None:
         shape = tuple(shape) if not isinstance(shape, (int, np.integer)) else (int(shape),)
-    v = g._var_store.get(full)
+    v, site = g.stored_variable(full)
     if v is not None:
         if scope.reuse is None or scope.reuse is False:
             raise ValueError(f"Variable {full} already exists, disallowed. Did you mean to set reuse=True or "
-                             f"reuse=tf.AUTO_REUSE in VarScope? Originally defined at:{_where(g._var_sites[full])}")
+                             f"reuse=tf.AUTO_REUSE in VarScope? Originally defined at:{_where(site)}")
         if shape is not None and tuple(shape) != tuple(v.shape):
             raise ValueError(f"Trying to share variable {full}, but specified shape {tuple(shape)} and found shape "
                              f"{tuple(v.shape)}.")
@@ -204,23 +193,17 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         got = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
         if shape is not None and tuple(shape) != tuple(got):
             raise ValueError(f"get_variable {full}: the initial value has shape {got}, shape= says {tuple(shape)}")
-    old = g._prefix
-    g._prefix = ""              # the full name is the scope's, not the name scope's
-    try:
+    with g.name_scope(None):    # the full name is the scope's, not the name scope's
         v = Variable(value, name=full, trainable=trainable, dtype=dt if dtype is not None else None, graph=g)
-    finally:
-        g._prefix = old
-    g._var_store[full] = v
-    g._var_sites[full] = user_site()
+    g.store_variable(full, v, user_site())
     if regularizer is None:
         regularizer = scope.regularizer
     if regularizer is not None:
         # TF1's name_scope(full + "/Regularizer/"): absolute, whatever name scope is open
-        g._prefix = g._unique_name(f"{full}/Regularizer") + "/"
-        try:
+        with g.name_scope(None):
+            reg_scope = g.unique_name(f"{full}/Regularizer")
+        with g.name_scope(reg_scope + "/"):
             loss = regularizer(v)
-        finally:
-            g._prefix = old
         if loss is not None:
             g.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return v

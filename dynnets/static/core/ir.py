@@ -3,7 +3,7 @@ ids, the static primitives that are not in the shared table (sources,
 effects, compiler helpers: :class:`StaticPrimitive`), the errors a compile or
 a run raises, and where the user created an equation (:func:`user_site`).
 
-A :class:`~dynnets.static.graph.Graph` (the TF1 facade's graph) is a list of
+A :class:`~dynnets.static.core.graph.GraphIR` (which TF1's ``Graph`` subclasses) is a list of
 these equations; the passes, the lowering, the executors and the native tier
 read only what is defined here and the graph's ``eqns``, ``values``,
 ``avals`` and ``producer``.

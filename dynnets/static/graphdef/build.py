@@ -264,7 +264,7 @@ class _Builder:
                 rec = vals[o]
                 want = pre + rec["name"]
                 if v.name != want:
-                    v.name = g._unique_name(want) if len(res) == 1 else want
+                    v.name = g.fresh_name(want) if len(res) == 1 else want
                 v.sparse = rec["sparse"]
                 self.new[o] = v
         self.where = ""
@@ -332,7 +332,7 @@ def import_graph_def(graph_def, return_elements=None, name="import", graph=None)
     """
     gd = to_graph_def(graph_def, "import_graph_def")
     g = graph if graph is not None else get_default_graph()
-    prefix = f"{g._unique_name(name)}/" if name else ""
+    prefix = f"{g.fresh_name(name)}/" if name else ""
     new = _Builder(gd, g, prefix).build()
     if return_elements is None:
         return None
