@@ -61,7 +61,9 @@ def name_scope(name, default_name=None, values=None):
     """Prefix the names of the nodes created inside with ``name/`` (a name
     used before gets ``_1``, ``_2``..., as TF1's ``tf.name_scope``);
     ``default_name`` when ``name`` is None. ``values`` is accepted for TF1
-    code (the graph is the default graph)."""
+    code (the graph is the default graph). Yields the scope with its
+    trailing slash (``"block/"``), as TF1: an op created with
+    ``name=scope`` is named ``"block"`` itself."""
     if name is None:
         name = default_name
     g = get_default_graph()
@@ -69,7 +71,7 @@ def name_scope(name, default_name=None, values=None):
         yield g.get_name_scope()
         return
     with g.name_scope(name) as scope:
-        yield scope[:-1]
+        yield scope             # with its trailing slash, as TF1's: ``tf.add(a, b, name=scope)`` names the op
 
 
 @contextlib.contextmanager

@@ -109,3 +109,24 @@ def test_a_bare_core_graph_makes_core_values():
     assert type(y) is core_graph.Value and (y.name, y.shape, y.dtype) == ("tanh", (3,), np.float64)
     assert g.constant_value(2.0) is c and g.producer[y.id].ins == (x.id,)
     assert [e.prim.name for e in g.with_outputs([y]).eqns] == ["placeholder", "tanh", "constant"]
+
+
+def test_an_op_named_by_its_name_scope_takes_the_scope_name_as_tf1():
+    """TF1's idiom ``with tf.name_scope(name, "MyOp", [a]) as scope: ...
+    return tf.add(a, b, name=scope)``: the scope ends with "/" and the op is
+    named after the scope itself ("MyOp", not "MyOp/MyOp")."""
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.placeholder(tf.float32, (2,), name="a")
+        with tf.name_scope(None, "MyOp", [a]) as scope:
+            h = a * 2.0
+            out = tf.add(h, 1.0, name=scope)
+        assert scope == "MyOp/"
+        assert h.name.startswith("MyOp/")
+        assert out.name == "MyOp" and out.op.name == "MyOp"
+        assert g.get_tensor_by_name("MyOp:0") is out
+        with tf.name_scope("outer"):
+            y = tf.identity(a, name="outer/exact/")
+        assert y.name == "outer/exact"
+        with tf.Session() as s:
+            np.testing.assert_allclose(s.run(out, {a: np.array([1.0, 2.0], np.float32)}), [3.0, 5.0])

@@ -616,7 +616,7 @@ def test_variable_scope_name_scope_get_variable_and_session_take_tf1_arguments()
         assert sc.name == "dflt"
         with tf.name_scope(None, "block", [x]) as ns:
             y = x * 2.0
-        assert ns == "block" and y.name.startswith("block/")
+        assert ns == "block/" and y.name.startswith("block/")
         with tf.name_scope("outer"):                                         # (TF1's scope is absolute)
             r = tf.get_variable("r", [2], np.float32, None, lambda w: w * 2.0)   # TF1's fifth positional
         tf.layers.dense(tf.placeholder((None, 2)), 3, None, True, None, None, lambda w: tf.reduce_sum(w))

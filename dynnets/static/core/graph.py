@@ -272,7 +272,10 @@ class GraphIR:
     _append = append_equation
 
     def _append_eqn(self, prim, ins, attrs, out_avals, name, cls, obj, site, sparse):
-        name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
+        if name and name[-1] == "/":
+            name = name[:-1]        # TF1: a name scope given as name= (``name=scope``) names the op itself
+        else:
+            name = self._unique_name(self._prefix + (name or prim.name) if self._prefix else (name or prim.name))
         if prim.multiple_results:
             vc = self.value_class
             outs = tuple(self._new_value(a, f"{name}:{k}", vc) for k, a in enumerate(out_avals))
@@ -292,8 +295,11 @@ class GraphIR:
         it, also after ``import_meta_graph``. Returns ``v``."""
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string, got {name!r}")
-        full = self._prefix + name
-        if v.name != full:          # (the op's generated name may already be this one: reduce_mean's "mean")
+        if name[-1] == "/":         # TF1: ``name=scope`` (a scope from ``name_scope``) is the op's full name
+            full = name[:-1]
+        else:
+            full = self._prefix + name
+        if v.name != full and name[-1] != "/":          # (the op's generated name may already be this one: reduce_mean's "mean")
             full = self._unique_name(full)
         v.name = full
         e = self.producer[v.id] if self.producer is not None else None
