@@ -382,7 +382,6 @@ LONG_MODULES = {
                                         "(DESIGN.md rule 3)",
     "dynnets/static/graph.py": "issue 24: the equation IR is in static/core/ir.py; Graph and Value still hold "
                                "both the IR's tables and TF1's API (scopes, collections, operators)",
-    "dynnets/autograd/ops.py": "issue 24: every public op once; to split by domain as primitives/ is",
     "dynnets/autograd/tensor.py": "issue 24: Tensor's methods are declared in its class (DESIGN.md); the "
                                   "creation functions can move out",
     "dynnets/autograd/primitives/array.py": "issue 24: to split as the other primitive domains",
