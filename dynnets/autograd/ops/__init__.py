@@ -21,6 +21,8 @@ namespace that holds them all (``from dynnets.autograd import ops`` then
 ``nn``             softmaxes, losses, embedding, dropout, activations
 ``cells``          the fused recurrent cells (one step)
 ``seq``            whole sequences, tree levels and ragged batches
+``random``         torch's sampling on eager tensors (``bernoulli``,
+                   ``normal_``...), from a generator
 =================  ===========================================================
 
 The package sits below :mod:`~dynnets.autograd.tensor` (whose class body
@@ -40,6 +42,7 @@ from .linalg import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .cells import *  # noqa: F401,F403
 from .seq import *  # noqa: F401,F403
+from .random import *  # noqa: F401,F403
 # the engine's names, importable from here as they always were (``ops.bind``)
 from ..engine import bind, bind1, bind2, bind_first  # noqa: F401
 from ..values import as_operand, is_interpreted, require_concrete  # noqa: F401
