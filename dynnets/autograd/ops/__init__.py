@@ -3,7 +3,7 @@ on a primitive from the table; composites (``square``, ``split``, ``dropout``,
 ``min``...) are written in primitives. The functions work on eager tensors and
 on symbolic static-graph values alike, because both go through ``bind``; the
 methods and operators of both (``x + y``, ``x.sum()``) are these functions,
-declared in :class:`dynnets.autograd.tensor.TensorOps`.
+declared in :class:`dynnets.autograd.tensor_ops.TensorOps`.
 
 The ops are split by domain, as the primitives are; this package is the one
 namespace that holds them all (``from dynnets.autograd import ops`` then
