@@ -27,7 +27,8 @@ from .tensor_legacy import LEGACY_TYPES, legacy_new
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "randn",
            "uniform", "arange", "empty", "empty_like", "full_like", "eye", "linspace", "logspace", "rand", "rand_like",
-           "randn_like", "randint", "randperm", "get_default_dtype", "set_default_dtype", "is_tensor", "is_floating_point",
+           "randn_like", "randint", "randperm", "get_default_dtype", "set_default_dtype", "is_tensor",
+           "is_floating_point",
            "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
            "ByteTensor", "BoolTensor"]
 
