@@ -8,8 +8,8 @@ from .autograd import (AnomalyError, LazyTensor, autobatch, GradcheckError, Para
                        enable_grad, gradcheck, is_grad_enabled, no_grad)
 from .autograd.ops import *  # noqa: F401,F403
 from .autograd.ops import __all__ as _ops_all
-from .autograd.tensor import arange, as_tensor, full, ones, ones_like, randn, tensor, uniform, zeros, zeros_like
-from .autograd.tensor import from_numpy
+from .autograd.creation import arange, as_tensor, full, ones, ones_like, randn, tensor, uniform, zeros, zeros_like
+from .autograd.creation import from_numpy
 from .io import load, save
 from .random import default_generator, initial_seed, manual_seed, seed
 
@@ -64,7 +64,7 @@ __all__ += ["set_grad_enabled", "inference_mode", "is_inference_mode_enabled"]
 from .autograd.creation import *  # noqa: E402,F401,F403
 from .autograd.creation import __all__ as _creation_all  # noqa: E402
 
-__all__ += _creation_all
+__all__ += [n for n in _creation_all if n not in __all__]
 
 # torch's names that are also builtins' (issue 22): importable by name, kept out
 # of a star import, as float, int and bool are
@@ -72,7 +72,7 @@ from .autograd.ops import all, any, round  # noqa: E402
 from .autograd.creation import range  # noqa: E402
 
 # torch's sampling functions (branch i22-torch-b)
-from .autograd.tensor import bernoulli, multinomial, normal  # noqa: E402
+from .autograd.ops import bernoulli, multinomial, normal  # noqa: E402
 
 __all__ += ["bernoulli", "multinomial", "normal"]
 

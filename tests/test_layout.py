@@ -375,9 +375,6 @@ def test_no_module_reads_a_private_name_of_another_module():
 LONG_MODULES = {
     "dynnets/autograd/kernels_tree.py": "Numba's cache: kernels that call each other stay in one file "
                                         "(DESIGN.md rule 3)",
-    "dynnets/autograd/ops.py": "issue 24: every public op once; to split by domain as primitives/ is",
-    "dynnets/autograd/tensor.py": "issue 24: Tensor's methods are declared in its class (DESIGN.md); the "
-                                  "creation functions can move out",
 }
 MAX_LINES = 1000
 
@@ -388,3 +385,54 @@ def test_modules_are_at_most_1000_lines_unless_listed():
     assert not over, f"modules over {MAX_LINES} lines, not in LONG_MODULES: {over}"
     stale = sorted(m for m in LONG_MODULES if sizes.get(m, 0) <= MAX_LINES)
     assert not stale, f"LONG_MODULES lists modules that are gone or within the limit (remove them): {stale}"
+
+
+def _top_level_names(tree):
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.append(node.name)
+        elif isinstance(node, ast.Assign):
+            out += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return out
+
+
+def test_every_public_op_is_defined_once_in_the_ops_package():
+    """``dynnets.autograd.ops`` is split by domain, as the primitives are
+    (issue 24): each public name is defined in one module of the package,
+    and the package is the namespace that holds every op of ``__all__``."""
+    from dynnets.autograd import ops
+    where = {}
+    files = sorted((PACKAGE / "autograd" / "ops").glob("*.py"))
+    assert len(files) >= 8, files
+    for f in files:
+        if f.name != "__init__.py":
+            for n in _top_level_names(ast.parse(f.read_text(encoding="utf-8"))):
+                if not n.startswith("_"):
+                    where.setdefault(n, []).append(f.stem)
+    twice = {n: ms for n, ms in where.items() if len(ms) > 1}
+    assert not twice, f"defined in more than one module: {twice}"
+    missing = [n for n in ops.__all__ if n not in where]
+    assert not missing, f"in ops.__all__ but defined in no module of the package: {missing}"
+    moved = [n for n in ops.__all__ if getattr(ops, n) is not getattr(
+        sys.modules[f"dynnets.autograd.ops.{where[n][0]}"], n)]
+    assert not moved, moved
+
+
+def test_tensor_methods_are_declared_in_the_class_bodies():
+    """DESIGN.md: a tensor's methods are declared in its class (``Tensor``, or
+    the ``TensorOps`` mixin it shares with the static ``Value``), never set
+    on the class from outside its body (``Tensor.x = f``,
+    ``setattr(TensorOps, ...)``)."""
+    classes = {"Tensor", "TensorOps", "Parameter"}
+    bad = []
+    for f in _files(PACKAGE):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in classes:
+                        bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: {ast.unparse(t)} = ...")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                    and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in classes:
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, bad

@@ -22,6 +22,6 @@ from . import function  # noqa: E402  torch.autograd.Function (issue 22)
 from .function import Function  # noqa: E402
 
 __all__ += ["Function", "function"]
-from .tensor import grad  # noqa: E402  torch.autograd.grad (issue 22, i22-torch-a)
+from .gradients import grad  # noqa: E402  torch.autograd.grad (issue 22, i22-torch-a)
 
 __all__ += ["grad"]

@@ -1,11 +1,9 @@
-"""torch's other creation functions and its legacy tensor types.
-
-``empty``, ``eye``, ``linspace``, ``logspace``, ``full_like``,
-``empty_like``, the random ``rand``, ``randint``, ``randperm``,
-``rand_like``, ``randn_like``, the default dtype and the legacy
-constructors ``FloatTensor``, ``LongTensor``... with torch's names,
-signatures and dtypes (``tensor``, ``zeros``, ``randn`` and the rest of the
-basic ones live with the class in :mod:`~dynnets.autograd.tensor`).
+"""Tensor creation with torch's names, signatures and dtypes: ``tensor``,
+``as_tensor``, ``from_numpy``, ``zeros``, ``ones``, ``full``, the ``*_like``
+ones, ``arange``, ``empty``, ``eye``, ``linspace``, ``logspace``, the random
+``randn``, ``rand``, ``randint``, ``randperm``, ``rand_like``, ``randn_like``
+(and dynnets' ``uniform``), the default dtype and the legacy constructors
+``FloatTensor``, ``LongTensor``...
 
 Every one takes torch's ``device=``: the CPU (None, ``'cpu'``,
 ``dynnets.device('cpu')``) or a
@@ -19,16 +17,202 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ops
 from ..devices import check_device
 from ..random import generator as _generator
 from .ops import shape_tuple
 from .primitives import DEFAULT_FLOAT, ShapeError
-from .tensor import LEGACY_TYPES, Tensor, legacy_new, wrap_array
+from .tensor import Tensor, wrap_array
+from .tensor_legacy import LEGACY_TYPES, legacy_new
 
-__all__ = ["empty", "empty_like", "full_like", "eye", "linspace", "logspace", "rand", "rand_like", "randn_like",
-           "randint", "randperm", "get_default_dtype", "set_default_dtype", "is_tensor", "is_floating_point",
+__all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "randn",
+           "uniform", "arange", "empty", "empty_like", "full_like", "eye", "linspace", "logspace", "rand", "rand_like",
+           "randn_like", "randint", "randperm", "get_default_dtype", "set_default_dtype", "is_tensor",
+           "is_floating_point",
            "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
            "ByteTensor", "BoolTensor"]
+
+
+_f32 = np.float32
+
+
+def _has_float64(data):
+    """Whether a nested list holds a float64 array, tensor or numpy scalar,
+    which keeps float64 in PyTorch's inference (Python floats alone give the
+    default float32)."""
+    for v in data:
+        tp = type(v)
+        if tp is float or tp is int or tp is bool:
+            continue
+        if tp is list or tp is tuple:
+            if _has_float64(v):
+                return True
+        elif getattr(v, "dtype", None) == np.float64:
+            return True
+    return False
+
+
+def _inferred(data):
+    """``data`` as a new array of the dtype ``torch.tensor`` infers: a
+    tensor's or array's (or numpy scalar's) own dtype; for Python data bool,
+    int64, the default float32 (a Python float anywhere) or complex64, where a
+    float64 array or numpy scalar in a list keeps float64."""
+    if isinstance(data, Tensor):
+        return np.array(data.numpy())
+    if isinstance(data, (np.ndarray, np.generic)):
+        return np.array(data)
+    arr = np.array(data)
+    if arr.dtype == np.float64:
+        if not ((type(data) is list or type(data) is tuple) and _has_float64(data)):
+            arr = arr.astype(_f32)
+    elif arr.dtype == np.complex128:
+        arr = arr.astype(np.complex64)
+    elif arr.dtype.kind == "O":
+        raise TypeError(f"tensor: could not infer a dtype for data of type {type(data).__name__} (ragged nested "
+                        f"lists, or objects that are not numbers)")
+    return arr
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, name=None):
+    """A new leaf tensor holding a copy of ``data``, as ``torch.tensor``.
+
+    Without ``dtype`` the dtype is inferred as PyTorch's: Python ints give
+    int64, bools bool, Python floats the default float32; a numpy array or
+    numpy scalar keeps its dtype (float64 stays float64), and so does a
+    tensor. Class labels ``tensor([1, 0])`` are therefore integers.
+    ``device``: the CPU (None, ``'cpu'``, ``device('cpu')``); any other
+    raises :class:`~dynnets.devices.DeviceUnavailableError`, as every
+    creation function's.
+    """
+    if device is not None:
+        check_device(device, "tensor")
+    arr = _inferred(data) if dtype is None else np.array(data.numpy() if isinstance(data, Tensor) else data,
+                                                              dtype=dtype)
+    return wrap_array(arr, requires_grad=requires_grad, name=name)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """``data`` as a tensor without copying where possible, as ``torch.as_tensor``:
+    a tensor of the requested dtype (or with ``dtype=None``) is ``data`` itself, a
+    numpy array of that dtype is shared, not copied; other data is converted
+    with :func:`tensor`'s dtype inference."""
+    if device is not None:
+        check_device(device, "as_tensor")
+    x = data
+    if isinstance(x, Tensor):
+        return x if dtype is None or x.dtype == np.dtype(dtype) else ops.astype(x, dtype)
+    if isinstance(x, np.ndarray):
+        return wrap_array(x if dtype is None else np.asarray(x, dtype=dtype))
+    return wrap_array(_inferred(x) if dtype is None else np.asarray(x, dtype=dtype))
+
+
+def from_numpy(a):
+    """A tensor sharing ``a``'s memory (writes to either show in both), as
+    ``torch.from_numpy``: ``a`` must be a numpy array of numbers."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray (got {type(a).__name__})")
+    if a.dtype.kind not in "biufc":
+        raise TypeError(f"from_numpy: can't convert an array of dtype {a.dtype}; it takes bool, integer, float "
+                        f"and complex arrays")
+    return wrap_array(a)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    """Zeros of ``size`` (``zeros(2, 3)`` or ``zeros((2, 3))``), float32 by
+    default, as ``torch.zeros``."""
+    if device is not None:
+        check_device(device, "zeros")
+    return wrap_array(np.zeros(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    """Ones of ``size``, float32 by default, as ``torch.ones``."""
+    if device is not None:
+        check_device(device, "ones")
+    return wrap_array(np.ones(shape_tuple(size), dtype=_f32 if dtype is None else dtype), requires_grad=requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """``size`` filled with ``fill_value``; the dtype, unless given, inferred
+    from the value as ``torch.full``: bool, int64 or the default float32."""
+    if device is not None:
+        check_device(device, "full")
+    if dtype is None:
+        dtype = _inferred(fill_value).dtype
+    return wrap_array(np.full(size, fill_value, dtype=dtype), requires_grad=requires_grad)
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Zeros of ``input``'s shape and (unless ``dtype``) dtype, as ``torch.zeros_like``."""
+    if device is not None:
+        check_device(device, "zeros_like")
+    return wrap_array(np.zeros_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Ones of ``input``'s shape and (unless ``dtype``) dtype, as ``torch.ones_like``."""
+    if device is not None:
+        check_device(device, "ones_like")
+    return wrap_array(np.ones_like(np.asarray(input), dtype=dtype), requires_grad=requires_grad)
+
+
+def _scalar(v):
+    """A 0-d tensor or numpy scalar bound (``arange(x.size(0))``, ``arange(t)``) as its Python number."""
+    if isinstance(v, (Tensor, np.ndarray, np.generic)):
+        return np.asarray(v).item()
+    return v
+
+
+def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """``[start, end)`` by ``step`` (``arange(end)`` and ``arange(end=n)`` from
+    0), as ``torch.arange``: int64 for integer arguments, the default float32
+    when any is a float (numpy: float64)."""
+    if device is not None:
+        check_device(device, "arange")
+    start, end, step = _scalar(start), _scalar(end), _scalar(step)
+    if end is None:
+        if start is None:
+            raise TypeError("arange: missing the end (arange(end), arange(start, end[, step]))")
+        start, end = 0, start
+    elif start is None:
+        start = 0
+    if dtype is None:
+        floats = any(isinstance(a, (float, np.floating)) for a in (start, end, step))
+        dtype = _f32 if floats else np.int64
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, "
+                         f"end={end}, step={step})")
+    return wrap_array(np.arange(start, end, step, dtype=dtype), requires_grad=requires_grad)
+
+
+def randn(*size, generator=None, rng=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples of ``size`` (float32 by default), as
+    ``torch.randn``: drawn from ``generator=`` (torch's name) or ``rng=`` (a
+    seed or a ``numpy.random.Generator``), by default from the default
+    generator that :func:`dynnets.manual_seed` seeds (numpy's stream, not
+    torch's numbers)."""
+    if device is not None:
+        check_device(device, "randn")
+    gen = _random_source("randn", generator, rng)
+    arr = gen.standard_normal(shape_tuple(size)).astype(_f32 if dtype is None else dtype)
+    return wrap_array(arr, requires_grad=requires_grad)
+
+
+def uniform(*shape, low=0.0, high=1.0, rng=None, dtype=_f32, requires_grad=False):
+    """Uniform samples on [low, high); ``rng`` is a seed or a
+    ``numpy.random.Generator`` (None: the default generator, as :func:`randn`)."""
+    arr = _random_source("uniform", None, rng).uniform(low, high, shape_tuple(shape)).astype(dtype)
+    return wrap_array(arr, requires_grad=requires_grad)
+
+
+def _random_source(op, generator, rng):
+    """The generator a random creation function draws from: ``generator=``
+    or ``rng=`` (one of them), else the default generator."""
+    if generator is not None and rng is not None:
+        raise TypeError(f"{op}: got both generator= and rng=; they name the same thing, pass one")
+    return _generator(rng if generator is None else generator)
 
 
 def get_default_dtype():

@@ -37,7 +37,7 @@ __all__ = [
     "register_tensor_types", "capture_parameters", "push_interpreter", "pop_interpreter", "interpreter",
     "current_interpreter", "interpreter_stack", "bind_below", "accumulate_grad", "set_grad_enabled",
     "inference_mode", "is_inference_mode_enabled", "alias", "check_finite", "check_signature",
-    "next_seq", "lazy_type", "STATE",
+    "next_seq", "lazy_type", "STATE", "wrap_array",
 ]
 
 _Mode = STATE
@@ -760,3 +760,30 @@ next_seq = _next_seq
 def lazy_type():
     """The lazy tensor class autobatch registered (:func:`register_lazy_type`), or None."""
     return _LAZY[0]
+
+
+def wrap_array(arr, requires_grad=False, name=None):
+    """A :class:`Tensor` over the numpy array ``arr`` as it is: its dtype
+    kept, its memory shared (no copy, no cast). The package's own way to make
+    a tensor of an array it computed, as the engine makes every op's result
+    (of the class :func:`register_tensor_types` registered); the public
+    ``Tensor(arr)`` is torch's legacy constructor, which casts to float32.
+
+    Parameters
+    ----------
+    arr : np.ndarray, any shape
+    requires_grad : bool
+        Only for a floating-point ``arr`` (TypeError otherwise, as torch's).
+    name : str or None
+    """
+    rg = bool(requires_grad)
+    if rg and arr.dtype.kind != "f":
+        raise TypeError(f"tensor: only floating-point tensors can require grad, got dtype {arr.dtype}")
+    t = _object_new(_TENSOR)
+    t._data = arr
+    t._grad = None
+    t.requires_grad = rg
+    t._node = None
+    t._idx = 0
+    t.name = name
+    return t

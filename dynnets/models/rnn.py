@@ -35,7 +35,7 @@ from .. import nn
 from ..autograd import ops
 from ..autograd.autobatching import autobatch
 from ..autograd.batchable import batchable
-from ..autograd.tensor import zeros
+from ..autograd.creation import zeros
 from ..data.vocab import UNK_ID
 from ..nn import functional as F
 from .common import ModelBase, PackedBatch, SentenceExample, pack_sentences, prepare_sentences, uniform_param

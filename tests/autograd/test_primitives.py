@@ -27,7 +27,8 @@ from dynnets.autograd import ops
 from dynnets.autograd.engine import bind
 from dynnets.autograd.gradcheck import gradcheck
 from dynnets.autograd.primitives import PRIMITIVES, Aval, RowSparse, ShapeError, check_shapes, run_rule
-from dynnets.autograd.tensor import Tensor, tensor
+from dynnets.autograd.creation import tensor
+from dynnets.autograd.tensor import Tensor
 
 
 class Case:

@@ -18,7 +18,7 @@ import pytest
 import dynnets.static as ds
 from dynnets.autograd.engine import bind
 from dynnets.autograd.primitives import PRIMITIVES
-from dynnets.autograd.tensor import tensor
+from dynnets.autograd.creation import tensor
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location(
