@@ -40,8 +40,9 @@ on real tokens).
 
 Contenders run interleaved, one pass over the minibatches each per round,
 after one untimed pass; figures are medians over ``--repeats`` rounds.
-``--blas-threads`` sets numpy's OpenBLAS threads and torch's intra-op
-threads alike.
+``--blas-threads`` sets numpy's OpenBLAS threads, dynnets' own threads
+(``dn.set_num_threads``: the ragged attention's length groups) and torch's
+intra-op threads alike.
 
 Run from the repository root::
 
@@ -96,6 +97,7 @@ def main():
     from dynnets.models import build_model
 
     torch.set_num_threads(args.blas_threads)
+    dn.set_num_threads(args.blas_threads)        # numpy's BLAS and dynnets' own threads (ragged attention)
     torch.manual_seed(args.seed)
     trees = load_sst(args.data, splits=["train"])["train"]
     if args.limit:
@@ -145,9 +147,14 @@ def bench_attention(args, np, batches, lengths):
     from dynnets.autograd import kernels_ragged as KR
     from dynnets.autograd import reference_ragged as RR
     from dynnets.autograd.primitives import ragged as R
-    methods = {"grouped (BLAS stacks, default)": (R._grouped_fwd, R._grouped_bwd),
+    nt = args.blas_threads
+    methods = {f"grouped (BLAS stacks, default), {nt} thread{'s' if nt > 1 else ''}":
+               (lambda *a: R._grouped_fwd(*a, threads=nt), lambda *a: R._grouped_bwd(*a, threads=nt)),
                "kernel (Numba, one pass)": (KR.ragged_attention_fwd, KR.ragged_attention_bwd),
                "twin (numpy, per sentence)": (RR.ragged_attention_fwd, RR.ragged_attention_bwd)}
+    if nt > 1:
+        methods["grouped (BLAS stacks), 1 thread"] = (lambda *a: R._grouped_fwd(*a, threads=1),
+                                                      lambda *a: R._grouped_bwd(*a, threads=1))
     rng = np.random.default_rng(args.seed)
     E, H = args.d_model, args.nhead
     rows = []
