@@ -76,7 +76,9 @@ def parse():
     ap.add_argument("--autobatch-batches", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blas-threads", type=int, default=1, choices=(1, 2))
-    ap.add_argument("--only", choices=("transformer", "cnn", "attention"), default=None)
+    ap.add_argument("--only", choices=("transformer", "cnn", "attention", "profile"), default=None,
+                    help="one part; 'profile' (never part of the default run): where dynnets packed spends its "
+                         "time, per primitive, training and evaluation, on both batch sets")
     ap.add_argument("--plot", default=None, metavar="OUT.svg",
                     help="also write a bar chart of train and eval tokens/s of the packed and padded contenders, "
                          "each labelled with its padding fraction (SVG, written directly, replaced atomically)")
@@ -129,6 +131,8 @@ def main():
         results += bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_tokens, V)
     if args.only in (None, "attention"):
         bench_attention(args, np, batches, lengths)
+    if args.only == "profile":
+        profile_packed(args, np, dn, build_model, examples, batches, V)
     if results:
         print()
         print(markdown_table(["model", "contender", "batches", "train tok/s", "eval tok/s", "train vs torch padded",
@@ -173,6 +177,87 @@ def bench_attention(args, np, batches, lengths):
             rows.append([name, m, f"{statistics.median(t[m]) * 1e3:.0f}"])
     print()
     print(markdown_table(["batches", "ragged_attention method", "forward + backward ms per pass"], rows))
+
+
+def profile_packed(args, np, dn, build_model, examples, batches, V):
+    """A reference pass: ``dynnets packed``'s wall time per pass split by
+    primitive (forward implementations and VJPs, each timed around its call;
+    exclusive of the primitives it binds in turn; what is left is Python:
+    dispatch, the tape, the optimizer's loop), the
+    medians of ``--repeats`` passes after one untimed pass."""
+    import statistics
+    import time as _t
+
+    from dynnets.autograd.primitives import PRIMITIVES
+    from dynnets.train import TrainConfig, make_optimizer
+
+    spent = {}
+    inner = [0.0]          # time of the calls nested in the current one (an impl that binds another primitive)
+
+    def timed(key, fn):
+        def run(*a, **k):
+            outer, inner[0] = inner[0], 0.0
+            t0 = _t.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                dt = _t.perf_counter() - t0
+                spent[key] = spent.get(key, 0.0) + dt - inner[0]          # exclusive time
+                inner[0] = outer + dt
+        return run
+
+    saved = []
+    for name, prim in PRIMITIVES.items():
+        saved.append((prim, prim.impl, prim.joint_vjp, prim.vjps))
+        prim.impl = timed(name, prim.impl)
+        if prim.joint_vjp is not None:
+            prim.joint_vjp = timed(name + " (vjp)", prim.joint_vjp)
+        if prim.vjps is not None:
+            prim.vjps = tuple(None if v is None else timed(name + " (vjp)", v) for v in prim.vjps)
+    cfg = dict(embed_dim=args.d_model, hidden=args.ff, num_layers=args.layers, nhead=args.nhead, dropout=0.0,
+               seed=args.seed)
+    tcfg = TrainConfig(optimizer="sgd", lr=args.lr, embedding_lr=args.lr, weight_decay=0.0)
+    try:
+        for which, bl in batches.items():
+            m = build_model("transformer", V, execution="packed", **cfg)
+            opt = make_optimizer(m, tcfg)
+            data = [m.collate([examples[i] for i in b]) for b in bl]
+
+            def train():
+                m.train()
+                for b in data:
+                    opt.zero_grad()
+                    m.loss(b).backward()
+                    opt.step()
+
+            def evaluate():
+                m.eval()
+                with dn.no_grad():
+                    for b in data:
+                        m.logits_and_labels(b)
+            for mode, fn in (("train", train), ("eval", evaluate)):
+                fn()
+                walls, per = [], []
+                for _ in range(args.repeats):
+                    spent.clear()
+                    t0 = _t.perf_counter()
+                    fn()
+                    walls.append(_t.perf_counter() - t0)
+                    per.append(dict(spent))
+                wall = statistics.median(walls)
+                keys = sorted({k for d in per for k in d}, key=lambda k: -statistics.median(d.get(k, 0) for d in per))
+                rows = [[k, f"{statistics.median(d.get(k, 0) for d in per) * 1e3:.1f}",
+                         f"{100 * statistics.median(d.get(k, 0) for d in per) / wall:.0f}%"] for k in keys]
+                ops = sum(statistics.median(d.get(k, 0) for d in per) for k in keys)
+                rows = [r for r in rows if float(r[1]) >= 0.05 * wall * 1e3 / 5]
+                rows.append(["(Python: dispatch, tape, optimizer loop)", f"{(wall - ops) * 1e3:.1f}",
+                             f"{100 * (wall - ops) / wall:.0f}%"])
+                print(f"\n# dynnets packed, {mode}, {which} batches: {wall * 1e3:.1f} ms per pass "
+                      f"({args.blas_threads} thread{'s' if args.blas_threads > 1 else ''}); ops under 1% not listed")
+                print(markdown_table(["primitive", "ms per pass", "share"], rows))
+    finally:
+        for prim, impl, jv, vj in saved:
+            prim.impl, prim.joint_vjp, prim.vjps = impl, jv, vj
 
 
 def _rate(tokens, samples):
