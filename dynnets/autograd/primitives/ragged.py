@@ -45,24 +45,6 @@ def _scale(scale, E, num_heads):
     return 1.0 / math.sqrt(max(E // num_heads, 1)) if scale is None else float(scale)
 
 
-def _length_groups(offsets):
-    """The sentences grouped by length: ``(L, n, rows)`` per distinct
-    length ``L > 0``, ``rows`` the packed rows of its ``n`` sentences in
-    order ((n * L,) int64)."""
-    lens = np.diff(offsets)
-    out = []
-    for L in np.unique(lens).tolist():
-        if L == 0:
-            continue
-        sel = np.flatnonzero(lens == L)
-        if len(sel) == 1:
-            a = int(offsets[sel[0]])
-            out.append((L, 1, slice(a, a + L)))
-        else:
-            out.append((L, len(sel), (offsets[sel][:, None] + np.arange(L)[None]).reshape(-1)))
-    return out
-
-
 def _split_heads(x, rows, n, L, H, D, order):
     return x[rows].reshape(n, L, H, D).transpose(order)
 
@@ -94,9 +76,11 @@ def _pool(workers):
 
 
 def _balanced_parts(offsets, D, threads):
-    """The length groups of :func:`_length_groups` dealt into at most
-    ``threads`` lists of ``(L, n, rows)`` of about equal work (``L (L + D)``
-    multiply-adds per head and sentence): the sentences sorted by length are
+    """The sentences grouped by length, as ``(L, n, rows)`` per distinct
+    length ``L > 0`` (``rows`` the packed rows of its ``n`` sentences in
+    order: a slice for one sentence, else (n * L,) int64), dealt into at most
+    ``threads`` lists of about equal work (``L (L + D)`` multiply-adds per
+    head and sentence): the sentences sorted by length are
     cut into ``threads`` runs of equal work (to within one sentence), and each
     run is grouped by length, so a cut costs at most one extra group (a
     length-bucketed batch of one length is cut in two). A single list when the
@@ -230,7 +214,14 @@ def _method(method, offsets):
     # 0.33-0.46 s, grouped 0.16-0.20 s (benchmarks/bench_transformer.py
     # --only attention prints these rows). The Numba kernel's products are
     # loops (no BLAS inside njit without scipy) over rows of ~20 keys, which
-    # do not reach BLAS's speed.
+    # do not reach BLAS's speed. Threads: the grouped method deals its groups
+    # to Python threads (numpy releases the GIL). A Numba parallel=True
+    # kernel (prange over (sentence, head) blocks) was tried and measured on
+    # synthetic batches of 25 (lengths 1-49): forward + backward 335 ms of CPU
+    # at one thread against 141 ms for the serial kernel (the outlined loop
+    # body is not vectorised) and 89 ms grouped, and its OpenMP workers spin
+    # while they wait, which on a loaded machine made two threads 4x slower
+    # than one.
     return _METHODS["grouped" if method is None else method]
 
 
@@ -251,7 +242,8 @@ def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, method=None):
     method : None, 'kernel', 'grouped' or 'twin'
         ``kernel``: the Numba kernel (one pass over the offsets);
         ``grouped``: BLAS products on stacks of the sentences of each
-        distinct length (no padding either); ``twin``: the kernel's numpy
+        distinct length (no padding either), on as many threads as
+        :func:`dynnets.set_num_threads` allows; ``twin``: the kernel's numpy
         specification (:mod:`..reference_ragged`); None chooses ``grouped``
         (the fastest, measured: see :func:`_method`).
 
