@@ -168,3 +168,35 @@ def test_the_default_follows_set_num_threads(monkeypatch):
     assert seen == want
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def _attention_in_child(conn):
+    from dynnets.autograd.primitives import ragged as R
+    off = dn.ragged_offsets([30, 20, 20, 9])
+    q = np.random.default_rng(0).standard_normal((int(off[-1]), 8))
+    out, _ = R._grouped_fwd(q, q, q, off, 2, 0.5, threads=2)
+    conn.send(float(np.abs(out - RR.ragged_attention_fwd(q, q, q, off, 2, 0.5)[0]).max()))
+
+
+def test_the_thread_pool_works_in_a_forked_child(monkeypatch):
+    """A child forked after the parent used the pool gets a pool of its own
+    (the parent's threads do not exist in it: queued work would never run)."""
+    import multiprocessing as mp
+
+    from dynnets.autograd.primitives import ragged as R
+    monkeypatch.setattr(R, "_SPLIT_MIN_WORK", 0)       # the child inherits it
+    off = dn.ragged_offsets([30, 20, 20, 9])
+    q = np.ones((int(off[-1]), 8))
+    R._grouped_fwd(q, q, q, off, 2, 0.5, threads=2)
+    assert R._POOLS
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_attention_in_child, args=(send,))
+    child.start()
+    try:
+        assert recv.poll(60), "the forked child's attention did not finish"
+        assert recv.recv() < 1e-12
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()

@@ -13,6 +13,7 @@ saved log-sum-exp).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -63,6 +64,9 @@ def _thread_count():
 #: back costs tens of microseconds
 _SPLIT_MIN_WORK = 8192
 _POOLS = {}
+# a forked child has none of its parent's pool threads, but the executor
+# would think it had and queue work nobody runs: the child starts its own
+os.register_at_fork(after_in_child=_POOLS.clear)
 
 
 def _pool(workers):
