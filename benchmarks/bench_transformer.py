@@ -79,6 +79,9 @@ def parse():
     ap.add_argument("--only", choices=("transformer", "cnn", "attention", "profile"), default=None,
                     help="one part; 'profile' (never part of the default run): where dynnets packed spends its "
                          "time, per primitive, training and evaluation, on both batch sets")
+    ap.add_argument("--contenders", default=None, metavar="NAME,NAME",
+                    help="transformer contenders to run, comma-separated (e.g. 'dynnets packed,torch nested'; each "
+                         "name picks its shuffled and bucketed rows); torch padded always runs (the ratios' base)")
     ap.add_argument("--plot", default=None, metavar="OUT.svg",
                     help="also write a bar chart of train and eval tokens/s of the packed and padded contenders, "
                          "each labelled with its padding fraction (SVG, written directly, replaced atomically)")
@@ -424,19 +427,22 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
         return train, fwd
 
     S, K = "shuffled", "bucketed"
-    contenders = {            # name -> (batch set, train, evaluate)
-        "dynnets packed": (S, *dyn("packed", batches[S])),
-        "dynnets packed ": (K, *dyn("packed", batches[K])),
-        "dynnets padded-bucketed": (K, *dyn("padded", batches[K])),
-        "dynnets padded-to-max": (S, *dyn("padded", batches[S], max_len=max_len)),
-        "dynnets static graph": (K, *static_contender()),
-        "dynnets autobatch": (S, *dyn("autobatch", ab_batches)),
-        "torch padded": (S, *torch_contender(False, S)[:2]),
-        "torch padded ": (K, *torch_contender(False, K)[:2]),
-        "torch nested (eval)": (S, None, torch_contender(True, S)[1]),
-        "torch nested (eval) ": (K, None, torch_contender(True, K)[1]),
-        "floor: products on real tokens": (S, *floor_contender()),
+    makers = {            # name -> (batch set, () -> (train, evaluate))
+        "dynnets packed": (S, lambda: dyn("packed", batches[S])),
+        "dynnets packed ": (K, lambda: dyn("packed", batches[K])),
+        "dynnets padded-bucketed": (K, lambda: dyn("padded", batches[K])),
+        "dynnets padded-to-max": (S, lambda: dyn("padded", batches[S], max_len=max_len)),
+        "dynnets static graph": (K, static_contender),
+        "dynnets autobatch": (S, lambda: dyn("autobatch", ab_batches)),
+        "torch padded": (S, lambda: torch_contender(False, S)[:2]),
+        "torch padded ": (K, lambda: torch_contender(False, K)[:2]),
+        "torch nested (eval)": (S, lambda: (None, torch_contender(True, S)[1])),
+        "torch nested (eval) ": (K, lambda: (None, torch_contender(True, K)[1])),
+        "floor: products on real tokens": (S, floor_contender),
     }
+    wanted = None if args.contenders is None else {w.strip() for w in args.contenders.split(",")} | {"torch padded"}
+    contenders = {k: (which, *make()) for k, (which, make) in makers.items()
+                  if wanted is None or any(k.strip().startswith(w) for w in wanted)}
 
     # same weights, same function: the first batch's logits agree
     check = build_model("transformer", V, **cfg)
@@ -460,7 +466,8 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
         tp = "torch padded" + ("" if which == S else " ")
         tn = "torch nested (eval)" + ("" if which == S else " ")
         rows.append(["transformer", k.strip(), which, f"{t:,.0f}" if t else "-", f"{e:,.0f}",
-                     f"{t / tr[tp]:.2f}x" if t else "-", f"{e / ev[tp]:.2f}x", f"{e / ev[tn]:.2f}x"])
+                     f"{t / tr[tp]:.2f}x" if t else "-", f"{e / ev[tp]:.2f}x",
+                     f"{e / ev[tn]:.2f}x" if tn in ev else "-"])
     return rows
 
 
