@@ -40,8 +40,9 @@ on real tokens).
 
 Contenders run interleaved, one pass over the minibatches each per round,
 after one untimed pass; figures are medians over ``--repeats`` rounds.
-``--blas-threads`` sets numpy's OpenBLAS threads and torch's intra-op
-threads alike.
+``--blas-threads`` sets numpy's OpenBLAS threads, dynnets' own threads
+(``dn.set_num_threads``: the ragged attention's length groups) and torch's
+intra-op threads alike.
 
 Run from the repository root::
 
@@ -75,7 +76,12 @@ def parse():
     ap.add_argument("--autobatch-batches", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blas-threads", type=int, default=1, choices=(1, 2))
-    ap.add_argument("--only", choices=("transformer", "cnn", "attention"), default=None)
+    ap.add_argument("--only", choices=("transformer", "cnn", "attention", "profile"), default=None,
+                    help="one part; 'profile' (never part of the default run): where dynnets packed spends its "
+                         "time, per primitive, training and evaluation, on both batch sets")
+    ap.add_argument("--contenders", default=None, metavar="NAME,NAME",
+                    help="transformer contenders to run, comma-separated (e.g. 'dynnets packed,torch nested'; each "
+                         "name picks its shuffled and bucketed rows); torch padded always runs (the ratios' base)")
     ap.add_argument("--plot", default=None, metavar="OUT.svg",
                     help="also write a bar chart of train and eval tokens/s of the packed and padded contenders, "
                          "each labelled with its padding fraction (SVG, written directly, replaced atomically)")
@@ -96,6 +102,7 @@ def main():
     from dynnets.models import build_model
 
     torch.set_num_threads(args.blas_threads)
+    dn.set_num_threads(args.blas_threads)        # numpy's BLAS and dynnets' own threads (ragged attention)
     torch.manual_seed(args.seed)
     trees = load_sst(args.data, splits=["train"])["train"]
     if args.limit:
@@ -127,6 +134,8 @@ def main():
         results += bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_tokens, V)
     if args.only in (None, "attention"):
         bench_attention(args, np, batches, lengths)
+    if args.only == "profile":
+        profile_packed(args, np, dn, build_model, examples, batches, V)
     if results:
         print()
         print(markdown_table(["model", "contender", "batches", "train tok/s", "eval tok/s", "train vs torch padded",
@@ -145,9 +154,14 @@ def bench_attention(args, np, batches, lengths):
     from dynnets.autograd import kernels_ragged as KR
     from dynnets.autograd import reference_ragged as RR
     from dynnets.autograd.primitives import ragged as R
-    methods = {"grouped (BLAS stacks, default)": (R._grouped_fwd, R._grouped_bwd),
+    nt = args.blas_threads
+    methods = {f"grouped (BLAS stacks, default), {nt} thread{'s' if nt > 1 else ''}":
+               (lambda *a: R._grouped_fwd(*a, threads=nt), lambda *a: R._grouped_bwd(*a, threads=nt)),
                "kernel (Numba, one pass)": (KR.ragged_attention_fwd, KR.ragged_attention_bwd),
                "twin (numpy, per sentence)": (RR.ragged_attention_fwd, RR.ragged_attention_bwd)}
+    if nt > 1:
+        methods["grouped (BLAS stacks), 1 thread"] = (lambda *a: R._grouped_fwd(*a, threads=1),
+                                                      lambda *a: R._grouped_bwd(*a, threads=1))
     rng = np.random.default_rng(args.seed)
     E, H = args.d_model, args.nhead
     rows = []
@@ -166,6 +180,87 @@ def bench_attention(args, np, batches, lengths):
             rows.append([name, m, f"{statistics.median(t[m]) * 1e3:.0f}"])
     print()
     print(markdown_table(["batches", "ragged_attention method", "forward + backward ms per pass"], rows))
+
+
+def profile_packed(args, np, dn, build_model, examples, batches, V):
+    """A reference pass: ``dynnets packed``'s wall time per pass split by
+    primitive (forward implementations and VJPs, each timed around its call;
+    exclusive of the primitives it binds in turn; what is left is Python:
+    dispatch, the tape, the optimizer's loop), the
+    medians of ``--repeats`` passes after one untimed pass."""
+    import statistics
+    import time as _t
+
+    from dynnets.autograd.primitives import PRIMITIVES
+    from dynnets.train import TrainConfig, make_optimizer
+
+    spent = {}
+    inner = [0.0]          # time of the calls nested in the current one (an impl that binds another primitive)
+
+    def timed(key, fn):
+        def run(*a, **k):
+            outer, inner[0] = inner[0], 0.0
+            t0 = _t.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                dt = _t.perf_counter() - t0
+                spent[key] = spent.get(key, 0.0) + dt - inner[0]          # exclusive time
+                inner[0] = outer + dt
+        return run
+
+    saved = []
+    for name, prim in PRIMITIVES.items():
+        saved.append((prim, prim.impl, prim.joint_vjp, prim.vjps))
+        prim.impl = timed(name, prim.impl)
+        if prim.joint_vjp is not None:
+            prim.joint_vjp = timed(name + " (vjp)", prim.joint_vjp)
+        if prim.vjps is not None:
+            prim.vjps = tuple(None if v is None else timed(name + " (vjp)", v) for v in prim.vjps)
+    cfg = dict(embed_dim=args.d_model, hidden=args.ff, num_layers=args.layers, nhead=args.nhead, dropout=0.0,
+               seed=args.seed)
+    tcfg = TrainConfig(optimizer="sgd", lr=args.lr, embedding_lr=args.lr, weight_decay=0.0)
+    try:
+        for which, bl in batches.items():
+            m = build_model("transformer", V, execution="packed", **cfg)
+            opt = make_optimizer(m, tcfg)
+            data = [m.collate([examples[i] for i in b]) for b in bl]
+
+            def train():
+                m.train()
+                for b in data:
+                    opt.zero_grad()
+                    m.loss(b).backward()
+                    opt.step()
+
+            def evaluate():
+                m.eval()
+                with dn.no_grad():
+                    for b in data:
+                        m.logits_and_labels(b)
+            for mode, fn in (("train", train), ("eval", evaluate)):
+                fn()
+                walls, per = [], []
+                for _ in range(args.repeats):
+                    spent.clear()
+                    t0 = _t.perf_counter()
+                    fn()
+                    walls.append(_t.perf_counter() - t0)
+                    per.append(dict(spent))
+                wall = statistics.median(walls)
+                keys = sorted({k for d in per for k in d}, key=lambda k: -statistics.median(d.get(k, 0) for d in per))
+                rows = [[k, f"{statistics.median(d.get(k, 0) for d in per) * 1e3:.1f}",
+                         f"{100 * statistics.median(d.get(k, 0) for d in per) / wall:.0f}%"] for k in keys]
+                ops = sum(statistics.median(d.get(k, 0) for d in per) for k in keys)
+                rows = [r for r in rows if float(r[1]) >= 0.05 * wall * 1e3 / 5]
+                rows.append(["(Python: dispatch, tape, optimizer loop)", f"{(wall - ops) * 1e3:.1f}",
+                             f"{100 * (wall - ops) / wall:.0f}%"])
+                print(f"\n# dynnets packed, {mode}, {which} batches: {wall * 1e3:.1f} ms per pass "
+                      f"({args.blas_threads} thread{'s' if args.blas_threads > 1 else ''}); ops under 1% not listed")
+                print(markdown_table(["primitive", "ms per pass", "share"], rows))
+    finally:
+        for prim, impl, jv, vj in saved:
+            prim.impl, prim.joint_vjp, prim.vjps = impl, jv, vj
 
 
 def _rate(tokens, samples):
@@ -332,19 +427,22 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
         return train, fwd
 
     S, K = "shuffled", "bucketed"
-    contenders = {            # name -> (batch set, train, evaluate)
-        "dynnets packed": (S, *dyn("packed", batches[S])),
-        "dynnets packed ": (K, *dyn("packed", batches[K])),
-        "dynnets padded-bucketed": (K, *dyn("padded", batches[K])),
-        "dynnets padded-to-max": (S, *dyn("padded", batches[S], max_len=max_len)),
-        "dynnets static graph": (K, *static_contender()),
-        "dynnets autobatch": (S, *dyn("autobatch", ab_batches)),
-        "torch padded": (S, *torch_contender(False, S)[:2]),
-        "torch padded ": (K, *torch_contender(False, K)[:2]),
-        "torch nested (eval)": (S, None, torch_contender(True, S)[1]),
-        "torch nested (eval) ": (K, None, torch_contender(True, K)[1]),
-        "floor: products on real tokens": (S, *floor_contender()),
+    makers = {            # name -> (batch set, () -> (train, evaluate))
+        "dynnets packed": (S, lambda: dyn("packed", batches[S])),
+        "dynnets packed ": (K, lambda: dyn("packed", batches[K])),
+        "dynnets padded-bucketed": (K, lambda: dyn("padded", batches[K])),
+        "dynnets padded-to-max": (S, lambda: dyn("padded", batches[S], max_len=max_len)),
+        "dynnets static graph": (K, static_contender),
+        "dynnets autobatch": (S, lambda: dyn("autobatch", ab_batches)),
+        "torch padded": (S, lambda: torch_contender(False, S)[:2]),
+        "torch padded ": (K, lambda: torch_contender(False, K)[:2]),
+        "torch nested (eval)": (S, lambda: (None, torch_contender(True, S)[1])),
+        "torch nested (eval) ": (K, lambda: (None, torch_contender(True, K)[1])),
+        "floor: products on real tokens": (S, floor_contender),
     }
+    wanted = None if args.contenders is None else {w.strip() for w in args.contenders.split(",")} | {"torch padded"}
+    contenders = {k: (which, *make()) for k, (which, make) in makers.items()
+                  if wanted is None or any(k.strip().startswith(w) for w in wanted)}
 
     # same weights, same function: the first batch's logits agree
     check = build_model("transformer", V, **cfg)
@@ -368,7 +466,8 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
         tp = "torch padded" + ("" if which == S else " ")
         tn = "torch nested (eval)" + ("" if which == S else " ")
         rows.append(["transformer", k.strip(), which, f"{t:,.0f}" if t else "-", f"{e:,.0f}",
-                     f"{t / tr[tp]:.2f}x" if t else "-", f"{e / ev[tp]:.2f}x", f"{e / ev[tn]:.2f}x"])
+                     f"{t / tr[tp]:.2f}x" if t else "-", f"{e / ev[tp]:.2f}x",
+                     f"{e / ev[tn]:.2f}x" if tn in ev else "-"])
     return rows
 
 

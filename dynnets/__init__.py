@@ -85,3 +85,7 @@ __all__ += ["scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonz
 from .autograd.engine import is_anomaly_enabled  # noqa: E402
 
 __all__ += ["is_anomaly_enabled"]
+
+# torch's intra-op thread count: BLAS and Numba's parallel kernels alike
+from .blas import get_num_threads, set_num_threads  # noqa: E402
+__all__ += ["set_num_threads", "get_num_threads"]

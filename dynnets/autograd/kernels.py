@@ -325,7 +325,44 @@ def gelu_bwd(x, dy):
 __all__ += ["layer_norm_fwd", "layer_norm_bwd"]
 
 
-@njit(cache=True, fastmath=False, error_model="numpy")
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _row_sum8(x, i, d, acc):
+    """``sum_j x[i, j]`` in float64 over 8 interleaved partial sums:
+    independent lanes that LLVM vectorises without fastmath's reassociation,
+    added in an order fixed by ``d`` alone (the same value whatever the row
+    count). ``acc`` (8,) float64 is the caller's scratch (one allocation per
+    call, not per row). Rows of 128: the layer norm kernels ran 1.6-2x faster
+    than with one running sum (figures in the i25-threads report)."""
+    for k in range(8):
+        acc[k] = 0.0
+    d8 = d - d % 8
+    for j0 in range(0, d8, 8):
+        for k in range(8):
+            acc[k] += x[i, j0 + k]
+    tot = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+    for j in range(d8, d):
+        tot += x[i, j]
+    return tot
+
+
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
+def _row_sq8(x, i, d, mu, acc):
+    """``sum_j (x[i, j] - mu)**2`` in float64, 8 lanes as :func:`_row_sum8`."""
+    for k in range(8):
+        acc[k] = 0.0
+    d8 = d - d % 8
+    for j0 in range(0, d8, 8):
+        for k in range(8):
+            t = x[i, j0 + k] - mu
+            acc[k] += t * t
+    tot = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+    for j in range(d8, d):
+        t = x[i, j] - mu
+        tot += t * t
+    return tot
+
+
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
 def layer_norm_fwd(x, w, b, eps):
     """Rows of x (N, D) normalised, ``(x - mean) / sqrt(var + eps) * w + b``
     (biased variance; w, b (D,)): (N, D). Two passes per row, statistics in
@@ -333,21 +370,23 @@ def layer_norm_fwd(x, w, b, eps):
     eps 0 gives NaN, as torch, not a ZeroDivisionError."""
     n, d = x.shape
     out = np.empty_like(x)
+    acc = np.empty(8, dtype=np.float64)
+    # the statistics rounded to x's dtype: the last pass then runs in x's
+    # dtype (twice the float32 lanes, no conversions) with torch's float32
+    # rounding
+    st = np.empty(2, dtype=x.dtype)
     for i in range(n):
-        mu = 0.0
+        mu = _row_sum8(x, i, d, acc) / d
+        st[0] = mu
+        st[1] = 1.0 / math.sqrt(_row_sq8(x, i, d, mu, acc) / d + eps)
+        m = st[0]
+        r = st[1]
         for j in range(d):
-            mu += x[i, j]
-        mu /= d
-        var = 0.0
-        for j in range(d):
-            var += (x[i, j] - mu) ** 2
-        rstd = 1.0 / math.sqrt(var / d + eps)
-        for j in range(d):
-            out[i, j] = (x[i, j] - mu) * rstd * w[j] + b[j]
+            out[i, j] = (x[i, j] - m) * r * w[j] + b[j]
     return out
 
 
-@njit(cache=True, fastmath=False, error_model="numpy")
+@njit(cache=True, fastmath=False, nogil=True, error_model="numpy")
 def layer_norm_bwd(x, w, dy, eps):
     """The VJP of :func:`layer_norm_fwd` for dy (N, D): (dx (N, D), dw (D,),
     db (D,)), ``dx = rstd (gh - mean(gh) - xhat mean(gh xhat))`` with
@@ -356,27 +395,35 @@ def layer_norm_bwd(x, w, dy, eps):
     dx = np.empty_like(x)
     dw = np.zeros(d, dtype=x.dtype)
     db = np.zeros(d, dtype=x.dtype)
+    acc1 = np.zeros(8, dtype=np.float64)
+    acc2 = np.zeros(8, dtype=np.float64)
+    d8 = d - d % 8
     for i in range(n):
-        mu = 0.0
-        for j in range(d):
-            mu += x[i, j]
-        mu /= d
-        var = 0.0
-        for j in range(d):
-            var += (x[i, j] - mu) ** 2
-        rstd = 1.0 / math.sqrt(var / d + eps)
-        s1 = 0.0
-        s2 = 0.0
-        for j in range(d):
+        mu = _row_sum8(x, i, d, acc1) / d
+        rstd = 1.0 / math.sqrt(_row_sq8(x, i, d, mu, acc1) / d + eps)
+        # s1 = sum gh, s2 = sum gh xhat over 8 lanes (see _row_sum8)
+        for k in range(8):
+            acc1[k] = 0.0
+            acc2[k] = 0.0
+        for j0 in range(0, d8, 8):
+            for k in range(8):
+                j = j0 + k
+                xh = (x[i, j] - mu) * rstd
+                gh = dy[i, j] * w[j]
+                acc1[k] += gh
+                acc2[k] += gh * xh
+        s1 = ((acc1[0] + acc1[4]) + (acc1[1] + acc1[5])) + ((acc1[2] + acc1[6]) + (acc1[3] + acc1[7]))
+        s2 = ((acc2[0] + acc2[4]) + (acc2[1] + acc2[5])) + ((acc2[2] + acc2[6]) + (acc2[3] + acc2[7]))
+        for j in range(d8, d):
             xh = (x[i, j] - mu) * rstd
             gh = dy[i, j] * w[j]
             s1 += gh
             s2 += gh * xh
-            dw[j] += dy[i, j] * xh
-            db[j] += dy[i, j]
         s1 /= d
         s2 /= d
         for j in range(d):
             xh = (x[i, j] - mu) * rstd
+            dw[j] += dy[i, j] * xh
+            db[j] += dy[i, j]
             dx[i, j] = rstd * (dy[i, j] * w[j] - s1 - xh * s2)
     return dx, dw, db

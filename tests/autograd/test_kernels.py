@@ -316,3 +316,20 @@ def test_bwd_is_vjp_of_fwd(bwd_name, zero):
             minus[idx][pos] -= eps
             fd[pos] = (loss(plus) - loss(minus)) / (2 * eps)
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8, err_msg=f"{bwd_name} input {idx}")
+
+
+@pytest.mark.parametrize("d", [8, 13, 131])
+@pytest.mark.parametrize("dtype", list(DTYPES), ids=lambda d: d.__name__)
+def test_layer_norm_lanes_match_twin_and_do_not_depend_on_the_row_count(d, dtype):
+    """The row statistics add 8 lanes then a tail (d = 8: lanes only; 13 and
+    131: both); a row's result is bitwise the same alone or among others."""
+    rng = np.random.default_rng(d)
+    x, dy = (rng.standard_normal((6, d)).astype(dtype) * 3 + 1 for _ in range(2))
+    w, b = (rng.standard_normal(d).astype(dtype) for _ in range(2))
+    got = kernels.layer_norm_fwd(x, w, b, 1e-5)
+    np.testing.assert_allclose(got, reference.layer_norm_fwd(x, w, b, 1e-5), rtol=DTYPES[dtype], atol=DTYPES[dtype])
+    for g, t in zip(kernels.layer_norm_bwd(x, w, dy, 1e-5), reference.layer_norm_bwd(x, w, dy, 1e-5)):
+        np.testing.assert_allclose(g, t, rtol=10 * DTYPES[dtype], atol=10 * DTYPES[dtype])
+    np.testing.assert_array_equal(kernels.layer_norm_fwd(x[3:4].copy(), w, b, 1e-5), got[3:4])
+    np.testing.assert_array_equal(kernels.layer_norm_bwd(x[3:4].copy(), w, dy[3:4].copy(), 1e-5)[0],
+                                  kernels.layer_norm_bwd(x, w, dy, 1e-5)[0][3:4])

@@ -13,6 +13,7 @@ saved log-sum-exp).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -45,39 +46,102 @@ def _scale(scale, E, num_heads):
     return 1.0 / math.sqrt(max(E // num_heads, 1)) if scale is None else float(scale)
 
 
-def _length_groups(offsets):
-    """The sentences grouped by length: ``(L, n, rows)`` per distinct
-    length ``L > 0``, ``rows`` the packed rows of its ``n`` sentences in
-    order ((n * L,) int64)."""
-    lens = np.diff(offsets)
-    out = []
-    for L in np.unique(lens).tolist():
-        if L == 0:
-            continue
-        sel = np.flatnonzero(lens == L)
-        if len(sel) == 1:
-            a = int(offsets[sel[0]])
-            out.append((L, 1, slice(a, a + L)))
-        else:
-            out.append((L, len(sel), (offsets[sel][:, None] + np.arange(L)[None]).reshape(-1)))
-    return out
-
-
 def _split_heads(x, rows, n, L, H, D, order):
     return x[rows].reshape(n, L, H, D).transpose(order)
 
 
-def _grouped_fwd(q, k, v, offsets, num_heads, scale):
-    """:func:`kernels_ragged.ragged_attention_fwd` with BLAS: the sentences
-    of each distinct length as one stack of ``(n * H)`` small products
-    (``numpy.matmul`` calls BLAS per matrix). Each sentence still attends to
-    itself only, with no padding."""
+def _thread_count():
+    """The threads the user allows for work outside BLAS: Numba's count of
+    the calling thread, which :func:`dynnets.set_num_threads` and
+    :func:`dynnets.blas.blas_threads` set."""
+    import numba
+    return numba.get_num_threads()
+
+
+#: below this much work (``sum n L (L + D)``, about 15 ns each for the forward
+#: at one thread: an SST minibatch of 25 with d_model 128 and 4 heads is ~26k)
+#: a call runs on the calling thread alone: a hand-off to a pool thread and
+#: back costs tens of microseconds
+_SPLIT_MIN_WORK = 8192
+_POOLS = {}
+# a forked child has none of its parent's pool threads, but the executor
+# would think it had and queue work nobody runs: the child starts its own
+os.register_at_fork(after_in_child=_POOLS.clear)
+
+
+def _pool(workers):
+    """A lazily started pool of ``workers`` daemon threads (one per count, kept
+    for the process: starting threads per call costs more than the work)."""
+    pool = _POOLS.get(workers)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+        pool = _POOLS.setdefault(workers, ThreadPoolExecutor(workers, thread_name_prefix="dynnets-ragged"))
+    return pool
+
+
+def _balanced_parts(offsets, D, threads):
+    """The sentences grouped by length, as ``(L, n, rows)`` per distinct
+    length ``L > 0`` (``rows`` the packed rows of its ``n`` sentences in
+    order: a slice for one sentence, else (n * L,) int64), dealt into at most
+    ``threads`` lists of about equal work (``L (L + D)`` multiply-adds per
+    head and sentence): the sentences sorted by length are
+    cut into ``threads`` runs of equal work (to within one sentence), and each
+    run is grouped by length, so a cut costs at most one extra group (a
+    length-bucketed batch of one length is cut in two). A single list when the
+    call is too small to pay for a hand-off to another thread."""
+    lens = np.diff(offsets)
+    order = np.argsort(lens, kind="stable")
+    order = order[lens[order] > 0]
+    if not len(order):
+        return [[]]
+    sl = lens[order]
+    cum = np.cumsum(sl * (sl + D))
+    if threads > 1 and cum[-1] >= _SPLIT_MIN_WORK:
+        target = cum[-1] * np.arange(1, threads) / threads
+        cuts = np.searchsorted(cum, target)               # cum[cuts] >= target: cut after it or before it
+        after = cum[cuts] - target < target - np.where(cuts > 0, cum[cuts - 1], 0)
+        cuts = cuts + after
+        bounds = np.unique(np.concatenate([[0], cuts, [len(order)]]))
+    else:
+        bounds = np.array([0, len(order)])
+    parts = []
+    for a, e in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        run = sl[a:e]
+        edges = np.concatenate([[0], np.flatnonzero(np.diff(run)) + 1, [e - a]]).tolist()
+        part = []
+        for i, j in zip(edges[:-1], edges[1:]):
+            L, st = int(run[i]), offsets[order[a + i:a + j]]
+            if j - i == 1:
+                part.append((L, 1, slice(int(st[0]), int(st[0]) + L)))
+            else:
+                part.append((L, j - i, (st[:, None] + np.arange(L)[None]).reshape(-1)))
+        parts.append(part)
+    return parts
+
+
+def _run_parts(fn, parts, *args):
+    """``fn(part, *args)`` for every part: the first on the calling thread,
+    the others on the pool (numpy's matmul and ufuncs release the GIL, so the
+    parts' BLAS calls and elementwise passes overlap). Every part finishes
+    before an error propagates, so none writes into the outputs afterwards."""
+    if len(parts) == 1:
+        fn(parts[0], *args)
+        return
+    futures = [_pool(len(parts) - 1).submit(fn, p, *args) for p in parts[1:]]
+    try:
+        fn(parts[0], *args)
+    finally:
+        for f in futures:
+            f.exception()
+    for f in futures:
+        f.result()
+
+
+def _fwd_groups(groups, q, k, v, num_heads, scale, out, lse):
     N, E = q.shape
     H = num_heads
     D = E // H
-    out = np.empty_like(q)
-    lse = np.empty((N, H), dtype=q.dtype)
-    for L, n, rows in _length_groups(offsets):
+    for L, n, rows in groups:
         qs = _split_heads(q, rows, n, L, H, D, (0, 2, 1, 3))
         s = np.matmul(qs, _split_heads(k, rows, n, L, H, D, (0, 2, 3, 1)))        # (n, H, L, L)
         s *= scale
@@ -91,17 +155,29 @@ def _grouped_fwd(q, k, v, offsets, num_heads, scale):
         np.log(tot, out=tot)
         tot += m
         lse[rows] = tot[..., 0].transpose(0, 2, 1).reshape(n * L, H)
+
+
+def _grouped_fwd(q, k, v, offsets, num_heads, scale, threads=None):
+    """:func:`kernels_ragged.ragged_attention_fwd` with BLAS: the sentences
+    of each distinct length as one stack of ``(n * H)`` small products
+    (``numpy.matmul`` calls BLAS per matrix). Each sentence still attends to
+    itself only, with no padding. With ``threads`` > 1 (default: the count
+    :func:`dynnets.set_num_threads` allows) the groups are dealt to that many
+    threads (:func:`_balanced_parts`): BLAS does not split products this
+    small over its own threads."""
+    out = np.empty_like(q)
+    lse = np.empty((q.shape[0], num_heads), dtype=q.dtype)
+    parts = _balanced_parts(offsets, q.shape[1] // num_heads, _thread_count() if threads is None else threads)
+    _run_parts(_fwd_groups, parts, q, k, v, num_heads, scale, out, lse)
     return out, lse
 
 
-def _grouped_bwd(q, k, v, offsets, num_heads, scale, out, lse, g, glse):
-    """:func:`kernels_ragged.ragged_attention_bwd` with BLAS, grouped by length as :func:`_grouped_fwd`."""
+def _bwd_groups(groups, q, k, v, num_heads, scale, out, lse, g, glse, dq, dk, dv):
     N, E = q.shape
     H = num_heads
     D = E // H
-    dq, dk, dv = np.empty_like(q), np.empty_like(q), np.empty_like(q)
     heads = (0, 2, 1, 3)
-    for L, n, rows in _length_groups(offsets):
+    for L, n, rows in groups:
         qs = _split_heads(q, rows, n, L, H, D, heads)
         ks = _split_heads(k, rows, n, L, H, D, heads)
         vs = _split_heads(v, rows, n, L, H, D, heads)
@@ -118,6 +194,14 @@ def _grouped_bwd(q, k, v, offsets, num_heads, scale, out, lse, g, glse):
         ds *= scale
         dq[rows] = np.matmul(ds, ks).transpose(heads).reshape(n * L, E)
         dk[rows] = np.matmul(ds.transpose(0, 1, 3, 2), qs).transpose(heads).reshape(n * L, E)
+
+
+def _grouped_bwd(q, k, v, offsets, num_heads, scale, out, lse, g, glse, threads=None):
+    """:func:`kernels_ragged.ragged_attention_bwd` with BLAS, grouped by
+    length and dealt to threads as :func:`_grouped_fwd`."""
+    dq, dk, dv = np.empty_like(q), np.empty_like(q), np.empty_like(q)
+    parts = _balanced_parts(offsets, q.shape[1] // num_heads, _thread_count() if threads is None else threads)
+    _run_parts(_bwd_groups, parts, q, k, v, num_heads, scale, out, lse, g, glse, dq, dk, dv)
     return dq, dk, dv
 
 
@@ -134,7 +218,14 @@ def _method(method, offsets):
     # 0.33-0.46 s, grouped 0.16-0.20 s (benchmarks/bench_transformer.py
     # --only attention prints these rows). The Numba kernel's products are
     # loops (no BLAS inside njit without scipy) over rows of ~20 keys, which
-    # do not reach BLAS's speed.
+    # do not reach BLAS's speed. Threads: the grouped method deals its groups
+    # to Python threads (numpy releases the GIL). A Numba parallel=True
+    # kernel (prange over (sentence, head) blocks) was tried and measured on
+    # synthetic batches of 25 (lengths 1-49): forward + backward 335 ms of CPU
+    # at one thread against 141 ms for the serial kernel (the outlined loop
+    # body is not vectorised) and 89 ms grouped, and its OpenMP workers spin
+    # while they wait, which on a loaded machine made two threads 4x slower
+    # than one.
     return _METHODS["grouped" if method is None else method]
 
 
@@ -155,7 +246,8 @@ def _ragged_attention(q, k, v, offsets, num_heads=1, scale=None, method=None):
     method : None, 'kernel', 'grouped' or 'twin'
         ``kernel``: the Numba kernel (one pass over the offsets);
         ``grouped``: BLAS products on stacks of the sentences of each
-        distinct length (no padding either); ``twin``: the kernel's numpy
+        distinct length (no padding either), on as many threads as
+        :func:`dynnets.set_num_threads` allows; ``twin``: the kernel's numpy
         specification (:mod:`..reference_ragged`); None chooses ``grouped``
         (the fastest, measured: see :func:`_method`).
 
