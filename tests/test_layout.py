@@ -399,3 +399,16 @@ def test_modules_are_at_most_1000_lines_unless_listed():
     assert not over, f"modules over {MAX_LINES} lines, not in LONG_MODULES: {over}"
     stale = sorted(m for m in LONG_MODULES if sizes.get(m, 0) <= MAX_LINES)
     assert not stale, f"LONG_MODULES lists modules that are gone or within the limit (remove them): {stale}"
+
+
+def test_no_symbolic_probes_in_nn_or_ops():
+    """Layers and ops ask whether an operand has values through the
+    interpreter protocol (:mod:`dynnets.autograd.values`: ``is_interpreted``,
+    ``concrete``, ``as_operand``), never by probing a value's
+    ``_is_symbolic`` attribute (issue 24 removed the probes; issue 25 the
+    last four)."""
+    files = list(_files(PACKAGE / "nn")) + sorted((PACKAGE / "autograd").glob("ops*.py"))
+    assert any(f.name == "functional_attention.py" for f in files) and any(f.name == "ops.py" for f in files)
+    bad = [f"{f.relative_to(ROOT)}:{i}" for f in files
+           for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if "_is_symbolic" in line]
+    assert not bad, f"_is_symbolic probes (use dynnets.autograd.values.is_interpreted / concrete): {bad}"
