@@ -95,14 +95,13 @@ class SelfAttention(nn.Module):
         return self.out_proj(ops.reshape(ops.permute(a, (0, 2, 1, 3)), (B, T, E)))
 
     def sentence(self, x):
-        """(T, E) one sentence -> (T, E), plain ops."""
-        T, E = x.shape
-        H = self.nhead
-        D = E // H
-        q, k, v = (ops.permute(ops.reshape(a, (T, H, D)), (1, 0, 2)) for a in self.qkv(x))
-        s = ops.matmul(q, ops.transpose(k, -1, -2)) * (1.0 / math.sqrt(D))          # (H, T, T)
-        a = ops.matmul(ops.softmax(s, -1), v)                                         # (H, T, D)
-        return self.out_proj(ops.reshape(ops.permute(a, (1, 0, 2)), (T, E)))
+        """(T, E) one sentence -> (T, E): the ragged attention primitive over
+        one sentence (offsets ``[0, T]``), whose batching rule joins the
+        sentences of a minibatch of any lengths into one call under
+        ``dn.autobatch()``."""
+        q, k, v = self.qkv(x)
+        off = np.array([0, x.shape[0]], dtype=np.int64)
+        return self.out_proj(ops.ragged_attention(q, k, v, off, num_heads=self.nhead))
 
 
 class EncoderLayer(nn.Module):
