@@ -35,7 +35,7 @@ def assert_one_line_error(code, err, status, *fragments):
     ([], ["demo", "train", "eval", "predict", "compare", "sweep"]),
     (["demo"], ["--seed", "--epochs", "--out", "--hidden", "negation"]),
     (["train"], ["--model", "--data", "--out", "--seed", "--epochs", "--lr", "--optimizer", "--hidden", "--mode",
-                 "--max-len", "--patience", "padded-lstm", "bow", "treelstm"]),
+                 "--max-len", "--patience", "padded-lstm", "bow", "treelstm", "--phrases", "--max-norm"]),
     (["eval"], ["--checkpoint", "--data", "--split", "--json"]),
     (["predict"], ["--checkpoint", "--nodes", "SENTENCE", "binarised"]),
     (["compare"], ["--data", "--out", "--seeds", "--seed", "--epochs", "--models", "--no-plots", "--workers",
