@@ -17,8 +17,11 @@ The ways (issue 25 §2):
     the padded way as a TF1-style graph (:class:`StaticEncoderGraph`):
     placeholders of unknown batch and length, the mask from the lengths;
 ``sentence``
-    one sentence at a time with plain ops (:meth:`TransformerEncoder.forward_sentence`),
-    also the code ``dn.autobatch()`` batches.
+    one sentence at a time (:meth:`TransformerEncoder.forward_sentence`;
+    its attention is ``ragged_attention`` over offsets ``[0, T]``), also the
+    code ``dn.autobatch()`` batches: the sentences' attention calls of any
+    lengths join into one call per layer (the primitive's ``"ragged"``
+    batching rule shifts and joins their offsets).
 
 The encoder layer is torch's ``nn.TransformerEncoderLayer`` with
 ``batch_first=True`` and ``norm_first=False`` (post-norm, Vaswani et al. 2017
