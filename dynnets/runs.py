@@ -487,7 +487,7 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     percentile and the median length) against the dynamic LSTM and the
     Tree-LSTM, over several seeds. ``lr`` is every model's learning rate
     (and its word vectors') but the Transformer rows', which train at
-    ``transformer_lr`` (see :data:`dynnets.options.COMPARE_TRANSFORMER_LR`).
+    ``transformer_lr`` (see ``dynnets.options.COMPARE_TRANSFORMER_LR``).
 
     The grid (variants x seeds) runs on the sweep engine
     (:func:`dynnets.sweep.run_all`, each run :func:`run_model`): ``workers``
