@@ -171,6 +171,12 @@ def build_parser():
     g.add_argument("--classify", choices=("all", "root"), help="tree models: nodes in the loss (default all)")
     g.add_argument("--max-len", type=_max_len, help="padded-lstm: unrolled steps (default 50)")
     g.add_argument("--dtype", choices=("float32", "float64"), help="eager models: parameter dtype (default float32)")
+    g.add_argument("--phrases", action="store_true", default=None,
+                   help="cnn: train on every labelled phrase of the training trees (each subtree with its own label, "
+                        "as Kim 2014 and Tai et al. 2015 train on SST); dev and test stay sentences")
+    g.add_argument("--max-norm", type=_positive_float, metavar="F",
+                   help="cnn: Kim's max-norm, each row of the output layer's weight rescaled to l2 norm <= F after "
+                        "every step (Kim 2014 used 3; default none)")
     g = t.add_argument_group("vocabulary")
     g.add_argument("--min-freq", type=_positive_int, default=1, help="keep words seen this often (default 1)")
     g.add_argument("--cased", action="store_true", help="keep case (default: lower-case every word)")
@@ -319,7 +325,7 @@ def _train_config(a, out):
 
 _MODEL_FLAGS = {"embed_dim": "--embed-dim", "hidden": "--hidden", "dropout": "--dropout",
                 "embed_dropout": "--embed-dropout", "mode": "--mode", "classify": "--classify",
-                "max_len": "--max-len", "dtype": "--dtype"}
+                "max_len": "--max-len", "dtype": "--dtype", "phrases": "--phrases", "max_norm": "--max-norm"}
 
 
 def _model_options(a, kind, train_trees):
@@ -332,7 +338,9 @@ def _model_options(a, kind, train_trees):
         if v is None:
             continue
         if key not in accepted:
-            raise _Exit(f"dynnets train: error: {flag} does not apply to --model {kind}", 2)
+            takers = [k for k in _model_kinds() if key in model_parameters(k)]
+            raise _Exit(f"dynnets train: error: {flag} does not apply to --model {kind}"
+                        + (f" (it applies to --model {', '.join(takers)})" if takers else ""), 2)
         if key == "mode":
             from .models import model_class
             modes = getattr(model_class(kind), "modes", (v,))

@@ -46,7 +46,7 @@ import numpy as np
 from . import io as dio
 from .data.sst import class_names
 from .data.text import read_tree
-from .options import COMPARE_EXTRA, COMPARE_VARIANTS
+from .options import COMPARE_EXTRA, COMPARE_TRANSFORMER_LR, COMPARE_VARIANTS
 from .metrics import classification_report, root_binary_accuracy, root_fine_accuracy
 from .plots.figures import compare_figures
 # the one data loader, shared with sweeps (unpacks as (splits, name))
@@ -244,7 +244,7 @@ def run_model(kind, splits, vocab, train_config, label=None, **config):
         waste = {"steps": n_tok, "real_steps": n_tok, "pad_steps": 0, "pad_fraction": 0.0, "truncated": 0,
                  "n": len(splits["train"]), "max_len": None}
     out = {"label": label or kind, "kind": kind, "config": dict(model.config), "seed": train_config.seed,
-           "epochs": len(hist), "best_epoch": result.best_epoch, "stopped": result.stopped,
+           "lr": train_config.lr, "epochs": len(hist), "best_epoch": result.best_epoch, "stopped": result.stopped,
            "train_seconds": round(sum(epoch_s), 3), "epoch_seconds": epoch_s,
            "steady_epoch_seconds": round(float(np.mean(epoch_s[1:] if len(epoch_s) > 1 else epoch_s)), 4),
            "sent_per_s": round(float(np.median(rates)), 1) if rates else None, "padding": waste,
@@ -442,7 +442,9 @@ def compare_markdown(res):
     ev = res["eval_split"]
     spread = "Mean ± standard deviation over seeds" if len(res["seeds"]) > 1 else "One seed"
     lines = [f"Data: {res['data']}; seeds {res['seeds']}; {res['epochs']} epochs; embed {res['embed_dim']}, "
-             f"hidden {res['hidden']}; batch {res['batch_size']}; {res['optimizer']} lr {res['lr']}. "
+             f"hidden {res['hidden']}; batch {res['batch_size']}; {res['optimizer']} lr {res['lr']}"
+             + (f" (Transformer lr {res['transformer_lr']})" if res.get("transformer_lr") is not None else "")
+             + ". "
              f"{spread}. Machine: {res['machine']['cpus']} cpus, "
              f"{res['machine']['date']} (shared machine: timings are noisy).", ""]
     if not res["has_test"]:
@@ -479,10 +481,13 @@ def compare_markdown(res):
 def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2), epochs=10, embed_dim=64, hidden=64,
                               batch_size=25, optimizer="adam", lr=0.01, variants=COMPARE_VARIANTS,
                               max_sentences=None, progress=True, plots=True, blas_threads=1, workers=None,
-                              scheduler=None, retries=2, skip_failed=False, connect_timeout=10.0):
+                              scheduler=None, retries=2, skip_failed=False, connect_timeout=10.0,
+                              transformer_lr=COMPARE_TRANSFORMER_LR):
     """The padded static LSTM (unrolled to the training maximum, the 95th
     percentile and the median length) against the dynamic LSTM and the
-    Tree-LSTM, over several seeds.
+    Tree-LSTM, over several seeds. ``lr`` is every model's learning rate
+    (and its word vectors') but the Transformer rows', which train at
+    ``transformer_lr`` (see ``dynnets.options.COMPARE_TRANSFORMER_LR``).
 
     The grid (variants x seeds) runs on the sweep engine
     (:func:`dynnets.sweep.run_all`, each run :func:`run_model`): ``workers``
@@ -513,7 +518,10 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     if not seeds:
         raise ValueError("compare: expected at least one seed")
     specs = [_variant(v, splits["train"]) for v in variants]
-    grid = sw.Grid(models=[sw.ModelSpec(v, kind, label, {k: [x] for k, x in extra.items()})
+    kinds = {kind for _, kind, _ in specs}
+    own_lr = {"lr": [transformer_lr], "embedding_lr": [transformer_lr]}
+    grid = sw.Grid(models=[sw.ModelSpec(v, kind, label, {**{k: [x] for k, x in extra.items()},
+                                                         **(own_lr if kind == "transformer" else {})})
                            for v, (label, kind, extra) in zip(variants, specs)], seeds=seeds,
                    settings={"embed_dim": [embed_dim], "hidden": [hidden], "epochs": [epochs],
                              "batch_size": [batch_size], "optimizer": [optimizer], "lr": [lr], "embedding_lr": [lr],
@@ -523,7 +531,8 @@ def compare_padded_vs_dynamic(data=None, out="results/compare", seeds=(0, 1, 2),
     runs.sort(key=lambda r: (r.seed, order[r.name]))
     res = {"experiment": "compare_padded_vs_dynamic", "data": name, "has_test": has_test, "eval_split": eval_split,
            "seeds": seeds, "epochs": epochs, "embed_dim": embed_dim, "hidden": hidden, "batch_size": batch_size,
-           "optimizer": optimizer, "lr": lr, "machine": machine_description(), "runs": [], "summary": [],
+           "optimizer": optimizer, "lr": lr, "transformer_lr": transformer_lr if "transformer" in kinds else None,
+           "machine": machine_description(), "runs": [], "summary": [],
            "failed": [], "files": []}
 
     def collect(records):
@@ -565,7 +574,7 @@ def run_compare(a):
                                     max_sentences=a.max_sentences, progress=not a.no_progress,
                                     plots=not a.no_plots, blas_threads=a.blas_threads, workers=a.workers,
                                     scheduler=a.scheduler, retries=a.retries, skip_failed=a.skip_failed,
-                                    connect_timeout=a.connect_timeout)
+                                    connect_timeout=a.connect_timeout, transformer_lr=a.transformer_lr)
     print(compare_markdown(res))
     print(f"\nResults written to {', '.join(res['files'])}")
     return 0

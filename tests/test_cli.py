@@ -35,7 +35,7 @@ def assert_one_line_error(code, err, status, *fragments):
     ([], ["demo", "train", "eval", "predict", "compare", "sweep"]),
     (["demo"], ["--seed", "--epochs", "--out", "--hidden", "negation"]),
     (["train"], ["--model", "--data", "--out", "--seed", "--epochs", "--lr", "--optimizer", "--hidden", "--mode",
-                 "--max-len", "--patience", "padded-lstm", "bow", "treelstm"]),
+                 "--max-len", "--patience", "padded-lstm", "bow", "treelstm", "--phrases", "--max-norm"]),
     (["eval"], ["--checkpoint", "--data", "--split", "--json"]),
     (["predict"], ["--checkpoint", "--nodes", "SENTENCE", "binarised"]),
     (["compare"], ["--data", "--out", "--seeds", "--seed", "--epochs", "--models", "--no-plots", "--workers",
@@ -638,3 +638,42 @@ def test_eval_and_predict_seed_the_default_generator_and_give_the_same_numbers(t
         assert code == 0, err
         outs.append((ev, pr))
     assert outs[0] == outs[1] == outs[2]
+
+
+def _out_weight(path):
+    from dynnets.train import load_checkpoint
+    return np.array(load_checkpoint(path).out.weight.numpy())
+
+
+def test_train_cnn_phrases_and_max_norm(tmp_path, capsys):
+    """--phrases trains on every phrase (Kim's SST protocol: more examples, other
+    weights); --max-norm F keeps every row of the output weight at l2 norm <= F."""
+    small = ["train", "--model", "cnn", "--epochs", "1", "--hidden", "4", "--embed-dim", "8", "--no-progress"]
+    runs = {}
+    for name, extra in (("plain", []), ("kim", ["--phrases", "--max-norm", "0.05"])):
+        code, _, err = run(small + extra + ["--out", str(tmp_path / name)], capsys)
+        assert code == 0, err
+        runs[name] = json.loads((tmp_path / name / "config.json").read_text())["model"]["config"]
+    assert (runs["plain"]["phrases"], runs["plain"]["max_norm"]) == (False, None)
+    assert (runs["kim"]["phrases"], runs["kim"]["max_norm"]) == (True, 0.05)
+    plain, kim = _out_weight(tmp_path / "plain" / "best.npz"), _out_weight(tmp_path / "kim" / "best.npz")
+    assert np.linalg.norm(plain, axis=1).max() > 0.05
+    np.testing.assert_array_less(np.linalg.norm(kim, axis=1), 0.05 + 1e-6)
+    # the phrases: one epoch of many more examples takes many more optimizer steps
+    steps = {n: json.loads((tmp_path / n / "log.jsonl").read_text().splitlines()[0]) for n in runs}
+    seen = {n: s["train_sent_per_s"] * s["train_seconds"] for n, s in steps.items()}
+    assert seen["kim"] > 5 * seen["plain"], seen
+
+
+@pytest.mark.parametrize("extra, flag", [(["--phrases"], "--phrases"), (["--max-norm", "3"], "--max-norm")])
+@pytest.mark.parametrize("kind", ["lstm", "bow", "treelstm", "transformer"])
+def test_train_kim_flags_name_the_flag_where_they_do_not_apply(kind, extra, flag, tmp_path, capsys):
+    code, _, err = run(["train", "--model", kind, *extra, "--out", str(tmp_path / "r")] + TINY, capsys)
+    assert_one_line_error(code, err, 2, flag, f"--model {kind}", "applies to --model cnn")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_train_max_norm_must_be_positive(value, tmp_path, capsys):
+    code, _, err = run(["train", "--model", "cnn", "--max-norm", value, "--out", str(tmp_path / "r")] + TINY, capsys)
+    assert_one_line_error(code, err, 2, "--max-norm", value)

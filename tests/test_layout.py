@@ -436,3 +436,16 @@ def test_tensor_methods_are_declared_in_the_class_bodies():
                     and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in classes:
                 bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert not bad, bad
+
+
+def test_no_symbolic_probes_in_nn_or_ops():
+    """Layers and ops ask whether an operand has values through the
+    interpreter protocol (:mod:`dynnets.autograd.values`: ``is_interpreted``,
+    ``concrete``, ``as_operand``), never by probing a value's
+    ``_is_symbolic`` attribute (issue 24 removed the probes; issue 25 the
+    last four)."""
+    files = list(_files(PACKAGE / "nn")) + list(_files(PACKAGE / "autograd" / "ops"))
+    assert any(f.name == "functional_attention.py" for f in files) and any(f.name == "elementwise.py" for f in files)
+    bad = [f"{f.relative_to(ROOT)}:{i}" for f in files
+           for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if "_is_symbolic" in line]
+    assert not bad, f"_is_symbolic probes (use dynnets.autograd.values.is_interpreted / concrete): {bad}"

@@ -102,3 +102,22 @@ def test_compare_without_test_split_reports_dev_only(tmp_path):
     md = (tmp_path / "out" / "results.md").read_text()
     assert "no test split" in md and "test fine" not in md and "dev negation/contrast" in md
     assert "truncated train / dev" in md and "None" not in md
+
+
+def test_compare_trains_the_transformer_rows_at_their_own_learning_rate(tmp_path):
+    """--lr is the LSTMs' (and the other models'); the Transformer rows train at
+    --transformer-lr (0.01 is too high for Adam on it: see COMPARE_TRANSFORMER_LR)."""
+    from dynnets.options import COMPARE_TRANSFORMER_LR, add_compare_arguments
+    import argparse
+    a = add_compare_arguments(argparse.ArgumentParser()).parse_args([])
+    assert a.lr == 0.01 and a.transformer_lr == COMPARE_TRANSFORMER_LR < 0.01
+    res = runs.compare_padded_vs_dynamic(out=tmp_path, seeds=[0], epochs=1, embed_dim=4, hidden=4, lr=0.02,
+                                         transformer_lr=0.004, variants=("bow", "transformer", "transformer-bucketed"),
+                                         max_sentences=20, progress=False, plots=False, workers=0)
+    assert {r["label"].split(",")[0]: r["lr"] for r in res["runs"]} == {"bag of words": 0.02, "Transformer": 0.004}
+    assert len(res["runs"]) == 3 and res["transformer_lr"] == 0.004
+    assert "adam lr 0.02 (Transformer lr 0.004)." in (tmp_path / "results.md").read_text()
+    lstm_only = runs.compare_padded_vs_dynamic(out=tmp_path / "b", seeds=[0], epochs=1, embed_dim=4, hidden=4,
+                                               variants=("bow",), max_sentences=20, progress=False, plots=False,
+                                               workers=0)
+    assert lstm_only["transformer_lr"] is None and "Transformer lr" not in (tmp_path / "b" / "results.md").read_text()

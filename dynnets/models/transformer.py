@@ -17,8 +17,11 @@ The ways (issue 25 §2):
     the padded way as a TF1-style graph (:class:`StaticEncoderGraph`):
     placeholders of unknown batch and length, the mask from the lengths;
 ``sentence``
-    one sentence at a time with plain ops (:meth:`TransformerEncoder.forward_sentence`),
-    also the code ``dn.autobatch()`` batches.
+    one sentence at a time (:meth:`TransformerEncoder.forward_sentence`;
+    its attention is ``ragged_attention`` over offsets ``[0, T]``), also the
+    code ``dn.autobatch()`` batches: the sentences' attention calls of any
+    lengths join into one call per layer (the primitive's ``"ragged"``
+    batching rule shifts and joins their offsets).
 
 The encoder layer is torch's ``nn.TransformerEncoderLayer`` with
 ``batch_first=True`` and ``norm_first=False`` (post-norm, Vaswani et al. 2017
@@ -95,14 +98,13 @@ class SelfAttention(nn.Module):
         return self.out_proj(ops.reshape(ops.permute(a, (0, 2, 1, 3)), (B, T, E)))
 
     def sentence(self, x):
-        """(T, E) one sentence -> (T, E), plain ops."""
-        T, E = x.shape
-        H = self.nhead
-        D = E // H
-        q, k, v = (ops.permute(ops.reshape(a, (T, H, D)), (1, 0, 2)) for a in self.qkv(x))
-        s = ops.matmul(q, ops.transpose(k, -1, -2)) * (1.0 / math.sqrt(D))          # (H, T, T)
-        a = ops.matmul(ops.softmax(s, -1), v)                                         # (H, T, D)
-        return self.out_proj(ops.reshape(ops.permute(a, (1, 0, 2)), (T, E)))
+        """(T, E) one sentence -> (T, E): the ragged attention primitive over
+        one sentence (offsets ``[0, T]``), whose batching rule joins the
+        sentences of a minibatch of any lengths into one call under
+        ``dn.autobatch()``."""
+        q, k, v = self.qkv(x)
+        off = np.array([0, x.shape[0]], dtype=np.int64)
+        return self.out_proj(ops.ragged_attention(q, k, v, off, num_heads=self.nhead))
 
 
 class EncoderLayer(nn.Module):

@@ -26,13 +26,10 @@ from ..autograd import ops
 from ..autograd import primitives as P
 from ..autograd.engine import bind
 from ..autograd.tensor import Tensor
+from ..autograd.values import as_operand, is_interpreted
 from ..random import generator as _generator
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward", "mha", "additive_mask"]
-
-
-def _symbolic(x):
-    return getattr(x, "_is_symbolic", False)
 
 
 def additive_mask(op, what, mask, dtype, true_masks=True):
@@ -43,7 +40,7 @@ def additive_mask(op, what, mask, dtype, true_masks=True):
     if mask is None:
         return None
     dt = np.dtype(dtype)
-    if _symbolic(mask) or (isinstance(mask, Tensor) and mask.requires_grad):
+    if is_interpreted(mask) or (isinstance(mask, Tensor) and mask.requires_grad):
         mdt = np.dtype(mask.dtype)
         if mdt == np.bool_:
             neg, zero = np.array(-np.inf, dt), np.array(0.0, dt)
@@ -183,8 +180,7 @@ def mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, out_proj_wei
     if unbatched:
         q, k, v = (ops.unsqueeze(t, 0) for t in (query, key, value))
         if key_padding_mask is not None:
-            key_padding_mask = _expand(key_padding_mask if _symbolic(key_padding_mask) else
-                                       np.asarray(getattr(key_padding_mask, "data", key_padding_mask)), 0)
+            key_padding_mask = _expand(as_operand(key_padding_mask), 0)
     elif batch_first:
         q, k, v = query, key, value
     else:

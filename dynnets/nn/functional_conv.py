@@ -13,6 +13,7 @@ import numpy as np
 from ..autograd import ops
 from ..autograd import primitives as P
 from ..autograd.engine import bind
+from ..autograd.values import is_interpreted
 
 __all__ = ["conv1d", "max_pool1d", "avg_pool1d", "adaptive_max_pool1d", "adaptive_avg_pool1d", "conv_padding",
            "single"]
@@ -143,7 +144,7 @@ def _adaptive(op, input, output_size, reduce):
 
 
 def _max_keep(x, d):
-    if getattr(x, "_is_symbolic", False):
+    if is_interpreted(x):
         return ops.max(x, axis=d, keepdims=True)
     return ops.max(x, d, keepdim=True).values
 

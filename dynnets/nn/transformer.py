@@ -21,6 +21,7 @@ import numpy as np
 from ..autograd import ops
 from ..autograd import primitives as P
 from ..autograd.engine import bind, is_grad_enabled
+from ..autograd.values import as_operand, concrete
 from . import functional as F
 from .attention import MultiheadAttention
 from .layers import Dropout, LayerNorm, Linear, ModuleList, as_generator, float_dtype, positive_int
@@ -148,8 +149,7 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
         if self._fast_path(src, mask, src_key_padding_mask):
-            x = ops.masked_fill(x, ops.unsqueeze(src_key_padding_mask, -1) if getattr(
-                src_key_padding_mask, "_is_symbolic", False) else np.asarray(src_key_padding_mask)[..., None], 0.0)
+            x = ops.masked_fill(x, ops.unsqueeze(as_operand(src_key_padding_mask), -1), 0.0)
         if self.norm is not None:
             x = self.norm(x)
         return x
@@ -162,9 +162,9 @@ class TransformerEncoder(Module):
         if is_grad_enabled() and (getattr(src, "requires_grad", False)
                                   or any(p.requires_grad for p in self.parameters())):
             return False
-        if getattr(pad, "_is_symbolic", False):
+        m = concrete(pad)
+        if m is None:       # a static graph's mask: its values exist only when the graph runs
             return True
-        m = np.asarray(getattr(pad, "data", pad))
         if m.dtype != np.bool_:
             return False
         # torch checks that every row's padding is a suffix (left-aligned tokens)

@@ -9,6 +9,7 @@ import numpy as np
 _NDARRAY = np.ndarray
 
 from .. import primitives as P
+from ..primitives.ragged import ragged_offsets
 from ..tensor import Tensor
 from .lazy import nrows, shape_of, trail_of
 from .record import reduce_axes
@@ -213,5 +214,37 @@ def _ranges(lens):
     return res
 
 
+def _run_ragged(ab, group):
+    """Packed variable-length rows (``BatchRule`` kind ``"ragged"``): every
+    instance's rows stacked, its offsets shifted by the rows before it and
+    joined, one call; each node's outputs are its rows, as :func:`_run_rows`."""
+    pn0 = group[0]
+    prim = pn0.plan.prim
+    oi = prim.batch.offsets
+    ri = prim.batch.batched[0]
+    kinds = pn0.plan.kinds
+    parts = []
+    base = 0
+    for j, pn in enumerate(group):
+        n = shape_of(pn.args[ri])[0]
+        # each instance's offsets checked against its own rows (an error names them, not the joined array)
+        o = ragged_offsets(prim.name, pn.args[oi], n)
+        parts.append(o + base if j == 0 else o[1:] + base)
+        base += n
+    bargs = []
+    for i, k in enumerate(kinds):
+        if i == oi:
+            bargs.append(parts[0] if len(parts) == 1 else np.concatenate(parts))
+        elif k == 0:
+            bargs.append(ab.shared_arg(pn0.args[i]))
+        else:
+            bargs.append(ab.gather_arg([pn.args[i] for pn in group], trail_of(tuple(shape_of(pn0.args[i])))))
+    outs = ab.run_call(pn0, prim, bargs, pn0.attrs)
+    if not pn0.plan.multi:
+        outs = (outs,)
+    same = all(pn.plan is pn0.plan for pn in group)
+    ab.assign_outputs(group, outs, [_rows_per_node(group, k, o, same) for k, o in enumerate(outs)])
+
+
 RUN = {"rows": _run_rows, "elementwise": _run_rows, "reduce": _run_reduce, "xent": _run_xent,
-        "view": _run_rows}
+       "view": _run_rows, "ragged": _run_ragged}

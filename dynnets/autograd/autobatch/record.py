@@ -42,6 +42,33 @@ def _cls_rows(rule, prim, args, avals, out, attrs):
     return tuple(parts), kinds
 
 
+def _cls_ragged(rule, prim, args, avals, out, attrs):
+    if rule.when is not None and not rule.when(*avals, **attrs):
+        return None
+    oi = rule.offsets
+    o = args[oi]
+    # the offsets are joined when the call runs: they must be values now
+    if type(o) is not _NDARRAY or o.ndim != 1 or o.dtype.kind not in "iu":
+        return None
+    parts = []
+    kinds = []
+    for i, a in enumerate(args):
+        if i == oi:
+            parts.append("offsets")
+            kinds.append(1)
+        elif i in rule.batched:
+            shp = avals[i].shape
+            if not shp:
+                return None
+            parts.append(shp[1:])
+            parts.append(avals[i].dtype)
+            kinds.append(1)
+        else:
+            parts.append(ident(a))
+            kinds.append(0)
+    return tuple(parts), kinds
+
+
 def _cls_elementwise(rule, prim, args, avals, out, attrs):
     S = tuple(out.shape)
     nd = len(S)
@@ -139,6 +166,12 @@ def _cls_view(rule, prim, args, avals, out, attrs):
             if not av.shape:
                 return None
             return (av.shape[1:], av.dtype), [1]
+        if type(idx) is tuple and len(idx) >= 2 and idx[0] is Ellipsis:
+            # x[..., a:b] (a q/k/v split of a fused projection) keeps axis 0 whole when it indexes fewer axes
+            rest = idx[1:]
+            av = avals[0]
+            if len(rest) < len(av.shape) and all(type(i) in (int, slice) for i in rest):
+                return (av.shape[1:], av.dtype), [1]
         return None
     return None
 
@@ -206,4 +239,4 @@ def make_plan(prim, args, attrs, gm, key):
 
 
 _CLASSIFY = {"rows": _cls_rows, "elementwise": _cls_elementwise, "reduce": _cls_reduce, "xent": _cls_xent,
-             "view": _cls_view}
+             "view": _cls_view, "ragged": _cls_ragged}

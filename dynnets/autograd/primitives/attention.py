@@ -113,14 +113,19 @@ def _attention_probs_vjp(g, ins, out, num_heads=1, scale=1.0, safe=False):
 
 
 def _per_instance(q, k, mask=None, num_heads=1, scale=1.0, safe=False):
-    """Rows of axis 0 are instances when there is a batch axis and no mask (a
-    mask's own leading axis may be shared)."""
-    return mask is None and len(q.shape) >= 3
+    """Rows of axis 0 are instances when there is a batch axis. A mask is then
+    stacked with them when it has the scores' rank and the queries' rows (each
+    instance's own key padding (n, 1, 1, S) or full mask (n, H, L, S)); a mask
+    of lower rank, or one row broadcast over several, may be shared by
+    instances of other batch sizes: such calls run on their own."""
+    if len(q.shape) < 3:
+        return False
+    return mask is None or (len(mask.shape) == len(q.shape) + 1 and mask.shape[0] == q.shape[0])
 
 
 attention_probs_p = defprim("attention_probs", _attention_probs, _attention_probs_shape,
                             joint_vjp=_attention_probs_vjp, vjp_reads=(0, 1, "out"),
-                            batch=batch_rows(0, 1, when=_per_instance))
+                            batch=batch_rows(0, 1, 2, when=_per_instance))
 
 
 def _attention_apply(p, v):

@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from ..dtypes import F32, F64, is_kernel_float, same_float
-__all__ = ["BatchRule", "LevelsRule", "batch_rows", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "same_shape", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
+__all__ = ["BatchRule", "LevelsRule", "batch_rows", "batch_ragged", "BATCH_ELEMENTWISE", "BATCH_REDUCE", "BATCH_VIEW", "ShapeError", "DTypeError", "PromotionNeeded", "IndexRangeError", "Aval", "Primitive", "PRIMITIVES", "defprim", "fmt_shape", "broadcast_shapes", "result_type", "aval_of", "RULE_ERRORS", "run_rule", "check_shapes", "dtype_of", "F32", "F64", "is_kernel_float", "is_int", "norm_axis", "unbroadcast", "ufunc_dtype", "same_shape", "shape_of", "dims_match", "contiguous", "fits", "mul_dim", "kernel_floats", "kernel_args", "grad_or_zeros", "check_index", "check_param", "as_float", "transposed_float", "col_sums", "grad_buffer", "same_float",
            "DEFAULT_FLOAT", "torch_promote", "torch_result_type", "check_promotion", "NativeUnsupported"]
 
 class ShapeError(ValueError):
@@ -184,6 +184,16 @@ class BatchRule(NamedTuple):
         getitem/take selecting rows. The result is a list of row ranges of
         already computed batch outputs.
 
+    ``"ragged"``
+        packed variable-length rows: the inputs at ``batched`` are
+        per-instance rows stacked along axis 0 (any number per instance), the
+        input at ``offsets`` a concrete 1-D integer array of each instance's
+        segment boundaries over its own rows (``[0, ..., rows]``), shifted by
+        the rows stacked before it and joined into one offsets array (the
+        ``cu_seqlens`` of variable-length attention); the others are shared.
+        Every output's rows are the instances' rows in order
+        (``ragged_attention``: sentences of any lengths in one call).
+
     ``by_id`` (``"rows"`` only): the batched inputs are integer ids, one per
     output row, and each output row a function of its id alone (an
     embedding lookup): the batched call looks up each distinct id once and
@@ -194,10 +204,16 @@ class BatchRule(NamedTuple):
     batched: tuple = ()
     when: object = None
     by_id: bool = False
+    offsets: object = None
 
 
 def batch_rows(*batched, when=None, by_id=False):
     return BatchRule("rows", tuple(batched), when, by_id)
+
+
+def batch_ragged(*batched, offsets, when=None):
+    """A ``"ragged"`` rule: rows at ``batched``, the segment offsets at position ``offsets``."""
+    return BatchRule("ragged", tuple(batched), when, False, int(offsets))
 
 
 BATCH_ELEMENTWISE = BatchRule("elementwise")

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import kernels_ragged as KR
 from .. import reference_ragged as RR
-from .core import Aval, ShapeError, check_index, defprim, dims_match, fmt_shape, kernel_floats
+from .core import Aval, ShapeError, batch_ragged, check_index, defprim, dims_match, fmt_shape, kernel_floats
 
 __all__ = ["ragged_attention_p", "ragged_offsets"]
 
@@ -304,8 +304,8 @@ def _ragged_attention_vjp(g, ins, out, num_heads=1, scale=None, method=None):
             dv.astype(ins[2].dtype, copy=False), None)
 
 
-# no batching rule: the per-instance offsets ([0, T]) would have to be shifted
-# and joined, which no BatchRule kind expresses; under autobatch each call runs
-# on its own (its projections around it still batch)
+# under autobatch, per-sentence calls (offsets [0, T]) of any lengths run as
+# one call: their rows stacked, their offsets shifted and joined
 ragged_attention_p = defprim("ragged_attention", _ragged_attention, _ragged_attention_shape,
-                             joint_vjp=_ragged_attention_vjp, multiple_results=True, nondiff_args=(3,))
+                             joint_vjp=_ragged_attention_vjp, multiple_results=True, nondiff_args=(3,),
+                             batch=batch_ragged(0, 1, 2, offsets=3))
