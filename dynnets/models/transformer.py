@@ -72,15 +72,18 @@ class SelfAttention(nn.Module):
         self.out_proj.bias.numpy()[...] = 0
 
     def qkv(self, x):
-        """(..., E) -> q, k, v, each (..., E)."""
-        E = self.d_model
-        y = F.linear(x, self.in_proj_weight, self.in_proj_bias)
-        return y[..., :E], y[..., E:2 * E], y[..., 2 * E:]
+        """(..., E) -> q, k, v, each (..., E) and C-contiguous: one
+        ``linear_split`` primitive (not a product and three slices)."""
+        return ops.linear_split(x, self.in_proj_weight, self.in_proj_bias, chunks=3)
+
+    def _out(self, a):
+        # the primitive directly: nn.Linear's call adds module dispatch and dtype checks per layer
+        return ops.linear(a, self.out_proj.weight, self.out_proj.bias)
 
     def packed(self, x, offsets):
         """(N, E) packed rows -> (N, E): the ragged attention primitive."""
         q, k, v = self.qkv(x)
-        return self.out_proj(ops.ragged_attention(q, k, v, offsets, num_heads=self.nhead))
+        return self._out(ops.ragged_attention(q, k, v, offsets, num_heads=self.nhead))
 
     def padded(self, x, key_padding_mask=None):
         """(B, T, E), mask (B, T) bool (True = padding) -> (B, T, E)."""
@@ -92,7 +95,7 @@ class SelfAttention(nn.Module):
         if key_padding_mask is not None:
             s = ops.masked_fill(s, np.asarray(key_padding_mask, dtype=bool)[:, None, None, :], -np.inf)
         a = ops.matmul(ops.softmax(s, -1), v)                                         # (B, H, T, D)
-        return self.out_proj(ops.reshape(ops.permute(a, (0, 2, 1, 3)), (B, T, E)))
+        return self._out(ops.reshape(ops.permute(a, (0, 2, 1, 3)), (B, T, E)))
 
     def sentence(self, x):
         """(T, E) one sentence -> (T, E), plain ops."""
@@ -102,7 +105,7 @@ class SelfAttention(nn.Module):
         q, k, v = (ops.permute(ops.reshape(a, (T, H, D)), (1, 0, 2)) for a in self.qkv(x))
         s = ops.matmul(q, ops.transpose(k, -1, -2)) * (1.0 / math.sqrt(D))          # (H, T, T)
         a = ops.matmul(ops.softmax(s, -1), v)                                         # (H, T, D)
-        return self.out_proj(ops.reshape(ops.permute(a, (1, 0, 2)), (T, E)))
+        return self._out(ops.reshape(ops.permute(a, (1, 0, 2)), (T, E)))
 
 
 class EncoderLayer(nn.Module):
@@ -122,10 +125,16 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout, rng=drop_rng)
 
     def _rest(self, x, a):
-        x = self.norm1(x + self.dropout(a))
-        h = self.linear1(x)
-        h = ops.relu(h) if self.activation == "relu" else ops.gelu(h)
-        return self.norm2(x + self.dropout(self.linear2(self.dropout(h))))
+        # fused primitives (issue 25 §3): x + a and its norm as one op, linear1
+        # with its activation as one; dropout is no op at all at p=0 or in eval
+        drop = self.dropout if self.training and self.dropout.p > 0 else None
+        n1, n2, l1, l2 = self.norm1, self.norm2, self.linear1, self.linear2
+        x = ops.add_layer_norm(x, a if drop is None else drop(a), n1.weight, n1.bias, n1.eps)
+        h = ops.linear_act(x, l1.weight, l1.bias, activation=self.activation)
+        if drop is not None:
+            h = drop(h)
+        f = ops.linear(h, l2.weight, l2.bias)
+        return ops.add_layer_norm(x, f if drop is None else drop(f), n2.weight, n2.bias, n2.eps)
 
     def packed(self, x, offsets):
         return self._rest(x, self.self_attn.packed(x, offsets))

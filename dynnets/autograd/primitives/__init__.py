@@ -27,3 +27,4 @@ from .norm import *  # noqa: F401,F403  (issue 25)
 from .conv import *  # noqa: F401,F403  (issue 25)
 from .attention import *  # noqa: F401,F403  (issue 25)
 from .ragged import *  # noqa: F401,F403
+from .fused import *  # noqa: F401,F403  (issue 25 §3)
