@@ -35,7 +35,6 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
-from ..nn import functional as F
 from ..nn.module import Parameter
 from .common import ModelBase, RaggedBatch, SentenceExample, collate_ragged, prepare_sentences
 from .registry import register
@@ -294,12 +293,12 @@ class StaticEncoderGraph:
                 sc = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(D)) + bias
                 a = tf.matmul(tf.nn.softmax(sc), w)
                 a = tf.reshape(tf.transpose(a, [0, 2, 1, 3]), tf.stack([B, T, E]))
-                h = F.layer_norm(h + lin(a, "self_attn.out_proj"), (E,), v[p + "norm1.weight"], v[p + "norm1.bias"],
-                                 layer.norm1.eps)
-                f = lin(h, "linear1")
-                f = tf.nn.relu(f) if layer.activation == "relu" else ops.gelu(f)      # TF1 has no gelu
-                h = F.layer_norm(h + lin(f, "linear2"), (E,), v[p + "norm2.weight"], v[p + "norm2.bias"],
-                                 layer.norm2.eps)
+                # the fused primitives of the eager layer (issue 25 §3), through the same table
+                h = ops.add_layer_norm(h, lin(a, "self_attn.out_proj"), v[p + "norm1.weight"], v[p + "norm1.bias"],
+                                       layer.norm1.eps)
+                f = ops.linear_act(h, v[p + "linear1.weight"], v[p + "linear1.bias"], activation=layer.activation)
+                h = ops.add_layer_norm(h, lin(f, "linear2"), v[p + "norm2.weight"], v[p + "norm2.bias"],
+                                       layer.norm2.eps)
             self.out = h
             self.init = tf.global_variables_initializer()
 
