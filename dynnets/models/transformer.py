@@ -38,7 +38,6 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
-from ..nn import functional as F
 from ..nn.module import Parameter
 from .common import ModelBase, RaggedBatch, SentenceExample, collate_ragged, prepare_sentences
 from .registry import register
@@ -75,15 +74,18 @@ class SelfAttention(nn.Module):
         self.out_proj.bias.numpy()[...] = 0
 
     def qkv(self, x):
-        """(..., E) -> q, k, v, each (..., E)."""
-        E = self.d_model
-        y = F.linear(x, self.in_proj_weight, self.in_proj_bias)
-        return y[..., :E], y[..., E:2 * E], y[..., 2 * E:]
+        """(..., E) -> q, k, v, each (..., E) and C-contiguous: one
+        ``linear_split`` primitive (not a product and three slices)."""
+        return ops.linear_split(x, self.in_proj_weight, self.in_proj_bias, chunks=3)
+
+    def _out(self, a):
+        # the primitive directly: nn.Linear's call adds module dispatch and dtype checks per layer
+        return ops.linear(a, self.out_proj.weight, self.out_proj.bias)
 
     def packed(self, x, offsets):
         """(N, E) packed rows -> (N, E): the ragged attention primitive."""
         q, k, v = self.qkv(x)
-        return self.out_proj(ops.ragged_attention(q, k, v, offsets, num_heads=self.nhead))
+        return self._out(ops.ragged_attention(q, k, v, offsets, num_heads=self.nhead))
 
     def padded(self, x, key_padding_mask=None):
         """(B, T, E), mask (B, T) bool (True = padding) -> (B, T, E)."""
@@ -95,7 +97,7 @@ class SelfAttention(nn.Module):
         if key_padding_mask is not None:
             s = ops.masked_fill(s, np.asarray(key_padding_mask, dtype=bool)[:, None, None, :], -np.inf)
         a = ops.matmul(ops.softmax(s, -1), v)                                         # (B, H, T, D)
-        return self.out_proj(ops.reshape(ops.permute(a, (0, 2, 1, 3)), (B, T, E)))
+        return self._out(ops.reshape(ops.permute(a, (0, 2, 1, 3)), (B, T, E)))
 
     def sentence(self, x):
         """(T, E) one sentence -> (T, E): the ragged attention primitive over
@@ -104,7 +106,7 @@ class SelfAttention(nn.Module):
         ``dn.autobatch()``."""
         q, k, v = self.qkv(x)
         off = np.array([0, x.shape[0]], dtype=np.int64)
-        return self.out_proj(ops.ragged_attention(q, k, v, off, num_heads=self.nhead))
+        return self._out(ops.ragged_attention(q, k, v, off, num_heads=self.nhead))
 
 
 class EncoderLayer(nn.Module):
@@ -124,10 +126,16 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout, rng=drop_rng)
 
     def _rest(self, x, a):
-        x = self.norm1(x + self.dropout(a))
-        h = self.linear1(x)
-        h = ops.relu(h) if self.activation == "relu" else ops.gelu(h)
-        return self.norm2(x + self.dropout(self.linear2(self.dropout(h))))
+        # fused primitives (issue 25 §3): x + a and its norm as one op, linear1
+        # with its activation as one; dropout is no op at all at p=0 or in eval
+        drop = self.dropout if self.training and self.dropout.p > 0 else None
+        n1, n2, l1, l2 = self.norm1, self.norm2, self.linear1, self.linear2
+        x = ops.add_layer_norm(x, a if drop is None else drop(a), n1.weight, n1.bias, n1.eps)
+        h = ops.linear_act(x, l1.weight, l1.bias, activation=self.activation)
+        if drop is not None:
+            h = drop(h)
+        f = ops.linear(h, l2.weight, l2.bias)
+        return ops.add_layer_norm(x, f if drop is None else drop(f), n2.weight, n2.bias, n2.eps)
 
     def packed(self, x, offsets):
         return self._rest(x, self.self_attn.packed(x, offsets))
@@ -287,12 +295,12 @@ class StaticEncoderGraph:
                 sc = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(D)) + bias
                 a = tf.matmul(tf.nn.softmax(sc), w)
                 a = tf.reshape(tf.transpose(a, [0, 2, 1, 3]), tf.stack([B, T, E]))
-                h = F.layer_norm(h + lin(a, "self_attn.out_proj"), (E,), v[p + "norm1.weight"], v[p + "norm1.bias"],
-                                 layer.norm1.eps)
-                f = lin(h, "linear1")
-                f = tf.nn.relu(f) if layer.activation == "relu" else ops.gelu(f)      # TF1 has no gelu
-                h = F.layer_norm(h + lin(f, "linear2"), (E,), v[p + "norm2.weight"], v[p + "norm2.bias"],
-                                 layer.norm2.eps)
+                # the fused primitives of the eager layer (issue 25 §3), through the same table
+                h = ops.add_layer_norm(h, lin(a, "self_attn.out_proj"), v[p + "norm1.weight"], v[p + "norm1.bias"],
+                                       layer.norm1.eps)
+                f = ops.linear_act(h, v[p + "linear1.weight"], v[p + "linear1.bias"], activation=layer.activation)
+                h = ops.add_layer_norm(h, lin(f, "linear2"), v[p + "norm2.weight"], v[p + "norm2.bias"],
+                                       layer.norm2.eps)
             self.out = h
             self.init = tf.global_variables_initializer()
 

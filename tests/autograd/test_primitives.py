@@ -791,6 +791,30 @@ def _ragged_attention(rng):
 SAMPLES["ragged_attention"] = _ragged_attention        # i25-models
 
 
+def _linear_act(rng):                                # i25-fuse
+    r = _r(rng)
+    # ReLU's kink at 0 has no finite difference: small products plus a bias of +-1 stay away from it
+    return [Case("relu", 0.1 * r(4, 3), r(5, 3), np.array([1.0, -1.0, 1.0, 1.0, -1.0]), activation="relu"),
+            Case("gelu-3d", r(2, 3, 4), r(5, 4), r(5), activation="gelu"),
+            Case("relu-1d", 0.1 * r(3), r(2, 3), np.array([1.0, -1.0]), activation="relu")]
+
+
+def _linear_split(rng):                              # i25-fuse
+    r = _r(rng)
+    return [Case("qkv", r(5, 4), r(6, 4), r(6), chunks=3), Case("3d", r(2, 3, 4), r(4, 4), r(4), chunks=2),
+            Case("one", r(3, 2), r(3, 2), r(3), chunks=1), Case("1d", r(4), r(6, 4), r(6), chunks=3)]
+
+
+def _add_layer_norm(rng):                            # i25-fuse
+    r = _r(rng)
+    return [Case("rows", r(4, 5), r(4, 5), r(5), r(5), eps=1e-5), Case("3d", r(2, 3, 4), r(2, 3, 4), r(4), r(4),
+                                                                        eps=1e-3),
+            Case("1d", r(6), r(6), r(6), r(6), eps=0.1)]
+
+
+SAMPLES.update({"linear_act": _linear_act, "linear_split": _linear_split, "add_layer_norm": _add_layer_norm})
+
+
 def _cases():
     out = []
     for name in sorted(PRIMITIVES):
@@ -1206,6 +1230,26 @@ BAD.update({
     "prod": [((_z(2, 3),), {"axis": 2}, "prod: axis 2 is out of range"),
              ((_z(2, 3),), {"axis": (0, 1)}, "prod: dim must be an integer or None"),
              ((np.array(["a"]),), {}, "prod: expected a numeric input")],
+})
+
+BAD.update({                                                                                   # i25-fuse
+    "linear_act": [((_z(3, 4), _z(2, 5), _z(2)), {}, "linear_act: x.shape[-1]=4 does not match weight.shape[1]=5"),
+                   ((_z(3, 4), _z(2, 4), _z(3)), {}, "linear_act: bias.shape=(3,) does not match weight.shape[0]=2"),
+                   ((_z(3, 4), _z(2, 4), _z(2)), {"activation": "tanh"},
+                    "linear_act: activation must be 'relu' or 'gelu', got 'tanh'"),
+                   ((_z(3, 4), _z(2, 4, dtype=np.float32), _z(2)), {}, "linear_act: expected inputs of one dtype")],
+    "linear_split": [((_z(3, 4), _z(5, 4), _z(5)), {"chunks": 3},
+                      "linear_split: weight.shape[0]=5 (out_features) is not divisible by chunks=3"),
+                     ((_z(3, 4), _z(6, 4), _z(6)), {"chunks": 0}, "linear_split: chunks must be a positive integer"),
+                     ((_z(3, 4), _z(6), _z(6)), {"chunks": 3}, "linear_split: weight must be 2-D")],
+    "add_layer_norm": [((_z(3, 4), _z(1, 4), _z(4), _z(4)), {}, "add_layer_norm: r.shape=(1, 4) does not match "
+                                                                 "x.shape=(3, 4)"),
+                       ((_z(3, 4), _z(3, 4), _z(5), _z(4)), {}, "add_layer_norm: weight.shape=(5,) does not match "
+                                                                 "the normalised shape (4,)"),
+                       ((_z(3, 4), _z(3, 4), _z(4), _z(4)), {"eps": -1.0}, "add_layer_norm: eps must be a "
+                                                                             "non-negative number"),
+                       ((_z(3, 4).astype(np.int64), _z(3, 4), _z(4), _z(4)), {},
+                        "add_layer_norm: x must be float32 or float64")],
 })
 
 BAD["random_shuffle"] = [((_z(3),), {"seed": (1, -1)}, "random_shuffle: seed must be a pair")]   # i22-tf1-gaps

@@ -1074,6 +1074,34 @@ def _ragged_attention(g):                      # i25-models
 
 
 STRATEGIES["ragged_attention"] = _ragged_attention
+
+
+def _linear_act(g):                             # i25-fuse
+    i, o = g.dim(0, 3), g.dim(0, 3)
+    dt = g.fdt()
+    x = g.arr(tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))) + (i if g.flag(0.9) else g.dim(0, 4),), dt)
+    args = [x, g.arr((o, i), dt), g.arr((o,) if g.flag(0.9) else g.shape_near((o,)), dt)]
+    return g.spoil(args, p=0.3), {"activation": g.draw(st.sampled_from(["relu", "gelu", "tanh"]))}
+
+
+def _linear_split(g):                           # i25-fuse
+    c = g.draw(st.sampled_from([1, 2, 3, 0]))
+    i, o = g.dim(0, 3), g.dim(0, 3) * max(c, 1) + (0 if g.flag(0.9) else 1)
+    dt = g.fdt()
+    x = g.arr(tuple(g.dim(0, 3) for _ in range(g.dim(0, 2))) + (i,), dt)
+    return g.spoil([x, g.arr((o, i), dt), g.arr((o,), dt)], p=0.3), {"chunks": c}
+
+
+def _add_layer_norm(g):                         # i25-fuse
+    shape = tuple(g.dim(0, 3) for _ in range(g.dim(1, 3)))
+    dt = g.fdt()
+    d = shape[-1:]
+    args = [g.arr(shape, dt), g.arr(shape if g.flag(0.9) else g.shape_near(shape), dt),
+            g.arr(d if g.flag(0.9) else g.shape_near(d), dt), g.arr(d, dt)]
+    return g.spoil(args, p=0.3), {"eps": g.draw(st.sampled_from([1e-5, 0.0, 0.1, -1.0]))}
+
+
+STRATEGIES.update({"linear_act": _linear_act, "linear_split": _linear_split, "add_layer_norm": _add_layer_norm})
 # a custom Function's Python forward runs in eager mode only (its rule refuses symbolic inputs)
 EAGER_ONLY = {"custom_function"}
 

@@ -1554,3 +1554,9 @@ PRIMITIVES_ELSEWHERE.update({
     "attention_apply": ("test_transformer_layers.py", "test_multi_head_attention_forward_with_a_padding_mask_placeholder"),
     "rows_like": ("test_transformer_layers.py", "test_learned_positional_embedding"),
 })
+
+# tests/parity/test_torch_fused.py (branch i25-fuse): the fused encoder-layer ops
+COVERED_ELSEWHERE |= {"linear_act", "linear_split", "add_layer_norm"}
+PRIMITIVES_ELSEWHERE.update({"linear_act": ("test_torch_fused.py", "test_linear_act"),
+                             "linear_split": ("test_torch_fused.py", "test_linear_split"),
+                             "add_layer_norm": ("test_torch_fused.py", "test_add_layer_norm")})

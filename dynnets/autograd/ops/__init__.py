@@ -23,6 +23,8 @@ namespace that holds them all (``from dynnets.autograd import ops`` then
 ``seq``            whole sequences, tree levels and ragged batches
 ``random``         torch's sampling on eager tensors (``bernoulli``,
                    ``normal_``...), from a generator
+``fused``          the fused encoder-layer ops (``linear_act``,
+                   ``linear_split``, ``add_layer_norm``)
 =================  ===========================================================
 
 The package sits below :mod:`~dynnets.autograd.tensor` (whose class body
@@ -43,6 +45,7 @@ from .nn import *  # noqa: F401,F403
 from .cells import *  # noqa: F401,F403
 from .seq import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
+from .fused import *  # noqa: F401,F403
 # the engine's names, importable from here as they always were (``ops.bind``)
 from ..engine import bind, bind1, bind2, bind_first  # noqa: F401
 from ..values import as_operand, is_interpreted, require_concrete  # noqa: F401
@@ -65,5 +68,6 @@ __all__ = [
     "cumsum", "unbind", "index_select", "SortResult", "Size", "logical_not", "logical_and", "logical_or",
     "logical_xor", "log1p", "expm1", "logsumexp", "prod", "isnan", "isinf", "isfinite", "outer", "addmm", "baddbmm",
     "addbmm", "scatter", "scatter_add", "index_add", "flip", "tril", "triu", "nonzero", "unique", "bincount",
-    "ragged_offsets", "pack_sequences", "unpack_sequences", "ragged_attention"
+    "ragged_offsets", "pack_sequences", "unpack_sequences", "ragged_attention", "linear_act", "linear_split",
+    "add_layer_norm"
 ]

@@ -31,3 +31,4 @@ from .ragged import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403  (issue 24: split from array)
 from .shape import *  # noqa: F401,F403  (issue 24: split from array)
 from .index import *  # noqa: F401,F403  (issue 24: split from array)
+from .fused import *  # noqa: F401,F403  (issue 25 §3)
