@@ -224,20 +224,7 @@ def profile_packed(args, np, dn, build_model, examples, batches, V):
         for which, bl in batches.items():
             m = build_model("transformer", V, execution="packed", **cfg)
             opt = make_optimizer(m, tcfg)
-            data = [m.collate([examples[i] for i in b]) for b in bl]
-
-            def train():
-                m.train()
-                for b in data:
-                    opt.zero_grad()
-                    m.loss(b).backward()
-                    opt.step()
-
-            def evaluate():
-                m.eval()
-                with dn.no_grad():
-                    for b in data:
-                        m.logits_and_labels(b)
+            train, evaluate = _passes(dn, m, opt, [m.collate([examples[i] for i in b]) for b in bl])
             for mode, fn in (("train", train), ("eval", evaluate)):
                 fn()
                 walls, per = [], []
@@ -261,6 +248,24 @@ def profile_packed(args, np, dn, build_model, examples, batches, V):
     finally:
         for prim, impl, jv, vj in saved:
             prim.impl, prim.joint_vjp, prim.vjps = impl, jv, vj
+
+
+def _passes(dn, m, opt, data):
+    """A training pass (SGD steps) and an evaluation pass over the collated
+    minibatches ``data`` of model ``m``: two functions of no argument."""
+    def train():
+        m.train()
+        for b in data:
+            opt.zero_grad()
+            m.loss(b).backward()
+            opt.step()
+
+    def evaluate():
+        m.eval()
+        with dn.no_grad():
+            for b in data:
+                m.logits_and_labels(b)
+    return train, evaluate
 
 
 def _rate(tokens, samples):
@@ -287,21 +292,7 @@ def bench_transformer(args, np, torch, dn, build_model, examples, batches, lengt
         m = build_model("transformer", V, execution=execution, max_len=max_len, **cfg)
         m.load_state_dict({k: v.copy() for k, v in weights.items()})
         opt = make_optimizer(m, tcfg)
-        data = [m.collate([examples[i] for i in b]) for b in bl]
-
-        def train():
-            m.train()
-            for b in data:
-                opt.zero_grad()
-                m.loss(b).backward()
-                opt.step()
-
-        def evaluate():
-            m.eval()
-            with dn.no_grad():
-                for b in data:
-                    m.logits_and_labels(b)
-        return train, evaluate
+        return _passes(dn, m, opt, [m.collate([examples[i] for i in b]) for b in bl])
 
     # --- torch ---------------------------------------------------------------------
     class TorchModel(torch.nn.Module):
@@ -489,21 +480,7 @@ def bench_cnn(args, np, torch, dn, build_model, examples, batches, lengths, n_to
         m = build_model("cnn", V, execution=execution, **cfg)
         m.load_state_dict({k: v.copy() for k, v in weights.items()})
         opt = make_optimizer(m, tcfg)
-        data = [m.collate([examples[i] for i in b]) for b in bl]
-
-        def train():
-            m.train()
-            for b in data:
-                opt.zero_grad()
-                m.loss(b).backward()
-                opt.step()
-
-        def evaluate():
-            m.eval()
-            with dn.no_grad():
-                for b in data:
-                    m.logits_and_labels(b)
-        return train, evaluate
+        return _passes(dn, m, opt, [m.collate([examples[i] for i in b]) for b in bl])
 
     class TorchCNN(torch.nn.Module):
         def __init__(self):
