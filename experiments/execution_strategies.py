@@ -134,6 +134,9 @@ def parse(argv=None):
     p.add_argument("--strategies", default=",".join(ALL), help=f"comma-separated, from: {', '.join(ALL)}")
     p.add_argument("--picture-trees", type=int, default=6, help="trees in the schedule pictures (0: none)")
     p.add_argument("--no-progress", action="store_true", help="accepted for symmetry; this script prints no bars")
+    p.add_argument("--keep-env", action="store_true",
+                   help="keep OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE from the environment (by default the script runs "
+                        "once more without them, as the benchmarks do, so numpy's BLAS detects the CPU itself)")
     a = p.parse_args(argv)
     a.strategies = [s.strip() for s in a.strategies.split(",") if s.strip()]
     bad = [s for s in a.strategies if s not in ALL]
@@ -367,4 +370,10 @@ def _torch_pair(torch, m, opt, tr, ev, lossf, rootf):
 
 
 if __name__ == "__main__":
+    # the benchmarks' environment: OpenBLAS tuning variables of the shell (e.g. a
+    # forced OPENBLAS_CORETYPE) slow small products and would make these figures
+    # disagree with bench_treelstm's; argv is parsed first so a bad flag fails here
+    _args = parse()
+    from _common import setup as _bench_setup
+    _bench_setup(__file__, keep_env=_args.keep_env, blas_threads=_args.blas_threads)
     sys.exit(main())
