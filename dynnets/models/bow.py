@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import nn
 from ..autograd import ops
-from .common import ModelBase, SentenceExample, prepare_sentences
+from .common import SentenceExample, SentenceModelBase, prepare_sentences
 from .registry import register
 
 __all__ = ["BagOfWords", "BowBatch"]
@@ -44,7 +44,7 @@ class BowBatch:
 
 
 @register("bow")
-class BagOfWords(ModelBase, nn.Module):
+class BagOfWords(SentenceModelBase, nn.Module):
     """Mean of word vectors -> tanh(linear) -> linear -> softmax.
 
     Parameters
@@ -126,15 +126,6 @@ class BagOfWords(ModelBase, nn.Module):
         if self.hidden:
             h = ops.tanh(self.proj(h))
         return self.out(self.drop(h)), batch.labels
-
-    def loss(self, batch, vocab=None):
-        """Mean cross-entropy over the sentences (a scalar Tensor)."""
-        logits, labels = self.logits_and_labels(batch, vocab=vocab)
-        return ops.cross_entropy(logits, labels)
-
-    def forward(self, batch, vocab=None):
-        """``model(x)`` is ``model.loss(x)``: ``x`` a minibatch, trees or prepared examples."""
-        return self.loss(batch, vocab)
 
     def extra_repr(self):
         c = self.config

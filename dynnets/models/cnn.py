@@ -43,7 +43,7 @@ import numpy as np
 from .. import nn
 from ..autograd import ops
 from ..nn.module import Parameter
-from .common import ModelBase, RaggedBatch, SentenceExample, collate_ragged, prepare_sentences
+from .common import RaggedBatch, SentenceExample, SentenceModelBase, collate_ragged, per_sentence, prepare_sentences
 from .registry import register
 
 __all__ = ["KimCNN"]
@@ -64,7 +64,7 @@ class _Conv(nn.Module):
 
 
 @register("cnn")
-class KimCNN(ModelBase, nn.Module):
+class KimCNN(SentenceModelBase, nn.Module):
     """Kim (2014)'s CNN sentence classifier (see the module docstring).
 
     Parameters
@@ -205,12 +205,7 @@ class KimCNN(ModelBase, nn.Module):
                 feats.append(ops.max(ops.relu(conv[M - (c.width - 1):M + T]), axis=0))
             return ops.concat(feats)
 
-        parts = np.split(b.ids, b.offsets[1:-1])
-        if ex == "autobatch":
-            from ..autograd.autobatching import autobatch
-            with autobatch():
-                return ops.stack([one(ids) for ids in parts])
-        return ops.stack([one(ids) for ids in parts])
+        return per_sentence(one, b, autobatched=ex == "autobatch")
 
     def logits_and_labels(self, batch, which="loss", vocab=None):
         """Logits (B, C) and labels (one output per sentence)."""
@@ -266,13 +261,6 @@ class KimCNN(ModelBase, nn.Module):
         over = norms > s
         if over.any():
             w[over] *= (s / norms[over])[:, None].astype(w.dtype)
-
-    def loss(self, batch, vocab=None):
-        logits, labels = self.logits_and_labels(batch, vocab=vocab)
-        return ops.cross_entropy(logits, labels)
-
-    def forward(self, batch, vocab=None):
-        return self.loss(batch, vocab)
 
     def extra_repr(self):
         c = self.config

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..autograd import ops
 from ..autograd.engine import no_grad
 from ..data.batching import TreeArrays, TreeBatch, merge
 from ..data.trees import Tree
@@ -359,6 +360,33 @@ class ModelBase:
 # --------------------------------------------------------------------------
 # ragged sentences (issue 25: the cnn and transformer kinds)
 # --------------------------------------------------------------------------
+
+
+class SentenceModelBase(ModelBase):
+    """:class:`ModelBase` for models with one output per sentence: the loss
+    is the mean cross-entropy of :meth:`logits_and_labels`, and
+    ``model(batch)`` is ``model.loss(batch)``."""
+
+    def loss(self, batch, vocab=None):
+        """Mean cross-entropy over the sentences (a scalar Tensor)."""
+        logits, labels = self.logits_and_labels(batch, vocab=vocab)
+        return ops.cross_entropy(logits, labels)
+
+    def forward(self, batch, vocab=None):
+        """``model(x)`` is ``model.loss(x)``: ``x`` a minibatch, trees or prepared examples."""
+        return self.loss(batch, vocab)
+
+
+def per_sentence(one, batch, autobatched=False):
+    """``stack([one(ids) for each sentence of the ragged batch])``: the
+    natural per-sentence code, run under ``dn.autobatch()`` when
+    ``autobatched`` (its same-signature ops then run batched)."""
+    parts = np.split(batch.ids, batch.offsets[1:-1])
+    if not autobatched:
+        return ops.stack([one(ids) for ids in parts])
+    from ..autograd.autobatching import autobatch
+    with autobatch():
+        return ops.stack([one(ids) for ids in parts])
 
 
 @dataclass(frozen=True, eq=False)

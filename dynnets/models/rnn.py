@@ -38,7 +38,7 @@ from ..autograd.batchable import batchable
 from ..autograd.creation import zeros
 from ..data.vocab import UNK_ID
 from ..nn import functional as F
-from .common import ModelBase, PackedBatch, SentenceExample, pack_sentences, prepare_sentences, uniform_param
+from .common import PackedBatch, SentenceExample, SentenceModelBase, pack_sentences, prepare_sentences, uniform_param
 from .registry import register
 
 __all__ = ["SequenceClassifier"]
@@ -55,7 +55,7 @@ MODES = ("packed", "autobatch")
 _DECORATED = weakref.WeakKeyDictionary()
 
 
-class SequenceClassifier(ModelBase, nn.Module):
+class SequenceClassifier(SentenceModelBase, nn.Module):
     """Embedding -> (bi)directional RNN/GRU/LSTM -> final states -> softmax.
 
     Parameters
@@ -227,15 +227,6 @@ class SequenceClassifier(ModelBase, nn.Module):
         the protocol shared with tree models: a sentence has one output)."""
         batch = self.as_batch(batch, vocab)
         return self.out(self.drop(self.final_states(batch))), batch.labels
-
-    def loss(self, batch, vocab=None):
-        """Mean cross-entropy over the sentences (a scalar Tensor)."""
-        logits, labels = self.logits_and_labels(batch, vocab=vocab)
-        return ops.cross_entropy(logits, labels)
-
-    def forward(self, batch, vocab=None):
-        """``model(x)`` is ``model.loss(x)``."""
-        return self.loss(batch, vocab)
 
     def extra_repr(self):
         return f"{self.kind}, hidden={self.hidden}"

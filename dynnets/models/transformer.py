@@ -39,22 +39,12 @@ import numpy as np
 from .. import nn
 from ..autograd import ops
 from ..nn.module import Parameter
-from .common import ModelBase, RaggedBatch, SentenceExample, collate_ragged, prepare_sentences
+from ..nn.transformer import sinusoidal_table as sinusoidal_positions  # (n, d): Vaswani et al.'s table
+from .common import RaggedBatch, SentenceExample, SentenceModelBase, collate_ragged, per_sentence, prepare_sentences
 from .registry import register
 
 __all__ = ["TransformerEncoder", "EncoderLayer", "SelfAttention", "sinusoidal_positions", "pad_batch",
            "StaticEncoderGraph", "TransformerClassifier", "TransformerBatch"]
-
-
-def sinusoidal_positions(n, d, dtype=np.float32):
-    """Sinusoidal position encodings (Vaswani et al. 2017, §3.5), (n, d):
-    ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(...)``."""
-    pos = np.arange(n, dtype=np.float64)[:, None]
-    div = np.exp(np.arange(0, d, 2, dtype=np.float64) * (-math.log(10000.0) / d))
-    pe = np.zeros((n, d))
-    pe[:, 0::2] = np.sin(pos * div)
-    pe[:, 1::2] = np.cos(pos * div[: d // 2])
-    return pe.astype(dtype)
 
 
 class SelfAttention(nn.Module):
@@ -320,7 +310,7 @@ _EXECUTIONS = ("packed", "padded", "sentence", "autobatch")
 
 
 @register("transformer")
-class TransformerClassifier(ModelBase, nn.Module):
+class TransformerClassifier(SentenceModelBase, nn.Module):
     """A small Transformer encoder sentence classifier: word vectors plus
     sinusoidal positions, :class:`TransformerEncoder`, mean or first-token
     pooling, dropout, a linear classifier.
@@ -427,12 +417,7 @@ class TransformerClassifier(ModelBase, nn.Module):
             y = self.encoder.forward_sentence(self.embedding(ids) + pe[:len(ids)])
             return y[0] if self.pooling == "first" else ops.mean(y, 0)
 
-        parts = np.split(b.ids, b.offsets[1:-1])
-        if ex == "autobatch":
-            from ..autograd.autobatching import autobatch
-            with autobatch():
-                return ops.stack([one(ids) for ids in parts])
-        return ops.stack([one(ids) for ids in parts])
+        return per_sentence(one, b, autobatched=ex == "autobatch")
 
     def logits_and_labels(self, batch, which="loss", vocab=None):
         """Logits (B, C) and labels (one output per sentence)."""
@@ -452,13 +437,6 @@ class TransformerClassifier(ModelBase, nn.Module):
         return {"steps": steps, "real_steps": real, "pad_steps": steps - real,
                 "pad_fraction": (steps - real) / steps if steps else 0.0, "truncated": 0, "n": len(lengths),
                 "max_len": self.pad_to}
-
-    def loss(self, batch, vocab=None):
-        logits, labels = self.logits_and_labels(batch, vocab=vocab)
-        return ops.cross_entropy(logits, labels)
-
-    def forward(self, batch, vocab=None):
-        return self.loss(batch, vocab)
 
     def extra_repr(self):
         c = self.config
