@@ -27,6 +27,24 @@ __all__ = ["add_layer_norm_fwd", "add_layer_norm_bwd"]
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
+def _sum_row_stats(x, r, i, d, eps, s):
+    """Row ``i`` of ``x + r`` written into ``s``; returns its mean and
+    ``1 / sqrt(var + eps)`` (biased variance, float64)."""
+    mu = 0.0
+    for j in range(d):
+        v = x[i, j] + r[i, j]
+        s[i, j] = v
+        mu += v
+    mu /= d
+    var = 0.0
+    for j in range(d):
+        c = s[i, j] - mu
+        var += c * c
+    # np.float64: a zero variance with eps 0 gives inf (then NaN), not ZeroDivisionError, without the JIT too
+    return mu, np.float64(1.0) / math.sqrt(var / d + eps)
+
+
+@njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
 def add_layer_norm_fwd(x, r, w, b, eps):
     """``(s - mean) / sqrt(var + eps) * w + b`` of each row of ``s = x + r``
     (biased variance): (N, D). numpy's error model: a constant row with eps
@@ -34,18 +52,7 @@ def add_layer_norm_fwd(x, r, w, b, eps):
     n, d = x.shape
     out = np.empty_like(x)
     for i in range(n):
-        mu = 0.0
-        for j in range(d):
-            s = x[i, j] + r[i, j]
-            out[i, j] = s
-            mu += s
-        mu /= d
-        var = 0.0
-        for j in range(d):
-            c = out[i, j] - mu
-            var += c * c
-        # np.float64: a zero variance with eps 0 gives inf (then NaN), not ZeroDivisionError, without the JIT too
-        rstd = np.float64(1.0) / math.sqrt(var / d + eps)
+        mu, rstd = _sum_row_stats(x, r, i, d, eps, out)
         for j in range(d):
             out[i, j] = (out[i, j] - mu) * rstd * w[j] + b[j]
     return out
@@ -62,18 +69,7 @@ def add_layer_norm_bwd(x, r, w, dy, eps):
     dw = np.zeros(d, dtype=np.float64)
     db = np.zeros(d, dtype=np.float64)
     for i in range(n):
-        mu = 0.0
-        for j in range(d):
-            s = x[i, j] + r[i, j]
-            ds[i, j] = s
-            mu += s
-        mu /= d
-        var = 0.0
-        for j in range(d):
-            c = ds[i, j] - mu
-            var += c * c
-        # np.float64: a zero variance with eps 0 gives inf (then NaN), not ZeroDivisionError, without the JIT too
-        rstd = np.float64(1.0) / math.sqrt(var / d + eps)
+        mu, rstd = _sum_row_stats(x, r, i, d, eps, ds)
         s1 = 0.0
         s2 = 0.0
         for j in range(d):
