@@ -471,20 +471,14 @@ def _releases(instrs, ret, consts, args, ck=None):
     for k in range(len(instrs) - 1, n0 - 1, -1):
         ins = instrs[k]
         r = None
-        for a in ins.args:
-            if a not in seen:
-                seen.add(a)
-                if r is None:
-                    r = [a]
-                else:
-                    r.append(a)
-        for a in ins.outs:
-            if a not in seen:
-                seen.add(a)
-                if r is None:
-                    r = [a]
-                else:
-                    r.append(a)
+        for vals in (ins.args, ins.outs):
+            for a in vals:
+                if a not in seen:
+                    seen.add(a)
+                    if r is None:
+                        r = [a]
+                    else:
+                        r.append(a)
         if r is not None:
             rel[k] = tuple(sorted(r)) if len(r) > 1 else (r[0],)
     if ck is not None:
