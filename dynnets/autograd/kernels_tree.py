@@ -69,6 +69,7 @@ from numba.extending import intrinsic, overload
 __all__ = [
     "gather_pairs",
     "scatter_pairs_add",
+    "scatter_rows_add",
     "tree_lstm_levels_fwd",
     "tree_lstm_levels_bwd",
     "tanh_rows_fwd",
@@ -342,6 +343,27 @@ def scatter_pairs_add(g, left, right, dh_all):
         b = dh_all[right[i]]
         for j in range(H):
             b[j] += gi[H + j]
+
+
+@njit(cache=True)
+def scatter_rows_add(g, idx, dh_all):
+    """Adjoint of a row gather: ``dh_all[idx[i]] += g[i]`` (in order of i, so
+    repeated indices add up, as ``np.add.at``). A static loop's gradient adds
+    each iteration's gathered rows' gradient to its appended state this way.
+
+    Parameters
+    ----------
+    g : (n, D) array
+    idx : (n,) int64 array, each in ``[0, N)``
+    dh_all : (N, D) array
+        Accumulated in place.
+    """
+    D = dh_all.shape[1]
+    for i in range(idx.shape[0]):
+        gi = g[i]
+        a = dh_all[idx[i]]
+        for j in range(D):
+            a[j] += gi[j]
 
 
 # --------------------------------------------------------------------------

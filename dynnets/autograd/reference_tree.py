@@ -10,6 +10,7 @@ import numpy as np
 __all__ = [
     "gather_pairs",
     "scatter_pairs_add",
+    "scatter_rows_add",
     "tree_lstm_levels_fwd",
     "tree_lstm_levels_bwd",
     "tanh_rows_fwd",
@@ -54,6 +55,10 @@ def scatter_pairs_add(g, left, right, dh_all):
     H = dh_all.shape[1]
     np.add.at(dh_all, left, g[:, :H])
     np.add.at(dh_all, right, g[:, H:])
+
+
+def scatter_rows_add(g, idx, dh_all):
+    np.add.at(dh_all, idx, g)
 
 
 def tree_lstm_levels_fwd(z, b, c_all, left, right, lo, h_all, acts):

@@ -63,7 +63,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import gradtypes
-from ..autograd.primitives import Aval, ShapeError, dtype_of, fmt_shape
+from ..autograd import kernels_tree as KT
+from ..autograd.dtypes import is_kernel_float
+from ..autograd.primitives import Aval, ShapeError, dtype_of, fixed_arrays, fmt_shape
 from ..autograd.primitives.array import concat_p
 from ..autograd.primitives.index import take_p
 from . import execute, passes
@@ -435,31 +437,34 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
         if not (stashes and vjp.stash_ok):
             _refuse_random(a["body"], "while_loop")
         prog = vjp.stashed if stashes else vjp
-        e = None
-        last = len(states) - 1
-        for it in range(last, -1, -1):
-            state = states[it]
-            after = states[it + 1] if it < last else out
-            for j, k in enumerate(fl):
-                if k in app:
-                    gv[j] = whole[k][state[k].shape[0]:after[k].shape[0]]
-            args = tuple(state) + tuple(bcaps) + (tuple(stashes[it]) if stashes else ()) + tuple(gv)
-            if e is None:
-                e = prog.entry(args, options)
-            r = run(e, args)
-            for j, k in enumerate(fl):
-                if k in app:
-                    for gs, ix in vjp.read_slots[k]:
-                        if gs is not None:
-                            _add_rows(whole[k], r[ix], r[gs], state[k].shape[0])
-                else:
-                    s = vjp.var_slots[j]
-                    gv[j] = r[s] if s is not None else zeros_like(state[k])
-            for j in range(len(fc)):
-                s = vjp.cap_slots[j]
-                if s is not None:
-                    gc[j] = _acc(gc[j], r[s])
-        e.ran(len(states))
+        # the captures are the same arrays in every iteration and nothing writes them (no effects in
+        # control flow): a VJP's derived form of a captured weight is made once for the whole sweep
+        with fixed_arrays(bcaps):
+            e = None
+            last = len(states) - 1
+            for it in range(last, -1, -1):
+                state = states[it]
+                after = states[it + 1] if it < last else out
+                for j, k in enumerate(fl):
+                    if k in app:
+                        gv[j] = whole[k][state[k].shape[0]:after[k].shape[0]]
+                args = tuple(state) + tuple(bcaps) + (tuple(stashes[it]) if stashes else ()) + tuple(gv)
+                if e is None:
+                    e = prog.entry(args, options)
+                r = run(e, args)
+                for j, k in enumerate(fl):
+                    if k in app:
+                        for gs, ix in vjp.read_slots[k]:
+                            if gs is not None:
+                                _add_rows(whole[k], r[ix], r[gs], state[k].shape[0])
+                    else:
+                        s = vjp.var_slots[j]
+                        gv[j] = r[s] if s is not None else zeros_like(state[k])
+                for j in range(len(fc)):
+                    s = vjp.cap_slots[j]
+                    if s is not None:
+                        gc[j] = _acc(gc[j], r[s])
+            e.ran(len(states))
     for j, k in enumerate(fl):
         result[k] = whole[k][:np.shape(vars_[k])[0]] if k in app else gv[j]
     base = n + a["n_cond_caps"]
@@ -469,16 +474,21 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
 
 
 def _add_rows(whole, idx, rows, n):
-    """``whole[idx] += rows`` in place (``idx`` indexed an array of ``n`` rows)."""
+    """``whole[idx] += rows`` in place (``idx`` indexed an array of ``n``
+    rows, ``n <= len(whole)``), repeated indices adding up."""
     idx = np.asarray(idx).reshape(-1)
     if not idx.size:
         return
-    if idx.min() < 0:
+    lo, hi = idx.min(), idx.max()
+    if lo < -n or hi >= n:
+        raise IndexError(f"while_loop gradient: a gathered row index in [{lo}, {hi}] outside [-{n}, {n})")
+    if lo < 0:
         idx = np.where(idx < 0, idx + n, idx)
-    s = np.sort(idx)
-    if (s[1:] != s[:-1]).all():
-        # distinct rows (a tree level's children): fancy-index addition, ~7x faster than np.add.at
-        whole[idx] += rows
+    if (whole.ndim == 2 and whole.flags.c_contiguous and is_kernel_float(whole.dtype) and rows.dtype == whole.dtype
+            and rows.shape == (idx.shape[0], whole.shape[1])):
+        # one pass in order: (15, 300) float32 rows 2.9 us, (118, 300) 4.8 us, against 5.2 / 11.5 us
+        # by a sort (to tell distinct rows) and a fancy-index addition (measured)
+        KT.scatter_rows_add(np.ascontiguousarray(rows), idx.astype(np.int64, copy=False), whole)
     else:
         np.add.at(whole, idx, rows)
 

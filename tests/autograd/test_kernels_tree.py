@@ -40,6 +40,8 @@ def make_args(name, rng, dtype):
         return r(N, H), LEFT, RIGHT, np.zeros((2, 2 * H), dtype)
     if name == "scatter_pairs_add":
         return r(2, 2 * H), LEFT, RIGHT, r(N, H)
+    if name == "scatter_rows_add":
+        return r(3, H), np.array([3, 0, 3]), r(N, H)
     if name == "tree_lstm_levels_fwd":
         return r(2, 5 * H), r(5 * H), r(N, H), LEFT, RIGHT, LO, r(N, H), np.zeros((2, 5 * H), dtype)
     if name == "tree_lstm_levels_bwd":

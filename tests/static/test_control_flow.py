@@ -544,3 +544,68 @@ def test_a_loops_weight_gradient_is_multiplied_out_once_per_run(monkeypatch):
     dn.sum(st * st).backward()
     for a, want in zip(got, (xs, us, bs)):
         np.testing.assert_allclose(a, want.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_a_loops_captured_weight_is_transposed_once_and_a_weight_the_body_computes_is_not(monkeypatch):
+    # the per-level VJP multiplies by a captured weight's transpose, made once per gradient sweep
+    # (fixed_arrays); a weight the body computes changes per iteration and must not be reused
+    from dynnets.autograd import ops
+    from dynnets.autograd.primitives import core
+    k = 5
+
+    def grow(s, i, u, b, scaled):
+        w = u * dn.astype(i + 1, np.float64) if scaled else u
+        rows = dn.concat([i, i, i * 0 - 1])       # a row twice and a negative index in one gather
+        s_l, s_r = ops.take(s, rows), ops.take(s, i * 0)
+        return ops.concat([s, ops.tree_lstm_node(s_l, ops.concat([s_r, s_r, s_r], axis=0), w, b)], axis=0)
+    made = []
+    real = core.transposed_float
+    monkeypatch.setattr(core, "transposed_float", lambda a, dt: made.append(a.shape) or real(a, dt))
+    rng = np.random.default_rng(2)
+    xv, uv, bv = rng.normal(size=(2, 4)), rng.normal(size=(4, 10)) * 0.5, rng.normal(size=10) * 0.1
+    for scaled in (False, True):
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder((None, 4), np.float64)
+            u = tf.placeholder((4, 10), np.float64)
+            b = tf.placeholder((10,), np.float64)
+            _, s = tf.while_loop(lambda t, s: t < k,
+                                 lambda t, s: (t + 1, grow(s, dn.reshape(t, (1,)), u, b, scaled)), [0, x],
+                                 shape_invariants=[(), (None, 4)])
+            grads = tf.gradients(dn.sum(s * s), [x, u, b])
+        made.clear()
+        with tf.Session(g) as sess:
+            got = sess.run(grads, {x: xv, u: uv, b: bv})
+        assert made == ([] if scaled else [(4, 10)])
+        xs, us, bs = (dn.tensor(v, requires_grad=True) for v in (xv, uv, bv))
+        st = xs
+        for t in range(k):
+            st = grow(st, np.array([t]), us, bs, scaled)
+        dn.sum(st * st).backward()
+        for a, want in zip(got, (xs, us, bs)):
+            np.testing.assert_allclose(a, want.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_fixed_transpose_holds_only_the_sweeps_arrays_for_its_extent():
+    from dynnets.autograd.primitives import fixed_arrays, fixed_transpose
+    w, other = np.arange(6.0).reshape(2, 3), np.ones((2, 3))
+    assert fixed_transpose(w, w.dtype) is None
+    with fixed_arrays([w]):
+        t = fixed_transpose(w, np.dtype(np.float32))
+        assert t.flags.c_contiguous and t.dtype == np.float32 and (t == w.T).all()
+        assert fixed_transpose(w, np.dtype(np.float32)) is t
+        assert fixed_transpose(w.copy(), w.dtype) is None and fixed_transpose(other, w.dtype) is None
+        with fixed_arrays([other]):
+            assert fixed_transpose(other, other.dtype) is not None and fixed_transpose(w, w.dtype) is not None
+        assert fixed_transpose(other, other.dtype) is None
+    assert fixed_transpose(w, w.dtype) is None
+
+
+def test_a_loops_row_gradient_refuses_an_index_outside_the_rows():
+    whole = np.zeros((4, 3))
+    with pytest.raises(IndexError, match=r"\[-3, 3\)"):
+        control_flow._add_rows(whole, np.array([0, 3]), np.ones((2, 3)), 3)
+    control_flow._add_rows(whole, np.array([2, -1, 0, 2]), np.arange(12.0).reshape(4, 3), 3)
+    want = np.zeros((4, 3))
+    np.add.at(want, [2, 2, 0, 2], np.arange(12.0).reshape(4, 3))
+    np.testing.assert_array_equal(whole, want)

@@ -15,8 +15,8 @@ from ..gradtypes import OuterSum, factored_matmul_t
 from .array import concat_p
 from .index import getitem_p
 from .core import (LevelsRule, col_sums, batch_rows, F32, F64, Aval, IndexRangeError, ShapeError, as_float, check_index, check_param, defprim, dims_match,
-                   fits, fmt_shape, grad_buffer, grad_or_zeros, kernel_args, kernel_floats, mul_dim,
-                   transposed_float)
+                   fits, fixed_transpose, fmt_shape, grad_buffer, grad_or_zeros, kernel_args, kernel_floats,
+                   mul_dim, transposed_float)
 
 __all__ = ["tree_lstm_levels_p", "tree_lstm_levels_packed_p", "tree_rnn_levels_p", "childsum_levels_p", "tree_lstm_node_p", "tree_lstm_leaf_node_p"]
 
@@ -567,7 +567,8 @@ def _tree_lstm_node_vjp(g, ins, out):
     ds_l = np.empty((n, H2), dtype=dt)
     ds_r = np.empty((n, H2), dtype=dt)
     KT.tree_lstm_node_bwd(grad_or_zeros(g[0], s), acts, as_float(s_l, dt), as_float(s_r, dt), s, dz, ds_l, ds_r)
-    dhcat = dz @ w.T
+    wt = fixed_transpose(w, dt)
+    dhcat = dz @ w.T if wt is None else dz @ wt
     ds_l[:, :H] = dhcat[:, :H]
     ds_r[:, :H] = dhcat[:, H:]
     return ds_l, ds_r, OuterSum((hcat,), (dz,), w.shape), OuterSum((None,), (dz,), b.shape)
