@@ -346,24 +346,44 @@ def scatter_pairs_add(g, left, right, dh_all):
 
 
 @njit(cache=True)
-def scatter_rows_add(g, idx, dh_all):
-    """Adjoint of a row gather: ``dh_all[idx[i]] += g[i]`` (in order of i, so
-    repeated indices add up, as ``np.add.at``). A static loop's gradient adds
-    each iteration's gathered rows' gradient to its appended state this way.
+def scatter_rows_add(g, idx, n, dh_all):
+    """Adjoint of a row gather from the first ``n`` rows of ``dh_all``:
+    ``dh_all[idx[i]] += g[i]`` (a negative index counts from row ``n``, as
+    numpy's), in order of i, so repeated indices add up (``np.add.at``). A
+    static loop's gradient adds each iteration's gathered rows' gradient to
+    its appended state this way.
+
+    The one kernel here that checks its indices (its caller is a loop's
+    gradient, per iteration, where a separate check would cost as much as
+    the addition): returns False, having written nothing, when an index lies
+    outside ``[-n, n)`` or ``n`` exceeds the rows of ``dh_all``; True after
+    the addition.
 
     Parameters
     ----------
-    g : (n, D) array
-    idx : (n,) int64 array, each in ``[0, N)``
+    g : (k, D) array
+    idx : (k,) int64 array
+    n : int
     dh_all : (N, D) array
         Accumulated in place.
     """
+    k = idx.shape[0]
+    if n > dh_all.shape[0] or g.shape[0] != k or g.shape[1] != dh_all.shape[1]:
+        return False
+    for i in range(k):
+        r = idx[i]
+        if r < -n or r >= n:
+            return False
     D = dh_all.shape[1]
-    for i in range(idx.shape[0]):
+    for i in range(k):
+        r = idx[i]
+        if r < 0:
+            r += n
         gi = g[i]
-        a = dh_all[idx[i]]
+        a = dh_all[r]
         for j in range(D):
             a[j] += gi[j]
+    return True
 
 
 # --------------------------------------------------------------------------

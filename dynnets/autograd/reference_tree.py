@@ -57,8 +57,11 @@ def scatter_pairs_add(g, left, right, dh_all):
     np.add.at(dh_all, right, g[:, H:])
 
 
-def scatter_rows_add(g, idx, dh_all):
-    np.add.at(dh_all, idx, g)
+def scatter_rows_add(g, idx, n, dh_all):
+    if n > dh_all.shape[0] or g.shape != (idx.shape[0], dh_all.shape[1]) or ((idx < -n) | (idx >= n)).any():
+        return False
+    np.add.at(dh_all, np.where(idx < 0, idx + n, idx), g)
+    return True
 
 
 def tree_lstm_levels_fwd(z, b, c_all, left, right, lo, h_all, acts):

@@ -76,6 +76,8 @@ from ..pytree import tree_flatten
 from .subprogram import Program, StashedProgram, is_float, program, run, subprogram_stats, zeros_like
 from .tensor_array import TensorArray, TensorArrayValue
 
+I64 = np.dtype(np.int64)
+
 __all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats",
            "LoopTrace"]
 
@@ -476,21 +478,20 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
 def _add_rows(whole, idx, rows, n):
     """``whole[idx] += rows`` in place (``idx`` indexed an array of ``n``
     rows, ``n <= len(whole)``), repeated indices adding up."""
+    if (type(idx) is np.ndarray and idx.dtype == I64 and idx.ndim == 1 and whole.ndim == 2
+            and is_kernel_float(whole.dtype) and whole.flags.c_contiguous and rows.dtype == whole.dtype
+            and rows.ndim == 2 and rows.flags.c_contiguous):
+        # one pass in order, the index check inside: (15, 300) float32 rows 0.8 us, (118, 300) 2.9 us,
+        # against 5.2 / 11.5 us by a sort (to tell distinct rows) and a fancy-index addition (measured)
+        if KT.scatter_rows_add(rows, idx, n, whole):
+            return
     idx = np.asarray(idx).reshape(-1)
     if not idx.size:
         return
     lo, hi = idx.min(), idx.max()
     if lo < -n or hi >= n:
         raise IndexError(f"while_loop gradient: a gathered row index in [{lo}, {hi}] outside [-{n}, {n})")
-    if lo < 0:
-        idx = np.where(idx < 0, idx + n, idx)
-    if (whole.ndim == 2 and whole.flags.c_contiguous and is_kernel_float(whole.dtype) and rows.dtype == whole.dtype
-            and rows.shape == (idx.shape[0], whole.shape[1])):
-        # one pass in order: (15, 300) float32 rows 2.9 us, (118, 300) 4.8 us, against 5.2 / 11.5 us
-        # by a sort (to tell distinct rows) and a fancy-index addition (measured)
-        KT.scatter_rows_add(np.ascontiguousarray(rows), idx.astype(np.int64, copy=False), whole)
-    else:
-        np.add.at(whole, idx, rows)
+    np.add.at(whole, np.where(idx < 0, idx + n, idx), rows)
 
 
 def _acc(acc, x):

@@ -41,7 +41,7 @@ def make_args(name, rng, dtype):
     if name == "scatter_pairs_add":
         return r(2, 2 * H), LEFT, RIGHT, r(N, H)
     if name == "scatter_rows_add":
-        return r(3, H), np.array([3, 0, 3]), r(N, H)
+        return r(4, H), np.array([3, 0, 3, -2]), N - 1, r(N, H)
     if name == "tree_lstm_levels_fwd":
         return r(2, 5 * H), r(5 * H), r(N, H), LEFT, RIGHT, LO, r(N, H), np.zeros((2, 5 * H), dtype)
     if name == "tree_lstm_levels_bwd":
