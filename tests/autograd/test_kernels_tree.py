@@ -369,3 +369,15 @@ def test_activations_within_a_few_ulp_over_the_whole_range(dtype, path):
         worst = np.argmax(np.where(normal, err / ulp, 0))
         assert (err / ulp)[normal].max() <= 4, f"{name}({x[worst]!r}) = {got[worst]!r}, exact {ref[worst]!r}"
         assert err[~normal].max(initial=0) <= fi.tiny, name
+
+
+@pytest.mark.parametrize("mod", [K, R], ids=["kernel", "twin"])
+def test_scatter_rows_add_refuses_bad_indices_and_shapes_writing_nothing(mod):
+    g, out = np.ones((2, 3)), np.zeros((5, 3))
+    for idx, n, rows in ((np.array([0, 4]), 4, g), (np.array([0, -5]), 4, g), (np.array([0, 1]), 6, g),
+                         (np.array([0, 1]), 4, np.ones((3, 3))), (np.array([0, 1]), 4, np.ones((2, 4))),
+                         (np.array([0, 0]), 0, g), (np.array([0, 0]), -1, g)):
+        assert mod.scatter_rows_add(rows, idx, n, out) is False
+        assert not out.any()
+    assert mod.scatter_rows_add(g, np.array([-4, 0]), 4, out) is True
+    np.testing.assert_array_equal(out, np.array([[2.0] * 3] + [[0.0] * 3] * 4))
