@@ -191,8 +191,10 @@ class StaticTreeLSTM(StaticWeights):
         else:
             loss = ops.cross_entropy(ops.take(node_logits, roots), ops.take(ph["labels"], roots),
                                      reduction="sum") / n_trees
-        node_probs = ops.softmax(node_logits)
-        return loss, node_probs, ops.take(node_probs, roots)
+        # the roots' probabilities from the roots' states alone: an evaluation that fetches only them
+        # runs the output layer on n_trees rows, not on every node
+        root_probs = ops.softmax(ops.linear(ops.take(h, roots), W, bias))
+        return loss, ops.softmax(node_logits), root_probs
 
     # --- the static-model protocol -------------------------------------------------
     def make_batch(self, trees, vocab):
