@@ -609,3 +609,26 @@ def test_a_loops_row_gradient_refuses_an_index_outside_the_rows():
     want = np.zeros((4, 3))
     np.add.at(want, [2, 2, 0, 2], np.arange(12.0).reshape(4, 3))
     np.testing.assert_array_equal(whole, want)
+
+
+def test_a_two_dimensional_gather_from_a_grown_variable_has_the_finite_difference_gradient():
+    from dynnets.autograd import ops
+    k = 3
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder((None, 3), np.float64)
+        w = tf.placeholder((3, 3), np.float64)
+
+        def body(t0, s):
+            t = dn.reshape(t0, (1,))
+            rows = ops.take(s, dn.reshape(dn.concat([t, t * 0, t * 0 - 1]), (1, 3)))     # (1, 3, 3)
+            return t0 + 1, ops.concat([s, dn.tanh(dn.matmul(dn.reshape(rows, (3, 3)), w))], axis=0)
+        _, s = tf.while_loop(lambda t, s: t < k, body, [0, x], shape_invariants=[(), (None, 3)])
+        loss = dn.sum(s * s)
+        grads = tf.gradients(loss, [x, w])
+    rng = np.random.default_rng(3)
+    xv, wv = rng.normal(size=(2, 3)), rng.normal(size=(3, 3)) * 0.5
+    with tf.Session(g) as sess:
+        gx, gw = sess.run(grads, {x: xv, w: wv})
+        np.testing.assert_allclose(gx, _fd(lambda a: sess.run(loss, {x: a, w: wv}), xv), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(gw, _fd(lambda a: sess.run(loss, {x: xv, w: a}), wv), rtol=1e-6, atol=1e-8)
