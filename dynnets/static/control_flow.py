@@ -55,8 +55,10 @@ that the gradients of the rows each iteration read are added into
 (O(rows read), where a dense gradient of every row so far was built per
 iteration). :func:`_find_appends` says which variables qualify.
 
-Subgraph programs and their cache: :mod:`.subprogram`; TensorArrays:
-:mod:`.tensor_array`; nested structures: :mod:`dynnets.pytree`.
+``cond`` lives in :mod:`.cond` (re-exported here), the helpers that build
+both constructs' subgraphs in :mod:`.subgraphs`. Subgraph programs and their
+cache: :mod:`.subprogram`; TensorArrays: :mod:`.tensor_array`; nested
+structures: :mod:`dynnets.pytree`.
 """
 from __future__ import annotations
 
@@ -70,73 +72,24 @@ from ..autograd.primitives.array import concat_p
 from ..autograd.primitives.index import take_p
 from . import execute, passes
 from .backward import gradients, on_gradient
-from .graph import (SOURCES, Eqn, GraphError, StaticPrimitive, Value, add_op, constant, get_default_graph,
-                    placeholder_p, site_str)
+from .graph import SOURCES, Eqn, StaticPrimitive, Value, add_op, constant, placeholder_p
 from ..pytree import tree_flatten
 from .subprogram import Program, StashedProgram, is_float, program, run, subprogram_stats, zeros_like
 from .tensor_array import TensorArray, TensorArrayValue
+from .subgraphs import (DEFAULT_OPTIONS, call_in, check_pure, enclosing_graph, leaf_value, own_program,
+                        refuse_random)
+from .cond import cond, cond_p
 
 I64 = np.dtype(np.int64)
 
 __all__ = ["while_loop", "cond", "TensorArray", "TensorArrayValue", "while_p", "cond_p", "subprogram_stats",
            "LoopTrace"]
 
-# the options of a loop or cond run outside a session (passes.evaluate, a constant folded): a default session's
-_DEFAULT_OPTIONS = passes.CompileOptions()
 
 
 # --------------------------------------------------------------------------
-# building subgraphs
+# shapes
 # --------------------------------------------------------------------------
-
-
-def _leaf_value(x, graph, what):
-    """Leaf ``x`` of a loop variable or a result as a Value (its TensorArray's
-    flow for a TensorArray) in ``graph``."""
-    if isinstance(x, TensorArray):
-        x = x.flow
-    if isinstance(x, Value):
-        return graph.capture(x) if x.graph is not graph else x
-    try:
-        arr = np.asarray(x)
-    except Exception:
-        raise TypeError(f"{what}: {x!r} is not a graph value, a TensorArray or an array") from None
-    if arr.dtype == object:
-        raise TypeError(f"{what}: {x!r} is not a graph value, a TensorArray or an array")
-    if not isinstance(x, np.ndarray):
-        # TF1 makes Python numbers int32 / float32 tensors
-        arr = arr.astype(np.int32 if arr.dtype.kind in "iu" else np.float32 if arr.dtype.kind == "f" else arr.dtype)
-    with graph.as_default():
-        return constant(arr)
-
-
-def _call_in(graph, fn, args, what):
-    """``fn(*args)`` with ``graph`` as the default graph; an effect the call
-    adds to an enclosing graph (``v.assign(...)`` goes to its variable's
-    graph) would not run per iteration or branch, so it is an error."""
-    outer = []
-    p = graph.parent
-    while p is not None:
-        outer.append((p, len(p.eqns)))
-        p = p.parent
-    with graph.as_default():
-        r = fn(*args)
-    for p, n in outer:
-        for e in p.eqns[n:]:
-            if getattr(e.prim, "effect", False):
-                raise GraphError(f"{what}: op '{e.name}' ({e.prim.name}) has an effect (a variable update, an "
-                                 f"initialiser or a group); effects cannot run inside control flow")
-    return r
-
-
-def _check_pure(graph, what):
-    for e in graph.eqns:
-        if getattr(e.prim, "effect", False):
-            raise GraphError(f"{what}: op '{e.name}' ({e.prim.name}) has an effect (a variable update, an "
-                             f"initialiser or a group); effects cannot run inside control flow")
-    if graph.variables:
-        raise GraphError(f"{what}: Variable '{graph.variables[0].name}' is created inside it; create variables "
-                         f"outside control flow and use them inside")
 
 
 def _fits(shape, invariant):
@@ -153,12 +106,6 @@ def _shape_change(name, want, got, when):
     return ShapeError(f"while_loop: loop variable '{name}' enters the loop with shape {fmt_shape(want)} but has "
                       f"shape {fmt_shape(got)} after one iteration{' ' + when if when else ''}; to let it change, "
                       f"give it a shape invariant with None where it changes (shape_invariants=)")
-
-
-def _forward(g):
-    """Subgraph ``g``'s own program (what its outputs need): gradient programs
-    append equations to the subgraph that its shape rule must not run."""
-    return passes.prune(g.with_outputs(g.outputs))
 
 
 # --------------------------------------------------------------------------
@@ -319,7 +266,7 @@ def _append_rows(r, old, bufs, a):
     return tuple(r)
 
 
-def _while_impl(*args, options=_DEFAULT_OPTIONS, **a):
+def _while_impl(*args, options=DEFAULT_OPTIONS, **a):
     vars_, ccaps, bcaps, limit = _split(args, a)
     # keep=False: the program running the loop does not read its trace (lower)
     keep = a["back_prop"] and a.get("keep", True)
@@ -388,7 +335,7 @@ def _while_shape(*avals, **a):
     for role, g, caps in (("cond", a["cond"], ccaps), ("body", a["body"], bcaps)):
         ins = {i: x for i, x in zip(g.inputs, list(specs) + list(caps))}
         try:
-            got = passes.infer_shapes(_forward(g), ins)
+            got = passes.infer_shapes(own_program(g), ins)
         except ShapeError as err:
             raise type(err)(f"while_loop {role}: {err}") from None
         outs = [got.avals[o] for o in g.outputs]
@@ -412,7 +359,7 @@ def _while_shape(*avals, **a):
     return tuple(specs)
 
 
-def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
+def _while_vjp(g, ins, out, options=DEFAULT_OPTIONS, **a):
     n = a["n_vars"]
     fl, fc = a["float_vars"], a["float_caps"]
     vars_, ccaps, bcaps, _ = _split(ins, a)
@@ -437,7 +384,7 @@ def _while_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
         vjp = _body_vjp(a)
         stashes = trace.stashes
         if not (stashes and vjp.stash_ok):
-            _refuse_random(a["body"], "while_loop")
+            refuse_random(a["body"], "while_loop")
         prog = vjp.stashed if stashes else vjp
         # the captures are the same arrays in every iteration and nothing writes them (no effects in
         # control flow): a VJP's derived form of a captured weight is made once for the whole sweep
@@ -512,18 +459,6 @@ def _acc(acc, x):
         acc += x
         return acc
     return acc + x
-
-
-def _refuse_random(graph, what):
-    """A gradient that recomputes the subgraph would draw other random values
-    than the forward did: such a gradient is refused (a loop whose forward
-    kept the values its gradient reads recomputes nothing, and is not)."""
-    for e in graph.eqns:
-        if e.prim.random:
-            raise ValueError(f"gradients through a {what} whose subgraph draws random values ({e.prim.name} "
-                             f"'{e.name}'{site_str(e.site)}) are not supported: the gradient recomputes the "
-                             f"subgraph and would draw other values; draw them outside (a mask per step as a "
-                             f"TensorArray or a loop input) and pass them in")
 
 
 def _stash_set(body, n_fwd, outputs):
@@ -701,10 +636,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         raise TypeError(f"while_loop: loop_vars must be a list or tuple, got {type(loop_vars).__name__}")
     if not loop_vars:
         raise ValueError("while_loop: loop_vars is empty")
-    outer = _enclosing_graph(loop_vars)
+    outer = enclosing_graph(loop_vars)
     leaves, struct = tree_flatten(loop_vars)
     tas = [x if isinstance(x, TensorArray) else None for x in leaves]
-    entry = [_leaf_value(x, outer, "while_loop") for x in leaves]
+    entry = [leaf_value(x, outer, "while_loop") for x in leaves]
     names = tuple(_var_name(x, k) for k, x in enumerate(leaves))
     free = []
     if shape_invariants is not None:
@@ -743,24 +678,24 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     cg = outer.subgraph()
     cphs = params(cg, "cond")
-    c = _call_in(cg, cond, wrap(cg, cphs, "cond"), "while_loop cond")
+    c = call_in(cg, cond, wrap(cg, cphs, "cond"), "while_loop cond")
     if isinstance(c, (bool, np.bool_)):
         raise TypeError("while_loop: cond returned a Python bool; it must return a boolean scalar graph value")
     if isinstance(c, (list, tuple)) and len(c) == 1:
         c = c[0]
     if not isinstance(c, Value):
         raise TypeError(f"while_loop: cond must return a boolean scalar graph value, got {type(c).__name__}")
-    c = _leaf_value(c, cg, "while_loop cond")
+    c = leaf_value(c, cg, "while_loop cond")
     if c.dtype != np.bool_ or tuple(c.shape) != ():
         raise TypeError(f"while_loop: cond must return a boolean scalar, got shape {fmt_shape(c.shape)} dtype "
                         f"{c.dtype}")
     cg.inputs = tuple(p.id for p in cphs) + tuple(ph.id for _, ph in cg.captures)
     cg.outputs = (c.id,)
-    _check_pure(cg, "while_loop cond")
+    check_pure(cg, "while_loop cond")
 
     bg = outer.subgraph()
     bphs = params(bg, "body")
-    r = _call_in(bg, body, wrap(bg, bphs, "body"), "while_loop body")
+    r = call_in(bg, body, wrap(bg, bphs, "body"), "while_loop body")
     if len(loop_vars) == 1 and not isinstance(r, (list, tuple)):
         r = [r]
     rleaves, rstruct = tree_flatten(r)
@@ -775,7 +710,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                             f"{'a TensorArray' if ta is not None else 'a tensor'} but body returned "
                             f"{'a TensorArray' if isinstance(x, TensorArray) else type(x).__name__}")
         out_tas.append(x if ta is not None else None)
-        v = _leaf_value(x, bg, "while_loop body")
+        v = leaf_value(x, bg, "while_loop body")
         if v.dtype != specs[k].dtype:
             raise TypeError(f"while_loop: loop variable '{names[k]}' enters the loop with dtype {specs[k].dtype} "
                             f"but has dtype {v.dtype} after one iteration")
@@ -787,7 +722,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         outs.append(v)
     bg.inputs = tuple(p.id for p in bphs) + tuple(ph.id for _, ph in bg.captures)
     bg.outputs = tuple(v.id for v in outs)
-    _check_pure(bg, "while_loop body")
+    check_pure(bg, "while_loop body")
     appends = _find_appends(bg, len(leaves), free, specs)
 
     ins = list(entry) + [v for v, _ in cg.captures] + [v for v, _ in bg.captures]
@@ -814,182 +749,5 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         vals.append(ta.with_flow(v, ota.element_shape if ota is not None else None) if ta is not None else v)
     out = struct.unflatten(vals)
     if not return_same_structure and len(loop_vars) == 1:
-        return out[0]
-    return out
-
-
-def _enclosing_graph(xs):
-    """The innermost graph among the values in ``xs`` and the default graph."""
-    g = get_default_graph()
-    stack = list(xs)
-    while stack:
-        x = stack.pop()
-        if isinstance(x, TensorArray):
-            x = x.flow
-        if isinstance(x, Value):
-            if x.graph is not g and not x.graph.encloses(g):
-                if g.encloses(x.graph):
-                    g = x.graph
-                else:
-                    raise GraphError(f"'{x.name}' belongs to another graph than the default graph")
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
-        elif isinstance(x, dict):
-            stack.extend(x.values())
-    return g
-
-
-# --------------------------------------------------------------------------
-# cond
-# --------------------------------------------------------------------------
-
-
-def _branch_program(g, role):
-    return program(g, role, lambda: Program(g, g.inputs, g.outputs, ((),) * len(g.inputs)))
-
-
-def _cond_split(args, a):
-    nt = a["n_true"]
-    return args[0], args[1:1 + nt], args[1 + nt:]
-
-
-def _cond_impl(pred, *caps, options=_DEFAULT_OPTIONS, **a):
-    _, tc, fc = _cond_split((pred,) + caps, a)
-    g, c = (a["true_graph"], tc) if pred else (a["false_graph"], fc)
-    e = _branch_program(g, "fwd").entry(c, options)
-    r = run(e, c)
-    e.ran(1)
-    return r
-
-
-def _cond_shape(pred, *caps, **a):
-    if tuple(pred.shape) != () or dtype_of(pred) != np.bool_:
-        raise TypeError(f"cond: pred must be a boolean scalar, got shape {fmt_shape(pred.shape)} dtype "
-                        f"{dtype_of(pred)}")
-    _, tc, fc = _cond_split((pred,) + caps, a)
-    outs = []
-    for g, c in ((a["true_graph"], tc), (a["false_graph"], fc)):
-        got = passes.infer_shapes(_forward(g), dict(zip(g.inputs, c)))
-        outs.append([got.avals[o] for o in g.outputs])
-    return tuple(_merge(x, y, k) for k, (x, y) in enumerate(zip(*outs)))
-
-
-def _merge(x, y, k):
-    if dtype_of(x) != dtype_of(y):
-        raise TypeError(f"cond: output {k} has dtype {dtype_of(x)} in true_fn and {dtype_of(y)} in false_fn")
-    if len(x.shape) != len(y.shape):
-        raise ShapeError(f"cond: output {k} has shape {fmt_shape(x.shape)} in true_fn and {fmt_shape(y.shape)} in "
-                         f"false_fn")
-    return Aval(tuple(a if a == b else None for a, b in zip(x.shape, y.shape)), dtype_of(x))
-
-
-def _cond_vjp(g, ins, out, options=_DEFAULT_OPTIONS, **a):
-    pred, tc, fc = _cond_split(ins, a)
-    # every float input gets a gradient (zeros from the branch not taken): the sums it joins expect arrays
-    result = [None] + [zeros_like(x) if is_float(x) else None for x in ins[1:]]
-    role = "true" if pred else "false"
-    graph = a[f"{role}_graph"]
-    caps = tc if pred else fc
-    base = 1 if pred else 1 + a["n_true"]
-    fo = tuple(k for k, o in enumerate(graph.outputs) if graph.values[o].dtype.kind in "fc")
-    fi = tuple(k for k, i in enumerate(graph.inputs) if graph.values[i].dtype.kind in "fc")
-    if not fo or not fi:
-        return tuple(result)
-
-    def make():
-        _refuse_random(graph, "cond")
-        vals = graph.values
-        outs = [vals[o] for o in graph.outputs]
-        merged = [a["out_avals"][k] for k in fo]
-        gys = [graph.append_equation(placeholder_p, (), {}, Aval(tuple(m.shape), m.dtype),
-                                     name=f"gradients/{outs[k].name}/grad_y") for k, m in zip(fo, merged)]
-        grads = gradients([outs[k] for k in fo], [vals[graph.inputs[k]] for k in fi], grad_ys=gys)
-        slots, real = [], []
-        for gr in grads:
-            slots.append(None if gr is None else len(real))
-            if gr is not None:
-                real.append(gr.id)
-        prog = Program(graph, tuple(graph.inputs) + tuple(x.id for x in gys), real,
-                        ((),) * (len(graph.inputs) + len(gys)))
-        prog.slots = slots
-        return prog
-    prog = program(graph, "vjp", make)
-    gs = tuple(g[k] if g[k] is not None else zeros_like(out[k]) for k in fo)
-    args = tuple(caps) + gs
-    e = prog.entry(args, options)
-    r = run(e, args)
-    e.ran(1)
-    for j, k in enumerate(fi):
-        s = prog.slots[j]
-        result[base + k] = r[s] if s is not None else zeros_like(caps[k])
-    return tuple(result)
-
-
-cond_p = StaticPrimitive("cond", _cond_impl, _cond_shape, multiple_results=True, joint_vjp=_cond_vjp,
-                         retains_inputs=True, options_arg=True)
-
-
-def _trace_branch(fn, outer, what):
-    g = outer.subgraph()
-    r = _call_in(g, fn, (), what)
-    leaves, struct = tree_flatten(r)
-    tas = [x if isinstance(x, TensorArray) else None for x in leaves]
-    vals = [_leaf_value(x, g, what) for x in leaves]
-    g.inputs = tuple(ph.id for _, ph in g.captures)
-    g.outputs = tuple(v.id for v in vals)
-    _check_pure(g, what)
-    return g, struct, vals, tas
-
-
-def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
-    """``true_fn()`` if ``pred`` else ``false_fn()`` (TF1's ``tf.cond``): only
-    the taken branch runs.
-
-    Parameters
-    ----------
-    pred : boolean scalar Value
-    true_fn, false_fn : callables
-        Return the same structure (nested lists, tuples, dicts), with the same
-        dtypes and ranks; a dimension that differs between them is unknown
-        in the result.
-    strict : bool
-        ``False`` (TF1's default): a one-element list or tuple comes back as
-        its element.
-    """
-    if isinstance(pred, (bool, np.bool_)):
-        raise TypeError("cond: pred must not be a Python bool")
-    if not isinstance(pred, Value):
-        raise TypeError(f"cond: pred must be a boolean scalar graph value, got {type(pred).__name__}")
-    if pred.dtype != np.bool_ or tuple(pred.shape) != ():
-        raise TypeError(f"cond: pred must be a boolean scalar, got '{pred.name}' with shape {fmt_shape(pred.shape)} "
-                        f"dtype {pred.dtype}")
-    if not callable(true_fn) or not callable(false_fn):
-        raise TypeError("cond: true_fn and false_fn must be callables")
-    outer = _enclosing_graph([pred])
-    tg, ts, tv, ttas = _trace_branch(true_fn, outer, "cond true_fn")
-    fg, fs, fv, ftas = _trace_branch(false_fn, outer, "cond false_fn")
-    if not ts.same_structure(fs, lists_as_tuples=True):
-        raise ValueError(f"cond: true_fn and false_fn must return the same structure; true_fn returned "
-                         f"{ts}, false_fn {fs}")
-    if not tv:
-        raise ValueError("cond: the branches return nothing")
-    for k, (a, b, ta, fa) in enumerate(zip(tv, fv, ttas, ftas)):
-        if (ta is None) != (fa is None):
-            raise TypeError(f"cond: output {k} is a TensorArray in one branch and not in the other")
-    out_avals = tuple(_merge(Aval(tuple(a.shape), a.dtype), Aval(tuple(b.shape), b.dtype), k)
-                      for k, (a, b) in enumerate(zip(tv, fv)))
-    ins = [pred] + [v for v, _ in tg.captures] + [v for v, _ in fg.captures]
-    attrs = {"true_graph": tg, "false_graph": fg, "n_true": len(tg.captures), "out_avals": out_avals}
-    with outer.as_default():
-        res = add_op(cond_p, *ins, name=name or "cond", **attrs)
-    vals = []
-    for v, ta, fa in zip(res, ttas, ftas):
-        if ta is not None:
-            es = ta.element_shape if ta.element_shape == fa.element_shape else None
-            vals.append(ta.with_flow(v, es))
-        else:
-            vals.append(v)
-    out = ts.unflatten(vals)
-    if not strict and isinstance(out, (list, tuple)) and len(out) == 1 and not hasattr(out, "_fields"):
         return out[0]
     return out
