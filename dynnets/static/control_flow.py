@@ -438,7 +438,14 @@ def _add_rows(whole, idx, rows, n):
     lo, hi = idx.min(), idx.max()
     if lo < -n or hi >= n:
         raise IndexError(f"while_loop gradient: a gathered row index in [{lo}, {hi}] outside [-{n}, {n})")
-    np.add.at(whole, np.where(idx < 0, idx + n, idx), rows)
+    if lo < 0:
+        idx = np.where(idx < 0, idx + n, idx)
+    s = np.sort(idx)
+    if (s[1:] != s[:-1]).all():
+        # distinct rows (other shapes and dtypes than the kernel's): fancy-index addition, ~7x faster than np.add.at
+        whole[idx] += rows
+    else:
+        np.add.at(whole, idx, rows)
 
 
 def _acc(acc, x):
