@@ -567,7 +567,9 @@ def _tree_lstm_node_vjp(g, ins, out):
     ds_l = np.empty((n, H2), dtype=dt)
     ds_r = np.empty((n, H2), dtype=dt)
     KT.tree_lstm_node_bwd(grad_or_zeros(g[0], s), acts, as_float(s_l, dt), as_float(s_r, dt), s, dz, ds_l, ds_r)
-    wt = fixed_transpose(w, dt)
+    # a loop gradient's captured weight transposed once (fixed_arrays); one or two rows (a node run
+    # recursively) multiply the view as fast, without the lookup
+    wt = fixed_transpose(w, dt) if n > _MV_ROWS else None
     dhcat = dz @ w.T if wt is None else dz @ wt
     ds_l[:, :H] = dhcat[:, :H]
     ds_r[:, :H] = dhcat[:, H:]
